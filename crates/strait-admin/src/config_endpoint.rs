@@ -1,0 +1,128 @@
+//! `GET /config` and `POST /config`: replace the whole configuration
+//! atomically, with Kong's semantics (201, 400 with all errors, 304 for
+//! `check_hash=1` when unchanged). A rejected configuration changes nothing.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::{json, Value};
+use strait_core::declarative::{config_to_declarative, parse_declarative, DeclarativeFormat};
+use strait_core::{ConfigError, ConfigVersion};
+use strait_proxy::{PublishError, SnapshotPublisher};
+use strait_store::Store;
+
+use crate::response::{empty_response, json_response, message, AdminResponse};
+use crate::AdminState;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{0}")]
+    Invalid(ConfigError),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+}
+
+/// md5 hex of the configuration as received (Kong's `configuration_hash`).
+pub fn input_hash(bytes: &[u8]) -> String {
+    use md5::{Digest, Md5};
+    Md5::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Parse, compile, commit and publish a declarative configuration: the one
+/// path used by `POST /config` and by `declarative_config` at startup.
+pub async fn load_declarative(
+    publisher: &SnapshotPublisher,
+    store: &Arc<dyn Store>,
+    bytes: &[u8],
+    format: DeclarativeFormat,
+) -> Result<ConfigVersion, LoadError> {
+    let config = Arc::new(parse_declarative(bytes, format, unix_now()).map_err(LoadError::Invalid)?);
+    let store = store.clone();
+    let to_commit = config.clone();
+    let commit = Box::new(move || store.replace(&to_commit).map_err(|e| e.to_string()));
+    Ok(publisher.replace(config, Some(input_hash(bytes)), commit).await?)
+}
+
+pub fn get_config(state: &AdminState) -> AdminResponse {
+    let snapshot = state.publisher.current().load_full();
+    let document = config_to_declarative(&snapshot.config);
+    let text = serde_yaml::to_string(&document).unwrap_or_default();
+    json_response(StatusCode::OK, &json!({ "config": text }))
+}
+
+fn query_flag(query: Option<&str>, name: &str) -> bool {
+    query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .any(|pair| pair == name || pair == format!("{name}=1") || pair == format!("{name}=true"))
+}
+
+/// The declarative document inside a `/config` request body.
+fn extract_document(content_type: &str, body: &[u8]) -> Result<(Vec<u8>, DeclarativeFormat), AdminResponse> {
+    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    match media.as_str() {
+        "" => Ok((body.to_vec(), DeclarativeFormat::Auto)),
+        "application/json" => match serde_json::from_slice::<Value>(body) {
+            Ok(Value::Object(map)) => match map.get("config") {
+                Some(Value::String(inner)) => Ok((inner.as_bytes().to_vec(), DeclarativeFormat::Auto)),
+                Some(inner @ Value::Object(_)) => Ok((inner.to_string().into_bytes(), DeclarativeFormat::Json)),
+                _ => Ok((body.to_vec(), DeclarativeFormat::Json)),
+            },
+            Ok(_) | Err(_) => Ok((body.to_vec(), DeclarativeFormat::Json)),
+        },
+        "application/x-yaml" | "application/yaml" | "text/yaml" | "text/x-yaml" => {
+            Ok((body.to_vec(), DeclarativeFormat::Yaml))
+        }
+        "application/x-www-form-urlencoded" => crate::server::form_field(body, "config")
+            .map(|v| (v, DeclarativeFormat::Auto))
+            .ok_or_else(|| message(StatusCode::BAD_REQUEST, "expected a 'config' field")),
+        "multipart/form-data" => crate::server::multipart_field(content_type, body, "config")
+            .map(|v| (v, DeclarativeFormat::Auto))
+            .ok_or_else(|| message(StatusCode::BAD_REQUEST, "expected a 'config' field")),
+        _ => Err(message(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Content-Type")),
+    }
+}
+
+fn compile_error_body(error: &strait_proxy::CompileError) -> Value {
+    let mut fields = serde_json::Map::new();
+    for problem in &error.problems {
+        fields.insert(problem.entity.clone(), Value::String(problem.message.clone()));
+    }
+    json!({
+        "code": 14,
+        "name": "invalid declarative configuration",
+        "message": format!("declarative config is invalid: {error}"),
+        "fields": fields,
+    })
+}
+
+pub async fn post_config(state: &AdminState, content_type: &str, query: Option<&str>, body: &[u8]) -> AdminResponse {
+    let (document, format) = match extract_document(content_type, body) {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    if query_flag(query, "check_hash") && state.publisher.current().load().hash == input_hash(&document) {
+        return empty_response(StatusCode::NOT_MODIFIED);
+    }
+    match load_declarative(&state.publisher, &state.store, &document, format).await {
+        Ok(_) => {
+            let snapshot = state.publisher.current().load_full();
+            json_response(StatusCode::CREATED, &config_to_declarative(&snapshot.config))
+        }
+        Err(LoadError::Invalid(error)) => json_response(
+            StatusCode::BAD_REQUEST,
+            &error.to_kong_body(query_flag(query, "flatten_errors")),
+        ),
+        Err(LoadError::Publish(PublishError::Compile(error))) => {
+            json_response(StatusCode::BAD_REQUEST, &compile_error_body(&error))
+        }
+        Err(LoadError::Publish(error)) => crate::response::internal_error(&error.to_string()),
+    }
+}

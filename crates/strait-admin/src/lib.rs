@@ -1,0 +1,43 @@
+//! strait-admin: the Admin API (Kong's shapes) and the status API.
+//!
+//! Runs on its own runtime thread, apart from the proxy workers. Writes go
+//! through the store in one transaction and reach the proxy through the
+//! snapshot compiler; nothing here touches a proxy worker.
+#![forbid(unsafe_code)]
+// Handlers return early with a ready response as their error value; boxing
+// every response to satisfy the size lint would only add allocations.
+#![allow(clippy::result_large_err)]
+
+mod config_endpoint;
+mod lists;
+mod response;
+mod root;
+mod server;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use serde_json::Value;
+use strait_proxy::{ProxyStats, SnapshotPublisher};
+use strait_store::Store;
+
+pub use config_endpoint::{load_declarative, LoadError};
+pub use server::{serve_admin, serve_status};
+
+/// Kong Admin API version Strait follows.
+pub const KONG_COMPATIBLE_VERSION: &str = "3.9.0";
+
+/// What the Admin API needs from the node.
+pub struct AdminState {
+    pub store: Arc<dyn Store>,
+    pub publisher: SnapshotPublisher,
+    pub stats: Arc<ProxyStats>,
+    pub node_id: String,
+    pub hostname: String,
+    /// The node's effective settings, shown by `GET /`.
+    pub configuration: Value,
+    /// Set once startup has loaded the stored configuration.
+    pub ready: Arc<AtomicBool>,
+    /// `admin_token`: when set, requests need `Authorization: Bearer <token>`.
+    pub admin_token: Option<String>,
+}

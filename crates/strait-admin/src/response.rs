@@ -1,0 +1,51 @@
+//! Response helpers: JSON bodies with the Admin API's headers.
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+use http_body_util::Full;
+use serde_json::{json, Value};
+
+pub type AdminResponse = Response<Full<Bytes>>;
+
+pub fn json_response(status: StatusCode, body: &Value) -> AdminResponse {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    headers.insert(header::SERVER, HeaderValue::from_static(strait_proxy::SERVER_HEADER));
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    response
+}
+
+pub fn empty_response(status: StatusCode) -> AdminResponse {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::SERVER, HeaderValue::from_static(strait_proxy::SERVER_HEADER));
+    response
+}
+
+pub fn message(status: StatusCode, text: &str) -> AdminResponse {
+    json_response(status, &json!({ "message": text }))
+}
+
+pub fn not_found() -> AdminResponse {
+    message(StatusCode::NOT_FOUND, "Not found")
+}
+
+pub fn method_not_allowed(allow: &'static str) -> AdminResponse {
+    let mut response = message(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed");
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    response
+}
+
+pub fn internal_error(detail: &str) -> AdminResponse {
+    tracing::error!(detail, "admin API internal error");
+    message(StatusCode::INTERNAL_SERVER_ERROR, "An unexpected error occurred")
+}

@@ -1,0 +1,69 @@
+//! `GET /`, `GET /status`, `GET /status/ready`.
+
+use std::sync::atomic::Ordering;
+
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use crate::response::{json_response, message, AdminResponse};
+use crate::{AdminState, KONG_COMPATIBLE_VERSION};
+
+pub fn root(state: &AdminState) -> AdminResponse {
+    let snapshot = state.publisher.current().load_full();
+    let mut enabled: Vec<&str> = snapshot.config.plugins.iter().map(|p| p.name.as_str()).collect();
+    enabled.sort_unstable();
+    enabled.dedup();
+    let available: serde_json::Map<String, Value> = strait_plugins::AVAILABLE
+        .iter()
+        .map(|name| (name.to_string(), json!({ "version": strait_proxy::VERSION })))
+        .collect();
+    let body = json!({
+        "version": KONG_COMPATIBLE_VERSION,
+        "strait_version": strait_proxy::VERSION,
+        "edition": "community",
+        "tagline": "Welcome to strait",
+        "hostname": state.hostname,
+        "node_id": state.node_id,
+        "lua_version": Value::Null,
+        "configuration": state.configuration,
+        "plugins": {
+            "available_on_server": available,
+            "enabled_in_cluster": enabled,
+        },
+        "pids": { "master": std::process::id(), "workers": [std::process::id()] },
+        "timers": { "running": 0, "pending": 0 },
+    });
+    json_response(StatusCode::OK, &body)
+}
+
+pub fn status(state: &AdminState) -> AdminResponse {
+    let snapshot = state.publisher.current().load_full();
+    let reachable = state.store.version().is_ok();
+    let body = json!({
+        "server": state.stats.to_json(),
+        "database": { "reachable": reachable },
+        "configuration_hash": snapshot.hash,
+        "config_version": snapshot.version,
+        "memory": { "rss_bytes": rss_bytes() },
+    });
+    json_response(StatusCode::OK, &body)
+}
+
+pub fn ready(state: &AdminState) -> AdminResponse {
+    if state.ready.load(Ordering::Acquire) {
+        message(StatusCode::OK, "ready")
+    } else {
+        message(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: configuration not loaded yet",
+        )
+    }
+}
+
+/// Resident set size of this process, from /proc.
+fn rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

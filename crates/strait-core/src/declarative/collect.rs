@@ -1,0 +1,117 @@
+//! Walks a declarative document (flat or nested) into one list of pending
+//! entities, each with its path, its input minus nested children, and the
+//! nested parent it belongs to.
+
+use serde_json::{json, Map, Value};
+
+use crate::entities::EntityKind;
+use crate::error::FieldError;
+
+/// One entity found in the document, not yet validated.
+pub(super) struct Pending {
+    pub kind: EntityKind,
+    /// Where it sits in the document: `services[1].routes[0]`.
+    pub path: String,
+    /// Its fields as written, nested children removed.
+    pub input: Map<String, Value>,
+    /// The item exactly as written (for `flattened_errors`).
+    pub raw: Value,
+    /// Index (in the pending list) of the entity it is nested under.
+    pub parent: Option<usize>,
+}
+
+/// Children that may be nested under an entity: (key, child kind, the
+/// child's foreign key to the parent).
+pub(super) fn nested_children(kind: EntityKind) -> &'static [(&'static str, EntityKind, &'static str)] {
+    use EntityKind::*;
+    match kind {
+        Services => &[("routes", Routes, "service"), ("plugins", Plugins, "service")],
+        Routes => &[("plugins", Plugins, "route")],
+        Consumers => &[
+            ("plugins", Plugins, "consumer"),
+            ("keyauth_credentials", KeyauthCredentials, "consumer"),
+        ],
+        Upstreams => &[("targets", Targets, "upstream")],
+        Certificates => &[("snis", Snis, "certificate")],
+        _ => &[],
+    }
+}
+
+/// Every entity in the document, parents before their nested children.
+pub(super) fn collect(document: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Vec<Pending> {
+    let mut pending = Vec::new();
+    for kind in EntityKind::ALL {
+        if let Some(items) = document.get(kind.table()) {
+            collect_list(kind, items, kind.table(), None, &mut pending, errors);
+        }
+    }
+    pending
+}
+
+fn collect_list(
+    kind: EntityKind,
+    items: &Value,
+    path: &str,
+    parent: Option<usize>,
+    pending: &mut Vec<Pending>,
+    errors: &mut Vec<FieldError>,
+) {
+    let list = match items {
+        Value::Null => return,
+        Value::Array(list) => list,
+        _ => {
+            errors.push(FieldError::new(path, "expected an array"));
+            return;
+        }
+    };
+    for (index, item) in list.iter().enumerate() {
+        let item_path = format!("{path}[{index}]");
+        let item = match (kind, item) {
+            // `snis: ["example.com"]` under a certificate names SNIs directly.
+            (EntityKind::Snis, Value::String(name)) if parent.is_some() => json!({ "name": name }),
+            (_, Value::Object(_)) => item.clone(),
+            _ => {
+                errors.push(FieldError::new(item_path, "expected a record"));
+                continue;
+            }
+        };
+        collect_item(kind, item, item_path, parent, pending, errors);
+    }
+}
+
+fn collect_item(
+    kind: EntityKind,
+    raw: Value,
+    path: String,
+    parent: Option<usize>,
+    pending: &mut Vec<Pending>,
+    errors: &mut Vec<FieldError>,
+) {
+    let mut input = raw.as_object().cloned().unwrap_or_default();
+    let children: Vec<(EntityKind, String, Value)> = nested_children(kind)
+        .iter()
+        .filter_map(|(key, child, _)| {
+            let items = input.remove(*key)?;
+            Some((*child, format!("{path}.{key}"), items))
+        })
+        .collect();
+    let index = pending.len();
+    pending.push(Pending {
+        kind,
+        path,
+        input,
+        raw,
+        parent,
+    });
+    for (child, child_path, items) in children {
+        collect_list(child, &items, &child_path, Some(index), pending, errors);
+    }
+}
+
+/// The foreign-key field through which a nested child points at its parent.
+pub(super) fn parent_link(parent: EntityKind, child: EntityKind) -> Option<&'static str> {
+    nested_children(parent)
+        .iter()
+        .find(|(_, kind, _)| *kind == child)
+        .map(|(_, _, field)| *field)
+}

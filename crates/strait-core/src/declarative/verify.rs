@@ -1,0 +1,165 @@
+//! Per-entity validation, document-wide uniqueness, and the final result:
+//! a `Config`, or a `ConfigError` with full paths and Kong's flattened errors.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::collect::Pending;
+use super::resolve::uniqueness_message;
+use super::Located;
+use crate::delta::Entity;
+use crate::entities::{Config, EntityKind};
+use crate::error::{ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};
+use crate::schema::{endpoint_key, is_missing, unique_fields, validate_entity};
+
+/// Validates every entity with its resolved references and assigned id.
+pub(super) fn validate_all(
+    pending: &[Pending],
+    ids: &[Uuid],
+    now: i64,
+    errors: &mut Vec<Located>,
+) -> Vec<Option<Entity>> {
+    pending
+        .iter()
+        .enumerate()
+        .map(|(at, entity)| {
+            let mut input = entity.input.clone();
+            if is_missing(input.get("id")) {
+                input.insert("id".into(), json!(ids[at]));
+            }
+            match validate_entity(entity.kind, &Value::Object(input), now) {
+                Ok(valid) => Some(valid),
+                Err(found) => {
+                    errors.extend(found.into_iter().map(|error| Located {
+                        entity: Some(at),
+                        error,
+                    }));
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// The entity's own fields as JSON (without the `kind` tag).
+fn entity_fields(entity: &Entity) -> Value {
+    let tagged = serde_json::to_value(entity).unwrap_or(Value::Null);
+    tagged.get("entity").cloned().unwrap_or(Value::Null)
+}
+
+/// Unique fields other than the endpoint key (checked while indexing), and
+/// endpoint keys generated during validation (key-auth keys).
+pub(super) fn check_unique_fields(pending: &[Pending], entities: &[Option<Entity>], errors: &mut Vec<Located>) {
+    let mut seen: HashMap<(EntityKind, &str, String), usize> = HashMap::new();
+    for (at, entity) in entities.iter().enumerate() {
+        let Some(entity) = entity else { continue };
+        let kind = entity.kind();
+        let values = entity_fields(entity);
+        for field in unique_fields(kind) {
+            let given_key = endpoint_key(kind) == Some(field) && pending[at].input.contains_key(field);
+            let Some(Value::String(value)) = values.get(field) else {
+                continue;
+            };
+            if given_key {
+                continue;
+            }
+            if seen.insert((kind, field, value.clone()), at).is_some() {
+                let message = uniqueness_message(kind.table(), field, value);
+                errors.push(Located::entity(at, message));
+            }
+        }
+    }
+}
+
+/// At most one plugin of a name per (route, service, consumer) scope.
+pub(super) fn check_plugin_scopes(entities: &[Option<Entity>], errors: &mut Vec<Located>) {
+    let mut seen = HashMap::new();
+    for (at, entity) in entities.iter().enumerate() {
+        let Some(Entity::Plugin(plugin)) = entity else {
+            continue;
+        };
+        let scope = (
+            plugin.name.clone(),
+            plugin.route.map(|fk| fk.id),
+            plugin.service.map(|fk| fk.id),
+            plugin.consumer.map(|fk| fk.id),
+        );
+        if seen.insert(scope, at).is_some() {
+            let message = uniqueness_message("plugins", "name", &plugin.name);
+            errors.push(Located::entity(at, format!("{message} for this scope")));
+        }
+    }
+}
+
+/// Puts valid entities into a `Config`, keeping document order per kind.
+pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
+    let mut config = Config::default();
+    for entity in entities.into_iter().flatten() {
+        match entity {
+            Entity::Service(e) => config.services.push(e),
+            Entity::Route(e) => config.routes.push(e),
+            Entity::Upstream(e) => config.upstreams.push(e),
+            Entity::Target(e) => config.targets.push(e),
+            Entity::Consumer(e) => config.consumers.push(e),
+            Entity::Plugin(e) => config.plugins.push(e),
+            Entity::Certificate(e) => config.certificates.push(e),
+            Entity::Sni(e) => config.snis.push(e),
+            Entity::CaCertificate(e) => config.ca_certificates.push(e),
+            Entity::KeyauthCredential(e) => config.keyauth_credentials.push(e),
+        }
+    }
+    config
+}
+
+/// Document-level errors first, then each entity's in document order.
+pub(super) fn config_error(top_level: Vec<FieldError>, mut located: Vec<Located>, pending: &[Pending]) -> ConfigError {
+    located.sort_by_key(|l| l.entity);
+    let flattened = flatten(&located, pending);
+    let mut errors = top_level;
+    errors.extend(located.into_iter().map(|l| match l.entity {
+        Some(at) => l.error.under(&pending[at].path),
+        None => l.error,
+    }));
+    ConfigError { errors, flattened }
+}
+
+fn flatten(located: &[Located], pending: &[Pending]) -> Vec<FlattenedEntityError> {
+    let mut out: Vec<FlattenedEntityError> = Vec::new();
+    let mut last: Option<usize> = None;
+    for item in located {
+        let Some(at) = item.entity else { continue };
+        if last != Some(at) {
+            out.push(flattened_entity(&pending[at]));
+            last = Some(at);
+        }
+        let error = &item.error;
+        let field_error = FlattenedFieldError {
+            field: (!error.path.is_empty()).then(|| error.path.clone()),
+            kind: if error.path.is_empty() { "entity" } else { "field" }.to_string(),
+            message: error.message.clone(),
+        };
+        if let Some(entry) = out.last_mut() {
+            entry.errors.push(field_error);
+        }
+    }
+    out
+}
+
+fn flattened_entity(entity: &Pending) -> FlattenedEntityError {
+    let raw = &entity.raw;
+    let text = |field: &str| raw.get(field).and_then(Value::as_str).map(str::to_string);
+    let tags = raw
+        .get("tags")
+        .and_then(Value::as_array)
+        .and_then(|items| items.iter().map(|t| t.as_str().map(str::to_string)).collect());
+    FlattenedEntityError {
+        entity_type: entity.kind.singular().to_string(),
+        entity_name: text("name"),
+        entity_id: text("id").filter(|id| Uuid::parse_str(id).is_ok()),
+        entity_tags: tags,
+        entity: raw.clone(),
+        errors: Vec::new(),
+    }
+}

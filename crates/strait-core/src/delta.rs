@@ -1,0 +1,142 @@
+//! Changes to a configuration, as the store commits them and the snapshot
+//! compiler applies them.
+//!
+//! A [`ConfigDelta`] is produced by exactly one store transaction and carries the
+//! `config_version` that transaction committed. `Replace` is what `/config` and
+//! a declarative file produce; `Changes` is what single Admin API writes produce
+//! (one entity upserted or deleted per change, cascades listed explicitly).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::entities::*;
+
+/// Monotonic version of the committed configuration; bumped by every
+/// committed store transaction.
+pub type ConfigVersion = u64;
+
+/// One entity of any kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "entity", rename_all = "snake_case")]
+pub enum Entity {
+    Service(Service),
+    Route(Route),
+    Upstream(Upstream),
+    Target(Target),
+    Consumer(Consumer),
+    Plugin(Plugin),
+    Certificate(Certificate),
+    Sni(Sni),
+    CaCertificate(CaCertificate),
+    KeyauthCredential(KeyauthCredential),
+}
+
+impl Entity {
+    pub fn kind(&self) -> EntityKind {
+        match self {
+            Entity::Service(_) => EntityKind::Services,
+            Entity::Route(_) => EntityKind::Routes,
+            Entity::Upstream(_) => EntityKind::Upstreams,
+            Entity::Target(_) => EntityKind::Targets,
+            Entity::Consumer(_) => EntityKind::Consumers,
+            Entity::Plugin(_) => EntityKind::Plugins,
+            Entity::Certificate(_) => EntityKind::Certificates,
+            Entity::Sni(_) => EntityKind::Snis,
+            Entity::CaCertificate(_) => EntityKind::CaCertificates,
+            Entity::KeyauthCredential(_) => EntityKind::KeyauthCredentials,
+        }
+    }
+
+    pub fn id(&self) -> Uuid {
+        match self {
+            Entity::Service(e) => e.id,
+            Entity::Route(e) => e.id,
+            Entity::Upstream(e) => e.id,
+            Entity::Target(e) => e.id,
+            Entity::Consumer(e) => e.id,
+            Entity::Plugin(e) => e.id,
+            Entity::Certificate(e) => e.id,
+            Entity::Sni(e) => e.id,
+            Entity::CaCertificate(e) => e.id,
+            Entity::KeyauthCredential(e) => e.id,
+        }
+    }
+}
+
+/// One change inside a transaction. Entities are kept inline: changes are
+/// short-lived and boxing every upsert would cost an allocation per change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+#[allow(clippy::large_enum_variant)]
+pub enum ConfigChange {
+    Upsert { entity: Entity },
+    Delete { kind: EntityKind, id: Uuid },
+}
+
+/// What one committed store transaction changed.
+#[derive(Debug, Clone)]
+pub enum DeltaBody {
+    /// The whole configuration was replaced (`/config`, declarative file, startup).
+    Replace(Arc<Config>),
+    /// Individual entity changes, in the order they were committed.
+    Changes(Vec<ConfigChange>),
+}
+
+/// A committed change with the version it produced.
+#[derive(Debug, Clone)]
+pub struct ConfigDelta {
+    pub version: ConfigVersion,
+    pub body: DeltaBody,
+}
+
+impl Config {
+    /// Apply entity changes to a configuration value. Used by the snapshot
+    /// compiler to keep its copy of the configuration current.
+    pub fn apply_changes(&mut self, changes: &[ConfigChange]) {
+        for change in changes {
+            match change {
+                ConfigChange::Upsert { entity } => self.upsert(entity.clone()),
+                ConfigChange::Delete { kind, id } => self.remove(*kind, *id),
+            }
+        }
+    }
+
+    fn upsert(&mut self, entity: Entity) {
+        fn put<T, F: Fn(&T) -> Uuid>(items: &mut Vec<T>, item: T, id_of: F) {
+            let id = id_of(&item);
+            match items.iter_mut().find(|existing| id_of(existing) == id) {
+                Some(slot) => *slot = item,
+                None => items.push(item),
+            }
+        }
+        match entity {
+            Entity::Service(e) => put(&mut self.services, e, |x| x.id),
+            Entity::Route(e) => put(&mut self.routes, e, |x| x.id),
+            Entity::Upstream(e) => put(&mut self.upstreams, e, |x| x.id),
+            Entity::Target(e) => put(&mut self.targets, e, |x| x.id),
+            Entity::Consumer(e) => put(&mut self.consumers, e, |x| x.id),
+            Entity::Plugin(e) => put(&mut self.plugins, e, |x| x.id),
+            Entity::Certificate(e) => put(&mut self.certificates, e, |x| x.id),
+            Entity::Sni(e) => put(&mut self.snis, e, |x| x.id),
+            Entity::CaCertificate(e) => put(&mut self.ca_certificates, e, |x| x.id),
+            Entity::KeyauthCredential(e) => put(&mut self.keyauth_credentials, e, |x| x.id),
+        }
+    }
+
+    fn remove(&mut self, kind: EntityKind, id: Uuid) {
+        match kind {
+            EntityKind::Services => self.services.retain(|x| x.id != id),
+            EntityKind::Routes => self.routes.retain(|x| x.id != id),
+            EntityKind::Upstreams => self.upstreams.retain(|x| x.id != id),
+            EntityKind::Targets => self.targets.retain(|x| x.id != id),
+            EntityKind::Consumers => self.consumers.retain(|x| x.id != id),
+            EntityKind::Plugins => self.plugins.retain(|x| x.id != id),
+            EntityKind::Certificates => self.certificates.retain(|x| x.id != id),
+            EntityKind::Snis => self.snis.retain(|x| x.id != id),
+            EntityKind::CaCertificates => self.ca_certificates.retain(|x| x.id != id),
+            EntityKind::KeyauthCredentials => self.keyauth_credentials.retain(|x| x.id != id),
+        }
+    }
+}

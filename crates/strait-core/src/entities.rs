@@ -1,0 +1,310 @@
+//! Kong's configuration entities as typed values, after validation and defaults.
+//!
+//! Field names, types and defaults follow Kong 3.x. Foreign keys are stored as
+//! `{"id": "..."}` objects exactly as Kong serialises them. These types are what
+//! the store persists and what the snapshot compiler reads; raw user input is
+//! checked by [`crate::schema`] before it becomes one of these.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+/// A reference to another entity, serialised as Kong does: `{"id": "<uuid>"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ForeignKey {
+    pub id: Uuid,
+}
+
+impl ForeignKey {
+    pub fn new(id: Uuid) -> Self {
+        ForeignKey { id }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Service {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub name: Option<String>,
+    pub retries: i64,
+    pub protocol: String,
+    pub host: String,
+    pub port: i64,
+    pub path: Option<String>,
+    pub connect_timeout: i64,
+    pub write_timeout: i64,
+    pub read_timeout: i64,
+    pub tags: Option<Vec<String>>,
+    pub client_certificate: Option<ForeignKey>,
+    pub tls_verify: Option<bool>,
+    pub tls_verify_depth: Option<i64>,
+    pub ca_certificates: Option<Vec<Uuid>>,
+    pub enabled: bool,
+}
+
+/// One `sources` / `destinations` entry of a route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CidrPort {
+    pub ip: Option<String>,
+    pub port: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Route {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub name: Option<String>,
+    pub protocols: Vec<String>,
+    pub methods: Option<Vec<String>>,
+    pub hosts: Option<Vec<String>>,
+    pub paths: Option<Vec<String>>,
+    /// Header name (lower-cased) to accepted values.
+    pub headers: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    pub https_redirect_status_code: i64,
+    pub regex_priority: i64,
+    pub strip_path: bool,
+    pub path_handling: String,
+    pub preserve_host: bool,
+    pub request_buffering: bool,
+    pub response_buffering: bool,
+    pub snis: Option<Vec<String>>,
+    pub sources: Option<Vec<CidrPort>>,
+    pub destinations: Option<Vec<CidrPort>>,
+    pub tags: Option<Vec<String>>,
+    pub service: Option<ForeignKey>,
+    /// Kong expressions-router fields (used by the router issue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Upstream {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub name: String,
+    pub algorithm: String,
+    pub hash_on: String,
+    pub hash_fallback: String,
+    pub hash_on_header: Option<String>,
+    pub hash_fallback_header: Option<String>,
+    pub hash_on_cookie: Option<String>,
+    pub hash_on_cookie_path: String,
+    pub hash_on_query_arg: Option<String>,
+    pub hash_fallback_query_arg: Option<String>,
+    pub hash_on_uri_capture: Option<String>,
+    pub hash_fallback_uri_capture: Option<String>,
+    pub slots: i64,
+    pub healthchecks: Value,
+    pub tags: Option<Vec<String>>,
+    pub host_header: Option<String>,
+    pub client_certificate: Option<ForeignKey>,
+    pub use_srv_name: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    pub id: Uuid,
+    pub created_at: f64,
+    pub updated_at: f64,
+    pub upstream: ForeignKey,
+    pub target: String,
+    pub weight: i64,
+    pub tags: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Consumer {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub username: Option<String>,
+    pub custom_id: Option<String>,
+    pub tags: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plugin {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub name: String,
+    pub instance_name: Option<String>,
+    pub route: Option<ForeignKey>,
+    pub service: Option<ForeignKey>,
+    pub consumer: Option<ForeignKey>,
+    /// Plugin configuration with the plugin schema's defaults filled in.
+    pub config: Map<String, Value>,
+    pub protocols: Vec<String>,
+    pub enabled: bool,
+    pub tags: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Certificate {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub cert: String,
+    pub key: String,
+    pub cert_alt: Option<String>,
+    pub key_alt: Option<String>,
+    pub tags: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sni {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub name: String,
+    pub certificate: ForeignKey,
+    pub tags: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaCertificate {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub cert: String,
+    pub cert_digest: Option<String>,
+    pub tags: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyauthCredential {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub consumer: ForeignKey,
+    pub key: String,
+    pub ttl: Option<i64>,
+    pub tags: Option<Vec<String>>,
+}
+
+/// Every entity kind Strait stores, in dependency order (a kind only refers
+/// to kinds before it), which is also the order in which they are loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntityKind {
+    CaCertificates,
+    Certificates,
+    Snis,
+    Services,
+    Routes,
+    Upstreams,
+    Targets,
+    Consumers,
+    KeyauthCredentials,
+    Plugins,
+}
+
+impl EntityKind {
+    pub const ALL: [EntityKind; 10] = [
+        EntityKind::CaCertificates,
+        EntityKind::Certificates,
+        EntityKind::Snis,
+        EntityKind::Services,
+        EntityKind::Routes,
+        EntityKind::Upstreams,
+        EntityKind::Targets,
+        EntityKind::Consumers,
+        EntityKind::KeyauthCredentials,
+        EntityKind::Plugins,
+    ];
+
+    /// The table / endpoint name Kong uses (`services`, `keyauth_credentials`, ...).
+    pub fn table(self) -> &'static str {
+        match self {
+            EntityKind::CaCertificates => "ca_certificates",
+            EntityKind::Certificates => "certificates",
+            EntityKind::Snis => "snis",
+            EntityKind::Services => "services",
+            EntityKind::Routes => "routes",
+            EntityKind::Upstreams => "upstreams",
+            EntityKind::Targets => "targets",
+            EntityKind::Consumers => "consumers",
+            EntityKind::KeyauthCredentials => "keyauth_credentials",
+            EntityKind::Plugins => "plugins",
+        }
+    }
+
+    /// Kong's singular entity name as it appears in error bodies.
+    pub fn singular(self) -> &'static str {
+        match self {
+            EntityKind::CaCertificates => "ca_certificate",
+            EntityKind::Certificates => "certificate",
+            EntityKind::Snis => "sni",
+            EntityKind::Services => "service",
+            EntityKind::Routes => "route",
+            EntityKind::Upstreams => "upstream",
+            EntityKind::Targets => "target",
+            EntityKind::Consumers => "consumer",
+            EntityKind::KeyauthCredentials => "keyauth_credential",
+            EntityKind::Plugins => "plugin",
+        }
+    }
+
+    pub fn from_table(name: &str) -> Option<EntityKind> {
+        EntityKind::ALL.into_iter().find(|k| k.table() == name)
+    }
+}
+
+/// A complete configuration: every entity, validated, defaults filled in,
+/// foreign keys resolved to ids. This is what `/config` replaces atomically
+/// and what the store persists.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    pub services: Vec<Service>,
+    pub routes: Vec<Route>,
+    pub upstreams: Vec<Upstream>,
+    pub targets: Vec<Target>,
+    pub consumers: Vec<Consumer>,
+    pub plugins: Vec<Plugin>,
+    pub certificates: Vec<Certificate>,
+    pub snis: Vec<Sni>,
+    pub ca_certificates: Vec<CaCertificate>,
+    pub keyauth_credentials: Vec<KeyauthCredential>,
+}
+
+impl Config {
+    /// Number of entities of every kind together.
+    pub fn entity_count(&self) -> usize {
+        self.services.len()
+            + self.routes.len()
+            + self.upstreams.len()
+            + self.targets.len()
+            + self.consumers.len()
+            + self.plugins.len()
+            + self.certificates.len()
+            + self.snis.len()
+            + self.ca_certificates.len()
+            + self.keyauth_credentials.len()
+    }
+
+    /// The entities of one kind as JSON objects, in stored order.
+    pub fn entities_json(&self, kind: EntityKind) -> Vec<Value> {
+        fn to_values<T: Serialize>(items: &[T]) -> Vec<Value> {
+            items
+                .iter()
+                .map(|item| serde_json::to_value(item).unwrap_or(Value::Null))
+                .collect()
+        }
+        match kind {
+            EntityKind::Services => to_values(&self.services),
+            EntityKind::Routes => to_values(&self.routes),
+            EntityKind::Upstreams => to_values(&self.upstreams),
+            EntityKind::Targets => to_values(&self.targets),
+            EntityKind::Consumers => to_values(&self.consumers),
+            EntityKind::Plugins => to_values(&self.plugins),
+            EntityKind::Certificates => to_values(&self.certificates),
+            EntityKind::Snis => to_values(&self.snis),
+            EntityKind::CaCertificates => to_values(&self.ca_certificates),
+            EntityKind::KeyauthCredentials => to_values(&self.keyauth_credentials),
+        }
+    }
+}

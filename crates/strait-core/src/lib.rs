@@ -1,0 +1,18 @@
+//! strait-core: Kong's entity model, schemas with defaults, validation with
+//! field paths, the declarative config format, and the change (delta) types.
+//!
+//! No I/O, no clocks beyond timestamps passed in, no globals: everything here
+//! takes values and returns values, so it can be fuzzed and benchmarked.
+#![forbid(unsafe_code)]
+
+pub mod declarative;
+pub mod delta;
+pub mod entities;
+pub mod error;
+pub mod schema;
+
+pub use declarative::{config_to_declarative, parse_declarative, DeclarativeFormat};
+pub use delta::{ConfigChange, ConfigDelta, ConfigVersion, DeltaBody, Entity};
+pub use entities::*;
+pub use error::{ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};
+pub use schema::{entity_schema_json, validate_entity};

@@ -1,0 +1,203 @@
+//! The generic validator: checks a JSON value against a [`Field`], fills
+//! defaults, and collects every violation with its path (never stops at the
+//! first). Messages are Kong's `validation_errors`.
+
+use serde_json::{Map, Value};
+
+use super::field::{Field, FieldType};
+use crate::error::{join_path, FieldError};
+
+pub(crate) const REQUIRED: &str = "required field missing";
+pub(crate) const UNKNOWN: &str = "unknown field";
+
+/// Validates `value` (absent or null: default or required check) and returns
+/// the normalized value, `Value::Null` when there is none.
+pub(crate) fn validate_value(field: &Field, value: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) -> Value {
+    let value = match value {
+        Some(Value::Null) | None => {
+            if let Some(default) = &field.default {
+                return validate_present(field, default, path, errors);
+            }
+            if field.required && !field.auto {
+                errors.push(FieldError::new(path, REQUIRED));
+            }
+            return Value::Null;
+        }
+        Some(value) => value,
+    };
+    validate_present(field, value, path, errors)
+}
+
+fn validate_present(field: &Field, value: &Value, path: &str, errors: &mut Vec<FieldError>) -> Value {
+    let before = errors.len();
+    let out = match &field.ty {
+        FieldType::String => check_string(field, value).map(|()| value.clone()),
+        FieldType::Integer => check_integer(field, value),
+        FieldType::Number => check_number(field, value),
+        FieldType::Boolean => match value {
+            Value::Bool(_) => Ok(value.clone()),
+            _ => Err("expected a boolean".to_string()),
+        },
+        FieldType::Array(elements) => validate_list(field, elements, value, path, errors, false),
+        FieldType::Set(elements) => validate_list(field, elements, value, path, errors, true),
+        FieldType::Map(keys, values) => validate_map(keys, values, value, path, errors),
+        FieldType::Record(fields) => match value.as_object() {
+            Some(map) => Ok(Value::Object(validate_record(fields, map, path, errors))),
+            None => Err("expected a record".to_string()),
+        },
+        FieldType::Foreign(_) => validate_foreign(value, path, errors),
+        FieldType::Object => match value {
+            Value::Object(_) => Ok(value.clone()),
+            _ => Err("expected a record".to_string()),
+        },
+    };
+    match out {
+        Ok(normalized) if errors.len() == before => normalized,
+        Ok(_) => Value::Null,
+        Err(message) => {
+            errors.push(FieldError::new(path, message));
+            Value::Null
+        }
+    }
+}
+
+/// Validates every field of a record, then flags keys the schema lacks.
+pub(crate) fn validate_record(
+    fields: &[(&'static str, Field)],
+    input: &Map<String, Value>,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (name, field) in fields {
+        let value = validate_value(field, input.get(*name), &join_path(path, name), errors);
+        out.insert((*name).to_string(), value);
+    }
+    for key in input.keys() {
+        if !fields.iter().any(|(name, _)| name == key) {
+            errors.push(FieldError::new(join_path(path, key), UNKNOWN));
+        }
+    }
+    out
+}
+
+fn check_string(field: &Field, value: &Value) -> Result<(), String> {
+    let text = value.as_str().ok_or("expected a string")?;
+    if !field.one_of.is_empty() && !field.one_of.iter().any(|o| o.as_str() == Some(text)) {
+        return Err(format!("expected one of: {}", list_options(&field.one_of)));
+    }
+    if field.uuid && uuid::Uuid::parse_str(text).is_err() {
+        return Err("expected a valid UUID".to_string());
+    }
+    if let Some(min) = field.len_min {
+        if text.chars().count() < min {
+            return Err(format!("length must be at least {min}"));
+        }
+    }
+    match field.check {
+        Some(check) => check(text),
+        None => Ok(()),
+    }
+}
+
+fn check_integer(field: &Field, value: &Value) -> Result<Value, String> {
+    let number = match value {
+        Value::Number(n) => n
+            .as_i64()
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64)),
+        _ => None,
+    };
+    let number = number.ok_or("expected an integer")?;
+    if !field.one_of.is_empty() && !field.one_of.iter().any(|o| o.as_i64() == Some(number)) {
+        return Err(format!("expected one of: {}", list_options(&field.one_of)));
+    }
+    check_between(field, number as f64)?;
+    Ok(Value::from(number))
+}
+
+fn check_number(field: &Field, value: &Value) -> Result<Value, String> {
+    let number = value.as_f64().ok_or("expected a number")?;
+    check_between(field, number)?;
+    Ok(value.clone())
+}
+
+fn check_between(field: &Field, number: f64) -> Result<(), String> {
+    match field.between {
+        Some((low, high)) if number < low as f64 || number > high as f64 => {
+            Err(format!("value should be between {low} and {high}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn list_options(options: &[Value]) -> String {
+    let words: Vec<String> = options
+        .iter()
+        .map(|o| match o {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect();
+    words.join(", ")
+}
+
+fn validate_list(
+    field: &Field,
+    elements: &Field,
+    value: &Value,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+    is_set: bool,
+) -> Result<Value, String> {
+    let items = match value.as_array() {
+        Some(items) => items,
+        None if is_set => return Err("expected a set".to_string()),
+        None => return Err("expected an array".to_string()),
+    };
+    if let Some(min) = field.len_min {
+        if items.len() < min {
+            return Err(format!("length must be at least {min}"));
+        }
+    }
+    let mut out: Vec<Value> = Vec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        let item_path = format!("{path}[{index}]");
+        if item.is_null() {
+            errors.push(FieldError::new(&item_path, REQUIRED));
+            continue;
+        }
+        let normalized = validate_present(elements, item, &item_path, errors);
+        // Kong sets drop repeated elements.
+        if !(is_set && out.contains(&normalized)) {
+            out.push(normalized);
+        }
+    }
+    Ok(Value::Array(out))
+}
+
+fn validate_map(
+    keys: &Field,
+    values: &Field,
+    value: &Value,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) -> Result<Value, String> {
+    let map = value.as_object().ok_or("expected a map")?;
+    let mut out = Map::new();
+    for (key, item) in map {
+        let item_path = join_path(path, key);
+        let before = errors.len();
+        validate_present(keys, &Value::String(key.clone()), &item_path, errors);
+        if errors.len() == before {
+            out.insert(key.clone(), validate_value(values, Some(item), &item_path, errors));
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+fn validate_foreign(value: &Value, path: &str, errors: &mut Vec<FieldError>) -> Result<Value, String> {
+    let map = value.as_object().ok_or("expected a record")?;
+    let primary_key = [("id", Field::string().uuid().required())];
+    let out = validate_record(&primary_key, map, path, errors);
+    Ok(Value::Object(out))
+}

@@ -1,0 +1,208 @@
+//! Field specifications: what a Kong schema table says about one field
+//! (type, required, default, constraints), as plain Rust data that both the
+//! validator and the `/schemas` renderer read.
+
+use serde_json::{json, Map, Value};
+
+/// A custom check on a string value: `Err(message)` when it is invalid.
+pub(crate) type StringCheck = fn(&str) -> Result<(), String>;
+
+#[derive(Clone)]
+pub(crate) enum FieldType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Array(Box<Field>),
+    Set(Box<Field>),
+    Map(Box<Field>, Box<Field>),
+    Record(Vec<(&'static str, Field)>),
+    /// A reference to another entity by primary key: `{"id": "<uuid>"}`.
+    Foreign(&'static str),
+    /// Any JSON object, kept as given (plugin `config`).
+    Object,
+}
+
+#[derive(Clone)]
+pub(crate) struct Field {
+    pub ty: FieldType,
+    pub required: bool,
+    pub default: Option<Value>,
+    pub one_of: Vec<Value>,
+    pub between: Option<(i64, i64)>,
+    pub len_min: Option<usize>,
+    pub uuid: bool,
+    pub auto: bool,
+    pub unique: bool,
+    pub check: Option<StringCheck>,
+}
+
+impl Field {
+    fn of(ty: FieldType) -> Field {
+        Field {
+            ty,
+            required: false,
+            default: None,
+            one_of: Vec::new(),
+            between: None,
+            len_min: None,
+            uuid: false,
+            auto: false,
+            unique: false,
+            check: None,
+        }
+    }
+
+    pub fn string() -> Field {
+        Field::of(FieldType::String)
+    }
+    pub fn integer() -> Field {
+        Field::of(FieldType::Integer)
+    }
+    pub fn number() -> Field {
+        Field::of(FieldType::Number)
+    }
+    pub fn boolean() -> Field {
+        Field::of(FieldType::Boolean)
+    }
+    pub fn array(elements: Field) -> Field {
+        Field::of(FieldType::Array(Box::new(elements)))
+    }
+    pub fn set(elements: Field) -> Field {
+        Field::of(FieldType::Set(Box::new(elements)))
+    }
+    pub fn map(keys: Field, values: Field) -> Field {
+        Field::of(FieldType::Map(Box::new(keys), Box::new(values)))
+    }
+    pub fn record(fields: Vec<(&'static str, Field)>) -> Field {
+        Field::of(FieldType::Record(fields))
+    }
+    pub fn foreign(table: &'static str) -> Field {
+        Field::of(FieldType::Foreign(table))
+    }
+    pub fn object() -> Field {
+        Field::of(FieldType::Object)
+    }
+
+    pub fn required(mut self) -> Field {
+        self.required = true;
+        self
+    }
+    pub fn default(mut self, value: Value) -> Field {
+        self.default = Some(value);
+        self
+    }
+    /// A record whose absent value is filled from its fields' defaults.
+    pub fn default_record(self) -> Field {
+        self.default(json!({}))
+    }
+    pub fn one_of(mut self, options: &[&str]) -> Field {
+        self.one_of = options.iter().map(|o| json!(o)).collect();
+        self
+    }
+    pub fn one_of_integers(mut self, options: &[i64]) -> Field {
+        self.one_of = options.iter().map(|o| json!(o)).collect();
+        self
+    }
+    pub fn between(mut self, low: i64, high: i64) -> Field {
+        self.between = Some((low, high));
+        self
+    }
+    pub fn len_min(mut self, min: usize) -> Field {
+        self.len_min = Some(min);
+        self
+    }
+    pub fn uuid(mut self) -> Field {
+        self.uuid = true;
+        self
+    }
+    pub fn auto(mut self) -> Field {
+        self.auto = true;
+        self
+    }
+    pub fn unique(mut self) -> Field {
+        self.unique = true;
+        self
+    }
+    pub fn check(mut self, check: StringCheck) -> Field {
+        self.check = Some(check);
+        self
+    }
+
+    /// Kong's `/schemas` description of this field.
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        self.describe_type(&mut out);
+        if self.required {
+            out.insert("required".into(), json!(true));
+        }
+        if let Some(default) = self.expanded_default() {
+            out.insert("default".into(), default);
+        }
+        if !self.one_of.is_empty() {
+            out.insert("one_of".into(), Value::Array(self.one_of.clone()));
+        }
+        if let Some((low, high)) = self.between {
+            out.insert("between".into(), json!([low, high]));
+        }
+        if let Some(min) = self.len_min {
+            out.insert("len_min".into(), json!(min));
+        }
+        for (flag, name) in [(self.uuid, "uuid"), (self.auto, "auto"), (self.unique, "unique")] {
+            if flag {
+                out.insert(name.into(), json!(true));
+            }
+        }
+        Value::Object(out)
+    }
+
+    fn describe_type(&self, out: &mut Map<String, Value>) {
+        let name = match &self.ty {
+            FieldType::String => "string",
+            FieldType::Integer => "integer",
+            FieldType::Number => "number",
+            FieldType::Boolean => "boolean",
+            FieldType::Array(elements) | FieldType::Set(elements) => {
+                out.insert("elements".into(), elements.to_json());
+                if matches!(self.ty, FieldType::Set(_)) {
+                    "set"
+                } else {
+                    "array"
+                }
+            }
+            FieldType::Map(keys, values) => {
+                out.insert("keys".into(), keys.to_json());
+                out.insert("values".into(), values.to_json());
+                "map"
+            }
+            FieldType::Record(fields) => {
+                out.insert("fields".into(), fields_to_json(fields));
+                "record"
+            }
+            FieldType::Foreign(table) => {
+                out.insert("reference".into(), json!(table));
+                "foreign"
+            }
+            FieldType::Object => "record",
+        };
+        out.insert("type".into(), json!(name));
+    }
+
+    /// The default as the validator fills it (records expanded with their
+    /// fields' defaults).
+    pub fn expanded_default(&self) -> Option<Value> {
+        let default = self.default.as_ref()?;
+        let mut errors = Vec::new();
+        Some(super::engine::validate_value(self, Some(default), "", &mut errors))
+    }
+}
+
+/// `[{"name": {...}}, ...]`, Kong's ordered field list.
+pub(crate) fn fields_to_json(fields: &[(&'static str, Field)]) -> Value {
+    Value::Array(
+        fields
+            .iter()
+            .map(|(name, field)| json!({ *name: field.to_json() }))
+            .collect(),
+    )
+}

@@ -1,0 +1,309 @@
+//! String formats Kong checks with custom validators (typedefs.lua): hosts,
+//! SNIs, paths, header names, tags, names, targets, PEM blocks. Each returns
+//! Kong's message on failure.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HostKind {
+    Name,
+    Ipv4,
+    Ipv6,
+}
+
+/// A host with an optional port, as Kong's `normalize_ip` splits it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HostPort {
+    pub kind: HostKind,
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+pub(crate) const INVALID_PORT: &str = "invalid port number";
+
+fn parse_port(text: &str) -> Result<u16, String> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(INVALID_PORT.to_string());
+    }
+    text.parse::<u16>().map_err(|_| INVALID_PORT.to_string())
+}
+
+/// Splits `host[:port]`, `[ipv6][:port]` or a bare IPv6 address.
+pub(crate) fn normalize_host(address: &str) -> Result<HostPort, String> {
+    if let Some(rest) = address.strip_prefix('[') {
+        let (ip, after) = rest.split_once(']').ok_or_else(|| invalid_host(address))?;
+        ip.parse::<Ipv6Addr>().map_err(|_| invalid_host(address))?;
+        let port = match after {
+            "" => None,
+            _ => Some(parse_port(after.strip_prefix(':').unwrap_or("x"))?),
+        };
+        return Ok(host_port(HostKind::Ipv6, ip, port));
+    }
+    if address.matches(':').count() > 1 {
+        address.parse::<Ipv6Addr>().map_err(|_| invalid_host(address))?;
+        return Ok(host_port(HostKind::Ipv6, address, None));
+    }
+    let (host, port) = match address.split_once(':') {
+        Some((host, port)) => (host, Some(parse_port(port)?)),
+        None => (address, None),
+    };
+    if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') && !host.is_empty() {
+        host.parse::<Ipv4Addr>().map_err(|_| invalid_host(address))?;
+        return Ok(host_port(HostKind::Ipv4, host, port));
+    }
+    if !is_hostname(host) {
+        return Err(invalid_host(address));
+    }
+    Ok(host_port(HostKind::Name, host, port))
+}
+
+fn host_port(kind: HostKind, host: &str, port: Option<u16>) -> HostPort {
+    HostPort {
+        kind,
+        host: host.to_string(),
+        port,
+    }
+}
+
+fn invalid_host(address: &str) -> String {
+    format!("invalid hostname: {address}")
+}
+
+fn is_hostname(name: &str) -> bool {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.';
+    !name.is_empty()
+        && name.bytes().all(allowed)
+        && name
+            .split('.')
+            .all(|label| !label.is_empty() && !label.starts_with('-') && !label.ends_with('-'))
+}
+
+/// typedefs.host: a host name or IP, no port.
+pub(crate) fn host(value: &str) -> Result<(), String> {
+    match normalize_host(value) {
+        Err(e) if e == INVALID_PORT => Err("must not have a port".into()),
+        Err(_) => Err(format!("invalid value: {value}")),
+        Ok(parsed) if parsed.port.is_some() => Err("must not have a port".into()),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// typedefs.host_with_optional_port.
+pub(crate) fn host_with_optional_port(value: &str) -> Result<(), String> {
+    normalize_host(value).map(|_| ())
+}
+
+/// typedefs.sni: a host name (not an IP), no port.
+pub(crate) fn sni(value: &str) -> Result<(), String> {
+    match normalize_host(value) {
+        Err(e) if e == INVALID_PORT => Err("must not have a port".into()),
+        Err(_) => Err(format!("invalid value: {value}")),
+        Ok(parsed) if parsed.kind != HostKind::Name => Err("must not be an IP".into()),
+        Ok(parsed) if parsed.port.is_some() => Err("must not have a port".into()),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// typedefs.wildcard_host: an SNI with at most one `*`, first or last.
+pub(crate) fn wildcard_host(value: &str) -> Result<(), String> {
+    if let Some(at) = value.find('*') {
+        if at != 0 && at != value.len() - 1 {
+            return Err("wildcard must be leftmost or rightmost character".into());
+        }
+        if value.matches('*').count() > 1 {
+            return Err("only one wildcard must be specified".into());
+        }
+    }
+    sni(&value.replace('*', "wildcard"))
+}
+
+/// Route `hosts` elements: one wildcard label at either end, optional port.
+pub(crate) fn route_host(value: &str) -> Result<(), String> {
+    if value.matches('*').count() > 1 {
+        return Err("invalid wildcard: must have at most one wildcard".into());
+    }
+    if value.contains('*') && !value.starts_with("*.") && !value.ends_with(".*") {
+        return Err("invalid wildcard: must be placed at leftmost or rightmost label".into());
+    }
+    host_with_optional_port(&value.replace('*', "abc"))
+}
+
+/// Upstream names: a host name, no IP, no port.
+pub(crate) fn upstream_name(value: &str) -> Result<(), String> {
+    match normalize_host(value) {
+        Err(_) => Err(format!("Invalid name ('{value}'); must be a valid hostname")),
+        Ok(p) if p.kind != HostKind::Name => Err(format!("Invalid name ('{value}'); no ip addresses allowed")),
+        Ok(p) if p.port.is_some() => Err(format!("Invalid name ('{value}'); no port allowed")),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Target addresses: host or IP with optional port.
+pub(crate) fn target(value: &str) -> Result<(), String> {
+    normalize_host(value)
+        .map(|_| ())
+        .map_err(|_| format!("Invalid target ('{value}'); not a valid hostname or ip address"))
+}
+
+/// `host:port` with Kong's default target port 8000 when none is given.
+pub(crate) fn target_with_port(value: &str) -> String {
+    match normalize_host(value) {
+        Ok(p) => {
+            let port = p.port.unwrap_or(8000);
+            match p.kind {
+                HostKind::Ipv6 => format!("[{}]:{port}", p.host),
+                _ => format!("{}:{port}", p.host),
+            }
+        }
+        Err(_) => value.to_string(),
+    }
+}
+
+/// typedefs.path (service paths).
+pub(crate) fn service_path(value: &str) -> Result<(), String> {
+    if !value.starts_with('/') {
+        return Err("should start with: /".into());
+    }
+    if value.contains("//") {
+        return Err("must not have empty segments".into());
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._~/%:@!$&'()*+,;=-".contains(c);
+    if !value.chars().all(allowed) {
+        return Err(format!(
+            "invalid path: '{value}' (characters outside of the reserved list of RFC 3986 found)"
+        ));
+    }
+    percent_encoding(value)
+}
+
+/// Every `%` must start a `%XX` escape.
+fn percent_encoding(value: &str) -> Result<(), String> {
+    let bytes = value.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let escape = bytes.get(i + 1..i + 3);
+            if !escape.is_some_and(|e| e.iter().all(u8::is_ascii_hexdigit)) {
+                let end = (i + 3).min(bytes.len());
+                let shown = String::from_utf8_lossy(&bytes[i..end]);
+                return Err(format!("invalid url-encoded value: '{shown}'"));
+            }
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Message for a route path that is neither a prefix nor a regex path.
+pub const ROUTE_PATH_START: &str = "should start with: / (fixed path) or ~/ (regex path)";
+
+/// typedefs.router_path: `/prefix` or `~/regex`; regexes must compile.
+pub(crate) fn router_path(value: &str) -> Result<(), String> {
+    if !value.starts_with('/') && !value.starts_with("~/") {
+        return Err(ROUTE_PATH_START.into());
+    }
+    if value.contains("//") {
+        return Err("must not have empty segments".into());
+    }
+    percent_encoding(value)?;
+    if let Some(pattern) = value.strip_prefix('~') {
+        if let Err(error) = regex::Regex::new(pattern) {
+            return Err(format!("invalid regex: '{pattern}' ({error})"));
+        }
+    }
+    Ok(())
+}
+
+/// utils.validate_header_name.
+pub(crate) fn header_name(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Err("no header name provided".into());
+    }
+    if value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "bad header name '{value}', allowed characters are A-Z, a-z, 0-9, '_', and '-'"
+    ))
+}
+
+/// Route header names: a header name that is not `host`.
+pub(crate) fn route_header_name(value: &str) -> Result<(), String> {
+    header_name(value)?;
+    if value.eq_ignore_ascii_case("host") {
+        return Err("cannot contain 'host' header, which must be specified in the 'hosts' attribute".into());
+    }
+    Ok(())
+}
+
+/// typedefs.http_method: upper-case letters only.
+pub(crate) fn http_method(value: &str) -> Result<(), String> {
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_uppercase()) {
+        Ok(())
+    } else {
+        Err(format!("invalid value: {value}"))
+    }
+}
+
+/// typedefs.utf8_name: alphanumerics, `.`, `-`, `_`, `~`, or non-ASCII.
+pub(crate) fn utf8_name(value: &str) -> Result<(), String> {
+    let allowed = |c: char| !c.is_ascii() || c.is_ascii_alphanumeric() || "._~-".contains(c);
+    if !value.is_empty() && value.chars().all(allowed) {
+        return Ok(());
+    }
+    Err(format!(
+        "invalid value '{value}': the only accepted ascii characters are alphanumerics or ., -, _, and ~"
+    ))
+}
+
+/// typedefs.tag: printable ASCII except `,` and `/` (space allowed), or non-ASCII.
+pub(crate) fn tag(value: &str) -> Result<(), String> {
+    let allowed = |c: char| !c.is_ascii() || (c == ' ' || c.is_ascii_graphic()) && c != ',' && c != '/';
+    if !value.is_empty() && value.chars().all(allowed) {
+        return Ok(());
+    }
+    Err(format!(
+        "invalid tag '{value}': expected printable ascii (except `,` and `/`) or valid utf-8 sequences"
+    ))
+}
+
+/// typedefs.ip_or_cidr.
+pub(crate) fn ip_or_cidr(value: &str) -> Result<(), String> {
+    let valid = match value.split_once('/') {
+        None => value.parse::<IpAddr>().is_ok(),
+        Some((ip, bits)) => match (ip.parse::<IpAddr>(), bits.parse::<u8>()) {
+            (Ok(IpAddr::V4(_)), Ok(bits)) => bits <= 32,
+            (Ok(IpAddr::V6(_)), Ok(bits)) => bits <= 128,
+            _ => false,
+        },
+    };
+    match valid {
+        true => Ok(()),
+        false => Err(format!("invalid ip or cidr range: '{value}'")),
+    }
+}
+
+fn has_pem_block(value: &str) -> bool {
+    value.contains("-----BEGIN") && value.contains("-----END")
+}
+
+/// typedefs.certificate (structure only: a PEM block).
+pub(crate) fn certificate(value: &str) -> Result<(), String> {
+    match has_pem_block(value) {
+        true => Ok(()),
+        false => Err("invalid certificate: expected a PEM-encoded certificate".into()),
+    }
+}
+
+/// typedefs.key (structure only: a PEM block).
+pub(crate) fn key(value: &str) -> Result<(), String> {
+    match has_pem_block(value) {
+        true => Ok(()),
+        false => Err("invalid key: expected a PEM-encoded key".into()),
+    }
+}

@@ -1,0 +1,211 @@
+//! Schemas of consumers and their credentials, plugins, and TLS material
+//! (certificates, SNIs, CA certificates).
+
+use serde_json::{json, Map, Value};
+
+use super::field::Field;
+use super::formats;
+use super::proxy::{has, PROTOCOLS};
+use super::{auto_fields, is_missing, tags_field, EntityDef};
+use crate::error::FieldError;
+
+/// Kong's bundled plugin names (kong/constants.lua).
+pub const BUNDLED_PLUGINS: &[&str] = &[
+    "jwt",
+    "acl",
+    "correlation-id",
+    "cors",
+    "oauth2",
+    "tcp-log",
+    "udp-log",
+    "file-log",
+    "http-log",
+    "key-auth",
+    "hmac-auth",
+    "basic-auth",
+    "ip-restriction",
+    "request-transformer",
+    "response-transformer",
+    "request-size-limiting",
+    "rate-limiting",
+    "response-ratelimiting",
+    "syslog",
+    "loggly",
+    "datadog",
+    "ldap-auth",
+    "statsd",
+    "bot-detection",
+    "aws-lambda",
+    "request-termination",
+    "prometheus",
+    "proxy-cache",
+    "session",
+    "acme",
+    "grpc-gateway",
+    "grpc-web",
+    "pre-function",
+    "post-function",
+    "azure-functions",
+    "zipkin",
+    "opentelemetry",
+    "ai-proxy",
+    "ai-prompt-decorator",
+    "ai-prompt-template",
+    "ai-prompt-guard",
+    "ai-request-transformer",
+    "ai-response-transformer",
+    "standard-webhooks",
+    "redirect",
+];
+
+pub(crate) fn consumer() -> EntityDef {
+    let mut fields = auto_fields(false);
+    fields.extend([
+        ("username", Field::string().unique()),
+        ("custom_id", Field::string().unique()),
+        ("tags", tags_field()),
+    ]);
+    EntityDef {
+        fields,
+        endpoint_key: Some("username"),
+        shorthand: |_, _| {},
+        finish: |out, _, errors| {
+            if !has(out, "custom_id") && !has(out, "username") {
+                errors.push(FieldError::new(
+                    "",
+                    "at least one of these fields must be non-empty: 'custom_id', 'username'",
+                ));
+            }
+        },
+        entity_checks: json!([{ "at_least_one_of": ["custom_id", "username"] }]),
+    }
+}
+
+pub(crate) fn keyauth_credential() -> EntityDef {
+    let fields = vec![
+        ("id", Field::string().uuid().auto()),
+        ("created_at", Field::integer().auto()),
+        ("consumer", Field::foreign("consumers").required()),
+        ("key", Field::string().unique().auto()),
+        ("ttl", Field::integer().between(0, 100_000_000)),
+        ("tags", tags_field()),
+    ];
+    EntityDef {
+        fields,
+        endpoint_key: Some("key"),
+        shorthand: |_, _| {},
+        finish: |out, _, _| {
+            if is_missing(out.get("key")) {
+                let key = uuid::Uuid::new_v4().simple().to_string();
+                out.insert("key".into(), json!(key));
+            }
+        },
+        entity_checks: json!([]),
+    }
+}
+
+fn known_plugin(name: &str) -> Result<(), String> {
+    match BUNDLED_PLUGINS.contains(&name) {
+        true => Ok(()),
+        false => Err(format!(
+            "plugin '{name}' not enabled; add it to the 'plugins' configuration property"
+        )),
+    }
+}
+
+pub(crate) fn plugin() -> EntityDef {
+    let mut fields = auto_fields(false);
+    fields.extend([
+        ("name", Field::string().required().check(known_plugin)),
+        ("instance_name", Field::string().unique().check(formats::utf8_name)),
+        ("route", Field::foreign("routes")),
+        ("service", Field::foreign("services")),
+        ("consumer", Field::foreign("consumers")),
+        ("config", Field::object().default(json!({}))),
+        (
+            "protocols",
+            Field::set(Field::string().one_of(PROTOCOLS))
+                .required()
+                .default(json!(["grpc", "grpcs", "http", "https"])),
+        ),
+        ("enabled", Field::boolean().required().default(json!(true))),
+        ("tags", tags_field()),
+    ]);
+    EntityDef {
+        fields,
+        endpoint_key: Some("instance_name"),
+        shorthand: |_, _| {},
+        finish: |_, _, _| {},
+        entity_checks: json!([]),
+    }
+}
+
+pub(crate) fn certificate() -> EntityDef {
+    let mut fields = auto_fields(false);
+    fields.extend([
+        ("cert", Field::string().required().check(formats::certificate)),
+        ("key", Field::string().required().check(formats::key)),
+        ("cert_alt", Field::string().check(formats::certificate)),
+        ("key_alt", Field::string().check(formats::key)),
+        ("tags", tags_field()),
+        // Transient: the Admin API creates one SNI per name; never stored here.
+        ("snis", Field::array(Field::string().check(formats::wildcard_host))),
+    ]);
+    EntityDef {
+        fields,
+        endpoint_key: None,
+        shorthand: |_, _| {},
+        finish: certificate_checks,
+        entity_checks: json!([{ "mutually_required": ["cert_alt", "key_alt"] }]),
+    }
+}
+
+fn certificate_checks(out: &mut Map<String, Value>, _: &Map<String, Value>, errors: &mut Vec<FieldError>) {
+    out.remove("snis");
+    if has(out, "cert_alt") != has(out, "key_alt") {
+        errors.push(FieldError::new(
+            "",
+            "all or none of these fields must be set: 'cert_alt', 'key_alt'",
+        ));
+    }
+}
+
+pub(crate) fn sni() -> EntityDef {
+    let mut fields = auto_fields(false);
+    fields.extend([
+        (
+            "name",
+            Field::string().required().unique().check(formats::wildcard_host),
+        ),
+        ("certificate", Field::foreign("certificates").required()),
+        ("tags", tags_field()),
+    ]);
+    EntityDef {
+        fields,
+        endpoint_key: Some("name"),
+        shorthand: |_, _| {},
+        finish: |_, _, _| {},
+        entity_checks: json!([]),
+    }
+}
+
+pub(crate) fn ca_certificate() -> EntityDef {
+    let mut fields = auto_fields(false);
+    fields.extend([
+        ("cert", Field::string().required().check(formats::certificate)),
+        ("cert_digest", Field::string().unique()),
+        ("tags", tags_field()),
+    ]);
+    EntityDef {
+        fields,
+        endpoint_key: None,
+        shorthand: |_, _| {},
+        finish: |out, _, errors| {
+            let cert = out.get("cert").and_then(Value::as_str).unwrap_or("");
+            if cert.matches("-----BEGIN CERTIFICATE-----").count() > 1 {
+                errors.push(FieldError::new("", "please submit only one certificate at a time"));
+            }
+        },
+        entity_checks: json!([]),
+    }
+}

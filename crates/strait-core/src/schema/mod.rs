@@ -1,0 +1,203 @@
+//! Kong's entity schemas: validation of user input with every violation and
+//! its path, defaults, shorthands, generated ids and timestamps, and the
+//! `/schemas/{entity}` description.
+//!
+//! Each kind is a list of [`field::Field`]s (data, like Kong's schema tables)
+//! checked by one generic engine, plus a `finish` step for rules that span
+//! fields. No I/O and no clock: the caller passes `now`.
+
+mod balancer;
+mod engine;
+mod field;
+pub(crate) mod formats;
+mod identity;
+mod proxy;
+mod route_rules;
+
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use crate::delta::Entity;
+use crate::entities::EntityKind;
+use crate::error::FieldError;
+use field::Field;
+
+pub use balancer::default_healthchecks;
+pub use formats::ROUTE_PATH_START;
+pub use identity::BUNDLED_PLUGINS;
+pub use route_rules::{ROUTE_HTTPS_NEEDS_MATCHER, ROUTE_HTTP_NEEDS_MATCHER};
+
+type Shorthand = fn(&mut Map<String, Value>, &mut Vec<FieldError>);
+type Finish = fn(&mut Map<String, Value>, &Map<String, Value>, &mut Vec<FieldError>);
+
+/// One entity kind's schema.
+pub(crate) struct EntityDef {
+    pub fields: Vec<(&'static str, Field)>,
+    /// Kong's `endpoint_key`: the unique field that names an entity.
+    pub endpoint_key: Option<&'static str>,
+    /// Rewrites input before validation (service `url`, upstream `hash_on`).
+    pub shorthand: Shorthand,
+    /// Cross-field checks and normalization on the validated values; the
+    /// second argument is the input as given.
+    pub finish: Finish,
+    /// Kong's `entity_checks` description for `/schemas`.
+    pub entity_checks: Value,
+}
+
+pub(crate) fn definition(kind: EntityKind) -> EntityDef {
+    match kind {
+        EntityKind::Services => proxy::service(),
+        EntityKind::Routes => proxy::route(),
+        EntityKind::Upstreams => balancer::upstream(),
+        EntityKind::Targets => balancer::target(),
+        EntityKind::Consumers => identity::consumer(),
+        EntityKind::KeyauthCredentials => identity::keyauth_credential(),
+        EntityKind::Plugins => identity::plugin(),
+        EntityKind::Certificates => identity::certificate(),
+        EntityKind::Snis => identity::sni(),
+        EntityKind::CaCertificates => identity::ca_certificate(),
+    }
+}
+
+/// `id`, `created_at`, `updated_at`; timestamps are floats for targets.
+fn auto_fields(float_timestamps: bool) -> Vec<(&'static str, Field)> {
+    let timestamp = || match float_timestamps {
+        true => Field::number().auto(),
+        false => Field::integer().auto(),
+    };
+    vec![
+        ("id", Field::string().uuid().auto()),
+        ("created_at", timestamp()),
+        ("updated_at", timestamp()),
+    ]
+}
+
+fn tags_field() -> Field {
+    Field::set(Field::string().required().check(formats::tag))
+}
+
+/// Kong's `is_nonempty`: not null, not an empty string, array or object.
+pub(crate) fn is_nonempty(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::String(s) => !s.is_empty(),
+        Value::Array(items) => !items.is_empty(),
+        Value::Object(map) => !map.is_empty(),
+        _ => true,
+    }
+}
+
+/// The name of the field that names entities of this kind (`name`,
+/// `username`, `key`, `instance_name`), if any.
+pub fn endpoint_key(kind: EntityKind) -> Option<&'static str> {
+    definition(kind).endpoint_key
+}
+
+/// The fields of `kind` that reference other entities, with the kind each
+/// one points at.
+pub fn foreign_fields(kind: EntityKind) -> Vec<(&'static str, EntityKind)> {
+    definition(kind)
+        .fields
+        .iter()
+        .filter_map(|(name, field)| match field.ty {
+            field::FieldType::Foreign(table) => EntityKind::from_table(table).map(|k| (*name, k)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The fields of `kind` whose values must be unique among its entities.
+pub fn unique_fields(kind: EntityKind) -> Vec<&'static str> {
+    let def = definition(kind);
+    def.fields
+        .iter()
+        .filter(|(_, field)| field.unique)
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+/// The deterministic id of an entity of `kind` named `key` (by its endpoint
+/// key): a name-based (RFC 4122 version 3) UUID, so the same declarative
+/// file always yields the same ids.
+pub fn entity_id_for_key(kind: EntityKind, key: &str) -> Uuid {
+    use md5::{Digest, Md5};
+    let digest = Md5::digest(format!("strait:{}:{key}", kind.table()).as_bytes());
+    uuid::Builder::from_md5_bytes(digest.into()).into_uuid()
+}
+
+/// Validates one entity as a user wrote it, fills defaults, applies
+/// shorthands, and generates `id` / timestamps when absent.
+pub fn validate_entity(kind: EntityKind, input: &Value, now: i64) -> Result<Entity, Vec<FieldError>> {
+    let Some(object) = input.as_object() else {
+        return Err(vec![FieldError::new("", "expected a record")]);
+    };
+    let def = definition(kind);
+    let mut errors = Vec::new();
+    let mut given = object.clone();
+    (def.shorthand)(&mut given, &mut errors);
+    let mut out = engine::validate_record(&def.fields, &given, "", &mut errors);
+    (def.finish)(&mut out, &given, &mut errors);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    fill_auto_fields(kind, &def, &mut out, now);
+    to_entity(kind, Value::Object(out)).map_err(|e| vec![FieldError::new("", e.to_string())])
+}
+
+fn fill_auto_fields(kind: EntityKind, def: &EntityDef, out: &mut Map<String, Value>, now: i64) {
+    if is_missing(out.get("id")) {
+        let key = def
+            .endpoint_key
+            .and_then(|field| out.get(field))
+            .and_then(Value::as_str)
+            .filter(|key| !key.is_empty());
+        let id = match key {
+            Some(key) => entity_id_for_key(kind, key),
+            None => Uuid::new_v4(),
+        };
+        out.insert("id".into(), json!(id));
+    }
+    for field in ["created_at", "updated_at"] {
+        let known = def.fields.iter().any(|(name, _)| *name == field);
+        if known && is_missing(out.get(field)) {
+            let stamp = match kind {
+                EntityKind::Targets => json!(now as f64),
+                _ => json!(now),
+            };
+            out.insert(field.into(), stamp);
+        }
+    }
+}
+
+/// True for an absent or null value.
+pub(crate) fn is_missing(value: Option<&Value>) -> bool {
+    matches!(value, None | Some(Value::Null))
+}
+
+fn to_entity(kind: EntityKind, value: Value) -> Result<Entity, serde_json::Error> {
+    use serde_json::from_value;
+    Ok(match kind {
+        EntityKind::Services => Entity::Service(from_value(value)?),
+        EntityKind::Routes => Entity::Route(from_value(value)?),
+        EntityKind::Upstreams => Entity::Upstream(from_value(value)?),
+        EntityKind::Targets => Entity::Target(from_value(value)?),
+        EntityKind::Consumers => Entity::Consumer(from_value(value)?),
+        EntityKind::KeyauthCredentials => Entity::KeyauthCredential(from_value(value)?),
+        EntityKind::Plugins => Entity::Plugin(from_value(value)?),
+        EntityKind::Certificates => Entity::Certificate(from_value(value)?),
+        EntityKind::Snis => Entity::Sni(from_value(value)?),
+        EntityKind::CaCertificates => Entity::CaCertificate(from_value(value)?),
+    })
+}
+
+/// Kong's `/schemas/{entity}` description: `{"fields": [...], "entity_checks": [...]}`.
+pub fn entity_schema_json(kind: EntityKind) -> Value {
+    let def = definition(kind);
+    json!({
+        "fields": field::fields_to_json(&def.fields),
+        "entity_checks": def.entity_checks,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,171 @@
+//! The snapshot compiler: its own thread, never a proxy worker.
+//!
+//! Jobs arrive over a channel. For a full replacement the compiler builds the
+//! new snapshot first, then runs the caller's commit (the store transaction),
+//! and only then publishes — so a configuration that cannot compile is never
+//! committed and the running snapshot stays. Retired snapshots are dropped
+//! on this thread once no request holds them, keeping deallocation off the
+//! request path.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use strait_core::{Config, ConfigDelta, ConfigVersion};
+use tokio::sync::oneshot;
+
+use crate::snapshot::{apply_delta, compile_snapshot, CompileError, Snapshot};
+
+/// The commit step run after a snapshot compiled: returns the committed version.
+pub type CommitFn = Box<dyn FnOnce() -> Result<ConfigVersion, String> + Send>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("configuration does not compile: {0}")]
+    Compile(#[from] CompileError),
+    #[error("commit failed: {0}")]
+    Commit(String),
+    #[error("the snapshot compiler has stopped")]
+    Stopped,
+}
+
+enum Job {
+    Replace {
+        config: Arc<Config>,
+        hash: Option<String>,
+        commit: CommitFn,
+        reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
+    },
+    Delta {
+        delta: ConfigDelta,
+        reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
+    },
+}
+
+/// Handle to the compiler thread and the published snapshot.
+#[derive(Clone)]
+pub struct SnapshotPublisher {
+    current: Arc<ArcSwap<Snapshot>>,
+    jobs: mpsc::Sender<Job>,
+}
+
+impl SnapshotPublisher {
+    /// Start the compiler thread, serving `initial` until the first job.
+    pub fn start(initial: Snapshot) -> SnapshotPublisher {
+        let current = Arc::new(ArcSwap::from_pointee(initial));
+        let (jobs, receiver) = mpsc::channel();
+        let published = current.clone();
+        let spawned = std::thread::Builder::new()
+            .name("strait-compiler".to_string())
+            .spawn(move || compiler_loop(published, receiver));
+        if let Err(error) = spawned {
+            tracing::error!(%error, "could not start the snapshot compiler thread");
+        }
+        SnapshotPublisher { current, jobs }
+    }
+
+    /// The live snapshot, shared with the proxy.
+    pub fn current(&self) -> Arc<ArcSwap<Snapshot>> {
+        self.current.clone()
+    }
+
+    /// Compile `config`, run `commit`, publish. The running snapshot is
+    /// untouched when either step fails.
+    /// `hash` is the configuration hash to report (Kong hashes the input
+    /// document); `None` hashes the compiled configuration.
+    pub async fn replace(
+        &self,
+        config: Arc<Config>,
+        hash: Option<String>,
+        commit: CommitFn,
+    ) -> Result<ConfigVersion, PublishError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job::Replace {
+                config,
+                hash,
+                commit,
+                reply,
+            })
+            .map_err(|_| PublishError::Stopped)?;
+        answer.await.map_err(|_| PublishError::Stopped)?
+    }
+
+    /// Apply an already committed delta.
+    pub async fn apply(&self, delta: ConfigDelta) -> Result<ConfigVersion, PublishError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job::Delta { delta, reply })
+            .map_err(|_| PublishError::Stopped)?;
+        answer.await.map_err(|_| PublishError::Stopped)?
+    }
+}
+
+fn compiler_loop(current: Arc<ArcSwap<Snapshot>>, jobs: mpsc::Receiver<Job>) {
+    let mut retired: Vec<Arc<Snapshot>> = Vec::new();
+    loop {
+        match jobs.recv_timeout(Duration::from_millis(250)) {
+            Ok(job) => {
+                if let Some(old) = run_job(&current, job) {
+                    retired.push(old);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+        retired.retain(|snapshot| Arc::strong_count(snapshot) > 1);
+    }
+}
+
+/// Run one job; returns the snapshot it replaced, if any.
+fn run_job(current: &ArcSwap<Snapshot>, job: Job) -> Option<Arc<Snapshot>> {
+    match job {
+        Job::Replace {
+            config,
+            hash,
+            commit,
+            reply,
+        } => {
+            let started = std::time::Instant::now();
+            let result = compile_snapshot(0, config)
+                .map_err(PublishError::from)
+                .and_then(|mut snapshot| {
+                    let version = commit().map_err(PublishError::Commit)?;
+                    snapshot.version = version;
+                    if let Some(hash) = hash {
+                        snapshot.hash = hash;
+                    }
+                    Ok(snapshot)
+                });
+            let (answer, old) = publish(current, result);
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                ok = answer.is_ok(),
+                "configuration replaced"
+            );
+            let _ = reply.send(answer);
+            old
+        }
+        Job::Delta { delta, reply } => {
+            let result = apply_delta(&current.load(), &delta).map_err(PublishError::from);
+            let (answer, old) = publish(current, result);
+            let _ = reply.send(answer);
+            old
+        }
+    }
+}
+
+fn publish(
+    current: &ArcSwap<Snapshot>,
+    result: Result<Snapshot, PublishError>,
+) -> (Result<ConfigVersion, PublishError>, Option<Arc<Snapshot>>) {
+    match result {
+        Ok(snapshot) => {
+            let version = snapshot.version;
+            let old = current.swap(Arc::new(snapshot));
+            (Ok(version), Some(old))
+        }
+        Err(error) => (Err(error), None),
+    }
+}

@@ -1,0 +1,294 @@
+//! One client connection: TLS handshake, the header pre-read that enforces
+//! size/count/time limits before any parser runs, protocol choice (HTTP/1.1,
+//! h2c prior knowledge, h2 via ALPN), and graceful shutdown.
+
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use hyper::server::conn::{http1, http2};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::timeout;
+
+use crate::error::{raw_error_response, ErrorKind};
+use crate::handler::{handle, ConnInfo};
+use crate::Shared;
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Limits applied to clients before and while parsing requests.
+#[derive(Debug, Clone)]
+pub struct ClientLimits {
+    pub header_timeout: Duration,
+    pub max_header_bytes: usize,
+    pub max_headers: usize,
+}
+
+/// What the pre-read decided.
+#[derive(Debug, PartialEq)]
+enum Preread {
+    Http1(Bytes),
+    Http2(Bytes),
+    /// Peer closed before sending a request.
+    Closed,
+    Reject(ErrorKind),
+}
+
+fn find_header_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
+}
+
+/// Read until the end of the first request's headers, enforcing the limits.
+async fn preread<IO: AsyncRead + Unpin>(io: &mut IO, limits: &ClientLimits) -> Preread {
+    let mut buf = BytesMut::with_capacity(4096);
+    let read_headers = async {
+        loop {
+            if buf.len() >= H2_PREFACE.len() && buf.starts_with(H2_PREFACE) {
+                return Preread::Http2(buf.split().freeze());
+            }
+            if !buf.is_empty() && H2_PREFACE.starts_with(&buf[..buf.len().min(H2_PREFACE.len())]) {
+                // Could still become the HTTP/2 preface: keep reading.
+            } else if let Some(end) = find_header_end(&buf) {
+                let lines = buf[..end].split(|b| *b == b'\n').count().saturating_sub(3);
+                if lines > limits.max_headers || end > limits.max_header_bytes {
+                    return Preread::Reject(ErrorKind::HeadersTooLarge);
+                }
+                return Preread::Http1(buf.split().freeze());
+            }
+            if buf.len() > limits.max_header_bytes {
+                return Preread::Reject(ErrorKind::HeadersTooLarge);
+            }
+            buf.reserve(4096);
+            match io.read_buf(&mut buf).await {
+                Ok(0) | Err(_) if buf.is_empty() => return Preread::Closed,
+                Ok(0) | Err(_) => return Preread::Reject(ErrorKind::BadRequest),
+                Ok(_) => {}
+            }
+        }
+    };
+    match timeout(limits.header_timeout, read_headers).await {
+        Ok(outcome) => outcome,
+        Err(_) => Preread::Reject(ErrorKind::RequestTimeout),
+    }
+}
+
+/// An IO that first yields bytes already read from the inner IO.
+struct Rewind<IO> {
+    prefix: Bytes,
+    inner: IO,
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Rewind<IO> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            buf.put_slice(&self.prefix[..n]);
+            self.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Rewind<IO> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// Serve a plain TCP connection (HTTP/1.1 or h2c prior knowledge).
+pub async fn serve_plain(stream: TcpStream, info: ConnInfo, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
+    let _ = stream.set_nodelay(true);
+    serve_stream(stream, info, shared, shutdown, false).await;
+}
+
+/// Serve a TLS connection: handshake, then h2 when ALPN chose it.
+pub async fn serve_tls(
+    stream: TcpStream,
+    mut info: ConnInfo,
+    shared: Arc<Shared>,
+    acceptor: tokio_rustls::TlsAcceptor,
+    shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let handshake = timeout(shared.limits.header_timeout, acceptor.accept(stream)).await;
+    let tls = match handshake {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(error)) => {
+            tracing::debug!(%error, client = %info.client, "TLS handshake failed");
+            return;
+        }
+        Err(_) => return,
+    };
+    let (_, session) = tls.get_ref();
+    info.sni = session.server_name().map(str::to_string);
+    let h2 = session.alpn_protocol() == Some(b"h2");
+    serve_stream(tls, info, shared, shutdown, h2).await;
+}
+
+async fn serve_stream<IO>(
+    mut io: IO,
+    info: ConnInfo,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+    alpn_h2: bool,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let decision = if alpn_h2 {
+        Preread::Http2(Bytes::new())
+    } else {
+        preread(&mut io, &shared.limits).await
+    };
+    match decision {
+        Preread::Closed => {}
+        Preread::Reject(kind) => {
+            shared.stats.request_started();
+            let _ = timeout(Duration::from_secs(1), io.write_all(&raw_error_response(kind))).await;
+            let _ = timeout(Duration::from_secs(1), io.shutdown()).await;
+        }
+        Preread::Http1(prefix) => {
+            let io = TokioIo::new(Rewind { prefix, inner: io });
+            run_http1(io, info, shared, shutdown).await;
+        }
+        Preread::Http2(prefix) => {
+            let io = TokioIo::new(Rewind { prefix, inner: io });
+            run_http2(io, info, shared, shutdown).await;
+        }
+    }
+}
+
+macro_rules! request_service {
+    ($info:expr, $shared:expr) => {{
+        let info = Arc::new($info);
+        let shared = $shared.clone();
+        service_fn(move |request| {
+            let info = info.clone();
+            let shared = shared.clone();
+            async move { Ok::<_, Infallible>(handle(request, &info, &shared).await) }
+        })
+    }};
+}
+
+async fn run_http1<IO>(io: TokioIo<IO>, info: ConnInfo, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = request_service!(info, shared);
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.limits.header_timeout)
+        .max_buf_size(shared.limits.max_header_bytes.max(8192))
+        .max_headers(shared.limits.max_headers)
+        .keep_alive(true);
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => log_end(result),
+        _ = crate::stopped(&mut shutdown) => {
+            connection.as_mut().graceful_shutdown();
+            log_end(connection.await);
+        }
+    }
+}
+
+async fn run_http2<IO>(io: TokioIo<IO>, info: ConnInfo, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = request_service!(info, shared);
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .max_header_list_size(shared.limits.max_header_bytes as u32)
+        .max_concurrent_streams(1000);
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => log_end(result),
+        _ = crate::stopped(&mut shutdown) => {
+            connection.as_mut().graceful_shutdown();
+            log_end(connection.await);
+        }
+    }
+}
+
+fn log_end(result: Result<(), hyper::Error>) {
+    if let Err(error) = result {
+        tracing::debug!(%error, "client connection ended with an error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> ClientLimits {
+        ClientLimits {
+            header_timeout: Duration::from_millis(200),
+            max_header_bytes: 256,
+            max_headers: 3,
+        }
+    }
+
+    async fn run(input: &'static [u8]) -> Preread {
+        let mut reader = input;
+        preread(&mut reader, &limits()).await
+    }
+
+    #[tokio::test]
+    async fn complete_headers_are_handed_on_with_body_bytes() {
+        let outcome = run(b"GET / HTTP/1.1\r\nHost: a\r\n\r\nextra").await;
+        assert_eq!(
+            outcome,
+            Preread::Http1(Bytes::from_static(b"GET / HTTP/1.1\r\nHost: a\r\n\r\nextra"))
+        );
+    }
+
+    #[tokio::test]
+    async fn too_many_or_too_large_headers_are_rejected() {
+        let many = run(b"GET / HTTP/1.1\r\na: 1\r\nb: 2\r\nc: 3\r\nd: 4\r\n\r\n").await;
+        assert_eq!(many, Preread::Reject(ErrorKind::HeadersTooLarge));
+        let big: &'static [u8] = Box::leak(
+            format!("GET / HTTP/1.1\r\nx: {}\r\n\r\n", "a".repeat(400))
+                .into_bytes()
+                .into_boxed_slice(),
+        );
+        assert_eq!(run(big).await, Preread::Reject(ErrorKind::HeadersTooLarge));
+    }
+
+    #[tokio::test]
+    async fn h2_preface_and_truncated_requests() {
+        assert!(matches!(run(H2_PREFACE).await, Preread::Http2(_)));
+        assert_eq!(
+            run(b"GET / HTTP/1.1\r\nHost").await,
+            Preread::Reject(ErrorKind::BadRequest)
+        );
+        assert_eq!(run(b"").await, Preread::Closed);
+    }
+}

@@ -1,0 +1,380 @@
+//! The request pipeline: load the snapshot once, route, run plugins, send
+//! upstream with retries, stream the response back. See
+//! docs/life-of-a-request.md for the phases.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, Uri, Version};
+use hyper::body::Incoming;
+use strait_plugins::{Flow, RequestContext};
+use strait_router::{upstream_path, HeaderLookup, RequestFacts, RouteMatch};
+
+use crate::body::{boxed, full, IdleTimeoutBody, ProxyBody};
+use crate::error::{error_response, ErrorKind, ProxyError};
+use crate::snapshot::{ServiceRuntime, Snapshot};
+use crate::upstream::Endpoint;
+use crate::{Shared, SERVER_HEADER, VIA_VALUE};
+
+/// What the connection knows about where a request came from.
+#[derive(Debug, Clone)]
+pub struct ConnInfo {
+    pub client: SocketAddr,
+    pub local: SocketAddr,
+    pub tls: bool,
+    pub sni: Option<String>,
+}
+
+#[derive(Debug)]
+struct Headers<'a>(&'a HeaderMap);
+
+impl HeaderLookup for Headers<'_> {
+    fn values(&self, name: &str) -> Vec<&str> {
+        self.0.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect()
+    }
+}
+
+/// Handle one request end to end; never fails (errors become responses).
+pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared) -> Response<ProxyBody> {
+    let started = Instant::now();
+    shared.stats.request_started();
+    let snapshot = shared.snapshot.load_full();
+    match proxy(request, conn, shared, &snapshot, started).await {
+        Ok(response) => response,
+        Err(error) => {
+            tracing::debug!(kind = ?error.kind, cause = %error.cause, client = %conn.client, "request failed");
+            let mut response = error_response(error.kind);
+            if let ErrorKind::HttpsRequired(_) = error.kind {
+                response.headers_mut().remove(header::SERVER);
+                response
+                    .headers_mut()
+                    .insert(header::SERVER, HeaderValue::from_static(SERVER_HEADER));
+            }
+            response
+        }
+    }
+}
+
+/// Host (lower case, without port) and port the client addressed.
+fn requested_host(request: &Request<Incoming>, conn: &ConnInfo) -> (String, u16) {
+    let raw = request
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            request
+                .headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    let raw = raw.rsplit_once('@').map(|(_, h)| h.to_string()).unwrap_or(raw);
+    let (host, port) = match raw.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || raw.starts_with('[') => match p.parse::<u16>() {
+            Ok(port) => (h.to_string(), Some(port)),
+            Err(_) => (raw.clone(), None),
+        },
+        _ => (raw.clone(), None),
+    };
+    (host.to_ascii_lowercase(), port.unwrap_or(conn.local.port()))
+}
+
+fn protocol_allowed(route_protocols: &[String], tls: bool) -> bool {
+    let wanted: &[&str] = if tls { &["https", "grpcs"] } else { &["http", "grpc"] };
+    route_protocols.iter().any(|p| wanted.contains(&p.as_str()))
+}
+
+async fn proxy(
+    request: Request<Incoming>,
+    conn: &ConnInfo,
+    shared: &Shared,
+    snapshot: &Arc<Snapshot>,
+    started: Instant,
+) -> Result<Response<ProxyBody>, ProxyError> {
+    let (host, port) = requested_host(&request, conn);
+    let matched = {
+        let headers = Headers(request.headers());
+        let facts = RequestFacts {
+            protocol: if conn.tls { "https" } else { "http" },
+            method: request.method().as_str(),
+            host: &host,
+            port,
+            path: request.uri().path(),
+            sni: conn.sni.as_deref(),
+            headers: &headers,
+        };
+        snapshot.router.find(&facts)
+    }
+    .ok_or_else(|| ProxyError::new(ErrorKind::NoRoute, "no route"))?;
+    let route = &matched.route;
+    if !protocol_allowed(&route.protocols, conn.tls) {
+        if !conn.tls && route.protocols.iter().any(|p| p == "https" || p == "grpcs") {
+            return Err(ProxyError::new(
+                ErrorKind::HttpsRequired(route.https_redirect_status_code as u16),
+                "route requires https",
+            ));
+        }
+        return Err(ProxyError::new(ErrorKind::NoRoute, "protocol not accepted by route"));
+    }
+    if let Some(runtime) = snapshot.routes.get(&route.id) {
+        let ctx = RequestContext {
+            method: request.method().as_str(),
+            path: request.uri().path(),
+            headers: request.headers(),
+        };
+        if let Flow::Respond(plugin_response) = runtime.plugins.access(&ctx) {
+            return Ok(plugin_response_to_http(plugin_response));
+        }
+    }
+    let service = route
+        .service
+        .and_then(|s| snapshot.services.get(&s.id))
+        .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?
+        .clone();
+    forward(request, conn, shared, &matched, &service, &host, port, started).await
+}
+
+fn plugin_response_to_http(plugin: strait_plugins::PluginResponse) -> Response<ProxyBody> {
+    let mut response = Response::new(full(plugin.body));
+    *response.status_mut() = http::StatusCode::from_u16(plugin.status).unwrap_or(http::StatusCode::OK);
+    for (name, value) in plugin.headers {
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+        .headers_mut()
+        .insert(header::SERVER, HeaderValue::from_static(SERVER_HEADER));
+    response
+}
+
+const HOP_BY_HOP: [&str; 6] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+    "te",
+];
+
+/// Remove hop-by-hop headers (and those named by `Connection`), keeping `te: trailers`.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<String> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|v| v.trim().to_ascii_lowercase())
+        .filter(|v| !v.is_empty())
+        .collect();
+    let keeps_trailers = headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("trailers")));
+    for name in HOP_BY_HOP.iter().map(|s| s.to_string()).chain(named) {
+        headers.remove(name.as_str());
+    }
+    if keeps_trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+fn set(headers: &mut HeaderMap, name: &'static str, value: &str) {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        headers.insert(HeaderName::from_static(name), value);
+    }
+}
+
+/// Kong's forwarding headers for a client that is not a trusted proxy.
+fn add_forwarding_headers(
+    headers: &mut HeaderMap,
+    conn: &ConnInfo,
+    host: &str,
+    port: u16,
+    path: &str,
+    prefix: Option<&str>,
+) {
+    let client_ip = conn.client.ip().to_string();
+    let forwarded_for = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+        Some(existing) => format!("{existing}, {client_ip}"),
+        None => client_ip.clone(),
+    };
+    set(headers, "x-forwarded-for", &forwarded_for);
+    set(headers, "x-real-ip", &client_ip);
+    set(headers, "x-forwarded-proto", if conn.tls { "https" } else { "http" });
+    set(headers, "x-forwarded-host", host);
+    set(headers, "x-forwarded-port", &port.to_string());
+    set(headers, "x-forwarded-path", path);
+    match prefix {
+        Some(prefix) => set(headers, "x-forwarded-prefix", prefix),
+        None => {
+            headers.remove("x-forwarded-prefix");
+        }
+    }
+    headers.append(header::VIA, HeaderValue::from_static(VIA_VALUE));
+}
+
+fn default_port(scheme_tls: bool) -> u16 {
+    if scheme_tls {
+        443
+    } else {
+        80
+    }
+}
+
+fn millis(value: i64) -> Duration {
+    Duration::from_millis(value.max(1) as u64)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn forward(
+    request: Request<Incoming>,
+    conn: &ConnInfo,
+    shared: &Shared,
+    matched: &RouteMatch,
+    runtime: &Arc<ServiceRuntime>,
+    host: &str,
+    port: u16,
+    started: Instant,
+) -> Result<Response<ProxyBody>, ProxyError> {
+    let service = &runtime.service;
+    let route = &matched.route;
+    let (mut parts, body) = request.into_parts();
+    let original_host = parts.headers.get(header::HOST).cloned();
+    let path = upstream_path(
+        service.path.as_deref(),
+        parts.uri.path(),
+        matched.matched_path.as_deref(),
+        route.strip_path,
+        &route.path_handling,
+    );
+    let path_and_query = match parts.uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    };
+    let stripped_prefix = (route.strip_path && matched.matched_path.as_deref().is_some_and(|m| m != "/"))
+        .then(|| matched.matched_path.clone())
+        .flatten();
+    strip_hop_by_hop(&mut parts.headers);
+    add_forwarding_headers(
+        &mut parts.headers,
+        conn,
+        host,
+        port,
+        parts.uri.path(),
+        stripped_prefix.as_deref(),
+    );
+    let tls = runtime.tls.is_some();
+    let http2 = matches!(service.protocol.as_str(), "grpc" | "grpcs");
+    let connect_timeout = millis(service.connect_timeout);
+    let attempts = service.retries.max(0) as usize + 1;
+    let mut last_error = ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made");
+    for _ in 0..attempts {
+        let (target_host, target_port) = match &runtime.balancer {
+            Some(balancer) => match balancer.pick() {
+                Some(t) => (t.host.clone(), t.port),
+                None => return Err(ProxyError::new(ErrorKind::NoPeer, "upstream has no targets")),
+            },
+            None => (service.host.clone(), service.port as u16),
+        };
+        let host_value = if route.preserve_host {
+            original_host.clone().or_else(|| HeaderValue::from_str(host).ok())
+        } else {
+            let name = runtime
+                .balancer
+                .as_ref()
+                .and_then(|b| b.host_header.clone())
+                .unwrap_or_else(|| target_host.clone());
+            let with_port = if target_port == default_port(tls) {
+                name
+            } else {
+                format!("{name}:{target_port}")
+            };
+            HeaderValue::from_str(&with_port).ok()
+        };
+        let authority = host_value
+            .as_ref()
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("localhost")
+            .to_string();
+        let sni = authority
+            .rsplit_once(':')
+            .map(|(n, _)| n)
+            .unwrap_or(&authority)
+            .to_string();
+        let endpoint = Endpoint {
+            host: target_host,
+            port: target_port,
+            http2,
+            tls: runtime
+                .tls
+                .as_ref()
+                .map(|t| (if http2 { t.http2.clone() } else { t.http1.clone() }, sni)),
+        };
+        let lease = match shared.pool().acquire(&endpoint, connect_timeout).await {
+            Ok(lease) => lease,
+            Err(error) if error.retryable() => {
+                tracing::debug!(cause = %error.cause, "upstream connect failed, retrying");
+                last_error = error;
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
+        let mut upstream_request = Request::new(boxed(body));
+        *upstream_request.method_mut() = parts.method;
+        *upstream_request.headers_mut() = parts.headers;
+        if http2 {
+            *upstream_request.version_mut() = Version::HTTP_2;
+            upstream_request.headers_mut().remove(header::HOST);
+            let scheme = if tls { "https" } else { "http" };
+            *upstream_request.uri_mut() = Uri::try_from(format!("{scheme}://{authority}{path_and_query}"))
+                .map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
+        } else {
+            if let Some(h) = host_value {
+                upstream_request.headers_mut().insert(header::HOST, h);
+            }
+            *upstream_request.uri_mut() = Uri::try_from(path_and_query.as_str())
+                .map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
+        }
+        let upstream_started = Instant::now();
+        let response = shared
+            .pool()
+            .dispatch(
+                lease,
+                &endpoint,
+                upstream_request,
+                connect_timeout,
+                millis(service.read_timeout),
+            )
+            .await?;
+        return Ok(finish_response(
+            response,
+            service.read_timeout,
+            started,
+            upstream_started,
+        ));
+    }
+    Err(last_error)
+}
+
+fn finish_response(
+    response: Response<Incoming>,
+    read_timeout_ms: i64,
+    started: Instant,
+    upstream_started: Instant,
+) -> Response<ProxyBody> {
+    let upstream_ms = upstream_started.elapsed().as_millis();
+    let proxy_ms = upstream_started.duration_since(started).as_millis();
+    let (mut parts, body) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    parts.headers.remove(header::TE);
+    parts.headers.append(header::VIA, HeaderValue::from_static(VIA_VALUE));
+    set(&mut parts.headers, "x-kong-upstream-latency", &upstream_ms.to_string());
+    set(&mut parts.headers, "x-kong-proxy-latency", &proxy_ms.to_string());
+    let body = boxed(IdleTimeoutBody::new(body, millis(read_timeout_ms)));
+    Response::from_parts(parts, body)
+}

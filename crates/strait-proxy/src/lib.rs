@@ -1,0 +1,77 @@
+//! strait-proxy: the data plane. Listeners, HTTP/1.1 and HTTP/2, TLS with SNI
+//! certificate choice, upstream pools and balancers, the snapshot the proxy
+//! serves from and the compiler thread that publishes it.
+//!
+//! This crate sees only snapshots: it never depends on a store backend or the
+//! Admin API.
+#![forbid(unsafe_code)]
+
+pub mod balancer;
+pub mod body;
+pub mod compiler;
+pub mod conn;
+pub mod error;
+pub mod handler;
+pub mod listen;
+pub mod snapshot;
+pub mod stats;
+pub mod tls;
+pub mod upstream;
+pub mod workers;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+pub use compiler::{PublishError, SnapshotPublisher};
+pub use conn::ClientLimits;
+pub use listen::{parse_listen, ListenSpec};
+pub use snapshot::{compile_snapshot, config_hash, CompileError, Snapshot};
+pub use stats::ProxyStats;
+pub use workers::{start_workers, WorkerModel, Workers};
+
+/// Strait's version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// `Server` header on responses Strait itself produces.
+pub const SERVER_HEADER: &str = concat!("strait/", env!("CARGO_PKG_VERSION"));
+/// `Via` value added to proxied requests and responses.
+pub const VIA_VALUE: &str = concat!("1.1 strait/", env!("CARGO_PKG_VERSION"));
+
+/// Proxy settings from the node configuration.
+#[derive(Debug, Clone)]
+pub struct ProxySettings {
+    pub listeners: Vec<ListenSpec>,
+    pub limits: ClientLimits,
+    pub worker_model: WorkerModel,
+    pub worker_threads: usize,
+    pub graceful_shutdown_timeout: Duration,
+}
+
+/// Everything a worker needs, shared by all of them.
+#[derive(Clone)]
+pub struct ProxyContext {
+    pub settings: ProxySettings,
+    pub snapshot: Arc<ArcSwap<Snapshot>>,
+    pub stats: Arc<ProxyStats>,
+    pub tls: Arc<rustls::ServerConfig>,
+}
+
+/// Per-worker state handed to every connection.
+pub struct Shared {
+    pub snapshot: Arc<ArcSwap<Snapshot>>,
+    pub stats: Arc<ProxyStats>,
+    pub limits: ClientLimits,
+    pool: upstream::Pool,
+}
+
+impl Shared {
+    pub fn pool(&self) -> &upstream::Pool {
+        &self.pool
+    }
+}
+
+/// Resolves once `shutdown` turns true (or its sender is gone).
+pub async fn stopped(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}

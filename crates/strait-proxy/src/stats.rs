@@ -1,0 +1,41 @@
+//! Lock-free counters for `/status`: connections and requests.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug, Default)]
+pub struct ProxyStats {
+    pub connections_accepted: AtomicU64,
+    pub connections_handled: AtomicU64,
+    pub connections_active: AtomicU64,
+    pub total_requests: AtomicU64,
+}
+
+impl ProxyStats {
+    pub fn connection_opened(&self) {
+        self.connections_accepted.fetch_add(1, Ordering::Relaxed);
+        self.connections_active.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections_handled.fetch_add(1, Ordering::Relaxed);
+        self.connections_active.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn request_started(&self) {
+        self.total_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Kong's `/status` `server` object.
+    pub fn to_json(&self) -> serde_json::Value {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        serde_json::json!({
+            "connections_accepted": get(&self.connections_accepted),
+            "connections_handled": get(&self.connections_handled),
+            "connections_active": get(&self.connections_active),
+            "connections_reading": 0,
+            "connections_writing": get(&self.connections_active),
+            "connections_waiting": 0,
+            "total_requests": get(&self.total_requests),
+        })
+    }
+}

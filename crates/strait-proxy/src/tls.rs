@@ -1,0 +1,283 @@
+//! TLS material: the certificate index by SNI (server side), the default
+//! self-signed certificate, and upstream client configurations.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwap;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use strait_core::{Config, Service};
+use uuid::Uuid;
+
+use crate::snapshot::{CompileProblem, Snapshot};
+
+pub fn provider() -> Arc<CryptoProvider> {
+    static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
+    PROVIDER
+        .get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
+        .clone()
+}
+
+fn parse_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = rustls_pemfile::certs(&mut pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("invalid certificate PEM: {e}"))?;
+    if certs.is_empty() {
+        return Err("no certificate found in PEM".to_string());
+    }
+    Ok(certs)
+}
+
+fn parse_key(pem: &str) -> Result<PrivateKeyDer<'static>, String> {
+    rustls_pemfile::private_key(&mut pem.as_bytes())
+        .map_err(|e| format!("invalid key PEM: {e}"))?
+        .ok_or_else(|| "no private key found in PEM".to_string())
+}
+
+/// Pair a PEM chain and key into a key usable for handshakes.
+pub fn certified_key(cert_pem: &str, key_pem: &str) -> Result<Arc<CertifiedKey>, String> {
+    let certs = parse_certs(cert_pem)?;
+    let key = parse_key(key_pem)?;
+    let signing = provider()
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| format!("unsupported private key: {e}"))?;
+    Ok(Arc::new(CertifiedKey::new(certs, signing)))
+}
+
+/// Certificates by server name, from the `certificates` and `snis` entities.
+#[derive(Debug, Default)]
+pub struct CertificateIndex {
+    exact: HashMap<String, Arc<CertifiedKey>>,
+    /// `*.example.com` stored as `.example.com`.
+    wildcard_suffix: Vec<(String, Arc<CertifiedKey>)>,
+    by_id: HashMap<Uuid, Arc<CertifiedKey>>,
+}
+
+impl CertificateIndex {
+    pub fn build(config: &Config, problems: &mut Vec<CompileProblem>) -> CertificateIndex {
+        let mut index = CertificateIndex::default();
+        for cert in &config.certificates {
+            match certified_key(&cert.cert, &cert.key) {
+                Ok(key) => {
+                    index.by_id.insert(cert.id, key);
+                }
+                Err(message) => problems.push(CompileProblem {
+                    entity: format!("certificates[{}]", cert.id),
+                    message,
+                }),
+            }
+        }
+        for sni in &config.snis {
+            let Some(key) = index.by_id.get(&sni.certificate.id).cloned() else {
+                continue;
+            };
+            let name = sni.name.to_ascii_lowercase();
+            match name.strip_prefix('*') {
+                Some(suffix) => index.wildcard_suffix.push((suffix.to_string(), key)),
+                None => {
+                    index.exact.insert(name, key);
+                }
+            }
+        }
+        index
+            .wildcard_suffix
+            .sort_by_key(|(suffix, _)| std::cmp::Reverse(suffix.len()));
+        index
+    }
+
+    pub fn resolve(&self, server_name: &str) -> Option<Arc<CertifiedKey>> {
+        let name = server_name.to_ascii_lowercase();
+        if let Some(key) = self.exact.get(&name) {
+            return Some(key.clone());
+        }
+        self.wildcard_suffix
+            .iter()
+            .find(|(suffix, _)| name.ends_with(suffix.as_str()) && name.len() > suffix.len())
+            .map(|(_, key)| key.clone())
+    }
+
+    pub fn by_id(&self, id: Uuid) -> Option<Arc<CertifiedKey>> {
+        self.by_id.get(&id).cloned()
+    }
+}
+
+/// Load the node's default certificate from `prefix/ssl`, generating a
+/// self-signed one for `localhost` on first start (as Kong does).
+pub fn load_or_create_default_certificate(prefix: &Path) -> Result<Arc<CertifiedKey>, String> {
+    let dir = prefix.join("ssl");
+    let cert_path = dir.join("strait-default.crt");
+    let key_path = dir.join("strait-default.key");
+    if !cert_path.exists() || !key_path.exists() {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let generated = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
+            .map_err(|e| format!("generating default certificate: {e}"))?;
+        std::fs::write(&key_path, generated.key_pair.serialize_pem())
+            .map_err(|e| format!("{}: {e}", key_path.display()))?;
+        std::fs::write(&cert_path, generated.cert.pem()).map_err(|e| format!("{}: {e}", cert_path.display()))?;
+    }
+    let cert = std::fs::read_to_string(&cert_path).map_err(|e| format!("{}: {e}", cert_path.display()))?;
+    let key = std::fs::read_to_string(&key_path).map_err(|e| format!("{}: {e}", key_path.display()))?;
+    certified_key(&cert, &key)
+}
+
+/// Chooses the certificate for each handshake from the live snapshot.
+#[derive(Debug)]
+pub struct SnapshotCertResolver {
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    default: Arc<CertifiedKey>,
+}
+
+impl ResolvesServerCert for SnapshotCertResolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let by_name = hello
+            .server_name()
+            .and_then(|name| self.snapshot.load().certificates.resolve(name));
+        Some(by_name.unwrap_or_else(|| self.default.clone()))
+    }
+}
+
+/// The server TLS configuration for `ssl` listeners: ALPN h2 then http/1.1.
+pub fn server_config(
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    default: Arc<CertifiedKey>,
+) -> Result<Arc<ServerConfig>, String> {
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(SnapshotCertResolver { snapshot, default }));
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Client TLS configurations for one service: HTTP/1.1 and HTTP/2 ALPN.
+#[derive(Debug)]
+pub struct UpstreamTls {
+    pub http1: Arc<ClientConfig>,
+    pub http2: Arc<ClientConfig>,
+}
+
+/// Shares client configurations between services with the same TLS settings.
+#[derive(Default)]
+pub struct UpstreamTlsCache {
+    built: HashMap<(bool, Vec<Uuid>, Option<Uuid>), Arc<UpstreamTls>>,
+}
+
+fn native_roots() -> &'static [CertificateDer<'static>] {
+    static ROOTS: OnceLock<Vec<CertificateDer<'static>>> = OnceLock::new();
+    ROOTS.get_or_init(|| rustls_native_certs::load_native_certs().certs)
+}
+
+impl UpstreamTlsCache {
+    pub fn get(&mut self, service: &Service, config: &Config) -> Result<Arc<UpstreamTls>, String> {
+        let verify = service.tls_verify.unwrap_or(false);
+        let cas = service.ca_certificates.clone().unwrap_or_default();
+        let client_cert = service.client_certificate.map(|c| c.id);
+        let key = (verify, cas.clone(), client_cert);
+        if let Some(existing) = self.built.get(&key) {
+            return Ok(existing.clone());
+        }
+        let base = client_config(verify, &cas, client_cert, config)?;
+        let mut http1 = base.clone();
+        http1.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let mut http2 = base;
+        http2.alpn_protocols = vec![b"h2".to_vec()];
+        let built = Arc::new(UpstreamTls {
+            http1: Arc::new(http1),
+            http2: Arc::new(http2),
+        });
+        self.built.insert(key, built.clone());
+        Ok(built)
+    }
+}
+
+fn client_config(
+    verify: bool,
+    cas: &[Uuid],
+    client_cert: Option<Uuid>,
+    config: &Config,
+) -> Result<ClientConfig, String> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = if verify {
+        let mut roots = RootCertStore::empty();
+        if cas.is_empty() {
+            roots.add_parsable_certificates(native_roots().iter().cloned());
+        }
+        for id in cas {
+            let ca = config
+                .ca_certificates
+                .iter()
+                .find(|c| c.id == *id)
+                .ok_or_else(|| format!("ca_certificates: {id} not found"))?;
+            for cert in parse_certs(&ca.cert)? {
+                roots.add(cert).map_err(|e| format!("ca_certificates: {id}: {e}"))?;
+            }
+        }
+        builder.with_root_certificates(roots)
+    } else {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCert(provider())))
+    };
+    match client_cert {
+        None => Ok(builder.with_no_client_auth()),
+        Some(id) => {
+            let cert = config
+                .certificates
+                .iter()
+                .find(|c| c.id == id)
+                .ok_or_else(|| format!("client_certificate: {id} not found"))?;
+            builder
+                .with_client_auth_cert(parse_certs(&cert.cert)?, parse_key(&cert.key)?)
+                .map_err(|e| format!("client_certificate: {e}"))
+        }
+    }
+}
+
+/// Kong's default for services without `tls_verify`: encrypt, don't verify.
+#[derive(Debug)]
+struct AcceptAnyServerCert(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyServerCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

@@ -1,0 +1,203 @@
+//! The worker model, kept behind this one module.
+//!
+//! `ThreadPerCore` (default): one thread per worker, each with a
+//! current-thread tokio runtime, its own SO_REUSEPORT listening sockets and
+//! its own upstream pool; the kernel spreads connections across workers.
+//! `WorkStealing`: one multi-thread runtime sharing one socket per listener
+//! and one pool. docs/architecture.md records the measurement behind the
+//! default.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::conn::{serve_plain, serve_tls};
+use crate::handler::ConnInfo;
+use crate::listen::{bind, ListenSpec};
+use crate::upstream::Pool;
+use crate::{ProxyContext, Shared};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerModel {
+    ThreadPerCore,
+    WorkStealing,
+}
+
+impl std::str::FromStr for WorkerModel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "thread-per-core" => Ok(WorkerModel::ThreadPerCore),
+            "work-stealing" => Ok(WorkerModel::WorkStealing),
+            other => Err(format!(
+                "unknown worker_model {other:?} (thread-per-core or work-stealing)"
+            )),
+        }
+    }
+}
+
+/// Running proxy workers.
+pub struct Workers {
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Workers {
+    /// Wait for every worker to finish draining.
+    pub fn join(self) {
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Bind every listener and start the workers. Binding errors are returned
+/// before any worker starts.
+pub fn start_workers(context: ProxyContext, shutdown: watch::Receiver<bool>) -> Result<Workers, String> {
+    let threads = context.settings.worker_threads.max(1);
+    let model = context.settings.worker_model;
+    let groups: Vec<Vec<(ListenSpec, std::net::TcpListener)>> = match model {
+        WorkerModel::ThreadPerCore => (0..threads)
+            .map(|_| bind_all(&context.settings.listeners, true))
+            .collect::<Result<_, _>>()?,
+        WorkerModel::WorkStealing => vec![bind_all(&context.settings.listeners, false)?],
+    };
+    let mut handles = Vec::new();
+    for (index, sockets) in groups.into_iter().enumerate() {
+        let context = context.clone();
+        let shutdown = shutdown.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("strait-worker-{index}"))
+            .spawn(move || {
+                run_worker(
+                    context,
+                    sockets,
+                    shutdown,
+                    if model == WorkerModel::WorkStealing { threads } else { 1 },
+                )
+            })
+            .map_err(|e| format!("spawning worker: {e}"))?;
+        handles.push(handle);
+    }
+    Ok(Workers { threads: handles })
+}
+
+fn bind_all(specs: &[ListenSpec], reuseport: bool) -> Result<Vec<(ListenSpec, std::net::TcpListener)>, String> {
+    specs
+        .iter()
+        .map(|spec| {
+            bind(spec, reuseport || spec.reuseport)
+                .map(|socket| (spec.clone(), socket))
+                .map_err(|e| format!("could not listen on {}: {e}", spec.addr))
+        })
+        .collect()
+}
+
+fn run_worker(
+    context: ProxyContext,
+    sockets: Vec<(ListenSpec, std::net::TcpListener)>,
+    shutdown: watch::Receiver<bool>,
+    runtime_threads: usize,
+) {
+    let runtime = if runtime_threads > 1 {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(runtime_threads)
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    };
+    let runtime = match runtime {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "could not start worker runtime");
+            return;
+        }
+    };
+    let grace = context.settings.graceful_shutdown_timeout;
+    let active = Arc::new(AtomicUsize::new(0));
+    runtime.block_on(async {
+        let shared = Arc::new(Shared {
+            snapshot: context.snapshot.clone(),
+            stats: context.stats.clone(),
+            limits: context.settings.limits.clone(),
+            pool: Pool::default(),
+        });
+        for (spec, socket) in sockets {
+            let listener = match TcpListener::from_std(socket) {
+                Ok(listener) => listener,
+                Err(error) => {
+                    tracing::error!(%error, addr = %spec.addr, "listener setup failed");
+                    continue;
+                }
+            };
+            let acceptor = spec.ssl.then(|| tokio_rustls::TlsAcceptor::from(context.tls.clone()));
+            tokio::spawn(accept_loop(
+                listener,
+                acceptor,
+                shared.clone(),
+                shutdown.clone(),
+                active.clone(),
+            ));
+        }
+        let mut stop = shutdown.clone();
+        crate::stopped(&mut stop).await;
+        let deadline = tokio::time::Instant::now() + grace;
+        while active.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    runtime.shutdown_timeout(Duration::from_millis(100));
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+    active: Arc<AtomicUsize>,
+) {
+    let local = match listener.local_addr() {
+        Ok(addr) => addr,
+        Err(_) => return,
+    };
+    let mut stop = shutdown.clone();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = crate::stopped(&mut stop) => break,
+        };
+        let (stream, client) = match accepted {
+            Ok(pair) => pair,
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let info = ConnInfo {
+            client,
+            local,
+            tls: acceptor.is_some(),
+            sni: None,
+        };
+        let shared = shared.clone();
+        let shutdown = shutdown.clone();
+        let active = active.clone();
+        let acceptor = acceptor.clone();
+        active.fetch_add(1, Ordering::AcqRel);
+        shared.stats.connection_opened();
+        tokio::spawn(async move {
+            match acceptor {
+                Some(acceptor) => serve_tls(stream, info, shared.clone(), acceptor, shutdown).await,
+                None => serve_plain(stream, info, shared.clone(), shutdown).await,
+            }
+            shared.stats.connection_closed();
+            active.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+    drop(listener);
+}

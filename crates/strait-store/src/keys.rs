@@ -1,0 +1,125 @@
+//! The unique keys and foreign keys every store dialect indexes, extracted
+//! from typed entities. Backend-neutral: dialects decide how to store them.
+//!
+//! Derived keys follow Kong's `cache_key` rule: a plugin name is unique per
+//! (route, service, consumer) scope, a target per upstream.
+
+use strait_core::*;
+use uuid::Uuid;
+
+/// `(kind, field)` pairs whose values are unique within a kind.
+pub const UNIQUE_FIELDS: &[(EntityKind, &str)] = &[
+    (EntityKind::CaCertificates, "cert_digest"),
+    (EntityKind::Snis, "name"),
+    (EntityKind::Services, "name"),
+    (EntityKind::Routes, "name"),
+    (EntityKind::Upstreams, "name"),
+    (EntityKind::Targets, "cache_key"),
+    (EntityKind::Consumers, "username"),
+    (EntityKind::Consumers, "custom_id"),
+    (EntityKind::KeyauthCredentials, "key"),
+    (EntityKind::Plugins, "instance_name"),
+    (EntityKind::Plugins, "cache_key"),
+];
+
+/// `(kind, field, parent kind)` foreign keys with a reverse index.
+pub const FOREIGN_FIELDS: &[(EntityKind, &str, EntityKind)] = &[
+    (EntityKind::Snis, "certificate", EntityKind::Certificates),
+    (EntityKind::Routes, "service", EntityKind::Services),
+    (EntityKind::Targets, "upstream", EntityKind::Upstreams),
+    (EntityKind::KeyauthCredentials, "consumer", EntityKind::Consumers),
+    (EntityKind::Plugins, "route", EntityKind::Routes),
+    (EntityKind::Plugins, "service", EntityKind::Services),
+    (EntityKind::Plugins, "consumer", EntityKind::Consumers),
+];
+
+/// A unique key of one entity: `(field, value)`.
+pub type UniqueKey = (&'static str, String);
+/// A foreign key of one entity: `(field, parent kind, parent id)`.
+pub type ForeignRef = (&'static str, EntityKind, Uuid);
+
+/// Kong's plugin uniqueness rule as one string:
+/// `<name>:<route id>:<service id>:<consumer id>` with empty parts for none.
+pub fn plugin_cache_key(plugin: &Plugin) -> String {
+    let part = |fk: &Option<ForeignKey>| fk.map(|k| k.id.to_string()).unwrap_or_default();
+    format!(
+        "{}:{}:{}:{}",
+        plugin.name,
+        part(&plugin.route),
+        part(&plugin.service),
+        part(&plugin.consumer)
+    )
+}
+
+/// Kong's target uniqueness rule as one string: `<upstream id>:<target>`.
+pub fn target_cache_key(target: &Target) -> String {
+    format!("{}:{}", target.upstream.id, target.target)
+}
+
+/// The unique keys `entity` holds (absent optional fields hold none).
+pub fn unique_keys(entity: &Entity) -> Vec<UniqueKey> {
+    fn some(field: &'static str, value: &Option<String>) -> Option<UniqueKey> {
+        value.as_ref().map(|v| (field, v.clone()))
+    }
+    let keys = match entity {
+        Entity::CaCertificate(e) => vec![some("cert_digest", &e.cert_digest)],
+        Entity::Sni(e) => vec![Some(("name", e.name.clone()))],
+        Entity::Service(e) => vec![some("name", &e.name)],
+        Entity::Route(e) => vec![some("name", &e.name)],
+        Entity::Upstream(e) => vec![Some(("name", e.name.clone()))],
+        Entity::Target(e) => vec![Some(("cache_key", target_cache_key(e)))],
+        Entity::Consumer(e) => vec![some("username", &e.username), some("custom_id", &e.custom_id)],
+        Entity::KeyauthCredential(e) => vec![Some(("key", e.key.clone()))],
+        Entity::Plugin(e) => vec![
+            some("instance_name", &e.instance_name),
+            Some(("cache_key", plugin_cache_key(e))),
+        ],
+        Entity::Certificate(_) => vec![],
+    };
+    keys.into_iter().flatten().collect()
+}
+
+/// The indexed foreign keys `entity` holds.
+pub fn foreign_keys(entity: &Entity) -> Vec<ForeignRef> {
+    fn some(field: &'static str, parent: EntityKind, fk: &Option<ForeignKey>) -> Option<ForeignRef> {
+        fk.map(|k| (field, parent, k.id))
+    }
+    let refs = match entity {
+        Entity::Sni(e) => vec![Some(("certificate", EntityKind::Certificates, e.certificate.id))],
+        Entity::Route(e) => vec![some("service", EntityKind::Services, &e.service)],
+        Entity::Target(e) => vec![Some(("upstream", EntityKind::Upstreams, e.upstream.id))],
+        Entity::KeyauthCredential(e) => {
+            vec![Some(("consumer", EntityKind::Consumers, e.consumer.id))]
+        }
+        Entity::Plugin(e) => vec![
+            some("route", EntityKind::Routes, &e.route),
+            some("service", EntityKind::Services, &e.service),
+            some("consumer", EntityKind::Consumers, &e.consumer),
+        ],
+        _ => vec![],
+    };
+    refs.into_iter().flatten().collect()
+}
+
+/// Foreign keys (child kind, field) that point at entities of `parent`.
+pub fn children_of(parent: EntityKind) -> impl Iterator<Item = (EntityKind, &'static str)> {
+    FOREIGN_FIELDS
+        .iter()
+        .filter(move |(_, _, p)| *p == parent)
+        .map(|(kind, field, _)| (*kind, *field))
+}
+
+/// Every entity of a configuration, kind by kind in [`EntityKind::ALL`] order.
+pub fn config_entities(config: &Config) -> impl Iterator<Item = Entity> + '_ {
+    let c = config;
+    (c.ca_certificates.iter().cloned().map(Entity::CaCertificate))
+        .chain(c.certificates.iter().cloned().map(Entity::Certificate))
+        .chain(c.snis.iter().cloned().map(Entity::Sni))
+        .chain(c.services.iter().cloned().map(Entity::Service))
+        .chain(c.routes.iter().cloned().map(Entity::Route))
+        .chain(c.upstreams.iter().cloned().map(Entity::Upstream))
+        .chain(c.targets.iter().cloned().map(Entity::Target))
+        .chain(c.consumers.iter().cloned().map(Entity::Consumer))
+        .chain(c.keyauth_credentials.iter().cloned().map(Entity::KeyauthCredential))
+        .chain(c.plugins.iter().cloned().map(Entity::Plugin))
+}

@@ -1,0 +1,30 @@
+//! Opening the LMDB environment: the one place this crate uses `unsafe`.
+#![allow(unsafe_code)]
+
+use std::path::Path;
+
+use heed::{Env, EnvOpenOptions, WithoutTls};
+
+/// Named databases: 10 entity tables, their unique and foreign-key indexes,
+/// meta and the change log, with room to grow.
+const MAX_DBS: u32 = 64;
+
+/// LMDB wants the map size to be a multiple of the OS page size; 64 KiB is
+/// a multiple of every page size Linux and macOS use.
+const MAP_SIZE_ALIGN: usize = 64 * 1024;
+
+/// Open (creating if needed) the environment in `dir` with default durable
+/// flags: every commit is synced, so a process killed at any moment, or a
+/// power loss, leaves the last committed transaction on disk.
+pub(super) fn open_env(dir: &Path, map_size: usize) -> heed::Result<Env<WithoutTls>> {
+    let map_size = map_size.div_ceil(MAP_SIZE_ALIGN).max(1) * MAP_SIZE_ALIGN;
+    let mut options = EnvOpenOptions::new().read_txn_without_tls();
+    options.map_size(map_size).max_dbs(MAX_DBS);
+    // SAFETY: the memory map is only undefined behaviour if the data file is
+    // modified behind LMDB's back. We open it with LMDB's own locking (no
+    // NO_LOCK, no NO_SYNC flags), only this crate writes it, only through
+    // LMDB transactions, and heed refuses to open one path twice in a
+    // process. The directory belongs to Strait (`prefix`) and must not sit
+    // on a network filesystem, as documented for the `prefix` setting.
+    unsafe { options.open(dir) }
+}

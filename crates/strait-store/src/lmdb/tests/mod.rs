@@ -1,0 +1,325 @@
+//! Tests against a real LMDB environment in a temporary directory.
+
+mod fixtures;
+
+use strait_core::*;
+use uuid::Uuid;
+
+use self::fixtures::*;
+use super::*;
+fn upsert(entity: Entity) -> ConfigChange {
+    ConfigChange::Upsert { entity }
+}
+
+fn name_of(entity: Option<Entity>) -> Option<String> {
+    match entity? {
+        Entity::Service(s) => s.name,
+        Entity::Route(r) => r.name,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn replace_then_load_round_trips() {
+    let store = TempStore::new();
+    assert_eq!(store.load().unwrap(), (0, Config::default()));
+    let config = full_config();
+    assert_eq!(store.replace(&config).unwrap(), 1);
+    assert_eq!(store.load().unwrap(), (1, config.clone()));
+
+    let mut services = vec![service("a"), service("b"), service("c")];
+    services.sort_by_key(|s| s.id);
+    let smaller = Config {
+        services,
+        ..Config::default()
+    };
+    assert_eq!(store.replace(&smaller).unwrap(), 2);
+    assert_eq!(store.load().unwrap(), (2, smaller));
+    // Indexes were rebuilt: the old configuration's keys are gone.
+    let old_consumer = store.get_by_unique(EntityKind::Consumers, "username", "alice");
+    assert_eq!(old_consumer.unwrap(), None);
+    let by_name = store.get_by_unique(EntityKind::Services, "name", "b").unwrap();
+    assert_eq!(name_of(by_name), Some("b".into()));
+}
+
+#[test]
+fn versions_are_monotonic_across_reopen() {
+    let mut store = TempStore::new();
+    store.replace(&full_config()).unwrap();
+    store.replace(&full_config()).unwrap();
+    let added = store.apply(&[upsert(Entity::Service(service("x")))]).unwrap();
+    assert_eq!(added, 3);
+    assert_eq!(store.apply(&[]).unwrap(), 3, "an empty apply commits nothing");
+    store.reopen();
+    assert_eq!(store.version().unwrap(), 3);
+    assert_eq!(store.replace(&Config::default()).unwrap(), 4);
+    store.reopen();
+    assert_eq!(store.load().unwrap(), (4, Config::default()));
+}
+
+#[test]
+fn apply_keeps_unique_and_foreign_indexes_current() {
+    let store = TempStore::new();
+    let mut svc = service("a");
+    let other = service("other");
+    let mut rt = route("r1", Some(svc.id));
+    let changes = [
+        upsert(Entity::Route(rt.clone())),
+        upsert(Entity::Service(svc.clone())),
+        upsert(Entity::Service(other.clone())),
+    ];
+    assert_eq!(store.apply(&changes).unwrap(), 1);
+    let found = store.get_by_unique(EntityKind::Services, "name", "a").unwrap();
+    assert_eq!(found, Some(Entity::Service(svc.clone())));
+    let routes_of = |id| store.ids_by_foreign(EntityKind::Routes, "service", id).unwrap();
+    assert_eq!(routes_of(svc.id), vec![rt.id]);
+
+    svc.name = Some("b".into());
+    rt.service = Some(ForeignKey::new(other.id));
+    let changes = [upsert(Entity::Service(svc.clone())), upsert(Entity::Route(rt.clone()))];
+    store.apply(&changes).unwrap();
+    assert_eq!(store.get_by_unique(EntityKind::Services, "name", "a").unwrap(), None);
+    let renamed = store.get_by_unique(EntityKind::Services, "name", "b").unwrap();
+    assert_eq!(name_of(renamed), Some("b".into()));
+    assert!(routes_of(svc.id).is_empty());
+    assert_eq!(routes_of(other.id), vec![rt.id]);
+
+    // The released name can be taken by another service.
+    store.apply(&[upsert(Entity::Service(service("a")))]).unwrap();
+    let delete = ConfigChange::Delete {
+        kind: EntityKind::Routes,
+        id: rt.id,
+    };
+    assert_eq!(store.apply(&[delete]).unwrap(), 4);
+    assert!(routes_of(other.id).is_empty());
+    assert_eq!(store.get(EntityKind::Routes, rt.id).unwrap(), None);
+    assert_eq!(store.get_by_unique(EntityKind::Routes, "name", "r1").unwrap(), None);
+}
+
+#[test]
+fn unique_violation_leaves_nothing_written() {
+    let store = TempStore::new();
+    let first = service("dup");
+    store.apply(&[upsert(Entity::Service(first.clone()))]).unwrap();
+    let fresh = service("fresh");
+    let second = service("dup");
+    let changes = [
+        upsert(Entity::Service(fresh.clone())),
+        upsert(Entity::Service(second.clone())),
+    ];
+    match store.apply(&changes) {
+        Err(StoreError::UniqueViolation { kind, field, value }) => {
+            assert_eq!(
+                (kind, field.as_str(), value.as_str()),
+                (EntityKind::Services, "name", "dup")
+            );
+        }
+        other => panic!("expected a unique violation, got {other:?}"),
+    }
+    assert_eq!(store.version().unwrap(), 1);
+    assert_eq!(store.get(EntityKind::Services, fresh.id).unwrap(), None);
+    assert_eq!(
+        store.get_by_unique(EntityKind::Services, "name", "fresh").unwrap(),
+        None
+    );
+    let holder = store.get_by_unique(EntityKind::Services, "name", "dup").unwrap();
+    assert_eq!(holder.map(|e| e.id()), Some(first.id));
+    assert_eq!(store.changes_since(0).unwrap().len(), 1);
+}
+
+#[test]
+fn duplicate_keys_in_replace_are_rejected_and_keep_the_old_config() {
+    let store = TempStore::new();
+    let config = full_config();
+    store.replace(&config).unwrap();
+    let bad = Config {
+        consumers: vec![consumer("same"), consumer("same")],
+        ..Config::default()
+    };
+    assert!(matches!(store.replace(&bad), Err(StoreError::UniqueViolation { .. })));
+    let mut plugins = full_config();
+    let duplicate = Plugin {
+        id: Uuid::new_v4(),
+        ..plugins.plugins[0].clone()
+    };
+    plugins.plugins.push(duplicate);
+    let error = store.replace(&plugins).unwrap_err();
+    assert!(matches!(error, StoreError::UniqueViolation { ref field, .. } if field == "cache_key"));
+    assert_eq!(store.load().unwrap(), (1, config));
+}
+
+#[test]
+fn foreign_keys_are_enforced_after_all_changes() {
+    let store = TempStore::new();
+    let svc = service("s");
+    let orphan = route("orphan", Some(Uuid::new_v4()));
+    let error = store.apply(&[upsert(Entity::Route(orphan))]).unwrap_err();
+    assert!(matches!(
+        error,
+        StoreError::ForeignKey {
+            parent_kind: EntityKind::Services,
+            ..
+        }
+    ));
+    let rt = route("r", Some(svc.id));
+    let plug = plugin("cors", None, Some(rt.id));
+    let changes = [
+        upsert(Entity::Plugin(plug.clone())),
+        upsert(Entity::Route(rt.clone())),
+        upsert(Entity::Service(svc.clone())),
+    ];
+    store.apply(&changes).unwrap();
+    let delete = |kind, id| ConfigChange::Delete { kind, id };
+    let error = store.apply(&[delete(EntityKind::Services, svc.id)]).unwrap_err();
+    assert!(matches!(
+        error,
+        StoreError::StillReferenced {
+            child_kind: EntityKind::Routes,
+            ..
+        }
+    ));
+    let plugins_of = store.ids_by_foreign(EntityKind::Plugins, "route", rt.id).unwrap();
+    assert_eq!(plugins_of, vec![plug.id]);
+    // A cascade listed parent first still commits.
+    let cascade = [
+        delete(EntityKind::Services, svc.id),
+        delete(EntityKind::Routes, rt.id),
+        delete(EntityKind::Plugins, plug.id),
+    ];
+    assert_eq!(store.apply(&cascade).unwrap(), 2);
+    assert_eq!(store.load().unwrap(), (2, Config::default()));
+    let missing = store.apply(&[delete(EntityKind::Services, svc.id)]).unwrap_err();
+    assert!(matches!(missing, StoreError::NotFound { .. }));
+}
+
+#[test]
+fn list_pages_in_id_order() {
+    let store = TempStore::new();
+    let config = Config {
+        services: (0..25).map(|i| service(&format!("s{i}"))).collect(),
+        ..Config::default()
+    };
+    store.replace(&config).unwrap();
+    let mut expected: Vec<Uuid> = config.services.iter().map(|s| s.id).collect();
+    expected.sort();
+    let mut seen = Vec::new();
+    let mut after = None;
+    let mut sizes = Vec::new();
+    loop {
+        let page = store.list(EntityKind::Services, after, 10).unwrap();
+        if page.is_empty() {
+            break;
+        }
+        sizes.push(page.len());
+        after = page.last().map(|e| e.id());
+        seen.extend(page.iter().map(|e| e.id()));
+    }
+    assert_eq!(sizes, vec![10, 10, 5]);
+    assert_eq!(seen, expected);
+    assert!(store.list(EntityKind::Routes, None, 10).unwrap().is_empty());
+}
+
+#[test]
+fn change_log_records_every_commit_and_is_trimmed() {
+    let mut store = TempStore::new();
+    store.replace(&full_config()).unwrap();
+    let a = service("a");
+    let b = service("b");
+    let changes = [upsert(Entity::Service(a.clone())), upsert(Entity::Service(b.clone()))];
+    store.apply(&changes).unwrap();
+    let delete = ConfigChange::Delete {
+        kind: EntityKind::Services,
+        id: a.id,
+    };
+    store.apply(&[delete]).unwrap();
+    let entry = |version, op, id| ChangeLogEntry {
+        version,
+        kind: EntityKind::Services,
+        op,
+        id,
+    };
+    let log = store.changes_since(0).unwrap();
+    assert_eq!(log[0].op, ChangeOp::Replace);
+    assert_eq!(log[0].id, None);
+    let expected_tail = [
+        entry(2, ChangeOp::Upsert, Some(a.id)),
+        entry(2, ChangeOp::Upsert, Some(b.id)),
+        entry(3, ChangeOp::Delete, Some(a.id)),
+    ];
+    assert_eq!(log[1..], expected_tail[..]);
+    assert_eq!(store.changes_since(2).unwrap(), expected_tail[2..]);
+    assert!(store.changes_since(3).unwrap().is_empty());
+
+    store.set_change_log_limit(2);
+    store.apply(&[upsert(Entity::Service(service("c")))]).unwrap();
+    assert!(matches!(
+        store.changes_since(1),
+        Err(StoreError::ChangeLogTrimmed { oldest_complete: 2, .. })
+    ));
+    assert_eq!(store.changes_since(2).unwrap().len(), 2);
+}
+
+#[test]
+fn long_unique_values_are_indexed_by_digest() {
+    let store = TempStore::new();
+    let owner = consumer("owner");
+    let long_a = format!("{}a", "k".repeat(1000));
+    let long_b = format!("{}b", "k".repeat(1000));
+    let cred = keyauth(owner.id, &long_a);
+    let changes = [
+        upsert(Entity::Consumer(owner.clone())),
+        upsert(Entity::KeyauthCredential(cred.clone())),
+    ];
+    store.apply(&changes).unwrap();
+    let found = store
+        .get_by_unique(EntityKind::KeyauthCredentials, "key", &long_a)
+        .unwrap();
+    assert_eq!(found.map(|e| e.id()), Some(cred.id));
+    assert_eq!(
+        store
+            .get_by_unique(EntityKind::KeyauthCredentials, "key", &long_b)
+            .unwrap(),
+        None
+    );
+    let other = keyauth(owner.id, &long_b);
+    store.apply(&[upsert(Entity::KeyauthCredential(other))]).unwrap();
+    let same = keyauth(owner.id, &long_a);
+    let error = store.apply(&[upsert(Entity::KeyauthCredential(same))]).unwrap_err();
+    assert!(matches!(error, StoreError::UniqueViolation { .. }));
+}
+
+#[test]
+fn unknown_index_is_an_error() {
+    let store = TempStore::new();
+    let error = store.get_by_unique(EntityKind::Services, "host", "x").unwrap_err();
+    assert!(matches!(error, StoreError::UnknownIndex { .. }));
+    let error = store
+        .ids_by_foreign(EntityKind::Routes, "upstream", Uuid::nil())
+        .unwrap_err();
+    assert!(matches!(error, StoreError::UnknownIndex { .. }));
+}
+
+/// `cargo test -p strait-store --release -- --ignored --nocapture load_50k`
+#[test]
+#[ignore = "timing; run in release mode"]
+fn load_50k_entities_is_fast() {
+    let store = TempStore::new();
+    let mut config = Config::default();
+    config.services = (0..10_000).map(|i| service(&format!("s{i}"))).collect();
+    config.routes = (0..30_000)
+        .map(|i| route(&format!("r{i}"), Some(config.services[i % 10_000].id)))
+        .collect();
+    config.consumers = (0..5_000).map(|i| consumer(&format!("c{i}"))).collect();
+    config.keyauth_credentials = (0..5_000)
+        .map(|i| keyauth(config.consumers[i].id, &format!("key-{i}")))
+        .collect();
+    let started = std::time::Instant::now();
+    store.replace(&config).unwrap();
+    let replaced = started.elapsed();
+    let started = std::time::Instant::now();
+    let (_, loaded) = store.load().unwrap();
+    let loaded_in = started.elapsed();
+    println!("replace 50k: {replaced:?}, load 50k: {loaded_in:?}");
+    assert_eq!(loaded.entity_count(), 50_000);
+    assert!(loaded_in < std::time::Duration::from_secs(1));
+}

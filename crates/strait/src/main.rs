@@ -1,0 +1,125 @@
+//! The `strait` binary: command line, node settings, logging, wiring.
+
+mod node;
+mod settings;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Result};
+use strait_core::declarative::{parse_declarative, DeclarativeFormat};
+
+use crate::settings::{NodeSettings, RawSettings};
+
+const USAGE: &str = "\
+Usage: strait <command>
+
+Commands:
+  start [--conf FILE] [--prefix DIR] [--declarative-config FILE]
+                           start a node (settings: FILE, then STRAIT_<KEY> env vars)
+  config validate FILE     check a Kong declarative config; prints every error
+  version                  print the version
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("Error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<ExitCode> {
+    match args.first().map(String::as_str) {
+        Some("start") => start(&args[1..]).map(|_| ExitCode::SUCCESS),
+        Some("config") if args.get(1).map(String::as_str) == Some("validate") => validate(args.get(2)),
+        Some("version") | Some("--version") => {
+            println!(
+                "Strait {} (Kong Admin API {})",
+                strait_proxy::VERSION,
+                strait_admin::KONG_COMPATIBLE_VERSION
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Some("help") | Some("--help") | Some("-h") | None => {
+            print!("{USAGE}");
+            Ok(if args.is_empty() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Some(other) => bail!("unknown command {other:?}\n\n{USAGE}"),
+    }
+}
+
+fn validate(file: Option<&String>) -> Result<ExitCode> {
+    let file = file.ok_or_else(|| anyhow!("config validate needs a FILE\n\n{USAGE}"))?;
+    let bytes = std::fs::read(file).map_err(|e| anyhow!("reading {file}: {e}"))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    match parse_declarative(&bytes, DeclarativeFormat::Auto, now) {
+        Ok(config) => match strait_proxy::compile_snapshot(0, std::sync::Arc::new(config)) {
+            Ok(snapshot) => {
+                println!("{file}: ok ({} entities)", snapshot.config.entity_count());
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(error) => {
+                eprintln!("{file}: invalid configuration");
+                for problem in &error.problems {
+                    eprintln!("{}: {}", problem.entity, problem.message);
+                }
+                Ok(ExitCode::FAILURE)
+            }
+        },
+        Err(error) => {
+            eprintln!("{file}: invalid configuration");
+            for field in &error.errors {
+                eprintln!("{}: {}", field.path, field.message);
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn start(args: &[String]) -> Result<()> {
+    let mut conf: Option<PathBuf> = None;
+    let mut overrides = Vec::new();
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        let mut value = |name: &str| rest.next().cloned().ok_or_else(|| anyhow!("{name} needs a value"));
+        match flag.as_str() {
+            "--conf" | "-c" => conf = Some(PathBuf::from(value("--conf")?)),
+            "--prefix" | "-p" => overrides.push(("STRAIT_PREFIX".to_string(), value("--prefix")?)),
+            "--declarative-config" => {
+                overrides.push(("STRAIT_DECLARATIVE_CONFIG".to_string(), value("--declarative-config")?))
+            }
+            other => bail!("unknown flag {other:?} for start\n\n{USAGE}"),
+        }
+    }
+    let raw = RawSettings::load(conf.as_deref(), std::env::vars().chain(overrides))?;
+    let settings = NodeSettings::from_raw(raw)?;
+    init_logging(&settings.log_level);
+    node::run(settings)
+}
+
+fn init_logging(level: &str) {
+    let filter = match level {
+        "debug" => "debug",
+        "info" | "notice" => "info",
+        "warn" => "warn",
+        "error" | "crit" | "alert" | "emerg" => "error",
+        _ => "info",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("STRAIT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{filter},hyper=warn,h2=warn,rustls=warn")));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,159 @@
+//! Starting and stopping a node: open the store, publish the stored
+//! configuration, apply `declarative_config`, start the proxy workers and the
+//! Admin/status APIs, and drain on SIGTERM/SIGINT.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context, Result};
+use strait_admin::{load_declarative, serve_admin, serve_status, AdminState};
+use strait_core::declarative::DeclarativeFormat;
+use strait_proxy::tls::{load_or_create_default_certificate, server_config};
+use strait_proxy::{compile_snapshot, start_workers, ProxyContext, ProxyStats, SnapshotPublisher};
+use strait_store::{LmdbStore, Store};
+use tokio::sync::watch;
+
+use crate::settings::NodeSettings;
+
+fn node_id(prefix: &std::path::Path) -> Result<String> {
+    let path = prefix.join("node_id");
+    if let Ok(existing) = std::fs::read_to_string(&path) {
+        return Ok(existing.trim().to_string());
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    std::fs::write(&path, &id).with_context(|| format!("writing {}", path.display()))?;
+    Ok(id)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string())
+}
+
+/// Run a node until a termination signal, then drain and return.
+pub fn run(settings: NodeSettings) -> Result<()> {
+    std::fs::create_dir_all(&settings.prefix)
+        .with_context(|| format!("creating prefix {}", settings.prefix.display()))?;
+    let store: Arc<dyn Store> = Arc::new(
+        LmdbStore::open(&settings.prefix.join("lmdb")).map_err(|e| anyhow!("opening the embedded store: {e}"))?,
+    );
+    let (version, config) = store
+        .load()
+        .map_err(|e| anyhow!("loading the stored configuration: {e}"))?;
+    let initial = compile_snapshot(version, Arc::new(config))
+        .map_err(|e| anyhow!("stored configuration does not compile: {e}"))?;
+    tracing::info!(config_version = version, "stored configuration loaded");
+    let publisher = SnapshotPublisher::start(initial);
+    let control = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the control runtime")?;
+    if let Some(path) = &settings.declarative_config {
+        let bytes = std::fs::read(path).with_context(|| format!("reading declarative_config {}", path.display()))?;
+        let version = control
+            .block_on(load_declarative(&publisher, &store, &bytes, DeclarativeFormat::Auto))
+            .map_err(|e| anyhow!("declarative_config {}:\n{e}", path.display()))?;
+        tracing::info!(config_version = version, path = %path.display(), "declarative configuration loaded");
+    }
+    let ready = Arc::new(AtomicBool::new(false));
+    let stats = Arc::new(ProxyStats::default());
+    let default_cert =
+        load_or_create_default_certificate(&settings.prefix).map_err(|e| anyhow!("default certificate: {e}"))?;
+    let tls = server_config(publisher.current(), default_cert).map_err(|e| anyhow!("TLS setup: {e}"))?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let workers = start_workers(
+        ProxyContext {
+            settings: settings.proxy.clone(),
+            snapshot: publisher.current(),
+            stats: stats.clone(),
+            tls,
+        },
+        shutdown_rx.clone(),
+    )
+    .map_err(|e| anyhow!(e))?;
+    let state = Arc::new(AdminState {
+        store,
+        publisher,
+        stats,
+        node_id: node_id(&settings.prefix)?,
+        hostname: hostname(),
+        configuration: settings.to_json(),
+        ready: ready.clone(),
+        admin_token: settings.admin_token.clone(),
+    });
+    let admin = start_admin_thread(&settings, state, shutdown_rx)?;
+    ready.store(true, Ordering::Release);
+    tracing::info!(proxy = ?settings.proxy.listeners.iter().map(|l| l.addr).collect::<Vec<_>>(), "strait started");
+    control.block_on(wait_for_signal());
+    tracing::info!(grace = ?settings.proxy.graceful_shutdown_timeout, "shutting down: draining connections");
+    let _ = shutdown_tx.send(true);
+    workers.join();
+    let _ = admin.join();
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The Admin and status APIs on their own thread and runtime.
+fn start_admin_thread(
+    settings: &NodeSettings,
+    state: Arc<AdminState>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<std::thread::JoinHandle<()>> {
+    let bind = |specs: &[strait_proxy::ListenSpec]| -> Result<Vec<std::net::TcpListener>> {
+        specs
+            .iter()
+            .map(|spec| {
+                strait_proxy::listen::bind(spec, spec.reuseport)
+                    .with_context(|| format!("could not listen on {}", spec.addr))
+            })
+            .collect()
+    };
+    let admin_sockets = bind(&settings.admin_listen)?;
+    let status_sockets = bind(&settings.status_listen)?;
+    std::thread::Builder::new()
+        .name("strait-admin".to_string())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    tracing::error!(%error, "could not start the admin runtime");
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let mut tasks = Vec::new();
+                for (socket, status_only) in admin_sockets
+                    .into_iter()
+                    .map(|s| (s, false))
+                    .chain(status_sockets.into_iter().map(|s| (s, true)))
+                {
+                    match tokio::net::TcpListener::from_std(socket) {
+                        Ok(listener) if status_only => {
+                            tasks.push(tokio::spawn(serve_status(listener, state.clone(), shutdown.clone())))
+                        }
+                        Ok(listener) => {
+                            tasks.push(tokio::spawn(serve_admin(listener, state.clone(), shutdown.clone())))
+                        }
+                        Err(error) => tracing::error!(%error, "admin listener setup failed"),
+                    }
+                }
+                for task in tasks {
+                    let _ = task.await;
+                }
+            });
+        })
+        .context("spawning the admin thread")
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("could not install signal handlers; stopping");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,224 @@
+//! Node settings: defaults, `strait.conf` (`key = value`, Kong's names), and
+//! `STRAIT_<KEY>` environment overrides, validated into typed values.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use strait_proxy::{parse_listen, ClientLimits, ListenSpec, ProxySettings};
+
+/// Every key Strait understands, with its default.
+const DEFAULTS: &[(&str, &str)] = &[
+    ("role", "traditional"),
+    ("database", "embedded"),
+    ("prefix", "./strait-data"),
+    (
+        "proxy_listen",
+        "0.0.0.0:8000 reuseport backlog=16384, 0.0.0.0:8443 http2 ssl reuseport backlog=16384",
+    ),
+    ("admin_listen", "127.0.0.1:8001 reuseport backlog=16384"),
+    ("status_listen", "0.0.0.0:8100"),
+    ("cluster_listen", "0.0.0.0:8005"),
+    ("declarative_config", ""),
+    ("log_level", "notice"),
+    ("client_header_timeout", "60s"),
+    ("client_max_header_size", "32768"),
+    ("client_max_headers", "100"),
+    ("graceful_shutdown_timeout", "10s"),
+    ("worker_threads", "auto"),
+    ("worker_model", "thread-per-core"),
+    ("admin_token", ""),
+];
+
+/// The raw key/value settings after defaults, file and environment.
+#[derive(Debug, Clone)]
+pub struct RawSettings(pub BTreeMap<String, String>);
+
+/// Typed settings the node runs with.
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    pub prefix: PathBuf,
+    pub declarative_config: Option<PathBuf>,
+    pub log_level: String,
+    pub proxy: ProxySettings,
+    pub admin_listen: Vec<ListenSpec>,
+    pub status_listen: Vec<ListenSpec>,
+    pub admin_token: Option<String>,
+    pub raw: RawSettings,
+}
+
+/// Parse `strait.conf` text: `key = value`, `#` comments, blank lines.
+pub fn parse_conf(text: &str, origin: &str) -> Result<BTreeMap<String, String>> {
+    let mut values = BTreeMap::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (key, value) = line
+            .split_once('=')
+            .ok_or_else(|| anyhow!("{origin}:{}: expected `key = value`, got {line:?}", index + 1))?;
+        let key = key.trim().to_ascii_lowercase();
+        if !DEFAULTS.iter().any(|(k, _)| *k == key) {
+            bail!("{origin}:{}: unknown setting {key:?}", index + 1);
+        }
+        values.insert(key, value.trim().to_string());
+    }
+    Ok(values)
+}
+
+impl RawSettings {
+    /// Defaults, then the file (if any), then `STRAIT_*` variables from `env`.
+    pub fn load(conf: Option<&std::path::Path>, env: impl Iterator<Item = (String, String)>) -> Result<RawSettings> {
+        let mut values: BTreeMap<String, String> =
+            DEFAULTS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        if let Some(path) = conf {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            values.extend(parse_conf(&text, &path.display().to_string())?);
+        }
+        for (name, value) in env {
+            let Some(key) = name.strip_prefix("STRAIT_") else {
+                continue;
+            };
+            let key = key.to_ascii_lowercase();
+            if DEFAULTS.iter().any(|(k, _)| *k == key) {
+                values.insert(key, value);
+            }
+        }
+        Ok(RawSettings(values))
+    }
+
+    fn get(&self, key: &str) -> &str {
+        self.0.get(key).map(String::as_str).unwrap_or("")
+    }
+}
+
+/// `500ms`, `2s`, `1m`, or a bare number of seconds.
+pub fn parse_duration(key: &str, value: &str) -> Result<Duration> {
+    let value = value.trim();
+    let (number, unit) = match value.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => value.split_at(at),
+        None => (value, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| anyhow!("{key}: invalid duration {value:?}"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        _ => bail!("{key}: invalid duration unit in {value:?} (use ms, s or m)"),
+    }
+}
+
+fn parse_number(key: &str, value: &str) -> Result<usize> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("{key}: expected a number, got {value:?}"))
+}
+
+impl NodeSettings {
+    pub fn from_raw(raw: RawSettings) -> Result<NodeSettings> {
+        if raw.get("role") != "traditional" {
+            bail!(
+                "role: only 'traditional' is supported by this version (got {:?})",
+                raw.get("role")
+            );
+        }
+        if raw.get("database") != "embedded" {
+            bail!(
+                "database: only 'embedded' is supported by this version (got {:?})",
+                raw.get("database")
+            );
+        }
+        let listen = |key: &str| parse_listen(raw.get(key)).map_err(|e| anyhow!("{key}: {e}"));
+        let worker_threads = match raw.get("worker_threads") {
+            "auto" => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            other => parse_number("worker_threads", other)?.max(1),
+        };
+        let proxy = ProxySettings {
+            listeners: listen("proxy_listen")?,
+            limits: ClientLimits {
+                header_timeout: parse_duration("client_header_timeout", raw.get("client_header_timeout"))?,
+                max_header_bytes: parse_number("client_max_header_size", raw.get("client_max_header_size"))?,
+                max_headers: parse_number("client_max_headers", raw.get("client_max_headers"))?,
+            },
+            worker_model: raw
+                .get("worker_model")
+                .parse()
+                .map_err(|e: String| anyhow!("worker_model: {e}"))?,
+            worker_threads,
+            graceful_shutdown_timeout: parse_duration(
+                "graceful_shutdown_timeout",
+                raw.get("graceful_shutdown_timeout"),
+            )?,
+        };
+        let optional = |key: &str| Some(raw.get(key).to_string()).filter(|v| !v.is_empty());
+        Ok(NodeSettings {
+            prefix: PathBuf::from(raw.get("prefix")),
+            declarative_config: optional("declarative_config").map(PathBuf::from),
+            log_level: raw.get("log_level").to_string(),
+            admin_listen: listen("admin_listen")?,
+            status_listen: listen("status_listen")?,
+            admin_token: optional("admin_token"),
+            proxy,
+            raw,
+        })
+    }
+
+    /// Settings as shown by `GET /` (`configuration`), secrets masked.
+    pub fn to_json(&self) -> serde_json::Value {
+        let map: serde_json::Map<String, serde_json::Value> = self
+            .raw
+            .0
+            .iter()
+            .map(|(k, v)| {
+                let shown = if k == "admin_token" && !v.is_empty() {
+                    "******".to_string()
+                } else {
+                    v.clone()
+                };
+                (k.clone(), serde_json::Value::String(shown))
+            })
+            .collect();
+        serde_json::Value::Object(map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_env_override_defaults() {
+        let dir = std::env::temp_dir().join(format!("strait-settings-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let conf = dir.join("strait.conf");
+        std::fs::write(&conf, "# comment\nprefix = /tmp/x\nclient_header_timeout = 500ms\n").expect("write");
+        let env = vec![
+            ("STRAIT_PREFIX".to_string(), "/tmp/y".to_string()),
+            ("OTHER".to_string(), "1".to_string()),
+        ];
+        let raw = RawSettings::load(Some(&conf), env.into_iter()).expect("load");
+        let settings = NodeSettings::from_raw(raw).expect("valid");
+        assert_eq!(settings.prefix, PathBuf::from("/tmp/y"));
+        assert_eq!(settings.proxy.limits.header_timeout, Duration::from_millis(500));
+        assert_eq!(settings.proxy.listeners.len(), 2);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn bad_settings_name_the_key_and_line() {
+        let err = parse_conf("prefix = a\nnope = 1\n", "strait.conf").expect_err("unknown key");
+        assert_eq!(err.to_string(), "strait.conf:2: unknown setting \"nope\"");
+        assert!(parse_duration("t", "5 parsecs").is_err());
+        let mut raw = RawSettings::load(None, std::iter::empty()).expect("defaults");
+        raw.0.insert("proxy_listen".into(), "nonsense".into());
+        assert!(NodeSettings::from_raw(raw)
+            .expect_err("bad listen")
+            .to_string()
+            .starts_with("proxy_listen:"));
+    }
+}
