@@ -197,11 +197,16 @@ fn percent_encoding(value: &str) -> Result<(), String> {
 }
 
 /// Message for a route path that is neither a prefix nor a regex path.
-pub const ROUTE_PATH_START: &str = "should start with: / (fixed path) or ~/ (regex path)";
+pub const ROUTE_PATH_START: &str = "should start with: / (or ~ for a regex)";
 
-/// typedefs.router_path: `/prefix` or `~/regex`; regexes must compile.
+/// Compiled-size limit for route regexes: a pathological pattern is a
+/// validation error, not an out-of-memory at compile time.
+pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// typedefs.router_path: `/prefix` or `~regex`; regexes must compile within
+/// [`REGEX_SIZE_LIMIT`].
 pub(crate) fn router_path(value: &str) -> Result<(), String> {
-    if !value.starts_with('/') && !value.starts_with("~/") {
+    if !value.starts_with('/') && !value.starts_with('~') {
         return Err(ROUTE_PATH_START.into());
     }
     if value.contains("//") {
@@ -209,7 +214,7 @@ pub(crate) fn router_path(value: &str) -> Result<(), String> {
     }
     percent_encoding(value)?;
     if let Some(pattern) = value.strip_prefix('~') {
-        if let Err(error) = regex::Regex::new(pattern) {
+        if let Err(error) = regex::RegexBuilder::new(pattern).size_limit(REGEX_SIZE_LIMIT).build() {
             return Err(format!("invalid regex: '{pattern}' ({error})"));
         }
     }
