@@ -46,8 +46,14 @@ pub async fn load_declarative(
     let config = Arc::new(parse_declarative(bytes, format, unix_now()).map_err(LoadError::Invalid)?);
     let store = store.clone();
     let to_commit = config.clone();
-    let commit = Box::new(move || store.replace(&to_commit).map_err(|e| e.to_string()));
-    Ok(publisher.replace(config, Some(input_hash(bytes)), commit).await?)
+    let hash = input_hash(bytes);
+    let stored_hash = hash.clone();
+    let commit = Box::new(move || {
+        store
+            .replace_hashed(&to_commit, Some(&stored_hash))
+            .map_err(|e| e.to_string())
+    });
+    Ok(publisher.replace(config, Some(hash), commit).await?)
 }
 
 pub fn get_config(state: &AdminState) -> AdminResponse {

@@ -112,6 +112,11 @@ pub trait Store: Send + Sync {
     /// and logs a single [`ChangeOp::Replace`]. Unique keys and foreign keys
     /// of the new configuration are checked. Returns the new version.
     fn replace(&self, config: &Config) -> Result<ConfigVersion, StoreError>;
+    /// `replace`, also recording the hash of the document the configuration
+    /// came from (Kong's `configuration_hash`) in the same transaction.
+    fn replace_hashed(&self, config: &Config, hash: Option<&str>) -> Result<ConfigVersion, StoreError>;
+    /// The hash recorded by the last `replace_hashed`; cleared by `apply`.
+    fn config_hash(&self) -> Result<Option<String>, StoreError>;
 
     /// Apply entity changes in one write transaction, in order, all or
     /// nothing: bumps the version by one and logs each change. Unique keys

@@ -37,11 +37,7 @@ fn run(args: &[String]) -> Result<ExitCode> {
         Some("start") => start(&args[1..]).map(|_| ExitCode::SUCCESS),
         Some("config") if args.get(1).map(String::as_str) == Some("validate") => validate(args.get(2)),
         Some("version") | Some("--version") => {
-            println!(
-                "Strait {} (Kong Admin API {})",
-                strait_proxy::VERSION,
-                strait_admin::KONG_COMPATIBLE_VERSION
-            );
+            println!("Strait {}", strait_proxy::VERSION);
             Ok(ExitCode::SUCCESS)
         }
         Some("help") | Some("--help") | Some("-h") | None => {

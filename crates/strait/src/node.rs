@@ -41,8 +41,14 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     let (version, config) = store
         .load()
         .map_err(|e| anyhow!("loading the stored configuration: {e}"))?;
-    let initial = compile_snapshot(version, Arc::new(config))
+    let mut initial = compile_snapshot(version, Arc::new(config))
         .map_err(|e| anyhow!("stored configuration does not compile: {e}"))?;
+    if let Some(hash) = store
+        .config_hash()
+        .map_err(|e| anyhow!("reading the configuration hash: {e}"))?
+    {
+        initial.hash = hash;
+    }
     tracing::info!(config_version = version, "stored configuration loaded");
     let publisher = SnapshotPublisher::start(initial);
     let control = tokio::runtime::Builder::new_current_thread()

@@ -13,7 +13,7 @@ use heed::{Env, RwTxn, WithoutTls};
 use strait_core::{Config, ConfigChange, ConfigVersion, Entity, EntityKind};
 use uuid::Uuid;
 
-use self::tables::{read_meta, write_meta, Tables, CONFIG_VERSION};
+use self::tables::{read_meta, write_meta, Tables, CONFIG_HASH, CONFIG_VERSION};
 use crate::{ChangeLogEntry, ChangeOp, Store, StoreError};
 
 /// Default LMDB map size: the most the data file may grow to (address space
@@ -74,6 +74,17 @@ impl LmdbStore {
     }
 }
 
+/// Record (or clear) the hash of the document the configuration came from.
+fn write_hash(tables: &Tables, txn: &mut heed::RwTxn, hash: Option<&str>) -> Result<(), StoreError> {
+    match hash {
+        Some(hash) => tables.meta.put(txn, CONFIG_HASH, hash.as_bytes())?,
+        None => {
+            tables.meta.delete(txn, CONFIG_HASH)?;
+        }
+    }
+    Ok(())
+}
+
 impl Store for LmdbStore {
     fn load(&self) -> Result<(ConfigVersion, Config), StoreError> {
         let txn = self.env.read_txn()?;
@@ -86,9 +97,22 @@ impl Store for LmdbStore {
         read_meta(&self.tables, &txn, CONFIG_VERSION)
     }
 
+    fn config_hash(&self) -> Result<Option<String>, StoreError> {
+        let txn = self.env.read_txn()?;
+        match self.tables.meta.get(&txn, CONFIG_HASH)? {
+            Some(bytes) => Ok(Some(String::from_utf8_lossy(bytes).into_owned())),
+            None => Ok(None),
+        }
+    }
+
     fn replace(&self, config: &Config) -> Result<ConfigVersion, StoreError> {
+        self.replace_hashed(config, None)
+    }
+
+    fn replace_hashed(&self, config: &Config, hash: Option<&str>) -> Result<ConfigVersion, StoreError> {
         let mut txn = self.env.write_txn()?;
         write::replace_all(&self.tables, &mut txn, config)?;
+        write_hash(&self.tables, &mut txn, hash)?;
         let version = self.commit_version(txn, |version| {
             vec![ChangeLogEntry {
                 version,
@@ -108,6 +132,7 @@ impl Store for LmdbStore {
         let mut txn = self.env.write_txn()?;
         let next = read_meta(&self.tables, &txn, CONFIG_VERSION)? + 1;
         let entries = write::apply_changes(&self.tables, &mut txn, changes, next)?;
+        write_hash(&self.tables, &mut txn, None)?;
         let version = self.commit_version(txn, |_| entries)?;
         tracing::debug!(version, changes = changes.len(), "configuration changes applied");
         Ok(version)

@@ -3,7 +3,7 @@
 //! - `<table>`: 16-byte id -> JSON of the typed entity.
 //! - `<table>:<field>`: unique value (long values: 400-byte prefix ++ MD5) -> 16-byte id.
 //! - `<table>:by:<field>`: parent id ++ child id -> empty.
-//! - `meta`: `config_version`, `changelog_floor` -> u64 big-endian.
+//! - `meta`: `config_version`, `changelog_floor` -> u64 big-endian; `config_hash` -> md5 hex.
 //! - `changelog`: version u64 BE ++ sequence u32 BE -> JSON [`LogRecord`].
 
 use std::borrow::Cow;
@@ -24,6 +24,8 @@ pub(super) type Db = Database<Bytes, Bytes>;
 pub(super) const META_TABLE: &str = "meta";
 pub(super) const CHANGELOG_TABLE: &str = "changelog";
 pub(super) const CONFIG_VERSION: &[u8] = b"config_version";
+/// md5 of the declarative document the current configuration was loaded from.
+pub(super) const CONFIG_HASH: &[u8] = b"config_hash";
 /// Highest version some of whose change log entries were trimmed.
 pub(super) const CHANGELOG_FLOOR: &[u8] = b"changelog_floor";
 

@@ -1,0 +1,395 @@
+//! The gateway under test: the real `strait` binary in its own prefix directory on free ports,
+//! with Admin API and proxy shortcuts; killed and cleaned up on drop.
+
+use std::fs::{self, File};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use crate::client::{request, send_h1, Reply};
+use crate::process::strait_command;
+use crate::{free_port, local, random_token};
+
+/// How long a start may take before the test fails with the log tail.
+pub const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Options for [`Gateway::start`]. Ports and prefix are chosen by the harness.
+#[derive(Clone, Debug, Default)]
+pub struct GatewayOptions {
+    /// `strait.conf` entries (`key = value`); a key the harness also writes is replaced.
+    pub settings: Vec<(String, String)>,
+    /// Extra environment variables for the process.
+    pub env: Vec<(String, String)>,
+    /// Contents of a declarative file loaded at start (`declarative_config`).
+    pub declarative_config: Option<String>,
+}
+
+impl GatewayOptions {
+    pub fn new() -> GatewayOptions {
+        GatewayOptions::default()
+    }
+
+    pub fn setting(mut self, key: &str, value: &str) -> GatewayOptions {
+        self.settings.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> GatewayOptions {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn declarative(mut self, contents: &str) -> GatewayOptions {
+        self.declarative_config = Some(contents.to_string());
+        self
+    }
+}
+
+/// Ports of one gateway, all on 127.0.0.1.
+#[derive(Clone, Copy, Debug)]
+pub struct Ports {
+    pub proxy: u16,
+    pub proxy_tls: u16,
+    pub admin: u16,
+    pub status: u16,
+}
+
+/// A running `strait start`.
+pub struct Gateway {
+    child: Option<Child>,
+    dir: PathBuf,
+    conf: PathBuf,
+    ports: Ports,
+    options: GatewayOptions,
+    starts: usize,
+}
+
+impl Gateway {
+    /// Writes `strait.conf` in a fresh prefix, starts the binary, waits until it is ready.
+    pub async fn start(options: GatewayOptions) -> Gateway {
+        let dir = std::env::temp_dir().join(format!("strait-e2e-{}", random_token()));
+        fs::create_dir_all(&dir).expect("create prefix dir");
+        let ports = Ports {
+            proxy: free_port(),
+            proxy_tls: free_port(),
+            admin: free_port(),
+            status: free_port(),
+        };
+        let conf = dir.join("strait.conf");
+        let mut gateway = Gateway {
+            child: None,
+            dir,
+            conf,
+            ports,
+            options,
+            starts: 0,
+        };
+        gateway.write_conf();
+        gateway.spawn_and_wait().await;
+        gateway
+    }
+
+    /// Replaces the options used by the next [`Gateway::restart`] (same prefix and ports).
+    pub fn set_options(&mut self, options: GatewayOptions) {
+        self.options = options;
+        self.write_conf();
+    }
+
+    /// Writes `strait.conf`: the harness's keys (prefix, listeners on the chosen ports, log level,
+    /// two workers), then `declarative_config`, with any key in `options.settings` replacing ours.
+    fn write_conf(&self) {
+        let ports = self.ports;
+        let mut entries: Vec<(String, String)> = vec![
+            ("prefix".into(), self.dir.display().to_string()),
+            (
+                "proxy_listen".into(),
+                format!("127.0.0.1:{}, 127.0.0.1:{} http2 ssl", ports.proxy, ports.proxy_tls),
+            ),
+            ("admin_listen".into(), format!("127.0.0.1:{}", ports.admin)),
+            ("status_listen".into(), format!("127.0.0.1:{}", ports.status)),
+            ("log_level".into(), "info".into()),
+            ("worker_threads".into(), "2".into()),
+        ];
+        if let Some(contents) = &self.options.declarative_config {
+            let path = self.dir.join("kong.yml");
+            fs::write(&path, contents).expect("write declarative config");
+            entries.push(("declarative_config".into(), path.display().to_string()));
+        }
+        for (key, value) in &self.options.settings {
+            entries.retain(|(existing, _)| existing != key);
+            entries.push((key.clone(), value.clone()));
+        }
+        let mut text = String::from("# written by strait-e2e\n");
+        for (key, value) in entries {
+            text.push_str(&format!("{key} = {value}\n"));
+        }
+        fs::write(&self.conf, text).expect("write strait.conf");
+    }
+
+    async fn spawn_and_wait(&mut self) {
+        self.starts += 1;
+        let stdout = File::create(self.dir.join(format!("strait.{}.stdout.log", self.starts))).expect("log");
+        let stderr = File::create(self.dir.join(format!("strait.{}.stderr.log", self.starts))).expect("log");
+        let mut command = strait_command();
+        command
+            .arg("start")
+            .arg("--conf")
+            .arg(&self.conf)
+            .arg("--prefix")
+            .arg(&self.dir)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .envs(self.options.env.iter().map(|(k, v)| (k, v)));
+        self.child = Some(command.spawn().expect("spawn strait"));
+        let needs_config = self.options.declarative_config.is_some();
+        let (admin, proxy, proxy_tls) = (self.admin_addr(), self.proxy_addr(), self.proxy_tls_addr());
+        let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(status) = self.try_exit_status() {
+                panic!("strait exited during start with {status}\n{}", self.log_tail());
+            }
+            if is_ready(admin, proxy, proxy_tls, needs_config).await {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                panic!("strait not ready within {START_TIMEOUT:?}\n{}", self.log_tail());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub fn ports(&self) -> Ports {
+        self.ports
+    }
+
+    pub fn prefix(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("strait is running").id()
+    }
+
+    pub fn proxy_addr(&self) -> SocketAddr {
+        local(self.ports.proxy)
+    }
+
+    pub fn proxy_tls_addr(&self) -> SocketAddr {
+        local(self.ports.proxy_tls)
+    }
+
+    pub fn admin_addr(&self) -> SocketAddr {
+        local(self.ports.admin)
+    }
+
+    pub fn status_addr(&self) -> SocketAddr {
+        local(self.ports.status)
+    }
+
+    pub fn proxy_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.ports.proxy)
+    }
+
+    pub fn admin_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.ports.admin)
+    }
+
+    /// One Admin API request on a fresh connection.
+    pub async fn admin(&self, method: &str, path: &str, headers: &[(&str, &str)], body: impl Into<Bytes>) -> Reply {
+        send_h1(self.admin_addr(), request(method, path, headers, body))
+            .await
+            .unwrap_or_else(|e| panic!("admin {method} {path} failed: {e:#}\n{}", self.log_tail()))
+    }
+
+    pub async fn admin_get(&self, path: &str) -> Reply {
+        self.admin("GET", path, &[], "").await
+    }
+
+    /// `POST /config` with a JSON (starts with `{`) or YAML body. Returns status and body text.
+    pub async fn post_config(&self, config: &str) -> (u16, String) {
+        let content_type = if config.trim_start().starts_with('{') {
+            "application/json"
+        } else {
+            "application/x-yaml"
+        };
+        let reply = self
+            .post_config_as("/config", content_type, config.as_bytes().to_vec())
+            .await;
+        (reply.status.as_u16(), reply.text())
+    }
+
+    /// `POST <path>` (e.g. `/config?flatten_errors=1`) with an explicit content type.
+    pub async fn post_config_as(&self, path: &str, content_type: &str, body: Vec<u8>) -> Reply {
+        self.admin("POST", path, &[("content-type", content_type)], body).await
+    }
+
+    /// Posts `config` (a declarative config as JSON) with a marker route added, asserts 201,
+    /// and waits until the proxy serves the marker, i.e. until this config is live.
+    pub async fn apply(&self, config: &Value) -> Reply {
+        let token = random_token();
+        let mut config = config.clone();
+        let services = config
+            .as_object_mut()
+            .expect("config is an object")
+            .entry("services")
+            .or_insert_with(|| json!([]));
+        services
+            .as_array_mut()
+            .expect("services is an array")
+            .push(crate::declarative::marker_service(&token));
+        let reply = self
+            .post_config_as("/config", "application/json", config.to_string().into_bytes())
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED, "POST /config: {}", reply.text());
+        self.wait_marker(&token).await;
+        reply
+    }
+
+    /// Waits until the proxy's marker route answers `token` (5 s).
+    pub async fn wait_marker(&self, token: &str) {
+        let proxy = self.proxy_addr();
+        let token = token.to_string();
+        crate::eventually(
+            Duration::from_secs(5),
+            "config did not become live on the proxy",
+            || {
+                let token = token.clone();
+                async move {
+                    let reply = send_h1(
+                        proxy,
+                        crate::get_host(crate::declarative::MARKER_PATH, "e2e-marker.invalid"),
+                    )
+                    .await?;
+                    match reply.message() {
+                        Some(message) if message == token => Ok(()),
+                        _ => anyhow::bail!("marker answered {} {}", reply.status, reply.text()),
+                    }
+                }
+            },
+        )
+        .await
+    }
+
+    /// One request through the plain proxy listener on a fresh HTTP/1.1 connection.
+    pub async fn proxy(&self, req: http::Request<http_body_util::Full<Bytes>>) -> Reply {
+        send_h1(self.proxy_addr(), req)
+            .await
+            .unwrap_or_else(|e| panic!("proxy request failed: {e:#}\n{}", self.log_tail()))
+    }
+
+    /// `strait_version` from `GET /`.
+    pub async fn strait_version(&self) -> String {
+        let root = self.admin_get("/").await.json();
+        root["strait_version"].as_str().expect("strait_version").to_string()
+    }
+
+    fn try_exit_status(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut().and_then(|child| child.try_wait().ok().flatten())
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status();
+        assert!(status.map(|s| s.success()).unwrap_or(false), "kill -{signal} failed");
+    }
+
+    /// SIGTERM.
+    pub fn terminate(&self) {
+        self.signal("TERM");
+    }
+
+    /// SIGINT.
+    pub fn interrupt(&self) {
+        self.signal("INT");
+    }
+
+    /// SIGKILL, and reap the process.
+    pub fn kill9(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Waits for the process to exit; `None` if it is still running after `limit`.
+    pub async fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.try_exit_status() {
+                return Some(status);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Starts the binary again with the same prefix, ports and options (kills a running one).
+    pub async fn restart(&mut self) {
+        self.kill9();
+        self.spawn_and_wait().await;
+    }
+
+    /// Resident set size from /proc/<pid>/status, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("read /proc status");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS line")
+    }
+
+    /// The last lines of the current run's stdout and stderr, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let mut out = String::new();
+        for stream in ["stdout", "stderr"] {
+            let path = self.dir.join(format!("strait.{}.{stream}.log", self.starts));
+            let text = fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            out.push_str(&format!("--- {} (last 40 lines) ---\n{tail}\n", path.display()));
+        }
+        out
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill9();
+        if std::env::var_os("STRAIT_E2E_KEEP").is_none() {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+async fn is_ready(admin: SocketAddr, proxy: SocketAddr, proxy_tls: SocketAddr, needs_config: bool) -> bool {
+    let probe = Duration::from_secs(1);
+    let Ok(Ok(ready)) = tokio::time::timeout(probe, send_h1(admin, crate::get("/status/ready"))).await else {
+        return false;
+    };
+    // With an empty store Kong answers 503 until a config is posted; that is still "up".
+    let up = ready.status == StatusCode::OK || (!needs_config && ready.status == StatusCode::SERVICE_UNAVAILABLE);
+    if !up {
+        return false;
+    }
+    for addr in [proxy, proxy_tls] {
+        if !matches!(
+            tokio::time::timeout(probe, tokio::net::TcpStream::connect(addr)).await,
+            Ok(Ok(_))
+        ) {
+            return false;
+        }
+    }
+    true
+}

@@ -1,0 +1,174 @@
+//! Certificates and rustls configurations for tests: a CA that issues leaf certificates, server
+//! configs for TLS upstreams, and client configs that either trust a CA or trust anything.
+//!
+//! Everything uses the `ring` provider explicitly, so the tests never depend on which provider
+//! another crate in the workspace happens to install as the process default.
+
+use std::sync::Arc;
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+
+/// The crypto provider every test config uses.
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A certificate authority generated for one test.
+pub struct TestCa {
+    cert: rcgen::Certificate,
+    key: KeyPair,
+}
+
+/// A certificate with its private key, in both PEM (for declarative configs) and DER (for rustls).
+pub struct LeafCert {
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub cert_der: CertificateDer<'static>,
+    key_pkcs8: Vec<u8>,
+}
+
+impl TestCa {
+    pub fn new(common_name: &str) -> TestCa {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+        params.distinguished_name.push(DnType::CommonName, common_name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let key = KeyPair::generate().expect("ca key");
+        let cert = params.self_signed(&key).expect("self-sign ca");
+        TestCa { cert, key }
+    }
+
+    pub fn cert_pem(&self) -> String {
+        self.cert.pem()
+    }
+
+    pub fn cert_der(&self) -> CertificateDer<'static> {
+        self.cert.der().clone()
+    }
+
+    /// A leaf certificate for `names` (DNS names or IP addresses) signed by this CA.
+    pub fn issue(&self, names: &[&str]) -> LeafCert {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names.clone()).expect("leaf params");
+        params.distinguished_name.push(DnType::CommonName, names[0].clone());
+        let key = KeyPair::generate().expect("leaf key");
+        let cert = params.signed_by(&key, &self.cert, &self.key).expect("sign leaf");
+        LeafCert::from_parts(&cert, &key)
+    }
+}
+
+impl LeafCert {
+    /// A self-signed certificate for `names`.
+    pub fn self_signed(names: &[&str]) -> LeafCert {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let key = KeyPair::generate().expect("key");
+        let cert = CertificateParams::new(names)
+            .expect("params")
+            .self_signed(&key)
+            .expect("self-sign");
+        LeafCert::from_parts(&cert, &key)
+    }
+
+    fn from_parts(cert: &rcgen::Certificate, key: &KeyPair) -> LeafCert {
+        LeafCert {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            cert_der: cert.der().clone(),
+            key_pkcs8: key.serialize_der(),
+        }
+    }
+
+    pub fn key_der(&self) -> PrivateKeyDer<'static> {
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key_pkcs8.clone()))
+    }
+}
+
+/// A server config presenting `leaf`, offering `alpn` protocols in order.
+pub fn server_config(leaf: &LeafCert, alpn: &[&[u8]]) -> Arc<ServerConfig> {
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![leaf.cert_der.clone()], leaf.key_der())
+        .expect("server cert");
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+/// What a test client trusts.
+#[derive(Clone, Debug)]
+pub enum Trust {
+    /// Only certificates chaining to these PEM CA certificates (hostname checked against SNI).
+    CaPem(String),
+    /// Any certificate (signatures of the handshake are still checked).
+    Anything,
+}
+
+/// A client config with the given trust and ALPN offer.
+pub fn client_config(trust: &Trust, alpn: &[Vec<u8>]) -> Arc<ClientConfig> {
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions");
+    let mut config = match trust {
+        Trust::CaPem(pem) => {
+            let mut roots = RootCertStore::empty();
+            for cert in rustls_pemfile::certs(&mut pem.as_bytes()) {
+                roots.add(cert.expect("CA PEM")).expect("add CA");
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        Trust::Anything => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider())))
+            .with_no_client_auth(),
+    };
+    config.alpn_protocols = alpn.to_vec();
+    Arc::new(config)
+}
+
+/// Accepts any server certificate; used to look at what the gateway serves without trusting it.
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

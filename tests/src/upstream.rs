@@ -1,0 +1,343 @@
+//! Upstream test servers on real sockets (127.0.0.1:0): HTTP/1.1, h2c, auto-detected, or TLS with
+//! ALPN. Handlers are chosen by path:
+//!
+//! - `/trailers` — a body then trailers `grpc-status: 0`, `x-trailer: yes`;
+//! - `/slow?ms=N` — waits N ms, then echoes;
+//! - `/hang` — never answers;
+//! - `/reset` — headers (content-length 100000) and 1000 bytes, then aborts the connection/stream;
+//! - `/status/<code>` — answers `<code>` with `{"status":<code>}`;
+//! - `/big?bytes=N` — streams N bytes of `x`;
+//! - anything else (`/echo...`) — 200 JSON `{method, path, authority, headers, body, version}`.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Version};
+use http_body::Frame;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{json, Map, Value};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::tls::{server_config, LeafCert, TestCa};
+
+type TestBody = BoxBody<Bytes, std::io::Error>;
+
+/// ALPN protocols a TLS upstream offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alpn {
+    H2,
+    Http1,
+    Both,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpstreamKind {
+    /// HTTP/1.1 only.
+    Http1,
+    /// HTTP/2 prior knowledge only.
+    H2c,
+    /// HTTP/1.1 or h2c, detected from the preface.
+    Auto,
+    /// TLS with a certificate for `localhost`/`127.0.0.1` from a CA of its own; protocol by ALPN.
+    Tls(Alpn),
+}
+
+/// A running upstream server; stops accepting when dropped.
+pub struct Upstream {
+    addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+    accept_task: JoinHandle<()>,
+    /// The certificate served by a TLS upstream (for `localhost` and `127.0.0.1`).
+    pub cert: Option<LeafCert>,
+    /// The PEM of the CA that issued `cert` (never trusted by the gateway unless configured).
+    pub ca_pem: Option<String>,
+}
+
+/// An address where nothing listens (a connection to it is refused).
+pub fn refusing_addr() -> SocketAddr {
+    crate::local(crate::free_port())
+}
+
+impl Upstream {
+    pub async fn start(kind: UpstreamKind) -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
+        let addr = listener.local_addr().expect("upstream addr");
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (cert, ca_pem) = match kind {
+            UpstreamKind::Tls(_) => {
+                let ca = TestCa::new("upstream test ca");
+                (Some(ca.issue(&["localhost", "127.0.0.1"])), Some(ca.cert_pem()))
+            }
+            _ => (None, None),
+        };
+        let tls = match (kind, &cert) {
+            (UpstreamKind::Tls(alpn), Some(cert)) => {
+                let protocols: &[&[u8]] = match alpn {
+                    Alpn::H2 => &[b"h2"],
+                    Alpn::Http1 => &[b"http/1.1"],
+                    Alpn::Both => &[b"h2", b"http/1.1"],
+                };
+                Some(tokio_rustls::TlsAcceptor::from(server_config(cert, protocols)))
+            }
+            _ => None,
+        };
+        let accept_hits = hits.clone();
+        let accept_task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let _ = tcp.set_nodelay(true);
+                let hits = accept_hits.clone();
+                let tls = tls.clone();
+                tokio::spawn(async move {
+                    match tls {
+                        None => serve(kind, TokioIo::new(tcp), hits).await,
+                        Some(acceptor) => {
+                            let Ok(stream) = acceptor.accept(tcp).await else { return };
+                            let negotiated = match stream.get_ref().1.alpn_protocol() {
+                                Some(b"h2") => UpstreamKind::H2c,
+                                Some(_) => UpstreamKind::Http1,
+                                None => UpstreamKind::Auto,
+                            };
+                            serve(negotiated, TokioIo::new(stream), hits).await
+                        }
+                    }
+                });
+            }
+        });
+        Upstream {
+            addr,
+            hits,
+            accept_task,
+            cert,
+            ca_pem,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// `<scheme>://127.0.0.1:<port>`.
+    pub fn url(&self, scheme: &str) -> String {
+        format!("{scheme}://127.0.0.1:{}", self.addr.port())
+    }
+
+    /// Requests received so far.
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+
+    pub fn hit_counter(&self) -> Arc<AtomicUsize> {
+        self.hits.clone()
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.accept_task.abort();
+    }
+}
+
+async fn serve<I>(kind: UpstreamKind, io: TokioIo<I>, hits: Arc<AtomicUsize>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| handle(req, hits.clone()));
+    let _ = match kind {
+        UpstreamKind::Http1 => hyper::server::conn::http1::Builder::new()
+            .serve_connection(io, service)
+            .await
+            .map_err(|e| e.to_string()),
+        UpstreamKind::H2c => hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .serve_connection(io, service)
+            .await
+            .map_err(|e| e.to_string()),
+        UpstreamKind::Auto | UpstreamKind::Tls(_) => hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+            .serve_connection(io, service)
+            .await
+            .map_err(|e| e.to_string()),
+    };
+}
+
+fn query_number(req: &Request<Incoming>, key: &str) -> Option<u64> {
+    req.uri().query()?.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        if k == key {
+            v.parse().ok()
+        } else {
+            None
+        }
+    })
+}
+
+async fn handle(req: Request<Incoming>, hits: Arc<AtomicUsize>) -> Result<Response<TestBody>, Infallible> {
+    hits.fetch_add(1, Ordering::SeqCst);
+    let path = req.uri().path().to_string();
+    let response = if path == "/trailers" {
+        trailers_response(req).await
+    } else if path == "/slow" {
+        let ms = query_number(&req, "ms").unwrap_or(1000);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        echo(req).await
+    } else if path == "/hang" {
+        std::future::pending::<Response<TestBody>>().await
+    } else if path == "/reset" {
+        reset_response()
+    } else if let Some(code) = path.strip_prefix("/status/") {
+        let code = code.parse::<u16>().ok().and_then(|c| StatusCode::from_u16(c).ok());
+        let code = code.unwrap_or(StatusCode::BAD_REQUEST);
+        json_response(code, &json!({ "status": code.as_u16() }))
+    } else if path == "/big" {
+        big_response(query_number(&req, "bytes").unwrap_or(1 << 20))
+    } else {
+        echo(req).await
+    };
+    Ok(response)
+}
+
+fn full(bytes: impl Into<Bytes>) -> TestBody {
+    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response<TestBody> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(full(value.to_string()))
+        .expect("response")
+}
+
+fn version_name(version: Version) -> &'static str {
+    match version {
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_11 => "HTTP/1.1",
+        Version::HTTP_2 => "HTTP/2",
+        Version::HTTP_3 => "HTTP/3",
+        _ => "unknown",
+    }
+}
+
+/// Headers as a JSON object; repeated headers are joined with ", ".
+fn headers_json(headers: &HeaderMap) -> Value {
+    let mut map = Map::new();
+    for name in headers.keys() {
+        let values: Vec<String> = headers
+            .get_all(name)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        map.insert(name.as_str().to_string(), Value::String(values.join(", ")));
+    }
+    Value::Object(map)
+}
+
+async fn echo(req: Request<Incoming>) -> Response<TestBody> {
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => Bytes::from(format!("<body error: {e}>")),
+    };
+    let value = json!({
+        "method": parts.method.as_str(),
+        "path": parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/"),
+        "authority": parts.uri.authority().map(|a| a.as_str()),
+        "headers": headers_json(&parts.headers),
+        "body": String::from_utf8_lossy(&body),
+        "version": version_name(parts.version),
+    });
+    json_response(StatusCode::OK, &value)
+}
+
+/// A body fed by a channel, so handlers can stream, add trailers, or fail midway.
+struct ChannelBody {
+    frames: mpsc::Receiver<Result<Frame<Bytes>, std::io::Error>>,
+}
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        self.frames.poll_recv(cx)
+    }
+}
+
+fn channel_body() -> (mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>, TestBody) {
+    let (tx, rx) = mpsc::channel(4);
+    (tx, ChannelBody { frames: rx }.boxed())
+}
+
+async fn trailers_response(req: Request<Incoming>) -> Response<TestBody> {
+    let te = req.headers().get("te").cloned();
+    let _ = req.into_body().collect().await;
+    let (tx, body) = channel_body();
+    tokio::spawn(async move {
+        let _ = tx.send(Ok(Frame::data(Bytes::from_static(b"trailers body")))).await;
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", HeaderValue::from_static("0"));
+        trailers.insert("x-trailer", HeaderValue::from_static("yes"));
+        let _ = tx.send(Ok(Frame::trailers(trailers))).await;
+    });
+    let mut builder = Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc");
+    if let Some(te) = te {
+        builder = builder.header("x-received-te", te);
+    }
+    builder.body(body).expect("response")
+}
+
+fn reset_response() -> Response<TestBody> {
+    let (tx, body) = channel_body();
+    tokio::spawn(async move {
+        let _ = tx.send(Ok(Frame::data(Bytes::from(vec![b'r'; 1000])))).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _ = tx.send(Err(std::io::Error::other("upstream reset on purpose"))).await;
+    });
+    Response::builder()
+        .status(200)
+        .header("content-length", "100000")
+        .body(body)
+        .expect("response")
+}
+
+fn big_response(total: u64) -> Response<TestBody> {
+    let (tx, body) = channel_body();
+    tokio::spawn(async move {
+        let mut left = total;
+        while left > 0 {
+            let n = left.min(64 * 1024);
+            if tx
+                .send(Ok(Frame::data(Bytes::from(vec![b'x'; n as usize]))))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            left -= n;
+        }
+    });
+    Response::builder().status(200).body(body).expect("response")
+}

@@ -1,0 +1,217 @@
+//! `POST /config` and `GET /config`: every accepted body form, Kong's 400 error body (nested and
+//! flattened), `check_hash`, and that a rejected config never disturbs the running one.
+
+use serde_json::{json, Value};
+use strait_e2e::bad_inputs::bad_inputs;
+use strait_e2e::declarative::{answering, config, route, terminating_service};
+use strait_e2e::{get, Gateway, GatewayOptions};
+
+const BAD_PATH_YAML: &str = "_format_version: \"3.0\"\nservices:\n  - name: ok\n    url: http://127.0.0.1:9\n  - name: bad\n    url: http://127.0.0.1:9\n    routes:\n      - name: r\n        paths: [\"no-slash\"]\n";
+
+/// A config whose `/live` route answers `message`.
+fn live(message: &str) -> Value {
+    config(vec![terminating_service(
+        "live",
+        vec![answering(route("live", &["/live"]), message)],
+    )])
+}
+
+fn yaml_live(message: &str) -> String {
+    format!(
+        "_format_version: \"3.0\"\nservices:\n  - name: live\n    url: http://127.0.0.1:9\n    routes:\n      - name: live\n        paths: [/live]\n        plugins:\n          - name: request-termination\n            config: {{status_code: 200, message: {message}}}\n"
+    )
+}
+
+async fn live_message(gw: &Gateway) -> Option<String> {
+    gw.proxy(get("/live")).await.message()
+}
+
+/// Waits until `/live` answers `message` (a 201 may precede the swap by a moment).
+async fn wait_live(gw: &Gateway, message: &str) {
+    let proxy = gw.proxy_addr();
+    strait_e2e::eventually(
+        std::time::Duration::from_secs(5),
+        "posted config not served",
+        || async move {
+            let reply = strait_e2e::send_h1(proxy, get("/live")).await?;
+            anyhow::ensure!(reply.message().as_deref() == Some(message), "served {}", reply.text());
+            Ok(())
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accepts_json_yaml_and_wrapped_bodies() {
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let forms: Vec<(&str, String, &str)> = vec![
+        ("application/json", live("json").to_string(), "json"),
+        ("application/x-yaml", yaml_live("xyaml"), "xyaml"),
+        ("text/yaml", yaml_live("textyaml"), "textyaml"),
+        (
+            "application/json",
+            json!({ "config": yaml_live("wrapped-yaml") }).to_string(),
+            "wrapped-yaml",
+        ),
+        (
+            "application/json",
+            json!({ "config": live("wrapped-json").to_string() }).to_string(),
+            "wrapped-json",
+        ),
+    ];
+    for (content_type, body, message) in forms {
+        let reply = gw.post_config_as("/config", content_type, body.into_bytes()).await;
+        assert_eq!(reply.status, 201, "{message} as {content_type}: {}", reply.text());
+        assert!(reply.json().is_object(), "201 body is the loaded config");
+        wait_live(&gw, message).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_config_is_400_with_fields() {
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let reply = gw
+        .post_config_as("/config", "application/x-yaml", BAD_PATH_YAML.as_bytes().to_vec())
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    let body = reply.json();
+    assert_eq!(body["code"], 14, "{body}");
+    assert_eq!(body["name"], "invalid declarative configuration");
+    assert!(body["message"].is_string());
+    assert!(body["fields"].is_object(), "{body}");
+    let fields = body["fields"].to_string();
+    assert!(
+        fields.contains("services") && fields.contains("routes") && fields.contains("paths"),
+        "{fields}"
+    );
+    assert!(fields.contains("should start with: / (or ~ for a regex)"), "{fields}");
+    assert!(
+        body.get("flattened_errors").is_none() || body["flattened_errors"].is_null(),
+        "only on request"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flatten_errors_lists_entity_errors() {
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let reply = gw
+        .post_config_as(
+            "/config?flatten_errors=1",
+            "application/x-yaml",
+            BAD_PATH_YAML.as_bytes().to_vec(),
+        )
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    let body = reply.json();
+    assert_eq!(body["code"], 14);
+    let flattened = body["flattened_errors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("flattened_errors: {body}"));
+    let route = flattened
+        .iter()
+        .find(|entity| entity["entity_type"] == "route")
+        .unwrap_or_else(|| panic!("a route entry: {body}"));
+    let errors = route["errors"].as_array().expect("errors array");
+    let error = errors
+        .iter()
+        .find(|e| e["field"].as_str().is_some_and(|f| f.contains("paths")))
+        .unwrap_or_else(|| panic!("an error on paths: {route}"));
+    assert_eq!(error["type"], "field");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("should start with"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_hash_skips_an_unchanged_config() {
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let first = live("one").to_string().into_bytes();
+    let reply = gw.post_config_as("/config", "application/json", first.clone()).await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    let before = gw.admin_get("/status").await.json();
+
+    let reply = gw
+        .post_config_as("/config?check_hash=1", "application/json", first)
+        .await;
+    assert_eq!(reply.status, 304, "{}", reply.text());
+    let after = gw.admin_get("/status").await.json();
+    assert_eq!(
+        after["config_version"], before["config_version"],
+        "304 must not change anything"
+    );
+    assert_eq!(after["configuration_hash"], before["configuration_hash"]);
+
+    let reply = gw
+        .post_config_as(
+            "/config?check_hash=1",
+            "application/json",
+            live("two").to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    wait_live(&gw, "two").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_config_returns_the_loaded_config() {
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    gw.apply(&live("exported")).await;
+    let reply = gw.admin_get("/config").await;
+    assert_eq!(reply.status, 200);
+    let text = reply.json()["config"].as_str().expect("config string").to_string();
+    let parsed: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("config is not YAML/JSON ({e}): {text}"));
+    assert!(parsed["_format_version"].is_string(), "{text}");
+    let services = parsed["services"].as_array().expect("services");
+    assert!(services.iter().any(|s| s["name"] == "live"), "{text}");
+    // What GET returns can be posted back as is.
+    let (status, body) = gw.post_config(&text).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(live_message(&gw).await.as_deref(), Some("exported"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_configs_leave_the_running_one_serving() {
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    gw.apply(&live("original")).await;
+    let version = gw.admin_get("/status").await.json()["config_version"].clone();
+    for bad in bad_inputs() {
+        let reply = gw.post_config_as("/config", bad.content_type, bad.bytes.clone()).await;
+        assert_eq!(reply.status, 400, "{}: {}", bad.name, reply.text());
+        let body = reply.json();
+        assert_eq!(body["code"], 14, "{}: {body}", bad.name);
+        assert_eq!(body["name"], "invalid declarative configuration", "{}", bad.name);
+        if let Some(word) = bad.admin_mentions {
+            assert!(
+                reply.text().contains(word),
+                "{}: 400 body should mention {word:?}: {}",
+                bad.name,
+                reply.text()
+            );
+        }
+        assert_eq!(
+            live_message(&gw).await.as_deref(),
+            Some("original"),
+            "{} disturbed the running config",
+            bad.name
+        );
+    }
+    let reply = gw
+        .post_config_as("/config", "application/x-yaml", BAD_PATH_YAML.as_bytes().to_vec())
+        .await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(
+        gw.admin_get("/status").await.json()["config_version"],
+        version,
+        "no version bump on rejection"
+    );
+    let services = gw.admin_get("/services").await.json();
+    assert!(
+        services["data"].as_array().unwrap().iter().any(|s| s["name"] == "live"),
+        "{services}"
+    );
+    assert_eq!(live_message(&gw).await.as_deref(), Some("original"));
+}
