@@ -156,3 +156,58 @@ async fn upstream_statuses_pass_through() {
         );
     }
 }
+
+/// An upstream that accepts but never reads: once socket buffers fill, the body write stalls
+/// and the service's `write_timeout` turns it into a 504 instead of a stuck request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_upstream_write_is_504_after_write_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sink = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind sink");
+    let sink_addr = sink.local_addr().expect("sink addr");
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = sink.accept().await {
+            held.push(stream);
+        }
+    });
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let mut svc = service("sink", &format!("http://{sink_addr}"), vec![route("sink", &["/sink"])]);
+    svc["write_timeout"] = json!(500);
+    svc["read_timeout"] = json!(60000);
+    gw.apply(&config(vec![svc])).await;
+    let total: usize = 256 * 1024 * 1024;
+    let stream = tokio::net::TcpStream::connect(gw.proxy_addr()).await.expect("connect");
+    let (mut reader, mut writer) = stream.into_split();
+    let started = Instant::now();
+    let sender = tokio::spawn(async move {
+        let head = format!("POST /sink HTTP/1.1\r\nHost: x\r\nContent-Length: {total}\r\n\r\n");
+        writer.write_all(head.as_bytes()).await.ok();
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..total / chunk.len() {
+            if writer.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut response = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(15), async {
+        while !String::from_utf8_lossy(&response).contains("\r\n\r\n") {
+            match reader.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => response.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no response within 15 s");
+    let text = String::from_utf8_lossy(&response).to_string();
+    assert!(text.starts_with("HTTP/1.1 504"), "response: {text:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    sender.abort();
+    holder.abort();
+}

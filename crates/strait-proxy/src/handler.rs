@@ -307,6 +307,7 @@ async fn forward(
             .unwrap_or(&authority)
             .to_string();
         let endpoint = Endpoint {
+            write_timeout: millis(service.write_timeout),
             host: target_host,
             port: target_port,
             http2,

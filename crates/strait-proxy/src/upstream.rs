@@ -2,8 +2,12 @@
 //! HTTP/1.1 or HTTP/2 handshakes, and a keep-alive pool per worker.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -12,6 +16,7 @@ use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
@@ -24,6 +29,8 @@ const MAX_IDLE_PER_KEY: usize = 512;
 /// Which wire protocol and security an upstream connection uses.
 #[derive(Clone)]
 pub struct Endpoint {
+    /// Longest a write to the upstream may stay blocked (service `write_timeout`).
+    pub write_timeout: Duration,
     pub host: String,
     pub port: u16,
     pub http2: bool,
@@ -33,6 +40,7 @@ pub struct Endpoint {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct PoolKey {
+    write_timeout: Duration,
     host: String,
     port: u16,
     http2: bool,
@@ -43,6 +51,7 @@ struct PoolKey {
 impl Endpoint {
     fn key(&self) -> PoolKey {
         PoolKey {
+            write_timeout: self.write_timeout,
             host: self.host.clone(),
             port: self.port,
             http2: self.http2,
@@ -195,10 +204,7 @@ impl Pool {
             Ok(Ok(response)) => Ok(Ok(response)),
             Ok(Err(mut err)) => match err.take_message() {
                 Some(unsent) => Ok(Err(unsent)),
-                None => Err(ProxyError::new(
-                    ErrorKind::UpstreamInvalid,
-                    err.into_error().to_string(),
-                )),
+                None => Err(upstream_failure(err.into_error())),
             },
         }
     }
@@ -223,13 +229,19 @@ async fn connect(endpoint: &Endpoint, connect_timeout: Duration) -> Result<Sende
             .map_err(|e| ProxyError::new(ErrorKind::UpstreamConnect, format!("connect {addr}: {e}")))?;
         let _ = tcp.set_nodelay(true);
         match &endpoint.tls {
-            None => handshake(TokioIo::new(tcp), endpoint.http2).await,
+            None => {
+                handshake(
+                    TokioIo::new(WriteTimeoutIo::new(tcp, endpoint.write_timeout)),
+                    endpoint.http2,
+                )
+                .await
+            }
             Some((config, sni)) => {
                 let name = ServerName::try_from(sni.clone()).map_err(|e| {
                     ProxyError::new(ErrorKind::UpstreamConnect, format!("invalid server name {sni}: {e}"))
                 })?;
                 let tls = tokio_rustls::TlsConnector::from(config.clone())
-                    .connect(name, tcp)
+                    .connect(name, WriteTimeoutIo::new(tcp, endpoint.write_timeout))
                     .await
                     .map_err(|e| {
                         ProxyError::new(ErrorKind::UpstreamConnect, format!("TLS handshake with {addr}: {e}"))
@@ -273,4 +285,80 @@ where
         });
         Ok(Sender::Http1(sender))
     }
+}
+
+/// Fails a write that stays blocked (the upstream not reading) for longer
+/// than the service's `write_timeout`, as Kong's `proxy_send_timeout` does.
+struct WriteTimeoutIo<T> {
+    inner: T,
+    timeout: Duration,
+    pending_since: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteTimeoutIo<T> {
+    fn new(inner: T, timeout: Duration) -> WriteTimeoutIo<T> {
+        WriteTimeoutIo {
+            inner,
+            timeout,
+            pending_since: None,
+        }
+    }
+
+    /// Called when a write returned Pending: arm the timer, or fail if it fired.
+    fn check_stalled(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        let timeout = self.timeout;
+        let timer = self
+            .pending_since
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(io::Error::new(io::ErrorKind::TimedOut, "upstream write timed out")),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for WriteTimeoutIo<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeoutIo<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write(cx, buf) {
+            Poll::Ready(result) => {
+                self.pending_since = None;
+                Poll::Ready(result)
+            }
+            Poll::Pending => self.check_stalled(cx).map(Err),
+        }
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match Pin::new(&mut self.inner).poll_flush(cx) {
+            Poll::Ready(result) => {
+                self.pending_since = None;
+                Poll::Ready(result)
+            }
+            Poll::Pending => self.check_stalled(cx).map(Err),
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// 504 when the failure was a timeout (e.g. `write_timeout`), else 502.
+fn upstream_failure(error: hyper::Error) -> ProxyError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    while let Some(current) = source {
+        if let Some(io_error) = current.downcast_ref::<io::Error>() {
+            if io_error.kind() == io::ErrorKind::TimedOut {
+                return ProxyError::new(ErrorKind::UpstreamTimeout, error.to_string());
+            }
+        }
+        source = current.source();
+    }
+    ProxyError::new(ErrorKind::UpstreamInvalid, error.to_string())
 }
