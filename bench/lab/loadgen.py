@@ -1,0 +1,154 @@
+"""Bounded loads with wrk (HTTP/1.1 keep-alive) and h2load (HTTP/2, h2c prior
+knowledge), pinned to the load-generator core; each returns one sample dict:
+
+    requests, duration_s, rps, errors, non_2xx, latency_us {mean, stdev, min, max},
+    percentiles_us [[p, us], ...] (the CDF grid), p50_us, p90_us, p99_us, p99_9_us
+
+plus, when a gateway PID is given, gateway_cpu_s and cpu_us_per_request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import stats
+from .procs import CpuMeter, memory_kib
+
+LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
+
+
+@dataclass
+class Load:
+    """What to send, for how long, from which cores."""
+
+    port: int
+    protocol: str = "h1"          # "h1" (wrk) or "h2" (h2load, h2c prior knowledge)
+    path: str = "/"
+    duration_s: int = 10
+    connections: int = 32
+    streams: int = 10             # h2 only: concurrent streams per connection
+    targets: Path | None = None   # wrk only: random path/key per request (configgen output)
+    cpus: str = "1"
+    work_dir: Path = Path("/tmp")
+    headers: dict = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{self.path}"
+
+
+def run(load: Load, gateway_pid: int | None = None, tag: str = "load") -> dict:
+    """Run one bounded load; measure the gateway's CPU time and memory around it."""
+    runner = _run_wrk if load.protocol == "h1" else _run_h2load
+    with CpuMeter(gateway_pid) as meter:
+        sample = runner(load, tag)
+    if gateway_pid:
+        sample["gateway_cpu_s"] = meter.seconds
+        if sample["requests"]:
+            sample["cpu_us_per_request"] = meter.seconds * 1e6 / sample["requests"]
+        sample.update(memory_kib(gateway_pid))
+    return sample
+
+
+def _bounded(argv: list[str], timeout: float) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[2]} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def _wrk_script(load: Load, tag: str) -> Path:
+    parts = []
+    if load.targets:
+        parts.append((LUA_DIR / "random_route.lua").read_text())
+    elif load.headers:
+        headers = "".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in load.headers.items())
+        parts.append(headers)
+    parts.append((LUA_DIR / "report.lua").read_text())
+    script = load.work_dir / f"wrk-{tag}.lua"
+    script.write_text("\n".join(parts))
+    return script
+
+
+def _run_wrk(load: Load, tag: str) -> dict:
+    script = _wrk_script(load, tag)
+    argv = ["taskset", "-c", load.cpus, "wrk", "-t1", f"-c{load.connections}",
+            f"-d{load.duration_s}s", "--timeout", "5s", "-s", str(script), load.url]
+    if load.targets:
+        argv += ["--", str(load.targets)]
+    out = _bounded(argv, load.duration_s + 30)
+    match = re.search(r"^LAB_JSON (.*)$", out, re.M)
+    if not match:
+        raise RuntimeError(f"wrk printed no result:\n{out[-2000:]}")
+    raw = json.loads(match.group(1))
+    errors = raw["errors"]
+    duration_s = raw["duration_us"] / 1e6
+    sample = {
+        "tool": "wrk", "requests": raw["requests"], "duration_s": duration_s,
+        "rps": raw["requests"] / duration_s if duration_s else 0.0,
+        "errors": errors["connect"] + errors["read"] + errors["write"] + errors["timeout"],
+        "non_2xx": errors["status"],
+        "latency_us": raw["latency_us"], "percentiles_us": raw["percentiles_us"],
+    }
+    return _with_headline(sample)
+
+
+def _run_h2load(load: Load, tag: str) -> dict:
+    log_file = load.work_dir / f"h2load-{tag}.tsv"
+    argv = ["taskset", "-c", load.cpus, "h2load", "-t1", f"-c{load.connections}",
+            f"-m{load.streams}", f"-D{load.duration_s}", "--warm-up-time=0",
+            f"--log-file={log_file}"]
+    argv += [arg for k, v in load.headers.items() for arg in ("-H", f"{k}: {v}")]
+    out = _bounded(argv + [load.url], load.duration_s + 30)
+    sample = _parse_h2load(out)
+    durations, non_2xx = _read_h2load_log(log_file)
+    log_file.unlink(missing_ok=True)
+    sample["non_2xx"] = non_2xx
+    sample["percentiles_us"] = stats.grid_from_values(durations)
+    if durations:
+        summary = stats.summarize(durations)
+        sample["latency_us"] = {k: summary[k] for k in ("mean", "stdev", "min", "max")}
+    return _with_headline(sample)
+
+
+def _parse_h2load(out: str) -> dict:
+    finished = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", out)
+    requests = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                         r"(\d+) failed, (\d+) errored, (\d+) timeout", out)
+    if not finished or not requests:
+        raise RuntimeError(f"h2load printed no result:\n{out[-2000:]}")
+    duration_s = float(finished.group(1)) / (1000.0 if finished.group(2) == "ms" else 1.0)
+    done = int(requests.group(3))
+    return {
+        "tool": "h2load", "requests": done, "duration_s": duration_s,
+        "rps": done / duration_s if duration_s else 0.0,
+        "errors": int(requests.group(6)) + int(requests.group(7)),
+        "failed": int(requests.group(5)),
+    }
+
+
+def _read_h2load_log(path: Path) -> tuple[list[float], int]:
+    durations, non_2xx = [], 0
+    with open(path) as log:
+        for line in log:
+            columns = line.split("\t")
+            if len(columns) < 3:
+                continue
+            status = int(columns[1])
+            if not 200 <= status < 300:
+                non_2xx += 1
+            durations.append(float(columns[2]))
+    return durations, non_2xx
+
+
+def _with_headline(sample: dict) -> dict:
+    points = sample.get("percentiles_us") or []
+    for p in stats.HEADLINE_PERCENTILES:
+        key = f"p{p:g}_us".replace(".", "_")
+        sample[key] = stats.at_percentile(points, p) if points else None
+    return sample

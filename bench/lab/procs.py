@@ -1,0 +1,174 @@
+"""Processes the lab starts: pinned with taskset, tracked by PID, always stopped.
+
+Every process goes through `Processes.start`, which records it; `Processes.stop_all`
+(called from a `finally` and from signal handlers in cli.py) terminates each one by
+its own PID, then kills what did not exit. Nothing here ever matches processes by name.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Child side of fork: get SIGKILL if the lab itself dies without cleaning up."""
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+@dataclass
+class Managed:
+    """One started process and what it is for."""
+
+    name: str
+    popen: subprocess.Popen
+    log_path: Path
+    stop_signal: int = signal.SIGTERM
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, limit: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+
+@dataclass
+class Processes:
+    """The set of processes one lab run started."""
+
+    log_dir: Path
+    running: list[Managed] = field(default_factory=list)
+
+    def start(self, name: str, argv: list[str], cpus: str | None, env: dict | None = None,
+              stop_signal: int = signal.SIGTERM, cwd: Path | None = None) -> Managed:
+        if cpus is not None:
+            argv = ["taskset", "-c", cpus, *argv]
+        log_path = self.log_dir / f"{name}.log"
+        log = open(log_path, "ab")
+        full_env = dict(os.environ, **(env or {}))
+        popen = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=full_env,
+                                 cwd=cwd, stdin=subprocess.DEVNULL, start_new_session=True,
+                                 preexec_fn=_die_with_parent)
+        log.close()
+        managed = Managed(name, popen, log_path, stop_signal)
+        self.running.append(managed)
+        return managed
+
+    def stop(self, managed: Managed, grace: float = 10.0) -> None:
+        if managed.alive():
+            try:
+                managed.popen.send_signal(managed.stop_signal)
+                managed.popen.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                managed.popen.kill()
+                managed.popen.wait(timeout=5)
+            except ProcessLookupError:
+                pass
+        if managed in self.running:
+            self.running.remove(managed)
+
+    def stop_all(self) -> None:
+        for managed in list(reversed(self.running)):
+            self.stop(managed)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, managed: Managed, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not managed.alive():
+            raise RuntimeError(f"{managed.name} exited early:\n{managed.log_tail()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{managed.name} did not listen on {port} within {timeout}s")
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and all its descendants (nginx master + workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    tree, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        tree.append(current)
+        pending.extend(children.get(current, []))
+    return tree
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process tree, all threads, in seconds."""
+    total = 0
+    for member in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / CLOCK_TICKS
+
+
+def memory_kib(pid: int) -> dict:
+    """VmRSS and VmHWM (peak RSS), summed over a process tree, in KiB."""
+    totals = {"rss_kib": 0, "peak_rss_kib": 0}
+    for member in process_tree(pid):
+        try:
+            lines = Path(f"/proc/{member}/status").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if line.startswith("VmRSS:"):
+                totals["rss_kib"] += int(line.split()[1])
+            elif line.startswith("VmHWM:"):
+                totals["peak_rss_kib"] += int(line.split()[1])
+    return totals
+
+
+class CpuMeter:
+    """CPU seconds a process tree used between `__enter__` and `__exit__`."""
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+        self.seconds: float | None = None
+
+    def __enter__(self) -> "CpuMeter":
+        self._start = cpu_seconds(self.pid) if self.pid else 0.0
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pid:
+            self.seconds = cpu_seconds(self.pid) - self._start

@@ -1,0 +1,49 @@
+"""Interleaved rounds: every round loads each contender once, in a rotated order, so
+drift on the machine (thermal, a neighbour's build) spreads over all of them instead of
+landing on whichever ran last. Ratios are computed within a round, then summarized."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from . import stats
+from .context import RunContext
+
+SAMPLE_KEYS = ("rps", "p50_us", "p90_us", "p99_us", "p99_9_us", "cpu_us_per_request")
+
+
+def describe(sample: dict) -> str:
+    cpu = sample.get("cpu_us_per_request")
+    cpu_text = f", {cpu:.1f} µs CPU/req" if cpu else ""
+    bad = sample.get("errors", 0) + sample.get("non_2xx", 0)
+    return (f"{sample['rps']:,.0f} req/s, p99 {sample['p99_us'] or 0:,.0f} µs{cpu_text}"
+            f"{f', {bad} errors/non-2xx' if bad else ''}")
+
+
+def run_rounds(ctx: RunContext, contenders: dict[str, Callable[[str], dict]], rounds: int,
+               label: str) -> list[dict]:
+    """contenders: name -> function(tag) returning one sample. Returns [{name: sample}]."""
+    names = list(contenders)
+    results = []
+    for index in range(rounds):
+        shift = index % len(names)
+        order = names[shift:] + names[:shift]
+        samples = {}
+        for position, name in enumerate(order):
+            sample = contenders[name](f"{label}-r{index}-{name}")
+            sample.update(round=index, position=position)
+            ctx.log(f"{label} round {index + 1}/{rounds} {name}: {describe(sample)}")
+            samples[name] = sample
+        results.append(samples)
+    return results
+
+
+def summarize_contender(rounds: list[dict], name: str) -> dict:
+    samples = [r[name] for r in rounds if name in r]
+    summary = stats.summarize_samples(samples, SAMPLE_KEYS)
+    summary["cdf_us"] = stats.median_curve([s["percentiles_us"] for s in samples if s.get("percentiles_us")])
+    summary["peak_rss_kib"] = max((s.get("peak_rss_kib") or 0 for s in samples), default=None) or None
+    summary["errors"] = sum(s.get("errors", 0) for s in samples)
+    summary["non_2xx"] = sum(s.get("non_2xx", 0) for s in samples)
+    summary["requests"] = sum(s.get("requests", 0) for s in samples)
+    return summary

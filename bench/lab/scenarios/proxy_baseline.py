@@ -1,0 +1,185 @@
+"""proxy-baseline: one route, no plugins, a 12-byte response from the origin.
+
+HTTP/1.1 keep-alive (wrk -c32) and HTTP/2 h2c prior knowledge (h2load -c32 -m10) against
+Strait, nginx (reverse proxy, 1 worker, upstream keepalive), Envoy (--concurrency 1) and
+direct-to-origin, all started once and loaded in interleaved rounds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lab import loadgen, plots, stats, systems
+from lab.context import RunContext
+from lab.registry import Goal, Rendered
+from lab.report import fmt, table
+from lab.rounds import run_rounds, summarize_contender
+from lab.strait_admin import request
+
+NAME = "proxy-baseline"
+TITLE = "proxy-baseline: one route, no plugins"
+PROTOCOLS = {"h1": "HTTP/1.1 (wrk, keep-alive)", "h2": "HTTP/2 (h2load, h2c)"}
+GATEWAYS = ("strait", "nginx", "envoy")
+
+
+def _strait_config(folder: Path, origin: systems.System) -> Path:
+    path = folder / "strait-baseline.json"
+    path.write_text(json.dumps({"_format_version": "3.0", "services": [{
+        "name": "origin", "url": f"http://127.0.0.1:{origin.h1_port}",
+        "routes": [{"name": "all", "paths": ["/"]}]}]}))
+    return path
+
+
+def _start_all(ctx: RunContext, folder: Path) -> tuple[dict, dict]:
+    origin = systems.start_origin(ctx.procs, folder, ctx.load_cpus)
+    started = {"strait": systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus,
+                                              config=_strait_config(folder, origin)),
+               "nginx": systems.start_nginx_proxy(ctx.procs, folder, ctx.gateway_cpus, origin)}
+    unavailable = {}
+    envoy_bin, reason = systems.envoy_binary(ctx.bench_dir)
+    if envoy_bin:
+        try:
+            started["envoy"] = systems.start_envoy(ctx.procs, folder, ctx.gateway_cpus, origin, envoy_bin)
+        except RuntimeError as error:
+            unavailable["envoy"] = f"Envoy did not start: {str(error)[-300:]}"
+    else:
+        unavailable["envoy"] = reason
+    started["direct"] = origin
+    for name, system in started.items():
+        code, body = request(system.h1_port, "GET", "/", timeout=5)
+        if code != 200 or body != systems.ORIGIN_BODY.encode():
+            raise RuntimeError(f"{name} answered {code} {body[:100]!r} instead of the origin's body")
+    return started, unavailable
+
+
+def _contender(ctx: RunContext, system: systems.System, protocol: str, folder: Path, duration: int):
+    port = system.h1_port if protocol == "h1" else system.h2_port
+
+    def load(tag: str) -> dict:
+        return loadgen.run(loadgen.Load(port=port, protocol=protocol, duration_s=duration,
+                                        cpus=ctx.load_cpus, work_dir=folder), system.pid, tag)
+    return load
+
+
+def _measure_protocol(ctx: RunContext, started: dict, protocol: str, folder: Path) -> dict:
+    warmups = {name: _contender(ctx, s, protocol, folder, ctx.timing.warmup_s) for name, s in started.items()}
+    for name, warm in warmups.items():
+        warm(f"{protocol}-warmup-{name}")
+    contenders = {name: _contender(ctx, s, protocol, folder, ctx.timing.duration_s)
+                  for name, s in started.items()}
+    rounds = run_rounds(ctx, contenders, ctx.timing.rounds, f"{NAME} {protocol}")
+    ratios = {}
+    for other in ("nginx", "envoy"):
+        if other in started:
+            ratios[f"strait/{other}"] = {
+                "rps": stats.paired_ratios(rounds, "strait", other, "rps"),
+                "p99": stats.paired_ratios(rounds, "strait", other, "p99_us"),
+                "cpu_per_request": stats.paired_ratios(rounds, "strait", other, "cpu_us_per_request"),
+            }
+    return {"rounds": rounds, "ratios": ratios,
+            "summary": {name: summarize_contender(rounds, name) for name in started}}
+
+
+def run(ctx: RunContext) -> dict:
+    folder = ctx.scenario_work(NAME)
+    started, unavailable = _start_all(ctx, folder)
+    result = {"systems": list(started), "unavailable": unavailable, "protocols": {},
+              "load": {"h1": "wrk -t1 -c32", "h2": "h2load -t1 -c32 -m10"},
+              "duration_s": ctx.timing.duration_s, "rounds": ctx.timing.rounds}
+    try:
+        for protocol in PROTOCOLS:
+            result["protocols"][protocol] = _measure_protocol(ctx, started, protocol, folder)
+    finally:
+        ctx.procs.stop_all()
+    return result
+
+
+# ---------------------------------------------------------------- report
+
+def _system_rows(data: dict) -> list[list]:
+    rows = []
+    for name, summary in data["summary"].items():
+        rps, cpu = summary["rps"], summary["cpu_us_per_request"]
+        rows.append([f"**{name}**" if name == "strait" else name,
+                     fmt(rps["mean"]), fmt(rps["median"]), fmt(rps["stdev"]),
+                     f"{fmt(rps['min'])} – {fmt(rps['max'])}",
+                     *(fmt(summary[key]["median"]) for key in ("p50_us", "p90_us", "p99_us", "p99_9_us")),
+                     fmt(cpu["mean"], 1), fmt((summary["peak_rss_kib"] or 0) / 1024, 1) if summary["peak_rss_kib"] else "–",
+                     summary["errors"] + summary["non_2xx"]])
+    return rows
+
+
+def _ratio_rows(data: dict) -> list[list]:
+    rows = []
+    for pair, ratios in data["ratios"].items():
+        rps, p99, cpu = ratios["rps"], ratios["p99"], ratios["cpu_per_request"]
+        rows.append([pair, fmt(rps["mean"], 3), f"{fmt(rps['min'], 3)} – {fmt(rps['max'], 3)}",
+                     fmt(p99["mean"], 3), fmt(cpu["mean"], 3)])
+    return rows
+
+
+def _protocol_markdown(protocol: str, data: dict, plot_names: dict) -> str:
+    header = ["system", "RPS mean", "RPS median", "RPS stdev", "RPS min – max", "p50 µs", "p90 µs",
+              "p99 µs", "p99.9 µs", "gateway CPU µs/req", "peak RSS MiB", "errors"]
+    text = f"#### {PROTOCOLS[protocol]}\n\n" + table(header, _system_rows(data))
+    text += ("\nLatency percentiles are the median over rounds; `direct` is the load generator "
+             "straight to the origin (the ceiling of this layout, no gateway CPU).\n\n")
+    text += "Ratios, computed pair by pair within each round (mean, and the range over rounds):\n\n"
+    text += table(["pair", "RPS ratio", "RPS ratio range", "p99 ratio (lower is better)",
+                   "CPU/req ratio (lower is better)"], _ratio_rows(data))
+    for key in ("cdf", "rps"):
+        if plot_names.get(key):
+            text += f"\n![{protocol} {key}](IMG/{plot_names[key]})\n"
+    return text + "\n"
+
+
+def _plots(result: dict, plot_dir: Path) -> tuple[dict, list[Path]]:
+    names, written = {}, []
+    groups = {}
+    for protocol, data in result["protocols"].items():
+        curves = {name: s["cdf_us"] for name, s in data["summary"].items() if s["cdf_us"]}
+        path = plots.latency_cdf(curves, f"proxy-baseline {PROTOCOLS[protocol]}: latency CDF",
+                                 plot_dir / f"lab-proxy-baseline-cdf-{protocol}.png")
+        names.setdefault(protocol, {})["cdf"] = path.name if path else None
+        written += [path] if path else []
+        groups[PROTOCOLS[protocol]] = {name: [r[name]["rps"] for r in data["rounds"] if name in r]
+                                       for name in data["summary"]}
+    path = plots.bars_with_spread(groups, "requests / s", "proxy-baseline: RPS per round (bar = mean, "
+                                  "whisker = min..max)", plot_dir / "lab-proxy-baseline-rps.png")
+    if path:
+        written.append(path)
+        last = list(result["protocols"])[-1]
+        names[last]["rps"] = path.name
+    return names, written
+
+
+def _goals(result: dict) -> list[Goal]:
+    goals = []
+    wanted = [("h1", "nginx", 1.0, ">="), ("h1", "envoy", 1.0, ">"), ("h2", "nginx", 1.0, ">"),
+              ("h2", "envoy", 1.0, ">")]
+    for protocol, other, bound, op in wanted:
+        ratio = result["protocols"].get(protocol, {}).get("ratios", {}).get(f"strait/{other}")
+        target = f"{op} {bound:.1f}x {other}" if op == ">=" else f"ahead of {other} (> 1.0x)"
+        label = f"{PROTOCOLS[protocol].split(' ')[0]} RPS vs {other}"
+        if not ratio or ratio["rps"]["mean"] is None:
+            note = result["unavailable"].get(other, "")
+            goals.append(Goal(label, target, "not measured", None, note))
+            continue
+        value = ratio["rps"]["mean"]
+        met = value >= bound if op == ">=" else value > bound
+        goals.append(Goal(label, target, f"{value:.3f}x (rounds {ratio['rps']['min']:.3f}–"
+                          f"{ratio['rps']['max']:.3f})", met))
+    return goals
+
+
+def render(result: dict, plot_dir: Path) -> Rendered:
+    names, written = _plots(result, plot_dir)
+    text = (f"Load: {result['load']['h1']} for HTTP/1.1, {result['load']['h2']} for HTTP/2; "
+            f"{result['duration_s']} s per sample, {result['rounds']} interleaved rounds "
+            f"(order rotated each round). Systems: {', '.join(result['systems'])}.\n\n")
+    for name, reason in result["unavailable"].items():
+        text += f"**{name} unavailable**: {reason}\n\n"
+    for protocol, data in result["protocols"].items():
+        text += _protocol_markdown(protocol, data, names.get(protocol, {}))
+    return Rendered(text, written, _goals(result))

