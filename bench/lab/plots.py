@@ -112,6 +112,7 @@ def curve_with_spread(xs: list[float], samples: list[list[float]], ylabel: str,
         twin.plot(xs, values, marker="s", linestyle="--", color="#ff7f0e", label=label)
         twin.set_ylabel(label)
         twin.set_ylim(0, max(values) * 1.5 if values else 1)
-        figure.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.12, 0.18))
+        handles = axes.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+        axes.legend(handles=handles, fontsize=8, loc="center left")
     axes.set_title(title, fontsize=10)
     return _save(figure, path)

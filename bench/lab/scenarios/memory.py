@@ -1,0 +1,108 @@
+"""memory: Strait's resident memory with 10k and 50k routes + consumers loaded.
+
+Sets in the shape of the published LMDB test (every route with key-auth and
+request-termination, every consumer with a key-auth credential; without key-auth when
+this Strait rejects it), loaded at start through `declarative_config`. For each: RSS once
+idle, RSS after a short random-route load, RSS after re-posting the set through
+`POST /config` (old snapshots must be freed), and the peak (VmHWM, which includes the
+transient cost of parsing). Bytes per route = (RSS - RSS of an empty node) / routes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from lab import loadgen, systems
+from lab.context import RunContext
+from lab.procs import memory_kib
+from lab.registry import Goal, Rendered
+from lab.report import fmt, table
+from lab.strait_admin import choose_lmdb_set, post_config
+
+NAME = "memory"
+TITLE = "memory: RSS with 10k and 50k routes + consumers"
+SETS = (("empty", 0), ("10k/10k", 10_000), ("50k/50k", 50_000))
+SETTLE_S = 1.5
+MB = 1e6
+
+
+def _rss_bytes(pid: int) -> dict:
+    kib = memory_kib(pid)
+    return {"rss": kib["rss_kib"] * 1024, "peak": kib["peak_rss_kib"] * 1024}
+
+
+def _measure_set(ctx: RunContext, folder: Path, name: str, count: int) -> dict:
+    chosen = choose_lmdb_set(ctx.strait_bin, folder, f"memory-{count}", count, count) if count else None
+    started = time.monotonic()
+    node = systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus,
+                                name=f"strait-memory-{count}", config=chosen.config.path if chosen else None)
+    row = {"set": name, "routes": count, "consumers": count,
+           "seconds_to_listen": time.monotonic() - started,
+           "config": chosen.describe() if chosen else None}
+    time.sleep(SETTLE_S)
+    row["idle"] = _rss_bytes(node.pid)
+    if chosen:
+        loadgen.run(loadgen.Load(port=node.h1_port, duration_s=ctx.timing.warmup_s,
+                                 targets=chosen.config.targets, cpus=ctx.load_cpus, work_dir=folder),
+                    node.pid, f"memory-{count}")
+        row["after_load"] = _rss_bytes(node.pid)
+        document = chosen.config.path.read_bytes()
+        reposts = 1 if ctx.quick else 3
+        for _ in range(reposts):
+            code, body, _ = post_config(node.admin_port, document)
+            if code != 201:
+                raise RuntimeError(f"POST /config answered {code}: {body[:300]!r}")
+        time.sleep(SETTLE_S)
+        row["reposts"] = reposts
+        row["after_reposts"] = _rss_bytes(node.pid)
+    row["peak"] = _rss_bytes(node.pid)["peak"]
+    ctx.procs.stop(node.process)
+    ctx.log(f"{NAME}: {name}: RSS idle {row['idle']['rss'] / MB:.1f} MB, peak {row['peak'] / MB:.1f} MB")
+    return row
+
+
+def run(ctx: RunContext) -> dict:
+    folder = ctx.scenario_work(NAME)
+    rows = [_measure_set(ctx, folder, name, count) for name, count in SETS]
+    baseline = rows[0]["idle"]["rss"]
+    for row in rows[1:]:
+        steady = max(row["idle"]["rss"], row["after_load"]["rss"], row["after_reposts"]["rss"])
+        row["steady_rss"] = steady
+        row["bytes_per_route"] = (row["idle"]["rss"] - baseline) / row["routes"]
+    return {"rows": rows, "baseline_rss": baseline}
+
+
+# ---------------------------------------------------------------- report
+
+def _mb(value) -> str:
+    return fmt(value / MB, 1) if value is not None else "–"
+
+
+def render(result: dict, plot_dir: Path) -> Rendered:
+    rows, notes = [], set()
+    for row in result["rows"]:
+        config = row.get("config")
+        if config and not config["exact_published_set"]:
+            notes.add(config["note"])
+        rows.append([row["set"], f"{config['total_objects']:,}" if config else "0",
+                     _mb(config["bytes"]) if config else "–", f"{row['seconds_to_listen']:.1f}",
+                     _mb(row["idle"]["rss"]), _mb(row.get("after_load", {}).get("rss")),
+                     _mb(row.get("after_reposts", {}).get("rss")), _mb(row["peak"]),
+                     fmt(row.get("bytes_per_route"), 0)])
+    text = ("Each set loaded at start (`declarative_config`), then measured idle, after a short "
+            "random-route load, and after re-posting the set through `POST /config`. MB = 10^6 bytes; "
+            "peak is VmHWM over the node's life (parsing included). Bytes per route = (idle RSS - "
+            "empty node's idle RSS) / routes, one route carrying its consumer, credential and plugins.\n\n")
+    text += "".join(f"Note: {note}.\n\n" for note in sorted(notes))
+    text += table(["set", "objects", "JSON MB", "start to listening s", "RSS idle MB", "RSS after load MB",
+                   "RSS after re-posts MB", "peak RSS MB", "bytes per route"], rows)
+    ten = next((row for row in result["rows"] if row["routes"] == 10_000), None)
+    goals = []
+    if ten:
+        note = "" if ten["config"]["exact_published_set"] else ten["config"]["note"]
+        goals.append(Goal("RSS with the 10k/10k set", "< 200 MB",
+                          f"{ten['idle']['rss'] / MB:.1f} MB idle after start, {ten['steady_rss'] / MB:.1f} MB "
+                          f"after re-posts, {ten['peak'] / MB:.1f} MB peak",
+                          ten["steady_rss"] < 200 * MB, note))
+    return Rendered(text, [], goals)
