@@ -103,8 +103,11 @@ async fn proxy(
             host: &host,
             port,
             path: request.uri().path(),
+            query: request.uri().query().unwrap_or(""),
             sni: conn.sni.as_deref(),
             headers: &headers,
+            source: Some(conn.client),
+            destination: Some(conn.local),
         };
         snapshot.router.find(&facts)
     }

@@ -8,9 +8,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use strait_core::{Config, ConfigDelta, ConfigVersion, DeltaBody, Plugin as PluginEntity, Route, Service};
+use strait_core::{
+    Config, ConfigChange, ConfigDelta, ConfigVersion, DeltaBody, Entity, EntityKind, Plugin as PluginEntity, Route,
+    Service,
+};
 use strait_plugins::{build_plugin, PluginChain};
-use strait_router::Router;
+use strait_router::{Router, RouterError};
 use uuid::Uuid;
 
 use crate::balancer::Balancer;
@@ -85,13 +88,28 @@ pub fn config_hash(config: &Config) -> String {
 pub fn compile_snapshot(version: ConfigVersion, config: Arc<Config>) -> Result<Snapshot, CompileError> {
     let mut problems = Vec::new();
     let routes: Vec<Arc<Route>> = config.routes.iter().cloned().map(Arc::new).collect();
-    let router = Router::build(&routes).unwrap_or_else(|err| {
-        problems.push(CompileProblem {
-            entity: "routes".to_string(),
-            message: err.to_string(),
-        });
+    let router = Router::build_all(&routes).unwrap_or_else(|errors| {
+        problems.extend(errors.iter().map(route_problem));
         Router::default()
     });
+    compile_with_router(version, config, router, problems)
+}
+
+/// A route the router rejected, named by id (the message names it too).
+fn route_problem(error: &RouterError) -> CompileProblem {
+    CompileProblem {
+        entity: format!("routes[{}]", error.route().id),
+        message: error.to_string(),
+    }
+}
+
+/// Everything but the router, which the caller built or derived.
+fn compile_with_router(
+    version: ConfigVersion,
+    config: Arc<Config>,
+    router: Router,
+    mut problems: Vec<CompileProblem>,
+) -> Result<Snapshot, CompileError> {
     let certificates = CertificateIndex::build(&config, &mut problems);
     let services = compile_services(&config, &mut problems);
     let route_runtimes = compile_route_plugins(&config, &mut problems);
@@ -111,18 +129,44 @@ pub fn compile_snapshot(version: ConfigVersion, config: Arc<Config>) -> Result<S
 
 /// Apply a committed change to the previous snapshot.
 ///
-/// `Replace` compiles the new configuration; `Changes` applies entity changes
-/// to the previous configuration and recompiles. The indexed router issue
-/// replaces the recompilation of `Changes` with per-entity inserts/removals.
+/// `Replace` compiles the new configuration. `Changes` derives the router
+/// from the previous one, one insert/replace/remove per route change (a
+/// cheap clone: the routers share everything else), and recompiles the rest.
 pub fn apply_delta(previous: &Snapshot, delta: &ConfigDelta) -> Result<Snapshot, CompileError> {
     match &delta.body {
         DeltaBody::Replace(config) => compile_snapshot(delta.version, config.clone()),
         DeltaBody::Changes(changes) => {
             let mut config = (*previous.config).clone();
             config.apply_changes(changes);
-            compile_snapshot(delta.version, Arc::new(config))
+            let mut problems = Vec::new();
+            let router = derive_router(&previous.router, changes, &mut problems);
+            compile_with_router(delta.version, Arc::new(config), router, problems)
         }
     }
+}
+
+/// The previous router with this delta's route changes applied.
+fn derive_router(previous: &Router, changes: &[ConfigChange], problems: &mut Vec<CompileProblem>) -> Router {
+    let mut router = previous.clone();
+    for change in changes {
+        match change {
+            ConfigChange::Upsert {
+                entity: Entity::Route(route),
+            } => {
+                if let Err(error) = router.replace(Arc::new(route.clone())) {
+                    problems.push(route_problem(&error));
+                }
+            }
+            ConfigChange::Delete {
+                kind: EntityKind::Routes,
+                id,
+            } => {
+                router.remove(*id);
+            }
+            _ => {}
+        }
+    }
+    router
 }
 
 fn compile_services(config: &Config, problems: &mut Vec<CompileProblem>) -> HashMap<Uuid, Arc<ServiceRuntime>> {

@@ -1,21 +1,43 @@
-//! strait-router: matches a request's facts to a route, Kong's priority order.
+//! strait-router: matches a request's facts to a route. No I/O.
 //!
-//! Takes values, returns values: no sockets, no clocks. This is the
-//! straightforward matcher (routes sorted by Kong's `traditional_compatible`
-//! priority, evaluated in order); the indexed router replaces its internals
-//! behind the same [`Router`] interface.
+//! One index for both route styles: traditional routes (Kong's
+//! `traditional_compatible` priority order) and `expression` routes (Kong's
+//! expressions language, parsed by `strait-expr`). Both compile into
+//! [`cond::Cond`] trees; the [`index`] narrows a request to the few
+//! candidates its host and path can hit, and those are evaluated in rank
+//! order. A [`Router`] is cheap to clone and to change after cloning
+//! (sharded copy-on-write maps), so the snapshot compiler derives each new
+//! router from the previous one with [`Router::insert`] / [`Router::remove`] /
+//! [`Router::replace`] instead of rebuilding. See docs/routing.md.
 #![forbid(unsafe_code)]
 
+mod analysis;
 mod compile;
+mod cond;
+mod cow_map;
+mod eval;
+mod index;
+mod matcher;
 mod path;
+mod priority;
+mod regex_cache;
+mod traditional;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use strait_core::Route;
 use uuid::Uuid;
 
-pub use compile::RouterError;
+pub use compile::{RouteLabel, RouterError};
 pub use path::upstream_path;
+
+use crate::compile::compile_route;
+use crate::cow_map::CowMap;
+use crate::eval::RequestView;
+use crate::index::{CandidateLists, Index};
+use crate::matcher::Matcher;
+use crate::regex_cache::RegexCache;
 
 /// The request fields routes can look at, borrowed from the request.
 #[derive(Debug, Clone, Copy)]
@@ -29,8 +51,14 @@ pub struct RequestFacts<'a> {
     pub port: u16,
     /// Path without query string.
     pub path: &'a str,
+    /// Raw query string, without `?` (empty when there is none).
+    pub query: &'a str,
     pub sni: Option<&'a str>,
     pub headers: &'a dyn HeaderLookup,
+    /// The client's address (`net.src.*`, traditional `sources`).
+    pub source: Option<SocketAddr>,
+    /// The local address the request arrived on (`net.dst.*`, `destinations`).
+    pub destination: Option<SocketAddr>,
 }
 
 /// Access to request headers by lower-case name.
@@ -49,21 +77,116 @@ pub struct RouteMatch {
     pub captures: Vec<(String, String)>,
 }
 
-/// An immutable matcher over a route set.
-#[derive(Debug, Default)]
+/// What the router keeps per route: the entity and its matchers.
+#[derive(Debug)]
+struct RouteEntry {
+    matchers: Vec<Arc<Matcher>>,
+}
+
+/// An indexed matcher over a route set; `Clone` is cheap and clones share
+/// everything until one of them changes.
+#[derive(Clone, Default)]
 pub struct Router {
-    routes: Vec<compile::CompiledRoute>,
+    routes: CowMap<Uuid, Arc<RouteEntry>>,
+    index: Index,
+    regexes: RegexCache,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("routes", &self.routes.len())
+            .field("regexes", &self.regexes.len())
+            .finish()
+    }
 }
 
 impl Router {
-    /// Compile every route; a route that cannot compile is reported with its id.
+    /// Compile every route; the first route that cannot compile is the error.
     pub fn build(routes: &[Arc<Route>]) -> Result<Router, RouterError> {
-        let mut compiled = routes
-            .iter()
-            .map(|route| compile::CompiledRoute::new(route.clone()))
-            .collect::<Result<Vec<_>, _>>()?;
-        compiled.sort_by_key(|route| std::cmp::Reverse(route.priority));
-        Ok(Router { routes: compiled })
+        Router::build_all(routes).map_err(|mut errors| errors.swap_remove(0))
+    }
+
+    /// Compile every route, reporting every route that cannot compile.
+    pub fn build_all(routes: &[Arc<Route>]) -> Result<Router, Vec<RouterError>> {
+        let mut router = Router::default();
+        let mut errors = Vec::new();
+        let mut all = Vec::with_capacity(routes.len());
+        for route in routes {
+            if router.routes.get(&route.id).is_some() {
+                errors.push(RouterError::DuplicateRoute {
+                    route: RouteLabel {
+                        id: route.id,
+                        name: route.name.clone(),
+                    },
+                });
+                continue;
+            }
+            match compile_route(route, &mut router.regexes) {
+                Ok(matchers) => {
+                    all.extend(matchers.iter().cloned());
+                    router.routes.insert(route.id, Arc::new(RouteEntry { matchers }));
+                }
+                Err(error) => errors.push(error),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        router.index = Index::from_matchers(&all);
+        Ok(router)
+    }
+
+    /// Add one route; an id already present is an error (see [`Router::replace`]).
+    pub fn insert(&mut self, route: Arc<Route>) -> Result<(), RouterError> {
+        if self.routes.get(&route.id).is_some() {
+            return Err(RouterError::DuplicateRoute {
+                route: RouteLabel {
+                    id: route.id,
+                    name: route.name.clone(),
+                },
+            });
+        }
+        let matchers = compile_route(&route, &mut self.regexes)?;
+        for matcher in &matchers {
+            self.index.insert(matcher);
+        }
+        self.routes.insert(route.id, Arc::new(RouteEntry { matchers }));
+        Ok(())
+    }
+
+    /// Remove one route; `false` when it was not there.
+    pub fn remove(&mut self, id: Uuid) -> bool {
+        let Some(entry) = self.routes.remove(&id) else {
+            return false;
+        };
+        let mut regexes = Vec::new();
+        for matcher in &entry.matchers {
+            self.index.remove(matcher);
+            matcher.cond.regexes(&mut regexes);
+        }
+        drop(entry);
+        let patterns: Vec<String> = regexes.iter().map(|r| r.as_str().to_string()).collect();
+        drop(regexes);
+        for pattern in patterns {
+            self.regexes.release(&pattern);
+        }
+        true
+    }
+
+    /// Insert or update a route. On error the router is unchanged.
+    pub fn replace(&mut self, route: Arc<Route>) -> Result<(), RouterError> {
+        let matchers = compile_route(&route, &mut self.regexes)?;
+        self.remove(route.id);
+        for matcher in &matchers {
+            self.index.insert(matcher);
+        }
+        self.routes.insert(route.id, Arc::new(RouteEntry { matchers }));
+        Ok(())
+    }
+
+    pub fn contains(&self, id: Uuid) -> bool {
+        self.routes.get(&id).is_some()
     }
 
     pub fn len(&self) -> usize {
@@ -76,12 +199,25 @@ impl Router {
 
     /// The highest-priority route that matches, if any.
     pub fn find(&self, facts: &RequestFacts<'_>) -> Option<RouteMatch> {
-        self.routes.iter().find_map(|route| route.matches(facts))
+        let request = RequestView::new(facts);
+        let mut lists = CandidateLists::new();
+        self.index.collect(&request.host, facts.path, &mut lists);
+        lists
+            .first_accepted(|matcher| matcher.matches(&request))
+            .map(|matcher| matcher.to_match(&request))
     }
 
-    /// Ids in match-priority order (used by tests and diagnostics).
+    /// Route ids in match-priority order (a route split by path appears at
+    /// its best part). For tests and diagnostics; walks every route.
     pub fn ordered_ids(&self) -> Vec<Uuid> {
-        self.routes.iter().map(|r| r.route.id).collect()
+        let mut matchers: Vec<&Arc<Matcher>> = self.routes.values().flat_map(|e| e.matchers.iter()).collect();
+        matchers.sort_by_key(|m| m.rank);
+        let mut seen = std::collections::HashSet::new();
+        matchers
+            .into_iter()
+            .map(|m| m.route.id)
+            .filter(|id| seen.insert(*id))
+            .collect()
     }
 }
 

@@ -1,0 +1,312 @@
+//! The route index: which matchers a request could satisfy, without visiting
+//! the others.
+//!
+//! ```text
+//! host:  exact (hash) | suffix (hash per length) | prefix (hash per length) | any
+//!          └─> PathIndex: path prefix (hash per length) | any path
+//!                └─> candidates: matchers sorted by rank
+//! ```
+//!
+//! A request collects the candidate lists its host and path hit (a handful)
+//! and walks them merged in rank order, evaluating each candidate's full
+//! condition until one passes. Regex paths are keyed by their literal prefix
+//! (`~/users/\d+` sits under `/users/`); regexes without one sit in "any
+//! path". Every level is a [`CowMap`], so a change copies only what it touches.
+
+use std::sync::Arc;
+
+use crate::analysis::HostKey;
+use crate::cow_map::CowMap;
+use crate::matcher::Matcher;
+
+/// Matchers sorted by rank (best first).
+pub(crate) type Candidates = Arc<[Arc<Matcher>]>;
+
+/// A map keyed by strings that is searched with every prefix (or suffix) of
+/// a request value. Only the key lengths present are tried.
+#[derive(Clone, Default)]
+pub(crate) struct LengthMap<V> {
+    map: CowMap<Arc<str>, V>,
+    /// (length, number of keys of that length), sorted by length.
+    lengths: Arc<Vec<(usize, usize)>>,
+}
+
+impl<V: Clone + Default> LengthMap<V> {
+    fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn entry(&mut self, key: &Arc<str>) -> &mut V {
+        if self.map.get(key.as_ref()).is_none() {
+            self.map.insert(key.clone(), V::default());
+            let lengths = Arc::make_mut(&mut self.lengths);
+            match lengths.binary_search_by_key(&key.len(), |(len, _)| *len) {
+                Ok(at) => lengths[at].1 += 1,
+                Err(at) => lengths.insert(at, (key.len(), 1)),
+            }
+        }
+        self.map.get_mut(key.as_ref()).expect("inserted above")
+    }
+
+    fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        self.map.get_mut(key)
+    }
+
+    fn remove(&mut self, key: &str) {
+        if self.map.remove(key).is_none() {
+            return;
+        }
+        let lengths = Arc::make_mut(&mut self.lengths);
+        if let Ok(at) = lengths.binary_search_by_key(&key.len(), |(len, _)| *len) {
+            lengths[at].1 -= 1;
+            if lengths[at].1 == 0 {
+                lengths.remove(at);
+            }
+        }
+    }
+
+    /// Values whose key is a prefix of `text`.
+    fn prefixes_of<'s>(&'s self, text: &str, mut found: impl FnMut(&'s V)) {
+        for &(len, _) in self.lengths.iter() {
+            if len > text.len() {
+                break;
+            }
+            if let Some(value) = text.get(..len).and_then(|key| self.map.get(key)) {
+                found(value);
+            }
+        }
+    }
+
+    /// Values whose key is a suffix of `text`.
+    fn suffixes_of<'s>(&'s self, text: &str, mut found: impl FnMut(&'s V)) {
+        for &(len, _) in self.lengths.iter() {
+            if len > text.len() {
+                break;
+            }
+            if let Some(value) = text.get(text.len() - len..).and_then(|key| self.map.get(key)) {
+                found(value);
+            }
+        }
+    }
+}
+
+/// The path level under one host key.
+#[derive(Clone, Default)]
+pub(crate) struct PathIndex {
+    prefixes: LengthMap<Candidates>,
+    any_path: Candidates,
+}
+
+fn insert_sorted(list: &mut Candidates, matcher: &Arc<Matcher>) {
+    let at = list.partition_point(|m| m.rank < matcher.rank);
+    let mut items: Vec<Arc<Matcher>> = Vec::with_capacity(list.len() + 1);
+    items.extend_from_slice(&list[..at]);
+    items.push(matcher.clone());
+    items.extend_from_slice(&list[at..]);
+    *list = items.into();
+}
+
+fn remove_from(list: &mut Candidates, matcher: &Arc<Matcher>) {
+    if list.iter().any(|m| Arc::ptr_eq(m, matcher)) {
+        *list = list.iter().filter(|m| !Arc::ptr_eq(m, matcher)).cloned().collect();
+    }
+}
+
+impl PathIndex {
+    fn is_empty(&self) -> bool {
+        self.prefixes.is_empty() && self.any_path.is_empty()
+    }
+
+    fn insert(&mut self, path: Option<&Arc<str>>, matcher: &Arc<Matcher>) {
+        match path {
+            Some(prefix) => insert_sorted(self.prefixes.entry(prefix), matcher),
+            None => insert_sorted(&mut self.any_path, matcher),
+        }
+    }
+
+    fn remove(&mut self, path: Option<&Arc<str>>, matcher: &Arc<Matcher>) {
+        match path {
+            Some(prefix) => {
+                if let Some(list) = self.prefixes.get_mut(prefix) {
+                    remove_from(list, matcher);
+                    if list.is_empty() {
+                        self.prefixes.remove(prefix);
+                    }
+                }
+            }
+            None => remove_from(&mut self.any_path, matcher),
+        }
+    }
+
+    fn collect<'s>(&'s self, path: &str, out: &mut CandidateLists<'s>) {
+        self.prefixes.prefixes_of(path, |list| out.push(list));
+        if !self.any_path.is_empty() {
+            out.push(&self.any_path);
+        }
+    }
+}
+
+/// The whole index: host level, then path level.
+#[derive(Clone, Default)]
+pub(crate) struct Index {
+    exact: CowMap<Arc<str>, Arc<PathIndex>>,
+    suffix: LengthMap<Arc<PathIndex>>,
+    prefix: LengthMap<Arc<PathIndex>>,
+    any_host: Arc<PathIndex>,
+}
+
+/// A (host key, path prefix) pair; `None` is "any".
+type Slot<'m> = (Option<&'m HostKey>, Option<&'m Arc<str>>);
+
+/// Every slot a matcher occupies.
+fn slots(matcher: &Matcher) -> Vec<Slot<'_>> {
+    let hosts: Vec<Option<&HostKey>> = match &matcher.keys.hosts {
+        Some(keys) => keys.iter().map(Some).collect(),
+        None => vec![None],
+    };
+    let paths: Vec<Option<&Arc<str>>> = match &matcher.keys.paths {
+        Some(keys) => keys.iter().map(Some).collect(),
+        None => vec![None],
+    };
+    hosts.iter().flat_map(|h| paths.iter().map(move |p| (*h, *p))).collect()
+}
+
+impl Index {
+    pub(crate) fn insert(&mut self, matcher: &Arc<Matcher>) {
+        for (host, path) in slots(matcher) {
+            Arc::make_mut(self.path_index(host)).insert(path, matcher);
+        }
+    }
+
+    pub(crate) fn remove(&mut self, matcher: &Arc<Matcher>) {
+        for (host, path) in slots(matcher) {
+            let emptied = match self.existing_path_index(host) {
+                Some(index) => {
+                    let index = Arc::make_mut(index);
+                    index.remove(path, matcher);
+                    index.is_empty()
+                }
+                None => false,
+            };
+            if emptied {
+                match host {
+                    Some(HostKey::Exact(key)) => drop(self.exact.remove(key.as_ref())),
+                    Some(HostKey::Suffix(key)) => self.suffix.remove(key),
+                    Some(HostKey::Prefix(key)) => self.prefix.remove(key),
+                    None => {}
+                }
+            }
+        }
+    }
+
+    fn path_index(&mut self, host: Option<&HostKey>) -> &mut Arc<PathIndex> {
+        match host {
+            Some(HostKey::Exact(key)) => {
+                if self.exact.get(key.as_ref()).is_none() {
+                    self.exact.insert(key.clone(), Arc::default());
+                }
+                self.exact.get_mut(key.as_ref()).expect("inserted above")
+            }
+            Some(HostKey::Suffix(key)) => self.suffix.entry(key),
+            Some(HostKey::Prefix(key)) => self.prefix.entry(key),
+            None => &mut self.any_host,
+        }
+    }
+
+    fn existing_path_index(&mut self, host: Option<&HostKey>) -> Option<&mut Arc<PathIndex>> {
+        match host {
+            Some(HostKey::Exact(key)) => self.exact.get_mut(key.as_ref()),
+            Some(HostKey::Suffix(key)) => self.suffix.get_mut(key),
+            Some(HostKey::Prefix(key)) => self.prefix.get_mut(key),
+            None => Some(&mut self.any_host),
+        }
+    }
+
+    /// The candidate lists a request with this (lower-case) host and path hits.
+    pub(crate) fn collect<'s>(&'s self, host: &str, path: &str, out: &mut CandidateLists<'s>) {
+        if let Some(index) = self.exact.get(host) {
+            index.collect(path, out);
+        }
+        self.suffix.suffixes_of(host, |index| index.collect(path, out));
+        self.prefix.prefixes_of(host, |index| index.collect(path, out));
+        self.any_host.collect(path, out);
+    }
+
+    /// Bulk load: group matchers per slot, sort each group once.
+    pub(crate) fn from_matchers(matchers: &[Arc<Matcher>]) -> Index {
+        let mut groups: std::collections::HashMap<Slot<'_>, Vec<Arc<Matcher>>> = std::collections::HashMap::new();
+        for matcher in matchers {
+            for slot in slots(matcher) {
+                groups.entry(slot).or_default().push(matcher.clone());
+            }
+        }
+        let mut index = Index::default();
+        for ((host, path), mut list) in groups {
+            list.sort_by_key(|m| m.rank);
+            let path_index = Arc::make_mut(index.path_index(host));
+            match path {
+                Some(prefix) => *path_index.prefixes.entry(prefix) = list.into(),
+                None => path_index.any_path = list.into(),
+            }
+        }
+        index
+    }
+}
+
+/// Inline room for the candidate lists of one request; more spill to a Vec.
+const INLINE_LISTS: usize = 16;
+
+/// The candidate lists one request hit, walked merged by rank.
+pub(crate) struct CandidateLists<'s> {
+    inline: [(&'s [Arc<Matcher>], usize); INLINE_LISTS],
+    len: usize,
+    spill: Vec<(&'s [Arc<Matcher>], usize)>,
+}
+
+impl<'s> CandidateLists<'s> {
+    pub(crate) fn new() -> Self {
+        CandidateLists {
+            inline: [(&[], 0); INLINE_LISTS],
+            len: 0,
+            spill: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, list: &'s Candidates) {
+        if self.len < INLINE_LISTS {
+            self.inline[self.len] = (list, 0);
+            self.len += 1;
+        } else {
+            self.spill.push((list, 0));
+        }
+    }
+
+    /// The best-ranked candidate `accept` takes, each candidate tried once.
+    pub(crate) fn first_accepted(&mut self, mut accept: impl FnMut(&Matcher) -> bool) -> Option<&'s Arc<Matcher>> {
+        let mut last: Option<&Arc<Matcher>> = None;
+        loop {
+            let mut best: Option<(usize, &'s Arc<Matcher>)> = None;
+            for (i, (list, cursor)) in self.inline[..self.len].iter().chain(self.spill.iter()).enumerate() {
+                if let Some(candidate) = list.get(*cursor) {
+                    if best.is_none_or(|(_, b)| candidate.rank < b.rank) {
+                        best = Some((i, candidate));
+                    }
+                }
+            }
+            let (i, candidate) = best?;
+            if i < self.len {
+                self.inline[i].1 += 1;
+            } else {
+                self.spill[i - self.len].1 += 1;
+            }
+            // A matcher keyed under several hit slots appears once per slot.
+            if last.is_some_and(|l| Arc::ptr_eq(l, candidate)) {
+                continue;
+            }
+            last = Some(candidate);
+            if accept(candidate) {
+                return Some(candidate);
+            }
+        }
+    }
+}
