@@ -1,0 +1,100 @@
+"""Unit tests for the lab's pure parts: python3 -m unittest discover -s bench/lab/tests -t bench"""
+
+import json
+import tempfile
+import unittest
+from pathlib import Path
+
+from lab import configgen, report, stats
+from lab.registry import Goal, Rendered
+
+
+class StatsTest(unittest.TestCase):
+    def test_percentile_interpolates(self):
+        values = [1.0, 2.0, 3.0, 4.0]
+        self.assertEqual(stats.percentile(values, 0), 1.0)
+        self.assertEqual(stats.percentile(values, 100), 4.0)
+        self.assertAlmostEqual(stats.percentile(values, 50), 2.5)
+
+    def test_at_percentile_reads_a_grid(self):
+        points = [[50, 100.0], [90, 200.0], [99, 400.0]]
+        self.assertEqual(stats.at_percentile(points, 90), 200.0)
+        self.assertAlmostEqual(stats.at_percentile(points, 70), 150.0)
+
+    def test_paired_ratios_stay_within_rounds(self):
+        rounds = [{"a": {"rps": 200}, "b": {"rps": 100}}, {"a": {"rps": 90}, "b": {"rps": 100}},
+                  {"a": {"rps": 50}}]
+        ratios = stats.paired_ratios(rounds, "a", "b", "rps")
+        self.assertEqual(ratios["per_round"], [2.0, 0.9])
+        self.assertAlmostEqual(ratios["mean"], 1.45)
+
+    def test_summarize_empty(self):
+        self.assertEqual(stats.summarize([])["n"], 0)
+
+
+class ConfiggenTest(unittest.TestCase):
+    def test_lmdb_preset_counts_fifty_thousand_objects(self):
+        spec = configgen.ConfigSpec(**configgen.PRESETS["lmdb"])
+        self.assertEqual(sum(configgen.count_objects(spec).values()), 50_000)
+
+    def test_document_shape_and_targets(self):
+        spec = configgen.ConfigSpec(routes=3, consumers=2, key_auth=True, request_termination=True)
+        with tempfile.TemporaryDirectory() as folder:
+            generated = configgen.write_config(spec, Path(folder) / "set.json")
+            document = json.loads(generated.path.read_text())
+            lines = generated.targets.read_text().splitlines()
+        route = document["routes"][0]
+        self.assertEqual([p["name"] for p in route["plugins"]], ["key-auth", "request-termination"])
+        self.assertEqual(len(document["consumers"]), 2)
+        self.assertEqual(lines[0].split("\t")[0], "/r000001")
+        self.assertEqual(lines[2], "/r000003\t")
+
+    def test_paths_are_never_prefixes_of_each_other(self):
+        paths = [configgen.route_path(i) for i in (1, 10, 100, 99_999)]
+        self.assertEqual(len({len(p) for p in paths}), 1)
+
+    def test_without_key_auth_keeps_consumers(self):
+        spec = configgen.ConfigSpec(routes=1, consumers=1, key_auth=False, request_termination=True)
+        document = configgen.build_document(spec)
+        self.assertEqual([p["name"] for p in document["routes"][0]["plugins"]], ["request-termination"])
+        self.assertEqual(len(document["consumers"][0]["keyauth_credentials"]), 1)
+
+
+META = {"date": "2026-01-01 00:00 UTC", "commit": "abc1234", "command": "bench/run x", "quick": False,
+        "machine": {"nproc": 2, "cpu_model": "cpu", "memory_gib": 1, "os": "os", "kernel": "k"},
+        "layout": {"description": "layout"}, "tools": {"wrk": "w", "h2load": "h", "nginx": "n", "envoy": "e"}}
+
+
+class ReportTest(unittest.TestCase):
+    def block(self, name, met):
+        rendered = Rendered(f"text of {name}\n![x](IMG/lab-{name}.png)\n",
+                            goals=[Goal(f"goal {name}", "t", "m", met)])
+        return {name: report.scenario_block(name, name, META, rendered)}
+
+    def test_update_docs_replaces_only_the_scenarios_run(self):
+        with tempfile.TemporaryDirectory() as folder:
+            doc = Path(folder) / "benchmarks.md"
+            doc.write_text("# Benchmarks\n\n## Worker model\n\nkept\n")
+            report.update_docs(doc, META, {**self.block("one", True), **self.block("two", False)}, [])
+            report.update_docs(doc, META, self.block("two", True), [])
+            text = doc.read_text()
+        self.assertIn("kept", text)
+        self.assertEqual(text.count("<!-- lab:scenario one -->"), 1)
+        self.assertEqual(text.count("<!-- lab:scenario two -->"), 1)
+        self.assertIn("](img/lab-one.png)", text)
+        self.assertIn("- nowhere in this run.", text)
+        self.assertEqual(text.count(report.BEGIN), 1)
+
+    def test_text_after_the_block_survives(self):
+        with tempfile.TemporaryDirectory() as folder:
+            doc = Path(folder) / "benchmarks.md"
+            doc.write_text(f"# B\n\n{report.BEGIN}\nold\n{report.END}\n\n## Router\n\nrouter text\n")
+            report.update_docs(doc, META, self.block("one", False), [])
+            report.update_docs(doc, META, self.block("one", False), [])
+            text = doc.read_text()
+        self.assertTrue(text.endswith(f"{report.END}\n\n## Router\n\nrouter text\n"))
+        self.assertIn("goal one — m (target t)", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
