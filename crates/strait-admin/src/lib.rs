@@ -9,7 +9,13 @@
 #![allow(clippy::result_large_err)]
 
 mod config_endpoint;
-mod lists;
+mod crud;
+mod dispatch;
+pub mod endpoints;
+mod errors;
+mod meta;
+pub mod openapi;
+mod request;
 mod response;
 mod root;
 mod server;
@@ -40,4 +46,7 @@ pub struct AdminState {
     pub ready: Arc<AtomicBool>,
     /// `admin_token`: when set, requests need `Authorization: Bearer <token>`.
     pub admin_token: Option<String>,
+    /// Held by every configuration write from its first read to its publish,
+    /// so writes apply (and reach the compiler) one at a time, in order.
+    pub writes: tokio::sync::Mutex<()>,
 }

@@ -14,9 +14,11 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::lists::{get_one, kind_for_endpoint, list};
+use crate::crud::body::multipart_pairs;
+use crate::endpoints::{self, Endpoint};
+use crate::request::{decode_segment, form_pairs, AdminRequest, Query};
 use crate::response::{empty_response, message, method_not_allowed, not_found, AdminResponse};
-use crate::{config_endpoint, root, AdminState};
+use crate::{dispatch, AdminState};
 
 /// Largest Admin API request body (a full declarative config).
 const MAX_BODY: usize = 256 * 1024 * 1024;
@@ -78,51 +80,68 @@ async fn route(state: &AdminState, request: Request<Incoming>, status_only: bool
     if !status_only && !authorized(state, &request) {
         return message(StatusCode::UNAUTHORIZED, "Unauthorized");
     }
-    let path = request.uri().path().trim_end_matches('/').to_string();
-    let query = request.uri().query().map(str::to_string);
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let method = request.method().clone();
-    if status_only && !matches!(segments.as_slice(), ["status"] | ["status", "ready"]) {
+    let segments: Vec<String> = request
+        .uri()
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(decode_segment)
+        .collect();
+    let Some(endpoint) = endpoints::parse(&segments) else {
+        return not_found();
+    };
+    if status_only && !matches!(endpoint, Endpoint::Status | Endpoint::StatusReady) {
         return not_found();
     }
-    match (segments.as_slice(), &method) {
-        ([], &Method::GET) => root::root(state),
-        (["status"], &Method::GET) => root::status(state),
-        (["status", "ready"], &Method::GET) => root::ready(state),
-        (["config"], &Method::GET) => config_endpoint::get_config(state),
-        (["config"], &Method::POST) => {
-            let content_type = request
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_string();
-            match read_body(request).await {
-                Ok(body) => config_endpoint::post_config(state, &content_type, query.as_deref(), &body).await,
-                Err(response) => response,
-            }
-        }
-        ([] | ["status"] | ["status", "ready"], &Method::OPTIONS) => allow("GET, HEAD, OPTIONS"),
-        (["config"], &Method::OPTIONS) => allow("GET, POST, OPTIONS"),
-        ([] | ["status"] | ["status", "ready"], _) => method_not_allowed("GET, HEAD, OPTIONS"),
-        (["config"], _) => method_not_allowed("GET, POST, OPTIONS"),
-        ([endpoint], &Method::GET) => match kind_for_endpoint(endpoint) {
-            Some(kind) => list(state, endpoint, kind, query.as_deref()),
-            None => not_found(),
-        },
-        ([endpoint, key], &Method::GET) => match kind_for_endpoint(endpoint) {
-            Some(kind) => get_one(state, kind, key),
-            None => not_found(),
-        },
-        _ => not_found(),
+    let allow = endpoint.allow();
+    let method = request.method().clone();
+    if method == Method::OPTIONS {
+        return allow_response(allow);
     }
+    if !allow.split(", ").any(|m| m == method.as_str()) {
+        return method_not_allowed(allow);
+    }
+    let admin_request = match admin_request(request).await {
+        Ok(admin_request) => admin_request,
+        Err(response) => return response,
+    };
+    if endpoint.writes(&method) {
+        let _serialized = state.writes.lock().await;
+        return dispatch::handle(state, endpoint, &admin_request).await;
+    }
+    dispatch::handle(state, endpoint, &admin_request).await
 }
 
-fn allow(methods: &'static str) -> AdminResponse {
+/// Reads the whole request into an [`AdminRequest`].
+async fn admin_request(request: Request<Incoming>) -> Result<AdminRequest, AdminResponse> {
+    let method = request.method().clone();
+    let query = Query::parse(request.uri().query());
+    let raw_query = request.uri().query().map(str::to_string);
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let media_type = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let body = read_body(request).await?;
+    Ok(AdminRequest {
+        method,
+        query,
+        raw_query,
+        media_type,
+        content_type,
+        body,
+    })
+}
+
+fn allow_response(methods: &'static str) -> AdminResponse {
     let mut response = empty_response(StatusCode::NO_CONTENT);
+    let value = header::HeaderValue::from_static(methods);
+    response.headers_mut().insert(header::ALLOW, value.clone());
     response
         .headers_mut()
-        .insert(header::ALLOW, header::HeaderValue::from_static(methods));
+        .insert(header::ACCESS_CONTROL_ALLOW_METHODS, value);
     response
 }
 
@@ -133,80 +152,18 @@ async fn read_body(request: Request<Incoming>) -> Result<Bytes, AdminResponse> {
     }
 }
 
-fn percent_decode(input: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(input.len());
-    let mut i = 0;
-    while i < input.len() {
-        match input[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < input.len() => {
-                let hex = std::str::from_utf8(&input[i + 1..i + 3]).ok();
-                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(byte) => {
-                        out.push(byte);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            other => out.push(other),
-        }
-        i += 1;
-    }
-    out
-}
-
 /// The value of `name` in an `application/x-www-form-urlencoded` body.
 pub fn form_field(body: &[u8], name: &str) -> Option<Vec<u8>> {
-    body.split(|b| *b == b'&').find_map(|pair| {
-        let mut parts = pair.splitn(2, |b| *b == b'=');
-        let key = percent_decode(parts.next()?);
-        (key == name.as_bytes()).then(|| percent_decode(parts.next().unwrap_or_default()))
-    })
+    form_pairs(body)
+        .into_iter()
+        .find_map(|(key, value)| (key == name.as_bytes()).then_some(value))
 }
 
 /// The content of the part named `name` in a `multipart/form-data` body.
 pub fn multipart_field(content_type: &str, body: &[u8], name: &str) -> Option<Vec<u8>> {
-    let boundary = content_type
-        .split(';')
-        .map(str::trim)
-        .find_map(|p| p.strip_prefix("boundary="))?
-        .trim_matches('"');
-    let delimiter = format!("--{boundary}");
-    let text = body;
-    let mut parts = split_bytes(text, delimiter.as_bytes());
-    parts.find_map(|part| {
-        let header_end = part.windows(4).position(|w| w == b"\r\n\r\n")?;
-        let headers = std::str::from_utf8(&part[..header_end]).ok()?;
-        let wanted = format!("name=\"{name}\"");
-        if !headers.to_ascii_lowercase().contains(&wanted.to_ascii_lowercase()) {
-            return None;
-        }
-        let content = &part[header_end + 4..];
-        let content = content.strip_suffix(b"\r\n").unwrap_or(content);
-        Some(content.to_vec())
-    })
-}
-
-fn split_bytes<'a>(haystack: &'a [u8], needle: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
-    let mut rest = haystack;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        match rest.windows(needle.len()).position(|w| w == needle) {
-            Some(at) => {
-                let part = &rest[..at];
-                rest = &rest[at + needle.len()..];
-                Some(part)
-            }
-            None => {
-                let part = rest;
-                rest = &[];
-                Some(part)
-            }
-        }
-    })
+    multipart_pairs(content_type, body)
+        .into_iter()
+        .find_map(|(key, value)| (key == name.as_bytes()).then_some(value))
 }
 
 #[cfg(test)]

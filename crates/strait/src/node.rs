@@ -87,6 +87,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         configuration: settings.to_json(),
         ready: ready.clone(),
         admin_token: settings.admin_token.clone(),
+        writes: Default::default(),
     });
     let admin = start_admin_thread(&settings, state, shutdown_rx)?;
     ready.store(true, Ordering::Release);

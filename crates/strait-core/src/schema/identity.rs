@@ -135,8 +135,23 @@ pub(crate) fn plugin() -> EntityDef {
         fields,
         endpoint_key: Some("instance_name"),
         shorthand: |_, _| {},
-        finish: |_, _, _| {},
+        finish: plugin_config_checks,
         entity_checks: json!([]),
+    }
+}
+
+/// Validates `config` against the plugin's own schema (defaults filled in)
+/// when Strait knows it; other bundled plugins keep `config` as given.
+fn plugin_config_checks(out: &mut Map<String, Value>, given: &Map<String, Value>, errors: &mut Vec<FieldError>) {
+    let Some(name) = out.get("name").and_then(Value::as_str).map(str::to_string) else {
+        return;
+    };
+    let config = given.get("config").filter(|c| !c.is_null());
+    if config.is_some_and(|c| !c.is_object()) {
+        return;
+    }
+    if let Some(config) = super::plugins::validate_config(&name, config, errors) {
+        out.insert("config".into(), config);
     }
 }
 

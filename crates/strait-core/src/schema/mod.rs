@@ -11,6 +11,7 @@ mod engine;
 mod field;
 pub(crate) mod formats;
 mod identity;
+mod plugins;
 mod proxy;
 mod route_rules;
 
@@ -25,6 +26,7 @@ use field::Field;
 pub use balancer::default_healthchecks;
 pub use formats::ROUTE_PATH_START;
 pub use identity::BUNDLED_PLUGINS;
+pub use plugins::{plugin_schema_json, PLUGINS_WITH_SCHEMA};
 pub use route_rules::{ROUTE_HTTPS_NEEDS_MATCHER, ROUTE_HTTP_NEEDS_MATCHER};
 
 type Shorthand = fn(&mut Map<String, Value>, &mut Vec<FieldError>);

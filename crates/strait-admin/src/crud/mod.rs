@@ -1,0 +1,102 @@
+//! Entity endpoints: Kong's generated CRUD API over the store.
+//!
+//! Reads (`read`, `pagination`) go straight to the store. Writes (`write`,
+//! `delete`, `nested`) follow one path: parse the body (`body`), resolve
+//! foreign keys given by name, validate with `strait_core::schema`, commit
+//! every change (cascades included) in one store transaction, then publish
+//! that transaction's delta and wait for it, so a 2xx means the change is
+//! live on the proxy.
+
+pub mod body;
+mod certificates;
+pub mod delete;
+pub mod handlers;
+pub mod nested;
+pub mod pagination;
+pub mod read;
+pub mod write;
+
+use serde_json::{json, Value};
+use strait_core::schema::endpoint_key;
+use strait_core::{Entity, EntityKind};
+use strait_store::keys::FOREIGN_FIELDS;
+use uuid::Uuid;
+
+use crate::response::{internal_error, AdminResponse};
+use crate::AdminState;
+
+/// The path segment of a kind's top-level collection (`/key-auths`).
+pub fn collection_name(kind: EntityKind) -> &'static str {
+    match kind {
+        EntityKind::KeyauthCredentials => "key-auths",
+        other => other.table(),
+    }
+}
+
+/// The path segment of a kind under its parent (`/consumers/{c}/key-auth`).
+pub fn nested_name(kind: EntityKind) -> &'static str {
+    match kind {
+        EntityKind::KeyauthCredentials => "key-auth",
+        other => collection_name(other),
+    }
+}
+
+pub fn kind_for_collection(segment: &str) -> Option<EntityKind> {
+    EntityKind::ALL.into_iter().find(|k| collection_name(*k) == segment)
+}
+
+/// `(child kind, foreign key field)` for `/{parent}/{id}/{segment}`.
+pub fn child_relation(parent: EntityKind, segment: &str) -> Option<(EntityKind, &'static str)> {
+    FOREIGN_FIELDS
+        .iter()
+        .find(|(child, _, p)| *p == parent && nested_name(*child) == segment)
+        .map(|(child, field, _)| (*child, *field))
+}
+
+/// `(foreign key field, parent kind)` for `/{kind}/{id}/{segment}`.
+pub fn parent_relation(kind: EntityKind, segment: &str) -> Option<(&'static str, EntityKind)> {
+    FOREIGN_FIELDS
+        .iter()
+        .find(|(child, field, _)| *child == kind && *field == segment)
+        .map(|(_, field, parent)| (*field, *parent))
+}
+
+/// The entity as Kong renders it (certificates also list their SNI names).
+pub fn render(state: &AdminState, entity: &Entity) -> Result<Value, AdminResponse> {
+    let tagged = serde_json::to_value(entity).map_err(|e| internal_error(&e.to_string()))?;
+    let mut value = tagged.get("entity").cloned().unwrap_or(Value::Null);
+    if let Entity::Certificate(cert) = entity {
+        value["snis"] = json!(certificates::sni_names(state, cert.id)?);
+    }
+    Ok(value)
+}
+
+/// An entity addressed by id or endpoint key (name, username, key,
+/// instance_name; an SNI name for certificates). `Ok(None)` when absent.
+pub fn find(state: &AdminState, kind: EntityKind, key: &str) -> Result<Option<Entity>, AdminResponse> {
+    let found = match Uuid::try_parse(key) {
+        Ok(id) => state.store.get(kind, id),
+        Err(_) if kind == EntityKind::Certificates => return certificates::by_sni_name(state, key),
+        Err(_) => match endpoint_key(kind) {
+            Some(field) => state.store.get_by_unique(kind, field, key),
+            None => Ok(None),
+        },
+    };
+    found.map_err(|e| internal_error(&e.to_string()))
+}
+
+/// The foreign key `field` of `entity`, when set.
+pub fn foreign_id(entity: &Entity, field: &str) -> Option<Uuid> {
+    strait_store::keys::foreign_keys(entity)
+        .into_iter()
+        .find(|(name, _, _)| *name == field)
+        .map(|(_, _, id)| id)
+}
+
+/// Seconds since the epoch (entity timestamps).
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,348 @@
+//! The write path: input object -> foreign keys resolved by name ->
+//! `validate_entity` -> one store transaction -> one published delta.
+//!
+//! The snapshot compiler derives the new snapshot before the store commits,
+//! so a change the proxy cannot serve (a plugin or certificate that does not
+//! build) is refused whole and nothing is written.
+
+use http::StatusCode;
+use serde_json::{json, Map, Value};
+use strait_core::schema::{endpoint_key, foreign_fields, unique_fields};
+use strait_core::{validate_entity, ConfigChange, Entity, EntityKind, FieldError};
+use strait_proxy::compiler::{CommitError, CommitFn};
+use strait_proxy::PublishError;
+use strait_store::StoreError;
+use uuid::Uuid;
+
+use super::body::{infer_entity, Encoding};
+use super::{certificates, render, unix_now};
+use crate::errors::{
+    foreign_key_violation, foreign_keys_unresolved, primary_key_violation, schema_violation, store_error,
+    unique_violation, Unresolved,
+};
+use crate::response::{internal_error, json_response, AdminResponse};
+use crate::AdminState;
+
+/// How the written entity relates to what is stored.
+pub enum Mode {
+    /// `POST`: a new entity; an existing id is a conflict.
+    Insert,
+    /// `PUT`: replace (or create) the entity with this id; `key` is the
+    /// endpoint key value from the path when it named the entity.
+    Upsert { id: Uuid, key: Option<String> },
+    /// `PATCH`: merge the input into this entity.
+    Update(Box<Entity>),
+}
+
+/// The entity's fields as a JSON object (without rendered extras).
+pub fn entity_object(entity: &Entity) -> Map<String, Value> {
+    match serde_json::to_value(entity) {
+        Ok(Value::Object(mut tagged)) => match tagged.remove("entity") {
+            Some(Value::Object(map)) => map,
+            _ => Map::new(),
+        },
+        _ => Map::new(),
+    }
+}
+
+/// Kong's PATCH merge: records merge field by field, anything else
+/// (arrays, maps such as route `headers`, foreign keys) is replaced.
+fn merge(base: &mut Map<String, Value>, patch: Map<String, Value>, top: bool) {
+    for (key, value) in patch {
+        let is_map =
+            top && (key == "headers" || matches!(base.get(&key), Some(Value::Object(o)) if o.contains_key("id")));
+        match (base.get_mut(&key), value) {
+            (Some(Value::Object(old)), Value::Object(new)) if !is_map => merge(old, new, false),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// Builds the validated entity a write stores.
+pub fn prepare(
+    state: &AdminState,
+    kind: EntityKind,
+    mut input: Map<String, Value>,
+    mode: &Mode,
+    encoding: Encoding,
+) -> Result<Entity, AdminResponse> {
+    let now = unix_now();
+    if encoding == Encoding::Form {
+        let existing_name = match mode {
+            Mode::Update(existing) => match existing.as_ref() {
+                Entity::Plugin(plugin) => Some(plugin.name.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let name = input
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or(existing_name);
+        infer_entity(kind, &mut input, name.as_deref());
+    }
+    let input = match mode {
+        Mode::Insert => input,
+        Mode::Upsert { id, key } => upsert_input(state, kind, input, *id, key.as_deref())?,
+        Mode::Update(existing) => {
+            let mut merged = entity_object(existing);
+            merge(&mut merged, input, true);
+            if merged.contains_key("updated_at") {
+                let stamp = if kind == EntityKind::Targets {
+                    json!(now as f64)
+                } else {
+                    json!(now)
+                };
+                merged.insert("updated_at".into(), stamp);
+            }
+            merged
+        }
+    };
+    let input = resolve_foreign(state, kind, input)?;
+    let entity = validate_entity(kind, &Value::Object(input), now).map_err(schema_violation)?;
+    check_parents(state, &entity)?;
+    check_plugin_builds(&entity)?;
+    Ok(entity)
+}
+
+fn upsert_input(
+    state: &AdminState,
+    kind: EntityKind,
+    mut input: Map<String, Value>,
+    id: Uuid,
+    key: Option<&str>,
+) -> Result<Map<String, Value>, AdminResponse> {
+    input.insert("id".into(), json!(id));
+    if let (Some(key), Some(field)) = (key, endpoint_key(kind)) {
+        input.insert(field.into(), json!(key));
+    }
+    let existing = state.store.get(kind, id).map_err(|e| internal_error(&e.to_string()))?;
+    if let Some(existing) = existing {
+        if let Some(created) = entity_object(&existing).remove("created_at") {
+            input.entry("created_at").or_insert(created);
+        }
+    }
+    Ok(input)
+}
+
+/// Replaces foreign keys given by a unique field (`{"name": "s"}`) with
+/// `{"id": ...}`; Kong's "foreign keys unresolved" when none matches.
+fn resolve_foreign(
+    state: &AdminState,
+    kind: EntityKind,
+    mut input: Map<String, Value>,
+) -> Result<Map<String, Value>, AdminResponse> {
+    let mut unresolved = Vec::new();
+    for (field, parent) in foreign_fields(kind) {
+        let Some(Value::Object(reference)) = input.get(field) else {
+            continue;
+        };
+        if reference.get("id").is_some_and(|id| !id.is_null()) {
+            continue;
+        }
+        let candidates = unique_fields(parent);
+        let given = candidates.iter().find_map(|name| {
+            reference
+                .get(*name)
+                .and_then(Value::as_str)
+                .map(|v| (*name, v.to_string()))
+        });
+        let Some((by, value)) = given else { continue };
+        let found = state
+            .store
+            .get_by_unique(parent, by, &value)
+            .map_err(|e| internal_error(&e.to_string()))?;
+        match found {
+            Some(entity) => {
+                input.insert(field.into(), json!({ "id": entity.id() }));
+            }
+            None => unresolved.push(Unresolved {
+                field: field.to_string(),
+                by: by.to_string(),
+                value: Value::String(value),
+                parent,
+            }),
+        }
+    }
+    match unresolved.is_empty() {
+        true => Ok(input),
+        false => Err(foreign_keys_unresolved(unresolved)),
+    }
+}
+
+/// Every foreign key must name an existing entity (Kong's code 4).
+fn check_parents(state: &AdminState, entity: &Entity) -> Result<(), AdminResponse> {
+    let object = entity_object(entity);
+    for (field, parent_kind) in foreign_fields(entity.kind()) {
+        let Some(id) = object.get(field).and_then(|fk| fk.get("id")).and_then(Value::as_str) else {
+            continue;
+        };
+        let Ok(id) = Uuid::try_parse(id) else { continue };
+        let exists = state
+            .store
+            .get(parent_kind, id)
+            .map_err(|e| internal_error(&e.to_string()))?
+            .is_some();
+        if !exists {
+            return Err(foreign_key_violation(field, parent_kind, id));
+        }
+    }
+    Ok(())
+}
+
+/// An enabled plugin must be one this build can run with this config.
+fn check_plugin_builds(entity: &Entity) -> Result<(), AdminResponse> {
+    let Entity::Plugin(plugin) = entity else { return Ok(()) };
+    if !plugin.enabled {
+        return Ok(());
+    }
+    match strait_plugins::build_plugin(&plugin.name, &plugin.config) {
+        Ok(_) => Ok(()),
+        Err(strait_plugins::PluginError::InvalidConfig { field, message }) => {
+            Err(schema_violation(vec![FieldError::new(
+                format!("config.{field}"),
+                message,
+            )]))
+        }
+        Err(error) => Err(schema_violation(vec![FieldError::new("name", error.to_string())])),
+    }
+}
+
+/// `POST`: refuses an id that exists (Kong's primary key violation, or a
+/// unique violation on the name when the id was derived from it).
+pub fn check_new(state: &AdminState, entity: &Entity, explicit_id: bool) -> Result<(), AdminResponse> {
+    let existing = state
+        .store
+        .get(entity.kind(), entity.id())
+        .map_err(|e| internal_error(&e.to_string()))?;
+    if existing.is_none() {
+        return Ok(());
+    }
+    let object = entity_object(entity);
+    let key = endpoint_key(entity.kind()).and_then(|field| object.get(field).map(|v| (field, v.clone())));
+    match (explicit_id, key) {
+        (false, Some((field, value))) if !value.is_null() => {
+            let mut fields = Map::new();
+            fields.insert(field.to_string(), value);
+            Err(unique_violation(fields))
+        }
+        _ => Err(primary_key_violation(entity.id())),
+    }
+}
+
+/// Kong's fields for a unique violation on `field` of `subject`'s kind:
+/// derived keys (`cache_key`) are shown as the fields they are made of.
+fn violated_fields(subject: Option<&Entity>, kind: EntityKind, field: &str, value: &str) -> Map<String, Value> {
+    let mut fields = Map::new();
+    match subject.filter(|s| s.kind() == kind && field == "cache_key") {
+        Some(entity) => {
+            let object = entity_object(entity);
+            let parts: &[&str] = match kind {
+                EntityKind::Targets => &["target", "upstream"],
+                _ => &["name", "route", "service", "consumer"],
+            };
+            for part in parts {
+                fields.insert(part.to_string(), object.get(*part).cloned().unwrap_or(Value::Null));
+            }
+        }
+        None => {
+            fields.insert(field.to_string(), Value::String(value.to_string()));
+        }
+    }
+    fields
+}
+
+/// Commits `changes` in one store transaction and publishes them; returns
+/// once the proxy serves them. The compiler derives the new snapshot first,
+/// so a change that cannot compile is never committed. `subject` explains
+/// unique violations.
+pub async fn commit(
+    state: &AdminState,
+    changes: Vec<ConfigChange>,
+    subject: Option<&Entity>,
+) -> Result<(), AdminResponse> {
+    let store = state.store.clone();
+    let to_commit = changes.clone();
+    let commit_fn: CommitFn = Box::new(move || store.apply(&to_commit).map_err(|e| Box::new(e) as CommitError));
+    match state.publisher.apply_changes(changes, commit_fn).await {
+        Ok(_) => Ok(()),
+        Err(PublishError::Commit(error)) => match error.downcast::<StoreError>() {
+            Ok(store_failure) => Err(store_error(*store_failure, |kind, field, value| {
+                violated_fields(subject, kind, field, value)
+            })),
+            Err(other) => Err(internal_error(&other.to_string())),
+        },
+        Err(PublishError::Compile(error)) => {
+            let problems = error
+                .problems
+                .iter()
+                .map(|p| FieldError::new("", format!("{}: {}", p.entity, p.message)))
+                .collect();
+            Err(schema_violation(problems))
+        }
+        Err(error) => Err(internal_error(&error.to_string())),
+    }
+}
+
+/// Renders the written entity with `status`.
+pub fn respond(state: &AdminState, status: StatusCode, entity: &Entity) -> AdminResponse {
+    match render(state, entity) {
+        Ok(body) => json_response(status, &body),
+        Err(response) => response,
+    }
+}
+
+/// `POST /{entity}` (and nested collections, with the parent key set).
+pub async fn create(
+    state: &AdminState,
+    kind: EntityKind,
+    mut input: Map<String, Value>,
+    encoding: Encoding,
+) -> AdminResponse {
+    let explicit_id = input.get("id").is_some_and(|v| !v.is_null());
+    let snis = match certificates::take_snis(kind, &mut input, false) {
+        Ok(snis) => snis,
+        Err(response) => return response,
+    };
+    let result = async {
+        let entity = prepare(state, kind, input, &Mode::Insert, encoding)?;
+        check_new(state, &entity, explicit_id)?;
+        let mut changes = certificates::sni_changes(state, &entity, snis)?;
+        changes.insert(0, ConfigChange::Upsert { entity: entity.clone() });
+        commit(state, changes, Some(&entity)).await?;
+        Ok::<_, AdminResponse>(entity)
+    };
+    match result.await {
+        Ok(entity) => respond(state, StatusCode::CREATED, &entity),
+        Err(response) => response,
+    }
+}
+
+/// `PUT` and `PATCH`: store `input` as `mode` says; 200 with the result.
+pub async fn save(
+    state: &AdminState,
+    kind: EntityKind,
+    mut input: Map<String, Value>,
+    mode: Mode,
+    encoding: Encoding,
+) -> AdminResponse {
+    let replace = matches!(mode, Mode::Upsert { .. });
+    let snis = match certificates::take_snis(kind, &mut input, replace) {
+        Ok(snis) => snis,
+        Err(response) => return response,
+    };
+    let result = async {
+        let entity = prepare(state, kind, input, &mode, encoding)?;
+        let mut changes = certificates::sni_changes(state, &entity, snis)?;
+        changes.insert(0, ConfigChange::Upsert { entity: entity.clone() });
+        commit(state, changes, Some(&entity)).await?;
+        Ok::<_, AdminResponse>(entity)
+    };
+    match result.await {
+        Ok(entity) => respond(state, StatusCode::OK, &entity),
+        Err(response) => response,
+    }
+}

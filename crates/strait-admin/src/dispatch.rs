@@ -1,0 +1,70 @@
+//! Sends a parsed request to its handler: the one table from endpoint to
+//! code. Methods were already checked against [`Endpoint::allow`].
+
+use http::Method;
+
+use crate::crud::handlers::{collection, entity};
+use crate::crud::nested::{child, children, parent, Nested};
+use crate::endpoints::Endpoint;
+use crate::request::AdminRequest;
+use crate::response::AdminResponse;
+use crate::{config_endpoint, meta, root, AdminState};
+
+pub async fn handle(state: &AdminState, endpoint: Endpoint, request: &AdminRequest) -> AdminResponse {
+    match endpoint {
+        Endpoint::Root => root::root(state),
+        Endpoint::Status => root::status(state),
+        Endpoint::StatusReady => root::ready(state),
+        Endpoint::Config if request.method == Method::POST => {
+            let query = request.raw_query.as_deref();
+            config_endpoint::post_config(state, &request.content_type, query, &request.body).await
+        }
+        Endpoint::Config => config_endpoint::get_config(state),
+        Endpoint::Endpoints => meta::endpoints(),
+        Endpoint::OpenApi => meta::openapi(),
+        Endpoint::PluginsEnabled => meta::plugins_enabled(),
+        Endpoint::Tags => meta::tags(state, None, &request.query),
+        Endpoint::Tag(tag) => meta::tags(state, Some(&tag), &request.query),
+        Endpoint::Schema(name) => meta::entity_schema(&name),
+        Endpoint::SchemaValidate(name) => meta::validate(&name, request),
+        Endpoint::PluginSchema(name) => meta::plugin_schema(&name),
+        Endpoint::PluginSchemaValidate => meta::validate("plugins", request),
+        Endpoint::Collection(kind) => collection(state, kind, request).await,
+        Endpoint::Entity(kind, key) => entity(state, kind, &key, request).await,
+        Endpoint::Children {
+            parent: parent_kind,
+            parent_key,
+            child: child_kind,
+            field,
+        } => {
+            let nested = Nested {
+                parent_kind,
+                parent_key: &parent_key,
+                child: child_kind,
+                field,
+            };
+            children(state, nested, request).await
+        }
+        Endpoint::Child {
+            parent: parent_kind,
+            parent_key,
+            child: child_kind,
+            field,
+            key,
+        } => {
+            let nested = Nested {
+                parent_kind,
+                parent_key: &parent_key,
+                child: child_kind,
+                field,
+            };
+            child(state, nested, &key, request).await
+        }
+        Endpoint::Parent {
+            kind,
+            key,
+            field,
+            parent: parent_kind,
+        } => parent(state, kind, &key, field, parent_kind, request).await,
+    }
+}

@@ -1,0 +1,247 @@
+//! The Admin API's route table: which endpoint a path names, which methods
+//! it allows (for `405`, `OPTIONS` and the `Allow` header), and the list of
+//! path templates behind `GET /endpoints` and the OpenAPI document.
+
+use strait_core::EntityKind;
+use strait_store::keys::FOREIGN_FIELDS;
+
+use crate::crud::{child_relation, collection_name, kind_for_collection, nested_name, parent_relation};
+
+/// What a request path names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Endpoint {
+    Root,
+    Status,
+    StatusReady,
+    Config,
+    Endpoints,
+    OpenApi,
+    PluginsEnabled,
+    Tags,
+    Tag(String),
+    Schema(String),
+    SchemaValidate(String),
+    PluginSchema(String),
+    PluginSchemaValidate,
+    Collection(EntityKind),
+    Entity(EntityKind, String),
+    Children {
+        parent: EntityKind,
+        parent_key: String,
+        child: EntityKind,
+        field: &'static str,
+    },
+    Child {
+        parent: EntityKind,
+        parent_key: String,
+        child: EntityKind,
+        field: &'static str,
+        key: String,
+    },
+    Parent {
+        kind: EntityKind,
+        key: String,
+        field: &'static str,
+        parent: EntityKind,
+    },
+}
+
+pub const READ_ONLY: &str = "GET, HEAD, OPTIONS";
+pub const COLLECTION: &str = "GET, HEAD, OPTIONS, POST";
+pub const ENTITY: &str = "DELETE, GET, HEAD, OPTIONS, PATCH, PUT";
+pub const POST_ONLY: &str = "OPTIONS, POST";
+
+impl Endpoint {
+    /// Kong's `Allow` value: the methods in alphabetical order.
+    pub fn allow(&self) -> &'static str {
+        match self {
+            Endpoint::Config => COLLECTION,
+            Endpoint::SchemaValidate(_) | Endpoint::PluginSchemaValidate => POST_ONLY,
+            // Kong serves targets only under their upstream; Strait keeps
+            // the read-only top-level views.
+            Endpoint::Collection(EntityKind::Targets) | Endpoint::Entity(EntityKind::Targets, _) => READ_ONLY,
+            Endpoint::Collection(_) | Endpoint::Children { .. } => COLLECTION,
+            Endpoint::Entity(..) | Endpoint::Child { .. } | Endpoint::Parent { .. } => ENTITY,
+            _ => READ_ONLY,
+        }
+    }
+
+    /// True when the endpoint changes configuration for this method.
+    pub fn writes(&self, method: &http::Method) -> bool {
+        let entity_endpoint = matches!(
+            self,
+            Endpoint::Collection(_)
+                | Endpoint::Entity(..)
+                | Endpoint::Children { .. }
+                | Endpoint::Child { .. }
+                | Endpoint::Parent { .. }
+                | Endpoint::Config
+        );
+        entity_endpoint && !matches!(*method, http::Method::GET | http::Method::HEAD | http::Method::OPTIONS)
+    }
+}
+
+/// The endpoint `segments` (decoded path segments) name, if any.
+pub fn parse(segments: &[String]) -> Option<Endpoint> {
+    let parts: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let fixed = match parts.as_slice() {
+        [] => Endpoint::Root,
+        ["status"] => Endpoint::Status,
+        ["status", "ready"] => Endpoint::StatusReady,
+        ["config"] => Endpoint::Config,
+        ["endpoints"] => Endpoint::Endpoints,
+        ["openapi.json"] => Endpoint::OpenApi,
+        ["plugins", "enabled"] => Endpoint::PluginsEnabled,
+        ["tags"] => Endpoint::Tags,
+        ["tags", tag] => Endpoint::Tag(tag.to_string()),
+        ["schemas", "plugins", "validate"] => Endpoint::PluginSchemaValidate,
+        ["schemas", "plugins", name] => Endpoint::PluginSchema(name.to_string()),
+        ["schemas", name, "validate"] => Endpoint::SchemaValidate(name.to_string()),
+        ["schemas", name] => Endpoint::Schema(name.to_string()),
+        _ => return parse_entity_path(&parts),
+    };
+    Some(fixed)
+}
+
+fn parse_entity_path(parts: &[&str]) -> Option<Endpoint> {
+    let kind = kind_for_collection(parts.first()?)?;
+    let key = |i: usize| parts.get(i).map(|s| s.to_string());
+    match parts.len() {
+        1 => Some(Endpoint::Collection(kind)),
+        2 => Some(Endpoint::Entity(kind, key(1)?)),
+        3 => {
+            if let Some((child, field)) = child_relation(kind, parts[2]) {
+                return Some(Endpoint::Children {
+                    parent: kind,
+                    parent_key: key(1)?,
+                    child,
+                    field,
+                });
+            }
+            let (field, parent) = parent_relation(kind, parts[2]).filter(|_| exposes_parent(kind))?;
+            Some(Endpoint::Parent {
+                kind,
+                key: key(1)?,
+                field,
+                parent,
+            })
+        }
+        4 => {
+            let (child, field) = child_relation(kind, parts[2])?;
+            Some(Endpoint::Child {
+                parent: kind,
+                parent_key: key(1)?,
+                child,
+                field,
+                key: key(3)?,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Kong disables `/snis/{id}/certificate` and `/targets/{id}/upstream`.
+fn exposes_parent(kind: EntityKind) -> bool {
+    !matches!(kind, EntityKind::Snis | EntityKind::Targets)
+}
+
+/// Every path template with its allowed methods, Kong's `{param}` style,
+/// sorted the way Kong's `/endpoints` sorts (segment by segment).
+pub fn templates() -> Vec<(String, &'static str)> {
+    let mut out: Vec<(String, &'static str)> = vec![
+        ("/".into(), READ_ONLY),
+        ("/config".into(), COLLECTION),
+        ("/endpoints".into(), READ_ONLY),
+        ("/openapi.json".into(), READ_ONLY),
+        ("/plugins/enabled".into(), READ_ONLY),
+        ("/schemas/plugins/validate".into(), POST_ONLY),
+        ("/schemas/plugins/{name}".into(), READ_ONLY),
+        ("/schemas/{db_entity_name}/validate".into(), POST_ONLY),
+        ("/schemas/{name}".into(), READ_ONLY),
+        ("/status".into(), READ_ONLY),
+        ("/status/ready".into(), READ_ONLY),
+        ("/tags".into(), READ_ONLY),
+        ("/tags/{tags}".into(), READ_ONLY),
+    ];
+    for kind in EntityKind::ALL {
+        let name = collection_name(kind);
+        let table = kind.table();
+        let targets = kind == EntityKind::Targets;
+        out.push((format!("/{name}"), if targets { READ_ONLY } else { COLLECTION }));
+        out.push((format!("/{name}/{{{table}}}"), if targets { READ_ONLY } else { ENTITY }));
+    }
+    for (child, field, parent) in FOREIGN_FIELDS {
+        let (parent_name, parent_table) = (collection_name(*parent), parent.table());
+        let (nested, child_table) = (nested_name(*child), child.table());
+        out.push((format!("/{parent_name}/{{{parent_table}}}/{nested}"), COLLECTION));
+        out.push((
+            format!("/{parent_name}/{{{parent_table}}}/{nested}/{{{child_table}}}"),
+            ENTITY,
+        ));
+        if exposes_parent(*child) {
+            out.push((
+                format!("/{}/{{{child_table}}}/{field}", collection_name(*child)),
+                ENTITY,
+            ));
+        }
+    }
+    out.sort_by_key(|(path, _)| path.replace('/', "\u{0}"));
+    out.dedup_by(|a, b| a.0 == b.0);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_path(path: &str) -> Option<Endpoint> {
+        let segments: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(str::to_string).collect();
+        parse(&segments)
+    }
+
+    #[test]
+    fn paths_name_endpoints() {
+        assert_eq!(
+            parse_path("/services"),
+            Some(Endpoint::Collection(EntityKind::Services))
+        );
+        assert_eq!(parse_path("/plugins/enabled"), Some(Endpoint::PluginsEnabled));
+        assert!(matches!(
+            parse_path("/consumers/bob/key-auth/k1"),
+            Some(Endpoint::Child {
+                child: EntityKind::KeyauthCredentials,
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse_path("/routes/r/service"),
+            Some(Endpoint::Parent {
+                parent: EntityKind::Services,
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse_path("/services/s/routes"),
+            Some(Endpoint::Children {
+                child: EntityKind::Routes,
+                ..
+            })
+        ));
+        assert_eq!(parse_path("/snis/x/certificate"), None);
+        assert_eq!(parse_path("/nothing"), None);
+        assert_eq!(parse_path("/keyauth_credentials"), None);
+    }
+
+    #[test]
+    fn templates_list_nested_endpoints() {
+        let paths: Vec<String> = templates().into_iter().map(|(p, _)| p).collect();
+        for expected in [
+            "/consumers/{consumers}/key-auth/{keyauth_credentials}",
+            "/routes/{routes}/service",
+            "/upstreams/{upstreams}/targets",
+            "/key-auths/{keyauth_credentials}/consumer",
+        ] {
+            assert!(paths.iter().any(|p| p == expected), "{expected} in {paths:?}");
+        }
+    }
+}
