@@ -221,6 +221,15 @@ pub(crate) fn router_path(value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A route `expression`, parsed and type-checked by `strait-expr` (the same
+/// parser the router compiles with), so an invalid one is rejected with the
+/// route's field path, a column and what was expected there.
+pub(crate) fn route_expression(value: &str) -> Result<(), String> {
+    strait_expr::parse(value)
+        .map(|_| ())
+        .map_err(|error| format!("invalid expression: {error}"))
+}
+
 /// utils.validate_header_name.
 pub(crate) fn header_name(value: &str) -> Result<(), String> {
     if value.is_empty() {

@@ -209,7 +209,7 @@ pub(crate) fn route() -> EntityDef {
         ("destinations", Field::set(cidr_port)),
         ("tags", tags_field()),
         ("service", Field::foreign("services")),
-        ("expression", Field::string()),
+        ("expression", Field::string().check(formats::route_expression)),
         ("priority", Field::integer()),
     ]);
     EntityDef {

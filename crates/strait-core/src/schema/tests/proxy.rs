@@ -156,6 +156,18 @@ fn route_must_match_on_something() {
 }
 
 #[test]
+fn route_expressions_are_parsed_and_type_checked() {
+    let errors = invalid(ROUTE, json!({"expression": "http.path == \"/\" && http.host == 1"}));
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].0, "expression");
+    assert!(
+        errors[0].1.starts_with("invalid expression: at column 34:"),
+        "{}",
+        errors[0].1
+    );
+}
+
+#[test]
 fn route_snis_need_a_tls_protocol() {
     assert_eq!(
         invalid(ROUTE, json!({"protocols": ["http"], "paths": ["/"], "snis": ["a.com"]})),
