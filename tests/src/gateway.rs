@@ -149,7 +149,10 @@ impl Gateway {
             .envs(self.options.env.iter().map(|(k, v)| (k, v)));
         self.child = Some(command.spawn().expect("spawn strait"));
         let needs_config = self.options.declarative_config.is_some();
-        let (admin, proxy, proxy_tls) = (self.admin_addr(), self.proxy_addr(), self.proxy_tls_addr());
+        // With `admin_token` the Admin API answers 401 without it; the status listener does not.
+        let guarded = self.options.settings.iter().any(|(key, _)| key == "admin_token");
+        let admin = if guarded { self.status_addr() } else { self.admin_addr() };
+        let (proxy, proxy_tls) = (self.proxy_addr(), self.proxy_tls_addr());
         let deadline = tokio::time::Instant::now() + START_TIMEOUT;
         loop {
             if let Some(status) = self.try_exit_status() {

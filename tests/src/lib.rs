@@ -5,6 +5,7 @@
 //! It must not depend on any gateway crate: the tests see Strait only through its sockets, its
 //! command line and its exit codes, exactly as a user would. Every wait is bounded.
 
+pub mod admin_api;
 pub mod bad_inputs;
 pub mod client;
 pub mod declarative;

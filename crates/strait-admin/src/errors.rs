@@ -105,7 +105,13 @@ pub fn schema_violation(errors: Vec<FieldError>) -> AdminResponse {
         1 => format!("schema violation ({})", lines[0]),
         n => format!("{n} schema violations ({})", lines.join("; ")),
     };
-    let fields = ConfigError::new(errors).fields_tree();
+    let (entity_level, field_level): (Vec<FieldError>, Vec<FieldError>) =
+        errors.into_iter().partition(|e| e.path.is_empty());
+    let mut fields = ConfigError::new(field_level).fields_tree();
+    if !entity_level.is_empty() {
+        let messages: Vec<Value> = entity_level.into_iter().map(|e| Value::String(e.message)).collect();
+        fields["@entity"] = Value::Array(messages);
+    }
     kong_error(StatusCode::BAD_REQUEST, SCHEMA_VIOLATION, &message, fields)
 }
 
