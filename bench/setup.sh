@@ -8,15 +8,15 @@ cd "$(dirname "$0")"
 
 ENVOY_VERSION="${STRAIT_BENCH_ENVOY_VERSION:-1.40.0}"
 missing=()
+sudo_cmd=()
+[[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
 command -v wrk >/dev/null || missing+=(wrk)
 command -v h2load >/dev/null || missing+=(nghttp2-client)
 command -v nginx >/dev/null || missing+=(nginx)
 command -v taskset >/dev/null || missing+=(util-linux)
 if ((${#missing[@]})); then
     echo "setup: apt-get install ${missing[*]}" >&2
-    sudo_cmd=()
-    [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
-    export DEBIAN_FRONTEND=noninteractive
     "${sudo_cmd[@]}" apt-get update -qq >&2 || echo "setup: apt-get update failed" >&2
     "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 \
         || echo "setup: apt-get install failed; the lab will report what is missing" >&2
@@ -29,7 +29,12 @@ fi
 
 if [[ ! -x .venv/bin/python ]]; then
     echo "setup: creating bench/.venv" >&2
-    python3 -m venv .venv >&2 || { echo "setup: python3 -m venv failed" >&2; exit 1; }
+    if ! python3 -m venv .venv >&2; then
+        # Debian's system python needs python3-venv for ensurepip.
+        rm -rf .venv
+        "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-venv >&2 || true
+        python3 -m venv .venv >&2 || { echo "setup: python3 -m venv failed" >&2; exit 1; }
+    fi
 fi
 if ! .venv/bin/python -c 'import matplotlib' 2>/dev/null; then
     .venv/bin/pip install -q matplotlib >&2 || echo "setup: matplotlib unavailable, no plots" >&2

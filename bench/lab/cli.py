@@ -39,7 +39,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="list scenarios and exit")
     parser.add_argument("--strait-bin", type=Path, default=REPO_DIR / "target" / "release" / "strait")
     parser.add_argument("--command", default=None, help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    caller = Path(os.environ.get("STRAIT_BENCH_CALLER_CWD", "."))
+    for name in ("out", "report_to", "render", "strait_bin"):
+        value = getattr(args, name)
+        if value is not None and not value.is_absolute():
+            setattr(args, name, (caller / value).resolve())
+    return args
 
 
 def _timing(args: argparse.Namespace) -> Timing:
@@ -105,9 +111,9 @@ def _cleanup_work(ctx: RunContext) -> None:
     """Drop the bulky parts of work/ (LMDB prefixes, generated configs); keep the logs."""
     for prefix in ctx.work_dir.rglob("*-prefix"):
         shutil.rmtree(prefix, ignore_errors=True)
-    for config in ctx.work_dir.rglob("*.json"):
-        if config.stat().st_size > 1_000_000:
-            config.unlink()
+    for generated in [*ctx.work_dir.rglob("*.json"), *ctx.work_dir.rglob("*.targets")]:
+        if generated.stat().st_size > 200_000:
+            generated.unlink()
 
 
 def finish(out_dir: Path, results: dict, known: dict, report_to: Path | None) -> None:

@@ -39,13 +39,17 @@ EXTERNAL_DIR = BENCH_DIR / "scenarios"
 
 @dataclass
 class Goal:
-    """One target the report tracks; `met` is None when it could not be measured."""
+    """One target the report tracks; `met` is None when it could not be measured.
+
+    kind "goal" rows go to the goals table; kind "comparison" rows (Strait vs another
+    system on a secondary measure) appear only under "where Strait loses" when not met."""
 
     goal: str
     target: str
     measured: str
     met: bool | None
     note: str = ""
+    kind: str = "goal"
 
 
 @dataclass

@@ -66,13 +66,14 @@ def goals_markdown(blocks: dict[str, str]) -> str:
             goals.extend(json.loads(found))
     if not goals:
         return ""
-    rows = [[g["scenario"], g["goal"], g["target"], g["measured"], met_text(g["met"])] for g in goals]
+    rows = [[g["scenario"], g["goal"], g["target"], g["measured"], met_text(g["met"])]
+            for g in goals if g.get("kind", "goal") == "goal"]
     losses = [g for g in goals if g["met"] is False]
     text = "### Goals\n\n" + table(["scenario", "goal", "target", "measured", "status"], rows)
     text += "\n**Where Strait loses or misses a goal (from these numbers):**\n\n"
     text += "".join(f"- {g['scenario']}: {g['goal']} — {g['measured']} (target {g['target']})"
                     f"{'; ' + g['note'] if g.get('note') else ''}\n" for g in losses) or "- nowhere in this run.\n"
-    notes = [g for g in goals if g["met"] is not False and g.get("note")]
+    notes = [g for g in goals if g["met"] is not False and g.get("note") and g.get("kind", "goal") == "goal"]
     text += "".join(f"- note, {g['scenario']}: {g['goal']}: {g['note']}\n" for g in notes)
     return text + "\n"
 

@@ -63,7 +63,9 @@ class ChosenSet:
     note: str
 
     def describe(self) -> dict:
-        return {**self.config.describe(), "exact_published_set": self.exact, "note": self.note}
+        short = "" if self.exact else "measured without the key-auth plugins, which this Strait rejects"
+        return {**self.config.describe(), "exact_published_set": self.exact, "note": self.note,
+                "goal_note": short}
 
 
 def validate(strait_bin: Path, path: Path) -> tuple[bool, str]:

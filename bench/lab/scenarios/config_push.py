@@ -211,7 +211,7 @@ def _load_table(result: dict) -> str:
 
 
 def _goals(result: dict) -> list[Goal]:
-    note = "" if result["set"]["exact_published_set"] else result["set"]["note"]
+    note = result["set"].get("goal_note", "")
     posts = result["posts"]["summary"]
     goals = []
     for key, label in (("post_s", "`POST /config` of the 10k/10k set"), ("proxy_live_s", "new config live")):

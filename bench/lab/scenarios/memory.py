@@ -100,7 +100,7 @@ def render(result: dict, plot_dir: Path) -> Rendered:
     ten = next((row for row in result["rows"] if row["routes"] == 10_000), None)
     goals = []
     if ten:
-        note = "" if ten["config"]["exact_published_set"] else ten["config"]["note"]
+        note = ten["config"].get("goal_note", "")
         goals.append(Goal("RSS with the 10k/10k set", "< 200 MB",
                           f"{ten['idle']['rss'] / MB:.1f} MB idle after start, {ten['steady_rss'] / MB:.1f} MB "
                           f"after re-posts, {ten['peak'] / MB:.1f} MB peak",

@@ -173,6 +173,21 @@ def _goals(result: dict) -> list[Goal]:
     return goals
 
 
+def _comparisons(result: dict) -> list[Goal]:
+    """Secondary measures where Strait trails a competitor (lower is better for both)."""
+    found = []
+    for protocol, data in result["protocols"].items():
+        for pair, ratios in data["ratios"].items():
+            other = pair.split("/")[1]
+            for key, what in (("p99", "p99 latency"), ("cpu_per_request", "gateway CPU per request")):
+                value = ratios[key]["mean"]
+                if value is not None:
+                    found.append(Goal(f"{PROTOCOLS[protocol].split(' ')[0]} {what} vs {other}",
+                                      f"<= {other}'s", f"{value:.2f}x {other}'s", value <= 1.0,
+                                      kind="comparison"))
+    return found
+
+
 def render(result: dict, plot_dir: Path) -> Rendered:
     names, written = _plots(result, plot_dir)
     text = (f"Load: {result['load']['h1']} for HTTP/1.1, {result['load']['h2']} for HTTP/2; "
@@ -182,4 +197,4 @@ def render(result: dict, plot_dir: Path) -> Rendered:
         text += f"**{name} unavailable**: {reason}\n\n"
     for protocol, data in result["protocols"].items():
         text += _protocol_markdown(protocol, data, names.get(protocol, {}))
-    return Rendered(text, written, _goals(result))
+    return Rendered(text, written, _goals(result) + _comparisons(result))
