@@ -25,7 +25,8 @@ DOCS = REPO_DIR / "docs" / "benchmarks.md"
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run", description="Strait performance lab.")
-    parser.add_argument("scenarios", nargs="*", help=f"default: {' '.join(DEFAULT_SCENARIOS)}")
+    parser.add_argument("scenarios", nargs="*",
+                        help=f"default: {' '.join(DEFAULT_SCENARIOS)}; 'all' adds those in bench/scenarios/")
     parser.add_argument("--quick", action="store_true", help="short loads, 2 rounds (smoke test, CI)")
     parser.add_argument("--rounds", type=int, help="interleaved rounds per scenario")
     parser.add_argument("--duration", type=int, help="seconds per load sample")
@@ -60,6 +61,8 @@ def _timing(args: argparse.Namespace) -> Timing:
 
 def _select(args: argparse.Namespace, known: dict[str, Scenario]) -> list[Scenario]:
     names = args.scenarios or list(DEFAULT_SCENARIOS)
+    if names == ["all"]:
+        names = list(dict.fromkeys([*DEFAULT_SCENARIOS, *known]))
     unknown = [name for name in names if name not in known]
     if unknown:
         sys.exit(f"unknown scenario(s): {', '.join(unknown)}; known: {', '.join(known)}")

@@ -18,7 +18,7 @@ except ImportError:  # the report says plots are missing; numbers still come out
 SIZE = (6.4, 3.8)
 DPI = 90
 COLORS = {"strait": "#1f77b4", "nginx": "#2ca02c", "envoy": "#d62728", "direct": "#7f7f7f"}
-TAIL_TICKS = (0.5, 0.9, 0.99, 0.999, 0.9999)
+TAIL_TICKS = (0.1, 0.5, 0.9, 0.99, 0.999, 0.9999)
 
 
 def available() -> bool:
@@ -52,7 +52,7 @@ def latency_cdf(curves: dict[str, list[list[float]]], title: str, path: Path) ->
     axes.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"p{v * 100:g}"))
     axes.yaxis.set_minor_locator(NullLocator())
     axes.yaxis.set_minor_formatter(NullFormatter())
-    axes.set_ylim(0.01, 0.9999)
+    axes.set_ylim(0.05, 0.9999)
     axes.set_xlabel("latency (ms, log scale)")
     axes.set_ylabel("percentile")
     axes.set_title(title, fontsize=10)
@@ -85,7 +85,7 @@ def bars_with_spread(groups: dict[str, dict[str, list[float]]], ylabel: str, tit
     axes.set_ylabel(ylabel)
     axes.set_title(title, fontsize=10)
     axes.grid(True, axis="y", alpha=0.3)
-    axes.legend(fontsize=8, ncols=min(len(systems), 4))
+    axes.legend(fontsize=8, ncols=min(len(systems), 4), loc="upper left")
     return _save(figure, path)
 
 
