@@ -51,14 +51,14 @@ pub async fn load_declarative(
     let commit = Box::new(move || {
         store
             .replace_hashed(&to_commit, Some(&stored_hash))
-            .map_err(|e| e.to_string())
+            .map_err(|e| Box::new(e) as strait_proxy::compiler::CommitError)
     });
     Ok(publisher.replace(config, Some(hash), commit).await?)
 }
 
 pub fn get_config(state: &AdminState) -> AdminResponse {
     let snapshot = state.publisher.current().load_full();
-    let document = config_to_declarative(&snapshot.config);
+    let document = config_to_declarative(&snapshot.config());
     let text = serde_yaml::to_string(&document).unwrap_or_default();
     json_response(StatusCode::OK, &json!({ "config": text }))
 }
@@ -120,7 +120,7 @@ pub async fn post_config(state: &AdminState, content_type: &str, query: Option<&
     match load_declarative(&state.publisher, &state.store, &document, format).await {
         Ok(_) => {
             let snapshot = state.publisher.current().load_full();
-            json_response(StatusCode::CREATED, &config_to_declarative(&snapshot.config))
+            json_response(StatusCode::CREATED, &config_to_declarative(&snapshot.config()))
         }
         Err(LoadError::Invalid(error)) => json_response(
             StatusCode::BAD_REQUEST,

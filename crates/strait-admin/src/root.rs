@@ -10,9 +10,7 @@ use crate::{AdminState, KONG_COMPATIBLE_VERSION};
 
 pub fn root(state: &AdminState) -> AdminResponse {
     let snapshot = state.publisher.current().load_full();
-    let mut enabled: Vec<&str> = snapshot.config.plugins.iter().map(|p| p.name.as_str()).collect();
-    enabled.sort_unstable();
-    enabled.dedup();
+    let enabled = snapshot.enabled_plugin_names();
     let available: serde_json::Map<String, Value> = strait_plugins::AVAILABLE
         .iter()
         .map(|name| (name.to_string(), json!({ "version": strait_proxy::VERSION })))

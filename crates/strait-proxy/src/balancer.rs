@@ -3,11 +3,7 @@
 //! A [`Balancer`] is built per upstream when the snapshot is compiled; picking
 //! a target is one atomic increment.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
-use strait_core::Config;
 
 /// Most slots a weighted ring may have; weights are scaled down to fit.
 const MAX_SLOTS: u64 = 4096;
@@ -118,31 +114,10 @@ fn interleave(sorted_ring: &[usize], target_count: usize) -> Vec<usize> {
     out
 }
 
-/// Build one balancer per upstream entity, keyed by lower-case upstream name.
-pub fn build_balancers(config: &Config) -> HashMap<String, Arc<Balancer>> {
-    let mut targets_by_upstream: HashMap<uuid::Uuid, Vec<(TargetAddress, u64)>> = HashMap::new();
-    for target in &config.targets {
-        if let Some(address) = parse_target(&target.target) {
-            targets_by_upstream
-                .entry(target.upstream.id)
-                .or_default()
-                .push((address, target.weight.max(0) as u64));
-        }
-    }
-    config
-        .upstreams
-        .iter()
-        .map(|upstream| {
-            let targets = targets_by_upstream.remove(&upstream.id).unwrap_or_default();
-            let balancer = Balancer::new(upstream.name.clone(), upstream.host_header.clone(), targets);
-            (upstream.name.to_ascii_lowercase(), Arc::new(balancer))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn addr(host: &str, port: u16) -> TargetAddress {
         TargetAddress {

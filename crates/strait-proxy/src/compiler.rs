@@ -12,20 +12,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use strait_core::{Config, ConfigDelta, ConfigVersion};
+use strait_core::{Config, ConfigChange, ConfigDelta, ConfigVersion};
 use tokio::sync::oneshot;
 
-use crate::snapshot::{apply_delta, compile_snapshot, CompileError, Snapshot};
+use crate::snapshot::{apply_delta, compile_snapshot, derive_snapshot, CompileError, Snapshot};
+
+/// Why a commit failed (the store's own error type, boxed; callers downcast).
+pub type CommitError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The commit step run after a snapshot compiled: returns the committed version.
-pub type CommitFn = Box<dyn FnOnce() -> Result<ConfigVersion, String> + Send>;
+pub type CommitFn = Box<dyn FnOnce() -> Result<ConfigVersion, CommitError> + Send>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
     #[error("configuration does not compile: {0}")]
     Compile(#[from] CompileError),
     #[error("commit failed: {0}")]
-    Commit(String),
+    Commit(CommitError),
     #[error("the snapshot compiler has stopped")]
     Stopped,
 }
@@ -39,6 +42,11 @@ enum Job {
     },
     Delta {
         delta: ConfigDelta,
+        reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
+    },
+    Changes {
+        changes: Vec<ConfigChange>,
+        commit: CommitFn,
         reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
     },
 }
@@ -88,6 +96,21 @@ impl SnapshotPublisher {
                 commit,
                 reply,
             })
+            .map_err(|_| PublishError::Stopped)?;
+        answer.await.map_err(|_| PublishError::Stopped)?
+    }
+
+    /// Derive the snapshot `changes` produce, run `commit` (the store
+    /// transaction), publish. A change that does not compile is never
+    /// committed; a failed commit publishes nothing.
+    pub async fn apply_changes(
+        &self,
+        changes: Vec<ConfigChange>,
+        commit: CommitFn,
+    ) -> Result<ConfigVersion, PublishError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job::Changes { changes, commit, reply })
             .map_err(|_| PublishError::Stopped)?;
         answer.await.map_err(|_| PublishError::Stopped)?
     }
@@ -144,6 +167,17 @@ fn run_job(current: &ArcSwap<Snapshot>, job: Job) -> Option<Arc<Snapshot>> {
                 ok = answer.is_ok(),
                 "configuration replaced"
             );
+            let _ = reply.send(answer);
+            old
+        }
+        Job::Changes { changes, commit, reply } => {
+            let result = derive_snapshot(&current.load(), &changes)
+                .map_err(PublishError::from)
+                .and_then(|mut snapshot| {
+                    snapshot.version = commit().map_err(PublishError::Commit)?;
+                    Ok(snapshot)
+                });
+            let (answer, old) = publish(current, result);
             let _ = reply.send(answer);
             old
         }

@@ -109,7 +109,7 @@ async fn proxy(
             source: Some(conn.client),
             destination: Some(conn.local),
         };
-        snapshot.router.find(&facts)
+        snapshot.router().find(&facts)
     }
     .ok_or_else(|| ProxyError::new(ErrorKind::NoRoute, "no route"))?;
     let route = &matched.route;
@@ -122,7 +122,7 @@ async fn proxy(
         }
         return Err(ProxyError::new(ErrorKind::NoRoute, "protocol not accepted by route"));
     }
-    if let Some(runtime) = snapshot.routes.get(&route.id) {
+    if let Some(runtime) = snapshot.route_runtime(route.id) {
         let ctx = RequestContext {
             method: request.method().as_str(),
             path: request.uri().path(),
@@ -134,7 +134,7 @@ async fn proxy(
     }
     let service = route
         .service
-        .and_then(|s| snapshot.services.get(&s.id))
+        .and_then(|s| snapshot.service(s.id))
         .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?
         .clone();
     forward(request, conn, shared, &matched, &service, &host, port, started).await

@@ -12,10 +12,10 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
-use strait_core::{Config, Service};
+use strait_core::Service;
 use uuid::Uuid;
 
-use crate::snapshot::{CompileProblem, Snapshot};
+use crate::snapshot::{CompileProblem, EntityState, Snapshot};
 
 pub fn provider() -> Arc<CryptoProvider> {
     static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
@@ -61,9 +61,9 @@ pub struct CertificateIndex {
 }
 
 impl CertificateIndex {
-    pub fn build(config: &Config, problems: &mut Vec<CompileProblem>) -> CertificateIndex {
+    pub(crate) fn build_from(state: &EntityState, problems: &mut Vec<CompileProblem>) -> CertificateIndex {
         let mut index = CertificateIndex::default();
-        for cert in &config.certificates {
+        for cert in state.certificates.values() {
             match certified_key(&cert.cert, &cert.key) {
                 Ok(key) => {
                     index.by_id.insert(cert.id, key);
@@ -74,7 +74,7 @@ impl CertificateIndex {
                 }),
             }
         }
-        for sni in &config.snis {
+        for sni in state.snis.values() {
             let Some(key) = index.by_id.get(&sni.certificate.id).cloned() else {
                 continue;
             };
@@ -138,7 +138,7 @@ impl ResolvesServerCert for SnapshotCertResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         let by_name = hello
             .server_name()
-            .and_then(|name| self.snapshot.load().certificates.resolve(name));
+            .and_then(|name| self.snapshot.load().certificates().resolve(name));
         Some(by_name.unwrap_or_else(|| self.default.clone()))
     }
 }
@@ -176,7 +176,7 @@ fn native_roots() -> &'static [CertificateDer<'static>] {
 }
 
 impl UpstreamTlsCache {
-    pub fn get(&mut self, service: &Service, config: &Config) -> Result<Arc<UpstreamTls>, String> {
+    pub(crate) fn get(&mut self, service: &Service, state: &EntityState) -> Result<Arc<UpstreamTls>, String> {
         let verify = service.tls_verify.unwrap_or(false);
         let cas = service.ca_certificates.clone().unwrap_or_default();
         let client_cert = service.client_certificate.map(|c| c.id);
@@ -184,7 +184,7 @@ impl UpstreamTlsCache {
         if let Some(existing) = self.built.get(&key) {
             return Ok(existing.clone());
         }
-        let base = client_config(verify, &cas, client_cert, config)?;
+        let base = client_config(verify, &cas, client_cert, state)?;
         let mut http1 = base.clone();
         http1.alpn_protocols = vec![b"http/1.1".to_vec()];
         let mut http2 = base;
@@ -202,7 +202,7 @@ fn client_config(
     verify: bool,
     cas: &[Uuid],
     client_cert: Option<Uuid>,
-    config: &Config,
+    state: &EntityState,
 ) -> Result<ClientConfig, String> {
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
@@ -213,10 +213,8 @@ fn client_config(
             roots.add_parsable_certificates(native_roots().iter().cloned());
         }
         for id in cas {
-            let ca = config
-                .ca_certificates
-                .iter()
-                .find(|c| c.id == *id)
+            let ca = state
+                .ca_certificate(*id)
                 .ok_or_else(|| format!("ca_certificates: {id} not found"))?;
             for cert in parse_certs(&ca.cert)? {
                 roots.add(cert).map_err(|e| format!("ca_certificates: {id}: {e}"))?;
@@ -231,10 +229,8 @@ fn client_config(
     match client_cert {
         None => Ok(builder.with_no_client_auth()),
         Some(id) => {
-            let cert = config
-                .certificates
-                .iter()
-                .find(|c| c.id == id)
+            let cert = state
+                .certificate(id)
                 .ok_or_else(|| format!("client_certificate: {id} not found"))?;
             builder
                 .with_client_auth_cert(parse_certs(&cert.cert)?, parse_key(&cert.key)?)

@@ -20,7 +20,7 @@ const TARGET_SHARD_LEN: usize = 512;
 const MAX_SHARDS: usize = 4096;
 
 #[derive(Clone)]
-pub(crate) struct CowMap<K, V> {
+pub struct CowMap<K, V> {
     hasher: Hasher,
     shards: Vec<Arc<HashMap<K, V, Hasher>>>,
     len: usize,
@@ -43,11 +43,11 @@ impl<K, V> std::fmt::Debug for CowMap<K, V> {
 }
 
 impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.len
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
@@ -60,7 +60,7 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         (hash >> 40) as usize & (self.shards.len() - 1)
     }
 
-    pub(crate) fn get<Q>(&self, key: &Q) -> Option<&V>
+    pub fn get<Q>(&self, key: &Q) -> Option<&V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -72,7 +72,7 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
     }
 
     /// Mutable access to the value under `key`, copying its shard if shared.
-    pub(crate) fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -88,7 +88,7 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         Arc::make_mut(map).get_mut(key)
     }
 
-    pub(crate) fn insert(&mut self, key: K, value: V) -> Option<V> {
+    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
         if self.shards.is_empty() {
             self.shards.push(Arc::new(HashMap::with_hasher(self.hasher.clone())));
         }
@@ -101,7 +101,7 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         previous
     }
 
-    pub(crate) fn remove<Q>(&mut self, key: &Q) -> Option<V>
+    pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -120,11 +120,11 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         removed
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.shards.iter().flat_map(|shard| shard.iter())
     }
 
-    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+    pub fn values(&self) -> impl Iterator<Item = &V> {
         self.iter().map(|(_, v)| v)
     }
 

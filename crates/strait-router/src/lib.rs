@@ -30,10 +30,10 @@ use strait_core::Route;
 use uuid::Uuid;
 
 pub use compile::{RouteLabel, RouterError};
+pub use cow_map::CowMap;
 pub use path::upstream_path;
 
 use crate::compile::compile_route;
-use crate::cow_map::CowMap;
 use crate::eval::RequestView;
 use crate::index::{CandidateLists, Index};
 use crate::matcher::Matcher;

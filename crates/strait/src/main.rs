@@ -62,7 +62,7 @@ fn validate(file: Option<&String>) -> Result<ExitCode> {
     match parse_declarative(&bytes, DeclarativeFormat::Auto, now) {
         Ok(config) => match strait_proxy::compile_snapshot(0, std::sync::Arc::new(config)) {
             Ok(snapshot) => {
-                println!("{file}: ok ({} entities)", snapshot.config.entity_count());
+                println!("{file}: ok ({} entities)", snapshot.entity_count());
                 Ok(ExitCode::SUCCESS)
             }
             Err(error) => {

@@ -1,0 +1,334 @@
+//! Deriving a snapshot's compiled parts from its entities: per-service
+//! runtimes, balancers, plugin instances and per-route plugin chains, and the
+//! certificate index. A delta marks what it touched ([`Dirty`]) and only
+//! that is rebuilt.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use strait_core::{ConfigChange, Entity, EntityKind, Plugin as PluginEntity};
+use strait_plugins::{build_plugin, Plugin, PluginChain};
+use strait_router::{CowMap, Router};
+use uuid::Uuid;
+
+use super::state::{EntityState, Previous};
+use super::{route_problem, CompileProblem, RouteRuntime, ServiceRuntime};
+use crate::balancer::{parse_target, Balancer};
+use crate::tls::{CertificateIndex, UpstreamTlsCache};
+
+/// Everything compiled from the entities.
+#[derive(Clone, Default)]
+pub(crate) struct Compiled {
+    pub router: Router,
+    pub services: CowMap<Uuid, Arc<ServiceRuntime>>,
+    pub routes: CowMap<Uuid, Arc<RouteRuntime>>,
+    pub certificates: Arc<CertificateIndex>,
+    pub plugin_instances: CowMap<Uuid, Arc<dyn Plugin>>,
+    /// Upstream name (lower case) -> balancer.
+    pub balancers: CowMap<String, Arc<Balancer>>,
+}
+
+/// What a delta touched and must be rebuilt.
+#[derive(Default)]
+pub(crate) struct Dirty {
+    routes: HashSet<Uuid>,
+    all_routes: bool,
+    services: HashSet<Uuid>,
+    all_services: bool,
+    upstream_names: HashSet<String>,
+    certificates: bool,
+}
+
+impl Dirty {
+    /// Everything: used when compiling from scratch.
+    pub fn everything() -> Dirty {
+        Dirty {
+            all_routes: true,
+            all_services: true,
+            certificates: true,
+            ..Dirty::default()
+        }
+    }
+}
+
+fn upstream_name(state: &EntityState, upstream: Uuid) -> Option<String> {
+    state.upstreams.get(&upstream).map(|u| u.name.to_ascii_lowercase())
+}
+
+/// Record what `change` (already applied to `state`) invalidates, and keep
+/// the router and plugin instances current.
+pub(crate) fn note_change(
+    compiled: &mut Compiled,
+    state: &EntityState,
+    change: &ConfigChange,
+    previous: &Previous,
+    dirty: &mut Dirty,
+    problems: &mut Vec<CompileProblem>,
+) {
+    let (kind, id) = match change {
+        ConfigChange::Upsert { entity } => (entity.kind(), entity.id()),
+        ConfigChange::Delete { kind, id } => (*kind, *id),
+    };
+    match kind {
+        EntityKind::Routes => {
+            match state.routes.get(&id) {
+                Some(route) => {
+                    if let Err(error) = compiled.router.replace(route.clone()) {
+                        problems.push(route_problem(&error));
+                    }
+                }
+                None => {
+                    compiled.router.remove(id);
+                }
+            }
+            dirty.routes.insert(id);
+        }
+        EntityKind::Services => {
+            dirty.services.insert(id);
+        }
+        EntityKind::Plugins => note_plugin(compiled, state, id, previous, dirty, problems),
+        EntityKind::Upstreams => {
+            dirty.upstream_names.extend(upstream_name(state, id));
+            if let Some(Entity::Upstream(old)) = previous {
+                dirty.upstream_names.insert(old.name.to_ascii_lowercase());
+            }
+        }
+        EntityKind::Targets => {
+            let parents = state
+                .targets
+                .get(&id)
+                .map(|t| t.upstream.id)
+                .into_iter()
+                .chain(match previous {
+                    Some(Entity::Target(old)) => Some(old.upstream.id),
+                    _ => None,
+                });
+            let names: Vec<String> = parents.filter_map(|p| upstream_name(state, p)).collect();
+            dirty.upstream_names.extend(names);
+        }
+        EntityKind::Certificates | EntityKind::Snis => {
+            dirty.certificates = true;
+            // Services may use a certificate as their client certificate.
+            dirty.all_services |= kind == EntityKind::Certificates;
+        }
+        EntityKind::CaCertificates => dirty.all_services = true,
+        EntityKind::Consumers | EntityKind::KeyauthCredentials => {}
+    }
+}
+
+fn note_plugin(
+    compiled: &mut Compiled,
+    state: &EntityState,
+    id: Uuid,
+    previous: &Previous,
+    dirty: &mut Dirty,
+    problems: &mut Vec<CompileProblem>,
+) {
+    let scopes = state.plugins.get(&id).into_iter().chain(match previous {
+        Some(Entity::Plugin(old)) => Some(old),
+        _ => None,
+    });
+    for plugin in scopes {
+        match plugin.route {
+            Some(route) => {
+                dirty.routes.insert(route.id);
+            }
+            None => dirty.all_routes = true,
+        }
+    }
+    build_plugin_instance(compiled, state, id, problems);
+}
+
+/// (Re)build the instance of plugin `id`, or drop it when gone or disabled.
+pub(crate) fn build_plugin_instance(
+    compiled: &mut Compiled,
+    state: &EntityState,
+    id: Uuid,
+    problems: &mut Vec<CompileProblem>,
+) {
+    compiled.plugin_instances.remove(&id);
+    if let Some(plugin) = state.plugins.get(&id).filter(|p| p.enabled) {
+        match build_plugin(&plugin.name, &plugin.config) {
+            Ok(instance) => {
+                compiled.plugin_instances.insert(id, instance);
+            }
+            Err(error) => problems.push(CompileProblem {
+                entity: format!("plugins[{id}]"),
+                message: error.to_string(),
+            }),
+        }
+    }
+}
+
+/// Rebuild everything `dirty` names.
+pub(crate) fn rebuild(compiled: &mut Compiled, state: &EntityState, dirty: Dirty, problems: &mut Vec<CompileProblem>) {
+    if dirty.certificates {
+        compiled.certificates = Arc::new(CertificateIndex::build_from(state, problems));
+    }
+    let mut services = dirty.services;
+    let all_upstreams = dirty.all_services;
+    rebuild_balancers(compiled, state, &dirty.upstream_names, all_upstreams);
+    if !dirty.upstream_names.is_empty() {
+        for service in state.services.values() {
+            if dirty.upstream_names.contains(&service.host.to_ascii_lowercase()) {
+                services.insert(service.id);
+            }
+        }
+    }
+    let service_ids: Vec<Uuid> = if dirty.all_services {
+        state.services.iter().map(|(id, _)| *id).collect()
+    } else {
+        services.into_iter().collect()
+    };
+    rebuild_services(compiled, state, &service_ids, problems);
+    let route_ids: Vec<Uuid> = if dirty.all_routes {
+        state.routes.iter().map(|(id, _)| *id).collect()
+    } else {
+        dirty.routes.into_iter().collect()
+    };
+    rebuild_chains(compiled, state, &route_ids);
+}
+
+fn rebuild_balancers(compiled: &mut Compiled, state: &EntityState, names: &HashSet<String>, all: bool) {
+    if !all && names.is_empty() {
+        return;
+    }
+    let wanted = |name: &str| all || names.contains(name);
+    let mut targets: HashMap<Uuid, Vec<_>> = HashMap::new();
+    for target in state.targets.values() {
+        let in_scope = upstream_name(state, target.upstream.id).is_some_and(|n| wanted(&n));
+        if let (true, Some(address)) = (in_scope, parse_target(&target.target)) {
+            targets
+                .entry(target.upstream.id)
+                .or_default()
+                .push((address, target.weight.max(0) as u64));
+        }
+    }
+    for name in names {
+        compiled.balancers.remove(name.as_str());
+    }
+    for upstream in state.upstreams.values() {
+        let name = upstream.name.to_ascii_lowercase();
+        if wanted(&name) {
+            let weighted = targets.remove(&upstream.id).unwrap_or_default();
+            let balancer = Balancer::new(upstream.name.clone(), upstream.host_header.clone(), weighted);
+            compiled.balancers.insert(name, Arc::new(balancer));
+        }
+    }
+}
+
+fn rebuild_services(compiled: &mut Compiled, state: &EntityState, ids: &[Uuid], problems: &mut Vec<CompileProblem>) {
+    let mut tls_cache = UpstreamTlsCache::default();
+    for id in ids {
+        let Some(service) = state.services.get(id) else {
+            compiled.services.remove(id);
+            continue;
+        };
+        let tls = match service.protocol.as_str() {
+            "https" | "grpcs" | "tls" | "wss" => match tls_cache.get(service, state) {
+                Ok(tls) => Some(tls),
+                Err(message) => {
+                    problems.push(CompileProblem {
+                        entity: format!("services[{id}]"),
+                        message,
+                    });
+                    None
+                }
+            },
+            _ => None,
+        };
+        let balancer = compiled
+            .balancers
+            .get(service.host.to_ascii_lowercase().as_str())
+            .cloned();
+        let runtime = ServiceRuntime {
+            service: service.clone(),
+            tls,
+            balancer,
+        };
+        compiled.services.insert(*id, Arc::new(runtime));
+    }
+}
+
+/// Kong scope precedence for plugins without a consumer: route+service >
+/// route > service > global. Consumer-scoped plugins apply after
+/// authentication and are not part of the precomputed chain.
+fn scope_rank(plugin: &PluginEntity) -> Option<u8> {
+    if plugin.consumer.is_some() {
+        return None;
+    }
+    Some(match (plugin.route.is_some(), plugin.service.is_some()) {
+        (true, true) => 3,
+        (true, false) => 2,
+        (false, true) => 1,
+        (false, false) => 0,
+    })
+}
+
+/// Plugins by scope, indexed once per rebuild.
+struct PluginScopes<'a> {
+    global: Vec<&'a PluginEntity>,
+    by_route: HashMap<Uuid, Vec<&'a PluginEntity>>,
+    by_service: HashMap<Uuid, Vec<&'a PluginEntity>>,
+}
+
+impl<'a> PluginScopes<'a> {
+    fn index(state: &'a EntityState) -> PluginScopes<'a> {
+        let mut scopes = PluginScopes {
+            global: Vec::new(),
+            by_route: HashMap::new(),
+            by_service: HashMap::new(),
+        };
+        for plugin in state.plugins.values().filter(|p| p.enabled) {
+            match (plugin.route, plugin.service) {
+                (Some(route), _) => scopes.by_route.entry(route.id).or_default().push(plugin),
+                (None, Some(service)) => scopes.by_service.entry(service.id).or_default().push(plugin),
+                (None, None) => scopes.global.push(plugin),
+            }
+        }
+        scopes
+    }
+
+    /// The most specific plugin of each name that applies to a route.
+    fn chain_for(&self, route: Uuid, service: Option<Uuid>) -> Vec<&'a PluginEntity> {
+        let candidates = self
+            .global
+            .iter()
+            .chain(service.and_then(|s| self.by_service.get(&s)).into_iter().flatten())
+            .chain(self.by_route.get(&route).into_iter().flatten());
+        let mut chosen: HashMap<&str, (u8, &PluginEntity)> = HashMap::new();
+        for plugin in candidates {
+            let Some(rank) = scope_rank(plugin) else { continue };
+            if plugin.service.is_some_and(|s| Some(s.id) != service) {
+                continue;
+            }
+            let entry = chosen.entry(plugin.name.as_str()).or_insert((rank, plugin));
+            if rank > entry.0 {
+                *entry = (rank, plugin);
+            }
+        }
+        chosen.into_values().map(|(_, plugin)| plugin).collect()
+    }
+}
+
+fn rebuild_chains(compiled: &mut Compiled, state: &EntityState, route_ids: &[Uuid]) {
+    if route_ids.is_empty() {
+        return;
+    }
+    let scopes = PluginScopes::index(state);
+    for id in route_ids {
+        let Some(route) = state.routes.get(id) else {
+            compiled.routes.remove(id);
+            continue;
+        };
+        let chain = scopes
+            .chain_for(*id, route.service.map(|s| s.id))
+            .into_iter()
+            .filter_map(|plugin| compiled.plugin_instances.get(&plugin.id).cloned())
+            .collect();
+        let runtime = RouteRuntime {
+            plugins: PluginChain::new(chain),
+        };
+        compiled.routes.insert(*id, Arc::new(runtime));
+    }
+}

@@ -1,0 +1,241 @@
+//! The immutable view of the configuration the proxy serves from.
+//!
+//! A [`Snapshot`] is compiled off the proxy threads and published through
+//! one `ArcSwap`; a request loads it once and keeps it to its end. Everything
+//! expensive happens here: route compilation, plugin instances, TLS material,
+//! balancer rings.
+//!
+//! Entities and compiled parts live in copy-on-write maps ([`CowMap`]), so
+//! [`apply_delta`] derives the next snapshot from the previous one in time
+//! proportional to the change: one route added is one router insert and one
+//! plugin chain, not a rebuild. Compiling a whole configuration is the same
+//! code path with every entity as an upsert into an empty snapshot.
+
+mod derive;
+mod state;
+
+use std::sync::Arc;
+
+use strait_core::{Config, ConfigChange, ConfigDelta, ConfigVersion, DeltaBody};
+use strait_router::{Router, RouterError};
+use uuid::Uuid;
+
+use crate::balancer::Balancer;
+use crate::tls::{CertificateIndex, UpstreamTls};
+
+use self::derive::{build_plugin_instance, note_change, rebuild, Compiled, Dirty};
+pub(crate) use self::state::EntityState;
+
+/// One problem found while compiling, naming the entity it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileProblem {
+    /// e.g. `plugins[9c1f...]` or `certificates[...]`.
+    pub entity: String,
+    pub message: String,
+}
+
+/// Every problem that kept a configuration from compiling.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", .problems.iter().map(|p| format!("{}: {}", p.entity, p.message)).collect::<Vec<_>>().join("; "))]
+pub struct CompileError {
+    pub problems: Vec<CompileProblem>,
+}
+
+/// A service with what is needed to reach it, prepared at compile time.
+#[derive(Debug)]
+pub struct ServiceRuntime {
+    pub service: strait_core::Service,
+    pub tls: Option<Arc<UpstreamTls>>,
+    /// Present when the service host names an upstream entity.
+    pub balancer: Option<Arc<Balancer>>,
+}
+
+/// What the proxy needs for one matched route.
+#[derive(Debug, Default)]
+pub struct RouteRuntime {
+    pub plugins: strait_plugins::PluginChain,
+}
+
+pub struct Snapshot {
+    pub version: ConfigVersion,
+    /// Kong's `configuration_hash`: md5 of the document the configuration
+    /// came from, or of the configuration itself.
+    pub hash: String,
+    entities: EntityState,
+    compiled: Compiled,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Snapshot(version {}, {} routes)",
+            self.version,
+            self.compiled.router.len()
+        )
+    }
+}
+
+impl Snapshot {
+    /// The snapshot served before any configuration is loaded.
+    pub fn empty() -> Snapshot {
+        Snapshot {
+            version: 0,
+            hash: config_hash(&Config::default()),
+            entities: EntityState::default(),
+            compiled: Compiled::default(),
+        }
+    }
+
+    pub fn router(&self) -> &Router {
+        &self.compiled.router
+    }
+
+    pub fn service(&self, id: Uuid) -> Option<&Arc<ServiceRuntime>> {
+        self.compiled.services.get(&id)
+    }
+
+    pub fn route_runtime(&self, id: Uuid) -> Option<&Arc<RouteRuntime>> {
+        self.compiled.routes.get(&id)
+    }
+
+    pub fn certificates(&self) -> &CertificateIndex {
+        &self.compiled.certificates
+    }
+
+    /// The whole configuration as plain lists (built on demand: O(entities)).
+    pub fn config(&self) -> Config {
+        self.entities.to_config()
+    }
+
+    /// Names of the plugins enabled anywhere in this configuration.
+    pub fn enabled_plugin_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.entities.plugins.values().map(|p| p.name.clone()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    pub fn entity_count(&self) -> usize {
+        let e = &self.entities;
+        e.services.len()
+            + e.routes.len()
+            + e.upstreams.len()
+            + e.targets.len()
+            + e.consumers.len()
+            + e.plugins.len()
+            + e.certificates.len()
+            + e.snis.len()
+            + e.ca_certificates.len()
+            + e.keyauth_credentials.len()
+    }
+}
+
+/// md5 hex of the canonical JSON of a configuration.
+pub fn config_hash(config: &Config) -> String {
+    use md5::{Digest, Md5};
+    let json = serde_json::to_vec(config).unwrap_or_default();
+    Md5::digest(&json).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The hash after entity changes: md5 of the previous hash and the changes,
+/// so it moves with every change at a cost proportional to the change.
+fn chained_hash(previous: &str, changes: &[ConfigChange]) -> String {
+    use md5::{Digest, Md5};
+    let mut hasher = Md5::new();
+    hasher.update(previous.as_bytes());
+    hasher.update(serde_json::to_vec(changes).unwrap_or_default());
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A route the router rejected, named by id (the message names it too).
+fn route_problem(error: &RouterError) -> CompileProblem {
+    CompileProblem {
+        entity: format!("routes[{}]", error.route().id),
+        message: error.to_string(),
+    }
+}
+
+/// Compile a whole configuration into a snapshot, or list every problem.
+pub fn compile_snapshot(version: ConfigVersion, config: Arc<Config>) -> Result<Snapshot, CompileError> {
+    let entities = EntityState::from_config(&config);
+    let mut problems = Vec::new();
+    let routes: Vec<_> = entities.routes.values().cloned().collect();
+    let router = Router::build_all(&routes).unwrap_or_else(|errors| {
+        problems.extend(errors.iter().map(route_problem));
+        Router::default()
+    });
+    let mut compiled = Compiled {
+        router,
+        ..Compiled::default()
+    };
+    let plugin_ids: Vec<Uuid> = entities.plugins.iter().map(|(id, _)| *id).collect();
+    for id in plugin_ids {
+        build_plugin_instance(&mut compiled, &entities, id, &mut problems);
+    }
+    rebuild(&mut compiled, &entities, Dirty::everything(), &mut problems);
+    finish(version, config_hash(&config), entities, compiled, problems)
+}
+
+fn finish(
+    version: ConfigVersion,
+    hash: String,
+    entities: EntityState,
+    compiled: Compiled,
+    problems: Vec<CompileProblem>,
+) -> Result<Snapshot, CompileError> {
+    if !problems.is_empty() {
+        return Err(CompileError { problems });
+    }
+    Ok(Snapshot {
+        version,
+        hash,
+        entities,
+        compiled,
+    })
+}
+
+/// Derive the snapshot that `changes` produce from `previous`, touching only
+/// what they name. The version is the previous one until the caller sets it.
+pub fn derive_snapshot(previous: &Snapshot, changes: &[ConfigChange]) -> Result<Snapshot, CompileError> {
+    let mut entities = previous.entities.clone();
+    let mut compiled = previous.compiled.clone();
+    let mut dirty = Dirty::default();
+    let mut problems = Vec::new();
+    for change in changes {
+        let replaced = entities.apply(change);
+        note_change(&mut compiled, &entities, change, &replaced, &mut dirty, &mut problems);
+    }
+    rebuild(&mut compiled, &entities, dirty, &mut problems);
+    finish(
+        previous.version,
+        chained_hash(&previous.hash, changes),
+        entities,
+        compiled,
+        problems,
+    )
+}
+
+/// Apply a committed change to the previous snapshot.
+pub fn apply_delta(previous: &Snapshot, delta: &ConfigDelta) -> Result<Snapshot, CompileError> {
+    let mut snapshot = match &delta.body {
+        DeltaBody::Replace(config) => compile_snapshot(delta.version, config.clone())?,
+        DeltaBody::Changes(changes) => derive_snapshot(previous, changes)?,
+    };
+    snapshot.version = delta.version;
+    Ok(snapshot)
+}
+
+/// Lookups compiled parts need from the entities (TLS material, targets).
+impl EntityState {
+    pub(crate) fn certificate(&self, id: Uuid) -> Option<&strait_core::Certificate> {
+        self.certificates.get(&id)
+    }
+
+    pub(crate) fn ca_certificate(&self, id: Uuid) -> Option<&strait_core::CaCertificate> {
+        self.ca_certificates.get(&id)
+    }
+}
+
+#[cfg(test)]
+mod tests;
