@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import stats
-from .procs import CpuMeter, memory_kib
+from .procs import CpuMeter, memory_kib, running
 
 LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 
@@ -46,6 +46,8 @@ def run(load: Load, gateway_pid: int | None = None, tag: str = "load") -> dict:
     runner = _run_wrk if load.protocol == "h1" else _run_h2load
     with CpuMeter(gateway_pid) as meter:
         sample = runner(load, tag)
+    if gateway_pid and not running(gateway_pid):
+        raise RuntimeError(f"the gateway (pid {gateway_pid}) exited during the load")
     if gateway_pid:
         sample["gateway_cpu_s"] = meter.seconds
         if sample["requests"]:

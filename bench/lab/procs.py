@@ -110,6 +110,15 @@ def wait_for_port(port: int, managed: Managed, timeout: float = 60.0) -> None:
     raise RuntimeError(f"{managed.name} did not listen on {port} within {timeout}s")
 
 
+def running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def process_tree(pid: int) -> list[int]:
     """`pid` and all its descendants (nginx master + workers)."""
     children: dict[int, list[int]] = {}

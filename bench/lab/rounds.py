@@ -4,6 +4,7 @@ landing on whichever ran last. Ratios are computed within a round, then summariz
 
 from __future__ import annotations
 
+import subprocess
 from typing import Callable
 
 from . import stats
@@ -30,20 +31,32 @@ def run_rounds(ctx: RunContext, contenders: dict[str, Callable[[str], dict]], ro
         order = names[shift:] + names[:shift]
         samples = {}
         for position, name in enumerate(order):
-            sample = contenders[name](f"{label}-r{index}-{name}")
+            try:
+                sample = contenders[name](f"{label}-r{index}-{name}")
+                text = describe(sample)
+            except (RuntimeError, subprocess.TimeoutExpired) as error:
+                # One failed sample (a crashed gateway, a tool error) is recorded and
+                # left out of the statistics; the other contenders keep their rounds.
+                sample, text = {"error": str(error)[-1000:]}, f"FAILED: {str(error)[-300:]}"
             sample.update(round=index, position=position)
-            ctx.log(f"{label} round {index + 1}/{rounds} {name}: {describe(sample)}")
+            ctx.log(f"{label} round {index + 1}/{rounds} {name}: {text}")
             samples[name] = sample
         results.append(samples)
     return results
 
 
+def good_samples(rounds: list[dict], name: str) -> list[dict]:
+    """The contender's samples that did not fail."""
+    return [r[name] for r in rounds if name in r and "error" not in r[name]]
+
+
 def summarize_contender(rounds: list[dict], name: str) -> dict:
-    samples = [r[name] for r in rounds if name in r]
+    samples = good_samples(rounds, name)
     summary = stats.summarize_samples(samples, SAMPLE_KEYS)
     summary["cdf_us"] = stats.median_curve([s["percentiles_us"] for s in samples if s.get("percentiles_us")])
     summary["peak_rss_kib"] = max((s.get("peak_rss_kib") or 0 for s in samples), default=None) or None
     summary["errors"] = sum(s.get("errors", 0) for s in samples)
     summary["non_2xx"] = sum(s.get("non_2xx", 0) for s in samples)
     summary["requests"] = sum(s.get("requests", 0) for s in samples)
+    summary["failed_samples"] = sum(1 for r in rounds if "error" in r.get(name, {}))
     return summary

@@ -75,6 +75,6 @@ def paired_ratios(rounds: list[dict], numerator: str, denominator: str, key: str
     ratios = []
     for round_samples in rounds:
         top, bottom = round_samples.get(numerator), round_samples.get(denominator)
-        if top and bottom and top.get(key) and bottom.get(key):
+        if top and bottom and top.get(key) and bottom.get(key) and "error" not in top and "error" not in bottom:
             ratios.append(top[key] / bottom[key])
     return {"per_round": ratios, **summarize(ratios)}

@@ -101,12 +101,14 @@ def _load_contender(ctx: RunContext, node: systems.System, targets: Path, docume
         pusher = Pusher(node, documents, ctx.timing.push_every_s, ctx.timing.push_load_s)
         if pushing:
             pusher.start()
-        sample = loadgen.run(loadgen.Load(port=node.h1_port, duration_s=ctx.timing.push_load_s,
-                                          targets=targets, cpus=ctx.load_cpus,
-                                          work_dir=ctx.scenario_work(NAME)), node.pid, tag)
-        pusher.stopping.set()
-        if pushing:
-            pusher.join()
+        try:
+            sample = loadgen.run(loadgen.Load(port=node.h1_port, duration_s=ctx.timing.push_load_s,
+                                              targets=targets, cpus=ctx.load_cpus,
+                                              work_dir=ctx.scenario_work(NAME)), node.pid, tag)
+        finally:
+            pusher.stopping.set()
+            if pushing:
+                pusher.join()
         sample["pushes"] = pusher.pushes
         return sample
     return load
@@ -161,7 +163,7 @@ def run(ctx: RunContext) -> dict:
     result["load_summary"] = {name: summarize_contender(load_rounds, name) for name in contenders}
     result["ratio_push_over_no_push"] = stats.paired_ratios(load_rounds, "push", "no-push", "rps")
     result["p99_ratio_push_over_no_push"] = stats.paired_ratios(load_rounds, "push", "no-push", "p99_us")
-    pushes = [p for r in load_rounds for p in r["push"]["pushes"]]
+    pushes = [p for r in load_rounds for p in r["push"].get("pushes", [])]
     result["pushes_during_load"] = {"count": len(pushes), "non_201": sum(p["status"] != 201 for p in pushes),
                                     "post_s": stats.summarize([p["post_s"] for p in pushes])}
     ctx.procs.stop_all()

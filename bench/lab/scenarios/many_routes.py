@@ -16,7 +16,7 @@ from lab.configgen import ConfigSpec, write_config
 from lab.context import RunContext
 from lab.registry import Goal, Rendered
 from lab.report import fmt, table
-from lab.rounds import run_rounds, summarize_contender
+from lab.rounds import good_samples, run_rounds, summarize_contender
 
 NAME = "many-routes"
 TITLE = "many-routes: throughput against the number of routes"
@@ -87,8 +87,8 @@ def render(result: dict, plot_dir: Path) -> Rendered:
             "the origin; the ratio is RPS at N routes over RPS at 1 route, computed within each round.\n\n")
     text += table(["routes", "RPS mean", "RPS stdev", "RPS min – max", "ratio to 1 route", "p50 µs", "p99 µs",
                    "CPU µs/req", "peak RSS MiB", "start to listening s", "errors + non-2xx"], rows)
-    samples = [[r[label(c)]["rps"] for r in result["rounds"]] for c in counts]
-    p99 = [result["summary"][label(c)]["p99_us"]["median"] / 1000 for c in counts]
+    samples = [[s["rps"] for s in good_samples(result["rounds"], label(c))] or [0.0] for c in counts]
+    p99 = [(result["summary"][label(c)]["p99_us"]["median"] or 0) / 1000 for c in counts]
     path = plots.curve_with_spread(counts, samples, "requests / s", ("p99 ms", p99),
                                    "many-routes: RPS (mean, min..max) and p99 against routes",
                                    "routes (log scale)", plot_dir / "lab-many-routes.png")

@@ -14,7 +14,7 @@ from lab import loadgen, plots, stats, systems
 from lab.context import RunContext
 from lab.registry import Goal, Rendered
 from lab.report import fmt, table
-from lab.rounds import run_rounds, summarize_contender
+from lab.rounds import good_samples, run_rounds, summarize_contender
 from lab.strait_admin import request
 
 NAME = "proxy-baseline"
@@ -143,7 +143,7 @@ def _plots(result: dict, plot_dir: Path) -> tuple[dict, list[Path]]:
                                  plot_dir / f"lab-proxy-baseline-cdf-{protocol}.png")
         names.setdefault(protocol, {})["cdf"] = path.name if path else None
         written += [path] if path else []
-        groups[PROTOCOLS[protocol]] = {name: [r[name]["rps"] for r in data["rounds"] if name in r]
+        groups[PROTOCOLS[protocol]] = {name: [s["rps"] for s in good_samples(data["rounds"], name)]
                                        for name in data["summary"]}
     path = plots.bars_with_spread(groups, "requests / s", "proxy-baseline: RPS per round (bar = mean, "
                                   "whisker = min..max)", plot_dir / "lab-proxy-baseline-rps.png")
