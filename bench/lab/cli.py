@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 
 from . import plots, report
-from .context import BENCH_DIR, REPO_DIR, RunContext, Timing, run_metadata
+from .context import BENCH_DIR, REPO_DIR, RunContext, Timing, load_average, run_metadata
 from .registry import Rendered, Scenario, discover
 from .systems import tool_versions
 
@@ -155,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
                      load_cpus=os.environ.get("STRAIT_BENCH_LOAD_CPUS", "1"))
     signal.signal(signal.SIGTERM, _on_signal)
     results = {"meta": run_metadata(ctx, tool_versions(BENCH_DIR)), "scenarios": {}}
+    if results["meta"]["load_average_at_start"] > 0.5:
+        ctx.log(f"warning: load average {results['meta']['load_average_at_start']:.2f} before the run: "
+                "other processes are using the CPU, expect noisy numbers")
     try:
         run_scenarios(ctx, chosen, results)
     except KeyboardInterrupt:
@@ -163,5 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ctx.procs.stop_all()
         _cleanup_work(ctx)
+    results["meta"]["load_average_at_end"] = load_average()
+    _save(out_dir, results)
     finish(out_dir, results, known, report_to)
     return 0

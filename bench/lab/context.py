@@ -102,6 +102,14 @@ def _os_name() -> str:
     return platform.system()
 
 
+def load_average() -> float:
+    """1-minute load average: anything well above the lab's own processes means noise."""
+    try:
+        return float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return -1.0
+
+
 def run_metadata(ctx: RunContext, tools: dict) -> dict:
     dirty = _git("status", "--porcelain", "--untracked-files=no") not in ("", "unknown")
     return {
@@ -118,4 +126,5 @@ def run_metadata(ctx: RunContext, tools: dict) -> dict:
         },
         "timing": ctx.timing.__dict__,
         "tools": tools,
+        "load_average_at_start": load_average(),
     }

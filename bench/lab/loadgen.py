@@ -50,6 +50,9 @@ def run(load: Load, gateway_pid: int | None = None, tag: str = "load") -> dict:
         raise RuntimeError(f"the gateway (pid {gateway_pid}) exited during the load")
     if gateway_pid:
         sample["gateway_cpu_s"] = meter.seconds
+        # Share of one core the gateway used: near 100% means the gateway, not the load
+        # generator's core, limited the throughput.
+        sample["gateway_core_busy"] = meter.seconds / sample["duration_s"] if sample["duration_s"] else None
         if sample["requests"]:
             sample["cpu_us_per_request"] = meter.seconds * 1e6 / sample["requests"]
         sample.update(memory_kib(gateway_pid))

@@ -43,13 +43,16 @@ def met_text(met: bool | None) -> str:
 def header_markdown(meta: dict) -> str:
     machine, layout, tools = meta["machine"], meta["layout"], meta["tools"]
     quick = " (quick smoke run: short loads, numbers are indicative only)" if meta.get("quick") else ""
-    return (f"Latest run: **{meta['date']}**, commit `{meta['commit']}`, command "
+    return (f"Measured **{meta['date']}** at commit `{meta['commit']}` with "
             f"`{meta['command']}`{quick}.\n\n"
             f"- Machine: {machine['nproc']} cores ({machine['cpu_model']}), "
             f"{machine['memory_gib']} GiB, {machine['os']}, kernel {machine['kernel']}.\n"
             f"- Layout: {layout['description']}.\n"
             f"- Tools: wrk `{tools['wrk']}`; h2load `{tools['h2load']}`; nginx `{tools['nginx']}`; "
-            f"Envoy `{tools['envoy']}`.\n")
+            f"Envoy `{tools['envoy']}`.\n"
+            f"- Load average (1 min) before the run: {meta.get('load_average_at_start', '?')}; after: "
+            f"{meta.get('load_average_at_end', '?')} (the lab itself keeps about 2 busy at the end; "
+            "more before the run means other work shared the cores).\n")
 
 
 def scenario_block(name: str, title: str, meta: dict, rendered: Rendered) -> str:

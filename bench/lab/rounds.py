@@ -10,7 +10,7 @@ from typing import Callable
 from . import stats
 from .context import RunContext
 
-SAMPLE_KEYS = ("rps", "p50_us", "p90_us", "p99_us", "p99_9_us", "cpu_us_per_request")
+SAMPLE_KEYS = ("rps", "p50_us", "p90_us", "p99_us", "p99_9_us", "cpu_us_per_request", "gateway_core_busy")
 
 
 def describe(sample: dict) -> str:
