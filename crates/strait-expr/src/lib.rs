@@ -15,6 +15,7 @@
 mod ast;
 mod literal;
 mod parser;
+mod pattern;
 mod typecheck;
 
 use std::fmt;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use regex::{Regex, RegexBuilder};
 
 pub use ast::{Cidr, Expr, Field, Lhs, Literal, Op, Predicate, RegexLiteral, Type};
+pub use pattern::ascii_perl_classes;
 
 /// Longest expression accepted, in bytes.
 pub const MAX_EXPRESSION_LEN: usize = 64 * 1024;
@@ -78,12 +80,13 @@ pub fn parse_with(input: &str, regexes: &mut dyn RegexCompiler) -> Result<Expr, 
 }
 
 /// Compile a route regex under Strait's limits: a pattern too long or too
-/// large once compiled is an error, never an unbounded allocation.
+/// large once compiled is an error, never an unbounded allocation. `\d`,
+/// `\w` and `\s` are ASCII, as in Kong's PCRE ([`ascii_perl_classes`]).
 pub fn compile_regex(pattern: &str, case_insensitive: bool) -> Result<Regex, String> {
     if pattern.len() > MAX_REGEX_LEN {
         return Err(format!("regex is longer than {MAX_REGEX_LEN} bytes"));
     }
-    RegexBuilder::new(pattern)
+    RegexBuilder::new(&ascii_perl_classes(pattern))
         .case_insensitive(case_insensitive)
         .size_limit(REGEX_SIZE_LIMIT)
         .dfa_size_limit(REGEX_SIZE_LIMIT)

@@ -1,6 +1,6 @@
 use std::net::IpAddr;
 
-use crate::{compile_regex, parse, Expr, Field, Literal, Op};
+use crate::{ascii_perl_classes, compile_regex, parse, Expr, Field, Literal, Op};
 
 fn ok(input: &str) -> Expr {
     match parse(input) {
@@ -155,4 +155,61 @@ fn limits_turn_hostile_input_into_errors() {
 fn columns_count_characters_not_bytes() {
     let message = err(r#"http.path == "é" &&"#);
     assert!(message.starts_with("at column 20:"), "{message}");
+}
+
+/// A bounded, dependency-free stand-in for the cargo-fuzz target: mutate the
+/// fuzz seeds and parse; nothing may panic.
+#[test]
+fn mutated_seeds_never_panic() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../strait-router/fuzz/corpus/expression");
+    let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().filter_map(|e| std::fs::read(e.path()).ok()).collect())
+        .unwrap_or_default();
+    seeds.push(b"http.path == \"/\"".to_vec());
+    const ALPHABET: &[u8] = b"()!&|\"=^~<>r#\\ 019ax./:_-,{}[]*+?$\n\xc3\xa9";
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound.max(1) as u64) as usize
+    };
+    for _ in 0..20_000 {
+        let mut input = seeds[next(seeds.len())].clone();
+        for _ in 0..=next(4) {
+            let at = next(input.len() + 1);
+            match next(4) {
+                0 => input.insert(at, ALPHABET[next(ALPHABET.len())]),
+                1 if at < input.len() => {
+                    let end = (at + next(8)).min(input.len());
+                    input.drain(at..end);
+                }
+                2 => {
+                    let end = (at + next(16)).min(input.len());
+                    let copy = input[at..end].to_vec();
+                    input.splice(at..at, copy);
+                }
+                _ => input.truncate(at),
+            }
+        }
+        let text = String::from_utf8_lossy(&input);
+        let _ = parse(&text);
+    }
+}
+
+#[test]
+fn perl_classes_are_ascii_as_in_pcre() {
+    assert_eq!(
+        ascii_perl_classes(r"^/u/(\d+)\W[\s\D-]x"),
+        r"^/u/([[:digit:]]+)[[:^word:]][[:space:][:^digit:]-]x"
+    );
+    assert_eq!(
+        ascii_perl_classes(r"\\d"),
+        r"\\d",
+        "an escaped backslash is not a class"
+    );
+    assert_eq!(ascii_perl_classes("(unclosed"), "(unclosed");
+    let digits = compile_regex(r"^\d+$", false).expect("compiles");
+    assert!(digits.is_match("123"));
+    assert!(!digits.is_match("\u{663}"), "Arabic-Indic digit is not \\d in PCRE");
 }

@@ -16,16 +16,19 @@ pub(crate) struct RegexCache {
 }
 
 impl RegexCache {
+    /// Keyed by the pattern as compiled (`Regex::as_str`, Perl classes made
+    /// ASCII), so [`RegexCache::release`] finds it from the regex alone.
     pub(crate) fn get(&mut self, pattern: &str) -> Result<Arc<Regex>, String> {
-        if let Some(regex) = self.by_pattern.get(pattern).and_then(Weak::upgrade) {
+        let key = strait_expr::ascii_perl_classes(pattern);
+        if let Some(regex) = self.by_pattern.get(key.as_ref()).and_then(Weak::upgrade) {
             return Ok(regex);
         }
-        let regex = Arc::new(strait_expr::compile_regex(pattern, false)?);
-        self.by_pattern.insert(pattern.into(), Arc::downgrade(&regex));
+        let regex = Arc::new(strait_expr::compile_regex(&key, false)?);
+        self.by_pattern.insert(key.as_ref().into(), Arc::downgrade(&regex));
         Ok(regex)
     }
 
-    /// Forget `pattern` if no route uses it any more.
+    /// Forget `pattern` (as compiled) if no route uses it any more.
     pub(crate) fn release(&mut self, pattern: &str) {
         let dead = self
             .by_pattern
