@@ -102,7 +102,7 @@ def curve_with_spread(xs: list[float], samples: list[list[float]], ylabel: str,
     axes.errorbar(xs, means, yerr=[lows, highs], marker="o", color=COLORS["strait"],
                   capsize=3, label=ylabel)
     axes.set_xscale("log")
-    axes.set_ylim(0, max(max(v) for v in samples) * 1.15)
+    axes.set_ylim(0, max(max(v) for v in samples) * 1.4)  # headroom for the legend
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
     axes.grid(True, alpha=0.3)
@@ -111,8 +111,8 @@ def curve_with_spread(xs: list[float], samples: list[list[float]], ylabel: str,
         twin = axes.twinx()
         twin.plot(xs, values, marker="s", linestyle="--", color="#ff7f0e", label=label)
         twin.set_ylabel(label)
-        twin.set_ylim(0, max(values) * 1.5 if values else 1)
+        twin.set_ylim(0, max(values) * 1.6 if values and max(values) > 0 else 1)
         handles = axes.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-        axes.legend(handles=handles, fontsize=8, loc="center left")
+        axes.legend(handles=handles, fontsize=8, loc="upper center", ncols=2)
     axes.set_title(title, fontsize=10)
     return _save(figure, path)
