@@ -58,6 +58,16 @@ async fn post_get_put_patch_delete_follow_kong() {
         (&json!("https"), &json!("b.test"), &json!(443), &json!("/q"))
     );
     assert_eq!(resplit["retries"], 2, "other fields kept");
+    let other_id = json!({"id": "6f1e4a1c-9f57-4c4e-9d0b-000000000009", "retries": 3});
+    let kept = expect(
+        &send_json(&gw, "PATCH", "/services/s", &other_id).await,
+        200,
+        "PATCH id",
+    );
+    assert_eq!(
+        (kept["id"].as_str(), kept["retries"].clone()),
+        (Some(id.as_str()), json!(3))
+    );
 
     // PUT replaces the whole entity (absent fields back to defaults), by name or id.
     let put = send_json(&gw, "PUT", "/services/s", &json!({"host": "c.test"})).await;

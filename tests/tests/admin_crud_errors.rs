@@ -118,6 +118,8 @@ async fn methods_allow_and_options() {
     let validate = gw.admin("GET", "/schemas/routes/validate", &[], "").await;
     assert_eq!(validate.header("allow").as_deref(), Some("OPTIONS, POST"));
     expect(&gw.admin_get("/nothing/here").await, 404, "unknown path");
+    let head = gw.admin("HEAD", "/services", &[], "").await;
+    assert_eq!((head.status.as_u16(), head.body.len()), (200, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -90,6 +90,8 @@ pub fn prepare(
         Mode::Update(existing) => {
             let mut merged = entity_object(existing);
             merge(&mut merged, input, true);
+            // The primary key comes from the path, never from the body.
+            merged.insert("id".into(), json!(existing.id()));
             if merged.contains_key("updated_at") {
                 let stamp = if kind == EntityKind::Targets {
                     json!(now as f64)
