@@ -148,6 +148,9 @@ async fn schemas_describe_every_default() {
         2,
         "schema violation",
     );
+    let unsupported = json!({"name": "key-auth"});
+    let refused = send_json(&gw, "POST", "/schemas/plugins/validate", &unsupported).await;
+    expect_error(&refused, 400, 2, "schema violation");
     assert_eq!(
         data(&gw.admin_get("/routes").await.json()).len(),
         0,

@@ -9,6 +9,7 @@ use strait_core::{entity_schema_json, validate_entity, EntityKind};
 
 use crate::crud::body::{infer_entity, parse_body, Encoding};
 use crate::crud::pagination::{encode_offset, entity_tags, parse_args, MAX_PAGE};
+use crate::crud::write::check_plugin_builds;
 use crate::errors::schema_violation;
 use crate::request::{escape, AdminRequest, Query};
 use crate::response::{internal_error, json_response, message, AdminResponse};
@@ -46,9 +47,12 @@ pub fn validate(name: &str, request: &AdminRequest) -> AdminResponse {
         let plugin = input.get("name").and_then(Value::as_str).map(str::to_string);
         infer_entity(kind, &mut input, plugin.as_deref());
     }
-    match validate_entity(kind, &Value::Object(input), crate::crud::unix_now()) {
-        Ok(_) => message(StatusCode::OK, "schema validation successful"),
-        Err(errors) => schema_violation(errors),
+    let checked = validate_entity(kind, &Value::Object(input), crate::crud::unix_now())
+        .map_err(schema_violation)
+        .and_then(|entity| check_plugin_builds(&entity));
+    match checked {
+        Ok(()) => message(StatusCode::OK, "schema validation successful"),
+        Err(response) => response,
     }
 }
 

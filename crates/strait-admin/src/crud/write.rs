@@ -196,7 +196,7 @@ fn check_parents(state: &AdminState, entity: &Entity) -> Result<(), AdminRespons
 }
 
 /// An enabled plugin must be one this build can run with this config.
-fn check_plugin_builds(entity: &Entity) -> Result<(), AdminResponse> {
+pub fn check_plugin_builds(entity: &Entity) -> Result<(), AdminResponse> {
     let Entity::Plugin(plugin) = entity else { return Ok(()) };
     if !plugin.enabled {
         return Ok(());
