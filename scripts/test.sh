@@ -25,5 +25,7 @@ for file in examples/*.yml examples/*.yaml examples/*.json bench/configs/*.yml; 
   [ -e "$file" ] || continue
   "${CARGO_TARGET_DIR:-target}/debug/strait" config validate "$file"
 done
+echo "== bench harness unit tests"
+python3 -m unittest discover -s bench/lab/tests -t bench
 echo "== tests"
 cargo test --workspace -- --test-threads="${STRAIT_TEST_THREADS:-4}"

@@ -1,5 +1,11 @@
 //! The `strait` binary: command line, node settings, logging, wiring.
 
+/// mimalloc: allocation-heavy work (parsing and compiling a large config)
+/// runs markedly faster than with glibc malloc, and freed memory goes back to
+/// the OS instead of staying in per-thread arenas (measured in docs/benchmarks.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod node;
 mod settings;
 
