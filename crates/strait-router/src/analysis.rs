@@ -42,6 +42,9 @@ impl IndexKeys {
 }
 
 fn dedup<K: PartialEq>(keys: Vec<K>) -> Vec<K> {
+    if keys.len() < 2 {
+        return keys;
+    }
     let mut out: Vec<K> = Vec::with_capacity(keys.len());
     for key in keys {
         if !out.contains(&key) {
@@ -77,7 +80,7 @@ fn host_key(test: &Test) -> Option<Vec<HostKey>> {
     let (Source::Host, Operand::Str(text)) = (&test.source, &test.operand) else {
         return None;
     };
-    let text: Arc<str> = Arc::from(text.as_ref());
+    let text = text.clone();
     match test.op {
         Op::Equals => Some(vec![HostKey::Exact(text)]),
         Op::Suffix => Some(vec![HostKey::Suffix(text)]),
@@ -92,7 +95,7 @@ fn path_keys(test: &Test) -> Option<Vec<Arc<str>>> {
         return None;
     }
     match (test.op, &test.operand) {
-        (Op::Prefix | Op::Equals, Operand::Str(text)) => Some(vec![Arc::from(text.as_ref())]),
+        (Op::Prefix | Op::Equals, Operand::Str(text)) => Some(vec![text.clone()]),
         (Op::Regex, Operand::Regex(regex)) => regex_prefixes(regex),
         _ => None,
     }

@@ -46,7 +46,8 @@ pub(crate) enum Source {
 /// What a value is compared with.
 #[derive(Debug, Clone)]
 pub(crate) enum Operand {
-    Str(Box<str>),
+    /// Shared with the index key it produces (no second copy).
+    Str(Arc<str>),
     Int(i64),
     Ip(IpAddr),
     Cidr(Cidr),
@@ -71,6 +72,16 @@ impl Cond {
             lower: false,
             any: false,
         })
+    }
+
+    /// `And` of `items`, without a wrapper for a single item.
+    pub(crate) fn all_of(mut items: Vec<Cond>) -> Cond {
+        if items.len() == 1 {
+            if let Some(only) = items.pop() {
+                return only;
+            }
+        }
+        Cond::And(items)
     }
 
     /// `Or` of `items`, without a wrapper for a single item.

@@ -6,12 +6,14 @@
 //! shard, and changing a clone copies only the shard it touches
 //! (`Arc::make_mut`). The shard count doubles as the map grows, so a shard
 //! stays around [`TARGET_SHARD_LEN`] entries: the cost of a change is
-//! bounded, not proportional to the number of routes.
+//! bounded, not proportional to the number of routes. Each operation hashes
+//! its key once: high bits pick the shard, the shard's table uses the rest.
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
+
+use hashbrown::hash_table::{Entry, HashTable};
 
 type Hasher = foldhash::fast::RandomState;
 
@@ -22,7 +24,7 @@ const MAX_SHARDS: usize = 4096;
 #[derive(Clone)]
 pub struct CowMap<K, V> {
     hasher: Hasher,
-    shards: Vec<Arc<HashMap<K, V, Hasher>>>,
+    shards: Vec<Arc<HashTable<(K, V)>>>,
     len: usize,
 }
 
@@ -42,6 +44,12 @@ impl<K, V> std::fmt::Debug for CowMap<K, V> {
     }
 }
 
+/// Shard of a hash among `count` (a power of two). High bits: the tables
+/// use the low bits for buckets and the top seven as tags.
+fn shard_of(hash: u64, count: usize) -> usize {
+    (hash >> 40) as usize & (count - 1)
+}
+
 impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
     pub fn len(&self) -> usize {
         self.len
@@ -51,13 +59,8 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         self.len == 0
     }
 
-    fn shard_of<Q: Hash + ?Sized>(&self, key: &Q) -> usize {
-        if self.shards.len() <= 1 {
-            return 0;
-        }
-        let hash = self.hasher.hash_one(key);
-        // High bits: the inner maps use the low ones.
-        (hash >> 40) as usize & (self.shards.len() - 1)
+    fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        self.hasher.hash_one(key)
     }
 
     pub fn get<Q>(&self, key: &Q) -> Option<&V>
@@ -68,7 +71,9 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         if self.len == 0 {
             return None;
         }
-        self.shards[self.shard_of(key)].get(key)
+        let hash = self.hash(key);
+        let shard = &self.shards[shard_of(hash, self.shards.len())];
+        shard.find(hash, |(k, _)| k.borrow() == key).map(|(_, v)| v)
     }
 
     /// Mutable access to the value under `key`, copying its shard if shared.
@@ -80,25 +85,45 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         if self.len == 0 {
             return None;
         }
-        let shard = self.shard_of(key);
-        let map = &mut self.shards[shard];
-        if !map.contains_key(key) {
-            return None;
+        let hash = self.hash(key);
+        let count = self.shards.len();
+        let shard = &mut self.shards[shard_of(hash, count)];
+        shard.find(hash, |(k, _)| k.borrow() == key)?;
+        Arc::make_mut(shard)
+            .find_mut(hash, |(k, _)| k.borrow() == key)
+            .map(|(_, v)| v)
+    }
+
+    /// The value under `key`, inserting `make()` first if absent.
+    pub fn get_or_insert_with(&mut self, key: &K, make: impl FnOnce() -> V) -> &mut V {
+        self.grow_for(self.len + 1);
+        let hasher = self.hasher.clone();
+        let hash = hasher.hash_one(key);
+        let count = self.shards.len();
+        let table = Arc::make_mut(&mut self.shards[shard_of(hash, count)]);
+        match table.entry(hash, |(k, _)| k == key, |(k, _)| hasher.hash_one(k)) {
+            Entry::Occupied(entry) => &mut entry.into_mut().1,
+            Entry::Vacant(entry) => {
+                self.len += 1;
+                &mut entry.insert((key.clone(), make())).into_mut().1
+            }
         }
-        Arc::make_mut(map).get_mut(key)
     }
 
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
-        if self.shards.is_empty() {
-            self.shards.push(Arc::new(HashMap::with_hasher(self.hasher.clone())));
+        self.grow_for(self.len + 1);
+        let hasher = self.hasher.clone();
+        let hash = hasher.hash_one(&key);
+        let count = self.shards.len();
+        let table = Arc::make_mut(&mut self.shards[shard_of(hash, count)]);
+        match table.entry(hash, |(k, _)| *k == key, |(k, _)| hasher.hash_one(k)) {
+            Entry::Occupied(mut entry) => Some(std::mem::replace(&mut entry.get_mut().1, value)),
+            Entry::Vacant(entry) => {
+                entry.insert((key, value));
+                self.len += 1;
+                None
+            }
         }
-        let shard = self.shard_of(&key);
-        let previous = Arc::make_mut(&mut self.shards[shard]).insert(key, value);
-        if previous.is_none() {
-            self.len += 1;
-            self.grow_if_needed();
-        }
-        previous
     }
 
     pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
@@ -109,40 +134,44 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         if self.len == 0 {
             return None;
         }
-        let shard = self.shard_of(key);
-        if !self.shards[shard].contains_key(key) {
-            return None;
-        }
-        let removed = Arc::make_mut(&mut self.shards[shard]).remove(key);
-        if removed.is_some() {
-            self.len -= 1;
-        }
-        removed
+        let hash = self.hash(key);
+        let count = self.shards.len();
+        let shard = &mut self.shards[shard_of(hash, count)];
+        shard.find(hash, |(k, _)| k.borrow() == key)?;
+        let found = Arc::make_mut(shard).find_entry(hash, |(k, _)| k.borrow() == key).ok()?;
+        let ((_, value), _) = found.remove();
+        self.len -= 1;
+        Some(value)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.shards.iter().flat_map(|shard| shard.iter())
+        self.shards.iter().flat_map(|shard| shard.iter().map(|(k, v)| (k, v)))
     }
 
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.iter().map(|(_, v)| v)
     }
 
-    /// Double the shard count once shards grow past their target size.
-    fn grow_if_needed(&mut self) {
+    /// Make room for `len` entries: create the first shard, or double the
+    /// shard count once shards would grow past their target size.
+    fn grow_for(&mut self, len: usize) {
         let count = self.shards.len();
-        if self.len <= count * TARGET_SHARD_LEN || count >= MAX_SHARDS {
+        if count == 0 {
+            self.shards.push(Arc::new(HashTable::new()));
             return;
         }
-        let entries: Vec<(K, V)> = self.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let per_shard = self.len / (count * 2) + 1;
-        self.shards = (0..count * 2)
-            .map(|_| Arc::new(HashMap::with_capacity_and_hasher(per_shard, self.hasher.clone())))
-            .collect();
-        for (key, value) in entries {
-            let shard = self.shard_of(&key);
-            Arc::make_mut(&mut self.shards[shard]).insert(key, value);
+        if len <= count * TARGET_SHARD_LEN || count >= MAX_SHARDS {
+            return;
         }
+        let mut shards: Vec<HashTable<(K, V)>> = (0..count * 2)
+            .map(|_| HashTable::with_capacity(len / (count * 2) + 1))
+            .collect();
+        for (key, value) in self.iter() {
+            let hash = self.hasher.hash_one(key);
+            shards[shard_of(hash, count * 2)]
+                .insert_unique(hash, (key.clone(), value.clone()), |(k, _)| self.hasher.hash_one(k));
+        }
+        self.shards = shards.into_iter().map(Arc::new).collect();
     }
 }
 

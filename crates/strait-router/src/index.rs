@@ -19,8 +19,9 @@ use crate::analysis::HostKey;
 use crate::cow_map::CowMap;
 use crate::matcher::Matcher;
 
-/// Matchers sorted by rank (best first).
-pub(crate) type Candidates = Arc<[Arc<Matcher>]>;
+/// Matchers sorted by rank (best first). A `Vec` behind an `Arc`: shared
+/// between router versions, changed in place when not shared (bulk build).
+pub(crate) type Candidates = Arc<Vec<Arc<Matcher>>>;
 
 /// A map keyed by strings that is searched with every prefix (or suffix) of
 /// a request value. Only the key lengths present are tried.
@@ -37,15 +38,15 @@ impl<V: Clone + Default> LengthMap<V> {
     }
 
     fn entry(&mut self, key: &Arc<str>) -> &mut V {
-        if self.map.get(key.as_ref()).is_none() {
-            self.map.insert(key.clone(), V::default());
-            let lengths = Arc::make_mut(&mut self.lengths);
+        let lengths = &mut self.lengths;
+        self.map.get_or_insert_with(key, || {
+            let lengths = Arc::make_mut(lengths);
             match lengths.binary_search_by_key(&key.len(), |(len, _)| *len) {
                 Ok(at) => lengths[at].1 += 1,
                 Err(at) => lengths.insert(at, (key.len(), 1)),
             }
-        }
-        self.map.get_mut(key.as_ref()).expect("inserted above")
+            V::default()
+        })
     }
 
     fn get_mut(&mut self, key: &str) -> Option<&mut V> {
@@ -97,18 +98,16 @@ pub(crate) struct PathIndex {
     any_path: Candidates,
 }
 
+/// Insert by rank; appending (the bulk build inserts in rank order) is O(1)
+/// when the list is not shared.
 fn insert_sorted(list: &mut Candidates, matcher: &Arc<Matcher>) {
     let at = list.partition_point(|m| m.rank < matcher.rank);
-    let mut items: Vec<Arc<Matcher>> = Vec::with_capacity(list.len() + 1);
-    items.extend_from_slice(&list[..at]);
-    items.push(matcher.clone());
-    items.extend_from_slice(&list[at..]);
-    *list = items.into();
+    Arc::make_mut(list).insert(at, matcher.clone());
 }
 
 fn remove_from(list: &mut Candidates, matcher: &Arc<Matcher>) {
     if list.iter().any(|m| Arc::ptr_eq(m, matcher)) {
-        *list = list.iter().filter(|m| !Arc::ptr_eq(m, matcher)).cloned().collect();
+        Arc::make_mut(list).retain(|m| !Arc::ptr_eq(m, matcher));
     }
 }
 
@@ -158,17 +157,18 @@ pub(crate) struct Index {
 /// A (host key, path prefix) pair; `None` is "any".
 type Slot<'m> = (Option<&'m HostKey>, Option<&'m Arc<str>>);
 
+/// `Some(key)` for each key, or a single `None` ("any") when unkeyed.
+fn keys_or_any<K>(keys: Option<&[K]>) -> impl Iterator<Item = Option<&K>> + Clone {
+    keys.into_iter()
+        .flatten()
+        .map(Some)
+        .chain(keys.is_none().then_some(None))
+}
+
 /// Every slot a matcher occupies.
-fn slots(matcher: &Matcher) -> Vec<Slot<'_>> {
-    let hosts: Vec<Option<&HostKey>> = match &matcher.keys.hosts {
-        Some(keys) => keys.iter().map(Some).collect(),
-        None => vec![None],
-    };
-    let paths: Vec<Option<&Arc<str>>> = match &matcher.keys.paths {
-        Some(keys) => keys.iter().map(Some).collect(),
-        None => vec![None],
-    };
-    hosts.iter().flat_map(|h| paths.iter().map(move |p| (*h, *p))).collect()
+fn slots(matcher: &Matcher) -> impl Iterator<Item = Slot<'_>> {
+    let paths = keys_or_any(matcher.keys.paths.as_deref());
+    keys_or_any(matcher.keys.hosts.as_deref()).flat_map(move |host| paths.clone().map(move |path| (host, path)))
 }
 
 impl Index {
@@ -201,12 +201,7 @@ impl Index {
 
     fn path_index(&mut self, host: Option<&HostKey>) -> &mut Arc<PathIndex> {
         match host {
-            Some(HostKey::Exact(key)) => {
-                if self.exact.get(key.as_ref()).is_none() {
-                    self.exact.insert(key.clone(), Arc::default());
-                }
-                self.exact.get_mut(key.as_ref()).expect("inserted above")
-            }
+            Some(HostKey::Exact(key)) => self.exact.get_or_insert_with(key, Arc::default),
             Some(HostKey::Suffix(key)) => self.suffix.entry(key),
             Some(HostKey::Prefix(key)) => self.prefix.entry(key),
             None => &mut self.any_host,
@@ -232,22 +227,13 @@ impl Index {
         self.any_host.collect(path, out);
     }
 
-    /// Bulk load: group matchers per slot, sort each group once.
-    pub(crate) fn from_matchers(matchers: &[Arc<Matcher>]) -> Index {
-        let mut groups: std::collections::HashMap<Slot<'_>, Vec<Arc<Matcher>>> = std::collections::HashMap::new();
-        for matcher in matchers {
-            for slot in slots(matcher) {
-                groups.entry(slot).or_default().push(matcher.clone());
-            }
-        }
+    /// Bulk load: matchers go in in rank order, so every candidate list
+    /// grows by appending.
+    pub(crate) fn from_matchers(mut matchers: Vec<Arc<Matcher>>) -> Index {
+        matchers.sort_unstable_by_key(|m| m.rank);
         let mut index = Index::default();
-        for ((host, path), mut list) in groups {
-            list.sort_by_key(|m| m.rank);
-            let path_index = Arc::make_mut(index.path_index(host));
-            match path {
-                Some(prefix) => *path_index.prefixes.entry(prefix) = list.into(),
-                None => path_index.any_path = list.into(),
-            }
+        for matcher in &matchers {
+            index.insert(matcher);
         }
         index
     }

@@ -133,7 +133,7 @@ impl Router {
         if !errors.is_empty() {
             return Err(errors);
         }
-        router.index = Index::from_matchers(&all);
+        router.index = Index::from_matchers(all);
         Ok(router)
     }
 

@@ -30,6 +30,9 @@ pub(crate) enum TraditionalError {
 
 /// Kong's grouping of a route's paths: all regexes together, prefixes by length.
 fn path_groups(paths: &[String]) -> Vec<Vec<String>> {
+    if paths.len() <= 1 {
+        return vec![paths.to_vec()];
+    }
     let mut groups: Vec<(Option<usize>, Vec<String>)> = Vec::new();
     for path in paths {
         let key = (!path.starts_with('~')).then_some(path.len());
@@ -59,7 +62,7 @@ pub(crate) fn translate(route: &Route, regexes: &mut RegexCache) -> Result<Vec<P
         let priority = traditional_priority(&TraditionalShape { route, paths: &paths });
         parts.push(Part {
             priority,
-            cond: Cond::And(all),
+            cond: Cond::all_of(all),
         });
     }
     Ok(parts)
