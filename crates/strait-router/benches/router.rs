@@ -12,6 +12,11 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use routes::{extremes, NoHeaders, Scenario};
 use strait_router::Router;
 
+/// The gateway's global allocator (crates/strait/src/main.rs), so build and
+/// incremental numbers are what the compiler thread sees.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SIZES: [usize; 4] = [1_000, 10_000, 50_000, 100_000];
 
 fn build(c: &mut Criterion) {
