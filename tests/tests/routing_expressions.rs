@@ -132,3 +132,45 @@ async fn invalid_expression_is_rejected_with_its_path_and_the_old_config_serves(
     assert_eq!(answer(&gw, get("/live")).await, ok("live"), "old config still serves");
     assert_eq!(answer(&gw, get("/fine")).await.0, 404);
 }
+
+/// Admin API writes go through the incremental path: each one derives the router from the
+/// previous one (insert / replace / remove), and a 2xx means the proxy already serves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_api_route_writes_update_expression_routes_incrementally() {
+    use strait_e2e::admin_api::{expect, send_json};
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let service = json!({"name": "s", "host": "127.0.0.1", "port": 9});
+    expect(&send_json(&gw, "POST", "/services", &service).await, 201, "service");
+    let route = json!({"name": "r", "expression": r#"http.path ^= "/one""#, "priority": 5});
+    expect(
+        &send_json(&gw, "POST", "/services/s/routes", &route).await,
+        201,
+        "route",
+    );
+    let plugin = json!({"name": "request-termination", "config": {"status_code": 200, "message": "r"}});
+    expect(
+        &send_json(&gw, "POST", "/routes/r/plugins", &plugin).await,
+        201,
+        "plugin",
+    );
+    assert_eq!(answer(&gw, get("/one/x")).await, ok("r"));
+
+    let moved = json!({"expression": r#"http.path ^= "/two" && http.queries.k == "v""#});
+    expect(&send_json(&gw, "PATCH", "/routes/r", &moved).await, 200, "replace");
+    assert_eq!(answer(&gw, get("/one/x")).await.0, 404);
+    assert_eq!(answer(&gw, get("/two/x?k=v")).await, ok("r"));
+
+    let invalid = send_json(&gw, "PATCH", "/routes/r", &json!({"expression": "http.path ^= 1"})).await;
+    assert_eq!(invalid.status, 400, "{}", invalid.text());
+    let body = invalid.json();
+    let message = body["fields"]["expression"].as_str().unwrap_or_default().to_string();
+    assert!(message.starts_with("invalid expression: at column 14:"), "{body}");
+    assert_eq!(
+        answer(&gw, get("/two/x?k=v")).await,
+        ok("r"),
+        "rejected write changes nothing"
+    );
+
+    expect(&gw.admin("DELETE", "/routes/r", &[], "").await, 204, "delete");
+    assert_eq!(answer(&gw, get("/two/x?k=v")).await.0, 404);
+}
