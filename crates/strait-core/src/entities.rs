@@ -81,6 +81,39 @@ pub struct Route {
     pub priority: Option<i64>,
 }
 
+impl Route {
+    /// A route with Kong's defaults and no matching fields set, for code
+    /// that builds routes directly (tests, benches, fuzz targets) rather than
+    /// through schema validation.
+    pub fn with_kong_defaults(id: Uuid, created_at: i64) -> Route {
+        Route {
+            id,
+            created_at,
+            updated_at: created_at,
+            name: None,
+            protocols: vec!["http".into(), "https".into()],
+            methods: None,
+            hosts: None,
+            paths: None,
+            headers: None,
+            https_redirect_status_code: 426,
+            regex_priority: 0,
+            strip_path: true,
+            path_handling: "v0".into(),
+            preserve_host: false,
+            request_buffering: true,
+            response_buffering: true,
+            snis: None,
+            sources: None,
+            destinations: None,
+            tags: None,
+            service: None,
+            expression: None,
+            priority: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Upstream {
     pub id: Uuid,

@@ -41,29 +41,13 @@ fn service(version: ConfigVersion, index: usize) -> Service {
 
 fn route(version: ConfigVersion, service: Uuid, index: usize) -> Route {
     Route {
-        id: Uuid::new_v4(),
-        created_at: 1,
-        updated_at: 1,
         name: Some(format!("v{version}-{service}-{index}")),
         protocols: vec!["http".into()],
-        methods: None,
         hosts: Some(vec![format!("host-{version}.example.com")]),
         paths: Some(vec![format!("/{index}")]),
-        headers: None,
-        https_redirect_status_code: 426,
-        regex_priority: 0,
-        strip_path: true,
-        path_handling: "v0".into(),
-        preserve_host: false,
-        request_buffering: true,
-        response_buffering: true,
-        snis: None,
-        sources: None,
-        destinations: None,
         tags: Some(vec![format!("v{version}")]),
         service: Some(ForeignKey::new(service)),
-        expression: None,
-        priority: None,
+        ..Route::with_kong_defaults(Uuid::new_v4(), 1)
     }
 }
 

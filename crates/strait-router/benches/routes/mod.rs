@@ -86,31 +86,7 @@ impl Scenario {
 }
 
 fn base_route(i: usize) -> Route {
-    Route {
-        id: Uuid::from_u128(0x5eed_0000_0000_0000 + i as u128),
-        created_at: i as i64,
-        updated_at: i as i64,
-        name: None,
-        protocols: vec!["http".into(), "https".into()],
-        methods: None,
-        hosts: None,
-        paths: None,
-        headers: None,
-        https_redirect_status_code: 426,
-        regex_priority: 0,
-        strip_path: true,
-        path_handling: "v0".into(),
-        preserve_host: false,
-        request_buffering: true,
-        response_buffering: true,
-        snis: None,
-        sources: None,
-        destinations: None,
-        tags: None,
-        service: None,
-        expression: None,
-        priority: None,
-    }
+    Route::with_kong_defaults(Uuid::from_u128(0x5eed_0000_0000_0000 + i as u128), i as i64)
 }
 
 #[derive(Debug, Default)]

@@ -35,29 +35,8 @@ mod support {
 
     fn blank_route() -> Route {
         Route {
-            id: uuid::Uuid::from_u128(1),
-            created_at: 0,
-            updated_at: 0,
-            name: None,
             protocols: vec!["http".into()],
-            methods: None,
-            hosts: None,
-            paths: None,
-            headers: None,
-            https_redirect_status_code: 426,
-            regex_priority: 0,
-            strip_path: true,
-            path_handling: "v0".into(),
-            preserve_host: false,
-            request_buffering: true,
-            response_buffering: true,
-            snis: None,
-            sources: None,
-            destinations: None,
-            tags: None,
-            service: None,
-            expression: None,
-            priority: None,
+            ..Route::with_kong_defaults(uuid::Uuid::from_u128(1), 0)
         }
     }
 

@@ -37,29 +37,8 @@ impl HeaderLookup for Headers {
 
 pub(crate) fn route(name: &str, created_at: i64) -> Route {
     Route {
-        id: Uuid::new_v4(),
-        created_at,
-        updated_at: created_at,
         name: Some(name.to_string()),
-        protocols: vec!["http".into(), "https".into()],
-        methods: None,
-        hosts: None,
-        paths: None,
-        headers: None,
-        https_redirect_status_code: 426,
-        regex_priority: 0,
-        strip_path: true,
-        path_handling: "v0".into(),
-        preserve_host: false,
-        request_buffering: true,
-        response_buffering: true,
-        snis: None,
-        sources: None,
-        destinations: None,
-        tags: None,
-        service: None,
-        expression: None,
-        priority: None,
+        ..Route::with_kong_defaults(Uuid::new_v4(), created_at)
     }
 }
 

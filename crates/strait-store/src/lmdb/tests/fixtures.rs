@@ -71,29 +71,10 @@ pub(super) fn service(name: &str) -> Service {
 
 pub(super) fn route(name: &str, service: Option<Uuid>) -> Route {
     Route {
-        id: Uuid::new_v4(),
-        created_at: 1,
-        updated_at: 1,
         name: Some(name.to_string()),
-        protocols: vec!["http".into(), "https".into()],
-        methods: None,
-        hosts: None,
         paths: Some(vec![format!("/{name}")]),
-        headers: None,
-        https_redirect_status_code: 426,
-        regex_priority: 0,
-        strip_path: true,
-        path_handling: "v0".into(),
-        preserve_host: false,
-        request_buffering: true,
-        response_buffering: true,
-        snis: None,
-        sources: None,
-        destinations: None,
-        tags: None,
         service: service.map(ForeignKey::new),
-        expression: None,
-        priority: None,
+        ..Route::with_kong_defaults(Uuid::new_v4(), 1)
     }
 }
 
