@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use regex::Regex;
+use crate::RouteRegex;
 
 /// A whole expression. `And`/`Or` hold two or more operands, in source order.
 #[derive(Debug, Clone)]
@@ -186,7 +186,7 @@ impl Cidr {
 #[derive(Debug, Clone)]
 pub struct RegexLiteral {
     pub pattern: String,
-    pub regex: Arc<Regex>,
+    pub regex: Arc<RouteRegex>,
 }
 
 /// Right-hand side values.

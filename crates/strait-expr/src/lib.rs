@@ -16,15 +16,15 @@ mod ast;
 mod literal;
 mod parser;
 mod pattern;
+mod regex;
 mod typecheck;
 
 use std::fmt;
 use std::sync::Arc;
 
-use regex::{Regex, RegexBuilder};
-
 pub use ast::{Cidr, Expr, Field, Lhs, Literal, Op, Predicate, RegexLiteral, Type};
 pub use pattern::ascii_perl_classes;
+pub use regex::{compile_regex, compile_regex_key, regex_key, validate_regex, RouteRegex, Search};
 
 /// Longest expression accepted, in bytes.
 pub const MAX_EXPRESSION_LEN: usize = 64 * 1024;
@@ -56,7 +56,7 @@ impl std::error::Error for ExprError {}
 /// Compiles the regexes an expression contains; lets a router share one
 /// compiled regex between every route that uses the same pattern.
 pub trait RegexCompiler {
-    fn compile(&mut self, pattern: &str) -> Result<Arc<Regex>, String>;
+    fn compile(&mut self, pattern: &str) -> Result<Arc<RouteRegex>, String>;
 }
 
 /// Compiles every regex afresh (validation).
@@ -64,7 +64,7 @@ pub trait RegexCompiler {
 pub struct FreshRegexes;
 
 impl RegexCompiler for FreshRegexes {
-    fn compile(&mut self, pattern: &str) -> Result<Arc<Regex>, String> {
+    fn compile(&mut self, pattern: &str) -> Result<Arc<RouteRegex>, String> {
         compile_regex(pattern, false).map(Arc::new)
     }
 }
@@ -77,22 +77,6 @@ pub fn parse(input: &str) -> Result<Expr, ExprError> {
 /// Parse and type-check an expression, compiling regexes with `regexes`.
 pub fn parse_with(input: &str, regexes: &mut dyn RegexCompiler) -> Result<Expr, ExprError> {
     parser::Parser::new(input, regexes).parse()
-}
-
-/// Compile a route regex under Strait's limits: a pattern too long or too
-/// large once compiled is an error, never an unbounded allocation. `\d`,
-/// `\w` and `\s` are ASCII, as in Kong's PCRE ([`ascii_perl_classes`]).
-pub fn compile_regex(pattern: &str, case_insensitive: bool) -> Result<Regex, String> {
-    if pattern.len() > MAX_REGEX_LEN {
-        return Err(format!("regex is longer than {MAX_REGEX_LEN} bytes"));
-    }
-    RegexBuilder::new(&ascii_perl_classes(pattern))
-        .case_insensitive(case_insensitive)
-        .size_limit(REGEX_SIZE_LIMIT)
-        .dfa_size_limit(REGEX_SIZE_LIMIT)
-        .nest_limit(MAX_NESTING as u32)
-        .build()
-        .map_err(|err| err.to_string())
 }
 
 #[cfg(test)]

@@ -57,6 +57,9 @@ pub fn ascii_perl_classes(pattern: &str) -> Cow<'_, str> {
     if !pattern.contains('\\') {
         return Cow::Borrowed(pattern);
     }
+    if let Some(rewritten) = rewrite_without_brackets(pattern) {
+        return rewritten;
+    }
     let Ok(parsed) = ast::parse::Parser::new().parse(pattern) else {
         return Cow::Borrowed(pattern);
     };
@@ -72,4 +75,44 @@ pub fn ascii_perl_classes(pattern: &str) -> Cow<'_, str> {
         out.replace_range(span.start.offset..span.end.offset, &posix(&kind, negated, inside));
     }
     Cow::Owned(out)
+}
+
+/// The common case without a parse: a pattern with no bracket class, where
+/// every `\\x` pair is one escape and a Perl class can only appear outside
+/// brackets. `None` when the pattern has a `[` (the syntax tree decides).
+fn rewrite_without_brackets(pattern: &str) -> Option<Cow<'_, str>> {
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut chars = pattern.char_indices();
+    while let Some((at, c)) = chars.next() {
+        match c {
+            '[' => return None,
+            '\\' => {
+                let Some((_, escaped)) = chars.next() else {
+                    break;
+                };
+                let (kind, negated) = match escaped {
+                    'd' => (ClassPerlKind::Digit, false),
+                    'D' => (ClassPerlKind::Digit, true),
+                    's' => (ClassPerlKind::Space, false),
+                    'S' => (ClassPerlKind::Space, true),
+                    'w' => (ClassPerlKind::Word, false),
+                    'W' => (ClassPerlKind::Word, true),
+                    _ => continue,
+                };
+                let text = out.get_or_insert_with(|| String::with_capacity(pattern.len() + 16));
+                text.push_str(&pattern[copied..at]);
+                text.push_str(&posix(&kind, negated, false));
+                copied = at + 2;
+            }
+            _ => {}
+        }
+    }
+    Some(match out {
+        Some(mut text) => {
+            text.push_str(&pattern[copied..]);
+            Cow::Owned(text)
+        }
+        None => Cow::Borrowed(pattern),
+    })
 }

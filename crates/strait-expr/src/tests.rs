@@ -209,6 +209,17 @@ fn perl_classes_are_ascii_as_in_pcre() {
         "an escaped backslash is not a class"
     );
     assert_eq!(ascii_perl_classes("(unclosed"), "(unclosed");
+    assert_eq!(
+        ascii_perl_classes(r"^/u/(\d+)\S\.x\\w$"),
+        r"^/u/([[:digit:]]+)[[:^space:]]\.x\\w$",
+        "without brackets the rewrite needs no parse and keeps other escapes"
+    );
+    let error = compile_regex(r"^/u/\d+(", false).expect_err("unclosed group");
+    assert!(
+        error.contains(r"\d+("),
+        "the error shows the pattern as written: {error}"
+    );
+    assert!(!error.contains("[[:digit:]]"), "{error}");
     let digits = compile_regex(r"^\d+$", false).expect("compiles");
     assert!(digits.is_match("123"));
     assert!(!digits.is_match("\u{663}"), "Arabic-Indic digit is not \\d in PCRE");

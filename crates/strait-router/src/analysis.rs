@@ -9,10 +9,9 @@
 
 use std::sync::Arc;
 
-use regex::Regex;
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::Look;
-use strait_expr::Op;
+use strait_expr::{Op, RouteRegex};
 
 use crate::cond::{Cond, Operand, Source, Test};
 
@@ -97,12 +96,16 @@ fn path_keys(test: &Test) -> Option<Vec<Arc<str>>> {
     match (test.op, &test.operand) {
         (Op::Prefix | Op::Equals, Operand::Str(text)) => Some(vec![text.clone()]),
         (Op::Regex, Operand::Regex(regex)) => regex_prefixes(regex),
+        (Op::Regex, Operand::SplitRegex(split)) => Some(vec![split.literal.clone()]),
         _ => None,
     }
 }
 
 /// Literal prefixes every match of a start-anchored regex begins with.
-pub(crate) fn regex_prefixes(regex: &Regex) -> Option<Vec<Arc<str>>> {
+pub(crate) fn regex_prefixes(regex: &RouteRegex) -> Option<Vec<Arc<str>>> {
+    if let Some(prefix) = leading_literal(regex.as_str()) {
+        return Some(vec![prefix.into()]);
+    }
     let hir = regex_syntax::Parser::new().parse(regex.as_str()).ok()?;
     if !hir.properties().look_set_prefix().contains(Look::Start) {
         return None;
@@ -125,4 +128,28 @@ pub(crate) fn regex_prefixes(regex: &Regex) -> Option<Vec<Arc<str>>> {
         })
         .collect();
     Some(prefixes)
+}
+
+/// The common case without parsing the pattern again: `^` then plain
+/// characters, with no alternation anywhere. Every match begins with those
+/// characters (less the last one when a quantifier follows it). `None` when
+/// the pattern is not of that shape or the run is empty; the syntax tree
+/// decides then.
+pub(crate) fn leading_literal(pattern: &str) -> Option<&str> {
+    let rest = pattern.strip_prefix('^')?;
+    if pattern.contains('|') {
+        return None;
+    }
+    let mut end = 0;
+    let mut chars = rest.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if !(c.is_alphanumeric() || "/_-%=,;:@!'\"<>~&".contains(c)) {
+            break;
+        }
+        if matches!(chars.peek(), Some((_, '?' | '*' | '+' | '{'))) {
+            break;
+        }
+        end = at + c.len_utf8();
+    }
+    (end > 0).then(|| &rest[..end])
 }

@@ -8,8 +8,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use regex::Regex;
-use strait_expr::{Cidr, Expr, Field, Literal, Op};
+use strait_expr::{Cidr, Expr, Field, Literal, Op, RouteRegex};
 
 #[derive(Debug)]
 pub(crate) enum Cond {
@@ -51,7 +50,26 @@ pub(crate) enum Operand {
     Int(i64),
     Ip(IpAddr),
     Cidr(Cidr),
-    Regex(Arc<Regex>),
+    Regex(Arc<RouteRegex>),
+    /// A path regex split after its leading plain text ([`SplitRegex`]).
+    SplitRegex(Arc<SplitRegex>),
+}
+
+/// A traditional path regex that begins with plain text
+/// (`~/users/(?<id>\d+)$`), split: `literal` (`/users/`) is compared as a
+/// prefix and `rest` (`(?<id>\d+)$`) must match right after it. Routes whose
+/// regexes differ only in that text share one compiled `rest`, and the text
+/// is the route's index key.
+#[derive(Debug)]
+pub(crate) struct SplitRegex {
+    pub literal: Arc<str>,
+    pub rest: Arc<RouteRegex>,
+}
+
+impl SplitRegex {
+    pub(crate) fn is_match(&self, s: &str) -> bool {
+        s.starts_with(self.literal.as_ref()) && self.rest.is_match_at(s, self.literal.len())
+    }
 }
 
 #[derive(Debug)]
@@ -109,16 +127,17 @@ impl Cond {
         }
     }
 
-    /// Every regex this condition uses (to release shared regexes).
-    pub(crate) fn regexes(&self, out: &mut Vec<Arc<Regex>>) {
+    /// The cache key of every regex this condition uses (to release shared
+    /// regexes once no route uses them).
+    pub(crate) fn regex_keys(&self, out: &mut Vec<String>) {
         match self {
-            Cond::And(items) | Cond::Or(items) => items.iter().for_each(|c| c.regexes(out)),
-            Cond::Not(inner) => inner.regexes(out),
-            Cond::Test(test) => {
-                if let Operand::Regex(re) = &test.operand {
-                    out.push(re.clone());
-                }
-            }
+            Cond::And(items) | Cond::Or(items) => items.iter().for_each(|c| c.regex_keys(out)),
+            Cond::Not(inner) => inner.regex_keys(out),
+            Cond::Test(test) => match &test.operand {
+                Operand::Regex(re) => out.push(re.as_str().to_string()),
+                Operand::SplitRegex(split) => out.push(split.rest.as_str().to_string()),
+                _ => {}
+            },
         }
     }
 }

@@ -155,23 +155,38 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
     /// Make room for `len` entries: create the first shard, or double the
     /// shard count once shards would grow past their target size.
     fn grow_for(&mut self, len: usize) {
-        let count = self.shards.len();
-        if count == 0 {
+        if self.shards.is_empty() {
             self.shards.push(Arc::new(HashTable::new()));
-            return;
         }
+        let count = self.shards.len();
         if len <= count * TARGET_SHARD_LEN || count >= MAX_SHARDS {
             return;
         }
-        let mut shards: Vec<HashTable<(K, V)>> = (0..count * 2)
-            .map(|_| HashTable::with_capacity(len / (count * 2) + 1))
-            .collect();
-        for (key, value) in self.iter() {
-            let hash = self.hasher.hash_one(key);
-            shards[shard_of(hash, count * 2)]
-                .insert_unique(hash, (key.clone(), value.clone()), |(k, _)| self.hasher.hash_one(k));
+        let mut count = count * 2;
+        while len > count * TARGET_SHARD_LEN && count < MAX_SHARDS {
+            count *= 2;
+        }
+        let mut shards: Vec<HashTable<(K, V)>> =
+            (0..count).map(|_| HashTable::with_capacity(len / count + 1)).collect();
+        let hasher = &self.hasher;
+        let mut place = |key: K, value: V| {
+            let hash = hasher.hash_one(&key);
+            shards[shard_of(hash, count)].insert_unique(hash, (key, value), |(k, _)| hasher.hash_one(k));
+        };
+        for shard in std::mem::take(&mut self.shards) {
+            // A shard no older map shares is moved, not copied (bulk builds).
+            match Arc::try_unwrap(shard) {
+                Ok(table) => table.into_iter().for_each(|(key, value)| place(key, value)),
+                Err(shared) => shared.iter().for_each(|(key, value)| place(key.clone(), value.clone())),
+            }
         }
         self.shards = shards.into_iter().map(Arc::new).collect();
+    }
+
+    /// Make room for `additional` more entries at once (a bulk load), so
+    /// the shards are not regrown step by step.
+    pub fn reserve(&mut self, additional: usize) {
+        self.grow_for(self.len + additional);
     }
 }
 
@@ -207,5 +222,16 @@ mod tests {
             *v = 1;
         }
         assert_eq!(snapshot.get(&9), Some(&18));
+    }
+
+    #[test]
+    fn reserve_sizes_the_shards_once_and_keeps_entries() {
+        let mut map: CowMap<u32, u32> = (0..10).map(|i| (i, i)).collect();
+        let shared = map.clone();
+        map.reserve(100_000);
+        assert!(map.shards.len() * super::TARGET_SHARD_LEN >= 100_010);
+        assert!((0..10).all(|i| map.get(&i) == Some(&i)));
+        assert_eq!(shared.get(&3), Some(&3), "a shared shard is copied, not moved");
+        assert_eq!(map.len(), 10);
     }
 }

@@ -10,10 +10,10 @@ use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::net::IpAddr;
 
-use regex::Regex;
-use strait_expr::Op;
+use regex_automata::util::captures::Captures;
+use strait_expr::{Op, RouteRegex};
 
-use crate::cond::{Cond, Operand, Source, Test};
+use crate::cond::{Cond, Operand, Source, SplitRegex, Test};
 use crate::RequestFacts;
 
 /// One request as conditions see it.
@@ -227,6 +227,12 @@ fn check_str(test: &Test, s: &str, operand: &Operand, recording: &mut Option<&mu
                 _ => re.is_match(s),
             }
         }
+        (Op::Regex, Operand::SplitRegex(split)) => {
+            return match recording {
+                Some(rec) if test.source == Source::Path => record_split(split, s, rec),
+                _ => split.is_match(s),
+            }
+        }
         (Op::Equals, Operand::Str(rhs)) => s == rhs.as_ref(),
         (Op::NotEquals, Operand::Str(rhs)) => s != rhs.as_ref(),
         (Op::Prefix, Operand::Str(rhs)) => s.starts_with(rhs.as_ref()),
@@ -246,19 +252,40 @@ fn check_str(test: &Test, s: &str, operand: &Operand, recording: &mut Option<&mu
     passed
 }
 
-fn record_regex(re: &Regex, s: &str, rec: &mut Recording) -> bool {
+fn record_regex(re: &RouteRegex, s: &str, rec: &mut Recording) -> bool {
     let Some(caps) = re.captures(s) else {
         return false;
     };
-    if let Some(whole) = caps.get(0).filter(|m| m.start() == 0) {
-        rec.matched_path = Some(whole.as_str().to_string());
+    if let Some(whole) = caps.get_group(0).filter(|m| m.start == 0) {
+        rec.matched_path = Some(s[whole.range()].to_string());
     }
+    record_groups(re, s, &caps, rec);
+    true
+}
+
+/// [`record_regex`] for a split path regex: the whole pattern's match runs
+/// from the start of the path to the end of the rest's match.
+fn record_split(split: &SplitRegex, s: &str, rec: &mut Recording) -> bool {
+    if !s.starts_with(split.literal.as_ref()) {
+        return false;
+    }
+    let Some(caps) = split.rest.captures_at(s, split.literal.len()) else {
+        return false;
+    };
+    if let Some(whole) = caps.get_group(0) {
+        rec.matched_path = Some(s[..whole.end].to_string());
+    }
+    record_groups(&split.rest, s, &caps, rec);
+    true
+}
+
+/// Named groups by name, unnamed ones by number, as Kong exposes them.
+fn record_groups(re: &RouteRegex, s: &str, caps: &Captures, rec: &mut Recording) {
     rec.captures.clear();
-    for (index, name) in re.capture_names().enumerate().skip(1) {
-        if let Some(m) = caps.get(index) {
+    for (index, name) in re.group_names().enumerate().skip(1) {
+        if let Some(span) = caps.get_group(index) {
             let key = name.map(str::to_string).unwrap_or_else(|| index.to_string());
-            rec.captures.push((key, m.as_str().to_string()));
+            rec.captures.push((key, s[span.range()].to_string()));
         }
     }
-    true
 }

@@ -24,50 +24,86 @@ use crate::matcher::Matcher;
 pub(crate) type Candidates = Arc<Vec<Arc<Matcher>>>;
 
 /// A map keyed by strings that is searched with every prefix (or suffix) of
-/// a request value. Only the key lengths present are tried.
+/// a request value. Up to [`SMALL`] entries sit in a short list that is
+/// scanned (most hosts have one or two path keys: no hash table, three
+/// fewer allocations each); past that, a [`CowMap`] where only the key
+/// lengths present are tried.
 #[derive(Clone, Default)]
 pub(crate) struct LengthMap<V> {
+    small: Vec<(Arc<str>, V)>,
     map: CowMap<Arc<str>, V>,
-    /// (length, number of keys of that length), sorted by length.
-    lengths: Arc<Vec<(usize, usize)>>,
+    /// (length, number of keys of that length) in `map`, sorted by length.
+    lengths: Vec<(usize, usize)>,
+}
+
+/// Entries a [`LengthMap`] keeps in its list before it moves to a table.
+const SMALL: usize = 4;
+
+fn count_length(lengths: &mut Vec<(usize, usize)>, len: usize) {
+    match lengths.binary_search_by_key(&len, |(l, _)| *l) {
+        Ok(at) => lengths[at].1 += 1,
+        Err(at) => lengths.insert(at, (len, 1)),
+    }
 }
 
 impl<V: Clone + Default> LengthMap<V> {
     fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.small.is_empty() && self.map.is_empty()
     }
 
     fn entry(&mut self, key: &Arc<str>) -> &mut V {
+        if self.map.is_empty() {
+            if let Some(at) = self.small.iter().position(|(k, _)| k == key) {
+                return &mut self.small[at].1;
+            }
+            if self.small.len() < SMALL {
+                self.small.push((key.clone(), V::default()));
+                let last = self.small.len() - 1;
+                return &mut self.small[last].1;
+            }
+            self.map.reserve(SMALL + 1);
+            for (k, v) in std::mem::take(&mut self.small) {
+                count_length(&mut self.lengths, k.len());
+                self.map.insert(k, v);
+            }
+        }
         let lengths = &mut self.lengths;
         self.map.get_or_insert_with(key, || {
-            let lengths = Arc::make_mut(lengths);
-            match lengths.binary_search_by_key(&key.len(), |(len, _)| *len) {
-                Ok(at) => lengths[at].1 += 1,
-                Err(at) => lengths.insert(at, (key.len(), 1)),
-            }
+            count_length(lengths, key.len());
             V::default()
         })
     }
 
     fn get_mut(&mut self, key: &str) -> Option<&mut V> {
-        self.map.get_mut(key)
+        match self.small.iter_mut().find(|(k, _)| k.as_ref() == key) {
+            Some((_, value)) => Some(value),
+            None => self.map.get_mut(key),
+        }
     }
 
     fn remove(&mut self, key: &str) {
+        if let Some(at) = self.small.iter().position(|(k, _)| k.as_ref() == key) {
+            self.small.swap_remove(at);
+            return;
+        }
         if self.map.remove(key).is_none() {
             return;
         }
-        let lengths = Arc::make_mut(&mut self.lengths);
-        if let Ok(at) = lengths.binary_search_by_key(&key.len(), |(len, _)| *len) {
-            lengths[at].1 -= 1;
-            if lengths[at].1 == 0 {
-                lengths.remove(at);
+        if let Ok(at) = self.lengths.binary_search_by_key(&key.len(), |(len, _)| *len) {
+            self.lengths[at].1 -= 1;
+            if self.lengths[at].1 == 0 {
+                self.lengths.remove(at);
             }
         }
     }
 
-    /// Values whose key is a prefix of `text`.
+    /// Values whose key is a prefix of `text` (in no particular order).
     fn prefixes_of<'s>(&'s self, text: &str, mut found: impl FnMut(&'s V)) {
+        for (key, value) in &self.small {
+            if text.starts_with(key.as_ref()) {
+                found(value);
+            }
+        }
         for &(len, _) in self.lengths.iter() {
             if len > text.len() {
                 break;
@@ -78,8 +114,13 @@ impl<V: Clone + Default> LengthMap<V> {
         }
     }
 
-    /// Values whose key is a suffix of `text`.
+    /// Values whose key is a suffix of `text` (in no particular order).
     fn suffixes_of<'s>(&'s self, text: &str, mut found: impl FnMut(&'s V)) {
+        for (key, value) in &self.small {
+            if text.ends_with(key.as_ref()) {
+                found(value);
+            }
+        }
         for &(len, _) in self.lengths.iter() {
             if len > text.len() {
                 break;
@@ -95,7 +136,8 @@ impl<V: Clone + Default> LengthMap<V> {
 #[derive(Clone, Default)]
 pub(crate) struct PathIndex {
     prefixes: LengthMap<Candidates>,
-    any_path: Candidates,
+    /// `None` when empty (most path indexes have no such matcher).
+    any_path: Option<Candidates>,
 }
 
 /// Insert by rank; appending (the bulk build inserts in rank order) is O(1)
@@ -113,13 +155,13 @@ fn remove_from(list: &mut Candidates, matcher: &Arc<Matcher>) {
 
 impl PathIndex {
     fn is_empty(&self) -> bool {
-        self.prefixes.is_empty() && self.any_path.is_empty()
+        self.prefixes.is_empty() && self.any_path.is_none()
     }
 
     fn insert(&mut self, path: Option<&Arc<str>>, matcher: &Arc<Matcher>) {
         match path {
             Some(prefix) => insert_sorted(self.prefixes.entry(prefix), matcher),
-            None => insert_sorted(&mut self.any_path, matcher),
+            None => insert_sorted(self.any_path.get_or_insert_with(Candidates::default), matcher),
         }
     }
 
@@ -133,14 +175,21 @@ impl PathIndex {
                     }
                 }
             }
-            None => remove_from(&mut self.any_path, matcher),
+            None => {
+                if let Some(list) = &mut self.any_path {
+                    remove_from(list, matcher);
+                    if list.is_empty() {
+                        self.any_path = None;
+                    }
+                }
+            }
         }
     }
 
     fn collect<'s>(&'s self, path: &str, out: &mut CandidateLists<'s>) {
         self.prefixes.prefixes_of(path, |list| out.push(list));
-        if !self.any_path.is_empty() {
-            out.push(&self.any_path);
+        if let Some(list) = &self.any_path {
+            out.push(list);
         }
     }
 }
@@ -232,6 +281,12 @@ impl Index {
     pub(crate) fn from_matchers(mut matchers: Vec<Arc<Matcher>>) -> Index {
         matchers.sort_unstable_by_key(|m| m.rank);
         let mut index = Index::default();
+        let exact_hosts = matchers
+            .iter()
+            .flat_map(|m| m.keys.hosts.iter().flatten())
+            .filter(|key| matches!(key, HostKey::Exact(_)))
+            .count();
+        index.exact.reserve(exact_hosts);
         for matcher in &matchers {
             index.insert(matcher);
         }

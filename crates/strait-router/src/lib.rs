@@ -112,6 +112,7 @@ impl Router {
         let mut router = Router::default();
         let mut errors = Vec::new();
         let mut all = Vec::with_capacity(routes.len());
+        router.routes.reserve(routes.len());
         for route in routes {
             if router.routes.get(&route.id).is_some() {
                 errors.push(RouterError::DuplicateRoute {
@@ -160,14 +161,12 @@ impl Router {
         let Some(entry) = self.routes.remove(&id) else {
             return false;
         };
-        let mut regexes = Vec::new();
+        let mut patterns = Vec::new();
         for matcher in &entry.matchers {
             self.index.remove(matcher);
-            matcher.cond.regexes(&mut regexes);
+            matcher.cond.regex_keys(&mut patterns);
         }
         drop(entry);
-        let patterns: Vec<String> = regexes.iter().map(|r| r.as_str().to_string()).collect();
-        drop(regexes);
         for pattern in patterns {
             self.regexes.release(&pattern);
         }

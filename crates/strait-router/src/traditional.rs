@@ -8,11 +8,13 @@
 //! as two routes would.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use strait_core::{CidrPort, Route};
 use strait_expr::{Cidr, Op};
 
-use crate::cond::{Cond, Operand, Source, Test};
+use crate::analysis::leading_literal;
+use crate::cond::{Cond, Operand, Source, SplitRegex, Test};
 use crate::priority::{traditional_priority, TraditionalShape};
 use crate::regex_cache::RegexCache;
 
@@ -71,18 +73,46 @@ pub(crate) fn translate(route: &Route, regexes: &mut RegexCache) -> Result<Vec<P
 fn path_condition(path: &str, regexes: &mut RegexCache) -> Result<Cond, TraditionalError> {
     Ok(match path.strip_prefix('~') {
         Some(pattern) => {
-            let regex = compile(&format!("^(?:{pattern})"), pattern, regexes)?;
-            Cond::test(Source::Path, Op::Regex, Operand::Regex(regex))
+            let full = anchored(pattern);
+            Cond::test(Source::Path, Op::Regex, split_regex(&full, pattern, regexes)?)
         }
         None => Cond::test(Source::Path, Op::Prefix, Operand::Str(path.into())),
     })
+}
+
+/// `pattern` anchored at the start of the path. `^X` is `^(?:X)` when `X`
+/// has no alternation; the plain form lets the index read the literal
+/// prefix without parsing ([`crate::analysis::leading_literal`]).
+fn anchored(pattern: &str) -> String {
+    let starts_with_quantifier = pattern.starts_with(['*', '+', '?', '{']);
+    if pattern.contains('|') || starts_with_quantifier {
+        format!("^(?:{pattern})")
+    } else {
+        format!("^{pattern}")
+    }
+}
+
+/// `full` (`^` + pattern) as its leading plain text plus the regex for the
+/// rest ([`SplitRegex`]), or whole when it does not begin with text.
+fn split_regex(full: &str, shown: &str, regexes: &mut RegexCache) -> Result<Operand, TraditionalError> {
+    if let Some(literal) = leading_literal(full) {
+        if let Ok(rest) = regexes.rest(&full[1 + literal.len()..]) {
+            return Ok(Operand::SplitRegex(Arc::new(SplitRegex {
+                literal: literal.into(),
+                rest,
+            })));
+        }
+        // The rest does not compile, so neither does the whole pattern:
+        // compiling it below reports the error against what was written.
+    }
+    compile(full, shown, regexes).map(Operand::Regex)
 }
 
 fn compile(
     full: &str,
     shown: &str,
     regexes: &mut RegexCache,
-) -> Result<std::sync::Arc<regex::Regex>, TraditionalError> {
+) -> Result<Arc<strait_expr::RouteRegex>, TraditionalError> {
     regexes.get(full).map_err(|reason| TraditionalError::Regex {
         pattern: shown.to_string(),
         reason,

@@ -199,12 +199,9 @@ fn percent_encoding(value: &str) -> Result<(), String> {
 /// Message for a route path that is neither a prefix nor a regex path.
 pub const ROUTE_PATH_START: &str = "should start with: / (or ~ for a regex)";
 
-/// Compiled-size limit for route regexes: a pathological pattern is a
-/// validation error, not an out-of-memory at compile time.
-pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
-
 /// typedefs.router_path: `/prefix` or `~regex`; regexes must compile within
-/// [`REGEX_SIZE_LIMIT`].
+/// the router's limits ([`strait_expr::validate_regex`]: a pathological
+/// pattern is a validation error, not an out-of-memory at compile time).
 pub(crate) fn router_path(value: &str) -> Result<(), String> {
     if !value.starts_with('/') && !value.starts_with('~') {
         return Err(ROUTE_PATH_START.into());
@@ -214,7 +211,7 @@ pub(crate) fn router_path(value: &str) -> Result<(), String> {
     }
     percent_encoding(value)?;
     if let Some(pattern) = value.strip_prefix('~') {
-        if let Err(error) = regex::RegexBuilder::new(pattern).size_limit(REGEX_SIZE_LIMIT).build() {
+        if let Err(error) = strait_expr::validate_regex(pattern) {
             return Err(format!("invalid regex: '{pattern}' ({error})"));
         }
     }

@@ -18,15 +18,19 @@ pub enum Scenario {
     HostPath,
     /// Prefix routes, every tenth one a regex path `~/re{i}/(?<id>\d+)$`.
     RegexMix,
+    /// Like `RegexMix`, but no two regexes share what follows their leading
+    /// text (`~/rd{i}/(?<id>\d+)/v{i}$`), so each is compiled on its own.
+    RegexDistinct,
     /// `http.host == "e{i}.example.com" && http.path ^= "/p{i%100}" && http.method == "GET"`.
     Expression,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 4] = [
+    pub const ALL: [Scenario; 5] = [
         Scenario::Prefix,
         Scenario::HostPath,
         Scenario::RegexMix,
+        Scenario::RegexDistinct,
         Scenario::Expression,
     ];
 
@@ -35,6 +39,7 @@ impl Scenario {
             Scenario::Prefix => "prefix",
             Scenario::HostPath => "host_path",
             Scenario::RegexMix => "regex_mix",
+            Scenario::RegexDistinct => "regex_distinct",
             Scenario::Expression => "expression",
         }
     }
@@ -48,7 +53,10 @@ impl Scenario {
                 r.paths = Some(vec![format!("/api/v{}", i % 10)]);
             }
             Scenario::RegexMix if i.is_multiple_of(10) => r.paths = Some(vec![format!(r"~/re{i}/(?<id>\d+)$")]),
-            Scenario::RegexMix => r.paths = Some(vec![format!("/svc{i}/api")]),
+            Scenario::RegexDistinct if i.is_multiple_of(10) => {
+                r.paths = Some(vec![format!(r"~/rd{i}/(?<id>\d+)/v{i}$")])
+            }
+            Scenario::RegexMix | Scenario::RegexDistinct => r.paths = Some(vec![format!("/svc{i}/api")]),
             Scenario::Expression => {
                 r.expression = Some(format!(
                     r#"http.host == "e{i}.example.com" && http.path ^= "/p{}" && http.method == "GET""#,
@@ -70,7 +78,8 @@ impl Scenario {
             Scenario::Prefix => Request::new("any.test", format!("/svc{i}/api/items")),
             Scenario::HostPath => Request::new(&format!("h{i}.example.com"), format!("/api/v{}/items", i % 10)),
             Scenario::RegexMix if i.is_multiple_of(10) => Request::new("any.test", format!("/re{i}/42")),
-            Scenario::RegexMix => Request::new("any.test", format!("/svc{i}/api/items")),
+            Scenario::RegexDistinct if i.is_multiple_of(10) => Request::new("any.test", format!("/rd{i}/42/v{i}")),
+            Scenario::RegexMix | Scenario::RegexDistinct => Request::new("any.test", format!("/svc{i}/api/items")),
             Scenario::Expression => Request::new(&format!("e{i}.example.com"), format!("/p{}/items", i % 100)),
         }
     }
@@ -78,7 +87,9 @@ impl Scenario {
     /// A request no route matches (close to the routes, so the index is exercised).
     pub fn miss(self) -> Request {
         match self {
-            Scenario::Prefix | Scenario::RegexMix => Request::new("any.test", "/svc-none/api/items".into()),
+            Scenario::Prefix | Scenario::RegexMix | Scenario::RegexDistinct => {
+                Request::new("any.test", "/svc-none/api/items".into())
+            }
             Scenario::HostPath => Request::new("h1.example.com", "/web/v1/items".into()),
             Scenario::Expression => Request::new("e1.example.com", "/q1/items".into()),
         }

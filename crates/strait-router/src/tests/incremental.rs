@@ -62,6 +62,32 @@ fn routes_using_one_pattern_share_its_compiled_regex() {
 }
 
 #[test]
+fn regex_paths_differing_only_in_leading_text_share_one_compiled_regex() {
+    let routes: Vec<_> = (0..50)
+        .map(|i| {
+            with_paths(
+                route(&format!("r{i}"), i),
+                &[&format!(r"~/tenant{i}/orders/(?<id>\d+)$")],
+            )
+        })
+        .collect();
+    let ids: Vec<_> = routes.iter().map(|r| r.id).collect();
+    let mut router = build(routes);
+    assert_eq!(router.regexes.len(), 1, "one regex for `(?<id>\\d+)$`");
+    let m = router
+        .find(&Req::get("x", "/tenant7/orders/42").facts())
+        .expect("match");
+    assert_eq!(m.route.name.as_deref(), Some("r7"));
+    assert_eq!(m.matched_path.as_deref(), Some("/tenant7/orders/42"));
+    assert_eq!(m.captures, vec![("id".to_string(), "42".to_string())]);
+    assert!(router.find(&Req::get("x", "/tenant7/orders/4x").facts()).is_none());
+    for id in ids {
+        router.remove(id);
+    }
+    assert_eq!(router.regexes.len(), 0);
+}
+
+#[test]
 fn large_routers_grow_and_shrink_incrementally() {
     let mut router = Router::default();
     let routes: Vec<Arc<_>> = (0..3000)

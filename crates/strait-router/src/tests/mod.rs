@@ -1,6 +1,7 @@
 //! Router tests: unit tests per route style, incremental updates, and the
 //! property tests that compare the index with a naive linear reference.
 
+mod analysis;
 mod expressions;
 mod incremental;
 mod properties;

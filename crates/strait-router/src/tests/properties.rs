@@ -34,6 +34,8 @@ const PATHS: &[&str] = &[
     r"~.*/c$",
     "~/a",
     r"~(?i)/A/B",
+    r"~/ab?/b",
+    r"~/a/(?<n>[0-9]+)/c",
     "/a/b/c",
 ];
 const PREDICATES: &[&str] = &[
@@ -46,6 +48,7 @@ const PREDICATES: &[&str] = &[
     r#"http.path ~ "^/a/\\d+""#,
     r#"http.path ~ "/c$""#,
     r#"http.path ~ "^/(a|b)/c""#,
+    r#"http.path ~ "^/ab?/b""#,
     r#"lower(http.path) ^= "/a""#,
     r#"http.path contains "b""#,
     r#"http.method == "POST""#,
@@ -252,5 +255,79 @@ proptest! {
         }
         // The router it was derived from still answers for the old set.
         assert_agree(&original, &original_routes, &requests)?;
+    }
+}
+
+/// Pieces of regex path patterns: plain text (which the router splits off
+/// as a prefix) and regex syntax (which it keeps), in any order.
+const PATTERN_PIECES: &[&str] = &[
+    "/",
+    "a",
+    "b",
+    "/ab",
+    "é",
+    "-",
+    "x",
+    "~",
+    r"\d+",
+    "[ab]",
+    "(?<n>[0-9]+)",
+    "(a|b)",
+    "b?",
+    "a*",
+    r"\b",
+    "$",
+    ".",
+    "(?i)A",
+    "x{2}",
+    r"\.",
+    "(?:/c)?",
+    "(",
+    ")",
+    "+",
+];
+const PATH_PIECES: &[&str] = &["/", "a", "b", "1", "23", "x", ".", "A", "é", "c", "-", "~"];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// A regex path matches, captures and records its matched path exactly
+    /// as the whole pattern anchored at the start does, however the router
+    /// splits it; and a pattern compiles in the router iff it compiles.
+    #[test]
+    fn regex_paths_match_as_the_whole_anchored_pattern(
+        pieces in prop::collection::vec(pick(PATTERN_PIECES), 1..6),
+        paths in prop::collection::vec(prop::collection::vec(pick(PATH_PIECES), 0..7), 1..12),
+    ) {
+        let pattern = pieces.concat();
+        // Configuration validation rejects a pattern that does not compile
+        // on its own (`)(` would inside `^(?:...)`), before any router.
+        prop_assume!(strait_expr::compile_regex(&pattern, false).is_ok());
+        // The reference is the `regex` crate, not the router's own engine.
+        let whole = regex::Regex::new(&format!("^(?:{})", strait_expr::ascii_perl_classes(&pattern)));
+        let built = Router::build(&[Arc::new(super::with_paths(route("r", 1), &[&format!("~{pattern}")]))]);
+        prop_assert_eq!(whole.is_ok(), built.is_ok(), "{}: {:?}", pattern, built.as_ref().err());
+        let (Ok(whole), Ok(router)) = (whole, built) else {
+            return Ok(());
+        };
+        for path in paths {
+            let path = path.concat();
+            let expected = whole.captures(&path).map(|caps| {
+                let captures: Vec<(String, String)> = whole
+                    .capture_names()
+                    .enumerate()
+                    .skip(1)
+                    .filter_map(|(i, name)| {
+                        let m = caps.get(i)?;
+                        Some((name.map(str::to_string).unwrap_or_else(|| i.to_string()), m.as_str().to_string()))
+                    })
+                    .collect();
+                (caps.get(0).map(|m| m.as_str().to_string()), captures)
+            });
+            let got = router
+                .find(&Req::get("x", &path).facts())
+                .map(|m| (m.matched_path, m.captures));
+            prop_assert_eq!(got, expected, "{} on {:?}", pattern, path);
+        }
     }
 }

@@ -182,3 +182,19 @@ fn upstream_paths_follow_kong_path_handling_table() {
         );
     }
 }
+
+#[test]
+fn regex_paths_anchor_without_a_group_only_when_that_means_the_same() {
+    let requests = ["/a/b", "/ab/b", "/x", "/a/12", "/b/c", "/c", "/a"];
+    for pattern in [r"/ab?/b", r"/a|/b/c", r"/a/\d+$", "x", "(?i)/A", "/a(/b)?$"] {
+        let grouped = regex::Regex::new(&format!("^(?:{pattern})")).expect("grouped compiles");
+        let router = build(vec![with_paths(route("r", 1), &[&format!("~{pattern}")])]);
+        for path in requests {
+            assert_eq!(
+                Req::get("x", path).name_in(&router).is_some(),
+                grouped.is_match(path),
+                "~{pattern} on {path}"
+            );
+        }
+    }
+}

@@ -201,6 +201,7 @@ fn route_paths_are_prefixes_or_valid_regexes() {
     assert_eq!(errors.len(), 6);
     let huge = invalid(ROUTE, json!({"paths": ["~/(a{1000}){1000}"]}));
     assert!(huge[0].1.starts_with("invalid regex"), "{}", huge[0].1);
+    assert!(huge[0].1.contains("size limit"), "{}", huge[0].1);
 }
 
 #[test]
