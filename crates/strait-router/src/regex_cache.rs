@@ -11,52 +11,28 @@ use crate::cow_map::CowMap;
 /// route (in this router or an older snapshot) uses it.
 #[derive(Clone, Default)]
 pub(crate) struct RegexCache {
-    by_pattern: CowMap<Arc<str>, Weak<RouteRegex>>,
-    rests: CowMap<Arc<str>, Weak<RouteRegex>>,
+    by_pattern: Compiled,
+    rests: Compiled,
 }
 
 impl RegexCache {
     /// Keyed by the pattern as compiled (`RouteRegex::as_str`, Perl classes made
     /// ASCII), so [`RegexCache::release`] finds it from the regex alone.
     pub(crate) fn get(&mut self, pattern: &str) -> Result<Arc<RouteRegex>, String> {
-        let key = strait_expr::regex_key(pattern)?;
-        if let Some(regex) = self.by_pattern.get(key.as_ref()).and_then(Weak::upgrade) {
-            return Ok(regex);
-        }
-        let regex = match strait_expr::compile_regex_key(&key, Search::Unanchored) {
-            Ok(regex) => Arc::new(regex),
-            // The error as `compile_regex` words it (against `pattern`).
-            Err(_) => return strait_expr::compile_regex(pattern, false).map(Arc::new),
-        };
-        self.by_pattern.insert(key.as_ref().into(), Arc::downgrade(&regex));
-        Ok(regex)
+        cached(&mut self.by_pattern, pattern, Search::Unanchored)
     }
 
     /// The rest of a path regex after its leading text, only ever searched
     /// anchored where that text ends ([`crate::cond::SplitRegex`]); keyed
     /// like [`RegexCache::get`], in a map of its own.
     pub(crate) fn rest(&mut self, pattern: &str) -> Result<Arc<RouteRegex>, String> {
-        let key = strait_expr::regex_key(pattern)?;
-        if let Some(rest) = self.rests.get(key.as_ref()).and_then(Weak::upgrade) {
-            return Ok(rest);
-        }
-        let rest = Arc::new(strait_expr::compile_regex_key(&key, Search::Anchored)?);
-        self.rests.insert(key.as_ref().into(), Arc::downgrade(&rest));
-        Ok(rest)
+        cached(&mut self.rests, pattern, Search::Anchored)
     }
 
     /// Forget `pattern` (as compiled) if no route uses it any more.
     pub(crate) fn release(&mut self, pattern: &str) {
-        if self
-            .by_pattern
-            .get(pattern)
-            .is_some_and(|weak| weak.strong_count() == 0)
-        {
-            self.by_pattern.remove(pattern);
-        }
-        if self.rests.get(pattern).is_some_and(|weak| weak.strong_count() == 0) {
-            self.rests.remove(pattern);
-        }
+        forget_if_unused(&mut self.by_pattern, pattern);
+        forget_if_unused(&mut self.rests, pattern);
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -67,5 +43,28 @@ impl RegexCache {
 impl RegexCompiler for RegexCache {
     fn compile(&mut self, pattern: &str) -> Result<Arc<RouteRegex>, String> {
         self.get(pattern)
+    }
+}
+
+type Compiled = CowMap<Arc<str>, Weak<RouteRegex>>;
+
+/// The regex for `pattern` from `map`, compiled and recorded if absent.
+fn cached(map: &mut Compiled, pattern: &str, search: Search) -> Result<Arc<RouteRegex>, String> {
+    let key = strait_expr::regex_key(pattern)?;
+    if let Some(regex) = map.get(key.as_ref()).and_then(Weak::upgrade) {
+        return Ok(regex);
+    }
+    let regex = match strait_expr::compile_regex_key(&key, search) {
+        Ok(regex) => Arc::new(regex),
+        // The error as `compile_regex` words it (against `pattern`).
+        Err(_) => return strait_expr::compile_regex(pattern, false).map(Arc::new),
+    };
+    map.insert(key.as_ref().into(), Arc::downgrade(&regex));
+    Ok(regex)
+}
+
+fn forget_if_unused(map: &mut Compiled, pattern: &str) {
+    if map.get(pattern).is_some_and(|weak| weak.strong_count() == 0) {
+        map.remove(pattern);
     }
 }
