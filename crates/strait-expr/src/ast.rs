@@ -185,14 +185,14 @@ impl Cidr {
 /// A compiled regex literal with its source pattern.
 #[derive(Debug, Clone)]
 pub struct RegexLiteral {
-    pub pattern: String,
+    pub pattern: Arc<str>,
     pub regex: Arc<RouteRegex>,
 }
 
 /// Right-hand side values.
 #[derive(Debug, Clone)]
 pub enum Literal {
-    String(String),
+    String(Arc<str>),
     Int(i64),
     Ip(IpAddr),
     Cidr(Cidr),

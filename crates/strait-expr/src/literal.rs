@@ -3,13 +3,15 @@
 //! addresses and CIDRs.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use crate::ast::Cidr;
 
 /// A literal as written, before type checking.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RawLiteral {
-    String(String),
+    /// Shared: the router keeps this very allocation as its operand.
+    String(Arc<str>),
     Int(i64),
     Ip(IpAddr),
     Cidr(Cidr),
@@ -27,12 +29,21 @@ impl RawLiteral {
 }
 
 /// Scan a quoted string starting at `"`; returns the value and the bytes used.
-pub(crate) fn scan_string(input: &str) -> Result<(String, usize), (usize, String)> {
+pub(crate) fn scan_string(input: &str) -> Result<(Arc<str>, usize), (usize, String)> {
+    let body = input.get(1..).unwrap_or("");
+    // Most strings have no escape: one allocation, straight from the source.
+    match body.find(['"', '\\']) {
+        Some(end) if body[end..].starts_with('"') => Ok((Arc::from(&body[..end]), end + 2)),
+        _ => scan_escaped_string(input),
+    }
+}
+
+fn scan_escaped_string(input: &str) -> Result<(Arc<str>, usize), (usize, String)> {
     let mut out = String::new();
     let mut chars = input.char_indices().skip(1);
     while let Some((at, ch)) = chars.next() {
         match ch {
-            '"' => return Ok((out, at + 1)),
+            '"' => return Ok((Arc::from(out), at + 1)),
             '\\' => match chars.next() {
                 Some((_, 'n')) => out.push('\n'),
                 Some((_, 'r')) => out.push('\r'),
@@ -54,10 +65,10 @@ pub(crate) fn scan_string(input: &str) -> Result<(String, usize), (usize, String
 }
 
 /// Scan a raw string starting at `r#"`; returns the value and the bytes used.
-pub(crate) fn scan_raw_string(input: &str) -> Result<(String, usize), (usize, String)> {
+pub(crate) fn scan_raw_string(input: &str) -> Result<(Arc<str>, usize), (usize, String)> {
     let body = &input[3..];
     match body.find("\"#") {
-        Some(end) => Ok((body[..end].to_string(), 3 + end + 2)),
+        Some(end) => Ok((Arc::from(&body[..end]), 3 + end + 2)),
         None => Err((0, "unterminated raw string; expected a closing `\"#`".to_string())),
     }
 }

@@ -50,7 +50,7 @@ fn literals_keep_their_values() {
     assert_eq!(values, vec![r#"String("a\"b\\c\n")"#, "Int(-12)", "Int(31)", "Int(8)"]);
     let expr = ok(r##"http.path == r#"a\"b"#"##);
     match &expr.predicates()[0].rhs {
-        Literal::String(s) => assert_eq!(s, r#"a\"b"#),
+        Literal::String(s) => assert_eq!(&**s, r#"a\"b"#),
         other => panic!("{other:?}"),
     }
     let expr = ok("net.src.ip in 10.1.0.0/16");

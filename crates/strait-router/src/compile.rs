@@ -67,9 +67,12 @@ impl RouterError {
     }
 }
 
+/// A route's matchers, as the router keeps them (one allocation).
+pub(crate) type Matchers = Arc<[Arc<Matcher>]>;
+
 /// Compile a route into one matcher (expression) or one per path group
 /// (traditional).
-pub(crate) fn compile_route(route: &Arc<Route>, regexes: &mut RegexCache) -> Result<Vec<Arc<Matcher>>, RouterError> {
+pub(crate) fn compile_route(route: &Arc<Route>, regexes: &mut RegexCache) -> Result<Matchers, RouterError> {
     let rank = |priority: u64, part: u16| Rank {
         priority,
         created_at: route.created_at,
@@ -82,11 +85,8 @@ pub(crate) fn compile_route(route: &Arc<Route>, regexes: &mut RegexCache) -> Res
             error,
         })?;
         let cond = Cond::from_expr(&expr);
-        return Ok(vec![Arc::new(Matcher::new(
-            rank(expression_priority(route), 0),
-            route.clone(),
-            cond,
-        ))]);
+        let matcher = Arc::new(Matcher::new(rank(expression_priority(route), 0), route.clone(), cond));
+        return Ok(Arc::from([matcher]));
     }
     let parts = translate(route, regexes).map_err(|err| match err {
         TraditionalError::Regex { pattern, reason } => RouterError::InvalidRegex {

@@ -170,7 +170,7 @@ fn source_of(field: &Field) -> Source {
 
 fn operand_of(literal: &Literal) -> Operand {
     match literal {
-        Literal::String(s) => Operand::Str(s.as_str().into()),
+        Literal::String(s) => Operand::Str(s.clone()),
         Literal::Int(i) => Operand::Int(*i),
         Literal::Ip(ip) => Operand::Ip(*ip),
         Literal::Cidr(c) => Operand::Cidr(*c),

@@ -13,24 +13,110 @@
 //! (`~/users/\d+` sits under `/users/`); regexes without one sit in "any
 //! path". Every level is a [`CowMap`], so a change copies only what it touches.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::analysis::HostKey;
+use crate::analysis::{HostKey, IndexKeys};
 use crate::cow_map::CowMap;
 use crate::matcher::Matcher;
 
-/// Matchers sorted by rank (best first). A `Vec` behind an `Arc`: shared
-/// between router versions, changed in place when not shared (bulk build).
-pub(crate) type Candidates = Arc<Vec<Arc<Matcher>>>;
+/// Matchers sorted by rank (best first). Most lists hold one matcher, kept
+/// without an allocation of its own; longer ones are a `Vec` behind an
+/// `Arc`, shared between router versions and changed in place when not
+/// shared (bulk build).
+#[derive(Clone, Default)]
+pub(crate) enum Candidates {
+    #[default]
+    Empty,
+    One(Arc<Matcher>),
+    Many(Arc<Vec<Arc<Matcher>>>),
+}
+
+impl Candidates {
+    pub(crate) fn as_slice(&self) -> &[Arc<Matcher>] {
+        match self {
+            Candidates::Empty => &[],
+            Candidates::One(matcher) => std::slice::from_ref(matcher),
+            Candidates::Many(list) => list,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.as_slice().is_empty()
+    }
+
+    /// Insert by rank.
+    fn insert(&mut self, matcher: &Arc<Matcher>) {
+        match self {
+            Candidates::Many(list) => {
+                let at = list.partition_point(|m| m.rank < matcher.rank);
+                Arc::make_mut(list).insert(at, matcher.clone());
+            }
+            _ => {
+                if !self.push(matcher) {
+                    self.sort();
+                }
+            }
+        }
+    }
+
+    /// Append, out of order or not; `false` when the list is out of order
+    /// now (the bulk build appends, then sorts the lists this reports).
+    fn push(&mut self, matcher: &Arc<Matcher>) -> bool {
+        match self {
+            Candidates::Empty => {
+                *self = Candidates::One(matcher.clone());
+                true
+            }
+            Candidates::One(first) => {
+                let in_order = first.rank < matcher.rank;
+                *self = Candidates::Many(Arc::new(vec![first.clone(), matcher.clone()]));
+                in_order
+            }
+            Candidates::Many(list) => {
+                let in_order = list.last().is_none_or(|last| last.rank < matcher.rank);
+                Arc::make_mut(list).push(matcher.clone());
+                in_order
+            }
+        }
+    }
+
+    fn sort(&mut self) {
+        if let Candidates::Many(list) = self {
+            Arc::make_mut(list).sort_unstable_by_key(|m| m.rank);
+        }
+    }
+
+    fn remove(&mut self, matcher: &Arc<Matcher>) {
+        match self {
+            Candidates::One(only) if Arc::ptr_eq(only, matcher) => *self = Candidates::Empty,
+            Candidates::Many(list) if list.iter().any(|m| Arc::ptr_eq(m, matcher)) => {
+                let list = Arc::make_mut(list);
+                list.retain(|m| !Arc::ptr_eq(m, matcher));
+                match list.as_slice() {
+                    [] => *self = Candidates::Empty,
+                    [only] => *self = Candidates::One(only.clone()),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+}
 
 /// A map keyed by strings that is searched with every prefix (or suffix) of
 /// a request value. Up to [`SMALL`] entries sit in a short list that is
-/// scanned (most hosts have one or two path keys: no hash table, three
-/// fewer allocations each); past that, a [`CowMap`] where only the key
+/// scanned (most hosts have one or two path keys: no hash table, no
+/// allocation beyond the list); past that, a [`CowMap`] where only the key
 /// lengths present are tried.
 #[derive(Clone, Default)]
 pub(crate) struct LengthMap<V> {
     small: Vec<(Arc<str>, V)>,
+    large: Option<Box<Large<V>>>,
+}
+
+#[derive(Clone, Default)]
+struct Large<V> {
     map: CowMap<Arc<str>, V>,
     /// (length, number of keys of that length) in `map`, sorted by length.
     lengths: Vec<(usize, usize)>,
@@ -46,27 +132,18 @@ fn count_length(lengths: &mut Vec<(usize, usize)>, len: usize) {
     }
 }
 
-impl<V: Clone + Default> LengthMap<V> {
-    fn is_empty(&self) -> bool {
-        self.small.is_empty() && self.map.is_empty()
+impl<V: Clone + Default> Large<V> {
+    fn from_small(small: Vec<(Arc<str>, V)>) -> Large<V> {
+        let mut large = Large::default();
+        large.map.reserve(small.len() + 1);
+        for (key, value) in small {
+            count_length(&mut large.lengths, key.len());
+            large.map.insert(key, value);
+        }
+        large
     }
 
     fn entry(&mut self, key: &Arc<str>) -> &mut V {
-        if self.map.is_empty() {
-            if let Some(at) = self.small.iter().position(|(k, _)| k == key) {
-                return &mut self.small[at].1;
-            }
-            if self.small.len() < SMALL {
-                self.small.push((key.clone(), V::default()));
-                let last = self.small.len() - 1;
-                return &mut self.small[last].1;
-            }
-            self.map.reserve(SMALL + 1);
-            for (k, v) in std::mem::take(&mut self.small) {
-                count_length(&mut self.lengths, k.len());
-                self.map.insert(k, v);
-            }
-        }
         let lengths = &mut self.lengths;
         self.map.get_or_insert_with(key, || {
             count_length(lengths, key.len());
@@ -74,18 +151,7 @@ impl<V: Clone + Default> LengthMap<V> {
         })
     }
 
-    fn get_mut(&mut self, key: &str) -> Option<&mut V> {
-        match self.small.iter_mut().find(|(k, _)| k.as_ref() == key) {
-            Some((_, value)) => Some(value),
-            None => self.map.get_mut(key),
-        }
-    }
-
     fn remove(&mut self, key: &str) {
-        if let Some(at) = self.small.iter().position(|(k, _)| k.as_ref() == key) {
-            self.small.swap_remove(at);
-            return;
-        }
         if self.map.remove(key).is_none() {
             return;
         }
@@ -96,6 +162,51 @@ impl<V: Clone + Default> LengthMap<V> {
             }
         }
     }
+}
+
+impl<V: Clone + Default> LengthMap<V> {
+    fn is_empty(&self) -> bool {
+        self.small.is_empty() && self.large.as_ref().is_none_or(|large| large.map.is_empty())
+    }
+
+    fn entry(&mut self, key: &Arc<str>) -> &mut V {
+        if self.large.is_none() {
+            if let Some(at) = self.small.iter().position(|(k, _)| k == key) {
+                return &mut self.small[at].1;
+            }
+            if self.small.len() < SMALL {
+                // Most lists never grow past one entry.
+                self.small.reserve_exact(if self.small.is_empty() {
+                    1
+                } else {
+                    SMALL - self.small.len()
+                });
+                self.small.push((key.clone(), V::default()));
+                let last = self.small.len() - 1;
+                return &mut self.small[last].1;
+            }
+        }
+        let small = &mut self.small;
+        let large = self
+            .large
+            .get_or_insert_with(|| Box::new(Large::from_small(std::mem::take(small))));
+        large.entry(key)
+    }
+
+    fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        match self.small.iter_mut().find(|(k, _)| k.as_ref() == key) {
+            Some((_, value)) => Some(value),
+            None => self.large.as_mut()?.map.get_mut(key),
+        }
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(at) = self.small.iter().position(|(k, _)| k.as_ref() == key) {
+            self.small.swap_remove(at);
+        } else if let Some(large) = &mut self.large {
+            large.remove(key);
+        }
+    }
 
     /// Values whose key is a prefix of `text` (in no particular order).
     fn prefixes_of<'s>(&'s self, text: &str, mut found: impl FnMut(&'s V)) {
@@ -104,11 +215,14 @@ impl<V: Clone + Default> LengthMap<V> {
                 found(value);
             }
         }
-        for &(len, _) in self.lengths.iter() {
+        let Some(large) = &self.large else {
+            return;
+        };
+        for &(len, _) in large.lengths.iter() {
             if len > text.len() {
                 break;
             }
-            if let Some(value) = text.get(..len).and_then(|key| self.map.get(key)) {
+            if let Some(value) = text.get(..len).and_then(|key| large.map.get(key)) {
                 found(value);
             }
         }
@@ -121,11 +235,14 @@ impl<V: Clone + Default> LengthMap<V> {
                 found(value);
             }
         }
-        for &(len, _) in self.lengths.iter() {
+        let Some(large) = &self.large else {
+            return;
+        };
+        for &(len, _) in large.lengths.iter() {
             if len > text.len() {
                 break;
             }
-            if let Some(value) = text.get(text.len() - len..).and_then(|key| self.map.get(key)) {
+            if let Some(value) = text.get(text.len() - len..).and_then(|key| large.map.get(key)) {
                 found(value);
             }
         }
@@ -136,61 +253,41 @@ impl<V: Clone + Default> LengthMap<V> {
 #[derive(Clone, Default)]
 pub(crate) struct PathIndex {
     prefixes: LengthMap<Candidates>,
-    /// `None` when empty (most path indexes have no such matcher).
-    any_path: Option<Candidates>,
-}
-
-/// Insert by rank; appending (the bulk build inserts in rank order) is O(1)
-/// when the list is not shared.
-fn insert_sorted(list: &mut Candidates, matcher: &Arc<Matcher>) {
-    let at = list.partition_point(|m| m.rank < matcher.rank);
-    Arc::make_mut(list).insert(at, matcher.clone());
-}
-
-fn remove_from(list: &mut Candidates, matcher: &Arc<Matcher>) {
-    if list.iter().any(|m| Arc::ptr_eq(m, matcher)) {
-        Arc::make_mut(list).retain(|m| !Arc::ptr_eq(m, matcher));
-    }
+    any_path: Candidates,
 }
 
 impl PathIndex {
     fn is_empty(&self) -> bool {
-        self.prefixes.is_empty() && self.any_path.is_none()
+        self.prefixes.is_empty() && self.any_path.is_empty()
     }
 
-    fn insert(&mut self, path: Option<&Arc<str>>, matcher: &Arc<Matcher>) {
+    fn list(&mut self, path: Option<&Arc<str>>) -> &mut Candidates {
         match path {
-            Some(prefix) => insert_sorted(self.prefixes.entry(prefix), matcher),
-            None => insert_sorted(self.any_path.get_or_insert_with(Candidates::default), matcher),
+            Some(prefix) => self.prefixes.entry(prefix),
+            None => &mut self.any_path,
+        }
+    }
+
+    fn existing_list(&mut self, path: Option<&Arc<str>>) -> Option<&mut Candidates> {
+        match path {
+            Some(prefix) => self.prefixes.get_mut(prefix),
+            None => Some(&mut self.any_path),
         }
     }
 
     fn remove(&mut self, path: Option<&Arc<str>>, matcher: &Arc<Matcher>) {
-        match path {
-            Some(prefix) => {
-                if let Some(list) = self.prefixes.get_mut(prefix) {
-                    remove_from(list, matcher);
-                    if list.is_empty() {
-                        self.prefixes.remove(prefix);
-                    }
-                }
-            }
-            None => {
-                if let Some(list) = &mut self.any_path {
-                    remove_from(list, matcher);
-                    if list.is_empty() {
-                        self.any_path = None;
-                    }
-                }
-            }
+        let Some(list) = self.existing_list(path) else {
+            return;
+        };
+        list.remove(matcher);
+        if let (true, Some(prefix)) = (list.is_empty(), path) {
+            self.prefixes.remove(prefix);
         }
     }
 
     fn collect<'s>(&'s self, path: &str, out: &mut CandidateLists<'s>) {
         self.prefixes.prefixes_of(path, |list| out.push(list));
-        if let Some(list) = &self.any_path {
-            out.push(list);
-        }
+        out.push(&self.any_path);
     }
 }
 
@@ -204,7 +301,7 @@ pub(crate) struct Index {
 }
 
 /// A (host key, path prefix) pair; `None` is "any".
-type Slot<'m> = (Option<&'m HostKey>, Option<&'m Arc<str>>);
+type Slot<'k> = (Option<&'k HostKey>, Option<&'k Arc<str>>);
 
 /// `Some(key)` for each key, or a single `None` ("any") when unkeyed.
 fn keys_or_any<K>(keys: Option<&[K]>) -> impl Iterator<Item = Option<&K>> + Clone {
@@ -214,21 +311,50 @@ fn keys_or_any<K>(keys: Option<&[K]>) -> impl Iterator<Item = Option<&K>> + Clon
         .chain(keys.is_none().then_some(None))
 }
 
-/// Every slot a matcher occupies.
-fn slots(matcher: &Matcher) -> impl Iterator<Item = Slot<'_>> {
-    let paths = keys_or_any(matcher.keys.paths.as_deref());
-    keys_or_any(matcher.keys.hosts.as_deref()).flat_map(move |host| paths.clone().map(move |path| (host, path)))
+/// Every slot a matcher with these keys occupies.
+fn slots(keys: &IndexKeys) -> impl Iterator<Item = Slot<'_>> {
+    let paths = keys_or_any(keys.paths.as_deref());
+    keys_or_any(keys.hosts.as_deref()).flat_map(move |host| paths.clone().map(move |path| (host, path)))
 }
 
+/// Slots whose list a bulk build appended to out of rank order.
+type Unsorted = HashSet<(Option<HostKey>, Option<Arc<str>>), foldhash::fast::RandomState>;
+
 impl Index {
+    /// Insert by rank. The keys are computed from the condition, here and
+    /// in [`Index::remove`], rather than kept on every matcher.
     pub(crate) fn insert(&mut self, matcher: &Arc<Matcher>) {
-        for (host, path) in slots(matcher) {
-            Arc::make_mut(self.path_index(host)).insert(path, matcher);
+        let keys = IndexKeys::of(&matcher.cond);
+        for (host, path) in slots(&keys) {
+            Arc::make_mut(self.path_index(host)).list(path).insert(matcher);
+        }
+    }
+
+    /// Append for a bulk build; [`Index::sort_lists`] puts what this left
+    /// out of order right.
+    fn push(&mut self, matcher: &Arc<Matcher>, unsorted: &mut Unsorted) {
+        let keys = IndexKeys::of(&matcher.cond);
+        for (host, path) in slots(&keys) {
+            if !Arc::make_mut(self.path_index(host)).list(path).push(matcher) {
+                unsorted.insert((host.cloned(), path.cloned()));
+            }
+        }
+    }
+
+    fn sort_lists(&mut self, unsorted: Unsorted) {
+        for (host, path) in unsorted {
+            if let Some(list) = self
+                .existing_path_index(host.as_ref())
+                .and_then(|index| Arc::make_mut(index).existing_list(path.as_ref()))
+            {
+                list.sort();
+            }
         }
     }
 
     pub(crate) fn remove(&mut self, matcher: &Arc<Matcher>) {
-        for (host, path) in slots(matcher) {
+        let keys = IndexKeys::of(&matcher.cond);
+        for (host, path) in slots(&keys) {
             let emptied = match self.existing_path_index(host) {
                 Some(index) => {
                     let index = Arc::make_mut(index);
@@ -275,22 +401,34 @@ impl Index {
         self.prefix.prefixes_of(host, |index| index.collect(path, out));
         self.any_host.collect(path, out);
     }
+}
 
-    /// Bulk load: matchers go in in rank order, so every candidate list
-    /// grows by appending.
-    pub(crate) fn from_matchers(mut matchers: Vec<Arc<Matcher>>) -> Index {
-        matchers.sort_unstable_by_key(|m| m.rank);
+/// Builds an index from many matchers: each is appended while it is still
+/// in cache, in any order, and only the lists that came out of rank order
+/// are sorted at the end (most lists hold one matcher).
+pub(crate) struct BulkIndex {
+    index: Index,
+    unsorted: Unsorted,
+}
+
+impl BulkIndex {
+    /// `exact_hosts`: about how many distinct exact hosts to expect.
+    pub(crate) fn with_capacity(exact_hosts: usize) -> BulkIndex {
         let mut index = Index::default();
-        let exact_hosts = matchers
-            .iter()
-            .flat_map(|m| m.keys.hosts.iter().flatten())
-            .filter(|key| matches!(key, HostKey::Exact(_)))
-            .count();
         index.exact.reserve(exact_hosts);
-        for matcher in &matchers {
-            index.insert(matcher);
+        BulkIndex {
+            index,
+            unsorted: Unsorted::default(),
         }
-        index
+    }
+
+    pub(crate) fn push(&mut self, matcher: &Arc<Matcher>) {
+        self.index.push(matcher, &mut self.unsorted);
+    }
+
+    pub(crate) fn finish(mut self) -> Index {
+        self.index.sort_lists(self.unsorted);
+        self.index
     }
 }
 
@@ -314,6 +452,10 @@ impl<'s> CandidateLists<'s> {
     }
 
     fn push(&mut self, list: &'s Candidates) {
+        let list = list.as_slice();
+        if list.is_empty() {
+            return;
+        }
         if self.len < INLINE_LISTS {
             self.inline[self.len] = (list, 0);
             self.len += 1;

@@ -33,9 +33,9 @@ pub use compile::{RouteLabel, RouterError};
 pub use cow_map::CowMap;
 pub use path::upstream_path;
 
-use crate::compile::compile_route;
+use crate::compile::{compile_route, Matchers};
 use crate::eval::RequestView;
-use crate::index::{CandidateLists, Index};
+use crate::index::{BulkIndex, CandidateLists, Index};
 use crate::matcher::Matcher;
 use crate::regex_cache::RegexCache;
 
@@ -77,17 +77,11 @@ pub struct RouteMatch {
     pub captures: Vec<(String, String)>,
 }
 
-/// What the router keeps per route: the entity and its matchers.
-#[derive(Debug)]
-struct RouteEntry {
-    matchers: Vec<Arc<Matcher>>,
-}
-
 /// An indexed matcher over a route set; `Clone` is cheap and clones share
 /// everything until one of them changes.
 #[derive(Clone, Default)]
 pub struct Router {
-    routes: CowMap<Uuid, Arc<RouteEntry>>,
+    routes: CowMap<Uuid, Matchers>,
     index: Index,
     regexes: RegexCache,
 }
@@ -111,7 +105,7 @@ impl Router {
     pub fn build_all(routes: &[Arc<Route>]) -> Result<Router, Vec<RouterError>> {
         let mut router = Router::default();
         let mut errors = Vec::new();
-        let mut all = Vec::with_capacity(routes.len());
+        let mut index = BulkIndex::with_capacity(expected_exact_hosts(routes));
         router.routes.reserve(routes.len());
         for route in routes {
             if router.routes.get(&route.id).is_some() {
@@ -125,8 +119,8 @@ impl Router {
             }
             match compile_route(route, &mut router.regexes) {
                 Ok(matchers) => {
-                    all.extend(matchers.iter().cloned());
-                    router.routes.insert(route.id, Arc::new(RouteEntry { matchers }));
+                    matchers.iter().for_each(|matcher| index.push(matcher));
+                    router.routes.insert(route.id, matchers);
                 }
                 Err(error) => errors.push(error),
             }
@@ -134,7 +128,7 @@ impl Router {
         if !errors.is_empty() {
             return Err(errors);
         }
-        router.index = Index::from_matchers(all);
+        router.index = index.finish();
         Ok(router)
     }
 
@@ -149,10 +143,10 @@ impl Router {
             });
         }
         let matchers = compile_route(&route, &mut self.regexes)?;
-        for matcher in &matchers {
+        for matcher in matchers.iter() {
             self.index.insert(matcher);
         }
-        self.routes.insert(route.id, Arc::new(RouteEntry { matchers }));
+        self.routes.insert(route.id, matchers);
         Ok(())
     }
 
@@ -162,7 +156,7 @@ impl Router {
             return false;
         };
         let mut patterns = Vec::new();
-        for matcher in &entry.matchers {
+        for matcher in entry.iter() {
             self.index.remove(matcher);
             matcher.cond.regex_keys(&mut patterns);
         }
@@ -177,10 +171,10 @@ impl Router {
     pub fn replace(&mut self, route: Arc<Route>) -> Result<(), RouterError> {
         let matchers = compile_route(&route, &mut self.regexes)?;
         self.remove(route.id);
-        for matcher in &matchers {
+        for matcher in matchers.iter() {
             self.index.insert(matcher);
         }
-        self.routes.insert(route.id, Arc::new(RouteEntry { matchers }));
+        self.routes.insert(route.id, matchers);
         Ok(())
     }
 
@@ -209,7 +203,7 @@ impl Router {
     /// Route ids in match-priority order (a route split by path appears at
     /// its best part). For tests and diagnostics; walks every route.
     pub fn ordered_ids(&self) -> Vec<Uuid> {
-        let mut matchers: Vec<&Arc<Matcher>> = self.routes.values().flat_map(|e| e.matchers.iter()).collect();
+        let mut matchers: Vec<&Arc<Matcher>> = self.routes.values().flat_map(|matchers| matchers.iter()).collect();
         matchers.sort_by_key(|m| m.rank);
         let mut seen = std::collections::HashSet::new();
         matchers
@@ -218,6 +212,19 @@ impl Router {
             .filter(|id| seen.insert(*id))
             .collect()
     }
+}
+
+/// About how many exact hosts a route set indexes (a capacity hint): plain
+/// `hosts` entries, and one per expression that reads `http.host`.
+fn expected_exact_hosts(routes: &[Arc<Route>]) -> usize {
+    routes
+        .iter()
+        .map(|route| match (&route.expression, &route.hosts) {
+            (Some(expression), _) => usize::from(expression.contains("http.host")),
+            (None, Some(hosts)) => hosts.iter().filter(|host| !host.contains('*')).count(),
+            (None, None) => 0,
+        })
+        .sum()
 }
 
 #[cfg(test)]

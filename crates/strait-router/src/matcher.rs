@@ -1,11 +1,10 @@
 //! One indexed unit: a route (or one part of a traditional route split by
-//! path), its rank, its condition and its index keys.
+//! path), its rank and its condition (its index keys are derived from it).
 
 use std::sync::Arc;
 
 use strait_core::Route;
 
-use crate::analysis::IndexKeys;
 use crate::cond::Cond;
 use crate::eval::{evaluate, Recording, RequestView};
 use crate::priority::Rank;
@@ -16,18 +15,11 @@ pub(crate) struct Matcher {
     pub rank: Rank,
     pub route: Arc<Route>,
     pub cond: Cond,
-    pub keys: IndexKeys,
 }
 
 impl Matcher {
     pub(crate) fn new(rank: Rank, route: Arc<Route>, cond: Cond) -> Matcher {
-        let keys = IndexKeys::of(&cond);
-        Matcher {
-            rank,
-            route,
-            cond,
-            keys,
-        }
+        Matcher { rank, route, cond }
     }
 
     pub(crate) fn matches(&self, request: &RequestView<'_>) -> bool {

@@ -23,7 +23,7 @@ impl LinearRouter {
         let mut matchers: Vec<Arc<Matcher>> = routes
             .iter()
             .filter_map(|r| compile_route(r, &mut regexes).ok())
-            .flatten()
+            .flat_map(|matchers| matchers.to_vec())
             .collect();
         matchers.sort_by_key(|m| m.rank);
         LinearRouter { matchers }
