@@ -143,37 +143,73 @@ impl<'a, 'c> Parser<'a, 'c> {
 
     fn expression(&mut self) -> Result<Expr, ExprError> {
         self.enter()?;
+        let start = self.pos;
         let mut terms = Vec::new();
-        let mut spans = Vec::new();
-        let mut ops: Vec<(Logic, usize)> = Vec::new();
-        loop {
-            self.skip_ws();
-            let start = self.pos;
-            terms.push(self.term()?);
-            spans.push((start, self.pos));
-            self.skip_ws();
-            let at = self.pos;
-            if self.eat("&&") {
-                ops.push((Logic::And, at));
-            } else if self.eat("||") {
-                ops.push((Logic::Or, at));
-            } else {
-                break;
-            }
+        let mut logic = None;
+        let mut mixed = false;
+        while let Some((op, _)) = self.next_term(&mut terms, None)? {
+            mixed |= logic.is_some_and(|first| first != op);
+            logic = logic.or(Some(op));
         }
         self.depth -= 1;
-        if let Some(k) = ops.iter().position(|(op, _)| *op != ops[0].0) {
-            return Err(self.mixed_logic_error(&spans, &ops, k));
+        if mixed {
+            return Err(self.mixed_logic_error(start));
         }
-        Ok(match (terms.len(), ops.first()) {
+        Ok(match (terms.len(), logic) {
             (1, _) | (_, None) => terms.pop().unwrap_or(Expr::And(Vec::new())),
-            (_, Some((Logic::And, _))) => Expr::And(terms),
-            (_, Some((Logic::Or, _))) => Expr::Or(terms),
+            (_, Some(Logic::And)) => Expr::And(terms),
+            (_, Some(Logic::Or)) => Expr::Or(terms),
         })
     }
 
+    /// Parse one term into `terms` (and its span into `spans`, when given),
+    /// then the `&&` or `||` after it, if any, with its offset.
+    fn next_term(
+        &mut self,
+        terms: &mut Vec<Expr>,
+        spans: Option<&mut Vec<(usize, usize)>>,
+    ) -> Result<Option<(Logic, usize)>, ExprError> {
+        self.skip_ws();
+        let start = self.pos;
+        terms.push(self.term()?);
+        if let Some(spans) = spans {
+            spans.push((start, self.pos));
+        }
+        self.skip_ws();
+        let at = self.pos;
+        Ok(if self.eat("&&") {
+            Some((Logic::And, at))
+        } else if self.eat("||") {
+            Some((Logic::Or, at))
+        } else {
+            None
+        })
+    }
+
+    /// The error for a level starting at `start` that mixes `&&` and `||`.
+    /// Only this needs the terms' spans, so the level (which parsed once
+    /// already) is parsed again to record them.
+    fn mixed_logic_error(&mut self, start: usize) -> ExprError {
+        self.pos = start;
+        self.depth += 1;
+        let (mut terms, mut spans, mut ops) = (Vec::new(), Vec::new(), Vec::new());
+        loop {
+            match self.next_term(&mut terms, Some(&mut spans)) {
+                Ok(Some(op)) => ops.push(op),
+                Ok(None) => break,
+                Err(error) => return error,
+            }
+        }
+        self.depth -= 1;
+        let first = ops.first().map(|(op, _)| *op);
+        match ops.iter().position(|(op, _)| Some(*op) != first) {
+            Some(k) => self.mixed_logic_message(&spans, &ops, k),
+            None => self.error_at(start, "`&&` and `||` cannot be mixed without parentheses".to_string()),
+        }
+    }
+
     /// `a && b || c`: refuse, and show both parenthesised readings.
-    fn mixed_logic_error(&self, spans: &[(usize, usize)], ops: &[(Logic, usize)], k: usize) -> ExprError {
+    fn mixed_logic_message(&self, spans: &[(usize, usize)], ops: &[(Logic, usize)], k: usize) -> ExprError {
         let text = |i: usize| self.src.get(spans[i].0..spans[i].1).unwrap_or("");
         let join = |from: usize, to: usize| {
             let mut out = text(from).to_string();

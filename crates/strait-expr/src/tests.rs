@@ -95,6 +95,29 @@ fn mixing_and_or_without_parentheses_is_refused_with_both_readings() {
 }
 
 #[test]
+fn mixing_inside_parentheses_names_that_level_and_later_errors_come_first() {
+    let message = err(r#"net.protocol == "http" && (http.host == "a" || http.path ^= "/b" && http.method == "GET")"#);
+    assert!(
+        message.starts_with("at column 66: `||` and `&&` cannot be mixed without parentheses"),
+        "{message}"
+    );
+    assert!(
+        message.contains(r#"`(http.host == "a" || http.path ^= "/b") && http.method == "GET"`"#),
+        "{message}"
+    );
+    assert!(
+        message.contains(r#"`http.host == "a" || (http.path ^= "/b" && http.method == "GET")`"#),
+        "{message}"
+    );
+    // The whole level is read before the mix is reported.
+    let message = err(r#"http.host == "a" && http.path ^= "/b" || http.bogus == "x""#);
+    assert!(
+        message.starts_with("at column 42: unknown field `http.bogus`"),
+        "{message}"
+    );
+}
+
+#[test]
 fn type_errors_say_where_and_what_was_expected() {
     let cases = [
         (

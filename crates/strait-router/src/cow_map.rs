@@ -7,7 +7,8 @@
 //! (`Arc::make_mut`). The shard count doubles as the map grows, so a shard
 //! stays around [`TARGET_SHARD_LEN`] entries: the cost of a change is
 //! bounded, not proportional to the number of routes. Each operation hashes
-//! its key once: high bits pick the shard, the shard's table uses the rest.
+//! its key once (and keeps the hash, so growth never rehashes): high bits
+//! pick the shard, the shard's table uses the rest.
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, Hash};
@@ -24,7 +25,7 @@ const MAX_SHARDS: usize = 4096;
 #[derive(Clone)]
 pub struct CowMap<K, V> {
     hasher: Hasher,
-    shards: Vec<Arc<HashTable<(K, V)>>>,
+    shards: Vec<Arc<HashTable<Slot<K, V>>>>,
     len: usize,
 }
 
@@ -43,6 +44,10 @@ impl<K, V> std::fmt::Debug for CowMap<K, V> {
         write!(f, "CowMap({} entries)", self.len)
     }
 }
+
+/// An entry with its key's hash: growing the map (more shards, larger
+/// tables) moves entries without hashing their keys again.
+type Slot<K, V> = (u64, K, V);
 
 /// Shard of a hash among `count` (a power of two). High bits: the tables
 /// use the low bits for buckets and the top seven as tags.
@@ -73,7 +78,9 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         }
         let hash = self.hash(key);
         let shard = &self.shards[shard_of(hash, self.shards.len())];
-        shard.find(hash, |(k, _)| k.borrow() == key).map(|(_, v)| v)
+        shard
+            .find(hash, |(h, k, _)| *h == hash && k.borrow() == key)
+            .map(|(_, _, v)| v)
     }
 
     /// Mutable access to the value under `key`, copying its shard if shared.
@@ -88,38 +95,36 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         let hash = self.hash(key);
         let count = self.shards.len();
         let shard = &mut self.shards[shard_of(hash, count)];
-        shard.find(hash, |(k, _)| k.borrow() == key)?;
+        shard.find(hash, |(h, k, _)| *h == hash && k.borrow() == key)?;
         Arc::make_mut(shard)
-            .find_mut(hash, |(k, _)| k.borrow() == key)
-            .map(|(_, v)| v)
+            .find_mut(hash, |(h, k, _)| *h == hash && k.borrow() == key)
+            .map(|(_, _, v)| v)
     }
 
     /// The value under `key`, inserting `make()` first if absent.
     pub fn get_or_insert_with(&mut self, key: &K, make: impl FnOnce() -> V) -> &mut V {
         self.grow_for(self.len + 1);
-        let hasher = self.hasher.clone();
-        let hash = hasher.hash_one(key);
+        let hash = self.hash(key);
         let count = self.shards.len();
         let table = Arc::make_mut(&mut self.shards[shard_of(hash, count)]);
-        match table.entry(hash, |(k, _)| k == key, |(k, _)| hasher.hash_one(k)) {
-            Entry::Occupied(entry) => &mut entry.into_mut().1,
+        match table.entry(hash, |(h, k, _)| *h == hash && k == key, |(h, _, _)| *h) {
+            Entry::Occupied(entry) => &mut entry.into_mut().2,
             Entry::Vacant(entry) => {
                 self.len += 1;
-                &mut entry.insert((key.clone(), make())).into_mut().1
+                &mut entry.insert((hash, key.clone(), make())).into_mut().2
             }
         }
     }
 
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
         self.grow_for(self.len + 1);
-        let hasher = self.hasher.clone();
-        let hash = hasher.hash_one(&key);
+        let hash = self.hash(&key);
         let count = self.shards.len();
         let table = Arc::make_mut(&mut self.shards[shard_of(hash, count)]);
-        match table.entry(hash, |(k, _)| *k == key, |(k, _)| hasher.hash_one(k)) {
-            Entry::Occupied(mut entry) => Some(std::mem::replace(&mut entry.get_mut().1, value)),
+        match table.entry(hash, |(h, k, _)| *h == hash && *k == key, |(h, _, _)| *h) {
+            Entry::Occupied(mut entry) => Some(std::mem::replace(&mut entry.get_mut().2, value)),
             Entry::Vacant(entry) => {
-                entry.insert((key, value));
+                entry.insert((hash, key, value));
                 self.len += 1;
                 None
             }
@@ -137,15 +142,19 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         let hash = self.hash(key);
         let count = self.shards.len();
         let shard = &mut self.shards[shard_of(hash, count)];
-        shard.find(hash, |(k, _)| k.borrow() == key)?;
-        let found = Arc::make_mut(shard).find_entry(hash, |(k, _)| k.borrow() == key).ok()?;
-        let ((_, value), _) = found.remove();
+        shard.find(hash, |(h, k, _)| *h == hash && k.borrow() == key)?;
+        let found = Arc::make_mut(shard)
+            .find_entry(hash, |(h, k, _)| *h == hash && k.borrow() == key)
+            .ok()?;
+        let ((_, _, value), _) = found.remove();
         self.len -= 1;
         Some(value)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
-        self.shards.iter().flat_map(|shard| shard.iter().map(|(k, v)| (k, v)))
+        self.shards
+            .iter()
+            .flat_map(|shard| shard.iter().map(|(_, k, v)| (k, v)))
     }
 
     pub fn values(&self) -> impl Iterator<Item = &V> {
@@ -166,18 +175,16 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         while len > count * TARGET_SHARD_LEN && count < MAX_SHARDS {
             count *= 2;
         }
-        let mut shards: Vec<HashTable<(K, V)>> =
+        let mut shards: Vec<HashTable<Slot<K, V>>> =
             (0..count).map(|_| HashTable::with_capacity(len / count + 1)).collect();
-        let hasher = &self.hasher;
-        let mut place = |key: K, value: V| {
-            let hash = hasher.hash_one(&key);
-            shards[shard_of(hash, count)].insert_unique(hash, (key, value), |(k, _)| hasher.hash_one(k));
+        let mut place = |slot: Slot<K, V>| {
+            shards[shard_of(slot.0, count)].insert_unique(slot.0, slot, |(h, _, _)| *h);
         };
         for shard in std::mem::take(&mut self.shards) {
             // A shard no older map shares is moved, not copied (bulk builds).
             match Arc::try_unwrap(shard) {
-                Ok(table) => table.into_iter().for_each(|(key, value)| place(key, value)),
-                Err(shared) => shared.iter().for_each(|(key, value)| place(key.clone(), value.clone())),
+                Ok(table) => table.into_iter().for_each(&mut place),
+                Err(shared) => shared.iter().cloned().for_each(&mut place),
             }
         }
         self.shards = shards.into_iter().map(Arc::new).collect();
