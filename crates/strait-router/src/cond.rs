@@ -102,14 +102,21 @@ impl Cond {
         Cond::And(items)
     }
 
-    /// `Or` of `items`, without a wrapper for a single item.
-    pub(crate) fn any_of(mut items: Vec<Cond>) -> Cond {
-        if items.len() == 1 {
-            if let Some(only) = items.pop() {
-                return only;
-            }
+    /// `Or` of the conditions `items` yields, or the first error; a single
+    /// item is returned as it is (no list is allocated for it).
+    pub(crate) fn any_of_results<E>(items: impl IntoIterator<Item = Result<Cond, E>>) -> Result<Cond, E> {
+        let mut items = items.into_iter();
+        let Some(first) = items.next().transpose()? else {
+            return Ok(Cond::Or(Vec::new()));
+        };
+        let Some(second) = items.next().transpose()? else {
+            return Ok(first);
+        };
+        let mut all = vec![first, second];
+        for item in items {
+            all.push(item?);
         }
-        Cond::Or(items)
+        Ok(Cond::Or(all))
     }
 
     pub(crate) fn from_expr(expr: &Expr) -> Cond {

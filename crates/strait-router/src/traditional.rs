@@ -7,6 +7,7 @@
 //! with its own priority, as Kong does: `/a` and `~/b/\d+` on one route rank
 //! as two routes would.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -50,24 +51,25 @@ fn path_groups(paths: &[String]) -> Vec<Vec<String>> {
 }
 
 pub(crate) fn translate(route: &Route, regexes: &mut RegexCache) -> Result<Vec<Part>, TraditionalError> {
-    let mut parts = Vec::new();
-    for paths in path_groups(route.paths.as_deref().unwrap_or_default()) {
-        let mut all = common_conditions(route, regexes)?;
-        if !paths.is_empty() {
-            all.push(Cond::any_of(
-                paths
-                    .iter()
-                    .map(|p| path_condition(p, regexes))
-                    .collect::<Result<_, _>>()?,
-            ));
-        }
-        let priority = traditional_priority(&TraditionalShape { route, paths: &paths });
-        parts.push(Part {
-            priority,
-            cond: Cond::all_of(all),
-        });
+    let paths = route.paths.as_deref().unwrap_or_default();
+    if paths.len() <= 1 {
+        return Ok(vec![part(route, paths, regexes)?]);
     }
-    Ok(parts)
+    path_groups(paths)
+        .iter()
+        .map(|group| part(route, group, regexes))
+        .collect()
+}
+
+fn part(route: &Route, paths: &[String], regexes: &mut RegexCache) -> Result<Part, TraditionalError> {
+    let mut all = common_conditions(route, usize::from(!paths.is_empty()), regexes)?;
+    if !paths.is_empty() {
+        all.push(Cond::any_of_results(paths.iter().map(|p| path_condition(p, regexes)))?);
+    }
+    Ok(Part {
+        priority: traditional_priority(&TraditionalShape { route, paths }),
+        cond: Cond::all_of(all),
+    })
 }
 
 fn path_condition(path: &str, regexes: &mut RegexCache) -> Result<Cond, TraditionalError> {
@@ -119,23 +121,29 @@ fn compile(
     })
 }
 
-fn common_conditions(route: &Route, regexes: &mut RegexCache) -> Result<Vec<Cond>, TraditionalError> {
-    let mut all = Vec::new();
+/// Every condition but the paths; `room` more are pushed after these.
+fn common_conditions(route: &Route, room: usize, regexes: &mut RegexCache) -> Result<Vec<Cond>, TraditionalError> {
+    let count = usize::from(route.methods.as_ref().is_some_and(|m| !m.is_empty()))
+        + usize::from(route.hosts.as_ref().is_some_and(|h| !h.is_empty()))
+        + route.headers.as_ref().map_or(0, |h| h.len())
+        + usize::from(route.snis.as_ref().is_some_and(|s| !s.is_empty()))
+        + usize::from(route.sources.as_ref().is_some_and(|s| !s.is_empty()))
+        + usize::from(route.destinations.as_ref().is_some_and(|d| !d.is_empty()));
+    // Exactly sized: the list is kept for the route's lifetime.
+    let mut all = Vec::with_capacity(count + room);
     if let Some(methods) = route.methods.as_ref().filter(|m| !m.is_empty()) {
         let tests = methods
             .iter()
-            .map(|m| Cond::test(Source::Method, Op::Equals, Operand::Str(m.as_str().into())));
-        all.push(Cond::any_of(tests.collect()));
+            .map(|m| Ok(Cond::test(Source::Method, Op::Equals, Operand::Str(m.as_str().into()))));
+        all.push(Cond::any_of_results(tests)?);
     }
     if let Some(hosts) = route.hosts.as_ref().filter(|h| !h.is_empty()) {
-        all.push(Cond::any_of(hosts.iter().map(|h| host_condition(h)).collect()));
+        all.push(Cond::any_of_results(hosts.iter().map(|h| Ok(host_condition(h))))?);
     }
     for (name, values) in route.headers.iter().flatten() {
-        let tests = values
-            .iter()
-            .map(|v| header_condition(name, v, regexes))
-            .collect::<Result<_, _>>()?;
-        all.push(Cond::any_of(tests));
+        all.push(Cond::any_of_results(
+            values.iter().map(|v| header_condition(name, v, regexes)),
+        )?);
     }
     if let Some(snis) = route.snis.as_ref().filter(|s| !s.is_empty()) {
         // Kong: `(net.protocol != "https" || tls.sni == ...)`: snis only bind TLS requests.
@@ -155,11 +163,9 @@ fn common_conditions(route: &Route, regexes: &mut RegexCache) -> Result<Vec<Cond
         (&route.destinations, Source::DstIp, Source::DstPort),
     ] {
         if let Some(entries) = entries.as_ref().filter(|e| !e.is_empty()) {
-            let options = entries
-                .iter()
-                .map(|e| address_condition(e, &ip, &port))
-                .collect::<Result<_, _>>()?;
-            all.push(Cond::any_of(options));
+            all.push(Cond::any_of_results(
+                entries.iter().map(|e| address_condition(e, &ip, &port)),
+            )?);
         }
     }
     Ok(all)
@@ -169,17 +175,18 @@ fn common_conditions(route: &Route, regexes: &mut RegexCache) -> Result<Vec<Cond
 fn host_condition(host: &str) -> Cond {
     let (name, port) = match host.rsplit_once(':') {
         Some((name, port)) if !name.is_empty() => match port.parse::<u16>() {
-            Ok(port) => (name.to_ascii_lowercase(), Some(port)),
-            Err(_) => (host.to_ascii_lowercase(), None),
+            Ok(port) => (name, Some(port)),
+            Err(_) => (host, None),
         },
-        _ => (host.to_ascii_lowercase(), None),
+        _ => (host, None),
     };
+    let name = ascii_lowercase(name);
     let test = if let Some(suffix) = name.strip_prefix('*') {
         Cond::test(Source::Host, Op::Suffix, Operand::Str(suffix.into()))
     } else if let Some(prefix) = name.strip_suffix('*') {
         Cond::test(Source::Host, Op::Prefix, Operand::Str(prefix.into()))
     } else {
-        Cond::test(Source::Host, Op::Equals, Operand::Str(name.as_str().into()))
+        Cond::test(Source::Host, Op::Equals, Operand::Str(name.as_ref().into()))
     };
     match port {
         Some(port) => Cond::And(vec![
@@ -187,6 +194,15 @@ fn host_condition(host: &str) -> Cond {
             Cond::test(Source::RequestPort, Op::Equals, Operand::Int(i64::from(port))),
         ]),
         None => test,
+    }
+}
+
+/// `text` in ASCII lower case, copied only when it has upper-case letters.
+fn ascii_lowercase(text: &str) -> Cow<'_, str> {
+    if text.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(text.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(text)
     }
 }
 
