@@ -209,9 +209,18 @@ impl<V: Clone + Default> LengthMap<V> {
     }
 
     /// Values whose key is a prefix of `text` (in no particular order).
-    fn prefixes_of<'s>(&'s self, text: &str, mut found: impl FnMut(&'s V)) {
+    fn prefixes_of<'s>(&'s self, text: &str, found: impl FnMut(&'s V)) {
+        self.affixes_of(text, Side::Start, found);
+    }
+
+    /// Values whose key is a suffix of `text` (in no particular order).
+    fn suffixes_of<'s>(&'s self, text: &str, found: impl FnMut(&'s V)) {
+        self.affixes_of(text, Side::End, found);
+    }
+
+    fn affixes_of<'s>(&'s self, text: &str, side: Side, mut found: impl FnMut(&'s V)) {
         for (key, value) in &self.small {
-            if text.starts_with(key.as_ref()) {
+            if side.has(text, key) {
                 found(value);
             }
         }
@@ -222,29 +231,33 @@ impl<V: Clone + Default> LengthMap<V> {
             if len > text.len() {
                 break;
             }
-            if let Some(value) = text.get(..len).and_then(|key| large.map.get(key)) {
+            if let Some(value) = side.cut(text, len).and_then(|key| large.map.get(key)) {
                 found(value);
             }
         }
     }
+}
 
-    /// Values whose key is a suffix of `text` (in no particular order).
-    fn suffixes_of<'s>(&'s self, text: &str, mut found: impl FnMut(&'s V)) {
-        for (key, value) in &self.small {
-            if text.ends_with(key.as_ref()) {
-                found(value);
-            }
+/// Which end of a value a [`LengthMap`] key is compared with.
+#[derive(Clone, Copy)]
+enum Side {
+    Start,
+    End,
+}
+
+impl Side {
+    fn has(self, text: &str, key: &str) -> bool {
+        match self {
+            Side::Start => text.starts_with(key),
+            Side::End => text.ends_with(key),
         }
-        let Some(large) = &self.large else {
-            return;
-        };
-        for &(len, _) in large.lengths.iter() {
-            if len > text.len() {
-                break;
-            }
-            if let Some(value) = text.get(text.len() - len..).and_then(|key| large.map.get(key)) {
-                found(value);
-            }
+    }
+
+    /// The first (last) `len` bytes of `text`, if that is a char boundary.
+    fn cut(self, text: &str, len: usize) -> Option<&str> {
+        match self {
+            Side::Start => text.get(..len),
+            Side::End => text.get(text.len().checked_sub(len)?..),
         }
     }
 }
