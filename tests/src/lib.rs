@@ -14,8 +14,10 @@ pub mod process;
 pub mod tls;
 pub mod upstream;
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
+use std::sync::Mutex;
 use std::time::Duration;
 
 pub use client::{get, get_host, request, send_h1, send_h2c, Conn, RawConn, RawReply, Reply, TlsOptions};
@@ -24,16 +26,22 @@ pub use process::{run_strait, strait_bin, CliOutput, StraitProcess, TempDir};
 pub use tls::{LeafCert, TestCa, Trust};
 pub use upstream::{refusing_addr, Alpn, Upstream, UpstreamKind};
 
-/// A port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
+/// A port on 127.0.0.1 that was free a moment ago, never handed out before by this process.
 ///
 /// Ports come from 20000..32000, below Linux's ephemeral range (32768+), so an
 /// outgoing connection of another test cannot take the port between this
-/// check and the gateway binding it.
+/// check and the gateway binding it. Tests in one binary run in parallel and
+/// a gateway binds its ports only once it has started, so a port that is free
+/// now may already belong to another test's gateway: every port handed out is
+/// remembered and never handed out again.
 pub fn free_port() -> u16 {
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     for _ in 0..1000 {
         let random = u16::from_le_bytes(*uuid::Uuid::new_v4().as_bytes().first_chunk().expect("16 bytes"));
         let port = 20000 + random % 12000;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed_out.insert(port);
             return port;
         }
     }
