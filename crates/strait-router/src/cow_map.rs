@@ -49,6 +49,16 @@ impl<K, V> std::fmt::Debug for CowMap<K, V> {
 /// tables) moves entries without hashing their keys again.
 type Slot<K, V> = (u64, K, V);
 
+/// Whether a slot holds `key` (whose hash is `hash`): the stored hash is
+/// compared first, the key only when it agrees.
+fn holds<'q, K, V, Q>(hash: u64, key: &'q Q) -> impl Fn(&Slot<K, V>) -> bool + 'q
+where
+    K: Borrow<Q>,
+    Q: Eq + ?Sized,
+{
+    move |(h, k, _)| *h == hash && k.borrow() == key
+}
+
 /// Shard of a hash among `count` (a power of two). High bits: the tables
 /// use the low bits for buckets and the top seven as tags.
 fn shard_of(hash: u64, count: usize) -> usize {
@@ -78,13 +88,13 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         }
         let hash = self.hash(key);
         let shard = &self.shards[shard_of(hash, self.shards.len())];
-        shard
-            .find(hash, |(h, k, _)| *h == hash && k.borrow() == key)
-            .map(|(_, _, v)| v)
+        shard.find(hash, holds(hash, key)).map(|(_, _, v)| v)
     }
 
-    /// Mutable access to the value under `key`, copying its shard if shared.
-    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    /// The shard holding `key`, made unshared (copied if an older map
+    /// shares it), and the key's hash; `None` when `key` is absent, in
+    /// which case nothing is copied.
+    fn shard_holding<Q>(&mut self, key: &Q) -> Option<(u64, &mut HashTable<Slot<K, V>>)>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -95,10 +105,18 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         let hash = self.hash(key);
         let count = self.shards.len();
         let shard = &mut self.shards[shard_of(hash, count)];
-        shard.find(hash, |(h, k, _)| *h == hash && k.borrow() == key)?;
-        Arc::make_mut(shard)
-            .find_mut(hash, |(h, k, _)| *h == hash && k.borrow() == key)
-            .map(|(_, _, v)| v)
+        shard.find(hash, holds(hash, key))?;
+        Some((hash, Arc::make_mut(shard)))
+    }
+
+    /// Mutable access to the value under `key`, copying its shard if shared.
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (hash, table) = self.shard_holding(key)?;
+        table.find_mut(hash, holds(hash, key)).map(|(_, _, v)| v)
     }
 
     /// The value under `key`, inserting `make()` first if absent.
@@ -107,7 +125,7 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         let hash = self.hash(key);
         let count = self.shards.len();
         let table = Arc::make_mut(&mut self.shards[shard_of(hash, count)]);
-        match table.entry(hash, |(h, k, _)| *h == hash && k == key, |(h, _, _)| *h) {
+        match table.entry(hash, holds(hash, key), |(h, _, _)| *h) {
             Entry::Occupied(entry) => &mut entry.into_mut().2,
             Entry::Vacant(entry) => {
                 self.len += 1;
@@ -121,7 +139,7 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         let hash = self.hash(&key);
         let count = self.shards.len();
         let table = Arc::make_mut(&mut self.shards[shard_of(hash, count)]);
-        match table.entry(hash, |(h, k, _)| *h == hash && *k == key, |(h, _, _)| *h) {
+        match table.entry(hash, holds(hash, &key), |(h, _, _)| *h) {
             Entry::Occupied(mut entry) => Some(std::mem::replace(&mut entry.get_mut().2, value)),
             Entry::Vacant(entry) => {
                 entry.insert((hash, key, value));
@@ -136,17 +154,8 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        if self.len == 0 {
-            return None;
-        }
-        let hash = self.hash(key);
-        let count = self.shards.len();
-        let shard = &mut self.shards[shard_of(hash, count)];
-        shard.find(hash, |(h, k, _)| *h == hash && k.borrow() == key)?;
-        let found = Arc::make_mut(shard)
-            .find_entry(hash, |(h, k, _)| *h == hash && k.borrow() == key)
-            .ok()?;
-        let ((_, _, value), _) = found.remove();
+        let (hash, table) = self.shard_holding(key)?;
+        let ((_, _, value), _) = table.find_entry(hash, holds(hash, key)).ok()?.remove();
         self.len -= 1;
         Some(value)
     }
