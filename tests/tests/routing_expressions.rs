@@ -4,6 +4,7 @@
 //! and the column, and the running config keeps serving.
 
 use serde_json::{json, Value};
+use strait_e2e::admin_api::send_json;
 use strait_e2e::declarative::{answering, config, route, service, terminating_service};
 use strait_e2e::{get, get_host, request, Gateway, GatewayOptions, Upstream, UpstreamKind};
 
@@ -20,9 +21,56 @@ fn ok(message: &str) -> (u16, Option<String>) {
     (200, Some(message.to_string()))
 }
 
+/// Expression routes exist only under Kong's `expressions` router flavor.
+fn expressions_flavor() -> GatewayOptions {
+    GatewayOptions::new().setting("router_flavor", "expressions")
+}
+
+/// Under Kong's default flavor (`traditional_compatible`) a route with an `expression` is
+/// refused, as Kong refuses it, by every write path; `GET /` reports the flavor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_flavor_refuses_expression_routes_on_every_write_path() {
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let root: Value = serde_json::from_str(&gw.admin_get("/").await.text()).expect("json");
+    assert_eq!(root["configuration"]["router_flavor"], "traditional_compatible");
+    let document = config(vec![terminating_service(
+        "s",
+        vec![answering(expression("e", r#"http.path == "/e""#, 1), "e")],
+    )]);
+    let (status, text) = gw.post_config(&document.to_string()).await;
+    assert_eq!(status, 400, "{text}");
+    let body: Value = serde_json::from_str(&text).expect("json");
+    let routes = &body["fields"]["services"][0]["routes"][0];
+    assert!(
+        routes["expression"]
+            .as_str()
+            .is_some_and(|m| m.contains("router_flavor = expressions")),
+        "{text}"
+    );
+    assert!(routes["priority"].is_string(), "{text}");
+    let service = send_json(
+        &gw,
+        "POST",
+        "/services",
+        &json!({ "name": "plain", "url": "http://127.0.0.1:9" }),
+    )
+    .await;
+    assert_eq!(service.status, 201, "{}", service.text());
+    let route = json!({ "expression": r#"http.path == "/e""#, "service": { "name": "plain" } });
+    for path in ["/routes", "/schemas/routes/validate"] {
+        let reply = send_json(&gw, "POST", path, &route).await;
+        assert_eq!(reply.status, 400, "{path}: {}", reply.text());
+        let body: Value = serde_json::from_str(&reply.text()).expect("json");
+        assert_eq!(body["name"], "schema violation", "{path}");
+        assert!(body["fields"]["expression"].is_string(), "{path}: {}", reply.text());
+    }
+    let listed: Value = serde_json::from_str(&gw.admin_get("/routes").await.text()).expect("json");
+    assert_eq!(listed["data"], json!([]), "nothing was stored");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expression_routes_match_fields_in_priority_order() {
-    let gw = Gateway::start(GatewayOptions::new()).await;
+    let gw = Gateway::start(expressions_flavor()).await;
     gw.apply(&config(vec![terminating_service(
         "expr",
         vec![
@@ -69,7 +117,7 @@ async fn expression_routes_match_fields_in_priority_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn styles_mix_in_one_config_and_expression_routes_strip_paths() {
     let up = Upstream::start(UpstreamKind::Http1).await;
-    let gw = Gateway::start(GatewayOptions::new()).await;
+    let gw = Gateway::start(expressions_flavor()).await;
     let mut expr = expression("expr", r#"http.path ^= "/expr" && http.method == "GET""#, 3);
     expr["strip_path"] = json!(true);
     gw.apply(&config(vec![
@@ -87,7 +135,7 @@ async fn styles_mix_in_one_config_and_expression_routes_strip_paths() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_expression_is_rejected_with_its_path_and_the_old_config_serves() {
-    let gw = Gateway::start(GatewayOptions::new()).await;
+    let gw = Gateway::start(expressions_flavor()).await;
     let good = config(vec![terminating_service(
         "good",
         vec![answering(expression("live", r#"http.path == "/live""#, 1), "live")],
@@ -138,7 +186,7 @@ async fn invalid_expression_is_rejected_with_its_path_and_the_old_config_serves(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_api_route_writes_update_expression_routes_incrementally() {
     use strait_e2e::admin_api::{expect, send_json};
-    let gw = Gateway::start(GatewayOptions::new()).await;
+    let gw = Gateway::start(expressions_flavor()).await;
     let service = json!({"name": "s", "host": "127.0.0.1", "port": 9});
     expect(&send_json(&gw, "POST", "/services", &service).await, 201, "service");
     let route = json!({"name": "r", "expression": r#"http.path ^= "/one""#, "priority": 5});

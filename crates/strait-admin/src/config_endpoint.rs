@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use serde_json::{json, Value};
-use strait_core::declarative::{config_to_declarative, parse_declarative, DeclarativeFormat};
-use strait_core::{ConfigError, ConfigVersion};
+use strait_core::declarative::{config_to_declarative, DeclarativeFormat};
+use strait_core::{parse_declarative_for, ConfigError, ConfigVersion, RouterFlavor};
 use strait_proxy::{PublishError, SnapshotPublisher};
 use strait_store::Store;
 
@@ -42,8 +42,9 @@ pub async fn load_declarative(
     store: &Arc<dyn Store>,
     bytes: &[u8],
     format: DeclarativeFormat,
+    flavor: RouterFlavor,
 ) -> Result<ConfigVersion, LoadError> {
-    let config = Arc::new(parse_declarative(bytes, format, unix_now()).map_err(LoadError::Invalid)?);
+    let config = Arc::new(parse_declarative_for(bytes, format, unix_now(), flavor).map_err(LoadError::Invalid)?);
     let store = store.clone();
     let to_commit = config.clone();
     let hash = input_hash(bytes);
@@ -117,7 +118,7 @@ pub async fn post_config(state: &AdminState, content_type: &str, query: Option<&
     if query_flag(query, "check_hash") && state.publisher.current().load().hash == input_hash(&document) {
         return empty_response(StatusCode::NOT_MODIFIED);
     }
-    match load_declarative(&state.publisher, &state.store, &document, format).await {
+    match load_declarative(&state.publisher, &state.store, &document, format, state.router_flavor).await {
         Ok(_) => {
             let snapshot = state.publisher.current().load_full();
             json_response(StatusCode::CREATED, &config_to_declarative(&snapshot.config()))

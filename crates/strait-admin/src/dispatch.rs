@@ -26,9 +26,9 @@ pub async fn handle(state: &AdminState, endpoint: Endpoint, request: &AdminReque
         Endpoint::Tags => meta::tags(state, None, &request.query),
         Endpoint::Tag(tag) => meta::tags(state, Some(&tag), &request.query),
         Endpoint::Schema(name) => meta::entity_schema(&name),
-        Endpoint::SchemaValidate(name) => meta::validate(&name, request),
+        Endpoint::SchemaValidate(name) => meta::validate(state, &name, request),
         Endpoint::PluginSchema(name) => meta::plugin_schema(&name),
-        Endpoint::PluginSchemaValidate => meta::validate("plugins", request),
+        Endpoint::PluginSchemaValidate => meta::validate(state, "plugins", request),
         Endpoint::Collection(kind) => collection(state, kind, request).await,
         Endpoint::Entity(kind, key) => entity(state, kind, &key, request).await,
         Endpoint::Children {

@@ -24,6 +24,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use serde_json::Value;
+use strait_core::RouterFlavor;
 use strait_proxy::{ProxyStats, SnapshotPublisher};
 use strait_store::Store;
 
@@ -44,6 +45,8 @@ pub struct AdminState {
     pub configuration: Value,
     /// Set once startup has loaded the stored configuration.
     pub ready: Arc<AtomicBool>,
+    /// `router_flavor`: which route fields writes may use.
+    pub router_flavor: RouterFlavor,
     /// `admin_token`: when set, requests need `Authorization: Bearer <token>`.
     pub admin_token: Option<String>,
     /// Held by every configuration write from its first read to its publish,

@@ -5,12 +5,12 @@
 use http::{header, HeaderValue, StatusCode};
 use serde_json::{json, Value};
 use strait_core::schema::{plugin_schema_json, BUNDLED_PLUGINS};
-use strait_core::{entity_schema_json, validate_entity, EntityKind};
+use strait_core::{entity_schema_json, EntityKind};
 
-use crate::crud::body::{infer_entity, parse_body, Encoding};
+use crate::crud::body::parse_body;
+use crate::crud::certificates;
 use crate::crud::pagination::{encode_offset, entity_tags, parse_args, MAX_PAGE};
-use crate::crud::write::check_plugin_builds;
-use crate::errors::schema_violation;
+use crate::crud::write::{prepare, Mode};
 use crate::request::{escape, AdminRequest, Query};
 use crate::response::{internal_error, json_response, message, AdminResponse};
 use crate::AdminState;
@@ -34,22 +34,19 @@ pub fn plugin_schema(name: &str) -> AdminResponse {
     }
 }
 
-/// `POST /schemas/{entity}/validate` and `POST /schemas/plugins/validate`.
-pub fn validate(name: &str, request: &AdminRequest) -> AdminResponse {
+/// `POST /schemas/{entity}/validate` and `POST /schemas/plugins/validate`:
+/// the write path of `POST /{entity}` up to its commit (foreign keys by
+/// name, schema, parents, plugin build, certificate SNIs), so a body this
+/// accepts is one a write accepts, and a refusal names the same fields.
+pub fn validate(state: &AdminState, name: &str, request: &AdminRequest) -> AdminResponse {
     let Some(kind) = EntityKind::from_table(name) else {
         return message(StatusCode::NOT_FOUND, &format!("No entity named '{name}'"));
     };
-    let (mut input, encoding) = match parse_body(request) {
-        Ok(parsed) => parsed,
-        Err(response) => return response,
-    };
-    if encoding == Encoding::Form {
-        let plugin = input.get("name").and_then(Value::as_str).map(str::to_string);
-        infer_entity(kind, &mut input, plugin.as_deref());
-    }
-    let checked = validate_entity(kind, &Value::Object(input), crate::crud::unix_now())
-        .map_err(schema_violation)
-        .and_then(|entity| check_plugin_builds(&entity));
+    let checked = parse_body(request).and_then(|(mut input, encoding)| {
+        let snis = certificates::take_snis(kind, &mut input, false)?;
+        let entity = prepare(state, kind, input, &Mode::Insert, encoding)?;
+        certificates::sni_changes(state, &entity, snis).map(|_| ())
+    });
     match checked {
         Ok(()) => message(StatusCode::OK, "schema validation successful"),
         Err(response) => response,

@@ -15,6 +15,11 @@ pub fn root(state: &AdminState) -> AdminResponse {
         .iter()
         .map(|name| (name.to_string(), json!({ "version": strait_proxy::VERSION })))
         .collect();
+    let mut configuration = state.configuration.clone();
+    if let Some(object) = configuration.as_object_mut() {
+        let loaded = available.keys().map(|name| (name.clone(), Value::Bool(true))).collect();
+        object.insert("loaded_plugins".into(), Value::Object(loaded));
+    }
     let body = json!({
         "version": KONG_COMPATIBLE_VERSION,
         "strait_version": strait_proxy::VERSION,
@@ -23,7 +28,7 @@ pub fn root(state: &AdminState) -> AdminResponse {
         "hostname": state.hostname,
         "node_id": state.node_id,
         "lua_version": Value::Null,
-        "configuration": state.configuration,
+        "configuration": configuration,
         "plugins": {
             "available_on_server": available,
             "enabled_in_cluster": enabled,

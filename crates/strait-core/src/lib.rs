@@ -11,8 +11,8 @@ pub mod entities;
 pub mod error;
 pub mod schema;
 
-pub use declarative::{config_to_declarative, parse_declarative, DeclarativeFormat};
+pub use declarative::{config_to_declarative, parse_declarative, parse_declarative_for, DeclarativeFormat};
 pub use delta::{ConfigChange, ConfigDelta, ConfigVersion, DeltaBody, Entity};
 pub use entities::*;
 pub use error::{ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};
-pub use schema::{entity_schema_json, validate_entity};
+pub use schema::{entity_schema_json, validate_entity, RouterFlavor};

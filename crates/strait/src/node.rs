@@ -58,7 +58,13 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     if let Some(path) = &settings.declarative_config {
         let bytes = std::fs::read(path).with_context(|| format!("reading declarative_config {}", path.display()))?;
         let version = control
-            .block_on(load_declarative(&publisher, &store, &bytes, DeclarativeFormat::Auto))
+            .block_on(load_declarative(
+                &publisher,
+                &store,
+                &bytes,
+                DeclarativeFormat::Auto,
+                settings.router_flavor,
+            ))
             .map_err(|e| anyhow!("declarative_config {}:\n{e}", path.display()))?;
         tracing::info!(config_version = version, path = %path.display(), "declarative configuration loaded");
     }
@@ -84,8 +90,9 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         stats,
         node_id: node_id(&settings.prefix)?,
         hostname: hostname(),
-        configuration: settings.to_json(),
+        configuration: crate::kong_configuration::configuration(&settings),
         ready: ready.clone(),
+        router_flavor: settings.router_flavor,
         admin_token: settings.admin_token.clone(),
         writes: Default::default(),
     });

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use strait_core::RouterFlavor;
 use strait_proxy::{parse_listen, ClientLimits, ListenSpec, ProxySettings};
 
 /// Every key Strait understands, with its default.
@@ -29,6 +30,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("worker_threads", "auto"),
     ("worker_model", "thread-per-core"),
     ("admin_token", ""),
+    ("router_flavor", "traditional_compatible"),
 ];
 
 /// The raw key/value settings after defaults, file and environment.
@@ -45,6 +47,7 @@ pub struct NodeSettings {
     pub admin_listen: Vec<ListenSpec>,
     pub status_listen: Vec<ListenSpec>,
     pub admin_token: Option<String>,
+    pub router_flavor: RouterFlavor,
     pub raw: RawSettings,
 }
 
@@ -133,6 +136,16 @@ impl NodeSettings {
                 raw.get("database")
             );
         }
+        // One indexed router serves every flavor; the flavor decides which
+        // route fields writes may use (docs/admin-api.md#router-flavors).
+        let router_flavor = RouterFlavor::parse(raw.get("router_flavor")).ok_or_else(|| {
+            let names: Vec<&str> = RouterFlavor::ALL.iter().map(|f| f.as_str()).collect();
+            anyhow!(
+                "router_flavor: expected one of {} (got {:?})",
+                names.join(", "),
+                raw.get("router_flavor")
+            )
+        })?;
         let listen = |key: &str| parse_listen(raw.get(key)).map_err(|e| anyhow!("{key}: {e}"));
         let worker_threads = match raw.get("worker_threads") {
             "auto" => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
@@ -163,27 +176,10 @@ impl NodeSettings {
             admin_listen: listen("admin_listen")?,
             status_listen: listen("status_listen")?,
             admin_token: optional("admin_token"),
+            router_flavor,
             proxy,
             raw,
         })
-    }
-
-    /// Settings as shown by `GET /` (`configuration`), secrets masked.
-    pub fn to_json(&self) -> serde_json::Value {
-        let map: serde_json::Map<String, serde_json::Value> = self
-            .raw
-            .0
-            .iter()
-            .map(|(k, v)| {
-                let shown = if k == "admin_token" && !v.is_empty() {
-                    "******".to_string()
-                } else {
-                    v.clone()
-                };
-                (k.clone(), serde_json::Value::String(shown))
-            })
-            .collect();
-        serde_json::Value::Object(map)
     }
 }
 

@@ -8,7 +8,7 @@
 //! live on the proxy.
 
 pub mod body;
-mod certificates;
+pub mod certificates;
 pub mod delete;
 pub mod handlers;
 pub mod nested;

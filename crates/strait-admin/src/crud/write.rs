@@ -104,7 +104,15 @@ pub fn prepare(
         }
     };
     let input = resolve_foreign(state, kind, input)?;
-    let entity = validate_entity(kind, &Value::Object(input), now).map_err(schema_violation)?;
+    let flavor_errors = state.router_flavor.violations(kind, &input);
+    let entity = match validate_entity(kind, &Value::Object(input), now) {
+        Ok(entity) if flavor_errors.is_empty() => entity,
+        Ok(_) => return Err(schema_violation(flavor_errors)),
+        Err(mut errors) => {
+            errors.extend(flavor_errors);
+            return Err(schema_violation(errors));
+        }
+    };
     check_parents(state, &entity)?;
     check_plugin_builds(&entity)?;
     Ok(entity)

@@ -14,6 +14,7 @@ mod verify;
 
 use crate::entities::Config;
 use crate::error::{ConfigError, FieldError};
+use crate::schema::RouterFlavor;
 
 pub use decode::FORMAT_VERSIONS;
 pub use export::config_to_declarative;
@@ -52,6 +53,17 @@ impl Located {
 
 /// Parses, resolves and validates a whole declarative configuration.
 pub fn parse_declarative(bytes: &[u8], format: DeclarativeFormat, now: i64) -> Result<Config, ConfigError> {
+    parse_declarative_for(bytes, format, now, RouterFlavor::Expressions)
+}
+
+/// [`parse_declarative`] for a node whose `router_flavor` is `flavor`:
+/// route fields the flavor lacks are errors at their path.
+pub fn parse_declarative_for(
+    bytes: &[u8],
+    format: DeclarativeFormat,
+    now: i64,
+    flavor: RouterFlavor,
+) -> Result<Config, ConfigError> {
     let document = decode::decode(bytes, format).map_err(|e| ConfigError::new(vec![e]))?;
     let mut top_level = Vec::new();
     decode::check_top_level(&document, &mut top_level);
@@ -60,7 +72,7 @@ pub fn parse_declarative(bytes: &[u8], format: DeclarativeFormat, now: i64) -> R
     let mut located = Vec::new();
     let index = resolve::Index::build(&pending, &ids, &mut located);
     resolve::resolve_references(&mut pending, &ids, &index, &mut located);
-    let entities = verify::validate_all(&pending, &ids, now, &mut located);
+    let entities = verify::validate_all(&pending, &ids, now, flavor, &mut located);
     verify::check_unique_fields(&pending, &entities, &mut located);
     verify::check_plugin_scopes(&entities, &mut located);
     if top_level.is_empty() && located.is_empty() {

@@ -12,13 +12,14 @@ use super::Located;
 use crate::delta::Entity;
 use crate::entities::{Config, EntityKind};
 use crate::error::{ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};
-use crate::schema::{endpoint_key, is_missing, unique_fields, validate_entity};
+use crate::schema::{endpoint_key, is_missing, unique_fields, validate_entity, RouterFlavor};
 
 /// Validates every entity with its resolved references and assigned id.
 pub(super) fn validate_all(
     pending: &[Pending],
     ids: &[Uuid],
     now: i64,
+    flavor: RouterFlavor,
     errors: &mut Vec<Located>,
 ) -> Vec<Option<Entity>> {
     pending
@@ -29,9 +30,18 @@ pub(super) fn validate_all(
             if is_missing(input.get("id")) {
                 input.insert("id".into(), json!(ids[at]));
             }
+            let flavor_errors = flavor.violations(entity.kind, &input);
             match validate_entity(entity.kind, &Value::Object(input), now) {
-                Ok(valid) => Some(valid),
-                Err(found) => {
+                Ok(valid) if flavor_errors.is_empty() => Some(valid),
+                Ok(_) => {
+                    errors.extend(flavor_errors.into_iter().map(|error| Located {
+                        entity: Some(at),
+                        error,
+                    }));
+                    None
+                }
+                Err(mut found) => {
+                    found.extend(flavor_errors);
                     errors.extend(found.into_iter().map(|error| Located {
                         entity: Some(at),
                         error,

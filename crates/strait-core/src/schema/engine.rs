@@ -195,9 +195,18 @@ fn validate_map(
     Ok(Value::Object(out))
 }
 
+/// A foreign key keeps only the referenced primary key. Other fields (a
+/// `name` beside the `id`, as decK and go-kong send them) are ignored, as
+/// Kong's `validate_primary_key(pk, ignore_others)` does; a reference by
+/// name alone was already resolved to an id by the write path.
 fn validate_foreign(value: &Value, path: &str, errors: &mut Vec<FieldError>) -> Result<Value, String> {
     let map = value.as_object().ok_or("expected a record")?;
     let primary_key = [("id", Field::string().uuid().required())];
-    let out = validate_record(&primary_key, map, path, errors);
+    let key_only: Map<String, Value> = map
+        .iter()
+        .filter(|(k, _)| *k == "id")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let out = validate_record(&primary_key, &key_only, path, errors);
     Ok(Value::Object(out))
 }

@@ -14,6 +14,7 @@ mod identity;
 mod plugins;
 mod proxy;
 mod route_rules;
+mod router_flavor;
 
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
@@ -28,6 +29,7 @@ pub use formats::ROUTE_PATH_START;
 pub use identity::BUNDLED_PLUGINS;
 pub use plugins::{plugin_schema_json, PLUGINS_WITH_SCHEMA};
 pub use route_rules::{ROUTE_HTTPS_NEEDS_MATCHER, ROUTE_HTTP_NEEDS_MATCHER};
+pub use router_flavor::RouterFlavor;
 
 type Shorthand = fn(&mut Map<String, Value>, &mut Vec<FieldError>);
 type Finish = fn(&mut Map<String, Value>, &Map<String, Value>, &mut Vec<FieldError>);
