@@ -89,10 +89,10 @@ fn check_string(field: &Field, value: &Value) -> Result<(), String> {
     if field.uuid && uuid::Uuid::parse_str(text).is_err() {
         return Err("expected a valid UUID".to_string());
     }
-    if let Some(min) = field.len_min {
-        if text.chars().count() < min {
-            return Err(format!("length must be at least {min}"));
-        }
+    // Kong accepts no empty string unless the field says `len_min = 0`.
+    let min = field.len_min.unwrap_or(1);
+    if text.chars().count() < min {
+        return Err(format!("length must be at least {min}"));
     }
     match field.check {
         Some(check) => check(text),

@@ -102,9 +102,16 @@ fn lookup(map: &HashMap<(EntityKind, &'static str), Db>, kind: EntityKind, field
 }
 
 /// Key of a unique index entry. Short values are stored as they are; long
-/// ones as a fixed-length prefix ++ MD5, a length no raw key can have.
+/// ones as a fixed-length prefix ++ MD5, a length no raw key can have; the
+/// empty value (LMDB refuses zero-length keys) as zeros of another length
+/// no raw or hashed key has. Validation refuses empty unique values, so
+/// that last form is only a guard: no input reaches LMDB as a bad key.
 pub(super) fn unique_index_key(value: &str) -> Cow<'_, [u8]> {
+    const EMPTY_VALUE_KEY: [u8; MAX_RAW_UNIQUE_KEY + 1] = [0; MAX_RAW_UNIQUE_KEY + 1];
     let bytes = value.as_bytes();
+    if bytes.is_empty() {
+        return Cow::Borrowed(&EMPTY_VALUE_KEY);
+    }
     if bytes.len() <= MAX_RAW_UNIQUE_KEY {
         return Cow::Borrowed(bytes);
     }

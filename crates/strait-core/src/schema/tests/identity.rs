@@ -10,7 +10,7 @@ fn consumer_needs_username_or_custom_id() {
     assert_eq!(invalid(EntityKind::Consumers, json!({})), vec![pair("", message)]);
     assert_eq!(
         invalid(EntityKind::Consumers, json!({"username": ""})),
-        vec![pair("", message)]
+        vec![pair("username", "length must be at least 1"), pair("", message)]
     );
     valid(EntityKind::Consumers, json!({"custom_id": "c1"}));
 }

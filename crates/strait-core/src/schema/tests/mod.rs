@@ -103,7 +103,7 @@ fn tags_follow_kong_rules() {
         vec![
             pair("tags[0]", &message("a,b")),
             pair("tags[1]", &message("a/b")),
-            pair("tags[2]", &message("")),
+            pair("tags[2]", "length must be at least 1"),
             pair("tags[3]", "expected a string"),
             pair("tags[4]", "required field missing"),
         ]

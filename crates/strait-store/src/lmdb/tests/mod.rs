@@ -288,6 +288,33 @@ fn long_unique_values_are_indexed_by_digest() {
     assert!(matches!(error, StoreError::UniqueViolation { .. }));
 }
 
+/// LMDB refuses zero-length keys: an empty unique value (which validation
+/// refuses before it gets here) is still stored and found, never an error.
+#[test]
+fn empty_unique_values_are_indexed_apart_from_every_other_value() {
+    let store = TempStore::new();
+    let owner = consumer("owner");
+    let empty = keyauth(owner.id, "");
+    let zeros = keyauth(owner.id, &"\0".repeat(401));
+    let changes = [
+        upsert(Entity::Consumer(owner.clone())),
+        upsert(Entity::KeyauthCredential(empty.clone())),
+        upsert(Entity::KeyauthCredential(zeros.clone())),
+    ];
+    store.apply(&changes).unwrap();
+    let found = |key: &str| {
+        store
+            .get_by_unique(EntityKind::KeyauthCredentials, "key", key)
+            .unwrap()
+            .map(|e| e.id())
+    };
+    assert_eq!(found(""), Some(empty.id));
+    assert_eq!(found(&"\0".repeat(401)), Some(zeros.id));
+    let again = keyauth(owner.id, "");
+    let error = store.apply(&[upsert(Entity::KeyauthCredential(again))]).unwrap_err();
+    assert!(matches!(error, StoreError::UniqueViolation { .. }));
+}
+
 #[test]
 fn unknown_index_is_an_error() {
     let store = TempStore::new();
