@@ -8,6 +8,7 @@
 pub mod admin_api;
 pub mod bad_inputs;
 pub mod client;
+pub mod deck;
 pub mod declarative;
 pub mod gateway;
 pub mod process;
