@@ -14,6 +14,33 @@ if ! need curl || ! need python3; then
   apt-get update -qq && apt-get install -y -qq curl python3
 fi
 
+# decK (Kong's declarative CLI) for the dump/sync round-trip test: the release module from
+# the Go module proxy, built in a scratch copy into target/tools (kept between runs when
+# present, never required to be). `go install github.com/kong/deck@v...` cannot do this:
+# decK's go.mod has replace directives, which `go install pkg@version` refuses. v1.55.0 is the
+# newest release whose every dependency the module proxy reachable here serves.
+DECK_VERSION=v1.55.0
+tools_dir="${STRAIT_TOOLS_DIR:-$PWD/target/tools}"
+install_deck() {
+  if ! need go; then
+    apt-get update -qq && apt-get install -y -qq golang-go
+  fi
+  echo "== installing decK $DECK_VERSION into $tools_dir/bin"
+  local scratch module_dir
+  scratch="$(mktemp -d)"
+  module_dir="$(cd "$scratch" && go mod download -json "github.com/kong/deck@$DECK_VERSION" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')"
+  cp -r "$module_dir" "$scratch/deck" && chmod -R u+w "$scratch/deck"
+  mkdir -p "$tools_dir/bin"
+  (cd "$scratch/deck" && CGO_ENABLED=0 go build -trimpath \
+    -ldflags "-X github.com/kong/deck/cmd.VERSION=$DECK_VERSION" -o "$tools_dir/bin/deck" .)
+  rm -rf "$scratch"
+}
+if ! "$tools_dir/bin/deck" version 2>/dev/null | grep -q "$DECK_VERSION"; then
+  install_deck
+fi
+export STRAIT_DECK_BIN="$tools_dir/bin/deck"
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings"

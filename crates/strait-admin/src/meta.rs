@@ -36,16 +36,18 @@ pub fn plugin_schema(name: &str) -> AdminResponse {
 
 /// `POST /schemas/{entity}/validate` and `POST /schemas/plugins/validate`:
 /// the write path of `POST /{entity}` up to its commit (foreign keys by
-/// name, schema, parents, plugin build, certificate SNIs), so a body this
-/// accepts is one a write accepts, and a refusal names the same fields.
+/// name, schema, router flavor, plugin build, certificate SNIs), so a
+/// refusal names the same fields as the write's. Only what depends on
+/// stored state is left out, as in Kong: a foreign key id need not exist,
+/// and uniqueness (names, SNIs) is the write's to check.
 pub fn validate(state: &AdminState, name: &str, request: &AdminRequest) -> AdminResponse {
     let Some(kind) = EntityKind::from_table(name) else {
         return message(StatusCode::NOT_FOUND, &format!("No entity named '{name}'"));
     };
     let checked = parse_body(request).and_then(|(mut input, encoding)| {
         let snis = certificates::take_snis(kind, &mut input, false)?;
-        let entity = prepare(state, kind, input, &Mode::Insert, encoding)?;
-        certificates::sni_changes(state, &entity, snis).map(|_| ())
+        let entity = prepare(state, kind, input, &Mode::Validate, encoding)?;
+        certificates::check_sni_names(&entity, snis)
     });
     match checked {
         Ok(()) => message(StatusCode::OK, "schema validation successful"),

@@ -121,12 +121,27 @@ pub fn sni_changes(
             fields.insert("name".into(), Value::String(name));
             return Err(unique_violation(fields));
         }
-        let input = json!({ "name": name, "certificate": { "id": id } });
-        let entity = validate_entity(EntityKind::Snis, &input, unix_now()).map_err(|errors| {
-            let errors = errors.into_iter().map(|e| e.under("snis")).collect();
-            schema_violation(errors)
-        })?;
+        let entity = sni_entity(name, id)?;
         changes.push(ConfigChange::Upsert { entity });
     }
     Ok(changes)
+}
+
+/// The SNI entity `name` of `certificate`, validated; errors under `snis`.
+fn sni_entity(name: String, certificate: Uuid) -> Result<Entity, AdminResponse> {
+    let input = json!({ "name": name, "certificate": { "id": certificate } });
+    validate_entity(EntityKind::Snis, &input, unix_now()).map_err(|errors| {
+        let errors = errors.into_iter().map(|e| e.under("snis")).collect();
+        schema_violation(errors)
+    })
+}
+
+/// The schema checks of a certificate's `snis` without the store: each name
+/// must be a valid SNI. Whether another certificate holds one is stored
+/// state, which validation leaves to the write.
+pub fn check_sni_names(certificate: &Entity, names: Option<Vec<String>>) -> Result<(), AdminResponse> {
+    for name in names.into_iter().flatten() {
+        sni_entity(name, certificate.id())?;
+    }
+    Ok(())
 }

@@ -27,6 +27,11 @@ use crate::AdminState;
 pub enum Mode {
     /// `POST`: a new entity; an existing id is a conflict.
     Insert,
+    /// `POST /schemas/{entity}/validate`: as `Insert`, but a foreign key
+    /// given by id need not name a stored entity. Kong's validate reads no
+    /// database, and `deck gateway validate` checks files whose entities do
+    /// not exist yet; a reference by name still has to resolve to an id.
+    Validate,
     /// `PUT`: replace (or create) the entity with this id; `key` is the
     /// endpoint key value from the path when it named the entity.
     Upsert { id: Uuid, key: Option<String> },
@@ -85,7 +90,7 @@ pub fn prepare(
         infer_entity(kind, &mut input, name.as_deref());
     }
     let input = match mode {
-        Mode::Insert => input,
+        Mode::Insert | Mode::Validate => input,
         Mode::Upsert { id, key } => upsert_input(state, kind, input, *id, key.as_deref())?,
         Mode::Update(existing) => {
             let mut merged = entity_object(existing);
@@ -113,7 +118,9 @@ pub fn prepare(
             return Err(schema_violation(errors));
         }
     };
-    check_parents(state, &entity)?;
+    if !matches!(mode, Mode::Validate) {
+        check_parents(state, &entity)?;
+    }
     check_plugin_builds(&entity)?;
     Ok(entity)
 }
