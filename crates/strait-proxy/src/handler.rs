@@ -2,15 +2,17 @@
 //! upstream with retries, stream the response back. See
 //! docs/life-of-a-request.md for the phases.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::PathAndQuery;
 use http::{Request, Response, Uri, Version};
 use hyper::body::Incoming;
 use strait_plugins::{Flow, RequestContext};
-use strait_router::{upstream_path, HeaderLookup, RequestFacts, RouteMatch};
+use strait_router::{normalize_path, upstream_path, HeaderLookup, InvalidPath, RequestFacts, RouteMatch};
 
 use crate::body::{boxed, full, IdleTimeoutBody, ProxyBody};
 use crate::error::{error_response, ErrorKind, ProxyError};
@@ -87,13 +89,39 @@ fn protocol_allowed(route_protocols: &[String], tls: bool) -> bool {
     route_protocols.iter().any(|p| wanted.contains(&p.as_str()))
 }
 
+/// Replaces the request's path by its normal form (strait_router::normalize_path)
+/// when that differs, so routing, plugins and the upstream all see the path
+/// the route was chosen for. A malformed percent-escape is a 400.
+fn normalize_request_path(request: &mut Request<Incoming>) -> Result<(), ProxyError> {
+    let normalized = match normalize_path(request.uri().path()) {
+        Ok(Cow::Borrowed(_)) => return Ok(()),
+        Ok(Cow::Owned(path)) => path,
+        Err(InvalidPath) => {
+            return Err(ProxyError::new(
+                ErrorKind::BadRequest,
+                "malformed percent-escape in the path",
+            ));
+        }
+    };
+    let path_and_query = match request.uri().query() {
+        Some(query) => format!("{normalized}?{query}"),
+        None => normalized,
+    };
+    let invalid = |e: &dyn std::fmt::Display| ProxyError::new(ErrorKind::BadRequest, e.to_string());
+    let mut parts = request.uri().clone().into_parts();
+    parts.path_and_query = Some(PathAndQuery::try_from(path_and_query).map_err(|e| invalid(&e))?);
+    *request.uri_mut() = Uri::from_parts(parts).map_err(|e| invalid(&e))?;
+    Ok(())
+}
+
 async fn proxy(
-    request: Request<Incoming>,
+    mut request: Request<Incoming>,
     conn: &ConnInfo,
     shared: &Shared,
     snapshot: &Arc<Snapshot>,
     started: Instant,
 ) -> Result<Response<ProxyBody>, ProxyError> {
+    normalize_request_path(&mut request)?;
     let (host, port) = requested_host(&request, conn);
     let matched = {
         let headers = Headers(request.headers());

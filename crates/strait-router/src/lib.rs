@@ -18,6 +18,7 @@ mod cow_map;
 mod eval;
 mod index;
 mod matcher;
+mod normalize;
 mod path;
 mod priority;
 mod regex_cache;
@@ -31,6 +32,7 @@ use uuid::Uuid;
 
 pub use compile::{RouteLabel, RouterError};
 pub use cow_map::CowMap;
+pub use normalize::{normalize_path, InvalidPath};
 pub use path::upstream_path;
 
 use crate::compile::{compile_route, Matchers};
