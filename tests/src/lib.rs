@@ -11,6 +11,7 @@ pub mod client;
 pub mod deck;
 pub mod declarative;
 pub mod gateway;
+pub mod h2_raw;
 pub mod process;
 pub mod tls;
 pub mod upstream;

@@ -58,6 +58,7 @@ pub enum UpstreamKind {
 pub struct Upstream {
     addr: SocketAddr,
     hits: Arc<AtomicUsize>,
+    seen: Seen,
     accept_task: JoinHandle<()>,
     /// The certificate served by a TLS upstream (for `localhost` and `127.0.0.1`).
     pub cert: Option<LeafCert>,
@@ -75,6 +76,8 @@ impl Upstream {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
         let addr = listener.local_addr().expect("upstream addr");
         let hits = Arc::new(AtomicUsize::new(0));
+        let seen = Seen::default();
+        let accept_seen = seen.clone();
         let (cert, ca_pem) = match kind {
             UpstreamKind::Tls(_) => {
                 let ca = TestCa::new("upstream test ca");
@@ -101,10 +104,11 @@ impl Upstream {
                 };
                 let _ = tcp.set_nodelay(true);
                 let hits = accept_hits.clone();
+                let seen = accept_seen.clone();
                 let tls = tls.clone();
                 tokio::spawn(async move {
                     match tls {
-                        None => serve(kind, TokioIo::new(tcp), hits).await,
+                        None => serve(kind, TokioIo::new(tcp), hits, seen).await,
                         Some(acceptor) => {
                             let Ok(stream) = acceptor.accept(tcp).await else { return };
                             let negotiated = match stream.get_ref().1.alpn_protocol() {
@@ -112,7 +116,7 @@ impl Upstream {
                                 Some(_) => UpstreamKind::Http1,
                                 None => UpstreamKind::Auto,
                             };
-                            serve(negotiated, TokioIo::new(stream), hits).await
+                            serve(negotiated, TokioIo::new(stream), hits, seen).await
                         }
                     }
                 });
@@ -121,6 +125,7 @@ impl Upstream {
         Upstream {
             addr,
             hits,
+            seen,
             accept_task,
             cert,
             ca_pem,
@@ -141,6 +146,11 @@ impl Upstream {
     }
 
     /// Requests received so far.
+    /// Every request received so far, as `METHOD path?query`, in arrival order.
+    pub fn requests(&self) -> Vec<String> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     pub fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
     }
@@ -156,11 +166,20 @@ impl Drop for Upstream {
     }
 }
 
-async fn serve<I>(kind: UpstreamKind, io: TokioIo<I>, hits: Arc<AtomicUsize>)
+/// The requests an upstream received (`METHOD path?query`).
+type Seen = Arc<std::sync::Mutex<Vec<String>>>;
+
+async fn serve<I>(kind: UpstreamKind, io: TokioIo<I>, hits: Arc<AtomicUsize>, seen: Seen)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req| handle(req, hits.clone()));
+    let service = service_fn(move |req: Request<Incoming>| {
+        let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+        seen.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!("{} {target}", req.method()));
+        handle(req, hits.clone())
+    });
     let _ = match kind {
         UpstreamKind::Http1 => hyper::server::conn::http1::Builder::new()
             .serve_connection(io, service)

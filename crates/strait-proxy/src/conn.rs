@@ -42,8 +42,20 @@ enum Preread {
     Reject(ErrorKind),
 }
 
+/// The end of a request head: the first empty line, ended by CRLF or by a
+/// bare LF, which RFC 9112 §2.2 lets a recipient accept and hyper's parser
+/// accepts (the request is re-serialized with CRLF before it goes upstream).
 fn find_header_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
+    let mut at = 0;
+    while let Some(offset) = buf[at..].iter().position(|b| *b == b'\n') {
+        let newline = at + offset;
+        match &buf[newline + 1..] {
+            [b'\n', ..] => return Some(newline + 2),
+            [b'\r', b'\n', ..] => return Some(newline + 3),
+            _ => at = newline + 1,
+        }
+    }
+    None
 }
 
 /// Read until the end of the first request's headers, enforcing the limits.
@@ -280,6 +292,15 @@ mod tests {
                 .into_boxed_slice(),
         );
         assert_eq!(run(big).await, Preread::Reject(ErrorKind::HeadersTooLarge));
+    }
+
+    #[test]
+    fn head_ends_at_the_first_empty_line_crlf_or_bare_lf() {
+        assert_eq!(find_header_end(b"GET / HTTP/1.1\r\nHost: a\r\n\r\nbody"), Some(27));
+        assert_eq!(find_header_end(b"GET / HTTP/1.1\nHost: a\n\nbody"), Some(24));
+        assert_eq!(find_header_end(b"GET / HTTP/1.1\nHost: a\n\r\n"), Some(25));
+        assert_eq!(find_header_end(b"GET / HTTP/1.1\r\nHost: a\r\n"), None);
+        assert_eq!(find_header_end(b"GET / HTTP/1.1\r\nHost: a\r"), None);
     }
 
     #[tokio::test]

@@ -43,11 +43,23 @@ pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared
     let started = Instant::now();
     shared.stats.request_started();
     let snapshot = shared.snapshot.load_full();
-    match proxy(request, conn, shared, &snapshot, started).await {
+    let http1 = request.version() < Version::HTTP_2;
+    let outcome = match ambiguous_framing(request.headers()) {
+        Some(problem) => Err(ProxyError::new(ErrorKind::BadRequest, problem)),
+        None => proxy(request, conn, shared, &snapshot, started).await,
+    };
+    match outcome {
         Ok(response) => response,
         Err(error) => {
             tracing::debug!(kind = ?error.kind, cause = %error.cause, client = %conn.client, "request failed");
             let mut response = error_response(error.kind);
+            if http1 && error.kind == ErrorKind::BadRequest {
+                // The request's framing can no longer be trusted: nothing
+                // after it on this connection is read as another request.
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             if let ErrorKind::HttpsRequired(_) = error.kind {
                 response.headers_mut().remove(header::SERVER);
                 response
@@ -57,6 +69,25 @@ pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared
             response
         }
     }
+}
+
+/// A request whose body length two parsers could read differently (the
+/// ground of request smuggling): `Content-Length` beside
+/// `Transfer-Encoding`, or more than one `Content-Length`, even with equal
+/// values. The codecs settle most of this first (hyper's HTTP/1 parser
+/// refuses conflicting lengths, follows `chunked` over a length and closes
+/// after; h2 resets a stream whose lengths disagree), so this is the last
+/// guard before such headers would be forwarded upstream, e.g. identical
+/// duplicate lengths arriving over HTTP/2.
+fn ambiguous_framing(headers: &HeaderMap) -> Option<&'static str> {
+    let lengths = headers.get_all(header::CONTENT_LENGTH).iter().count();
+    if lengths > 1 {
+        return Some("more than one content-length");
+    }
+    if lengths == 1 && headers.contains_key(header::TRANSFER_ENCODING) {
+        return Some("content-length with transfer-encoding");
+    }
+    None
 }
 
 /// Host (lower case, without port) and port the client addressed.
@@ -409,4 +440,25 @@ fn finish_response(
     set(&mut parts.headers, "x-kong-proxy-latency", &proxy_ms.to_string());
     let body = boxed(IdleTimeoutBody::new(body, millis(read_timeout_ms)));
     Response::from_parts(parts, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn two_lengths_or_length_beside_chunked_are_ambiguous() {
+        assert_eq!(ambiguous_framing(&headers(&[("content-length", "3")])), None);
+        assert_eq!(ambiguous_framing(&headers(&[("transfer-encoding", "chunked")])), None);
+        assert!(ambiguous_framing(&headers(&[("content-length", "3"), ("content-length", "3")])).is_some());
+        assert!(ambiguous_framing(&headers(&[("content-length", "3"), ("transfer-encoding", "chunked")])).is_some());
+    }
 }

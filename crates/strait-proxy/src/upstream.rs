@@ -349,8 +349,14 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeoutIo<T> {
     }
 }
 
-/// 504 when the failure was a timeout (e.g. `write_timeout`), else 502.
+/// 504 when the failure was a timeout (e.g. `write_timeout`); 400 when the
+/// client's own request body failed while it was being forwarded (a bad
+/// chunk size, a body cut short): the client's error, not the upstream's;
+/// else 502.
 fn upstream_failure(error: hyper::Error) -> ProxyError {
+    if error.is_user() {
+        return ProxyError::new(ErrorKind::BadRequest, format!("request body: {error}"));
+    }
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
     while let Some(current) = source {
         if let Some(io_error) = current.downcast_ref::<io::Error>() {
