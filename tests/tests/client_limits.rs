@@ -37,9 +37,30 @@ async fn expect_status_and_close(gw: &Gateway, bytes: &[u8], status: u16) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_request_line_is_400_and_closed() {
     let gw = gateway(GatewayOptions::new()).await;
-    expect_status_and_close(&gw, b"GARBAGE\r\n\r\n", 400).await;
-    expect_status_and_close(&gw, b"GET /ok HTTQ/1.1\r\nHost: x\r\n\r\n", 400).await;
     expect_status_and_close(&gw, b"GET /ok HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n", 400).await;
+    expect_status_and_close(&gw, b"GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", 400).await;
+    assert_still_serving(&gw).await;
+}
+
+/// The plain port takes HTTP/1.1 and h2c prior knowledge. A first line that is neither an
+/// HTTP/1.x request line nor the HTTP/2 preface is an invalid connection preface
+/// (RFC 9113 §3.4): GOAWAY with PROTOCOL_ERROR, then the connection closes (h2spec 3.5 #2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn neither_http1_nor_h2_preface_is_goaway_protocol_error() {
+    let gw = gateway(GatewayOptions::new()).await;
+    let goaway = [0u8, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    for bytes in [
+        &b"INVALID CONNECTION PREFACE\r\n\r\n"[..],
+        b"GARBAGE\r\n\r\n",
+        b"GET /ok HTTQ/1.1\r\nHost: x\r\n\r\n",
+        b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n",
+    ] {
+        let mut raw = RawConn::connect(gw.proxy_addr()).await.expect("connect");
+        let _ = raw.write(bytes).await;
+        let reply = raw.read_until_close(CLOSE_WAIT).await;
+        assert_eq!(reply.bytes, goaway, "{:?}", String::from_utf8_lossy(bytes));
+        assert!(reply.closed, "closed after the GOAWAY");
+    }
     assert_still_serving(&gw).await;
 }
 

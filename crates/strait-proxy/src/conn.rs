@@ -40,6 +40,30 @@ enum Preread {
     /// Peer closed before sending a request.
     Closed,
     Reject(ErrorKind),
+    /// Neither an HTTP/1.x request line nor the HTTP/2 preface: answered
+    /// as an invalid HTTP/2 connection preface (RFC 9113 §3.4).
+    InvalidPreface,
+}
+
+/// GOAWAY, last stream 0, PROTOCOL_ERROR: the answer to an invalid preface.
+const GOAWAY_PROTOCOL_ERROR: [u8; 17] = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+
+/// The first line of `buf`, once it is complete.
+fn first_line(buf: &[u8]) -> Option<&[u8]> {
+    let end = buf.iter().position(|b| *b == b'\n')?;
+    let line = &buf[..end];
+    Some(line.strip_suffix(b"\r").unwrap_or(line))
+}
+
+/// True when `line` ends with an HTTP version (` HTTP/1.1`, ` HTTP/2.0`):
+/// the shape of an HTTP/1 request line, however flawed otherwise.
+fn has_http_version(line: &[u8]) -> bool {
+    match line.len().checked_sub(9).map(|at| &line[at..]) {
+        Some([b' ', b'H', b'T', b'T', b'P', b'/', major, b'.', minor]) => {
+            major.is_ascii_digit() && minor.is_ascii_digit()
+        }
+        _ => false,
+    }
 }
 
 /// The end of a request head: the first empty line, ended by CRLF or by a
@@ -68,6 +92,11 @@ async fn preread<IO: AsyncRead + Unpin>(io: &mut IO, limits: &ClientLimits) -> P
             }
             if !buf.is_empty() && H2_PREFACE.starts_with(&buf[..buf.len().min(H2_PREFACE.len())]) {
                 // Could still become the HTTP/2 preface: keep reading.
+            } else if buf.starts_with(&H2_PREFACE[..18]) {
+                // `PRI * HTTP/2.0` and its blank line, then not `SM`.
+                return Preread::InvalidPreface;
+            } else if first_line(&buf).is_some_and(|line| !has_http_version(line)) {
+                return Preread::InvalidPreface;
             } else if let Some(end) = find_header_end(&buf) {
                 let lines = buf[..end].split(|b| *b == b'\n').count().saturating_sub(3);
                 if lines > limits.max_headers || end > limits.max_header_bytes {
@@ -183,6 +212,10 @@ async fn serve_stream<IO>(
             let _ = timeout(Duration::from_secs(1), io.write_all(&raw_error_response(kind))).await;
             let _ = timeout(Duration::from_secs(1), io.shutdown()).await;
         }
+        Preread::InvalidPreface => {
+            let _ = timeout(Duration::from_secs(1), io.write_all(&GOAWAY_PROTOCOL_ERROR)).await;
+            let _ = timeout(Duration::from_secs(1), io.shutdown()).await;
+        }
         Preread::Http1(prefix) => {
             let io = TokioIo::new(Rewind { prefix, inner: io });
             run_http1(io, info, shared, shutdown).await;
@@ -292,6 +325,22 @@ mod tests {
                 .into_boxed_slice(),
         );
         assert_eq!(run(big).await, Preread::Reject(ErrorKind::HeadersTooLarge));
+    }
+
+    #[tokio::test]
+    async fn neither_http1_nor_the_h2_preface_is_an_invalid_preface() {
+        assert_eq!(
+            run(b"INVALID CONNECTION PREFACE\r\n\r\n").await,
+            Preread::InvalidPreface
+        );
+        assert_eq!(run(b"GARBAGE\r\n\r\n").await, Preread::InvalidPreface);
+        assert_eq!(run(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n").await, Preread::InvalidPreface);
+        assert!(matches!(run(b"GET / HTTQ/1.1\r\n\r\n").await, Preread::InvalidPreface));
+        assert!(matches!(
+            run(b"GET / HTTP/1.1\r\nbad header\r\n\r\n").await,
+            Preread::Http1(_)
+        ));
+        assert!(matches!(run(b"get /x HTTP/1.0\n\n").await, Preread::Http1(_)));
     }
 
     #[test]

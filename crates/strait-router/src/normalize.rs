@@ -6,10 +6,15 @@
 //!    decoded; every other escape keeps its meaning and gets upper-case hex
 //!    (`%2f` -> `%2F`: an encoded slash never becomes a separator).
 //! 2. Runs of `/` become one.
-//! 3. Dot segments are removed as RFC 3986 §5.2.4 says; `..` never climbs
-//!    above the root.
+//! 3. Dot segments are removed as RFC 3986 §5.2.4 says.
 //!
-//! A `%` not followed by two hex digits is an invalid path (400).
+//! Invalid paths (400), as nginx refuses them before Kong's router runs: a
+//! `%` not followed by two hex digits, `%00`, and a `..` that would climb
+//! above the root (`/../x`, `/a/%2e%2e/../x`).
+//!
+//! Kong also decodes escapes of characters that are neither reserved nor
+//! unreserved (`%20`, UTF-8 bytes) for matching, then re-escapes them for
+//! the upstream; keeping them escaped gives the upstream the same path.
 
 use std::borrow::Cow;
 
@@ -24,7 +29,7 @@ pub fn normalize_path(raw: &str) -> Result<Cow<'_, str>, InvalidPath> {
         return Ok(Cow::Borrowed(raw));
     }
     let decoded = decode_unreserved(raw.as_bytes())?;
-    Ok(Cow::Owned(remove_dot_segments(&decoded)))
+    remove_dot_segments(&decoded).map(Cow::Owned)
 }
 
 /// True when no step would change `path`: no escape, no raw non-ASCII byte,
@@ -78,6 +83,9 @@ fn decode_unreserved(path: &[u8]) -> Result<String, InvalidPath> {
         let high = path.get(at + 1).copied().and_then(hex_value).ok_or(InvalidPath)?;
         let low = path.get(at + 2).copied().and_then(hex_value).ok_or(InvalidPath)?;
         let value = high << 4 | low;
+        if value == 0 {
+            return Err(InvalidPath);
+        }
         if is_unreserved(value) {
             out.push(char::from(value));
         } else {
@@ -91,8 +99,9 @@ fn decode_unreserved(path: &[u8]) -> Result<String, InvalidPath> {
 }
 
 /// Merges slashes and removes `.` and `..` segments. A trailing `/`, `/.`
-/// or `/..` leaves a trailing slash, as RFC 3986's algorithm does.
-fn remove_dot_segments(path: &str) -> String {
+/// or `/..` leaves a trailing slash, as RFC 3986's algorithm does; a `..`
+/// with no segment left to remove is invalid.
+fn remove_dot_segments(path: &str) -> Result<String, InvalidPath> {
     let mut segments: Vec<&str> = Vec::new();
     let mut trailing_slash = false;
     for segment in path.split('/') {
@@ -101,7 +110,7 @@ fn remove_dot_segments(path: &str) -> String {
             "" => trailing_slash = true,
             "." => trailing_slash = true,
             ".." => {
-                segments.pop();
+                segments.pop().ok_or(InvalidPath)?;
                 trailing_slash = true;
             }
             other => segments.push(other),
@@ -115,7 +124,7 @@ fn remove_dot_segments(path: &str) -> String {
     if trailing_slash || segments.is_empty() {
         out.push('/');
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -136,8 +145,6 @@ mod tests {
             "/x/%2e%2e/admin",
             "/x/%2E%2E/admin",
             "/./admin",
-            "/../admin",
-            "/../../admin",
             "///a/./b/../../admin",
         ] {
             assert_eq!(normal(raw), "/admin", "{raw}");
@@ -171,7 +178,18 @@ mod tests {
 
     #[test]
     fn malformed_escapes_are_invalid() {
-        for raw in ["/%", "/%2", "/%zz", "/a%g0", "/%2%20"] {
+        for raw in [
+            "/%",
+            "/%2",
+            "/%zz",
+            "/a%g0",
+            "/%2%20",
+            "/a%00b",
+            "/../admin",
+            "/a/../../admin",
+            "/a/%2e%2e/%2E./x",
+            "/..",
+        ] {
             assert_eq!(normalize_path(raw), Err(InvalidPath), "{raw}");
         }
     }
