@@ -21,10 +21,13 @@ fi
 # newest release whose every dependency the module proxy reachable here serves.
 DECK_VERSION=v1.55.0
 tools_dir="${STRAIT_TOOLS_DIR:-$PWD/target/tools}"
-install_deck() {
+ensure_go() {
   if ! need go; then
     apt-get update -qq && apt-get install -y -qq golang-go
   fi
+}
+install_deck() {
+  ensure_go
   echo "== installing decK $DECK_VERSION into $tools_dir/bin"
   local scratch module_dir
   scratch="$(mktemp -d)"
@@ -40,6 +43,28 @@ if ! "$tools_dir/bin/deck" version 2>/dev/null | grep -q "$DECK_VERSION"; then
   install_deck
 fi
 export STRAIT_DECK_BIN="$tools_dir/bin/deck"
+
+# h2spec (HTTP/2 conformance, tests/tests/conformance.rs): v2.6.0's commit, by the Go
+# pseudo-version the module proxy serves (its go.mod has no /v2, so `@v2.6.0` does not resolve).
+H2SPEC_MODULE="github.com/summerwind/h2spec/cmd/h2spec@v0.0.0-20200804131034-70ac22940108"
+if [ ! -x "$tools_dir/bin/h2spec" ]; then
+  echo "== installing h2spec (v2.6.0) into $tools_dir/bin"
+  ensure_go
+  GOBIN="$tools_dir/bin" go install "$H2SPEC_MODULE"
+fi
+export STRAIT_H2SPEC_BIN="$tools_dir/bin/h2spec"
+
+# schemathesis (property-based Admin API testing against /openapi.json), wheels only, in a venv.
+SCHEMATHESIS_VERSION=4.32.5
+if ! "$tools_dir/venv/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then
+  echo "== installing schemathesis $SCHEMATHESIS_VERSION into $tools_dir/venv"
+  if ! python3 -m venv "$tools_dir/venv" 2>/dev/null; then
+    apt-get update -qq && apt-get install -y -qq python3-venv
+    python3 -m venv "$tools_dir/venv"
+  fi
+  "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "schemathesis==$SCHEMATHESIS_VERSION"
+fi
+export STRAIT_SCHEMATHESIS_BIN="$tools_dir/venv/bin/schemathesis"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

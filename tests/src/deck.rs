@@ -1,8 +1,8 @@
 //! decK, Kong's declarative CLI, run as a user runs it against a gateway's Admin API.
 //!
 //! `scripts/test.sh` installs decK from the Go module proxy into `target/tools/bin`; the
-//! binary is found there, at `$STRAIT_DECK_BIN`, or on `PATH`. A test that needs decK fails
-//! (it does not skip) when none is found.
+//! binary is found as [`crate::tools::tool`] says. A test that needs decK fails (it does not
+//! skip) when none is found.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -11,27 +11,7 @@ use crate::gateway::Gateway;
 
 /// The decK binary to run.
 pub fn deck_bin() -> PathBuf {
-    if let Some(path) = std::env::var_os("STRAIT_DECK_BIN") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    // target/debug/deps/<test> -> target/tools/bin/deck
-    let target = exe.ancestors().nth(3).expect("target dir");
-    let tools = target.join("tools").join("bin").join("deck");
-    if tools.exists() {
-        return tools;
-    }
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join("deck"))
-        .find(|candidate| candidate.exists());
-    on_path.unwrap_or_else(|| {
-        panic!(
-            "decK not found at {} nor on PATH: run ./scripts/test.sh (it installs decK), or set STRAIT_DECK_BIN",
-            tools.display()
-        )
-    })
+    crate::tools::tool("deck", "STRAIT_DECK_BIN")
 }
 
 /// What one decK run printed.

@@ -32,11 +32,17 @@ fn field_schema(def: &Value) -> Value {
     out
 }
 
+/// An object schema of Kong `fields`. A field Kong does not mark `required`
+/// may be `null` (unset), in bodies and in every response that shows it.
 fn record_schema(fields: &Value) -> Value {
     let mut properties = Map::new();
     for field in fields.as_array().into_iter().flatten() {
         if let Some((name, def)) = field.as_object().and_then(|f| f.iter().next()) {
-            properties.insert(name.clone(), field_schema(def));
+            let mut schema = field_schema(def);
+            if def.get("required") != Some(&Value::Bool(true)) {
+                schema["nullable"] = Value::Bool(true);
+            }
+            properties.insert(name.clone(), schema);
         }
     }
     json!({ "type": "object", "properties": properties })
