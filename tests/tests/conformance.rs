@@ -9,12 +9,18 @@ use std::time::Duration;
 
 use serde_json::json;
 use strait_e2e::tools::tool;
-use strait_e2e::{Gateway, GatewayOptions, Upstream, UpstreamKind};
+use strait_e2e::{Gateway, GatewayOptions, TempDir, Upstream, UpstreamKind};
 
-/// Runs `program args`, bounded; returns (success, stdout + stderr).
+/// Runs `program args` in a scratch directory (tools keep caches in theirs), bounded;
+/// returns (success, stdout + stderr).
 async fn run(program: &Path, args: &[&str], limit: Duration) -> (bool, String) {
+    let scratch = TempDir::new();
     let mut command = tokio::process::Command::new(program);
-    command.args(args).stdin(Stdio::null()).kill_on_drop(true);
+    command
+        .args(args)
+        .current_dir(scratch.path())
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
     let output = tokio::time::timeout(limit, command.output())
         .await
         .unwrap_or_else(|_| panic!("{} {args:?} ran past {limit:?}", program.display()))

@@ -13,6 +13,7 @@ mod crud;
 mod dispatch;
 pub mod endpoints;
 mod errors;
+pub mod fuzzing;
 mod meta;
 pub mod openapi;
 mod request;

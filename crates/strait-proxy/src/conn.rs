@@ -82,30 +82,53 @@ fn find_header_end(buf: &[u8]) -> Option<usize> {
     None
 }
 
+/// What the first bytes of a connection decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadDecision {
+    Http1,
+    Http2,
+    Reject(ErrorKind),
+    InvalidPreface,
+}
+
+/// The decision the bytes read so far allow, or `None` while more are needed:
+/// the HTTP/2 preface, a complete HTTP/1 head within the limits, or a
+/// refusal. Pure, so the fuzz target drives it with arbitrary bytes.
+pub fn examine_head(buf: &[u8], limits: &ClientLimits) -> Option<HeadDecision> {
+    if buf.len() >= H2_PREFACE.len() && buf.starts_with(H2_PREFACE) {
+        return Some(HeadDecision::Http2);
+    }
+    if !buf.is_empty() && H2_PREFACE.starts_with(&buf[..buf.len().min(H2_PREFACE.len())]) {
+        // Could still become the HTTP/2 preface: keep reading.
+    } else if buf.starts_with(&H2_PREFACE[..18]) {
+        // `PRI * HTTP/2.0` and its blank line, then not `SM`.
+        return Some(HeadDecision::InvalidPreface);
+    } else if first_line(buf).is_some_and(|line| !has_http_version(line)) {
+        return Some(HeadDecision::InvalidPreface);
+    } else if let Some(end) = find_header_end(buf) {
+        let lines = buf[..end].split(|b| *b == b'\n').count().saturating_sub(3);
+        if lines > limits.max_headers || end > limits.max_header_bytes {
+            return Some(HeadDecision::Reject(ErrorKind::HeadersTooLarge));
+        }
+        return Some(HeadDecision::Http1);
+    }
+    if buf.len() > limits.max_header_bytes {
+        return Some(HeadDecision::Reject(ErrorKind::HeadersTooLarge));
+    }
+    None
+}
+
 /// Read until the end of the first request's headers, enforcing the limits.
 async fn preread<IO: AsyncRead + Unpin>(io: &mut IO, limits: &ClientLimits) -> Preread {
     let mut buf = BytesMut::with_capacity(4096);
     let read_headers = async {
         loop {
-            if buf.len() >= H2_PREFACE.len() && buf.starts_with(H2_PREFACE) {
-                return Preread::Http2(buf.split().freeze());
-            }
-            if !buf.is_empty() && H2_PREFACE.starts_with(&buf[..buf.len().min(H2_PREFACE.len())]) {
-                // Could still become the HTTP/2 preface: keep reading.
-            } else if buf.starts_with(&H2_PREFACE[..18]) {
-                // `PRI * HTTP/2.0` and its blank line, then not `SM`.
-                return Preread::InvalidPreface;
-            } else if first_line(&buf).is_some_and(|line| !has_http_version(line)) {
-                return Preread::InvalidPreface;
-            } else if let Some(end) = find_header_end(&buf) {
-                let lines = buf[..end].split(|b| *b == b'\n').count().saturating_sub(3);
-                if lines > limits.max_headers || end > limits.max_header_bytes {
-                    return Preread::Reject(ErrorKind::HeadersTooLarge);
-                }
-                return Preread::Http1(buf.split().freeze());
-            }
-            if buf.len() > limits.max_header_bytes {
-                return Preread::Reject(ErrorKind::HeadersTooLarge);
+            match examine_head(&buf, limits) {
+                Some(HeadDecision::Http1) => return Preread::Http1(buf.split().freeze()),
+                Some(HeadDecision::Http2) => return Preread::Http2(buf.split().freeze()),
+                Some(HeadDecision::Reject(kind)) => return Preread::Reject(kind),
+                Some(HeadDecision::InvalidPreface) => return Preread::InvalidPreface,
+                None => {}
             }
             buf.reserve(4096);
             match io.read_buf(&mut buf).await {
