@@ -66,6 +66,9 @@ if ! "$tools_dir/venv/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMA
 fi
 export STRAIT_SCHEMATHESIS_BIN="$tools_dir/venv/bin/schemathesis"
 
+# The flood tests hold 10,000 client connections open (and the gateway as many).
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings"

@@ -3,18 +3,12 @@
 //! normalization routing sees. None of it may panic on any bytes.
 #![no_main]
 
-use std::time::Duration;
-
 use libfuzzer_sys::fuzz_target;
 use strait_proxy::conn::{examine_head, HeadDecision};
 use strait_proxy::ClientLimits;
 
 fuzz_target!(|data: &[u8]| {
-    let limits = ClientLimits {
-        header_timeout: Duration::from_secs(1),
-        max_header_bytes: 32768,
-        max_headers: 100,
-    };
+    let limits = ClientLimits::default();
     // Every prefix, as bytes arrive one read at a time.
     for end in [1, data.len() / 2, data.len()] {
         let _ = examine_head(&data[..end.min(data.len())], &limits);

@@ -64,7 +64,10 @@ pub fn header_block(fields: &[(&str, &str)]) -> Vec<u8> {
     out
 }
 
-/// What the server did with stream 1.
+/// HTTP/2 error code REFUSED_STREAM.
+pub const REFUSED_STREAM: u32 = 0x7;
+
+/// What the server did with a stream.
 #[derive(Debug, PartialEq, Eq)]
 pub enum StreamOutcome {
     /// A response HEADERS frame; the status when it is an indexed static-table status.
@@ -100,6 +103,11 @@ impl RawH2 {
     /// Reads frames until the server answers stream 1, resets it, goes away, or closes.
     /// Server SETTINGS are acknowledged as they arrive.
     pub async fn outcome(&mut self, wait: Duration) -> StreamOutcome {
+        self.outcome_of(1, wait).await
+    }
+
+    /// As [`RawH2::outcome`], for stream `id`; frames of other streams are passed over.
+    pub async fn outcome_of(&mut self, id: u32, wait: Duration) -> StreamOutcome {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let mut head = [0u8; 9];
@@ -126,8 +134,8 @@ impl RawH2 {
                 SETTINGS if flags & 0x1 == 0 => {
                     let _ = self.stream.write_all(&frame(SETTINGS, 0x1, 0, &[])).await;
                 }
-                HEADERS if stream == 1 => return StreamOutcome::Response(indexed_status(&payload, flags)),
-                RST_STREAM if stream == 1 => return StreamOutcome::Reset(code(0)),
+                HEADERS if stream == id => return StreamOutcome::Response(indexed_status(&payload, flags)),
+                RST_STREAM if stream == id => return StreamOutcome::Reset(code(0)),
                 GOAWAY => return StreamOutcome::GoAway(code(4)),
                 _ => {}
             }

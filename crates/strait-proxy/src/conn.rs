@@ -30,6 +30,25 @@ pub struct ClientLimits {
     pub header_timeout: Duration,
     pub max_header_bytes: usize,
     pub max_headers: usize,
+    /// Open client connections one worker keeps; past it, a new connection
+    /// is closed as soon as it is accepted (nginx's `worker_connections`).
+    pub max_connections_per_worker: usize,
+    /// Streams one HTTP/2 connection may have open at once; more are
+    /// refused with RST_STREAM(REFUSED_STREAM).
+    pub http2_max_concurrent_streams: u32,
+}
+
+impl Default for ClientLimits {
+    /// The node's defaults (docs/configuration.md).
+    fn default() -> ClientLimits {
+        ClientLimits {
+            header_timeout: Duration::from_secs(60),
+            max_header_bytes: 32768,
+            max_headers: 100,
+            max_connections_per_worker: 16384,
+            http2_max_concurrent_streams: 128,
+        }
+    }
 }
 
 /// What the pre-read decided.
@@ -294,7 +313,7 @@ where
     builder
         .timer(TokioTimer::new())
         .max_header_list_size(shared.limits.max_header_bytes as u32)
-        .max_concurrent_streams(1000);
+        .max_concurrent_streams(shared.limits.http2_max_concurrent_streams);
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     tokio::select! {
@@ -321,6 +340,7 @@ mod tests {
             header_timeout: Duration::from_millis(200),
             max_header_bytes: 256,
             max_headers: 3,
+            ..ClientLimits::default()
         }
     }
 

@@ -7,6 +7,8 @@ pub struct ProxyStats {
     pub connections_accepted: AtomicU64,
     pub connections_handled: AtomicU64,
     pub connections_active: AtomicU64,
+    /// Accepted and closed at once: the worker was at `worker_connections`.
+    pub connections_refused: AtomicU64,
     pub total_requests: AtomicU64,
 }
 
@@ -19,6 +21,10 @@ impl ProxyStats {
     pub fn connection_closed(&self) {
         self.connections_handled.fetch_add(1, Ordering::Relaxed);
         self.connections_active.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_refused(&self) {
+        self.connections_refused.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn request_started(&self) {
@@ -35,6 +41,7 @@ impl ProxyStats {
             "connections_reading": 0,
             "connections_writing": get(&self.connections_active),
             "connections_waiting": 0,
+            "connections_refused": get(&self.connections_refused),
             "total_requests": get(&self.total_requests),
         })
     }

@@ -178,6 +178,14 @@ async fn accept_loop(
                 continue;
             }
         };
+        if active.load(Ordering::Acquire) >= shared.limits.max_connections_per_worker {
+            // At the cap: closing now tells the client at once, where
+            // leaving it in the backlog would let it hang.
+            shared.stats.connection_refused();
+            tracing::debug!(%client, "worker_connections reached: connection closed");
+            drop(stream);
+            continue;
+        }
         let info = ConnInfo {
             client,
             local,

@@ -30,6 +30,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("worker_threads", "auto"),
     ("worker_model", "thread-per-core"),
     ("admin_token", ""),
+    ("worker_connections", "16384"),
+    ("http2_max_concurrent_streams", "128"),
     ("router_flavor", "traditional_compatible"),
 ];
 
@@ -157,6 +159,13 @@ impl NodeSettings {
                 header_timeout: parse_duration("client_header_timeout", raw.get("client_header_timeout"))?,
                 max_header_bytes: parse_number("client_max_header_size", raw.get("client_max_header_size"))?,
                 max_headers: parse_number("client_max_headers", raw.get("client_max_headers"))?,
+                max_connections_per_worker: parse_number("worker_connections", raw.get("worker_connections"))?.max(1),
+                http2_max_concurrent_streams: u32::try_from(parse_number(
+                    "http2_max_concurrent_streams",
+                    raw.get("http2_max_concurrent_streams"),
+                )?)
+                .map_err(|_| anyhow!("http2_max_concurrent_streams: too large"))?
+                .max(1),
             },
             worker_model: raw
                 .get("worker_model")
