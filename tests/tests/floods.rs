@@ -189,3 +189,35 @@ async fn clients_that_never_read_cannot_grow_gateway_memory() {
     assert_eq!(gw.proxy(get("/echo/still-serving")).await.status, 200);
     drop(stalled);
 }
+
+/// An idle connection does not hold a worker's slot for long: a keep-alive connection with no
+/// next request closes `client_header_timeout` after its last response, and a connection that
+/// never sends a byte gets 408 then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_close_after_client_header_timeout() {
+    let origin = Upstream::start(UpstreamKind::Http1).await;
+    let gw = proxied(GatewayOptions::new().setting("client_header_timeout", "700ms"), &origin).await;
+    let mut kept = RawConn::connect(gw.proxy_addr()).await.expect("connect");
+    kept.write(b"GET /echo/first HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .expect("write");
+    let head = kept.read_head(Duration::from_secs(2)).await.expect("first response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let answered = Instant::now();
+    let rest = kept.read_until_close(Duration::from_secs(5)).await;
+    assert!(rest.closed, "idle keep-alive connection closed");
+    let idle_for = answered.elapsed();
+    assert!(
+        idle_for >= Duration::from_millis(500) && idle_for < Duration::from_secs(3),
+        "closed after {idle_for:?}"
+    );
+    let started = Instant::now();
+    let mut silent = RawConn::connect(gw.proxy_addr()).await.expect("connect");
+    let reply = silent.read_until_close(Duration::from_secs(5)).await;
+    assert_eq!(reply.status(), Some(408), "{}", reply.text());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "after {:?}",
+        started.elapsed()
+    );
+}
