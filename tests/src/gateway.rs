@@ -27,6 +27,8 @@ pub struct GatewayOptions {
     pub env: Vec<(String, String)>,
     /// Contents of a declarative file loaded at start (`declarative_config`).
     pub declarative_config: Option<String>,
+    /// Listeners added to the harness's own `admin_listen` entry (e.g. `127.0.0.1:N ssl`).
+    pub extra_admin_listen: Vec<String>,
 }
 
 impl GatewayOptions {
@@ -41,6 +43,12 @@ impl GatewayOptions {
 
     pub fn env(mut self, key: &str, value: &str) -> GatewayOptions {
         self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    /// Adds an Admin API listener beside the harness's plain one.
+    pub fn extra_admin_listen(mut self, entry: &str) -> GatewayOptions {
+        self.extra_admin_listen.push(entry.to_string());
         self
     }
 
@@ -110,7 +118,13 @@ impl Gateway {
                 "proxy_listen".into(),
                 format!("127.0.0.1:{}, 127.0.0.1:{} http2 ssl", ports.proxy, ports.proxy_tls),
             ),
-            ("admin_listen".into(), format!("127.0.0.1:{}", ports.admin)),
+            (
+                "admin_listen".into(),
+                std::iter::once(format!("127.0.0.1:{}", ports.admin))
+                    .chain(self.options.extra_admin_listen.iter().cloned())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
             ("status_listen".into(), format!("127.0.0.1:{}", ports.status)),
             ("log_level".into(), "info".into()),
             ("worker_threads".into(), "2".into()),

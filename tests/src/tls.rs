@@ -172,3 +172,31 @@ impl ServerCertVerifier for AcceptAnyCertificate {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+/// A client that offers only `versions` and `suites` (in that order), accepts any server
+/// certificate, presents `identity` when given, and keeps its sessions (one config used for
+/// several connections resumes them).
+pub fn custom_client_config(
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    suites: &[rustls::SupportedCipherSuite],
+    identity: Option<&LeafCert>,
+    alpn: &[&[u8]],
+) -> Arc<ClientConfig> {
+    let provider = CryptoProvider {
+        cipher_suites: suites.to_vec(),
+        ..rustls::crypto::ring::default_provider()
+    };
+    let builder = ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(versions)
+        .expect("protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(self::provider())));
+    let mut config = match identity {
+        Some(leaf) => builder
+            .with_client_auth_cert(vec![leaf.cert_der.clone()], leaf.key_der())
+            .expect("client certificate"),
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}

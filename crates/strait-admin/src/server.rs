@@ -3,6 +3,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, Method, Request, StatusCode};
@@ -23,20 +24,36 @@ use crate::{dispatch, AdminState};
 /// Largest Admin API request body (a full declarative config).
 const MAX_BODY: usize = 256 * 1024 * 1024;
 
-/// Serve the Admin API on `listener` until `shutdown` turns true.
-pub async fn serve_admin(listener: TcpListener, state: Arc<AdminState>, shutdown: watch::Receiver<bool>) {
-    serve(listener, state, shutdown, false).await;
+/// Serve the Admin API on `listener` until `shutdown` turns true; over TLS
+/// when `tls` is given (`admin_listen ... ssl`).
+pub async fn serve_admin(
+    listener: TcpListener,
+    state: Arc<AdminState>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    shutdown: watch::Receiver<bool>,
+) {
+    serve(listener, state, tls, shutdown, false).await;
 }
 
 /// Serve the status API (`/status`, `/status/ready`) on `listener`.
 pub async fn serve_status(listener: TcpListener, state: Arc<AdminState>, shutdown: watch::Receiver<bool>) {
-    serve(listener, state, shutdown, true).await;
+    serve(listener, state, None, shutdown, true).await;
 }
 
-async fn serve(listener: TcpListener, state: Arc<AdminState>, shutdown: watch::Receiver<bool>, status_only: bool) {
+/// How long a client may take to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn serve(
+    listener: TcpListener,
+    state: Arc<AdminState>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    shutdown: watch::Receiver<bool>,
+    status_only: bool,
+) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let mut stop = shutdown.clone();
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, client) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(error) => {
@@ -47,22 +64,37 @@ async fn serve(listener: TcpListener, state: Arc<AdminState>, shutdown: watch::R
             _ = strait_proxy::stopped(&mut stop) => return,
         };
         let state = state.clone();
-        let mut stop_conn = shutdown.clone();
+        let shutdown = shutdown.clone();
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(route(&state, request, status_only).await) }
-            });
-            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                _ = strait_proxy::stopped(&mut stop_conn) => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
-                }
+            match acceptor {
+                None => serve_connection(TokioIo::new(stream), state, shutdown, status_only).await,
+                Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(tls)) => serve_connection(TokioIo::new(tls), state, shutdown, status_only).await,
+                    Ok(Err(error)) => tracing::debug!(%error, %client, "admin TLS handshake failed"),
+                    Err(_) => tracing::debug!(%client, "admin TLS handshake timed out"),
+                },
             }
         });
+    }
+}
+
+async fn serve_connection<IO>(io: IO, state: Arc<AdminState>, mut shutdown: watch::Receiver<bool>, status_only: bool)
+where
+    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let state = state.clone();
+        async move { Ok::<_, Infallible>(route(&state, request, status_only).await) }
+    });
+    let connection = http1::Builder::new().serve_connection(io, service);
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => {}
+        _ = strait_proxy::stopped(&mut shutdown) => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
     }
 }
 

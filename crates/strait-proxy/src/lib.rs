@@ -16,6 +16,7 @@ pub mod listen;
 pub mod snapshot;
 pub mod stats;
 pub mod tls;
+pub mod tls_policy;
 pub mod upstream;
 pub mod workers;
 

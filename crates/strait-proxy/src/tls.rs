@@ -16,6 +16,7 @@ use strait_core::Service;
 use uuid::Uuid;
 
 use crate::snapshot::{CompileProblem, EntityState, Snapshot};
+use crate::tls_policy::TlsPolicy;
 
 pub fn provider() -> Arc<CryptoProvider> {
     static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
@@ -143,17 +144,57 @@ impl ResolvesServerCert for SnapshotCertResolver {
     }
 }
 
-/// The server TLS configuration for `ssl` listeners: ALPN h2 then http/1.1.
+/// The server TLS configuration for `ssl` proxy listeners, under `policy`:
+/// certificates by SNI from the snapshot, ALPN h2 then http/1.1.
 pub fn server_config(
     snapshot: Arc<ArcSwap<Snapshot>>,
     default: Arc<CertifiedKey>,
+    policy: &TlsPolicy,
 ) -> Result<Arc<ServerConfig>, String> {
-    let mut config = ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+    let mut config = policy
+        .builder()?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(SnapshotCertResolver { snapshot, default }));
+    policy.finish(&mut config)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Always the same certificate (the Admin API's).
+#[derive(Debug)]
+struct FixedCert(Arc<CertifiedKey>);
+
+impl ResolvesServerCert for FixedCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+/// The server TLS configuration for `ssl` Admin API listeners: `certificate`,
+/// HTTP/1.1, and with `client_ca` (PEM) a client certificate signed by it
+/// required of every client.
+pub fn admin_server_config(
+    certificate: Arc<CertifiedKey>,
+    client_ca: Option<&str>,
+    policy: &TlsPolicy,
+) -> Result<Arc<ServerConfig>, String> {
+    let builder = policy.builder()?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            let mut roots = RootCertStore::empty();
+            for cert in parse_certs(pem)? {
+                roots.add(cert).map_err(|e| format!("admin_ssl_client_ca: {e}"))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                .build()
+                .map_err(|e| format!("admin_ssl_client_ca: {e}"))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(FixedCert(certificate)));
+    policy.finish(&mut config)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 

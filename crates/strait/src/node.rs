@@ -72,7 +72,9 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     let stats = Arc::new(ProxyStats::default());
     let default_cert =
         load_or_create_default_certificate(&settings.prefix).map_err(|e| anyhow!("default certificate: {e}"))?;
-    let tls = server_config(publisher.current(), default_cert).map_err(|e| anyhow!("TLS setup: {e}"))?;
+    let tls = server_config(publisher.current(), default_cert.clone(), &settings.tls)
+        .map_err(|e| anyhow!("TLS setup: {e}"))?;
+    let admin_tls = admin_tls_config(&settings, default_cert)?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let workers = start_workers(
         ProxyContext {
@@ -96,7 +98,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         admin_token: settings.admin_token.clone(),
         writes: Default::default(),
     });
-    let admin = start_admin_thread(&settings, state, shutdown_rx)?;
+    let admin = start_admin_thread(&settings, state, admin_tls, shutdown_rx)?;
     ready.store(true, Ordering::Release);
     tracing::info!(proxy = ?settings.proxy.listeners.iter().map(|l| l.addr).collect::<Vec<_>>(), "strait started");
     control.block_on(wait_for_signal());
@@ -108,10 +110,41 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     Ok(())
 }
 
+/// The TLS configuration of the Admin API's `ssl` listeners, when there are
+/// any: `admin_ssl_cert` (else the node's default certificate), and client
+/// certificates signed by `admin_ssl_client_ca` when that is set.
+fn admin_tls_config(
+    settings: &NodeSettings,
+    default_cert: Arc<rustls::sign::CertifiedKey>,
+) -> Result<Option<Arc<rustls::ServerConfig>>> {
+    if !settings.admin_listen.iter().any(|spec| spec.ssl) {
+        return Ok(None);
+    }
+    let read = |key: &str, path: &std::path::Path| {
+        std::fs::read_to_string(path).with_context(|| format!("{key}: reading {}", path.display()))
+    };
+    let tls = &settings.admin_tls;
+    let certificate = match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => {
+            strait_proxy::tls::certified_key(&read("admin_ssl_cert", cert)?, &read("admin_ssl_cert_key", key)?)
+                .map_err(|e| anyhow!("admin_ssl_cert: {e}"))?
+        }
+        _ => default_cert,
+    };
+    let client_ca = match &tls.client_ca {
+        Some(path) => Some(read("admin_ssl_client_ca", path)?),
+        None => None,
+    };
+    let config = strait_proxy::tls::admin_server_config(certificate, client_ca.as_deref(), &settings.tls)
+        .map_err(|e| anyhow!("Admin API TLS: {e}"))?;
+    Ok(Some(config))
+}
+
 /// The Admin and status APIs on their own thread and runtime.
 fn start_admin_thread(
     settings: &NodeSettings,
     state: Arc<AdminState>,
+    admin_tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<std::thread::JoinHandle<()>> {
     let bind = |specs: &[strait_proxy::ListenSpec]| -> Result<Vec<std::net::TcpListener>> {
@@ -123,7 +156,11 @@ fn start_admin_thread(
             })
             .collect()
     };
-    let admin_sockets = bind(&settings.admin_listen)?;
+    let admin_sockets: Vec<(std::net::TcpListener, Option<Arc<rustls::ServerConfig>>)> = bind(&settings.admin_listen)?
+        .into_iter()
+        .zip(&settings.admin_listen)
+        .map(|(socket, spec)| (socket, spec.ssl.then(|| admin_tls.clone()).flatten()))
+        .collect();
     let status_sockets = bind(&settings.status_listen)?;
     std::thread::Builder::new()
         .name("strait-admin".to_string())
@@ -137,18 +174,21 @@ fn start_admin_thread(
             };
             runtime.block_on(async move {
                 let mut tasks = Vec::new();
-                for (socket, status_only) in admin_sockets
+                for (socket, tls, status_only) in admin_sockets
                     .into_iter()
-                    .map(|s| (s, false))
-                    .chain(status_sockets.into_iter().map(|s| (s, true)))
+                    .map(|(s, tls)| (s, tls, false))
+                    .chain(status_sockets.into_iter().map(|s| (s, None, true)))
                 {
                     match tokio::net::TcpListener::from_std(socket) {
                         Ok(listener) if status_only => {
                             tasks.push(tokio::spawn(serve_status(listener, state.clone(), shutdown.clone())))
                         }
-                        Ok(listener) => {
-                            tasks.push(tokio::spawn(serve_admin(listener, state.clone(), shutdown.clone())))
-                        }
+                        Ok(listener) => tasks.push(tokio::spawn(serve_admin(
+                            listener,
+                            state.clone(),
+                            tls,
+                            shutdown.clone(),
+                        ))),
                         Err(error) => tracing::error!(%error, "admin listener setup failed"),
                     }
                 }

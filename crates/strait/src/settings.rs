@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use strait_core::RouterFlavor;
+use strait_proxy::tls_policy::{TlsPolicy, TlsSettings};
 use strait_proxy::{parse_listen, ClientLimits, ListenSpec, ProxySettings};
 
 /// Every key Strait understands, with its default.
@@ -33,6 +34,15 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("worker_connections", "16384"),
     ("http2_max_concurrent_streams", "128"),
     ("router_flavor", "traditional_compatible"),
+    ("ssl_cipher_suite", "intermediate"),
+    ("ssl_protocols", "TLSv1.2 TLSv1.3"),
+    ("ssl_ciphers", ""),
+    ("ssl_prefer_server_ciphers", "on"),
+    ("ssl_session_tickets", "on"),
+    ("ssl_session_cache_size", "10m"),
+    ("admin_ssl_cert", ""),
+    ("admin_ssl_cert_key", ""),
+    ("admin_ssl_client_ca", ""),
 ];
 
 /// The raw key/value settings after defaults, file and environment.
@@ -50,7 +60,19 @@ pub struct NodeSettings {
     pub status_listen: Vec<ListenSpec>,
     pub admin_token: Option<String>,
     pub router_flavor: RouterFlavor,
+    /// Server TLS of the proxy's and the Admin API's `ssl` listeners.
+    pub tls: TlsPolicy,
+    pub admin_tls: AdminTls,
     pub raw: RawSettings,
+}
+
+/// Files of the Admin API's `ssl` listeners (absent: the node's default
+/// certificate, no client certificates asked for).
+#[derive(Debug, Clone, Default)]
+pub struct AdminTls {
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub client_ca: Option<PathBuf>,
 }
 
 /// Parse `strait.conf` text: `key = value`, `#` comments, blank lines.
@@ -117,6 +139,42 @@ pub fn parse_duration(key: &str, value: &str) -> Result<Duration> {
     }
 }
 
+/// Kong's switches: `on`/`off` (also `true`/`false`).
+fn parse_switch(key: &str, value: &str) -> Result<bool> {
+    match value.trim() {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        other => bail!("{key}: expected on or off, got {other:?}"),
+    }
+}
+
+/// nginx sizes: `10m`, `512k`, or bytes.
+fn parse_size(key: &str, value: &str) -> Result<usize> {
+    let value = value.trim();
+    let (number, unit) = value.split_at(value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len()));
+    let n: usize = number.parse().map_err(|_| anyhow!("{key}: invalid size {value:?}"))?;
+    let scale = match unit {
+        "" => 1,
+        "k" | "K" => 1 << 10,
+        "m" | "M" => 1 << 20,
+        _ => bail!("{key}: invalid size unit in {value:?} (use k or m)"),
+    };
+    Ok(n.saturating_mul(scale))
+}
+
+fn tls_policy(raw: &RawSettings) -> Result<TlsPolicy> {
+    let settings = TlsSettings {
+        cipher_suite: raw.get("ssl_cipher_suite").to_string(),
+        protocols: raw.get("ssl_protocols").to_string(),
+        ciphers: raw.get("ssl_ciphers").to_string(),
+        prefer_server_ciphers: parse_switch("ssl_prefer_server_ciphers", raw.get("ssl_prefer_server_ciphers"))?,
+        session_tickets: parse_switch("ssl_session_tickets", raw.get("ssl_session_tickets"))?,
+        // nginx keeps about 4,000 sessions per megabyte of cache.
+        session_cache_entries: parse_size("ssl_session_cache_size", raw.get("ssl_session_cache_size"))? / 256,
+    };
+    TlsPolicy::new(&settings).map_err(|e| anyhow!(e))
+}
+
 fn parse_number(key: &str, value: &str) -> Result<usize> {
     value
         .trim()
@@ -178,14 +236,27 @@ impl NodeSettings {
             )?,
         };
         let optional = |key: &str| Some(raw.get(key).to_string()).filter(|v| !v.is_empty());
+        if optional("admin_ssl_cert").is_some() != optional("admin_ssl_cert_key").is_some() {
+            bail!("admin_ssl_cert and admin_ssl_cert_key: set both or neither");
+        }
+        let status_listen = listen("status_listen")?;
+        if status_listen.iter().any(|spec| spec.ssl) {
+            bail!("status_listen: ssl is not supported on the status listener");
+        }
         Ok(NodeSettings {
             prefix: PathBuf::from(raw.get("prefix")),
             declarative_config: optional("declarative_config").map(PathBuf::from),
             log_level: raw.get("log_level").to_string(),
             admin_listen: listen("admin_listen")?,
-            status_listen: listen("status_listen")?,
+            status_listen,
             admin_token: optional("admin_token"),
             router_flavor,
+            tls: tls_policy(&raw)?,
+            admin_tls: AdminTls {
+                cert: optional("admin_ssl_cert").map(PathBuf::from),
+                key: optional("admin_ssl_cert_key").map(PathBuf::from),
+                client_ca: optional("admin_ssl_client_ca").map(PathBuf::from),
+            },
             proxy,
             raw,
         })
