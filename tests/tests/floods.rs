@@ -26,6 +26,22 @@ async fn status_counters(gw: &Gateway) -> Value {
     reply.json()
 }
 
+/// Waits (5 s at most) until `/status` counts exactly `count` open client connections.
+async fn wait_for_active(gw: &Gateway, count: u64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let active = status_counters(gw).await["server"]["connections_active"].as_u64();
+        if active == Some(count) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "connections_active stayed {active:?}, waiting for {count}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// `worker_connections`: past the cap a worker closes new connections at once (and counts
 /// them); once connections end, new ones are served again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,11 +51,13 @@ async fn worker_connections_caps_each_worker() {
         .setting("worker_threads", "1")
         .setting("worker_connections", "3");
     let gw = proxied(options, &origin).await;
+    // The harness's own polling connections must be gone before the count starts.
+    wait_for_active(&gw, 0).await;
     let mut idle = Vec::new();
     for _ in 0..3 {
         idle.push(TcpStream::connect(gw.proxy_addr()).await.expect("connect"));
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_for_active(&gw, 3).await;
     let mut refused = RawConn::connect(gw.proxy_addr()).await.expect("connect");
     let _ = refused.write(b"GET /echo HTTP/1.1\r\nHost: a\r\n\r\n").await;
     let reply = refused.read_until_close(Duration::from_secs(2)).await;
