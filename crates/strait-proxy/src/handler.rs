@@ -44,7 +44,14 @@ pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared
     shared.stats.request_started();
     let snapshot = shared.snapshot.load_full();
     let http1 = request.version() < Version::HTTP_2;
-    let outcome = match ambiguous_framing(request.headers()) {
+    // HTTP/1.1 framing was settled by hyper's parser; only HTTP/2 can still
+    // carry lengths that would be forwarded ambiguously.
+    let framing = if http1 {
+        None
+    } else {
+        ambiguous_framing(request.headers())
+    };
+    let outcome = match framing {
         Some(problem) => Err(ProxyError::new(ErrorKind::BadRequest, problem)),
         None => proxy(request, conn, shared, &snapshot, started).await,
     };
