@@ -333,3 +333,17 @@ impl RawConn {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
+
+/// Writes `bytes` as they are on a new connection and reads until the
+/// gateway closes it (send `Connection: close`); 10 s at most.
+pub async fn send_h1_raw(addr: SocketAddr, bytes: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        stream.write_all(bytes).await.expect("write");
+        let mut out = Vec::new();
+        let _ = stream.read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    crate::within(std::time::Duration::from_secs(10), "raw HTTP/1.1 exchange", exchange).await
+}

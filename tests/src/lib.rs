@@ -23,7 +23,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Mutex;
 use std::time::Duration;
 
-pub use client::{get, get_host, request, send_h1, send_h2c, Conn, RawConn, RawReply, Reply, TlsOptions};
+pub use client::{get, get_host, request, send_h1, send_h1_raw, send_h2c, Conn, RawConn, RawReply, Reply, TlsOptions};
 pub use gateway::{Gateway, GatewayOptions, Ports};
 pub use process::{run_strait, strait_bin, CliOutput, StraitProcess, TempDir};
 pub use tls::{LeafCert, TestCa, Trust};

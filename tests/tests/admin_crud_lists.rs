@@ -148,7 +148,7 @@ async fn schemas_describe_every_default() {
         2,
         "schema violation",
     );
-    let unsupported = json!({"name": "key-auth"});
+    let unsupported = json!({"name": "rate-limiting"});
     let refused = send_json(&gw, "POST", "/schemas/plugins/validate", &unsupported).await;
     expect_error(&refused, 400, 2, "schema violation");
     assert_eq!(
@@ -162,6 +162,14 @@ async fn schemas_describe_every_default() {
         .as_array()
         .unwrap()
         .contains(&json!("request-termination")));
+    for name in ["key-auth", "acl", "cors", "request-transformer"] {
+        assert!(
+            enabled["enabled_plugins"].as_array().unwrap().contains(&json!(name)),
+            "{name}"
+        );
+        let schema = expect(&gw.admin_get(&format!("/schemas/plugins/{name}")).await, 200, name);
+        assert!(schema["fields"].is_array(), "{name}: {schema}");
+    }
     let endpoints = expect(&gw.admin_get("/endpoints").await, 200, "endpoints");
     let paths = data(&endpoints);
     for expected in [

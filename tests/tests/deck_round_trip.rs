@@ -6,6 +6,13 @@
 //! equals what it was before, a second dump equals the first, and the proxy answers the same.
 //! decK reads each entity's list endpoint and treats a 404 as "not supported": an entity
 //! without one would vanish here.
+//!
+//! One value does not come back as it was, in Kong as here: a basic-auth password. Kong stores
+//! only `sha1(password .. consumer id)`, decK dumps that hash, and `deck gateway sync` posts it
+//! back as the password, which the Admin API hashes again (decK warns that basic-auth
+//! passwords do not survive an export and import, and leaves passwords out of its diff; its
+//! `--skip-hash-for-basic-auth` is refused for anything but Konnect). The test checks that the
+//! restored value is exactly Kong's hash of the dumped one.
 
 use serde_json::{json, Value};
 use strait_e2e::admin_api::data;
@@ -21,6 +28,10 @@ const COLLECTIONS: &[&str] = &[
     "targets",
     "consumers",
     "key-auths",
+    "basic-auths",
+    "acls",
+    "jwts",
+    "hmac-auths",
     "plugins",
     "certificates",
     "snis",
@@ -59,7 +70,14 @@ fn every_entity(origin: &Upstream, leaf: &LeafCert, ca_pem: &str) -> Value {
             }
         ],
         "consumers": [
-            { "username": "alice", "custom_id": "a-1", "tags": ["vip"], "keyauth_credentials": [{ "key": "alice-key" }] },
+            {
+                "username": "alice", "custom_id": "a-1", "tags": ["vip"],
+                "keyauth_credentials": [{ "key": "alice-key" }],
+                "basicauth_credentials": [{ "username": "alice-basic", "password": "hunter2", "tags": ["web"] }],
+                "acls": [{ "group": "admins" }, { "group": "staff", "tags": ["t"] }],
+                "jwt_secrets": [{ "key": "alice-iss", "secret": "alice-jwt-secret" }],
+                "hmacauth_credentials": [{ "username": "alice-hmac", "secret": "alice-hmac-secret" }]
+            },
             {
                 "username": "bob", "keyauth_credentials": [{ "key": "bob-key", "tags": ["rotated"] }],
                 "plugins": [{ "name": "request-termination", "config": { "status_code": 403, "message": "bob is blocked" } }]
@@ -90,7 +108,7 @@ async fn lists(gw: &Gateway) -> Value {
     let mut labels = std::collections::HashMap::new();
     for (collection, entries) in &raw {
         for entry in entries {
-            let identity = ["name", "username", "key", "target", "cert"]
+            let identity = ["name", "username", "key", "target", "cert", "group"]
                 .iter()
                 .find_map(|field| entry[*field].as_str())
                 .unwrap_or("?");
@@ -129,6 +147,14 @@ fn relabel(value: &mut Value, labels: &std::collections::HashMap<String, String>
         Value::Object(map) => map.values_mut().for_each(|v| relabel(v, labels)),
         _ => {}
     }
+}
+
+/// What Kong stores for a basic-auth `password` of `consumer`: lowercase hex SHA-1 of the
+/// password followed by the consumer's id (kong/plugins/basic-auth/crypto.lua).
+fn kong_password_hash(password: &str, consumer: &str) -> String {
+    let salted = format!("{password}{consumer}");
+    let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, salted.as_bytes());
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What the proxy answers for a fixed set of requests: status and body of each.
@@ -206,12 +232,32 @@ async fn deck_dump_reset_sync_round_trips_every_stored_entity() {
             synced.stdout
         );
     }
-    assert_eq!(lists(&gw).await, before, "every entity is back as it was");
+    let alice = gw.admin_get("/consumers/alice").await.json()["id"]
+        .as_str()
+        .expect("alice's id")
+        .to_string();
+    let dumped_hash = before["basic-auths"][0]["password"]
+        .as_str()
+        .expect("a basic-auth password")
+        .to_string();
+    let rehashed = kong_password_hash(&dumped_hash, &alice);
+    let mut expected = before.clone();
+    expected["basic-auths"][0]["password"] = json!(rehashed);
+    assert_eq!(
+        lists(&gw).await,
+        expected,
+        "every entity is back as it was, the basic-auth password hashed again as Kong does"
+    );
     deck(&gw, dir.path(), &["gateway", "dump", "-o", "again.yaml", "--yes"])
         .await
         .expect_success("second deck gateway dump");
     let first = std::fs::read_to_string(dir.path().join("dump.yaml")).expect("dump.yaml");
     let second = std::fs::read_to_string(dir.path().join("again.yaml")).expect("again.yaml");
-    assert_eq!(first, second, "a dump of the restored node equals the original dump");
+    assert!(first.contains(&dumped_hash), "the dump holds the stored hash:\n{first}");
+    assert_eq!(
+        first.replace(&dumped_hash, &rehashed),
+        second,
+        "a dump of the restored node equals the original dump but for the re-hashed password"
+    );
     assert_eq!(answers(&gw).await, answered, "the proxy answers as before");
 }

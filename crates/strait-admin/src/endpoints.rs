@@ -230,6 +230,21 @@ mod tests {
         assert_eq!(parse_path("/snis/x/certificate"), None);
         assert_eq!(parse_path("/nothing"), None);
         assert_eq!(parse_path("/keyauth_credentials"), None);
+        for (path, kind) in [
+            ("/consumers/bob/basic-auth/u", EntityKind::BasicauthCredentials),
+            ("/consumers/bob/acls/admins", EntityKind::Acls),
+            ("/consumers/bob/jwt/k", EntityKind::JwtSecrets),
+            ("/consumers/bob/hmac-auth/u", EntityKind::HmacauthCredentials),
+        ] {
+            assert!(
+                matches!(parse_path(path), Some(Endpoint::Child { child, .. }) if child == kind),
+                "{path}"
+            );
+        }
+        for path in ["/basic-auths", "/acls", "/jwts", "/hmac-auths"] {
+            assert!(matches!(parse_path(path), Some(Endpoint::Collection(_))), "{path}");
+        }
+        assert_eq!(parse_path("/basicauth_credentials"), None);
     }
 
     #[test]
@@ -240,6 +255,14 @@ mod tests {
             "/routes/{routes}/service",
             "/upstreams/{upstreams}/targets",
             "/key-auths/{keyauth_credentials}/consumer",
+            "/consumers/{consumers}/basic-auth/{basicauth_credentials}",
+            "/basic-auths/{basicauth_credentials}/consumer",
+            "/consumers/{consumers}/acls/{acls}",
+            "/acls/{acls}/consumer",
+            "/consumers/{consumers}/jwt/{jwt_secrets}",
+            "/jwts/{jwt_secrets}/consumer",
+            "/consumers/{consumers}/hmac-auth/{hmacauth_credentials}",
+            "/hmac-auths/{hmacauth_credentials}/consumer",
         ] {
             assert!(paths.iter().any(|p| p == expected), "{expected} in {paths:?}");
         }

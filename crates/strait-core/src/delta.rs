@@ -31,6 +31,10 @@ pub enum Entity {
     Sni(Sni),
     CaCertificate(CaCertificate),
     KeyauthCredential(KeyauthCredential),
+    BasicauthCredential(BasicauthCredential),
+    Acl(Acl),
+    JwtSecret(JwtSecret),
+    HmacauthCredential(HmacauthCredential),
 }
 
 impl Entity {
@@ -46,6 +50,10 @@ impl Entity {
             Entity::Sni(_) => EntityKind::Snis,
             Entity::CaCertificate(_) => EntityKind::CaCertificates,
             Entity::KeyauthCredential(_) => EntityKind::KeyauthCredentials,
+            Entity::BasicauthCredential(_) => EntityKind::BasicauthCredentials,
+            Entity::Acl(_) => EntityKind::Acls,
+            Entity::JwtSecret(_) => EntityKind::JwtSecrets,
+            Entity::HmacauthCredential(_) => EntityKind::HmacauthCredentials,
         }
     }
 
@@ -61,6 +69,10 @@ impl Entity {
             Entity::Sni(e) => e.id,
             Entity::CaCertificate(e) => e.id,
             Entity::KeyauthCredential(e) => e.id,
+            Entity::BasicauthCredential(e) => e.id,
+            Entity::Acl(e) => e.id,
+            Entity::JwtSecret(e) => e.id,
+            Entity::HmacauthCredential(e) => e.id,
         }
     }
 }
@@ -122,6 +134,10 @@ impl Config {
             Entity::Sni(e) => put(&mut self.snis, e, |x| x.id),
             Entity::CaCertificate(e) => put(&mut self.ca_certificates, e, |x| x.id),
             Entity::KeyauthCredential(e) => put(&mut self.keyauth_credentials, e, |x| x.id),
+            Entity::BasicauthCredential(e) => put(&mut self.basicauth_credentials, e, |x| x.id),
+            Entity::Acl(e) => put(&mut self.acls, e, |x| x.id),
+            Entity::JwtSecret(e) => put(&mut self.jwt_secrets, e, |x| x.id),
+            Entity::HmacauthCredential(e) => put(&mut self.hmacauth_credentials, e, |x| x.id),
         }
     }
 
@@ -137,6 +153,10 @@ impl Config {
             EntityKind::Snis => self.snis.retain(|x| x.id != id),
             EntityKind::CaCertificates => self.ca_certificates.retain(|x| x.id != id),
             EntityKind::KeyauthCredentials => self.keyauth_credentials.retain(|x| x.id != id),
+            EntityKind::BasicauthCredentials => self.basicauth_credentials.retain(|x| x.id != id),
+            EntityKind::Acls => self.acls.retain(|x| x.id != id),
+            EntityKind::JwtSecrets => self.jwt_secrets.retain(|x| x.id != id),
+            EntityKind::HmacauthCredentials => self.hmacauth_credentials.retain(|x| x.id != id),
         }
     }
 }

@@ -219,6 +219,54 @@ pub struct KeyauthCredential {
     pub tags: Option<Vec<String>>,
 }
 
+/// A basic-auth credential. `password` is never the password itself but
+/// Kong's salted hash of it (see [`crate::schema::basicauth_password_hash`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BasicauthCredential {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub consumer: ForeignKey,
+    pub username: String,
+    pub password: String,
+    pub tags: Option<Vec<String>>,
+}
+
+/// A consumer's membership of an ACL group; unique per (consumer, group).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Acl {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub consumer: ForeignKey,
+    pub group: String,
+    pub tags: Option<Vec<String>>,
+}
+
+/// A JWT credential: `key` names it (the token's `iss` claim by default),
+/// `secret` signs HMAC tokens, `rsa_public_key` verifies the others.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JwtSecret {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub consumer: ForeignKey,
+    pub key: String,
+    pub secret: String,
+    pub rsa_public_key: Option<String>,
+    pub algorithm: String,
+    pub tags: Option<Vec<String>>,
+}
+
+/// An HMAC-auth credential: `secret` is kept as given (the plugin needs it
+/// to compute signatures).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HmacauthCredential {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub consumer: ForeignKey,
+    pub username: String,
+    pub secret: String,
+    pub tags: Option<Vec<String>>,
+}
+
 /// Every entity kind Strait stores, in dependency order (a kind only refers
 /// to kinds before it), which is also the order in which they are loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -233,11 +281,15 @@ pub enum EntityKind {
     Targets,
     Consumers,
     KeyauthCredentials,
+    BasicauthCredentials,
+    Acls,
+    JwtSecrets,
+    HmacauthCredentials,
     Plugins,
 }
 
 impl EntityKind {
-    pub const ALL: [EntityKind; 10] = [
+    pub const ALL: [EntityKind; 14] = [
         EntityKind::CaCertificates,
         EntityKind::Certificates,
         EntityKind::Snis,
@@ -247,6 +299,10 @@ impl EntityKind {
         EntityKind::Targets,
         EntityKind::Consumers,
         EntityKind::KeyauthCredentials,
+        EntityKind::BasicauthCredentials,
+        EntityKind::Acls,
+        EntityKind::JwtSecrets,
+        EntityKind::HmacauthCredentials,
         EntityKind::Plugins,
     ];
 
@@ -262,6 +318,10 @@ impl EntityKind {
             EntityKind::Targets => "targets",
             EntityKind::Consumers => "consumers",
             EntityKind::KeyauthCredentials => "keyauth_credentials",
+            EntityKind::BasicauthCredentials => "basicauth_credentials",
+            EntityKind::Acls => "acls",
+            EntityKind::JwtSecrets => "jwt_secrets",
+            EntityKind::HmacauthCredentials => "hmacauth_credentials",
             EntityKind::Plugins => "plugins",
         }
     }
@@ -278,6 +338,10 @@ impl EntityKind {
             EntityKind::Targets => "target",
             EntityKind::Consumers => "consumer",
             EntityKind::KeyauthCredentials => "keyauth_credential",
+            EntityKind::BasicauthCredentials => "basicauth_credential",
+            EntityKind::Acls => "acl",
+            EntityKind::JwtSecrets => "jwt_secret",
+            EntityKind::HmacauthCredentials => "hmacauth_credential",
             EntityKind::Plugins => "plugin",
         }
     }
@@ -302,6 +366,10 @@ pub struct Config {
     pub snis: Vec<Sni>,
     pub ca_certificates: Vec<CaCertificate>,
     pub keyauth_credentials: Vec<KeyauthCredential>,
+    pub basicauth_credentials: Vec<BasicauthCredential>,
+    pub acls: Vec<Acl>,
+    pub jwt_secrets: Vec<JwtSecret>,
+    pub hmacauth_credentials: Vec<HmacauthCredential>,
 }
 
 impl Config {
@@ -317,6 +385,10 @@ impl Config {
             + self.snis.len()
             + self.ca_certificates.len()
             + self.keyauth_credentials.len()
+            + self.basicauth_credentials.len()
+            + self.acls.len()
+            + self.jwt_secrets.len()
+            + self.hmacauth_credentials.len()
     }
 
     /// The entities of one kind as JSON objects, in stored order.
@@ -338,6 +410,10 @@ impl Config {
             EntityKind::Snis => to_values(&self.snis),
             EntityKind::CaCertificates => to_values(&self.ca_certificates),
             EntityKind::KeyauthCredentials => to_values(&self.keyauth_credentials),
+            EntityKind::BasicauthCredentials => to_values(&self.basicauth_credentials),
+            EntityKind::Acls => to_values(&self.acls),
+            EntityKind::JwtSecrets => to_values(&self.jwt_secrets),
+            EntityKind::HmacauthCredentials => to_values(&self.hmacauth_credentials),
         }
     }
 }

@@ -1,52 +1,33 @@
-//! strait-plugins: the plugin phase trait, the registry that builds plugin
-//! instances from configuration, and the bundled plugins (one module each).
+//! strait-plugins: the plugin phase trait, the per-request contexts, the
+//! chains that order plugins by Kong's priority and scope precedence, the
+//! registry that builds plugin instances from configuration, and the bundled
+//! plugins (one module each, grouped by kind).
 //!
-//! Plugins are built when a snapshot is compiled, never per request. This crate
-//! knows nothing of sockets or stores: phases take a request context and return
-//! a [`Flow`].
+//! Plugins are built when a snapshot is compiled, never per request. This
+//! crate knows nothing of sockets or stores: phases take a context and
+//! return a [`Flow`]; consumers and credentials come through [`Directory`].
 #![forbid(unsafe_code)]
 
-mod request_termination;
+pub mod auth;
+pub mod body;
+mod chain;
+mod config;
+mod context;
+mod directory;
+pub mod form;
+mod phase;
+mod registry;
+pub mod security;
+pub mod transform;
 
-use std::sync::Arc;
-
-use bytes::Bytes;
-use serde_json::{Map, Value};
-
-pub use request_termination::RequestTermination;
-
-/// A response produced by a plugin instead of proxying.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PluginResponse {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: Bytes,
-}
-
-/// What a phase tells the proxy to do next.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Flow {
-    Continue,
-    Respond(PluginResponse),
-}
-
-/// The request as plugins see it in the access phase.
-#[derive(Debug)]
-pub struct RequestContext<'a> {
-    pub method: &'a str,
-    pub path: &'a str,
-    pub headers: &'a http::HeaderMap,
-}
-
-/// A built plugin instance. Every phase defaults to doing nothing.
-pub trait Plugin: Send + Sync + std::fmt::Debug {
-    fn name(&self) -> &'static str;
-    /// Kong's priority number: higher runs first.
-    fn priority(&self) -> i32;
-    fn access(&self, _ctx: &RequestContext<'_>) -> Flow {
-        Flow::Continue
-    }
-}
+pub use chain::{rank, ChainSlot, ConsumerPlugin, PluginChain, ScopedPlugin};
+pub use context::{
+    AuthenticatedCredential, BodyChunk, LogRecord, Protocol, ProtocolSet, RequestCtx, RequestSummary, ResponseCtx,
+    ResponseSource, SharedStore,
+};
+pub use directory::{Directory, EmptyDirectory};
+pub use phase::{AccessFuture, BufferResponseBody, Flow, Plugin, PluginResponse};
+pub use registry::{build_plugin, priority_of, AVAILABLE};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PluginError {
@@ -56,45 +37,11 @@ pub enum PluginError {
     NotImplemented(String),
 }
 
-/// Plugins this build can run.
-pub const AVAILABLE: &[&str] = &["request-termination"];
-
-/// Build an instance of plugin `name` from its (defaults-filled) config.
-pub fn build_plugin(name: &str, config: &Map<String, Value>) -> Result<Arc<dyn Plugin>, PluginError> {
-    match name {
-        "request-termination" => Ok(Arc::new(RequestTermination::from_config(config)?)),
-        other => Err(PluginError::NotImplemented(other.to_string())),
-    }
-}
-
-/// An ordered list of plugin instances for one route.
-#[derive(Debug, Clone, Default)]
-pub struct PluginChain {
-    plugins: Vec<Arc<dyn Plugin>>,
-}
-
-impl PluginChain {
-    /// Order by Kong priority, highest first.
-    pub fn new(mut plugins: Vec<Arc<dyn Plugin>>) -> PluginChain {
-        plugins.sort_by_key(|p| std::cmp::Reverse(p.priority()));
-        PluginChain { plugins }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.plugins.is_empty()
-    }
-
-    /// Run the access phase of every plugin until one responds.
-    pub fn access(&self, ctx: &RequestContext<'_>) -> Flow {
-        for plugin in &self.plugins {
-            if let Flow::Respond(response) = plugin.access(ctx) {
-                return Flow::Respond(response);
-            }
+impl PluginError {
+    pub(crate) fn invalid(field: &str, message: impl Into<String>) -> PluginError {
+        PluginError::InvalidConfig {
+            field: field.to_string(),
+            message: message.into(),
         }
-        Flow::Continue
-    }
-
-    pub fn names(&self) -> Vec<&'static str> {
-        self.plugins.iter().map(|p| p.name()).collect()
     }
 }

@@ -22,6 +22,7 @@ pub enum ErrorKind {
     /// A plain-HTTP request to an https-only route; carries the route's status.
     HttpsRequired(u16),
     BadRequest,
+    PayloadTooLarge,
     RequestTimeout,
     HeadersTooLarge,
     UpstreamConnect,
@@ -60,6 +61,7 @@ impl ErrorKind {
             ErrorKind::NoRoute
             | ErrorKind::HttpsRequired(_)
             | ErrorKind::BadRequest
+            | ErrorKind::PayloadTooLarge
             | ErrorKind::RequestTimeout
             | ErrorKind::HeadersTooLarge => ErrorSource::Client,
             ErrorKind::UpstreamConnect
@@ -81,6 +83,7 @@ impl ErrorKind {
                 "Please use HTTPS protocol",
             ),
             ErrorKind::BadRequest => (StatusCode::BAD_REQUEST, "Bad request"),
+            ErrorKind::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "Request Entity Too Large"),
             ErrorKind::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "Request timeout"),
             ErrorKind::HeadersTooLarge => (
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,

@@ -11,7 +11,6 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{Request, Response, Uri, Version};
 use hyper::body::Incoming;
-use strait_plugins::{Flow, RequestContext};
 use strait_router::{normalize_path, upstream_path, HeaderLookup, InvalidPath, RequestFacts, RouteMatch};
 
 use crate::body::{boxed, full, IdleTimeoutBody, ProxyBody};
@@ -57,25 +56,29 @@ pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared
     };
     match outcome {
         Ok(response) => response,
-        Err(error) => {
-            tracing::debug!(kind = ?error.kind, cause = %error.cause, client = %conn.client, "request failed");
-            let mut response = error_response(error.kind);
-            if http1 && error.kind == ErrorKind::BadRequest {
-                // The request's framing can no longer be trusted: nothing
-                // after it on this connection is read as another request.
-                response
-                    .headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            }
-            if let ErrorKind::HttpsRequired(_) = error.kind {
-                response.headers_mut().remove(header::SERVER);
-                response
-                    .headers_mut()
-                    .insert(header::SERVER, HeaderValue::from_static(SERVER_HEADER));
-            }
-            response
-        }
+        Err(error) => error_to_response(error, http1, conn),
     }
+}
+
+/// The response for a failed request: the error kind's Kong response, and
+/// on HTTP/1.1 a closed connection when the request's framing is suspect.
+pub(crate) fn error_to_response(error: ProxyError, http1: bool, conn: &ConnInfo) -> Response<ProxyBody> {
+    tracing::debug!(kind = ?error.kind, cause = %error.cause, client = %conn.client, "request failed");
+    let mut response = error_response(error.kind);
+    if http1 && error.kind == ErrorKind::BadRequest {
+        // The request's framing can no longer be trusted: nothing
+        // after it on this connection is read as another request.
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    if let ErrorKind::HttpsRequired(_) = error.kind {
+        response.headers_mut().remove(header::SERVER);
+        response
+            .headers_mut()
+            .insert(header::SERVER, HeaderValue::from_static(SERVER_HEADER));
+    }
+    response
 }
 
 /// A request whose body length two parsers could read differently (the
@@ -188,25 +191,89 @@ async fn proxy(
         }
         return Err(ProxyError::new(ErrorKind::NoRoute, "protocol not accepted by route"));
     }
-    if let Some(runtime) = snapshot.route_runtime(route.id) {
-        let ctx = RequestContext {
-            method: request.method().as_str(),
-            path: request.uri().path(),
-            headers: request.headers(),
+    let chain = snapshot
+        .route_runtime(route.id)
+        .map(|runtime| &runtime.plugins)
+        .filter(|chain| !chain.is_empty());
+    if let Some(chain) = chain {
+        let http1 = request.version() < Version::HTTP_2;
+        let exchange = Exchange {
+            conn,
+            shared,
+            snapshot,
+            matched: &matched,
+            host: &host,
+            port,
+            started,
         };
-        if let Flow::Respond(plugin_response) = runtime.plugins.access(&ctx) {
-            return Ok(plugin_response_to_http(plugin_response));
-        }
+        return Ok(crate::phases::run(request.map(incoming_body), chain, exchange, http1).await);
     }
     let service = route
         .service
         .and_then(|s| snapshot.service(s.id))
         .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?
         .clone();
-    forward(request, conn, shared, &matched, &service, &host, port, started).await
+    forward(
+        request.map(incoming_body),
+        conn,
+        shared,
+        &matched,
+        &service,
+        &host,
+        port,
+        started,
+        None,
+    )
+    .await
 }
 
-fn plugin_response_to_http(plugin: strait_plugins::PluginResponse) -> Response<ProxyBody> {
+/// The client's body as the proxy's boxed body type (a plain function: a
+/// generic one passed by name trips the compiler's `Send` inference).
+fn incoming_body(body: Incoming) -> ProxyBody {
+    boxed(body)
+}
+
+/// What the plugin path needs of the request beyond the request itself.
+pub(crate) struct Exchange<'a> {
+    pub conn: &'a ConnInfo,
+    pub shared: &'a Shared,
+    pub snapshot: &'a Arc<Snapshot>,
+    pub matched: &'a RouteMatch,
+    pub host: &'a str,
+    pub port: u16,
+    pub started: Instant,
+}
+
+impl Exchange<'_> {
+    /// Proxy to the route's service (after the access phase).
+    pub async fn forward(
+        &self,
+        request: Request<ProxyBody>,
+        host_override: Option<HeaderValue>,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
+        let service = self
+            .matched
+            .route
+            .service
+            .and_then(|s| self.snapshot.service(s.id))
+            .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?
+            .clone();
+        forward(
+            request,
+            self.conn,
+            self.shared,
+            self.matched,
+            &service,
+            self.host,
+            self.port,
+            self.started,
+            host_override,
+        )
+        .await
+    }
+}
+
+pub(crate) fn plugin_response_to_http(plugin: strait_plugins::PluginResponse) -> Response<ProxyBody> {
     let mut response = Response::new(full(plugin.body));
     *response.status_mut() = http::StatusCode::from_u16(plugin.status).unwrap_or(http::StatusCode::OK);
     for (name, value) in plugin.headers {
@@ -301,7 +368,7 @@ fn millis(value: i64) -> Duration {
 
 #[allow(clippy::too_many_arguments)]
 async fn forward(
-    request: Request<Incoming>,
+    request: Request<ProxyBody>,
     conn: &ConnInfo,
     shared: &Shared,
     matched: &RouteMatch,
@@ -309,6 +376,7 @@ async fn forward(
     host: &str,
     port: u16,
     started: Instant,
+    host_override: Option<HeaderValue>,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let service = &runtime.service;
     let route = &matched.route;
@@ -350,7 +418,9 @@ async fn forward(
             },
             None => (service.host.clone(), service.port as u16),
         };
-        let host_value = if route.preserve_host {
+        let host_value = if host_override.is_some() {
+            host_override.clone()
+        } else if route.preserve_host {
             original_host.clone().or_else(|| HeaderValue::from_str(host).ok())
         } else {
             let name = runtime
@@ -394,7 +464,7 @@ async fn forward(
             }
             Err(error) => return Err(error),
         };
-        let mut upstream_request = Request::new(boxed(body));
+        let mut upstream_request = Request::new(body);
         *upstream_request.method_mut() = parts.method;
         *upstream_request.headers_mut() = parts.headers;
         if http2 {

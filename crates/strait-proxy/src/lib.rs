@@ -13,6 +13,7 @@ pub mod conn;
 pub mod error;
 pub mod handler;
 pub mod listen;
+mod phases;
 pub mod snapshot;
 pub mod stats;
 pub mod tls;

@@ -2,7 +2,8 @@
 //! from typed entities. Backend-neutral: dialects decide how to store them.
 //!
 //! Derived keys follow Kong's `cache_key` rule: a plugin name is unique per
-//! (route, service, consumer) scope, a target per upstream.
+//! (route, service, consumer) scope, a target per upstream, an ACL group per
+//! consumer.
 
 use strait_core::*;
 use uuid::Uuid;
@@ -18,6 +19,10 @@ pub const UNIQUE_FIELDS: &[(EntityKind, &str)] = &[
     (EntityKind::Consumers, "username"),
     (EntityKind::Consumers, "custom_id"),
     (EntityKind::KeyauthCredentials, "key"),
+    (EntityKind::BasicauthCredentials, "username"),
+    (EntityKind::Acls, "cache_key"),
+    (EntityKind::JwtSecrets, "key"),
+    (EntityKind::HmacauthCredentials, "username"),
     (EntityKind::Plugins, "instance_name"),
     (EntityKind::Plugins, "cache_key"),
 ];
@@ -28,6 +33,10 @@ pub const FOREIGN_FIELDS: &[(EntityKind, &str, EntityKind)] = &[
     (EntityKind::Routes, "service", EntityKind::Services),
     (EntityKind::Targets, "upstream", EntityKind::Upstreams),
     (EntityKind::KeyauthCredentials, "consumer", EntityKind::Consumers),
+    (EntityKind::BasicauthCredentials, "consumer", EntityKind::Consumers),
+    (EntityKind::Acls, "consumer", EntityKind::Consumers),
+    (EntityKind::JwtSecrets, "consumer", EntityKind::Consumers),
+    (EntityKind::HmacauthCredentials, "consumer", EntityKind::Consumers),
     (EntityKind::Plugins, "route", EntityKind::Routes),
     (EntityKind::Plugins, "service", EntityKind::Services),
     (EntityKind::Plugins, "consumer", EntityKind::Consumers),
@@ -56,6 +65,11 @@ pub fn target_cache_key(target: &Target) -> String {
     format!("{}:{}", target.upstream.id, target.target)
 }
 
+/// Kong's ACL uniqueness rule as one string: `<consumer id>:<group>`.
+pub fn acl_cache_key(consumer: Uuid, group: &str) -> String {
+    format!("{consumer}:{group}")
+}
+
 /// The unique keys `entity` holds (absent optional fields hold none).
 pub fn unique_keys(entity: &Entity) -> Vec<UniqueKey> {
     fn some(field: &'static str, value: &Option<String>) -> Option<UniqueKey> {
@@ -70,6 +84,10 @@ pub fn unique_keys(entity: &Entity) -> Vec<UniqueKey> {
         Entity::Target(e) => vec![Some(("cache_key", target_cache_key(e)))],
         Entity::Consumer(e) => vec![some("username", &e.username), some("custom_id", &e.custom_id)],
         Entity::KeyauthCredential(e) => vec![Some(("key", e.key.clone()))],
+        Entity::BasicauthCredential(e) => vec![Some(("username", e.username.clone()))],
+        Entity::Acl(e) => vec![Some(("cache_key", acl_cache_key(e.consumer.id, &e.group)))],
+        Entity::JwtSecret(e) => vec![Some(("key", e.key.clone()))],
+        Entity::HmacauthCredential(e) => vec![Some(("username", e.username.clone()))],
         Entity::Plugin(e) => vec![
             some("instance_name", &e.instance_name),
             Some(("cache_key", plugin_cache_key(e))),
@@ -88,8 +106,12 @@ pub fn foreign_keys(entity: &Entity) -> Vec<ForeignRef> {
         Entity::Sni(e) => vec![Some(("certificate", EntityKind::Certificates, e.certificate.id))],
         Entity::Route(e) => vec![some("service", EntityKind::Services, &e.service)],
         Entity::Target(e) => vec![Some(("upstream", EntityKind::Upstreams, e.upstream.id))],
-        Entity::KeyauthCredential(e) => {
-            vec![Some(("consumer", EntityKind::Consumers, e.consumer.id))]
+        Entity::KeyauthCredential(KeyauthCredential { consumer, .. })
+        | Entity::BasicauthCredential(BasicauthCredential { consumer, .. })
+        | Entity::Acl(Acl { consumer, .. })
+        | Entity::JwtSecret(JwtSecret { consumer, .. })
+        | Entity::HmacauthCredential(HmacauthCredential { consumer, .. }) => {
+            vec![Some(("consumer", EntityKind::Consumers, consumer.id))]
         }
         Entity::Plugin(e) => vec![
             some("route", EntityKind::Routes, &e.route),
@@ -121,5 +143,9 @@ pub fn config_entities(config: &Config) -> impl Iterator<Item = Entity> + '_ {
         .chain(c.targets.iter().cloned().map(Entity::Target))
         .chain(c.consumers.iter().cloned().map(Entity::Consumer))
         .chain(c.keyauth_credentials.iter().cloned().map(Entity::KeyauthCredential))
+        .chain(c.basicauth_credentials.iter().cloned().map(Entity::BasicauthCredential))
+        .chain(c.acls.iter().cloned().map(Entity::Acl))
+        .chain(c.jwt_secrets.iter().cloned().map(Entity::JwtSecret))
+        .chain(c.hmacauth_credentials.iter().cloned().map(Entity::HmacauthCredential))
         .chain(c.plugins.iter().cloned().map(Entity::Plugin))
 }

@@ -9,9 +9,9 @@ use uuid::Uuid;
 
 use super::body::{parse_body, Encoding};
 use super::delete::delete_entity;
-use super::find;
 use super::read::{get_one, list};
 use super::write::{create, save, Mode};
+use super::{find, path_id};
 use crate::request::AdminRequest;
 use crate::response::{empty_response, not_found, AdminResponse};
 use crate::AdminState;
@@ -66,7 +66,7 @@ pub fn upsert_mode(
     existing: Option<&Entity>,
     input: &mut Map<String, Value>,
 ) -> Option<Mode> {
-    let by_id = Uuid::try_parse(key).ok();
+    let by_id = path_id(key);
     if kind == EntityKind::Certificates && by_id.is_none() {
         add_sni_name(input, key);
         let id = existing.map_or_else(Uuid::new_v4, Entity::id);

@@ -29,6 +29,9 @@ use crate::AdminState;
 pub fn collection_name(kind: EntityKind) -> &'static str {
     match kind {
         EntityKind::KeyauthCredentials => "key-auths",
+        EntityKind::BasicauthCredentials => "basic-auths",
+        EntityKind::JwtSecrets => "jwts",
+        EntityKind::HmacauthCredentials => "hmac-auths",
         other => other.table(),
     }
 }
@@ -37,6 +40,9 @@ pub fn collection_name(kind: EntityKind) -> &'static str {
 pub fn nested_name(kind: EntityKind) -> &'static str {
     match kind {
         EntityKind::KeyauthCredentials => "key-auth",
+        EntityKind::BasicauthCredentials => "basic-auth",
+        EntityKind::JwtSecrets => "jwt",
+        EntityKind::HmacauthCredentials => "hmac-auth",
         other => collection_name(other),
     }
 }
@@ -71,13 +77,20 @@ pub fn render(state: &AdminState, entity: &Entity) -> Result<Value, AdminRespons
     Ok(value)
 }
 
+/// The id a path segment names: as in Kong (`uuid.is_valid_uuid`), only a
+/// UUID in its hyphenated form. Anything else, a generated 32-hex key-auth
+/// or JWT key included, is an endpoint key.
+pub fn path_id(key: &str) -> Option<Uuid> {
+    Uuid::try_parse(key).ok().filter(|_| key.len() == 36)
+}
+
 /// An entity addressed by id or endpoint key (name, username, key,
 /// instance_name; an SNI name for certificates). `Ok(None)` when absent.
 pub fn find(state: &AdminState, kind: EntityKind, key: &str) -> Result<Option<Entity>, AdminResponse> {
-    let found = match Uuid::try_parse(key) {
-        Ok(id) => state.store.get(kind, id),
-        Err(_) if kind == EntityKind::Certificates => return certificates::by_sni_name(state, key),
-        Err(_) => match endpoint_key(kind) {
+    let found = match path_id(key) {
+        Some(id) => state.store.get(kind, id),
+        None if kind == EntityKind::Certificates => return certificates::by_sni_name(state, key),
+        None => match endpoint_key(kind) {
             Some(field) => state.store.get_by_unique(kind, field, key),
             None => Ok(None),
         },

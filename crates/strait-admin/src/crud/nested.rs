@@ -1,18 +1,19 @@
 //! Nested endpoints, with Kong's rules: `/{parent}/{id}/{children}`
 //! (`/services/{s}/routes`, `/consumers/{c}/key-auth`),
 //! `/{parent}/{id}/{children}/{id}` (the child must belong to the parent,
-//! else 404) and `/{entity}/{id}/{parent field}` (`/routes/{r}/service`).
+//! else 404; ACLs are also named by group there) and `/{entity}/{id}/{parent field}` (`/routes/{r}/service`).
 
 use http::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 use strait_core::{validate_entity, ConfigChange, Entity, EntityKind};
+use strait_store::keys::acl_cache_key;
 use uuid::Uuid;
 
 use super::delete::delete_entity;
 use super::handlers::{body_of, upsert_mode};
 use super::read::{list_children, ok};
 use super::write::{commit, create, entity_object, prepare, respond, save, Mode};
-use super::{find, foreign_id, unix_now};
+use super::{find, foreign_id, path_id, unix_now};
 use crate::errors::schema_violation;
 use crate::request::AdminRequest;
 use crate::response::{internal_error, message, not_found, AdminResponse};
@@ -56,19 +57,26 @@ pub async fn children(state: &AdminState, nested: Nested<'_>, request: &AdminReq
 }
 
 /// A child by id or endpoint key; targets also by `host:port` within
-/// their upstream.
+/// their upstream, ACLs by group within their consumer.
 fn find_child(state: &AdminState, kind: EntityKind, key: &str, parent: Uuid) -> Result<Option<Entity>, AdminResponse> {
-    if kind != EntityKind::Targets || Uuid::try_parse(key).is_ok() {
+    if path_id(key).is_some() {
         return find(state, kind, key);
     }
-    let mut candidates = vec![format!("{parent}:{key}")];
-    if !key.contains(':') || key.ends_with(']') {
-        candidates.push(format!("{parent}:{key}:8000"));
-    }
+    let candidates = match kind {
+        EntityKind::Targets => {
+            let mut candidates = vec![format!("{parent}:{key}")];
+            if !key.contains(':') || key.ends_with(']') {
+                candidates.push(format!("{parent}:{key}:8000"));
+            }
+            candidates
+        }
+        EntityKind::Acls => vec![acl_cache_key(parent, key)],
+        _ => return find(state, kind, key),
+    };
     for candidate in candidates {
         let found = state
             .store
-            .get_by_unique(EntityKind::Targets, "cache_key", &candidate)
+            .get_by_unique(kind, "cache_key", &candidate)
             .map_err(|e| internal_error(&e.to_string()))?;
         if found.is_some() {
             return Ok(found);
@@ -119,10 +127,17 @@ async fn put_child(
         Err(response) => return response,
     };
     input.insert(nested.field.into(), json!({ "id": parent.id() }));
-    let existing = match find(state, nested.child, key) {
+    let existing = match find_child(state, nested.child, key, parent.id()) {
         Ok(existing) => existing,
         Err(response) => return response,
     };
+    if nested.child == EntityKind::Acls && path_id(key).is_none() {
+        // Kong's `PUT /consumers/{c}/acls/{group}`: the group from the path
+        // unless the body names one.
+        input.entry("group").or_insert_with(|| json!(key));
+        let id = existing.as_ref().map_or_else(Uuid::new_v4, Entity::id);
+        return save(state, nested.child, input, Mode::Upsert { id, key: None }, encoding).await;
+    }
     match upsert_mode(nested.child, key, existing.as_ref(), &mut input) {
         Some(mode) => save(state, nested.child, input, mode, encoding).await,
         None => not_found(),

@@ -193,6 +193,10 @@ pub fn entity_tags(entity: &Entity) -> Option<&[String]> {
         Entity::Sni(e) => &e.tags,
         Entity::CaCertificate(e) => &e.tags,
         Entity::KeyauthCredential(e) => &e.tags,
+        Entity::BasicauthCredential(e) => &e.tags,
+        Entity::Acl(e) => &e.tags,
+        Entity::JwtSecret(e) => &e.tags,
+        Entity::HmacauthCredential(e) => &e.tags,
     };
     tags.as_deref()
 }

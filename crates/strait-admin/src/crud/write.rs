@@ -7,7 +7,7 @@
 
 use http::StatusCode;
 use serde_json::{json, Map, Value};
-use strait_core::schema::{endpoint_key, foreign_fields, unique_fields};
+use strait_core::schema::{endpoint_key, foreign_fields, transform_on_write, unique_fields};
 use strait_core::{validate_entity, ConfigChange, Entity, EntityKind, FieldError};
 use strait_proxy::compiler::{CommitError, CommitFn};
 use strait_proxy::PublishError;
@@ -89,6 +89,9 @@ pub fn prepare(
             .or(existing_name);
         infer_entity(kind, &mut input, name.as_deref());
     }
+    // Kong's write transformations look at what this write gave, not at the
+    // merged entity: a PATCH without a password keeps the stored hash.
+    let given = input.clone();
     let input = match mode {
         Mode::Insert | Mode::Validate => input,
         Mode::Upsert { id, key } => upsert_input(state, kind, input, *id, key.as_deref())?,
@@ -110,7 +113,7 @@ pub fn prepare(
     };
     let input = resolve_foreign(state, kind, input)?;
     let flavor_errors = state.router_flavor.violations(kind, &input);
-    let entity = match validate_entity(kind, &Value::Object(input), now) {
+    let mut entity = match validate_entity(kind, &Value::Object(input), now) {
         Ok(entity) if flavor_errors.is_empty() => entity,
         Ok(_) => return Err(schema_violation(flavor_errors)),
         Err(mut errors) => {
@@ -119,6 +122,7 @@ pub fn prepare(
         }
     };
     if !matches!(mode, Mode::Validate) {
+        transform_on_write(&mut entity, &given);
         check_parents(state, &entity)?;
     }
     check_plugin_builds(&entity)?;
@@ -259,6 +263,7 @@ fn violated_fields(subject: Option<&Entity>, kind: EntityKind, field: &str, valu
             let object = entity_object(entity);
             let parts: &[&str] = match kind {
                 EntityKind::Targets => &["target", "upstream"],
+                EntityKind::Acls => &["consumer", "group"],
                 _ => &["name", "route", "service", "consumer"],
             };
             for part in parts {

@@ -30,6 +30,10 @@ pub(super) fn nested_children(kind: EntityKind) -> &'static [(&'static str, Enti
         Consumers => &[
             ("plugins", Plugins, "consumer"),
             ("keyauth_credentials", KeyauthCredentials, "consumer"),
+            ("basicauth_credentials", BasicauthCredentials, "consumer"),
+            ("acls", Acls, "consumer"),
+            ("jwt_secrets", JwtSecrets, "consumer"),
+            ("hmacauth_credentials", HmacauthCredentials, "consumer"),
         ],
         Upstreams => &[("targets", Targets, "upstream")],
         Certificates => &[("snis", Snis, "certificate")],

@@ -49,10 +49,21 @@ pub(super) fn check_top_level(document: &Map<String, Value>, errors: &mut Vec<Fi
         )),
         Some(_) => errors.push(FieldError::new("_format_version", "expected a string")),
     }
+    match document.get("_transform") {
+        None | Some(Value::Null) | Some(Value::Bool(_)) => {}
+        Some(_) => errors.push(FieldError::new("_transform", "expected a boolean")),
+    }
     for key in document.keys() {
         let known = META_KEYS.contains(&key.as_str()) || crate::EntityKind::from_table(key).is_some();
         if !known {
             errors.push(FieldError::new(key.clone(), "unknown field"));
         }
     }
+}
+
+/// Kong's `_transform` (default `true`): whether entity values are as a user
+/// writes them, so write transformations (basic-auth password hashing) run.
+/// An export says `false`: its values are already the stored forms.
+pub(super) fn transform_wanted(document: &Map<String, Value>) -> bool {
+    document.get("_transform").and_then(Value::as_bool).unwrap_or(true)
 }

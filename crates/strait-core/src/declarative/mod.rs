@@ -72,9 +72,13 @@ pub fn parse_declarative_for(
     let mut located = Vec::new();
     let index = resolve::Index::build(&pending, &ids, &mut located);
     resolve::resolve_references(&mut pending, &ids, &index, &mut located);
-    let entities = verify::validate_all(&pending, &ids, now, flavor, &mut located);
+    let mut entities = verify::validate_all(&pending, &ids, now, flavor, &mut located);
+    if decode::transform_wanted(&document) {
+        verify::transform_all(&pending, &mut entities);
+    }
     verify::check_unique_fields(&pending, &entities, &mut located);
     verify::check_plugin_scopes(&entities, &mut located);
+    verify::check_acl_groups(&entities, &mut located);
     if top_level.is_empty() && located.is_empty() {
         return Ok(verify::assemble(entities));
     }

@@ -12,7 +12,7 @@ use super::Located;
 use crate::delta::Entity;
 use crate::entities::{Config, EntityKind};
 use crate::error::{ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};
-use crate::schema::{endpoint_key, is_missing, unique_fields, validate_entity, RouterFlavor};
+use crate::schema::{endpoint_key, is_missing, transform_on_write, unique_fields, validate_entity, RouterFlavor};
 
 /// Validates every entity with its resolved references and assigned id.
 pub(super) fn validate_all(
@@ -51,6 +51,15 @@ pub(super) fn validate_all(
             }
         })
         .collect()
+}
+
+/// Kong's write transformations on every entity, each given as written.
+pub(super) fn transform_all(pending: &[Pending], entities: &mut [Option<Entity>]) {
+    for (entity, written) in entities.iter_mut().zip(pending) {
+        if let Some(entity) = entity {
+            transform_on_write(entity, &written.input);
+        }
+    }
 }
 
 /// The entity's own fields as JSON (without the `kind` tag).
@@ -103,6 +112,20 @@ pub(super) fn check_plugin_scopes(entities: &[Option<Entity>], errors: &mut Vec<
     }
 }
 
+/// A consumer is in an ACL group at most once (Kong's ACL cache key).
+pub(super) fn check_acl_groups(entities: &[Option<Entity>], errors: &mut Vec<Located>) {
+    let mut seen = HashMap::new();
+    for (at, entity) in entities.iter().enumerate() {
+        let Some(Entity::Acl(acl)) = entity else {
+            continue;
+        };
+        if seen.insert((acl.consumer.id, acl.group.clone()), at).is_some() {
+            let message = uniqueness_message("acls", "group", &acl.group);
+            errors.push(Located::entity(at, format!("{message} for this consumer")));
+        }
+    }
+}
+
 /// Puts valid entities into a `Config`, keeping document order per kind.
 pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
     let mut config = Config::default();
@@ -118,6 +141,10 @@ pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
             Entity::Sni(e) => config.snis.push(e),
             Entity::CaCertificate(e) => config.ca_certificates.push(e),
             Entity::KeyauthCredential(e) => config.keyauth_credentials.push(e),
+            Entity::BasicauthCredential(e) => config.basicauth_credentials.push(e),
+            Entity::Acl(e) => config.acls.push(e),
+            Entity::JwtSecret(e) => config.jwt_secrets.push(e),
+            Entity::HmacauthCredential(e) => config.hmacauth_credentials.push(e),
         }
     }
     config

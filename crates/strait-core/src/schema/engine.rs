@@ -29,6 +29,10 @@ pub(crate) fn validate_value(field: &Field, value: Option<&Value>, path: &str, e
 }
 
 fn validate_present(field: &Field, value: &Value, path: &str, errors: &mut Vec<FieldError>) -> Value {
+    if field.must_be_null {
+        errors.push(FieldError::new(path, "value must be null"));
+        return Value::Null;
+    }
     let before = errors.len();
     let out = match &field.ty {
         FieldType::String => check_string(field, value).map(|()| value.clone()),

@@ -35,6 +35,8 @@ pub(crate) struct Field {
     pub auto: bool,
     pub unique: bool,
     pub check: Option<StringCheck>,
+    /// Kong's `eq = null`: the field must be absent or null.
+    pub must_be_null: bool,
 }
 
 impl Field {
@@ -50,6 +52,7 @@ impl Field {
             auto: false,
             unique: false,
             check: None,
+            must_be_null: false,
         }
     }
 
@@ -124,6 +127,10 @@ impl Field {
         self.unique = true;
         self
     }
+    pub fn must_be_null(mut self) -> Field {
+        self.must_be_null = true;
+        self
+    }
     pub fn check(mut self, check: StringCheck) -> Field {
         self.check = Some(check);
         self
@@ -147,6 +154,9 @@ impl Field {
         }
         if let Some(min) = self.len_min {
             out.insert("len_min".into(), json!(min));
+        }
+        if self.must_be_null {
+            out.insert("eq".into(), Value::Null);
         }
         for (flag, name) in [(self.uuid, "uuid"), (self.auto, "auto"), (self.unique, "unique")] {
             if flag {

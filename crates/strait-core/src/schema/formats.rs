@@ -318,3 +318,84 @@ pub(crate) fn key(value: &str) -> Result<(), String> {
         false => Err("invalid key: expected a PEM-encoded key".into()),
     }
 }
+
+/// PEM labels of the keys OpenSSL's `pkey.new` reads (public and private).
+const KEY_LABELS: &[&str] = &[
+    "PUBLIC KEY",
+    "RSA PUBLIC KEY",
+    "PRIVATE KEY",
+    "RSA PRIVATE KEY",
+    "EC PRIVATE KEY",
+];
+
+/// Kong's jwt `validate_ssl_key`: a PEM key whose body is base64 of exactly
+/// one DER `SEQUENCE` (what every key format above is). Structure only: the
+/// plugin that uses the key parses it fully.
+pub(crate) fn pem_key(value: &str) -> Result<(), String> {
+    let invalid = || "invalid key".to_string();
+    let text = value.trim();
+    let label = text
+        .strip_prefix("-----BEGIN ")
+        .and_then(|rest| rest.split_once("-----"))
+        .map(|(label, _)| label)
+        .filter(|label| KEY_LABELS.contains(label))
+        .ok_or_else(invalid)?;
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let body = text
+        .strip_prefix(begin.as_str())
+        .and_then(|rest| rest.strip_suffix(end.as_str()))
+        .ok_or_else(invalid)?;
+    let der = decode_base64(body).ok_or_else(invalid)?;
+    match der_sequence_len(&der) {
+        Some(len) if len == der.len() => Ok(()),
+        _ => Err(invalid()),
+    }
+}
+
+/// Standard base64 with padding; whitespace (PEM line breaks) is skipped.
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let symbols: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if symbols.is_empty() || !symbols.len().is_multiple_of(4) {
+        return None;
+    }
+    let data = symbols
+        .strip_suffix(b"==")
+        .or_else(|| symbols.strip_suffix(b"="))
+        .unwrap_or(&symbols);
+    let mut out = Vec::with_capacity(data.len() * 3 / 4);
+    let (mut bits, mut count) = (0u32, 0);
+    for symbol in data {
+        let value = ALPHABET.iter().position(|a| a == symbol)? as u32;
+        bits = (bits << 6) | value;
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+            bits &= (1 << count) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// The total length (header and content) of the DER `SEQUENCE` that starts
+/// `der`, if it starts with one.
+fn der_sequence_len(der: &[u8]) -> Option<usize> {
+    if der.first() != Some(&0x30) {
+        return None;
+    }
+    let first = *der.get(1)?;
+    if first < 0x80 {
+        return Some(2 + usize::from(first));
+    }
+    let octets = usize::from(first & 0x7f);
+    if octets == 0 || octets > 4 {
+        return None;
+    }
+    let length = der
+        .get(2..2 + octets)?
+        .iter()
+        .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+    Some(2 + octets + length)
+}

@@ -1,12 +1,12 @@
-//! Schemas of consumers and their credentials, plugins, and TLS material
-//! (certificates, SNIs, CA certificates).
+//! Schemas of consumers, plugins, and TLS material (certificates, SNIs, CA
+//! certificates). Consumers' credentials are in `credentials`.
 
 use serde_json::{json, Map, Value};
 
 use super::field::Field;
 use super::formats;
 use super::proxy::{has, PROTOCOLS};
-use super::{auto_fields, is_missing, tags_field, EntityDef};
+use super::{auto_fields, tags_field, EntityDef};
 use crate::error::FieldError;
 
 /// Kong's bundled plugin names (kong/constants.lua).
@@ -81,29 +81,6 @@ pub(crate) fn consumer() -> EntityDef {
     }
 }
 
-pub(crate) fn keyauth_credential() -> EntityDef {
-    let fields = vec![
-        ("id", Field::string().uuid().auto()),
-        ("created_at", Field::integer().auto()),
-        ("consumer", Field::foreign("consumers").required()),
-        ("key", Field::string().unique().auto()),
-        ("ttl", Field::integer().between(0, 100_000_000)),
-        ("tags", tags_field()),
-    ];
-    EntityDef {
-        fields,
-        endpoint_key: Some("key"),
-        shorthand: |_, _| {},
-        finish: |out, _, _| {
-            if is_missing(out.get("key")) {
-                let key = uuid::Uuid::new_v4().simple().to_string();
-                out.insert("key".into(), json!(key));
-            }
-        },
-        entity_checks: json!([]),
-    }
-}
-
 fn known_plugin(name: &str) -> Result<(), String> {
     match BUNDLED_PLUGINS.contains(&name) {
         true => Ok(()),
@@ -150,6 +127,7 @@ fn plugin_config_checks(out: &mut Map<String, Value>, given: &Map<String, Value>
     if config.is_some_and(|c| !c.is_object()) {
         return;
     }
+    super::plugins::check_entity(&name, out, given, errors);
     if let Some(config) = super::plugins::validate_config(&name, config, errors) {
         out.insert("config".into(), config);
     }

@@ -7,6 +7,7 @@
 //! fields. No I/O and no clock: the caller passes `now`.
 
 mod balancer;
+mod credentials;
 mod engine;
 mod field;
 pub(crate) mod formats;
@@ -25,6 +26,7 @@ use crate::error::FieldError;
 use field::Field;
 
 pub use balancer::default_healthchecks;
+pub use credentials::{basicauth_password_hash, transform_on_write, JWT_ALGORITHMS, JWT_ALGORITHMS_NEEDING_PUBLIC_KEY};
 pub use formats::ROUTE_PATH_START;
 pub use identity::BUNDLED_PLUGINS;
 pub use plugins::{plugin_schema_json, PLUGINS_WITH_SCHEMA};
@@ -55,7 +57,11 @@ pub(crate) fn definition(kind: EntityKind) -> EntityDef {
         EntityKind::Upstreams => balancer::upstream(),
         EntityKind::Targets => balancer::target(),
         EntityKind::Consumers => identity::consumer(),
-        EntityKind::KeyauthCredentials => identity::keyauth_credential(),
+        EntityKind::KeyauthCredentials => credentials::keyauth_credential(),
+        EntityKind::BasicauthCredentials => credentials::basicauth_credential(),
+        EntityKind::Acls => credentials::acl(),
+        EntityKind::JwtSecrets => credentials::jwt_secret(),
+        EntityKind::HmacauthCredentials => credentials::hmacauth_credential(),
         EntityKind::Plugins => identity::plugin(),
         EntityKind::Certificates => identity::certificate(),
         EntityKind::Snis => identity::sni(),
@@ -187,6 +193,10 @@ fn to_entity(kind: EntityKind, value: Value) -> Result<Entity, serde_json::Error
         EntityKind::Targets => Entity::Target(from_value(value)?),
         EntityKind::Consumers => Entity::Consumer(from_value(value)?),
         EntityKind::KeyauthCredentials => Entity::KeyauthCredential(from_value(value)?),
+        EntityKind::BasicauthCredentials => Entity::BasicauthCredential(from_value(value)?),
+        EntityKind::Acls => Entity::Acl(from_value(value)?),
+        EntityKind::JwtSecrets => Entity::JwtSecret(from_value(value)?),
+        EntityKind::HmacauthCredentials => Entity::HmacauthCredential(from_value(value)?),
         EntityKind::Plugins => Entity::Plugin(from_value(value)?),
         EntityKind::Certificates => Entity::Certificate(from_value(value)?),
         EntityKind::Snis => Entity::Sni(from_value(value)?),

@@ -7,10 +7,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use strait_core::{ConfigChange, Entity, EntityKind, Plugin as PluginEntity};
-use strait_plugins::{build_plugin, Plugin, PluginChain};
+use strait_plugins::{build_plugin, rank, ChainSlot, Plugin, PluginChain, ProtocolSet, ScopedPlugin};
 use strait_router::{CowMap, Router};
 use uuid::Uuid;
 
+use super::identity::Identities;
 use super::state::{EntityState, Previous};
 use super::{route_problem, CompileProblem, RouteRuntime, ServiceRuntime};
 use crate::balancer::{parse_target, Balancer};
@@ -26,6 +27,9 @@ pub(crate) struct Compiled {
     pub plugin_instances: CowMap<Uuid, Arc<dyn Plugin>>,
     /// Upstream name (lower case) -> balancer.
     pub balancers: CowMap<String, Arc<Balancer>>,
+    pub identities: Identities,
+    /// Global plugins with a rewrite phase, run before routing.
+    pub global_rewrite: Arc<PluginChain>,
 }
 
 /// What a delta touched and must be rebuilt.
@@ -86,7 +90,11 @@ pub(crate) fn note_change(
         EntityKind::Services => {
             dirty.services.insert(id);
         }
-        EntityKind::Plugins => note_plugin(compiled, state, id, previous, dirty, problems),
+        EntityKind::Plugins => {
+            note_plugin(compiled, state, id, previous, dirty, problems);
+            let instances = &compiled.plugin_instances;
+            dirty.all_routes |= compiled.identities.note(state, instances, kind, id, previous);
+        }
         EntityKind::Upstreams => {
             dirty.upstream_names.extend(upstream_name(state, id));
             if let Some(Entity::Upstream(old)) = previous {
@@ -112,7 +120,16 @@ pub(crate) fn note_change(
             dirty.all_services |= kind == EntityKind::Certificates;
         }
         EntityKind::CaCertificates => dirty.all_services = true,
-        EntityKind::Consumers | EntityKind::KeyauthCredentials => {}
+        EntityKind::Consumers
+        | EntityKind::KeyauthCredentials
+        | EntityKind::BasicauthCredentials
+        | EntityKind::Acls
+        | EntityKind::JwtSecrets
+        | EntityKind::HmacauthCredentials => {
+            compiled
+                .identities
+                .note(state, &compiled.plugin_instances, kind, id, previous);
+        }
     }
 }
 
@@ -128,7 +145,8 @@ fn note_plugin(
         Some(Entity::Plugin(old)) => Some(old),
         _ => None,
     });
-    for plugin in scopes {
+    // Consumer-scoped plugins live in the consumer's list, not in chains.
+    for plugin in scopes.filter(|p| p.consumer.is_none()) {
         match plugin.route {
             Some(route) => {
                 dirty.routes.insert(route.id);
@@ -186,7 +204,7 @@ pub(crate) fn rebuild(compiled: &mut Compiled, state: &EntityState, dirty: Dirty
     } else {
         dirty.routes.into_iter().collect()
     };
-    rebuild_chains(compiled, state, &route_ids);
+    rebuild_chains(compiled, state, &route_ids, dirty.all_routes);
 }
 
 fn rebuild_balancers(compiled: &mut Compiled, state: &EntityState, names: &HashSet<String>, all: bool) {
@@ -311,23 +329,47 @@ impl<'a> PluginScopes<'a> {
     }
 }
 
-fn rebuild_chains(compiled: &mut Compiled, state: &EntityState, route_ids: &[Uuid]) {
-    if route_ids.is_empty() {
+fn rebuild_chains(compiled: &mut Compiled, state: &EntityState, route_ids: &[Uuid], all: bool) {
+    if route_ids.is_empty() && !all {
         return;
     }
     let scopes = PluginScopes::index(state);
+    if all {
+        let rewriting = scopes
+            .global
+            .iter()
+            .filter_map(|p| compiled.plugin_instances.get(&p.id))
+            .filter(|p| p.rewrites())
+            .cloned()
+            .collect();
+        compiled.global_rewrite = Arc::new(PluginChain::from_instances(rewriting));
+    }
+    let consumer_scoped = compiled.identities.consumer_scoped.clone();
     for id in route_ids {
         let Some(route) = state.routes.get(id) else {
             compiled.routes.remove(id);
             continue;
         };
-        let chain = scopes
+        let mut slots: Vec<ChainSlot> = scopes
             .chain_for(*id, route.service.map(|s| s.id))
             .into_iter()
-            .filter_map(|plugin| compiled.plugin_instances.get(&plugin.id).cloned())
+            .filter_map(|plugin| {
+                let instance = compiled.plugin_instances.get(&plugin.id)?.clone();
+                let scoped = ScopedPlugin {
+                    instance,
+                    protocols: ProtocolSet::from_names(plugin.protocols.iter().map(String::as_str)),
+                    rank: rank::of(plugin.route.is_some(), plugin.service.is_some(), false),
+                };
+                Some(ChainSlot::new(scoped, consumer_scoped.contains_key(&plugin.name)))
+            })
             .collect();
+        for (name, (_, sample)) in consumer_scoped.iter() {
+            if !slots.iter().any(|s| s.name() == name) {
+                slots.push(ChainSlot::consumer_only(sample.clone()));
+            }
+        }
         let runtime = RouteRuntime {
-            plugins: PluginChain::new(chain),
+            plugins: PluginChain::new(slots),
         };
         compiled.routes.insert(*id, Arc::new(runtime));
     }

@@ -12,6 +12,7 @@
 //! code path with every entity as an upsert into an empty snapshot.
 
 mod derive;
+mod identity;
 mod state;
 
 use std::sync::Arc;
@@ -19,6 +20,8 @@ use std::sync::Arc;
 use strait_core::{Config, ConfigChange, ConfigDelta, ConfigVersion, DeltaBody};
 use strait_router::{Router, RouterError};
 use uuid::Uuid;
+
+use strait_plugins::{ConsumerPlugin, PluginChain};
 
 use crate::balancer::Balancer;
 use crate::tls::{CertificateIndex, UpstreamTls};
@@ -99,6 +102,21 @@ impl Snapshot {
         self.compiled.routes.get(&id)
     }
 
+    /// Global plugins with a rewrite phase (run before routing).
+    pub fn global_rewrite(&self) -> &PluginChain {
+        &self.compiled.global_rewrite
+    }
+
+    /// Plugins configured for `consumer`.
+    pub fn consumer_plugins(&self, consumer: Uuid) -> &[ConsumerPlugin] {
+        self.compiled
+            .identities
+            .consumer_plugins
+            .get(&consumer)
+            .map(|list| list.as_slice())
+            .unwrap_or(&[])
+    }
+
     pub fn certificates(&self) -> &CertificateIndex {
         &self.compiled.certificates
     }
@@ -128,6 +146,10 @@ impl Snapshot {
             + e.snis.len()
             + e.ca_certificates.len()
             + e.keyauth_credentials.len()
+            + e.basicauth_credentials.len()
+            + e.acls.len()
+            + e.jwt_secrets.len()
+            + e.hmacauth_credentials.len()
     }
 }
 
@@ -173,6 +195,7 @@ pub fn compile_snapshot(version: ConfigVersion, config: Arc<Config>) -> Result<S
     for id in plugin_ids {
         build_plugin_instance(&mut compiled, &entities, id, &mut problems);
     }
+    compiled.identities = identity::Identities::build(&entities, &compiled.plugin_instances);
     rebuild(&mut compiled, &entities, Dirty::everything(), &mut problems);
     finish(version, config_hash(&config), entities, compiled, problems)
 }
@@ -224,6 +247,51 @@ pub fn apply_delta(previous: &Snapshot, delta: &ConfigDelta) -> Result<Snapshot,
     };
     snapshot.version = delta.version;
     Ok(snapshot)
+}
+
+impl strait_plugins::Directory for Snapshot {
+    fn consumer(&self, id: Uuid) -> Option<&strait_core::Consumer> {
+        self.entities.consumers.get(&id)
+    }
+
+    fn consumer_by_id_or_username(&self, value: &str) -> Option<&strait_core::Consumer> {
+        let by_id = Uuid::parse_str(value)
+            .ok()
+            .and_then(|id| self.entities.consumers.get(&id));
+        by_id.or_else(|| {
+            let id = self.compiled.identities.consumers_by_username.get(value)?;
+            self.entities.consumers.get(id)
+        })
+    }
+
+    fn keyauth_credential(&self, key: &str) -> Option<&strait_core::KeyauthCredential> {
+        let id = self.compiled.identities.keyauth_by_key.get(key)?;
+        self.entities.keyauth_credentials.get(id)
+    }
+
+    fn basicauth_credential(&self, username: &str) -> Option<&strait_core::BasicauthCredential> {
+        let id = self.compiled.identities.basicauth_by_username.get(username)?;
+        self.entities.basicauth_credentials.get(id)
+    }
+
+    fn jwt_secret(&self, key: &str) -> Option<&strait_core::JwtSecret> {
+        let id = self.compiled.identities.jwt_by_key.get(key)?;
+        self.entities.jwt_secrets.get(id)
+    }
+
+    fn hmacauth_credential(&self, username: &str) -> Option<&strait_core::HmacauthCredential> {
+        let id = self.compiled.identities.hmacauth_by_username.get(username)?;
+        self.entities.hmacauth_credentials.get(id)
+    }
+
+    fn acl_groups(&self, consumer: Uuid) -> Option<&[String]> {
+        let groups = self.compiled.identities.acl_groups.get(&consumer)?;
+        Some(groups.groups.as_slice())
+    }
+
+    fn consumer_plugins(&self, consumer: Uuid) -> &[ConsumerPlugin] {
+        Snapshot::consumer_plugins(self, consumer)
+    }
 }
 
 /// Lookups compiled parts need from the entities (TLS material, targets).

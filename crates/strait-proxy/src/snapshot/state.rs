@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use strait_core::{
-    CaCertificate, Certificate, Config, ConfigChange, Consumer, Entity, EntityKind, KeyauthCredential,
-    Plugin as PluginEntity, Route, Service, Sni, Target, Upstream,
+    Acl, BasicauthCredential, CaCertificate, Certificate, Config, ConfigChange, Consumer, Entity, EntityKind,
+    HmacauthCredential, JwtSecret, KeyauthCredential, Plugin as PluginEntity, Route, Service, Sni, Target, Upstream,
 };
 use strait_router::CowMap;
 use uuid::Uuid;
@@ -23,6 +23,10 @@ pub(crate) struct EntityState {
     pub snis: CowMap<Uuid, Sni>,
     pub ca_certificates: CowMap<Uuid, CaCertificate>,
     pub keyauth_credentials: CowMap<Uuid, KeyauthCredential>,
+    pub basicauth_credentials: CowMap<Uuid, BasicauthCredential>,
+    pub acls: CowMap<Uuid, Acl>,
+    pub jwt_secrets: CowMap<Uuid, JwtSecret>,
+    pub hmacauth_credentials: CowMap<Uuid, HmacauthCredential>,
 }
 
 /// The entity a change replaces or removes, if it existed.
@@ -60,6 +64,16 @@ impl EntityState {
             Entity::Sni(e) => self.snis.insert(e.id, e).map(Entity::Sni),
             Entity::CaCertificate(e) => self.ca_certificates.insert(e.id, e).map(Entity::CaCertificate),
             Entity::KeyauthCredential(e) => self.keyauth_credentials.insert(e.id, e).map(Entity::KeyauthCredential),
+            Entity::BasicauthCredential(e) => self
+                .basicauth_credentials
+                .insert(e.id, e)
+                .map(Entity::BasicauthCredential),
+            Entity::Acl(e) => self.acls.insert(e.id, e).map(Entity::Acl),
+            Entity::JwtSecret(e) => self.jwt_secrets.insert(e.id, e).map(Entity::JwtSecret),
+            Entity::HmacauthCredential(e) => self
+                .hmacauth_credentials
+                .insert(e.id, e)
+                .map(Entity::HmacauthCredential),
         }
     }
 
@@ -75,6 +89,10 @@ impl EntityState {
             EntityKind::Snis => self.snis.remove(&id).map(Entity::Sni),
             EntityKind::CaCertificates => self.ca_certificates.remove(&id).map(Entity::CaCertificate),
             EntityKind::KeyauthCredentials => self.keyauth_credentials.remove(&id).map(Entity::KeyauthCredential),
+            EntityKind::BasicauthCredentials => self.basicauth_credentials.remove(&id).map(Entity::BasicauthCredential),
+            EntityKind::Acls => self.acls.remove(&id).map(Entity::Acl),
+            EntityKind::JwtSecrets => self.jwt_secrets.remove(&id).map(Entity::JwtSecret),
+            EntityKind::HmacauthCredentials => self.hmacauth_credentials.remove(&id).map(Entity::HmacauthCredential),
         }
     }
 
@@ -99,6 +117,10 @@ impl EntityState {
             snis: sorted(&self.snis, |e| (e.created_at, e.id)),
             ca_certificates: sorted(&self.ca_certificates, |e| (e.created_at, e.id)),
             keyauth_credentials: sorted(&self.keyauth_credentials, |e| (e.created_at, e.id)),
+            basicauth_credentials: sorted(&self.basicauth_credentials, |e| (e.created_at, e.id)),
+            acls: sorted(&self.acls, |e| (e.created_at, e.id)),
+            jwt_secrets: sorted(&self.jwt_secrets, |e| (e.created_at, e.id)),
+            hmacauth_credentials: sorted(&self.hmacauth_credentials, |e| (e.created_at, e.id)),
         }
     }
 }
@@ -128,6 +150,24 @@ pub(crate) fn config_upserts(config: &Config) -> Vec<ConfigChange> {
             .iter()
             .cloned()
             .map(Entity::KeyauthCredential)
+            .map(upsert),
+    );
+    changes.extend(
+        config
+            .basicauth_credentials
+            .iter()
+            .cloned()
+            .map(Entity::BasicauthCredential)
+            .map(upsert),
+    );
+    changes.extend(config.acls.iter().cloned().map(Entity::Acl).map(upsert));
+    changes.extend(config.jwt_secrets.iter().cloned().map(Entity::JwtSecret).map(upsert));
+    changes.extend(
+        config
+            .hmacauth_credentials
+            .iter()
+            .cloned()
+            .map(Entity::HmacauthCredential)
             .map(upsert),
     );
     changes.extend(config.plugins.iter().cloned().map(Entity::Plugin).map(upsert));

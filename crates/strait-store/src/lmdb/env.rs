@@ -5,7 +5,7 @@ use std::path::Path;
 
 use heed::{Env, EnvOpenOptions, WithoutTls};
 
-/// Named databases: 10 entity tables, their unique and foreign-key indexes,
+/// Named databases: 14 entity tables, their unique and foreign-key indexes,
 /// meta and the change log, with room to grow.
 const MAX_DBS: u32 = 64;
 

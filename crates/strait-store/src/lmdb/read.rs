@@ -42,6 +42,10 @@ fn push_entity(config: &mut Config, entity: Entity) {
         Entity::Sni(e) => config.snis.push(e),
         Entity::CaCertificate(e) => config.ca_certificates.push(e),
         Entity::KeyauthCredential(e) => config.keyauth_credentials.push(e),
+        Entity::BasicauthCredential(e) => config.basicauth_credentials.push(e),
+        Entity::Acl(e) => config.acls.push(e),
+        Entity::JwtSecret(e) => config.jwt_secrets.push(e),
+        Entity::HmacauthCredential(e) => config.hmacauth_credentials.push(e),
     }
 }
 

@@ -188,6 +188,10 @@ pub(super) fn encode_entity(entity: &Entity) -> Result<Vec<u8>, StoreError> {
         Entity::Sni(e) => serde_json::to_vec(e),
         Entity::CaCertificate(e) => serde_json::to_vec(e),
         Entity::KeyauthCredential(e) => serde_json::to_vec(e),
+        Entity::BasicauthCredential(e) => serde_json::to_vec(e),
+        Entity::Acl(e) => serde_json::to_vec(e),
+        Entity::JwtSecret(e) => serde_json::to_vec(e),
+        Entity::HmacauthCredential(e) => serde_json::to_vec(e),
     };
     encoded.map_err(StoreError::Encode)
 }
@@ -206,6 +210,10 @@ pub(super) fn decode_entity(kind: EntityKind, key: &[u8], bytes: &[u8]) -> Resul
         EntityKind::Snis => serde_json::from_slice(bytes).map(Entity::Sni),
         EntityKind::CaCertificates => serde_json::from_slice(bytes).map(Entity::CaCertificate),
         EntityKind::KeyauthCredentials => serde_json::from_slice(bytes).map(Entity::KeyauthCredential),
+        EntityKind::BasicauthCredentials => serde_json::from_slice(bytes).map(Entity::BasicauthCredential),
+        EntityKind::Acls => serde_json::from_slice(bytes).map(Entity::Acl),
+        EntityKind::JwtSecrets => serde_json::from_slice(bytes).map(Entity::JwtSecret),
+        EntityKind::HmacauthCredentials => serde_json::from_slice(bytes).map(Entity::HmacauthCredential),
     };
     let entity = decoded.map_err(|error| corrupt(table, key, error))?;
     if entity.id().as_bytes().as_slice() != key {

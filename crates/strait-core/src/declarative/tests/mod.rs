@@ -1,5 +1,6 @@
 //! Declarative config tests: parsing and forms here, errors in `errors.rs`.
 
+mod credentials;
 mod errors;
 
 use serde_json::json;
@@ -113,8 +114,8 @@ fn flat_json_resolves_references_by_name_id_and_record() {
         ],
         "consumers": [{"username": "bob"}],
         "plugins": [
-            {"name": "cors", "route": "r1", "consumer": {"username": "bob"}},
-            {"name": "cors", "service": "a"},
+            {"name": "request-termination", "route": "r1", "consumer": {"username": "bob"}},
+            {"name": "request-termination", "service": "a"},
         ],
         "upstreams": [{"name": "up"}],
         "targets": [{"target": "h:1", "upstream": "up"}],

@@ -16,34 +16,10 @@ fn consumer_needs_username_or_custom_id() {
 }
 
 #[test]
-fn keyauth_key_is_generated_when_absent() {
-    let out = valid(EntityKind::KeyauthCredentials, json!({"consumer": {"id": CONSUMER_ID}}));
-    let key = out["key"].as_str().unwrap();
-    assert_eq!(key.len(), 32);
-    assert!(key.bytes().all(|b| b.is_ascii_hexdigit()));
-    assert!(out.get("updated_at").is_none());
-    let out = valid(
-        EntityKind::KeyauthCredentials,
-        json!({"consumer": {"id": CONSUMER_ID}, "key": "secret", "ttl": 60}),
-    );
-    assert_eq!((&out["key"], &out["ttl"]), (&json!("secret"), &json!(60)));
-    assert_eq!(
-        out["id"],
-        json!(entity_id_for_key(EntityKind::KeyauthCredentials, "secret"))
-    );
-    assert_eq!(
-        invalid(EntityKind::KeyauthCredentials, json!({"key": 5})),
-        vec![
-            pair("consumer", "required field missing"),
-            pair("key", "expected a string")
-        ]
-    );
-}
-
-#[test]
 fn plugin_defaults_and_known_names() {
     let out = valid(EntityKind::Plugins, json!({"name": "key-auth"}));
-    assert_eq!(out["config"], json!({}));
+    assert_eq!(out["config"]["key_names"], json!(["apikey"]));
+    assert_eq!(out["config"]["hide_credentials"], false);
     assert_eq!(out["protocols"], json!(["grpc", "grpcs", "http", "https"]));
     assert_eq!(out["enabled"], true);
     let out = valid(
@@ -65,9 +41,21 @@ fn plugin_defaults_and_known_names() {
         invalid(EntityKind::Plugins, json!({})),
         vec![pair("name", "required field missing")]
     );
-    for name in BUNDLED_PLUGINS {
+    // Every bundled plugin validates with its defaults, except those whose
+    // Kong schema demands a choice (acl and ip-restriction: allow or deny).
+    for name in BUNDLED_PLUGINS
+        .iter()
+        .filter(|n| !["acl", "ip-restriction"].contains(n))
+    {
         valid(EntityKind::Plugins, json!({ "name": name }));
     }
+    assert_eq!(
+        invalid(EntityKind::Plugins, json!({"name": "acl"})),
+        vec![pair(
+            "config",
+            "at least one of these fields must be non-empty: 'config.allow', 'config.deny'"
+        )]
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Schema tests: one file per group of entity kinds.
 
 mod balancer;
+mod credentials;
 mod identity;
 mod proxy;
 

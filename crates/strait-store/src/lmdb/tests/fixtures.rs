@@ -100,6 +100,51 @@ pub(super) fn keyauth(consumer: Uuid, key: &str) -> KeyauthCredential {
     }
 }
 
+pub(super) fn basicauth(consumer: Uuid, username: &str) -> BasicauthCredential {
+    BasicauthCredential {
+        id: Uuid::new_v4(),
+        created_at: 1,
+        consumer: ForeignKey::new(consumer),
+        username: username.to_string(),
+        password: "0".repeat(40),
+        tags: None,
+    }
+}
+
+pub(super) fn acl(consumer: Uuid, group: &str) -> Acl {
+    Acl {
+        id: Uuid::new_v4(),
+        created_at: 1,
+        consumer: ForeignKey::new(consumer),
+        group: group.to_string(),
+        tags: None,
+    }
+}
+
+pub(super) fn jwt(consumer: Uuid, key: &str) -> JwtSecret {
+    JwtSecret {
+        id: Uuid::new_v4(),
+        created_at: 1,
+        consumer: ForeignKey::new(consumer),
+        key: key.to_string(),
+        secret: "s".into(),
+        rsa_public_key: None,
+        algorithm: "HS256".into(),
+        tags: None,
+    }
+}
+
+pub(super) fn hmacauth(consumer: Uuid, username: &str) -> HmacauthCredential {
+    HmacauthCredential {
+        id: Uuid::new_v4(),
+        created_at: 1,
+        consumer: ForeignKey::new(consumer),
+        username: username.to_string(),
+        secret: "s".into(),
+        tags: None,
+    }
+}
+
 pub(super) fn plugin(name: &str, service: Option<Uuid>, route: Option<Uuid>) -> Plugin {
     let mut config = Map::new();
     config.insert("minute".into(), 5.into());
@@ -192,6 +237,10 @@ pub(super) fn full_config() -> Config {
         plugins: vec![plugin("rate-limiting", Some(svc.id), None)],
         routes: vec![rt],
         keyauth_credentials: vec![keyauth(cons.id, "secret")],
+        basicauth_credentials: vec![basicauth(cons.id, "alice-basic")],
+        acls: vec![acl(cons.id, "admins")],
+        jwt_secrets: vec![jwt(cons.id, "alice-iss")],
+        hmacauth_credentials: vec![hmacauth(cons.id, "alice-hmac")],
         consumers: vec![cons],
         snis: vec![sni("example.com", cert.id)],
         certificates: vec![cert],

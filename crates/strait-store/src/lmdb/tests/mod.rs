@@ -149,6 +149,54 @@ fn duplicate_keys_in_replace_are_rejected_and_keep_the_old_config() {
 }
 
 #[test]
+fn credentials_are_indexed_by_key_and_consumer() {
+    let store = TempStore::new();
+    let config = full_config();
+    store.replace(&config).unwrap();
+    let owner = config.consumers[0].id;
+    let by = |kind, field, value: &str| store.get_by_unique(kind, field, value).unwrap().map(|e| e.id());
+    assert_eq!(
+        by(EntityKind::BasicauthCredentials, "username", "alice-basic"),
+        Some(config.basicauth_credentials[0].id)
+    );
+    assert_eq!(
+        by(EntityKind::Acls, "cache_key", &format!("{owner}:admins")),
+        Some(config.acls[0].id)
+    );
+    assert_eq!(
+        by(EntityKind::JwtSecrets, "key", "alice-iss"),
+        Some(config.jwt_secrets[0].id)
+    );
+    assert_eq!(
+        by(EntityKind::HmacauthCredentials, "username", "alice-hmac"),
+        Some(config.hmacauth_credentials[0].id)
+    );
+    for kind in [
+        EntityKind::BasicauthCredentials,
+        EntityKind::Acls,
+        EntityKind::JwtSecrets,
+        EntityKind::HmacauthCredentials,
+    ] {
+        assert_eq!(
+            store.ids_by_foreign(kind, "consumer", owner).unwrap().len(),
+            1,
+            "{kind:?}"
+        );
+    }
+    // The same group twice for one consumer breaks the ACL cache key.
+    let again = acl(owner, "admins");
+    let error = store.apply(&[upsert(Entity::Acl(again))]).unwrap_err();
+    assert!(matches!(error, StoreError::UniqueViolation { ref field, .. } if field == "cache_key"));
+    // A credential cannot outlive its consumer.
+    let delete = ConfigChange::Delete {
+        kind: EntityKind::Consumers,
+        id: owner,
+    };
+    let error = store.apply(&[delete]).unwrap_err();
+    assert!(matches!(error, StoreError::StillReferenced { .. }));
+}
+
+#[test]
 fn foreign_keys_are_enforced_after_all_changes() {
     let store = TempStore::new();
     let svc = service("s");

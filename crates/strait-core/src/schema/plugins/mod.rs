@@ -8,6 +8,11 @@
 
 use serde_json::{json, Map, Value};
 
+mod auth;
+mod security;
+mod signed;
+mod transform;
+
 use super::engine;
 use super::field::{fields_to_json, Field};
 use super::formats;
@@ -18,23 +23,85 @@ const HTTP_PROTOCOLS: &[&str] = &["grpc", "grpcs", "http", "https", "ws", "wss"]
 const HTTP_PROTOCOLS_DEFAULT: &[&str] = &["grpc", "grpcs", "http", "https"];
 
 /// A plugin's schema: its `config` record and a check across config fields.
-struct PluginDef {
-    config: Vec<(&'static str, Field)>,
-    check: fn(&Map<String, Value>) -> Result<(), String>,
+pub(super) struct PluginDef {
+    pub config: Vec<(&'static str, Field)>,
+    pub check: fn(&Map<String, Value>) -> Result<(), String>,
+    /// Kong's `typedefs.no_consumer`: the plugin cannot be scoped to a consumer.
+    pub no_consumer: bool,
+    /// Kong's `typedefs.protocols_http` (true) or `typedefs.protocols`.
+    pub http_only: bool,
+    /// A plugin-specific default for `protocols`.
+    pub protocols_default: Option<&'static [&'static str]>,
+}
+
+impl PluginDef {
+    pub fn new(config: Vec<(&'static str, Field)>) -> PluginDef {
+        PluginDef {
+            config,
+            check: |_| Ok(()),
+            no_consumer: false,
+            http_only: true,
+            protocols_default: None,
+        }
+    }
+
+    pub fn no_consumer(mut self) -> PluginDef {
+        self.no_consumer = true;
+        self
+    }
+
+    pub fn any_protocol(mut self) -> PluginDef {
+        self.http_only = false;
+        self
+    }
+
+    pub fn check(mut self, check: fn(&Map<String, Value>) -> Result<(), String>) -> PluginDef {
+        self.check = check;
+        self
+    }
 }
 
 fn definition(name: &str) -> Option<PluginDef> {
     match name {
+        "acl" => Some(auth::acl()),
+        "basic-auth" => Some(auth::basic_auth()),
+        "bot-detection" => Some(security::bot_detection()),
+        "correlation-id" => Some(transform::correlation_id()),
+        "cors" => Some(security::cors()),
+        "hmac-auth" => Some(signed::hmac_auth()),
+        "ip-restriction" => Some(security::ip_restriction()),
+        "jwt" => Some(signed::jwt()),
+        "key-auth" => Some(auth::key_auth()),
+        "request-size-limiting" => Some(security::request_size_limiting()),
         "request-termination" => Some(request_termination()),
+        "request-transformer" => Some(transform::request_transformer()),
+        "response-transformer" => Some(transform::response_transformer()),
         _ => None,
     }
 }
 
 /// Names of the plugins whose config schema Strait knows.
-pub const PLUGINS_WITH_SCHEMA: &[&str] = &["request-termination"];
+pub const PLUGINS_WITH_SCHEMA: &[&str] = &[
+    "acl",
+    "basic-auth",
+    "bot-detection",
+    "correlation-id",
+    "cors",
+    "hmac-auth",
+    "ip-restriction",
+    "jwt",
+    "key-auth",
+    "request-size-limiting",
+    "request-termination",
+    "request-transformer",
+    "response-transformer",
+];
 
 fn request_termination() -> PluginDef {
     PluginDef {
+        no_consumer: false,
+        http_only: true,
+        protocols_default: None,
         config: vec![
             (
                 "status_code",
@@ -81,19 +148,56 @@ pub(crate) fn validate_config(name: &str, config: Option<&Value>, errors: &mut V
     Some(out)
 }
 
+/// The plugin entity's fields the plugin's own schema restricts: a
+/// consumer on a plugin that cannot have one, protocols it cannot run on.
+pub(crate) fn check_entity(
+    name: &str,
+    entity: &mut Map<String, Value>,
+    given: &Map<String, Value>,
+    errors: &mut Vec<FieldError>,
+) {
+    let Some(def) = definition(name) else { return };
+    if let (Some(default), None | Some(Value::Null)) = (def.protocols_default, given.get("protocols")) {
+        entity.insert("protocols".into(), json!(default));
+    }
+    if def.no_consumer && entity.get("consumer").is_some_and(|c| !c.is_null()) {
+        errors.push(FieldError::new("consumer", "value must be null"));
+    }
+    let choices = if def.http_only {
+        HTTP_PROTOCOLS
+    } else {
+        super::proxy::PROTOCOLS
+    };
+    if let Some(Value::Array(protocols)) = entity.get("protocols") {
+        for (index, protocol) in protocols.iter().enumerate() {
+            if protocol.as_str().is_some_and(|p| !choices.contains(&p)) {
+                errors.push(FieldError::new(
+                    format!("protocols.{}", index + 1),
+                    format!("expected one of: {}", choices.join(", ")),
+                ));
+            }
+        }
+    }
+}
+
 /// Kong's `/schemas/plugins/{name}` body, or `None` for a plugin Strait
 /// has no schema for.
 pub fn plugin_schema_json(name: &str) -> Option<Value> {
     let def = definition(name)?;
-    let protocols = Field::set(Field::string().one_of(HTTP_PROTOCOLS))
+    let choices = if def.http_only {
+        HTTP_PROTOCOLS
+    } else {
+        super::proxy::PROTOCOLS
+    };
+    let protocols = Field::set(Field::string().one_of(choices))
         .required()
-        .default(json!(HTTP_PROTOCOLS_DEFAULT));
+        .default(json!(def.protocols_default.unwrap_or(HTTP_PROTOCOLS_DEFAULT)));
     let config = Field::record(def.config).required();
-    let fields = vec![
-        ("consumer", Field::foreign("consumers")),
-        ("protocols", protocols),
-        ("config", config),
-    ];
+    let consumer = match def.no_consumer {
+        true => Field::foreign("consumers").must_be_null(),
+        false => Field::foreign("consumers"),
+    };
+    let fields = vec![("consumer", consumer), ("protocols", protocols), ("config", config)];
     Some(json!({ "fields": fields_to_json(&fields), "entity_checks": [] }))
 }
 
@@ -112,7 +216,9 @@ mod tests {
         let schema = plugin_schema_json("request-termination").expect("schema");
         let text = schema.to_string();
         assert!(text.contains(r#""status_code":{"between":[100,599],"default":503"#) || text.contains("503"));
-        assert!(plugin_schema_json("key-auth").is_none());
+        assert!(plugin_schema_json("rate-limiting").is_none());
+        let key_auth = plugin_schema_json("key-auth").expect("key-auth schema").to_string();
+        assert!(key_auth.contains(r#""eq":null"#), "key-auth is no_consumer: {key_auth}");
     }
 
     #[test]

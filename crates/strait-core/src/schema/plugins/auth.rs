@@ -1,0 +1,68 @@
+//! Config schemas of the authentication plugins (Kong 3.10 field names,
+//! types and defaults).
+
+use serde_json::{json, Map, Value};
+
+use super::PluginDef;
+use crate::schema::field::Field;
+use crate::schema::formats;
+
+fn bool_default(value: bool) -> Field {
+    Field::boolean().required().default(json!(value))
+}
+
+pub(super) fn key_auth() -> PluginDef {
+    PluginDef::new(vec![
+        (
+            "key_names",
+            Field::array(Field::string().check(formats::header_name))
+                .required()
+                .default(json!(["apikey"])),
+        ),
+        ("hide_credentials", bool_default(false)),
+        ("anonymous", Field::string()),
+        ("key_in_header", bool_default(true)),
+        ("key_in_query", bool_default(true)),
+        ("key_in_body", bool_default(false)),
+        ("run_on_preflight", bool_default(true)),
+        ("realm", Field::string()),
+    ])
+    .no_consumer()
+}
+
+fn non_empty_list(config: &Map<String, Value>, field: &str) -> bool {
+    config
+        .get(field)
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+}
+
+/// Kong's entity checks `only_one_of` and `at_least_one_of` on
+/// `config.allow` / `config.deny`.
+fn acl_check(config: &Map<String, Value>) -> Result<(), String> {
+    match (non_empty_list(config, "allow"), non_empty_list(config, "deny")) {
+        (true, true) => Err("only one of these fields must be non-empty: 'config.allow', 'config.deny'".into()),
+        (false, false) => Err("at least one of these fields must be non-empty: 'config.allow', 'config.deny'".into()),
+        _ => Ok(()),
+    }
+}
+
+pub(super) fn acl() -> PluginDef {
+    PluginDef::new(vec![
+        ("allow", Field::array(Field::string())),
+        ("deny", Field::array(Field::string())),
+        ("hide_groups_header", bool_default(false)),
+        ("always_use_authenticated_groups", bool_default(false)),
+    ])
+    .no_consumer()
+    .check(acl_check)
+}
+
+pub(super) fn basic_auth() -> PluginDef {
+    PluginDef::new(vec![
+        ("anonymous", Field::string()),
+        ("hide_credentials", bool_default(false)),
+        ("realm", Field::string().required().default(json!("service"))),
+    ])
+    .no_consumer()
+}

@@ -1,0 +1,102 @@
+//! `acl` (Kong priority 950): allow or deny by the groups of the
+//! authenticated consumer (`acls` entities) or, without one, the groups an
+//! authentication plugin established.
+
+use http::{HeaderName, HeaderValue};
+use serde_json::{Map, Value};
+
+use crate::config::ConfigReader;
+use crate::context::RequestCtx;
+use crate::phase::{Flow, Plugin, PluginResponse};
+use crate::PluginError;
+
+const CONSUMER_GROUPS: HeaderName = HeaderName::from_static("x-consumer-groups");
+const AUTHENTICATED_GROUPS: HeaderName = HeaderName::from_static("x-authenticated-groups");
+
+#[derive(Debug)]
+pub struct Acl {
+    deny: bool,
+    groups: Vec<String>,
+    hide_groups_header: bool,
+    always_use_authenticated_groups: bool,
+}
+
+enum Decision {
+    Block,
+    Pass(String),
+}
+
+impl Acl {
+    pub fn from_config(config: &Map<String, Value>) -> Result<Acl, PluginError> {
+        let c = ConfigReader::new(config);
+        let deny = c.strings("deny")?;
+        let allow = c.strings("allow")?;
+        if deny.is_empty() && allow.is_empty() {
+            return Err(PluginError::invalid(
+                "allow",
+                "at least one of 'allow' or 'deny' must be set",
+            ));
+        }
+        Ok(Acl {
+            deny: !deny.is_empty(),
+            groups: if deny.is_empty() { allow } else { deny },
+            hide_groups_header: c.bool("hide_groups_header", false)?,
+            always_use_authenticated_groups: c.bool("always_use_authenticated_groups", false)?,
+        })
+    }
+
+    fn decide(&self, groups: &[String]) -> Decision {
+        let in_group = groups.iter().any(|g| self.groups.contains(g));
+        if in_group == self.deny {
+            return Decision::Block;
+        }
+        Decision::Pass(if self.hide_groups_header {
+            String::new()
+        } else {
+            groups.join(", ")
+        })
+    }
+
+    fn refuse(ctx: &RequestCtx<'_>) -> Flow {
+        match ctx.credential {
+            Some(_) => Flow::Respond(PluginResponse::message(403, "You cannot consume this service")),
+            None => Flow::Respond(PluginResponse::message(401, "Unauthorized")),
+        }
+    }
+}
+
+impl Plugin for Acl {
+    fn name(&self) -> &'static str {
+        "acl"
+    }
+
+    fn priority(&self) -> i32 {
+        950
+    }
+
+    fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        let use_authenticated =
+            ctx.consumer.is_none() || ctx.credential.is_none() || self.always_use_authenticated_groups;
+        let authenticated = ctx.authenticated_groups.as_deref().filter(|_| use_authenticated);
+        let (decision, header) = match (ctx.consumer, authenticated) {
+            (_, Some(groups)) => (self.decide(groups), AUTHENTICATED_GROUPS),
+            (None, None) => return Acl::refuse(ctx),
+            (Some(consumer), None) => match ctx.directory.acl_groups(consumer.id) {
+                Some(groups) => (self.decide(groups), CONSUMER_GROUPS),
+                None if self.deny => (self.decide(&[]), CONSUMER_GROUPS),
+                None => return Acl::refuse(ctx),
+            },
+        };
+        match decision {
+            Decision::Block => Flow::Respond(PluginResponse::message(403, "You cannot consume this service")),
+            Decision::Pass(value) => {
+                if !self.hide_groups_header {
+                    if let Ok(value) = HeaderValue::from_str(&value) {
+                        ctx.headers.insert(header, value);
+                    }
+                }
+                Flow::Continue
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! `key-auth` (Kong priority 1250): a key from a header, the query string
+//! or the body names a `keyauth_credentials` entry, found in O(1).
+
+use http::Method;
+use serde_json::{Map, Value};
+
+use super::{combine, set_consumer, unauthorized};
+use crate::body::{self, ParsedBody};
+use crate::config::ConfigReader;
+use crate::context::{AuthenticatedCredential, RequestCtx};
+use crate::phase::{Flow, Plugin, PluginResponse};
+use crate::PluginError;
+
+#[derive(Debug)]
+pub struct KeyAuth {
+    key_names: Vec<String>,
+    hide_credentials: bool,
+    anonymous: Option<String>,
+    key_in_header: bool,
+    key_in_query: bool,
+    key_in_body: bool,
+    run_on_preflight: bool,
+    www_authenticate: String,
+}
+
+/// Where the key was found, to hide it from the upstream.
+enum Source {
+    Header,
+    Query,
+    Body(ParsedBody),
+}
+
+impl KeyAuth {
+    pub fn from_config(config: &Map<String, Value>) -> Result<KeyAuth, PluginError> {
+        let c = ConfigReader::new(config);
+        let realm = c.string("realm")?;
+        let mut key_names = c.strings("key_names")?;
+        if key_names.is_empty() {
+            key_names.push("apikey".into());
+        }
+        Ok(KeyAuth {
+            key_names: key_names.into_iter().map(|k| k.to_ascii_lowercase()).collect(),
+            hide_credentials: c.bool("hide_credentials", false)?,
+            anonymous: c.string("anonymous")?.filter(|a| !a.is_empty()),
+            key_in_header: c.bool("key_in_header", true)?,
+            key_in_query: c.bool("key_in_query", true)?,
+            key_in_body: c.bool("key_in_body", false)?,
+            run_on_preflight: c.bool("run_on_preflight", true)?,
+            www_authenticate: match realm {
+                Some(realm) => format!("Key realm=\"{realm}\""),
+                None => "Key".to_string(),
+            },
+        })
+    }
+
+    fn fail(&self, message: &str) -> PluginResponse {
+        unauthorized(401, message, Some(&self.www_authenticate))
+    }
+
+    /// The key and where it came from, or Kong's 401 for a duplicate.
+    fn find_key(&self, ctx: &RequestCtx<'_>) -> Result<Option<(String, &str, Source)>, PluginResponse> {
+        let mut parsed_body: Option<Option<ParsedBody>> = None;
+        for name in &self.key_names {
+            if self.key_in_header {
+                let mut values = ctx.headers.get_all(name.as_str()).iter();
+                match (values.next(), values.next()) {
+                    (Some(_), Some(_)) => return Err(self.fail("Duplicate API key found")),
+                    (Some(value), None) => {
+                        let key = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                        return Ok(Some((key, name, Source::Header)));
+                    }
+                    _ => {}
+                }
+            }
+            if self.key_in_query {
+                let mut values = crate::form::pairs(ctx.query()).filter(|(k, _)| k == name.as_str());
+                match (values.next(), values.next()) {
+                    (Some(_), Some(_)) => return Err(self.fail("Duplicate API key found")),
+                    (Some((_, value)), None) => return Ok(Some((value.into_owned(), name, Source::Query))),
+                    _ => {}
+                }
+            }
+            if self.key_in_body {
+                let parsed = parsed_body.get_or_insert_with(|| {
+                    let kind = body::kind_of(ctx.header("content-type"));
+                    ctx.body.as_deref().and_then(|b| body::parse(kind, b))
+                });
+                if let Some(parsed) = parsed {
+                    match parsed.get(name) {
+                        Err(crate::body::Duplicate) => return Err(self.fail("Duplicate API key found")),
+                        Ok(Some(key)) => return Ok(Some((key, name, Source::Body(parsed.clone())))),
+                        Ok(None) => {}
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn hide(&self, ctx: &mut RequestCtx<'_>, name: &str, source: Source) {
+        ctx.headers.remove(name);
+        let query = ctx.query();
+        if crate::form::pairs(query).any(|(k, _)| k == name) {
+            let kept: Vec<(String, String)> = crate::form::pairs(query)
+                .filter(|(k, _)| k != name)
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect();
+            let query = crate::form::serialize(kept.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            let path = ctx.path().to_string();
+            let _ = ctx.set_path_and_query(&path, &query);
+        }
+        if let Source::Body(mut parsed) = source {
+            parsed.remove(name);
+            ctx.body = Some(parsed.encode());
+        }
+    }
+
+    fn authenticate<'a>(&self, ctx: &mut RequestCtx<'a>) -> Result<(), PluginResponse> {
+        let (key, name, source) = match self.find_key(ctx)? {
+            Some(found) if !found.0.is_empty() => found,
+            _ => return Err(self.fail("No API key found in request")),
+        };
+        let directory = ctx.directory;
+        let credential = directory
+            .keyauth_credential(&key)
+            .filter(|c| !expired(c.created_at, c.ttl))
+            .ok_or_else(|| self.fail("Unauthorized"))?;
+        let consumer = directory
+            .consumer(credential.consumer.id)
+            .ok_or_else(|| PluginResponse::message(500, "An unexpected error occurred"))?;
+        if self.hide_credentials {
+            let name = name.to_string();
+            self.hide(ctx, &name, source);
+        }
+        let credential = AuthenticatedCredential {
+            id: credential.id,
+            identifier: credential.id.to_string(),
+            plugin: "key-auth",
+        };
+        set_consumer(ctx, Some(consumer), Some(credential));
+        Ok(())
+    }
+}
+
+/// A credential with a `ttl` lives `ttl` seconds from its creation.
+pub(crate) fn expired(created_at: i64, ttl: Option<i64>) -> bool {
+    let Some(ttl) = ttl.filter(|t| *t > 0) else {
+        return false;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    created_at.saturating_add(ttl) <= now
+}
+
+impl Plugin for KeyAuth {
+    fn name(&self) -> &'static str {
+        "key-auth"
+    }
+
+    fn priority(&self) -> i32 {
+        1250
+    }
+
+    fn reads_request_body(&self) -> bool {
+        self.key_in_body
+    }
+
+    fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        if !self.run_on_preflight && *ctx.method == Method::OPTIONS {
+            return Flow::Continue;
+        }
+        combine(ctx, self.anonymous.as_deref(), |ctx| self.authenticate(ctx))
+    }
+}

@@ -1,0 +1,113 @@
+//! Authentication and authorization plugins, and what they share: setting
+//! the authenticated consumer with Kong's upstream headers, the `anonymous`
+//! fallback, and the "logical OR" rule between several auth plugins.
+
+pub mod acl;
+pub mod basic_auth;
+pub mod hmac_auth;
+pub mod jwt;
+pub mod key_auth;
+mod nginx_base64;
+#[cfg(test)]
+mod test_support;
+
+use http::{HeaderName, HeaderValue};
+use strait_core::Consumer;
+
+use crate::context::{AuthenticatedCredential, RequestCtx};
+use crate::phase::{Flow, PluginResponse};
+
+const CONSUMER_ID: HeaderName = HeaderName::from_static("x-consumer-id");
+const CONSUMER_CUSTOM_ID: HeaderName = HeaderName::from_static("x-consumer-custom-id");
+const CONSUMER_USERNAME: HeaderName = HeaderName::from_static("x-consumer-username");
+const CREDENTIAL_IDENTIFIER: HeaderName = HeaderName::from_static("x-credential-identifier");
+const ANONYMOUS: HeaderName = HeaderName::from_static("x-anonymous-consumer");
+
+fn set_or_clear(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Option<&str>) {
+    match value.and_then(|v| HeaderValue::from_str(v).ok()) {
+        Some(value) => {
+            ctx.headers.insert(name, value);
+        }
+        None => {
+            ctx.headers.remove(name);
+        }
+    }
+}
+
+/// Kong's `set_consumer`: record who the request is and tell the upstream
+/// (`X-Consumer-*`, `X-Credential-Identifier`, `X-Anonymous-Consumer`).
+pub(crate) fn set_consumer<'a>(
+    ctx: &mut RequestCtx<'a>,
+    consumer: Option<&'a Consumer>,
+    credential: Option<AuthenticatedCredential>,
+) {
+    let id = consumer.map(|c| c.id.to_string());
+    set_or_clear(ctx, CONSUMER_ID, id.as_deref());
+    set_or_clear(ctx, CONSUMER_CUSTOM_ID, consumer.and_then(|c| c.custom_id.as_deref()));
+    set_or_clear(ctx, CONSUMER_USERNAME, consumer.and_then(|c| c.username.as_deref()));
+    let identifier = credential.as_ref().map(|c| c.identifier.clone());
+    set_or_clear(ctx, CREDENTIAL_IDENTIFIER, identifier.as_deref());
+    match credential {
+        Some(_) => {
+            ctx.headers.remove(ANONYMOUS);
+        }
+        None => {
+            ctx.headers.insert(ANONYMOUS, HeaderValue::from_static("true"));
+        }
+    }
+    ctx.consumer = consumer;
+    ctx.credential = credential;
+}
+
+/// Authenticate as the configured anonymous consumer (by id or username);
+/// Kong answers 500 when it does not exist.
+pub(crate) fn set_anonymous(ctx: &mut RequestCtx<'_>, anonymous: &str) -> Flow {
+    let directory = ctx.directory;
+    match directory.consumer_by_id_or_username(anonymous) {
+        Some(consumer) => {
+            set_consumer(ctx, Some(consumer), None);
+            Flow::Continue
+        }
+        None => {
+            let message = format!("anonymous consumer {anonymous} is configured but doesn't exist");
+            tracing::error!(%anonymous, "anonymous consumer is configured but doesn't exist");
+            Flow::Respond(PluginResponse::message(500, &message))
+        }
+    }
+}
+
+/// A failed authentication: Kong's `{"message"}` body, maybe with
+/// `WWW-Authenticate`.
+pub(crate) fn unauthorized(status: u16, message: &str, www_authenticate: Option<&str>) -> PluginResponse {
+    let response = PluginResponse::message(status, message);
+    match www_authenticate {
+        Some(value) => response.with_header("www-authenticate", value),
+        None => response,
+    }
+}
+
+/// Kong's two ways of combining auth plugins: with `anonymous` set a
+/// failure falls back to the anonymous consumer and a request another
+/// plugin already authenticated is not checked again ("logical OR");
+/// without it a failure ends the request ("logical AND").
+pub(crate) fn combine<'a>(
+    ctx: &mut RequestCtx<'a>,
+    anonymous: Option<&str>,
+    authenticate: impl FnOnce(&mut RequestCtx<'a>) -> Result<(), PluginResponse>,
+) -> Flow {
+    match anonymous {
+        Some(anonymous) => {
+            if ctx.credential.is_some() {
+                return Flow::Continue;
+            }
+            match authenticate(ctx) {
+                Ok(()) => Flow::Continue,
+                Err(_) => set_anonymous(ctx, anonymous),
+            }
+        }
+        None => match authenticate(ctx) {
+            Ok(()) => Flow::Continue,
+            Err(response) => Flow::Respond(response),
+        },
+    }
+}

@@ -1,0 +1,264 @@
+//! [`PluginChain`]: the plugins that may run for one route, in Kong's
+//! priority order, built when the snapshot compiles.
+//!
+//! Each plugin name has one slot. A slot holds the instance Kong's scope
+//! precedence picks without a consumer (route+service > route > service >
+//! global) and notes whether consumer-scoped instances of that name exist.
+//! Once an authentication plugin identified the consumer, the slots after it
+//! resolve against that consumer's plugins: a short list looked up by
+//! consumer id, never a chain rebuilt per request. The full precedence is
+//! route+service+consumer > route+consumer > service+consumer >
+//! route+service > consumer > route > service > global.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::context::{Protocol, ProtocolSet, RequestCtx, ResponseCtx};
+use crate::phase::{Flow, Plugin};
+
+/// Precedence ranks, higher wins (Kong's order).
+pub mod rank {
+    pub const GLOBAL: u8 = 0;
+    pub const SERVICE: u8 = 1;
+    pub const ROUTE: u8 = 2;
+    pub const CONSUMER: u8 = 3;
+    pub const ROUTE_SERVICE: u8 = 4;
+    pub const SERVICE_CONSUMER: u8 = 5;
+    pub const ROUTE_CONSUMER: u8 = 6;
+    pub const ROUTE_SERVICE_CONSUMER: u8 = 7;
+
+    /// The rank of a plugin scoped to the given parts.
+    pub fn of(route: bool, service: bool, consumer: bool) -> u8 {
+        match (route, service, consumer) {
+            (true, true, true) => ROUTE_SERVICE_CONSUMER,
+            (true, false, true) => ROUTE_CONSUMER,
+            (false, true, true) => SERVICE_CONSUMER,
+            (true, true, false) => ROUTE_SERVICE,
+            (false, false, true) => CONSUMER,
+            (true, false, false) => ROUTE,
+            (false, true, false) => SERVICE,
+            (false, false, false) => GLOBAL,
+        }
+    }
+}
+
+/// A built plugin with the protocols it runs on.
+#[derive(Debug, Clone)]
+pub struct ScopedPlugin {
+    pub instance: Arc<dyn Plugin>,
+    pub protocols: ProtocolSet,
+    pub rank: u8,
+}
+
+/// A plugin configured for a consumer (and maybe a route and/or service).
+#[derive(Debug, Clone)]
+pub struct ConsumerPlugin {
+    /// The plugin entity's id.
+    pub id: Uuid,
+    pub route: Option<Uuid>,
+    pub service: Option<Uuid>,
+    pub plugin: ScopedPlugin,
+}
+
+impl ConsumerPlugin {
+    fn applies(&self, route: Option<Uuid>, service: Option<Uuid>) -> bool {
+        self.route.is_none_or(|r| Some(r) == route) && self.service.is_none_or(|s| Some(s) == service)
+    }
+}
+
+/// One plugin name in a chain.
+#[derive(Debug, Clone)]
+pub struct ChainSlot {
+    name: &'static str,
+    priority: i32,
+    default: Option<ScopedPlugin>,
+    /// Consumer-scoped instances of this name exist somewhere.
+    consumer_scoped: bool,
+    /// An instance of this name (the default or a consumer-scoped one),
+    /// telling which phases the plugin type implements.
+    sample: Arc<dyn Plugin>,
+}
+
+impl ChainSlot {
+    /// A slot with the instance precedence picked without a consumer.
+    pub fn new(default: ScopedPlugin, consumer_scoped: bool) -> ChainSlot {
+        ChainSlot {
+            name: default.instance.name(),
+            priority: default.instance.priority(),
+            sample: default.instance.clone(),
+            default: Some(default),
+            consumer_scoped,
+        }
+    }
+
+    /// A slot for a plugin configured only for consumers; `sample` is any
+    /// of its instances.
+    pub fn consumer_only(sample: Arc<dyn Plugin>) -> ChainSlot {
+        ChainSlot {
+            name: sample.name(),
+            priority: sample.priority(),
+            sample,
+            default: None,
+            consumer_scoped: true,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The instance that runs for this request, if any.
+    fn resolve<'s>(
+        &'s self,
+        consumer_plugins: &'s [ConsumerPlugin],
+        route: Option<Uuid>,
+        service: Option<Uuid>,
+        protocol: Protocol,
+    ) -> Option<&'s Arc<dyn Plugin>> {
+        let mut best = self.default.as_ref();
+        if self.consumer_scoped {
+            for candidate in consumer_plugins {
+                if candidate.plugin.instance.name() != self.name || !candidate.applies(route, service) {
+                    continue;
+                }
+                if best.is_none_or(|b| candidate.plugin.rank > b.rank) {
+                    best = Some(&candidate.plugin);
+                }
+            }
+        }
+        best.filter(|p| p.protocols.contains(protocol)).map(|p| &p.instance)
+    }
+}
+
+/// The plugins that may run for one route, highest priority first.
+#[derive(Debug, Clone, Default)]
+pub struct PluginChain {
+    slots: Vec<ChainSlot>,
+    reads_request_body: bool,
+    keeps_request_headers: bool,
+    rewrites: bool,
+    filters_body: bool,
+    logs: bool,
+}
+
+impl PluginChain {
+    /// Order by Kong priority, highest first (equal priorities by name, so
+    /// the order never depends on how the configuration was listed).
+    pub fn new(mut slots: Vec<ChainSlot>) -> PluginChain {
+        slots.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(b.name)));
+        let any = |f: fn(&dyn Plugin) -> bool| slots.iter().any(|s| f(s.sample.as_ref()));
+        PluginChain {
+            reads_request_body: any(|p| p.reads_request_body()),
+            keeps_request_headers: any(|p| p.reads_request_headers_in_response()),
+            rewrites: any(|p| p.rewrites()),
+            filters_body: any(|p| p.filters_body()),
+            logs: any(|p| p.logs()),
+            slots,
+        }
+    }
+
+    /// A chain of plain instances, each at the given rank (tests, global rewrite).
+    pub fn from_instances(instances: Vec<Arc<dyn Plugin>>) -> PluginChain {
+        let slots = instances
+            .into_iter()
+            .map(|instance| {
+                ChainSlot::new(
+                    ScopedPlugin {
+                        instance,
+                        protocols: ProtocolSet::ALL,
+                        rank: rank::GLOBAL,
+                    },
+                    false,
+                )
+            })
+            .collect();
+        PluginChain::new(slots)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    pub fn reads_request_body(&self) -> bool {
+        self.reads_request_body
+    }
+
+    /// Some plugin's `header_filter` reads the request headers.
+    pub fn keeps_request_headers(&self) -> bool {
+        self.keeps_request_headers
+    }
+
+    pub fn rewrites(&self) -> bool {
+        self.rewrites
+    }
+
+    /// Some plugin of the chain has a body filter or a log phase.
+    pub fn follows_response_body(&self) -> bool {
+        self.filters_body || self.logs
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.slots.iter().map(|s| s.name).collect()
+    }
+
+    /// Run `rewrite` of every plugin until one responds.
+    pub fn rewrite(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        for slot in &self.slots {
+            if let Some(plugin) = slot.resolve(&[], None, None, ctx.protocol) {
+                if let Flow::Respond(response) = plugin.rewrite(ctx) {
+                    return Flow::Respond(response);
+                }
+            }
+        }
+        Flow::Continue
+    }
+
+    /// Run `access` of every plugin until one responds. Slots after an
+    /// authentication plugin resolve against the consumer it identified.
+    pub async fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        for slot in &self.slots {
+            let consumer_plugins = ctx.consumer_plugins();
+            let Some(plugin) = slot.resolve(consumer_plugins, ctx.route_id, ctx.service_id, ctx.protocol) else {
+                continue;
+            };
+            let flow = if plugin.waits() {
+                plugin.access_async(ctx).await
+            } else {
+                plugin.access(ctx)
+            };
+            if let Flow::Respond(response) = flow {
+                return Flow::Respond(response);
+            }
+        }
+        Flow::Continue
+    }
+
+    /// Run `header_filter` of every plugin that applies to the request.
+    pub fn header_filter(&self, consumer_plugins: &[ConsumerPlugin], ctx: &mut ResponseCtx<'_>) {
+        let (route, service, protocol) = (ctx.request.route_id, ctx.request.service_id, ctx.request.protocol);
+        for slot in &self.slots {
+            if let Some(plugin) = slot.resolve(consumer_plugins, route, service, protocol) {
+                plugin.header_filter(ctx);
+            }
+        }
+    }
+
+    /// The instances whose body filter or log phase follow the response
+    /// body, in chain order (allocates; called only when
+    /// [`PluginChain::follows_response_body`]).
+    pub fn response_followers(
+        &self,
+        consumer_plugins: &[ConsumerPlugin],
+        route: Option<Uuid>,
+        service: Option<Uuid>,
+        protocol: Protocol,
+    ) -> Vec<Arc<dyn Plugin>> {
+        self.slots
+            .iter()
+            .filter_map(|slot| slot.resolve(consumer_plugins, route, service, protocol))
+            .filter(|p| p.filters_body() || p.logs())
+            .cloned()
+            .collect()
+    }
+}

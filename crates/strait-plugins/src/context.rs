@@ -1,0 +1,285 @@
+//! What a phase sees: the request being proxied ([`RequestCtx`]), the
+//! response on its way back ([`ResponseCtx`]), the record handed to the log
+//! phase ([`LogRecord`]), and the typed store plugins share across phases of
+//! one request ([`SharedStore`], Kong's `kong.ctx.shared`).
+//!
+//! Contexts borrow from the snapshot the request loaded; nothing here owns
+//! configuration. Consumers and credentials are found through
+//! [`Directory`], which the snapshot implements with O(1) indexes.
+
+use std::any::{Any, TypeId};
+use std::borrow::Cow;
+use std::net::IpAddr;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use strait_core::Consumer;
+use uuid::Uuid;
+
+use crate::chain::ConsumerPlugin;
+use crate::directory::Directory;
+
+/// The protocol a request arrived on, as plugin `protocols` name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Http,
+    Https,
+    Grpc,
+    Grpcs,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Https => "https",
+            Protocol::Grpc => "grpc",
+            Protocol::Grpcs => "grpcs",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        match self {
+            Protocol::Http => 1,
+            Protocol::Https => 2,
+            Protocol::Grpc => 4,
+            Protocol::Grpcs => 8,
+        }
+    }
+}
+
+/// A plugin's `protocols` as a bit set, checked per request with one AND.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProtocolSet(u8);
+
+impl ProtocolSet {
+    pub const ALL: ProtocolSet = ProtocolSet(0b1111);
+
+    /// From Kong protocol names; names without an HTTP meaning (`ws`, `tcp`,
+    /// ...) add nothing.
+    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> ProtocolSet {
+        let mut bits = 0;
+        for name in names {
+            bits |= match name {
+                "http" => Protocol::Http.bit(),
+                "https" => Protocol::Https.bit(),
+                "grpc" => Protocol::Grpc.bit(),
+                "grpcs" => Protocol::Grpcs.bit(),
+                _ => 0,
+            };
+        }
+        ProtocolSet(bits)
+    }
+
+    pub fn contains(self, protocol: Protocol) -> bool {
+        self.0 & protocol.bit() != 0
+    }
+}
+
+/// A small typed key-value store shared by the plugins of one request and
+/// kept across its phases. Empty (no allocation) until a plugin writes.
+#[derive(Default)]
+pub struct SharedStore {
+    entries: Vec<(TypeId, Box<dyn Any + Send>)>,
+}
+
+impl std::fmt::Debug for SharedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedStore({} entries)", self.entries.len())
+    }
+}
+
+impl SharedStore {
+    /// Store `value`, replacing any earlier value of the same type.
+    pub fn insert<T: Any + Send>(&mut self, value: T) {
+        let id = TypeId::of::<T>();
+        match self.entries.iter_mut().find(|(t, _)| *t == id) {
+            Some(slot) => slot.1 = Box::new(value),
+            None => self.entries.push((id, Box::new(value))),
+        }
+    }
+
+    pub fn get<T: Any + Send>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
+        self.entries
+            .iter()
+            .find(|(t, _)| *t == id)
+            .and_then(|(_, v)| v.downcast_ref())
+    }
+
+    pub fn get_mut<T: Any + Send>(&mut self) -> Option<&mut T> {
+        let id = TypeId::of::<T>();
+        self.entries
+            .iter_mut()
+            .find(|(t, _)| *t == id)
+            .and_then(|(_, v)| v.downcast_mut())
+    }
+
+    pub fn remove<T: Any + Send>(&mut self) -> Option<T> {
+        let id = TypeId::of::<T>();
+        let index = self.entries.iter().position(|(t, _)| *t == id)?;
+        self.entries.swap_remove(index).1.downcast().ok().map(|b| *b)
+    }
+}
+
+/// The credential an authentication plugin accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthenticatedCredential {
+    pub id: Uuid,
+    /// Kong's `X-Credential-Identifier`: the key-auth credential id, the
+    /// basic-auth and hmac-auth username, the jwt secret's key.
+    pub identifier: String,
+    /// The plugin that accepted it (`key-auth`, ...).
+    pub plugin: &'static str,
+}
+
+/// The request as the `rewrite` and `access` phases see and change it.
+pub struct RequestCtx<'a> {
+    /// The method sent upstream; plugins may change it.
+    pub method: &'a mut Method,
+    pub protocol: Protocol,
+    /// The HTTP version the client spoke (hmac-auth signs it in `request-line`).
+    pub http_version: http::Version,
+    pub client_ip: IpAddr,
+    /// Host the client addressed, lower case, without port.
+    pub host: &'a str,
+    pub route_id: Option<Uuid>,
+    pub route_name: Option<&'a str>,
+    pub service_id: Option<Uuid>,
+    /// Named and numbered regex captures of the matched route path.
+    pub captures: &'a [(String, String)],
+    /// Path and query as forwarded upstream; plugins may replace them.
+    pub uri: &'a mut Uri,
+    pub headers: &'a mut HeaderMap,
+    /// The whole request body, present when a plugin of the chain declared
+    /// [`crate::Plugin::reads_request_body`]; a plugin that replaces it
+    /// changes what is sent upstream.
+    pub body: Option<Bytes>,
+    /// The most request body a plugin allows when the client sent no
+    /// `Content-Length`: the proxy reads the body first and answers
+    /// 413 `Request size limit exceeded` past it (417 with `Expect: 100-continue`).
+    pub request_body_limit: Option<u64>,
+    /// A `Host` a plugin chose for the upstream request, overriding
+    /// `preserve_host` and the target's name.
+    pub upstream_host: Option<HeaderValue>,
+    pub directory: &'a dyn Directory,
+    pub consumer: Option<&'a Consumer>,
+    pub credential: Option<AuthenticatedCredential>,
+    /// Groups an authentication plugin established (Kong's `authenticated_groups`).
+    pub authenticated_groups: Option<Vec<String>>,
+    pub shared: SharedStore,
+    /// Headers to add to the response to the client, whatever produces it.
+    pub response_headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl std::fmt::Debug for RequestCtx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestCtx")
+            .field("method", &self.method)
+            .field("uri", &self.uri)
+            .field("route_id", &self.route_id)
+            .field("consumer", &self.consumer.map(|c| c.id))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> RequestCtx<'a> {
+    pub fn path(&self) -> &str {
+        self.uri.path()
+    }
+
+    pub fn query(&self) -> &str {
+        self.uri.query().unwrap_or("")
+    }
+
+    /// The first value of header `name` as text (`None` when absent or not
+    /// visible ASCII).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The first value of query argument `name`, percent-decoded.
+    pub fn query_arg(&self, name: &str) -> Option<Cow<'_, str>> {
+        crate::form::pairs(self.query())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+    }
+
+    /// Replace path and query (`query` empty: none).
+    pub fn set_path_and_query(&mut self, path: &str, query: &str) -> Result<(), http::Error> {
+        let mut parts = self.uri.clone().into_parts();
+        let joined = if query.is_empty() {
+            path.to_string()
+        } else {
+            format!("{path}?{query}")
+        };
+        parts.path_and_query = Some(joined.parse()?);
+        *self.uri = Uri::from_parts(parts)?;
+        Ok(())
+    }
+
+    /// The consumer's plugins, for consumer-scoped resolution.
+    pub(crate) fn consumer_plugins(&self) -> &'a [ConsumerPlugin] {
+        match self.consumer {
+            Some(consumer) => self.directory.consumer_plugins(consumer.id),
+            None => &[],
+        }
+    }
+}
+
+/// Where a response came from (Kong's `kong.response.get_source()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseSource {
+    /// The upstream service answered.
+    Service,
+    /// A plugin answered instead of proxying.
+    Exit,
+    /// The gateway answered with an error (no upstream, timeout, ...).
+    Error,
+}
+
+/// What the request phases left for the response phases.
+#[derive(Debug, Clone)]
+pub struct RequestSummary {
+    pub method: Method,
+    pub protocol: Protocol,
+    pub client_ip: IpAddr,
+    pub route_id: Option<Uuid>,
+    pub service_id: Option<Uuid>,
+    pub consumer_id: Option<Uuid>,
+    pub credential: Option<AuthenticatedCredential>,
+    /// The client's request headers as they arrived, kept only when a
+    /// plugin of the chain declared
+    /// [`crate::Plugin::reads_request_headers_in_response`].
+    pub request_headers: Option<HeaderMap>,
+}
+
+/// The response as `header_filter` sees and changes it.
+#[derive(Debug)]
+pub struct ResponseCtx<'a> {
+    pub status: &'a mut StatusCode,
+    pub headers: &'a mut HeaderMap,
+    pub source: ResponseSource,
+    pub request: &'a RequestSummary,
+    pub shared: &'a mut SharedStore,
+}
+
+/// One piece of a response body as `body_filter` sees it. When a
+/// `header_filter` asked for [`crate::BufferResponseBody`] the whole body
+/// comes in one chunk with `end` set.
+#[derive(Debug)]
+pub struct BodyChunk {
+    pub data: Bytes,
+    /// This is the last piece.
+    pub end: bool,
+}
+
+/// What the `log` phase receives after the response was sent.
+#[derive(Debug, Clone)]
+pub struct LogRecord {
+    pub request: RequestSummary,
+    pub status: u16,
+    pub response_bytes: u64,
+    /// From the request's arrival to the last body byte, in milliseconds.
+    pub total_ms: u64,
+}

@@ -1,0 +1,120 @@
+//! The plugin trait: one method per phase, each a no-op by default, in the
+//! order Kong runs them (see docs/plugins.md for the chart).
+//!
+//! Phases that never wait (`rewrite`, `access`, `header_filter`,
+//! `body_filter`, `log`) are plain synchronous calls and allocate nothing
+//! unless the plugin itself does. A plugin whose access work must wait on the
+//! network (Redis, HTTP) says so with [`Plugin::waits`] and implements
+//! [`Plugin::access_async`]; only such plugins cost a boxed future.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::Bytes;
+
+use crate::context::{BodyChunk, LogRecord, RequestCtx, ResponseCtx, SharedStore};
+
+/// A response produced by a plugin instead of proxying.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+}
+
+impl PluginResponse {
+    /// Kong's `{"message": ...}` JSON error body.
+    pub fn message(status: u16, message: &str) -> PluginResponse {
+        PluginResponse {
+            status,
+            headers: vec![("content-type".into(), "application/json; charset=utf-8".into())],
+            body: Bytes::from(serde_json::json!({ "message": message }).to_string()),
+        }
+    }
+
+    pub fn with_header(mut self, name: &str, value: impl Into<String>) -> PluginResponse {
+        self.headers.push((name.to_string(), value.into()));
+        self
+    }
+}
+
+/// Put in the [`crate::SharedStore`] by a `header_filter` that needs this
+/// response's whole body at once: the proxy then holds the body (up to its
+/// buffer limit) and calls every `body_filter` once, with `end` set.
+#[derive(Debug, Clone, Copy)]
+pub struct BufferResponseBody;
+
+/// What a phase tells the proxy to do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Flow {
+    Continue,
+    Respond(PluginResponse),
+}
+
+pub type AccessFuture<'a> = Pin<Box<dyn Future<Output = Flow> + Send + 'a>>;
+
+/// A built plugin instance. Every phase defaults to doing nothing.
+pub trait Plugin: Send + Sync + std::fmt::Debug {
+    fn name(&self) -> &'static str;
+
+    /// Kong's priority number: higher runs first.
+    fn priority(&self) -> i32;
+
+    /// True when the plugin implements [`Plugin::rewrite`].
+    fn rewrites(&self) -> bool {
+        false
+    }
+
+    /// Runs before routing, for global plugins only (as in Kong).
+    fn rewrite(&self, _ctx: &mut RequestCtx<'_>) -> Flow {
+        Flow::Continue
+    }
+
+    /// Decides whether the request goes on and changes what goes upstream.
+    fn access(&self, _ctx: &mut RequestCtx<'_>) -> Flow {
+        Flow::Continue
+    }
+
+    /// True when access must wait on the network: the chain then awaits
+    /// [`Plugin::access_async`] instead of calling [`Plugin::access`].
+    fn waits(&self) -> bool {
+        false
+    }
+
+    fn access_async<'a>(&'a self, ctx: &'a mut RequestCtx<'_>) -> AccessFuture<'a> {
+        let flow = self.access(ctx);
+        Box::pin(std::future::ready(flow))
+    }
+
+    /// True when access needs the whole request body in `ctx.body`.
+    fn reads_request_body(&self) -> bool {
+        false
+    }
+
+    /// Changes status and headers of the response before they are sent
+    /// (upstream answers, plugin exits and gateway errors alike).
+    fn header_filter(&self, _ctx: &mut ResponseCtx<'_>) {}
+
+    /// True when `header_filter` reads the client's request headers
+    /// (`ctx.request.request_headers`); the proxy then keeps a copy.
+    fn reads_request_headers_in_response(&self) -> bool {
+        false
+    }
+
+    /// True when the plugin implements [`Plugin::body_filter`].
+    fn filters_body(&self) -> bool {
+        false
+    }
+
+    /// Sees and may replace each piece of the response body.
+    fn body_filter(&self, _shared: &mut SharedStore, _chunk: &mut BodyChunk) {}
+
+    /// True when the plugin implements [`Plugin::log`].
+    fn logs(&self) -> bool {
+        false
+    }
+
+    /// After the last byte of the response was handed to the connection.
+    /// Must not block: queue slow work.
+    fn log(&self, _record: &LogRecord, _shared: &SharedStore) {}
+}

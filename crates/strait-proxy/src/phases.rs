@@ -1,0 +1,346 @@
+//! The request path of a route with plugins: run the access phase (reading
+//! the request body first when a plugin needs it), proxy or answer, run
+//! `header_filter` on whatever answers, and follow the response body with
+//! `body_filter` and `log` when a plugin has them. Routes without plugins
+//! never come here (handler.rs forwards them directly).
+//!
+//! See docs/plugins.md for the phase chart.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use strait_plugins::{
+    BodyChunk, Flow, LogRecord, Plugin, PluginChain, Protocol, RequestCtx, RequestSummary, ResponseCtx, ResponseSource,
+    SharedStore,
+};
+
+use crate::body::{boxed, full, BoxError, ProxyBody};
+use crate::error::{ErrorKind, ProxyError};
+use crate::handler::{error_to_response, plugin_response_to_http, Exchange};
+
+/// The most a plugin may make the proxy hold of a request or response body
+/// in memory; a longer request body is refused with 413.
+pub const MAX_BUFFERED_BODY: usize = 16 * 1024 * 1024;
+
+fn protocol_of(request: &Request<ProxyBody>, tls: bool) -> Protocol {
+    let grpc = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"));
+    match (grpc, tls) {
+        (true, true) => Protocol::Grpcs,
+        (true, false) => Protocol::Grpc,
+        (false, true) => Protocol::Https,
+        (false, false) => Protocol::Http,
+    }
+}
+
+/// Reads the whole body, refusing more than [`MAX_BUFFERED_BODY`].
+async fn read_body(body: ProxyBody) -> Result<Bytes, ProxyError> {
+    read_body_up_to(body, MAX_BUFFERED_BODY).await
+}
+
+/// Reads the whole body, refusing more than `limit` bytes.
+async fn read_body_up_to(mut body: ProxyBody, limit: usize) -> Result<Bytes, ProxyError> {
+    let mut buffer = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
+        if let Ok(data) = frame.into_data() {
+            if buffer.len() + data.len() > limit {
+                return Err(ProxyError::new(
+                    ErrorKind::PayloadTooLarge,
+                    "request body larger than the plugin buffer",
+                ));
+            }
+            buffer.extend_from_slice(&data);
+        }
+    }
+    Ok(buffer.freeze())
+}
+
+/// Run the plugin phases around proxying one request.
+pub(crate) async fn run(
+    request: Request<ProxyBody>,
+    chain: &PluginChain,
+    exchange: Exchange<'_>,
+    http1: bool,
+) -> Response<ProxyBody> {
+    let protocol = protocol_of(&request, exchange.conn.tls);
+    let (mut parts, body) = request.into_parts();
+    let request_headers = chain.keeps_request_headers().then(|| parts.headers.clone());
+    let (buffered, streaming): (Option<Bytes>, Option<ProxyBody>) = if chain.reads_request_body() {
+        match read_body(body).await {
+            Ok(bytes) => (Some(bytes), None),
+            Err(error) => return error_to_response(error, http1, exchange.conn),
+        }
+    } else {
+        (None, Some(body))
+    };
+    let snapshot: &crate::snapshot::Snapshot = exchange.snapshot;
+    let route = &exchange.matched.route;
+    let mut ctx = RequestCtx {
+        method: &mut parts.method,
+        protocol,
+        http_version: parts.version,
+        client_ip: exchange.conn.client.ip(),
+        host: exchange.host,
+        route_id: Some(route.id),
+        route_name: route.name.as_deref(),
+        service_id: route.service.map(|s| s.id),
+        captures: &exchange.matched.captures,
+        uri: &mut parts.uri,
+        headers: &mut parts.headers,
+        body: buffered,
+        upstream_host: None,
+        request_body_limit: None,
+        directory: snapshot,
+        consumer: None,
+        credential: None,
+        authenticated_groups: None,
+        shared: SharedStore::default(),
+        response_headers: Vec::new(),
+    };
+    let flow = chain.access(&mut ctx).await;
+    let summary = RequestSummary {
+        method: ctx.method.clone(),
+        protocol,
+        client_ip: ctx.client_ip,
+        route_id: ctx.route_id,
+        service_id: ctx.service_id,
+        consumer_id: ctx.consumer.map(|c| c.id),
+        credential: ctx.credential.clone(),
+        request_headers,
+    };
+    let mut new_body = ctx.body.take();
+    let body_limit = ctx.request_body_limit;
+    let upstream_host = ctx.upstream_host.take();
+    let mut shared = std::mem::take(&mut ctx.shared);
+    let response_headers = std::mem::take(&mut ctx.response_headers);
+    let mut streaming = streaming;
+    let flow = match (flow, body_limit) {
+        (Flow::Continue, Some(limit)) => {
+            let expects_continue = parts
+                .headers
+                .get(header::EXPECT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("100-continue"));
+            let too_large = || {
+                Flow::Respond(strait_plugins::security::request_size_limiting::too_large(
+                    expects_continue,
+                ))
+            };
+            match (new_body.as_ref(), streaming.take()) {
+                (Some(bytes), _) if bytes.len() as u64 > limit => too_large(),
+                (Some(_), _) => Flow::Continue,
+                (None, Some(body)) => {
+                    let limit = usize::try_from(limit).unwrap_or(usize::MAX).min(MAX_BUFFERED_BODY);
+                    match read_body_up_to(body, limit).await {
+                        Ok(bytes) => {
+                            new_body = Some(bytes);
+                            Flow::Continue
+                        }
+                        Err(error) if error.kind == ErrorKind::PayloadTooLarge => too_large(),
+                        Err(error) => return error_to_response(error, http1, exchange.conn),
+                    }
+                }
+                (None, None) => Flow::Continue,
+            }
+        }
+        (flow, _) => flow,
+    };
+    let (response, source) = match flow {
+        Flow::Respond(answer) => (plugin_response_to_http(answer), ResponseSource::Exit),
+        Flow::Continue => {
+            let body = match (new_body, streaming) {
+                (Some(bytes), _) => {
+                    parts.headers.remove(header::TRANSFER_ENCODING);
+                    parts
+                        .headers
+                        .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+                    full(bytes)
+                }
+                (None, Some(body)) => body,
+                (None, None) => full(Bytes::new()),
+            };
+            match exchange.forward(Request::from_parts(parts, body), upstream_host).await {
+                Ok(response) => (response, ResponseSource::Service),
+                Err(error) => (error_to_response(error, http1, exchange.conn), ResponseSource::Error),
+            }
+        }
+    };
+    let consumer_plugins = match summary.consumer_id {
+        Some(id) => snapshot.consumer_plugins(id),
+        None => &[],
+    };
+    let (mut head, body) = response.into_parts();
+    for (name, value) in response_headers {
+        head.headers.append(name, value);
+    }
+    let mut response_ctx = ResponseCtx {
+        status: &mut head.status,
+        headers: &mut head.headers,
+        source,
+        request: &summary,
+        shared: &mut shared,
+    };
+    chain.header_filter(consumer_plugins, &mut response_ctx);
+    if !chain.follows_response_body() {
+        return Response::from_parts(head, body);
+    }
+    let followers = chain.response_followers(consumer_plugins, summary.route_id, summary.service_id, protocol);
+    if followers.is_empty() {
+        return Response::from_parts(head, body);
+    }
+    if followers.iter().any(|p| p.filters_body()) {
+        // Filters may change the length.
+        head.headers.remove(header::CONTENT_LENGTH);
+    }
+    let status = head.status;
+    let followed = FollowedBody::new(body, followers, shared, summary, status, exchange.started);
+    Response::from_parts(head, boxed(followed))
+}
+
+/// A response body passed through the body filters of the request's
+/// plugins, calling their log phase once it ends (or is dropped).
+struct FollowedBody {
+    inner: ProxyBody,
+    plugins: Vec<Arc<dyn Plugin>>,
+    buffers: bool,
+    buffer: BytesMut,
+    shared: SharedStore,
+    summary: Option<RequestSummary>,
+    status: StatusCode,
+    started: Instant,
+    sent: u64,
+    done: bool,
+}
+
+impl FollowedBody {
+    fn new(
+        inner: ProxyBody,
+        plugins: Vec<Arc<dyn Plugin>>,
+        shared: SharedStore,
+        summary: RequestSummary,
+        status: StatusCode,
+        started: Instant,
+    ) -> FollowedBody {
+        FollowedBody {
+            inner,
+            buffers: shared.get::<strait_plugins::BufferResponseBody>().is_some(),
+            plugins,
+            buffer: BytesMut::new(),
+            shared,
+            summary: Some(summary),
+            status,
+            started,
+            sent: 0,
+            done: false,
+        }
+    }
+
+    fn filter(&mut self, data: Bytes, end: bool) -> Bytes {
+        let mut chunk = BodyChunk { data, end };
+        for plugin in self.plugins.iter().filter(|p| p.filters_body()) {
+            plugin.body_filter(&mut self.shared, &mut chunk);
+        }
+        self.sent += chunk.data.len() as u64;
+        chunk.data
+    }
+
+    /// Runs the log phase once.
+    fn finish(&mut self) {
+        let Some(request) = self.summary.take() else { return };
+        let record = LogRecord {
+            request,
+            status: self.status.as_u16(),
+            response_bytes: self.sent,
+            total_ms: self.started.elapsed().as_millis() as u64,
+        };
+        for plugin in self.plugins.iter().filter(|p| p.logs()) {
+            plugin.log(&record, &self.shared);
+        }
+    }
+}
+
+impl Drop for FollowedBody {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+impl Body for FollowedBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(error))) => {
+                    this.done = true;
+                    this.finish();
+                    return Poll::Ready(Some(Err(error)));
+                }
+                Poll::Ready(Some(Ok(frame))) => {
+                    let frame = match frame.into_data() {
+                        Ok(data) if this.buffers => {
+                            if this.buffer.len() + data.len() > MAX_BUFFERED_BODY {
+                                this.done = true;
+                                this.finish();
+                                return Poll::Ready(Some(Err("response body larger than the plugin buffer".into())));
+                            }
+                            this.buffer.extend_from_slice(&data);
+                            continue;
+                        }
+                        Ok(data) => Frame::data(this.filter(data, false)),
+                        Err(trailers) => {
+                            // Trailers end the body: flush what was held first.
+                            if this.buffers && !this.buffer.is_empty() {
+                                let held = this.buffer.split().freeze();
+                                let data = this.filter(held, true);
+                                this.done = true;
+                                this.finish();
+                                // Trailers after a buffered body are dropped:
+                                // the buffering plugins rewrote the body.
+                                let _ = trailers;
+                                return Poll::Ready(Some(Ok(Frame::data(data))));
+                            }
+                            trailers
+                        }
+                    };
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                Poll::Ready(None) => {
+                    this.done = true;
+                    let held = this.buffer.split().freeze();
+                    let data = this.filter(held, true);
+                    this.finish();
+                    if data.is_empty() {
+                        return Poll::Ready(None);
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
