@@ -6,7 +6,7 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 
-use super::{combine, set_consumer, unauthorized};
+use super::{accept_credential, combine, unauthorized};
 use crate::config::ConfigReader;
 use crate::context::{AuthenticatedCredential, RequestCtx};
 use crate::phase::{Flow, Plugin, PluginResponse};
@@ -72,16 +72,12 @@ impl BasicAuth {
         if !equal_in_constant_time(digest.as_bytes(), credential.password.as_bytes()) {
             return Err(self.fail());
         }
-        let consumer = directory
-            .consumer(credential.consumer.id)
-            .ok_or_else(|| PluginResponse::message(500, "An unexpected error occurred"))?;
         let authenticated = AuthenticatedCredential {
             id: credential.id,
             identifier: credential.username.clone(),
             plugin: "basic-auth",
         };
-        set_consumer(ctx, Some(consumer), Some(authenticated));
-        Ok(())
+        accept_credential(ctx, credential.consumer.id, authenticated)
     }
 }
 

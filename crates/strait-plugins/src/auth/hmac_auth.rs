@@ -16,7 +16,7 @@ use ring::{digest, hmac};
 use serde_json::{Map, Value};
 
 use self::authorization::HmacParams;
-use super::{combine, nginx_base64, set_consumer, unauthorized};
+use super::{accept_credential, combine, nginx_base64, unauthorized};
 use crate::config::ConfigReader;
 use crate::context::{AuthenticatedCredential, RequestCtx};
 use crate::phase::{Flow, Plugin, PluginResponse};
@@ -243,16 +243,12 @@ impl HmacAuth {
             tracing::debug!("digest validation failed");
             return Err(self.fail(SIGNATURE_NOT_SAME));
         }
-        let consumer = directory
-            .consumer(credential.consumer.id)
-            .ok_or_else(|| PluginResponse::message(500, "An unexpected error occurred"))?;
         let authenticated = AuthenticatedCredential {
             id: credential.id,
             identifier: credential.username.clone(),
             plugin: "hmac-auth",
         };
-        set_consumer(ctx, Some(consumer), Some(authenticated));
-        Ok(())
+        accept_credential(ctx, credential.consumer.id, authenticated)
     }
 }
 

@@ -4,7 +4,7 @@
 use http::Method;
 use serde_json::{Map, Value};
 
-use super::{combine, set_consumer, unauthorized};
+use super::{accept_credential, combine, unauthorized};
 use crate::body::{self, ParsedBody};
 use crate::config::ConfigReader;
 use crate::context::{AuthenticatedCredential, RequestCtx};
@@ -125,20 +125,17 @@ impl KeyAuth {
             .keyauth_credential(&key)
             .filter(|c| !expired(c.created_at, c.ttl))
             .ok_or_else(|| self.fail("Unauthorized"))?;
-        let consumer = directory
-            .consumer(credential.consumer.id)
-            .ok_or_else(|| PluginResponse::message(500, "An unexpected error occurred"))?;
+        let (consumer, id) = (credential.consumer.id, credential.id);
         if self.hide_credentials {
             let name = name.to_string();
             self.hide(ctx, &name, source);
         }
         let credential = AuthenticatedCredential {
-            id: credential.id,
-            identifier: credential.id.to_string(),
+            id,
+            identifier: id.to_string(),
             plugin: "key-auth",
         };
-        set_consumer(ctx, Some(consumer), Some(credential));
-        Ok(())
+        accept_credential(ctx, consumer, credential)
     }
 }
 

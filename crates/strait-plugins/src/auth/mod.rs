@@ -59,6 +59,21 @@ pub(crate) fn set_consumer<'a>(
     ctx.credential = credential;
 }
 
+/// A credential was accepted: authenticate as its consumer (Kong answers
+/// 500 when the consumer row is gone).
+pub(crate) fn accept_credential(
+    ctx: &mut RequestCtx<'_>,
+    consumer: uuid::Uuid,
+    credential: AuthenticatedCredential,
+) -> Result<(), PluginResponse> {
+    let directory = ctx.directory;
+    let consumer = directory
+        .consumer(consumer)
+        .ok_or_else(|| PluginResponse::message(500, "An unexpected error occurred"))?;
+    set_consumer(ctx, Some(consumer), Some(credential));
+    Ok(())
+}
+
 /// Authenticate as the configured anonymous consumer (by id or username);
 /// Kong answers 500 when it does not exist.
 pub(crate) fn set_anonymous(ctx: &mut RequestCtx<'_>, anonymous: &str) -> Flow {
