@@ -133,6 +133,13 @@ pub struct AuthenticatedCredential {
     pub plugin: &'static str,
 }
 
+/// A cap on the request body and the answer when a body exceeds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BodyLimit {
+    pub max_bytes: u64,
+    pub exceeded: crate::PluginResponse,
+}
+
 /// The request as the `rewrite` and `access` phases see and change it.
 pub struct RequestCtx<'a> {
     /// The method sent upstream; plugins may change it.
@@ -156,9 +163,9 @@ pub struct RequestCtx<'a> {
     /// changes what is sent upstream.
     pub body: Option<Bytes>,
     /// The most request body a plugin allows when the client sent no
-    /// `Content-Length`: the proxy reads the body first and answers
-    /// 413 `Request size limit exceeded` past it (417 with `Expect: 100-continue`).
-    pub request_body_limit: Option<u64>,
+    /// `Content-Length`: the proxy reads the body before forwarding it and
+    /// answers the limit's response past it.
+    pub request_body_limit: Option<BodyLimit>,
     /// A `Host` a plugin chose for the upstream request, overriding
     /// `preserve_host` and the target's name.
     pub upstream_host: Option<HeaderValue>,

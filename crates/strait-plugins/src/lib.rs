@@ -22,8 +22,8 @@ pub mod transform;
 
 pub use chain::{rank, ChainSlot, ConsumerPlugin, PluginChain, ScopedPlugin};
 pub use context::{
-    AuthenticatedCredential, BodyChunk, LogRecord, Protocol, ProtocolSet, RequestCtx, RequestSummary, ResponseCtx,
-    ResponseSource, SharedStore,
+    AuthenticatedCredential, BodyChunk, BodyLimit, LogRecord, Protocol, ProtocolSet, RequestCtx, RequestSummary,
+    ResponseCtx, ResponseSource, SharedStore,
 };
 pub use directory::{Directory, EmptyDirectory};
 pub use phase::{AccessFuture, BufferResponseBody, Flow, Plugin, PluginResponse};

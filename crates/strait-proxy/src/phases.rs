@@ -120,40 +120,29 @@ pub(crate) async fn run(
         request_headers,
     };
     let mut new_body = ctx.body.take();
-    let body_limit = ctx.request_body_limit;
+    let body_limit = ctx.request_body_limit.take();
     let upstream_host = ctx.upstream_host.take();
     let mut shared = std::mem::take(&mut ctx.shared);
     let response_headers = std::mem::take(&mut ctx.response_headers);
     let mut streaming = streaming;
     let flow = match (flow, body_limit) {
-        (Flow::Continue, Some(limit)) => {
-            let expects_continue = parts
-                .headers
-                .get(header::EXPECT)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.trim().eq_ignore_ascii_case("100-continue"));
-            let too_large = || {
-                Flow::Respond(strait_plugins::security::request_size_limiting::too_large(
-                    expects_continue,
-                ))
-            };
-            match (new_body.as_ref(), streaming.take()) {
-                (Some(bytes), _) if bytes.len() as u64 > limit => too_large(),
-                (Some(_), _) => Flow::Continue,
-                (None, Some(body)) => {
-                    let limit = usize::try_from(limit).unwrap_or(usize::MAX).min(MAX_BUFFERED_BODY);
-                    match read_body_up_to(body, limit).await {
-                        Ok(bytes) => {
-                            new_body = Some(bytes);
-                            Flow::Continue
-                        }
-                        Err(error) if error.kind == ErrorKind::PayloadTooLarge => too_large(),
-                        Err(error) => return error_to_response(error, http1, exchange.conn),
+        (Flow::Continue, Some(limit)) => match (new_body.as_ref(), streaming.take()) {
+            (Some(bytes), _) if bytes.len() as u64 > limit.max_bytes => Flow::Respond(limit.exceeded),
+            (None, Some(body)) => {
+                let max = usize::try_from(limit.max_bytes)
+                    .unwrap_or(usize::MAX)
+                    .min(MAX_BUFFERED_BODY);
+                match read_body_up_to(body, max).await {
+                    Ok(bytes) => {
+                        new_body = Some(bytes);
+                        Flow::Continue
                     }
+                    Err(error) if error.kind == ErrorKind::PayloadTooLarge => Flow::Respond(limit.exceeded),
+                    Err(error) => return error_to_response(error, http1, exchange.conn),
                 }
-                (None, None) => Flow::Continue,
             }
-        }
+            _ => Flow::Continue,
+        },
         (flow, _) => flow,
     };
     let (response, source) = match flow {

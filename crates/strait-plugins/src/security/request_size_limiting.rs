@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use crate::config::ConfigReader;
-use crate::context::RequestCtx;
+use crate::context::{BodyLimit, RequestCtx};
 use crate::phase::{Flow, Plugin, PluginResponse};
 use crate::PluginError;
 
@@ -16,7 +16,7 @@ pub struct RequestSizeLimiting {
 }
 
 /// 417 when the client waits for `100 Continue`, 413 otherwise.
-pub fn too_large(expects_continue: bool) -> PluginResponse {
+fn too_large(expects_continue: bool) -> PluginResponse {
     let status = if expects_continue { 417 } else { 413 };
     PluginResponse::message(status, "Request size limit exceeded")
 }
@@ -64,10 +64,14 @@ impl Plugin for RequestSizeLimiting {
                         "A valid Content-Length header is required",
                     ));
                 }
-                let limit = ctx
-                    .request_body_limit
-                    .map_or(self.allowed_bytes, |l| l.min(self.allowed_bytes));
-                ctx.request_body_limit = Some(limit);
+                let max_bytes = match &ctx.request_body_limit {
+                    Some(limit) => limit.max_bytes.min(self.allowed_bytes),
+                    None => self.allowed_bytes,
+                };
+                ctx.request_body_limit = Some(BodyLimit {
+                    max_bytes,
+                    exceeded: too_large(expects_continue),
+                });
                 Flow::Continue
             }
         }
