@@ -218,7 +218,12 @@ impl PluginChain {
     /// authentication plugin resolve against the consumer it identified.
     pub async fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         for slot in &self.slots {
-            let consumer_plugins = ctx.consumer_plugins();
+            // Only slots with consumer-scoped instances look the consumer up.
+            let consumer_plugins = if slot.consumer_scoped {
+                ctx.consumer_plugins()
+            } else {
+                &[]
+            };
             let Some(plugin) = slot.resolve(consumer_plugins, ctx.route_id, ctx.service_id, ctx.protocol) else {
                 continue;
             };
