@@ -5,20 +5,9 @@
 //! only after authentication, and plugin protocols.
 
 use serde_json::{json, Value};
+use strait_e2e::plugins::{echo_headers, gateway_with_echo};
 use strait_e2e::upstream::{Upstream, UpstreamKind};
-use strait_e2e::{get, request, Gateway, GatewayOptions, Reply};
-
-fn echo_headers(reply: &Reply) -> Value {
-    reply.json()["headers"].clone()
-}
-
-async fn gateway_with(config: Value) -> (Gateway, Upstream) {
-    let upstream = Upstream::start(UpstreamKind::Http1).await;
-    let gw = Gateway::start(GatewayOptions::new()).await;
-    let text = config.to_string().replace("UPSTREAM", &upstream.url("http"));
-    gw.apply(&serde_json::from_str(&text).expect("config")).await;
-    (gw, upstream)
-}
+use strait_e2e::{get, request, Gateway, GatewayOptions};
 
 fn consumers() -> Value {
     json!([
@@ -61,7 +50,7 @@ async fn key_auth_finds_keys_and_sets_consumer_headers() {
             ]
         }]
     });
-    let (gw, _upstream) = gateway_with(config).await;
+    let (gw, _upstream) = gateway_with_echo(&config).await;
 
     let missing = gw.proxy(get("/plain")).await;
     assert_eq!(missing.status, 401);
@@ -166,7 +155,7 @@ async fn acl_allows_and_denies_by_consumer_groups() {
             ]
         }]
     });
-    let (gw, _upstream) = gateway_with(config).await;
+    let (gw, _upstream) = gateway_with_echo(&config).await;
     let alice = gw
         .proxy(request("GET", "/admins", &[("apikey", "alice-key")], ""))
         .await;

@@ -10,23 +10,11 @@ use base64::Engine;
 use ring::rand::SystemRandom;
 use ring::signature::{EcdsaKeyPair, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING, RSA_PKCS1_SHA256};
 use serde_json::{json, Value};
-use strait_e2e::upstream::{Upstream, UpstreamKind};
-use strait_e2e::{get, request, Gateway, GatewayOptions, Reply};
+use strait_e2e::plugins::{echo_headers, gateway_with_echo};
+use strait_e2e::{get, request, Reply};
 
 const RSA_PRIVATE_KEY: &str = include_str!("keys/jwt_rsa_private.pem");
 const RSA_PUBLIC_KEY: &str = include_str!("keys/jwt_rsa_public.pem");
-
-fn echo_headers(reply: &Reply) -> Value {
-    reply.json()["headers"].clone()
-}
-
-async fn gateway_with(config: Value) -> (Gateway, Upstream) {
-    let upstream = Upstream::start(UpstreamKind::Http1).await;
-    let gw = Gateway::start(GatewayOptions::new()).await;
-    let text = config.to_string().replace("UPSTREAM", &upstream.url("http"));
-    gw.apply(&serde_json::from_str(&text).expect("config")).await;
-    (gw, upstream)
-}
 
 fn now() -> i64 {
     std::time::SystemTime::now()
@@ -147,7 +135,7 @@ async fn jwt_verifies_tokens_and_answers_like_kong() {
             ]
         }]
     });
-    let (gw, _upstream) = gateway_with(config).await;
+    let (gw, _upstream) = gateway_with_echo(&config).await;
     let plain_error = "Bearer error=\"invalid_token\"";
 
     let missing = gw.proxy(get("/jwt")).await;
@@ -335,7 +323,7 @@ async fn hmac_auth_verifies_signatures_like_kong() {
             ]
         }]
     });
-    let (gw, _upstream) = gateway_with(config).await;
+    let (gw, _upstream) = gateway_with_echo(&config).await;
     let date = http_date(0);
 
     assert_refused(&gw.proxy(get("/hmac")).await, "Unauthorized", "hmac");

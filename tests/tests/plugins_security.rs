@@ -2,21 +2,9 @@
 //! request-size-limiting end to end against a real upstream.
 
 use base64::Engine;
-use serde_json::{json, Value};
-use strait_e2e::upstream::{Upstream, UpstreamKind};
-use strait_e2e::{get, request, Gateway, GatewayOptions};
-
-async fn gateway_with(routes: Value, consumers: Value) -> (Gateway, Upstream) {
-    let upstream = Upstream::start(UpstreamKind::Http1).await;
-    let gw = Gateway::start(GatewayOptions::new()).await;
-    let config = json!({
-        "_format_version": "3.0",
-        "consumers": consumers,
-        "services": [{ "name": "echo", "url": upstream.url("http"), "routes": routes }]
-    });
-    gw.apply(&config).await;
-    (gw, upstream)
-}
+use serde_json::json;
+use strait_e2e::plugins::{echo_service, gateway_with_echo};
+use strait_e2e::{get, request};
 
 fn basic(user: &str, password: &str) -> String {
     let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
@@ -32,7 +20,7 @@ async fn basic_auth_checks_hashed_passwords() {
         { "name": "b", "paths": ["/b"], "plugins": [{ "name": "basic-auth", "config": { "hide_credentials": true } }] },
         { "name": "realm", "paths": ["/realm"], "plugins": [{ "name": "basic-auth", "config": { "realm": "vault" } }] }
     ]);
-    let (gw, _upstream) = gateway_with(routes, consumers).await;
+    let (gw, _upstream) = gateway_with_echo(&echo_service(routes, consumers)).await;
     let ok = gw
         .proxy(request(
             "GET",
@@ -90,7 +78,7 @@ async fn ip_restriction_denies_then_allows() {
         { "name": "allow", "paths": ["/allow"], "plugins": [{ "name": "ip-restriction", "config": { "allow": ["127.0.0.1/32", "::1"] } }] },
         { "name": "other", "paths": ["/other"], "plugins": [{ "name": "ip-restriction", "config": { "allow": ["10.0.0.0/8"] } }] }
     ]);
-    let (gw, _upstream) = gateway_with(routes, json!([])).await;
+    let (gw, _upstream) = gateway_with_echo(&echo_service(routes, json!([]))).await;
     let denied = gw.proxy(get("/deny")).await;
     assert_eq!(denied.status, 403);
     assert_eq!(denied.message().as_deref(), Some("IP address not allowed: 127.0.0.1"));
@@ -135,7 +123,7 @@ async fn cors_answers_preflights_and_decorates_responses() {
         { "name": "star", "paths": ["/star"], "plugins": [{ "name": "cors" }] },
         { "name": "onward", "paths": ["/onward"], "plugins": [{ "name": "cors", "config": { "preflight_continue": true } }] }
     ]);
-    let (gw, upstream) = gateway_with(routes, json!([])).await;
+    let (gw, upstream) = gateway_with_echo(&echo_service(routes, json!([]))).await;
     let preflight = gw
         .proxy(request(
             "OPTIONS",
@@ -221,7 +209,7 @@ async fn bot_detection_and_request_size_limiting() {
         { "name": "size", "paths": ["/size"], "plugins": [{ "name": "request-size-limiting", "config": { "allowed_payload_size": 10, "size_unit": "bytes" } }] },
         { "name": "strict", "paths": ["/strict"], "plugins": [{ "name": "request-size-limiting", "config": { "require_content_length": true } }] }
     ]);
-    let (gw, upstream) = gateway_with(routes, json!([])).await;
+    let (gw, upstream) = gateway_with_echo(&echo_service(routes, json!([]))).await;
     let ua = |agent: &'static str| request("GET", "/bots", &[("user-agent", agent)], "");
     assert_eq!(gw.proxy(ua("Mozilla/5.0 Firefox/120.0")).await.status, 200);
     let bot = gw.proxy(ua("Googlebot/2.1 (+http://www.google.com/bot.html)")).await;

@@ -2,19 +2,8 @@
 //! request-termination (echo, trigger) end to end against a real upstream.
 
 use serde_json::{json, Value};
-use strait_e2e::upstream::{Upstream, UpstreamKind};
-use strait_e2e::{get, request, Gateway, GatewayOptions};
-
-async fn gateway_with(routes: Value) -> (Gateway, Upstream) {
-    let upstream = Upstream::start(UpstreamKind::Http1).await;
-    let gw = Gateway::start(GatewayOptions::new()).await;
-    let config = json!({
-        "_format_version": "3.0",
-        "services": [{ "name": "echo", "url": upstream.url("http"), "routes": routes }]
-    });
-    gw.apply(&config).await;
-    (gw, upstream)
-}
+use strait_e2e::plugins::{echo_service, gateway_with_echo};
+use strait_e2e::{get, request};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_transformer_rewrites_headers_query_body_method_and_path() {
@@ -29,7 +18,7 @@ async fn request_transformer_rewrites_headers_query_body_method_and_path() {
         { "name": "m", "paths": ["/m"], "plugins": [{ "name": "request-transformer", "config": { "http_method": "GET" } }] },
         { "name": "h", "paths": ["/h"], "plugins": [{ "name": "request-transformer", "config": { "replace": { "headers": ["host:rewritten.example"] } } }] }
     ]);
-    let (gw, _upstream) = gateway_with(routes).await;
+    let (gw, _upstream) = gateway_with_echo(&echo_service(routes, json!([]))).await;
     let reply = gw
         .proxy(request(
             "POST",
@@ -137,7 +126,7 @@ async fn response_transformer_correlation_id_and_termination() {
             { "name": "request-termination", "config": { "status_code": 418, "message": "maintenance", "trigger": "x-maintenance" } }
         ] }
     ]);
-    let (gw, _upstream) = gateway_with(routes).await;
+    let (gw, _upstream) = gateway_with_echo(&echo_service(routes, json!([]))).await;
     let reply = gw.proxy(get("/r")).await;
     assert_eq!(reply.status, 200, "{}", reply.text());
     let body = reply.json();

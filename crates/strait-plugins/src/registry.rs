@@ -99,6 +99,13 @@ pub fn build_plugin(name: &str, config: &Map<String, Value>) -> Result<Arc<dyn P
 mod tests {
     use super::*;
 
+    /// strait-core validates configs by its schema list; every plugin this
+    /// crate runs must have a schema there, and nothing else may.
+    #[test]
+    fn available_plugins_are_the_plugins_with_a_schema() {
+        assert_eq!(AVAILABLE, strait_core::schema::PLUGINS_WITH_SCHEMA);
+    }
+
     #[test]
     fn every_available_plugin_has_a_priority_matching_its_instance() {
         for name in AVAILABLE {
