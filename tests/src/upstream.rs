@@ -7,7 +7,8 @@
 //! - `/reset` — headers (content-length 100000) and 1000 bytes, then aborts the connection/stream;
 //! - `/status/<code>` — answers `<code>` with `{"status":<code>}`;
 //! - `/big?bytes=N` — streams N bytes of `x`;
-//! - anything else (`/echo...`) — 200 JSON `{method, path, authority, headers, body, version}`.
+//! - anything else (`/echo...`) — 200 JSON `{method, path, authority, headers, body, version}`;
+//!   each request header `x-respond-with-<name>: <value>` becomes response header `<name>`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -283,7 +284,14 @@ async fn echo(req: Request<Incoming>) -> Response<TestBody> {
         "body": String::from_utf8_lossy(&body),
         "version": version_name(parts.version),
     });
-    json_response(StatusCode::OK, &value)
+    let mut response = json_response(StatusCode::OK, &value);
+    for (name, value) in &parts.headers {
+        let asked = name.as_str().strip_prefix("x-respond-with-");
+        if let Some(name) = asked.and_then(|n| http::HeaderName::from_bytes(n.as_bytes()).ok()) {
+            response.headers_mut().insert(name, value.clone());
+        }
+    }
+    response
 }
 
 /// A body fed by a channel, so handlers can stream, add trailers, or fail midway.
@@ -358,5 +366,9 @@ fn big_response(total: u64) -> Response<TestBody> {
             left -= n;
         }
     });
-    Response::builder().status(200).body(body).expect("response")
+    Response::builder()
+        .status(200)
+        .header("content-type", "text/plain")
+        .body(body)
+        .expect("response")
 }

@@ -8,7 +8,7 @@ use crate::crud::nested::{child, children, parent, Nested};
 use crate::endpoints::Endpoint;
 use crate::request::AdminRequest;
 use crate::response::AdminResponse;
-use crate::{config_endpoint, meta, root, AdminState};
+use crate::{config_endpoint, meta, proxy_cache, root, AdminState};
 
 pub async fn handle(state: &AdminState, endpoint: Endpoint, request: &AdminRequest) -> AdminResponse {
     match endpoint {
@@ -29,6 +29,9 @@ pub async fn handle(state: &AdminState, endpoint: Endpoint, request: &AdminReque
         Endpoint::SchemaValidate(name) => meta::validate(state, &name, request),
         Endpoint::PluginSchema(name) => meta::plugin_schema(&name),
         Endpoint::PluginSchemaValidate => meta::validate(state, "plugins", request),
+        Endpoint::ProxyCache => proxy_cache::flush_all(),
+        Endpoint::ProxyCacheKey(key) => proxy_cache::by_key(&key, &request.method),
+        Endpoint::ProxyCachePluginKey(plugin, key) => proxy_cache::by_plugin(state, &plugin, &key, &request.method),
         Endpoint::Collection(kind) => collection(state, kind, request).await,
         Endpoint::Entity(kind, key) => entity(state, kind, &key, request).await,
         Endpoint::Children {

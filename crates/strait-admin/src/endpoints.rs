@@ -23,6 +23,12 @@ pub enum Endpoint {
     SchemaValidate(String),
     PluginSchema(String),
     PluginSchemaValidate,
+    /// `/proxy-cache`: flush every proxy-cache store.
+    ProxyCache,
+    /// `/proxy-cache/{cache_key}`.
+    ProxyCacheKey(String),
+    /// `/proxy-cache/{plugin_id}/caches/{cache_key}`.
+    ProxyCachePluginKey(String, String),
     Collection(EntityKind),
     Entity(EntityKind, String),
     Children {
@@ -50,6 +56,8 @@ pub const READ_ONLY: &str = "GET, HEAD, OPTIONS";
 pub const COLLECTION: &str = "GET, HEAD, OPTIONS, POST";
 pub const ENTITY: &str = "DELETE, GET, HEAD, OPTIONS, PATCH, PUT";
 pub const POST_ONLY: &str = "OPTIONS, POST";
+pub const DELETE_ONLY: &str = "DELETE, OPTIONS";
+pub const READ_DELETE: &str = "DELETE, GET, HEAD, OPTIONS";
 
 impl Endpoint {
     /// Kong's `Allow` value: the methods in alphabetical order.
@@ -57,6 +65,8 @@ impl Endpoint {
         match self {
             Endpoint::Config => COLLECTION,
             Endpoint::SchemaValidate(_) | Endpoint::PluginSchemaValidate => POST_ONLY,
+            Endpoint::ProxyCache => DELETE_ONLY,
+            Endpoint::ProxyCacheKey(_) | Endpoint::ProxyCachePluginKey(..) => READ_DELETE,
             // Kong serves targets only under their upstream; Strait keeps
             // the read-only top-level views.
             Endpoint::Collection(EntityKind::Targets) | Endpoint::Entity(EntityKind::Targets, _) => READ_ONLY,
@@ -98,6 +108,9 @@ pub fn parse(segments: &[String]) -> Option<Endpoint> {
         ["schemas", "plugins", name] => Endpoint::PluginSchema(name.to_string()),
         ["schemas", name, "validate"] => Endpoint::SchemaValidate(name.to_string()),
         ["schemas", name] => Endpoint::Schema(name.to_string()),
+        ["proxy-cache"] => Endpoint::ProxyCache,
+        ["proxy-cache", key] => Endpoint::ProxyCacheKey(key.to_string()),
+        ["proxy-cache", plugin, "caches", key] => Endpoint::ProxyCachePluginKey(plugin.to_string(), key.to_string()),
         _ => return parse_entity_path(&parts),
     };
     Some(fixed)
@@ -154,6 +167,9 @@ pub fn templates() -> Vec<(String, &'static str)> {
         ("/endpoints".into(), READ_ONLY),
         ("/openapi.json".into(), READ_ONLY),
         ("/plugins/enabled".into(), READ_ONLY),
+        ("/proxy-cache".into(), DELETE_ONLY),
+        ("/proxy-cache/{cache_key}".into(), READ_DELETE),
+        ("/proxy-cache/{plugin_id}/caches/{cache_key}".into(), READ_DELETE),
         ("/schemas/plugins/validate".into(), POST_ONLY),
         ("/schemas/plugins/{name}".into(), READ_ONLY),
         ("/schemas/{db_entity_name}/validate".into(), POST_ONLY),

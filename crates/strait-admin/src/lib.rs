@@ -16,6 +16,7 @@ mod errors;
 pub mod fuzzing;
 mod meta;
 pub mod openapi;
+mod proxy_cache;
 mod request;
 mod response;
 mod root;

@@ -96,6 +96,10 @@ fn operation(method: &str, path: &str, kind: Option<EntityKind>) -> Value {
             responses.insert("200".into(), ok("OK"));
             responses.insert("404".into(), error.clone());
         }
+        _ if path.starts_with("/proxy-cache") => {
+            responses.insert("204".into(), json!({ "description": "Purged" }));
+            responses.insert("404".into(), error.clone());
+        }
         _ => {
             responses.insert("204".into(), json!({ "description": "Deleted (also when absent)" }));
         }

@@ -18,6 +18,7 @@ pub mod form;
 mod phase;
 mod registry;
 pub mod security;
+pub mod traffic;
 pub mod transform;
 
 pub use chain::{rank, ChainSlot, ConsumerPlugin, PluginChain, ScopedPlugin};

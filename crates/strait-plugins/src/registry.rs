@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::phase::Plugin;
-use crate::{auth, security, transform, PluginError};
+use crate::{auth, security, traffic, transform, PluginError};
 
 /// Plugins this build can run.
 pub const AVAILABLE: &[&str] = &[
@@ -19,6 +19,7 @@ pub const AVAILABLE: &[&str] = &[
     "ip-restriction",
     "jwt",
     "key-auth",
+    "proxy-cache",
     "request-size-limiting",
     "request-termination",
     "request-transformer",
@@ -83,6 +84,7 @@ pub fn build_plugin(name: &str, config: &Map<String, Value>) -> Result<Arc<dyn P
         "ip-restriction" => Arc::new(security::ip_restriction::IpRestriction::from_config(config)?),
         "jwt" => Arc::new(auth::jwt::Jwt::from_config(config)?),
         "key-auth" => Arc::new(auth::key_auth::KeyAuth::from_config(config)?),
+        "proxy-cache" => Arc::new(traffic::proxy_cache::ProxyCache::from_config(config)?),
         "request-size-limiting" => Arc::new(security::request_size_limiting::RequestSizeLimiting::from_config(
             config,
         )?),

@@ -278,7 +278,7 @@ pub(crate) fn plugin_response_to_http(plugin: strait_plugins::PluginResponse) ->
     *response.status_mut() = http::StatusCode::from_u16(plugin.status).unwrap_or(http::StatusCode::OK);
     for (name, value) in plugin.headers {
         if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
-            response.headers_mut().insert(name, value);
+            response.headers_mut().append(name, value);
         }
     }
     response

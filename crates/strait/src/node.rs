@@ -33,6 +33,7 @@ fn hostname() -> String {
 
 /// Run a node until a termination signal, then drain and return.
 pub fn run(settings: NodeSettings) -> Result<()> {
+    strait_plugins::traffic::proxy_cache::store::set_capacity(settings.mem_cache_size);
     std::fs::create_dir_all(&settings.prefix)
         .with_context(|| format!("creating prefix {}", settings.prefix.display()))?;
     let store: Arc<dyn Store> = Arc::new(

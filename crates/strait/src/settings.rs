@@ -40,6 +40,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("ssl_prefer_server_ciphers", "on"),
     ("ssl_session_tickets", "on"),
     ("ssl_session_cache_size", "10m"),
+    ("mem_cache_size", "128m"),
     ("admin_ssl_cert", ""),
     ("admin_ssl_cert_key", ""),
     ("admin_ssl_client_ca", ""),
@@ -62,6 +63,8 @@ pub struct NodeSettings {
     pub router_flavor: RouterFlavor,
     /// Server TLS of the proxy's and the Admin API's `ssl` listeners.
     pub tls: TlsPolicy,
+    /// `mem_cache_size`: the most bytes each proxy-cache memory store holds.
+    pub mem_cache_size: usize,
     pub admin_tls: AdminTls,
     pub raw: RawSettings,
 }
@@ -252,6 +255,7 @@ impl NodeSettings {
             admin_token: optional("admin_token"),
             router_flavor,
             tls: tls_policy(&raw)?,
+            mem_cache_size: parse_size("mem_cache_size", raw.get("mem_cache_size"))?,
             admin_tls: AdminTls {
                 cert: optional("admin_ssl_cert").map(PathBuf::from),
                 key: optional("admin_ssl_cert_key").map(PathBuf::from),

@@ -130,7 +130,10 @@ fn check_between(field: &Field, number: f64) -> Result<(), String> {
         Some((low, high)) if number < low as f64 || number > high as f64 => {
             Err(format!("value should be between {low} and {high}"))
         }
-        _ => Ok(()),
+        _ => match field.gt {
+            Some(bound) if number <= bound as f64 => Err(format!("value must be greater than {bound}")),
+            _ => Ok(()),
+        },
     }
 }
 

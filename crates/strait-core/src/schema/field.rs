@@ -30,6 +30,8 @@ pub(crate) struct Field {
     pub default: Option<Value>,
     pub one_of: Vec<Value>,
     pub between: Option<(i64, i64)>,
+    /// Kong's `gt`: the number must be greater than this.
+    pub gt: Option<i64>,
     pub len_min: Option<usize>,
     pub uuid: bool,
     pub auto: bool,
@@ -47,6 +49,7 @@ impl Field {
             default: None,
             one_of: Vec::new(),
             between: None,
+            gt: None,
             len_min: None,
             uuid: false,
             auto: false,
@@ -111,6 +114,10 @@ impl Field {
         self.between = Some((low, high));
         self
     }
+    pub fn gt(mut self, bound: i64) -> Field {
+        self.gt = Some(bound);
+        self
+    }
     pub fn len_min(mut self, min: usize) -> Field {
         self.len_min = Some(min);
         self
@@ -151,6 +158,9 @@ impl Field {
         }
         if let Some((low, high)) = self.between {
             out.insert("between".into(), json!([low, high]));
+        }
+        if let Some(bound) = self.gt {
+            out.insert("gt".into(), json!(bound));
         }
         if let Some(min) = self.len_min {
             out.insert("len_min".into(), json!(min));

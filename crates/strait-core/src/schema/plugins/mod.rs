@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 mod auth;
 mod security;
 mod signed;
+mod traffic;
 mod transform;
 
 use super::engine;
@@ -72,6 +73,7 @@ fn definition(name: &str) -> Option<PluginDef> {
         "ip-restriction" => Some(security::ip_restriction()),
         "jwt" => Some(signed::jwt()),
         "key-auth" => Some(auth::key_auth()),
+        "proxy-cache" => Some(traffic::proxy_cache()),
         "request-size-limiting" => Some(security::request_size_limiting()),
         "request-termination" => Some(request_termination()),
         "request-transformer" => Some(transform::request_transformer()),
@@ -91,6 +93,7 @@ pub const PLUGINS_WITH_SCHEMA: &[&str] = &[
     "ip-restriction",
     "jwt",
     "key-auth",
+    "proxy-cache",
     "request-size-limiting",
     "request-termination",
     "request-transformer",

@@ -42,10 +42,11 @@ fn plugin_defaults_and_known_names() {
         vec![pair("name", "required field missing")]
     );
     // Every bundled plugin validates with its defaults, except those whose
-    // Kong schema demands a choice (acl and ip-restriction: allow or deny).
+    // Kong schema demands a choice (acl and ip-restriction: allow or deny;
+    // proxy-cache: strategy).
     for name in BUNDLED_PLUGINS
         .iter()
-        .filter(|n| !["acl", "ip-restriction"].contains(n))
+        .filter(|n| !["acl", "ip-restriction", "proxy-cache"].contains(n))
     {
         valid(EntityKind::Plugins, json!({ "name": name }));
     }
