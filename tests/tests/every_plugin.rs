@@ -1,0 +1,173 @@
+//! `examples/every-plugin.yml`, a Kong 3.x declarative file enabling every
+//! bundled plugin with the credentials they read, loads unchanged three
+//! ways: `strait config validate`, `POST /config` (then the plugins run),
+//! and `deck gateway sync`, after which `deck gateway diff` finds nothing to
+//! change. decK fills plugin defaults from `/schemas/plugins/{name}`, so a
+//! schema default that differs from what the node stores shows up here.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::Value;
+use strait_e2e::deck::deck;
+use strait_e2e::{get, request, run_strait, Gateway, GatewayOptions, Reply, TempDir};
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/every-plugin.yml")
+}
+
+/// Plugin names in use, sorted, with how many instances each has.
+async fn plugin_census(gw: &Gateway) -> Vec<(String, usize)> {
+    let plugins = gw.admin_get("/plugins?size=1000").await.json();
+    let mut census: Vec<(String, usize)> = Vec::new();
+    for plugin in plugins["data"].as_array().expect("plugins") {
+        let name = plugin["name"].as_str().expect("name").to_string();
+        match census.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, count)) => *count += 1,
+            None => census.push((name, 1)),
+        }
+    }
+    census.sort();
+    census
+}
+
+/// Waits until the proxy serves the file's configuration (5 s).
+async fn until_live(gw: &Gateway) -> Reply {
+    let started = Instant::now();
+    loop {
+        let reply = gw
+            .proxy(request("GET", "/maintenance", &[("x-maintenance", "1")], ""))
+            .await;
+        if reply.status == 503 || started.elapsed() > Duration::from_secs(5) {
+            return reply;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const BUNDLED: &[&str] = &[
+    "acl",
+    "basic-auth",
+    "bot-detection",
+    "correlation-id",
+    "cors",
+    "hmac-auth",
+    "ip-restriction",
+    "jwt",
+    "key-auth",
+    "proxy-cache",
+    "request-size-limiting",
+    "request-termination",
+    "request-transformer",
+    "response-transformer",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_every_plugin_file_validates_loads_runs_and_round_trips_through_deck() {
+    let text = std::fs::read_to_string(example()).expect("examples/every-plugin.yml");
+    let dir = TempDir::new();
+
+    // 1. The CLI.
+    let checked = run_strait(&["config", "validate", example().to_str().unwrap()], dir.path(), &[]).await;
+    assert_eq!(checked.code, Some(0), "{}{}", checked.stdout, checked.stderr);
+
+    // 2. POST /config, then the plugins do their work.
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let (status, body) = gw.post_config(&text).await;
+    assert_eq!(status, 201, "{body}");
+    let maintenance = until_live(&gw).await;
+    assert_eq!(maintenance.status, 503);
+    assert_eq!(maintenance.text(), "down for maintenance");
+    assert!(
+        maintenance.header("x-request-id").is_some(),
+        "service-wide correlation-id"
+    );
+    assert_eq!(maintenance.header("x-served-by").as_deref(), Some("strait"));
+    let census = plugin_census(&gw).await;
+    let names: Vec<&str> = census.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, BUNDLED, "the file enables every bundled plugin");
+    assert_eq!(names, strait_plugins::AVAILABLE, "and every plugin this build runs");
+
+    let alice = gw
+        .proxy(request("GET", "/key-auth", &[("apikey", "alice-key")], ""))
+        .await;
+    assert_eq!(
+        (alice.status.as_u16(), alice.json()["message"].clone()),
+        (200, "key-auth: welcome".into())
+    );
+    let bob = gw
+        .proxy(request("GET", "/key-auth", &[("apikey", "bob-key")], ""))
+        .await;
+    assert_eq!(bob.status, 403, "acl allows only gold: {}", bob.text());
+    assert_eq!(gw.proxy(get("/key-auth")).await.status, 401);
+    let basic = base64::engine::general_purpose::STANDARD.encode("alice:alice-password");
+    let basic = format!("Basic {basic}");
+    assert_eq!(
+        gw.proxy(request("GET", "/basic-auth", &[("authorization", &basic)], ""))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(gw.proxy(get("/jwt")).await.status, 401);
+    assert_eq!(gw.proxy(get("/hmac-auth")).await.status, 401);
+    assert_eq!(gw.proxy(get("/guarded")).await.status, 200);
+    let bot = gw
+        .proxy(request("GET", "/guarded", &[("user-agent", "BadBot/1.0")], ""))
+        .await;
+    assert_eq!(bot.status, 403);
+    let big = gw.proxy(request("POST", "/guarded", &[], vec![b'x'; 2048])).await;
+    assert_eq!(big.status, 413);
+    let preflight = gw
+        .proxy(request(
+            "OPTIONS",
+            "/guarded",
+            &[
+                ("origin", "https://a.example.org"),
+                ("access-control-request-method", "GET"),
+            ],
+            "",
+        ))
+        .await;
+    assert_eq!(
+        preflight.header("access-control-allow-origin").as_deref(),
+        Some("https://a.example.org")
+    );
+    let echoed = gw.proxy(request("GET", "/transformed", &[("x-org", "acme")], "")).await;
+    assert_eq!(
+        echoed.json()["request"]["headers"]["x-tenant"],
+        "acme",
+        "{}",
+        echoed.text()
+    );
+    let first = gw.proxy(get("/cached")).await;
+    let second = gw.proxy(get("/cached")).await;
+    let statuses = (first.header("x-cache-status"), second.header("x-cache-status"));
+    assert_eq!(statuses, (Some("Miss".into()), Some("Hit".into())));
+
+    // 3. decK: sync the same file into an empty node, then diff it.
+    let fresh = Gateway::start(GatewayOptions::new()).await;
+    std::fs::write(dir.path().join("kong.yml"), &text).expect("write");
+    let synced = deck(&fresh, dir.path(), &["gateway", "sync", "kong.yml"])
+        .await
+        .expect_success("deck gateway sync");
+    let diff = deck(&fresh, dir.path(), &["gateway", "diff", "kong.yml"])
+        .await
+        .expect_success("deck gateway diff");
+    for line in ["Created: 0", "Updated: 0", "Deleted: 0"] {
+        assert!(
+            diff.stdout.contains(line),
+            "diff after sync:\n{}\n(sync said:\n{})",
+            diff.stdout,
+            synced.stdout
+        );
+    }
+    let census_after_sync = plugin_census(&fresh).await;
+    assert_eq!(census_after_sync, census, "decK wrote the same plugins");
+    let config_plugins: Value = fresh.admin_get("/plugins?size=1000").await.json();
+    assert!(config_plugins["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["name"] == "proxy-cache" && p["config"]["memory"]["dictionary_name"] == "kong_db_cache"));
+}
