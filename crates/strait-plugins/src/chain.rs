@@ -15,7 +15,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::context::{Protocol, ProtocolSet, RequestCtx, ResponseCtx};
-use crate::phase::{Flow, Plugin};
+use crate::phase::{CertificateCtx, CertificateFlow, Flow, Plugin};
 
 /// Precedence ranks, higher wins (Kong's order).
 pub mod rank {
@@ -200,6 +200,20 @@ impl PluginChain {
 
     pub fn names(&self) -> Vec<&'static str> {
         self.slots.iter().map(|s| s.name).collect()
+    }
+
+    /// Run `certificate` of every plugin (the global chain's) until one
+    /// decides.
+    pub fn certificate(&self, ctx: &CertificateCtx<'_>) -> CertificateFlow {
+        for slot in &self.slots {
+            if let Some(plugin) = slot.default.as_ref().filter(|p| p.instance.handles_certificate()) {
+                let flow = plugin.instance.certificate(ctx);
+                if flow != CertificateFlow::Continue {
+                    return flow;
+                }
+            }
+        }
+        CertificateFlow::Continue
     }
 
     /// Run `rewrite` of every plugin until one responds.

@@ -27,7 +27,7 @@ pub use context::{
     ResponseCtx, ResponseSource, SharedStore,
 };
 pub use directory::{Directory, EmptyDirectory};
-pub use phase::{AccessFuture, BufferResponseBody, Flow, Plugin, PluginResponse};
+pub use phase::{AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, Flow, Plugin, PluginResponse};
 pub use registry::{build_plugin, priority_of, AVAILABLE};
 
 #[derive(Debug, thiserror::Error, PartialEq)]

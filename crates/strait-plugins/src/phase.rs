@@ -1,7 +1,7 @@
 //! The plugin trait: one method per phase, each a no-op by default, in the
 //! order Kong runs them (see docs/plugins.md for the chart).
 //!
-//! Phases that never wait (`rewrite`, `access`, `header_filter`,
+//! Phases that never wait (`certificate`, `rewrite`, `access`, `header_filter`,
 //! `body_filter`, `log`) are plain synchronous calls and allocate nothing
 //! unless the plugin itself does. A plugin whose access work must wait on the
 //! network (Redis, HTTP) says so with [`Plugin::waits`] and implements
@@ -51,6 +51,24 @@ pub enum Flow {
     Respond(PluginResponse),
 }
 
+/// What the certificate phase sees of a TLS handshake.
+#[derive(Debug, Clone, Copy)]
+pub struct CertificateCtx<'a> {
+    /// The SNI the client sent, if any.
+    pub server_name: Option<&'a str>,
+}
+
+/// What a certificate-phase plugin decides for one TLS handshake.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertificateFlow {
+    /// Let the next plugin, then the SNI lookup, choose.
+    Continue,
+    /// Serve this stored certificate (by id), whatever the SNI.
+    UseCertificate(uuid::Uuid),
+    /// Abort the handshake.
+    Refuse,
+}
+
 pub type AccessFuture<'a> = Pin<Box<dyn Future<Output = Flow> + Send + 'a>>;
 
 /// A built plugin instance. Every phase defaults to doing nothing.
@@ -59,6 +77,18 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
 
     /// Kong's priority number: higher runs first.
     fn priority(&self) -> i32;
+
+    /// True when the plugin implements [`Plugin::certificate`].
+    fn handles_certificate(&self) -> bool {
+        false
+    }
+
+    /// During the TLS handshake, before the certificate is chosen by SNI;
+    /// global plugins only (as in Kong). Runs on the handshake's thread:
+    /// must be quick and never block.
+    fn certificate(&self, _ctx: &CertificateCtx<'_>) -> CertificateFlow {
+        CertificateFlow::Continue
+    }
 
     /// True when the plugin implements [`Plugin::rewrite`].
     fn rewrites(&self) -> bool {

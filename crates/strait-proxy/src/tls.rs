@@ -137,10 +137,9 @@ pub struct SnapshotCertResolver {
 
 impl ResolvesServerCert for SnapshotCertResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        let by_name = hello
-            .server_name()
-            .and_then(|name| self.snapshot.load().certificates().resolve(name));
-        Some(by_name.unwrap_or_else(|| self.default.clone()))
+        self.snapshot
+            .load()
+            .choose_certificate(hello.server_name(), &self.default)
     }
 }
 

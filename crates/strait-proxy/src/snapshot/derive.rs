@@ -30,6 +30,8 @@ pub(crate) struct Compiled {
     pub identities: Identities,
     /// Global plugins with a rewrite phase, run before routing.
     pub global_rewrite: Arc<PluginChain>,
+    /// Global plugins with a certificate phase, run in TLS handshakes.
+    pub global_certificate: Arc<PluginChain>,
 }
 
 /// What a delta touched and must be rebuilt.
@@ -343,6 +345,14 @@ fn rebuild_chains(compiled: &mut Compiled, state: &EntityState, route_ids: &[Uui
             .cloned()
             .collect();
         compiled.global_rewrite = Arc::new(PluginChain::from_instances(rewriting));
+        let certifying = scopes
+            .global
+            .iter()
+            .filter_map(|p| compiled.plugin_instances.get(&p.id))
+            .filter(|p| p.handles_certificate())
+            .cloned()
+            .collect();
+        compiled.global_certificate = Arc::new(PluginChain::from_instances(certifying));
     }
     let consumer_scoped = compiled.identities.consumer_scoped.clone();
     for id in route_ids {

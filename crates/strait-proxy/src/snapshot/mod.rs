@@ -107,6 +107,31 @@ impl Snapshot {
         &self.compiled.global_rewrite
     }
 
+    /// The certificate for a TLS handshake with `server_name`: global
+    /// certificate-phase plugins first (they may pick a stored certificate
+    /// or refuse the handshake, `None`), then the certificate whose SNI
+    /// matches, then `default`.
+    pub fn choose_certificate(
+        &self,
+        server_name: Option<&str>,
+        default: &Arc<rustls::sign::CertifiedKey>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let chain = &self.compiled.global_certificate;
+        if !chain.is_empty() {
+            match chain.certificate(&strait_plugins::CertificateCtx { server_name }) {
+                strait_plugins::CertificateFlow::Refuse => return None,
+                strait_plugins::CertificateFlow::UseCertificate(id) => {
+                    if let Some(key) = self.compiled.certificates.by_id(id) {
+                        return Some(key);
+                    }
+                }
+                strait_plugins::CertificateFlow::Continue => {}
+            }
+        }
+        let by_name = server_name.and_then(|name| self.compiled.certificates.resolve(name));
+        Some(by_name.unwrap_or_else(|| default.clone()))
+    }
+
     /// Plugins configured for `consumer`.
     pub fn consumer_plugins(&self, consumer: Uuid) -> &[ConsumerPlugin] {
         self.compiled

@@ -126,3 +126,80 @@ fn a_change_that_does_not_compile_is_rejected_whole() {
     let error = result.expect_err("rate-limiting is not implemented");
     assert!(error.to_string().contains("not implemented"), "{error}");
 }
+
+/// A certificate-phase plugin: refuses handshakes for one name and pins
+/// another name to a stored certificate.
+#[derive(Debug)]
+struct Pinning {
+    refuse: &'static str,
+    pin: (&'static str, uuid::Uuid),
+}
+
+impl strait_plugins::Plugin for Pinning {
+    fn name(&self) -> &'static str {
+        "pinning"
+    }
+    fn priority(&self) -> i32 {
+        1
+    }
+    fn handles_certificate(&self) -> bool {
+        true
+    }
+    fn certificate(&self, ctx: &strait_plugins::CertificateCtx<'_>) -> strait_plugins::CertificateFlow {
+        match ctx.server_name {
+            Some(name) if name == self.refuse => strait_plugins::CertificateFlow::Refuse,
+            Some(name) if name == self.pin.0 => strait_plugins::CertificateFlow::UseCertificate(self.pin.1),
+            _ => strait_plugins::CertificateFlow::Continue,
+        }
+    }
+}
+
+#[test]
+fn certificate_phase_plugins_run_before_the_sni_lookup() {
+    let site = rcgen::generate_simple_self_signed(vec!["site.example".to_string()]).expect("cert");
+    let other = rcgen::generate_simple_self_signed(vec!["other.example".to_string()]).expect("cert");
+    let (site_id, other_id) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    let config = parse(json!({
+        "_format_version": "3.0",
+        "certificates": [
+            {"id": site_id, "cert": site.cert.pem(), "key": site.key_pair.serialize_pem(), "snis": [{"name": "site.example"}]},
+            {"id": other_id, "cert": other.cert.pem(), "key": other.key_pair.serialize_pem()}
+        ]
+    }));
+    let mut snapshot = compile_snapshot(1, Arc::new(config)).expect("compiles");
+    let default = crate::tls::certified_key(&other.cert.pem(), &other.key_pair.serialize_pem()).expect("key");
+    let leaf = |key: &Arc<rustls::sign::CertifiedKey>| key.cert[0].clone();
+    let site_leaf = snapshot.certificates().by_id(site_id).map(|k| leaf(&k)).expect("site");
+    let other_leaf = snapshot
+        .certificates()
+        .by_id(other_id)
+        .map(|k| leaf(&k))
+        .expect("other");
+
+    // Without certificate-phase plugins: by SNI, else the default.
+    let chosen = |s: &Snapshot, name: &str| s.choose_certificate(Some(name), &default).map(|k| leaf(&k));
+    assert_eq!(chosen(&snapshot, "site.example"), Some(site_leaf.clone()));
+    assert_eq!(chosen(&snapshot, "blocked.example"), Some(leaf(&default)));
+
+    let plugin = Pinning {
+        refuse: "blocked.example",
+        pin: ("site.example", other_id),
+    };
+    snapshot.compiled.global_certificate =
+        Arc::new(strait_plugins::PluginChain::from_instances(vec![Arc::new(plugin)]));
+    assert_eq!(
+        chosen(&snapshot, "blocked.example"),
+        None,
+        "the plugin refused the handshake"
+    );
+    assert_eq!(
+        chosen(&snapshot, "site.example"),
+        Some(other_leaf),
+        "the plugin's certificate wins over SNI"
+    );
+    assert_eq!(
+        chosen(&snapshot, "else.example"),
+        Some(leaf(&default)),
+        "Continue falls through"
+    );
+}
