@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 NAMESPACE = uuid.UUID("6f1d1a2e-52a6-4c5e-9d3b-1f7a0c2b8e41")
+ACL_GROUP = "members"
 PRESETS = {
     "lmdb": {"routes": 10_000, "consumers": 10_000, "key_auth": True, "request_termination": True},
 }
@@ -34,6 +35,8 @@ class ConfigSpec:
     routes: int
     consumers: int = 0
     key_auth: bool = False
+    acl: bool = False                   # acl (allow ACL_GROUP) on every route, the group on every consumer
+    request_transformer: bool = False   # request-transformer adding a header and a query argument
     request_termination: bool = False
     service_url: str | None = None      # one service every route proxies to
     message: str = "ok"                 # request-termination message (changes the config hash)
@@ -76,6 +79,14 @@ def _route_plugins(spec: ConfigSpec, route_name: str) -> list[dict]:
     if spec.key_auth:
         plugins.append({"id": entity_id("plugin", f"{route_name}:key-auth"), "name": "key-auth",
                         "config": {"key_names": [spec.key_header], "hide_credentials": False}})
+    if spec.acl:
+        plugins.append({"id": entity_id("plugin", f"{route_name}:acl"), "name": "acl",
+                        "config": {"allow": [ACL_GROUP]}})
+    if spec.request_transformer:
+        plugins.append({"id": entity_id("plugin", f"{route_name}:request-transformer"),
+                        "name": "request-transformer",
+                        "config": {"add": {"headers": ["x-gateway:strait"], "querystring": ["via:gateway"]},
+                                   "remove": {"headers": ["x-internal"]}}})
     if spec.request_termination:
         plugins.append({"id": entity_id("plugin", f"{route_name}:request-termination"),
                         "name": "request-termination",
@@ -99,10 +110,13 @@ def _consumers(spec: ConfigSpec) -> list[dict]:
     consumers = []
     for index in range(1, spec.consumers + 1):
         name = f"consumer-{index:06d}"
-        consumers.append({
+        consumer = {
             "id": entity_id("consumer", name), "username": name,
             "keyauth_credentials": [{"id": entity_id("keyauth", name), "key": consumer_key(index)}],
-        })
+        }
+        if spec.acl:
+            consumer["acls"] = [{"id": entity_id("acl", name), "group": ACL_GROUP}]
+        consumers.append(consumer)
     return consumers
 
 
@@ -121,10 +135,11 @@ def build_document(spec: ConfigSpec) -> dict:
 
 
 def count_objects(spec: ConfigSpec) -> dict:
-    plugins_per_route = int(spec.key_auth) + int(spec.request_termination)
+    plugins_per_route = (int(spec.key_auth) + int(spec.acl) + int(spec.request_transformer)
+                         + int(spec.request_termination))
     counts = {"services": 1 if spec.service_url else 0, "routes": spec.routes,
               "plugins": spec.routes * plugins_per_route, "consumers": spec.consumers,
-              "keyauth_credentials": spec.consumers}
+              "keyauth_credentials": spec.consumers, "acls": spec.consumers if spec.acl else 0}
     return {kind: count for kind, count in counts.items() if count}
 
 
@@ -165,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--preset", choices=sorted(PRESETS))
     parser.add_argument("--routes", type=int)
     parser.add_argument("--consumers", type=int, help="consumers, each with one key-auth credential")
-    parser.add_argument("--plugins", nargs="*", choices=["key-auth", "request-termination"],
+    parser.add_argument("--plugins", nargs="*", choices=["key-auth", "acl", "request-transformer", "request-termination"],
                         help="plugins enabled on every route")
     parser.add_argument("--without-key-auth", action="store_true",
                         help="omit the key-auth plugins (keep consumers and credentials)")

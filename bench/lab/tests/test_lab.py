@@ -49,6 +49,17 @@ class ConfiggenTest(unittest.TestCase):
         self.assertEqual(lines[0].split("\t")[0], "/r000001")
         self.assertEqual(lines[2], "/r000003\t")
 
+    def test_plugins_cost_set_adds_acl_groups_and_transformer(self):
+        spec = configgen.ConfigSpec(routes=2, consumers=2, key_auth=True, acl=True, request_transformer=True,
+                                    service_url="http://127.0.0.1:9")
+        document = configgen.build_document(spec)
+        route = document["services"][0]["routes"][0]
+        self.assertEqual([p["name"] for p in route["plugins"]], ["key-auth", "acl", "request-transformer"])
+        self.assertEqual(route["plugins"][1]["config"]["allow"], [configgen.ACL_GROUP])
+        self.assertEqual(document["consumers"][0]["acls"][0]["group"], configgen.ACL_GROUP)
+        self.assertEqual(configgen.count_objects(spec)["plugins"], 6)
+        self.assertEqual(configgen.count_objects(spec)["acls"], 2)
+
     def test_paths_are_never_prefixes_of_each_other(self):
         paths = [configgen.route_path(i) for i in (1, 10, 100, 99_999)]
         self.assertEqual(len({len(p) for p in paths}), 1)
