@@ -180,6 +180,11 @@ impl PluginChain {
         self.slots.is_empty()
     }
 
+    /// Some slot may resolve to a consumer-scoped instance.
+    pub fn has_consumer_scoped(&self) -> bool {
+        self.slots.iter().any(|s| s.consumer_scoped)
+    }
+
     pub fn reads_request_body(&self) -> bool {
         self.reads_request_body
     }

@@ -213,14 +213,26 @@ impl<'a> RequestCtx<'a> {
     }
 
     /// Replace path and query (`query` empty: none).
+    /// Replaces the query string, keeping the path.
+    pub fn set_query(&mut self, query: &str) -> Result<(), http::Error> {
+        let path = self.uri.path().to_string();
+        self.set_path_and_query(&path, query)
+    }
+
     pub fn set_path_and_query(&mut self, path: &str, query: &str) -> Result<(), http::Error> {
+        let mut joined = String::with_capacity(path.len() + 1 + query.len());
+        joined.push_str(path);
+        if !query.is_empty() {
+            joined.push('?');
+            joined.push_str(query);
+        }
+        let path_and_query = http::uri::PathAndQuery::from_maybe_shared(bytes::Bytes::from(joined))?;
+        if self.uri.scheme().is_none() && self.uri.authority().is_none() {
+            *self.uri = Uri::from(path_and_query);
+            return Ok(());
+        }
         let mut parts = self.uri.clone().into_parts();
-        let joined = if query.is_empty() {
-            path.to_string()
-        } else {
-            format!("{path}?{query}")
-        };
-        parts.path_and_query = Some(joined.parse()?);
+        parts.path_and_query = Some(path_and_query);
         *self.uri = Uri::from_parts(parts)?;
         Ok(())
     }

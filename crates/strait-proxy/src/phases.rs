@@ -116,7 +116,7 @@ pub(crate) async fn run(
         route_id: ctx.route_id,
         service_id: ctx.service_id,
         consumer_id: ctx.consumer.map(|c| c.id),
-        credential: ctx.credential.clone(),
+        credential: ctx.credential.take(),
         request_headers,
     };
     let mut new_body = ctx.body.take();
@@ -166,8 +166,8 @@ pub(crate) async fn run(
         }
     };
     let consumer_plugins = match summary.consumer_id {
-        Some(id) => snapshot.consumer_plugins(id),
-        None => &[],
+        Some(id) if chain.has_consumer_scoped() => snapshot.consumer_plugins(id),
+        _ => &[],
     };
     let (mut head, body) = response.into_parts();
     for (name, value) in response_headers {

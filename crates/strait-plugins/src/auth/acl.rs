@@ -91,7 +91,7 @@ impl Plugin for Acl {
             Decision::Block => Flow::Respond(PluginResponse::message(403, "You cannot consume this service")),
             Decision::Pass(value) => {
                 if !self.hide_groups_header {
-                    if let Ok(value) = HeaderValue::from_str(&value) {
+                    if let Ok(value) = HeaderValue::from_maybe_shared(bytes::Bytes::from(value)) {
                         ctx.headers.insert(header, value);
                     }
                 }

@@ -1,6 +1,8 @@
 //! `key-auth` (Kong priority 1250): a key from a header, the query string
 //! or the body names a `keyauth_credentials` entry, found in O(1).
 
+use std::borrow::Cow;
+
 use http::Method;
 use serde_json::{Map, Value};
 
@@ -14,6 +16,8 @@ use crate::PluginError;
 #[derive(Debug)]
 pub struct KeyAuth {
     key_names: Vec<String>,
+    /// `key_names` as header names (None: not a valid header name).
+    header_names: Vec<Option<http::HeaderName>>,
     hide_credentials: bool,
     anonymous: Option<String>,
     key_in_header: bool,
@@ -30,6 +34,9 @@ enum Source {
     Body(ParsedBody),
 }
 
+/// A key found in the request: its value, the key name, where it was.
+type FoundKey<'s, 'c> = (Cow<'c, str>, &'s str, Source);
+
 impl KeyAuth {
     pub fn from_config(config: &Map<String, Value>) -> Result<KeyAuth, PluginError> {
         let c = ConfigReader::new(config);
@@ -39,6 +46,10 @@ impl KeyAuth {
             key_names.push("apikey".into());
         }
         Ok(KeyAuth {
+            header_names: key_names
+                .iter()
+                .map(|k| http::HeaderName::from_bytes(k.as_bytes()).ok())
+                .collect(),
             key_names: key_names.into_iter().map(|k| k.to_ascii_lowercase()).collect(),
             hide_credentials: c.bool("hide_credentials", false)?,
             anonymous: c.string("anonymous")?.filter(|a| !a.is_empty()),
@@ -58,15 +69,15 @@ impl KeyAuth {
     }
 
     /// The key and where it came from, or Kong's 401 for a duplicate.
-    fn find_key(&self, ctx: &RequestCtx<'_>) -> Result<Option<(String, &str, Source)>, PluginResponse> {
+    fn find_key<'s, 'c>(&'s self, ctx: &'c RequestCtx<'_>) -> Result<Option<FoundKey<'s, 'c>>, PluginResponse> {
         let mut parsed_body: Option<Option<ParsedBody>> = None;
-        for name in &self.key_names {
-            if self.key_in_header {
-                let mut values = ctx.headers.get_all(name.as_str()).iter();
+        for (name, header) in self.key_names.iter().zip(&self.header_names) {
+            if let Some(header) = header.as_ref().filter(|_| self.key_in_header) {
+                let mut values = ctx.headers.get_all(header).iter();
                 match (values.next(), values.next()) {
                     (Some(_), Some(_)) => return Err(self.fail("Duplicate API key found")),
                     (Some(value), None) => {
-                        let key = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                        let key = String::from_utf8_lossy(value.as_bytes());
                         return Ok(Some((key, name, Source::Header)));
                     }
                     _ => {}
@@ -76,7 +87,7 @@ impl KeyAuth {
                 let mut values = crate::form::pairs(ctx.query()).filter(|(k, _)| k == name.as_str());
                 match (values.next(), values.next()) {
                     (Some(_), Some(_)) => return Err(self.fail("Duplicate API key found")),
-                    (Some((_, value)), None) => return Ok(Some((value.into_owned(), name, Source::Query))),
+                    (Some((_, value)), None) => return Ok(Some((Cow::Owned(value.into_owned()), name, Source::Query))),
                     _ => {}
                 }
             }
@@ -88,7 +99,7 @@ impl KeyAuth {
                 if let Some(parsed) = parsed {
                     match parsed.get(name) {
                         Err(crate::body::Duplicate) => return Err(self.fail("Duplicate API key found")),
-                        Ok(Some(key)) => return Ok(Some((key, name, Source::Body(parsed.clone())))),
+                        Ok(Some(key)) => return Ok(Some((Cow::Owned(key), name, Source::Body(parsed.clone())))),
                         Ok(None) => {}
                     }
                 }
@@ -116,19 +127,17 @@ impl KeyAuth {
     }
 
     fn authenticate<'a>(&self, ctx: &mut RequestCtx<'a>) -> Result<(), PluginResponse> {
-        let (key, name, source) = match self.find_key(ctx)? {
-            Some(found) if !found.0.is_empty() => found,
+        let directory = ctx.directory;
+        let (credential, name, source) = match self.find_key(ctx)? {
+            Some((key, name, source)) if !key.is_empty() => (directory.keyauth_credential(&key), name, source),
             _ => return Err(self.fail("No API key found in request")),
         };
-        let directory = ctx.directory;
-        let credential = directory
-            .keyauth_credential(&key)
+        let credential = credential
             .filter(|c| !expired(c.created_at, c.ttl))
             .ok_or_else(|| self.fail("Unauthorized"))?;
         let (consumer, id) = (credential.consumer.id, credential.id);
         if self.hide_credentials {
-            let name = name.to_string();
-            self.hide(ctx, &name, source);
+            self.hide(ctx, name, source);
         }
         let credential = AuthenticatedCredential {
             id,

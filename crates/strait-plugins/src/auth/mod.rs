@@ -41,12 +41,16 @@ pub(crate) fn set_consumer<'a>(
     consumer: Option<&'a Consumer>,
     credential: Option<AuthenticatedCredential>,
 ) {
-    let id = consumer.map(|c| c.id.to_string());
-    set_or_clear(ctx, CONSUMER_ID, id.as_deref());
+    let mut id_text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    let id = consumer.map(|c| &*c.id.hyphenated().encode_lower(&mut id_text));
+    set_or_clear(ctx, CONSUMER_ID, id);
     set_or_clear(ctx, CONSUMER_CUSTOM_ID, consumer.and_then(|c| c.custom_id.as_deref()));
     set_or_clear(ctx, CONSUMER_USERNAME, consumer.and_then(|c| c.username.as_deref()));
-    let identifier = credential.as_ref().map(|c| c.identifier.clone());
-    set_or_clear(ctx, CREDENTIAL_IDENTIFIER, identifier.as_deref());
+    set_or_clear(
+        ctx,
+        CREDENTIAL_IDENTIFIER,
+        credential.as_ref().map(|c| c.identifier.as_str()),
+    );
     match credential {
         Some(_) => {
             ctx.headers.remove(ANONYMOUS);

@@ -14,10 +14,42 @@ use crate::context::RequestCtx;
 use crate::phase::{Flow, Plugin, PluginResponse};
 use crate::PluginError;
 
+/// A header entry prepared when the plugin is built, so a request never
+/// parses a header name or a literal value.
+#[derive(Debug)]
+struct HeaderEntry {
+    /// None when the configured name is not a valid header name.
+    name: Option<HeaderName>,
+    is_host: bool,
+    /// The value, when it has no template lookups.
+    literal: Option<HeaderValue>,
+}
+
+impl HeaderEntry {
+    fn new(name: &str, template: &Template) -> HeaderEntry {
+        HeaderEntry {
+            name: HeaderName::from_bytes(name.as_bytes()).ok(),
+            is_host: name.eq_ignore_ascii_case("host"),
+            literal: template
+                .literal_text()
+                .and_then(|text| HeaderValue::from_maybe_shared(Bytes::from(text)).ok()),
+        }
+    }
+
+    fn value(&self, template: &Template, ctx: &RequestCtx<'_>) -> Option<HeaderValue> {
+        match &self.literal {
+            Some(value) => Some(value.clone()),
+            None => HeaderValue::from_maybe_shared(Bytes::from(template.render(ctx))).ok(),
+        }
+    }
+}
+
 /// One list of a kind (headers, querystring or body) for one operation.
 #[derive(Debug, Default)]
 struct Lists {
     headers: Vec<(String, Template)>,
+    /// `headers`, prepared (same order).
+    header_entries: Vec<HeaderEntry>,
     querystring: Vec<(String, Template)>,
     body: Vec<(String, Template)>,
 }
@@ -53,11 +85,23 @@ fn entries(c: &ConfigReader<'_>, field: &str, with_value: bool) -> Result<Vec<(S
 
 fn lists(config: &ConfigReader<'_>, operation: &str, with_value: bool) -> Result<Lists, PluginError> {
     let c = config.record(operation)?;
+    let headers = entries(&c, "headers", with_value)?;
     Ok(Lists {
-        headers: entries(&c, "headers", with_value)?,
+        header_entries: headers.iter().map(|(n, t)| HeaderEntry::new(n, t)).collect(),
+        headers,
         querystring: entries(&c, "querystring", with_value)?,
         body: entries(&c, "body", with_value)?,
     })
+}
+
+/// Appends `name=value`, encoded, to a query string.
+fn push_pair(query: &mut String, name: &str, value: &str) {
+    if !query.is_empty() && !query.ends_with('&') {
+        query.push('&');
+    }
+    query.push_str(&crate::form::encode(name));
+    query.push('=');
+    query.push_str(&crate::form::encode(value));
 }
 
 /// Ordered key/value pairs (query strings and form bodies).
@@ -105,8 +149,10 @@ impl RequestTransformer {
     }
 
     fn transform_headers(&self, ctx: &mut RequestCtx<'_>) {
-        for (name, _) in &self.remove.headers {
-            ctx.headers.remove(name.to_ascii_lowercase().as_str());
+        for entry in &self.remove.header_entries {
+            if let Some(name) = &entry.name {
+                ctx.headers.remove(name);
+            }
         }
         for (old, new) in &self.rename.headers {
             let new_name = new.render(ctx);
@@ -128,36 +174,33 @@ impl RequestTransformer {
                 ctx.headers.append(new_name.clone(), value);
             }
         }
-        for (name, template) in &self.replace.headers {
-            let value = template.render(ctx);
-            let Ok(value) = HeaderValue::from_str(&value) else {
+        for (entry, (_, template)) in self.replace.header_entries.iter().zip(&self.replace.headers) {
+            let Some(value) = entry.value(template, ctx) else {
                 continue;
             };
-            if name.eq_ignore_ascii_case("host") {
+            if entry.is_host {
                 ctx.upstream_host = Some(value);
                 continue;
             }
-            if let Ok(name) = HeaderName::from_bytes(name.as_bytes()) {
-                if ctx.headers.contains_key(&name) {
-                    ctx.headers.insert(name, value);
+            if let Some(name) = &entry.name {
+                if ctx.headers.contains_key(name) {
+                    ctx.headers.insert(name.clone(), value);
                 }
             }
         }
-        for (name, template) in &self.add.headers {
-            if name.eq_ignore_ascii_case("host") {
+        for (entry, (_, template)) in self.add.header_entries.iter().zip(&self.add.headers) {
+            let Some(name) = entry.name.as_ref().filter(|_| !entry.is_host) else {
                 continue;
-            }
-            let value = template.render(ctx);
-            if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(&value)) {
-                if !ctx.headers.contains_key(&name) {
-                    ctx.headers.insert(name, value);
+            };
+            if !ctx.headers.contains_key(name) {
+                if let Some(value) = entry.value(template, ctx) {
+                    ctx.headers.insert(name.clone(), value);
                 }
             }
         }
-        for (name, template) in &self.append.headers {
-            let value = template.render(ctx);
-            if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(&value)) {
-                ctx.headers.append(name, value);
+        for (entry, (_, template)) in self.append.header_entries.iter().zip(&self.append.headers) {
+            if let (Some(name), Some(value)) = (&entry.name, entry.value(template, ctx)) {
+                ctx.headers.append(name.clone(), value);
             }
         }
     }
@@ -220,6 +263,26 @@ impl RequestTransformer {
     fn transform_query(&self, ctx: &mut RequestCtx<'_>) {
         let lists = [&self.remove, &self.rename, &self.replace, &self.add, &self.append];
         if lists.iter().all(|l| l.querystring.is_empty()) {
+            return;
+        }
+        let only_additions = [&self.remove, &self.rename, &self.replace]
+            .iter()
+            .all(|l| l.querystring.is_empty());
+        if only_additions {
+            // Add and append leave the arguments already there as sent.
+            let mut query = ctx.query().to_string();
+            let before = query.len();
+            for (name, template) in &self.add.querystring {
+                if !crate::form::pairs(&query).any(|(k, _)| k == name.as_str()) {
+                    push_pair(&mut query, name, &template.render(ctx));
+                }
+            }
+            for (name, template) in &self.append.querystring {
+                push_pair(&mut query, name, &template.render(ctx));
+            }
+            if query.len() != before {
+                let _ = ctx.set_query(&query);
+            }
             return;
         }
         let mut pairs = Self::query_pairs(ctx);

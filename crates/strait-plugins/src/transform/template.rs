@@ -90,6 +90,18 @@ impl Template {
         Ok(Template { parts })
     }
 
+    /// The text, when the template has no lookups.
+    pub fn literal_text(&self) -> Option<String> {
+        let mut out = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Text(text) => out.push_str(text),
+                _ => return None,
+            }
+        }
+        Some(out)
+    }
+
     pub fn is_literal(&self) -> bool {
         self.parts.iter().all(|p| matches!(p, Part::Text(_)))
     }
