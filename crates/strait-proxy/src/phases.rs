@@ -75,6 +75,9 @@ pub(crate) async fn run(
 ) -> Response<ProxyBody> {
     let protocol = protocol_of(&request, exchange.conn.tls);
     let (mut parts, body) = request.into_parts();
+    // Plugins add headers (consumer, credential, groups, transforms): grow
+    // the map once rather than as each arrives.
+    parts.headers.reserve(8);
     let request_headers = chain.keeps_request_headers().then(|| parts.headers.clone());
     let (buffered, streaming): (Option<Bytes>, Option<ProxyBody>) = if chain.reads_request_body() {
         match read_body(body).await {
