@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Per-plugin CPU split behind `bench/run plugins-cost` (docs/plugins.md#what-plugins-cost):
+# 100 routes / 100 consumers with no plugins, ip-restriction only (the plugin path's own
+# cost), key-auth, key-auth + acl, and key-auth + acl + request-transformer; for each, a
+# release Strait (1 worker, core 0) behind wrk -c32 (random route + key, core 1) against an
+# nginx origin (core 1): RPS and gateway CPU µs per request over 10 s, ROUNDS times.
+#   bench/plugins-split.sh [ROUNDS]      (after bench/setup.sh and cargo build --release)
+set -euo pipefail
+bench_dir="$(cd "$(dirname "$0")" && pwd)"
+rounds="${1:-2}"
+bin="$bench_dir/../target/release/strait"
+work="$(mktemp -d /tmp/strait-plugins-split.XXXXXX)"
+origin_port=19500 proxy_port=19501 admin_port=19502
+cat > "$work/nginx.conf" <<CONF
+worker_processes 1; error_log $work/error.log; pid $work/nginx.pid;
+events { worker_connections 4096; }
+http { access_log off; server { listen 127.0.0.1:$origin_port backlog=4096; location / { return 200 "hello, world"; } } }
+CONF
+taskset -c 1 nginx -p "$work" -c "$work/nginx.conf"
+sleep 0.2
+origin_pid=$(cat "$work/nginx.pid")
+trap 'kill "$origin_pid" 2>/dev/null || true; sleep 0.2; rm -rf "$work"' EXIT
+gen() { (cd "$bench_dir" && python3 -m lab.configgen --routes 100 --consumers 100 \
+    --service-url "http://127.0.0.1:$origin_port" -o "$work/$1.json" "${@:2}" >/dev/null); }
+gen none
+gen key-auth --plugins key-auth
+gen key-auth+acl --plugins key-auth acl
+gen all-three --plugins key-auth acl request-transformer
+python3 - "$work" <<'PY'
+import json, sys
+work = sys.argv[1]
+doc = json.load(open(f"{work}/none.json"))
+for route in doc["services"][0]["routes"]:
+    route["plugins"] = [{"name": "ip-restriction", "config": {"allow": ["127.0.0.1/32"]}}]
+json.dump(doc, open(f"{work}/ip-restriction.json", "w"))
+PY
+targets="$work/all-three.targets"
+lua="$bench_dir/lua/random_route.lua"
+for round in $(seq "$rounds"); do
+  for set in none ip-restriction key-auth key-auth+acl all-three; do
+    rm -rf "$work/prefix"
+    STRAIT_PREFIX="$work/prefix" STRAIT_PROXY_LISTEN="127.0.0.1:$proxy_port" \
+      STRAIT_ADMIN_LISTEN="127.0.0.1:$admin_port" STRAIT_STATUS_LISTEN=off STRAIT_WORKER_THREADS=1 \
+      STRAIT_DECLARATIVE_CONFIG="$work/$set.json" taskset -c 0 "$bin" start >"$work/strait.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$proxy_port" && break; sleep 0.1; done
+    taskset -c 1 wrk -t1 -c32 -d3s -s "$lua" "http://127.0.0.1:$proxy_port" -- "$targets" >/dev/null
+    before=$(awk '{print $14+$15}' "/proc/$pid/stat")
+    out=$(taskset -c 1 wrk -t1 -c32 -d10s -s "$lua" "http://127.0.0.1:$proxy_port" -- "$targets")
+    after=$(awk '{print $14+$15}' "/proc/$pid/stat")
+    kill "$pid"; wait "$pid" 2>/dev/null || true
+    requests=$(echo "$out" | awk '/requests in/ {print $1}')
+    non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
+    python3 -c "import os; r=$requests; t=os.sysconf('SC_CLK_TCK'); \
+print(f'round $round  {\"$set\":15} {r/10:8.0f} rps  {($after-$before)/t*1e6/r:6.2f} us/req  non-2xx ${non2xx:-0}')"
+  done
+done
