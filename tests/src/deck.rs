@@ -49,4 +49,16 @@ impl DeckOutput {
         assert!(self.success, "{what} failed:\n{}\n{}", self.stdout, self.stderr);
         self
     }
+
+    /// Panics unless this `deck gateway diff` output reports nothing to
+    /// create, update or delete; `context` is shown beside it (e.g. what sync said).
+    pub fn expect_no_changes(&self, context: &str) {
+        for line in ["Created: 0", "Updated: 0", "Deleted: 0"] {
+            assert!(
+                self.stdout.contains(line),
+                "diff after sync:\n{}\n(sync said:\n{context})",
+                self.stdout
+            );
+        }
+    }
 }
