@@ -137,6 +137,7 @@ pub struct PluginChain {
     slots: Vec<ChainSlot>,
     reads_request_body: bool,
     keeps_request_headers: bool,
+    consumer_scoped: bool,
     rewrites: bool,
     filters_body: bool,
     logs: bool,
@@ -151,6 +152,7 @@ impl PluginChain {
         PluginChain {
             reads_request_body: any(|p| p.reads_request_body()),
             keeps_request_headers: any(|p| p.reads_request_headers_in_response()),
+            consumer_scoped: slots.iter().any(|s| s.consumer_scoped),
             rewrites: any(|p| p.rewrites()),
             filters_body: any(|p| p.filters_body()),
             logs: any(|p| p.logs()),
@@ -182,7 +184,7 @@ impl PluginChain {
 
     /// Some slot may resolve to a consumer-scoped instance.
     pub fn has_consumer_scoped(&self) -> bool {
-        self.slots.iter().any(|s| s.consumer_scoped)
+        self.consumer_scoped
     }
 
     pub fn reads_request_body(&self) -> bool {

@@ -171,6 +171,9 @@ pub struct RequestCtx<'a> {
     pub upstream_host: Option<HeaderValue>,
     pub directory: &'a dyn Directory,
     pub consumer: Option<&'a Consumer>,
+    /// The prepared headers and ACL groups of `consumer`, when the
+    /// directory has them.
+    pub consumer_view: Option<&'a crate::ConsumerView>,
     pub credential: Option<AuthenticatedCredential>,
     /// Groups an authentication plugin established (Kong's `authenticated_groups`).
     pub authenticated_groups: Option<Vec<String>>,
@@ -226,6 +229,12 @@ impl<'a> RequestCtx<'a> {
             joined.push('?');
             joined.push_str(query);
         }
+        self.set_joined_path_and_query(joined)
+    }
+
+    /// Replaces path and query with `joined` (`/path?query`, already
+    /// encoded): one allocation for a plugin that builds it in place.
+    pub fn set_joined_path_and_query(&mut self, joined: String) -> Result<(), http::Error> {
         let path_and_query = http::uri::PathAndQuery::from_maybe_shared(bytes::Bytes::from(joined))?;
         if self.uri.scheme().is_none() && self.uri.authority().is_none() {
             *self.uri = Uri::from(path_and_query);

@@ -26,7 +26,7 @@ pub use context::{
     AuthenticatedCredential, BodyChunk, BodyLimit, LogRecord, Protocol, ProtocolSet, RequestCtx, RequestSummary,
     ResponseCtx, ResponseSource, SharedStore,
 };
-pub use directory::{Directory, EmptyDirectory};
+pub use directory::{ConsumerView, Directory, EmptyDirectory, KeyauthKey};
 pub use phase::{AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, Flow, Plugin, PluginResponse};
 pub use registry::{build_plugin, priority_of, AVAILABLE};
 

@@ -47,6 +47,7 @@ fn run(chain: &PluginChain, headers: &mut HeaderMap) -> Flow {
         upstream_host: None,
         directory: &directory,
         consumer: None,
+        consumer_view: None,
         credential: None,
         authenticated_groups: None,
         shared: SharedStore::default(),

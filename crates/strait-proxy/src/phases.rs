@@ -106,6 +106,7 @@ pub(crate) async fn run(
         request_body_limit: None,
         directory: snapshot,
         consumer: None,
+        consumer_view: None,
         credential: None,
         authenticated_groups: None,
         shared: SharedStore::default(),

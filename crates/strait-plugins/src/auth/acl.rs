@@ -23,7 +23,8 @@ pub struct Acl {
 
 enum Decision {
     Block,
-    Pass(String),
+    /// Allowed; the groups header to send (None: hidden or not valid).
+    Pass(Option<HeaderValue>),
 }
 
 impl Acl {
@@ -45,15 +46,18 @@ impl Acl {
         })
     }
 
-    fn decide(&self, groups: &[String]) -> Decision {
+    /// `prepared`: the groups' header value when the directory has it.
+    fn decide(&self, groups: &[String], prepared: Option<&HeaderValue>) -> Decision {
         let in_group = groups.iter().any(|g| self.groups.contains(g));
         if in_group == self.deny {
             return Decision::Block;
         }
-        Decision::Pass(if self.hide_groups_header {
-            String::new()
-        } else {
-            groups.join(", ")
+        if self.hide_groups_header {
+            return Decision::Pass(None);
+        }
+        Decision::Pass(match prepared {
+            Some(value) => Some(value.clone()),
+            None => HeaderValue::from_maybe_shared(bytes::Bytes::from(groups.join(", "))).ok(),
         })
     }
 
@@ -79,21 +83,23 @@ impl Plugin for Acl {
             ctx.consumer.is_none() || ctx.credential.is_none() || self.always_use_authenticated_groups;
         let authenticated = ctx.authenticated_groups.as_deref().filter(|_| use_authenticated);
         let (decision, header) = match (ctx.consumer, authenticated) {
-            (_, Some(groups)) => (self.decide(groups), AUTHENTICATED_GROUPS),
+            (_, Some(groups)) => (self.decide(groups, None), AUTHENTICATED_GROUPS),
             (None, None) => return Acl::refuse(ctx),
-            (Some(consumer), None) => match ctx.directory.acl_groups(consumer.id) {
-                Some(groups) => (self.decide(groups), CONSUMER_GROUPS),
-                None if self.deny => (self.decide(&[]), CONSUMER_GROUPS),
-                None => return Acl::refuse(ctx),
-            },
+            (Some(consumer), None) => {
+                // The view set_consumer found, else the directory's.
+                let view = ctx.consumer_view.or_else(|| ctx.directory.consumer_view(consumer.id));
+                match view.filter(|v| !v.groups.is_empty()) {
+                    Some(view) => (self.decide(&view.groups, view.groups_header.as_ref()), CONSUMER_GROUPS),
+                    None if self.deny => (self.decide(&[], None), CONSUMER_GROUPS),
+                    None => return Acl::refuse(ctx),
+                }
+            }
         };
         match decision {
             Decision::Block => Flow::Respond(PluginResponse::message(403, "You cannot consume this service")),
             Decision::Pass(value) => {
-                if !self.hide_groups_header {
-                    if let Ok(value) = HeaderValue::from_maybe_shared(bytes::Bytes::from(value)) {
-                        ctx.headers.insert(header, value);
-                    }
+                if let Some(value) = value {
+                    ctx.headers.insert(header, value);
                 }
                 Flow::Continue
             }

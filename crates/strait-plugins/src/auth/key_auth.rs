@@ -129,19 +129,20 @@ impl KeyAuth {
     fn authenticate<'a>(&self, ctx: &mut RequestCtx<'a>) -> Result<(), PluginResponse> {
         let directory = ctx.directory;
         let (credential, name, source) = match self.find_key(ctx)? {
-            Some((key, name, source)) if !key.is_empty() => (directory.keyauth_credential(&key), name, source),
+            Some((key, name, source)) if !key.is_empty() => (directory.keyauth_key(&key), name, source),
             _ => return Err(self.fail("No API key found in request")),
         };
         let credential = credential
             .filter(|c| !expired(c.created_at, c.ttl))
             .ok_or_else(|| self.fail("Unauthorized"))?;
-        let (consumer, id) = (credential.consumer.id, credential.id);
+        let (consumer, id) = (credential.consumer, credential.credential);
         if self.hide_credentials {
             self.hide(ctx, name, source);
         }
+        let mut id_text = [0u8; uuid::fmt::Hyphenated::LENGTH];
         let credential = AuthenticatedCredential {
             id,
-            identifier: id.to_string(),
+            identifier: id.hyphenated().encode_lower(&mut id_text).to_owned(),
             plugin: "key-auth",
         };
         accept_credential(ctx, consumer, credential)

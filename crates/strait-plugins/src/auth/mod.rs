@@ -15,6 +15,7 @@ use http::{HeaderName, HeaderValue};
 use strait_core::Consumer;
 
 use crate::context::{AuthenticatedCredential, RequestCtx};
+use crate::directory::ConsumerView;
 use crate::phase::{Flow, PluginResponse};
 
 const CONSUMER_ID: HeaderName = HeaderName::from_static("x-consumer-id");
@@ -24,7 +25,11 @@ const CREDENTIAL_IDENTIFIER: HeaderName = HeaderName::from_static("x-credential-
 const ANONYMOUS: HeaderName = HeaderName::from_static("x-anonymous-consumer");
 
 fn set_or_clear(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Option<&str>) {
-    match value.and_then(|v| HeaderValue::from_str(v).ok()) {
+    set_or_clear_value(ctx, name, value.and_then(|v| HeaderValue::from_str(v).ok()));
+}
+
+fn set_or_clear_value(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Option<HeaderValue>) {
+    match value {
         Some(value) => {
             ctx.headers.insert(name, value);
         }
@@ -36,16 +41,38 @@ fn set_or_clear(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Option<&str>)
 
 /// Kong's `set_consumer`: record who the request is and tell the upstream
 /// (`X-Consumer-*`, `X-Credential-Identifier`, `X-Anonymous-Consumer`).
+/// The consumer's header values come prepared from the directory's
+/// [`crate::ConsumerView`] when it has one.
 pub(crate) fn set_consumer<'a>(
     ctx: &mut RequestCtx<'a>,
     consumer: Option<&'a Consumer>,
     credential: Option<AuthenticatedCredential>,
 ) {
-    let mut id_text = [0u8; uuid::fmt::Hyphenated::LENGTH];
-    let id = consumer.map(|c| &*c.id.hyphenated().encode_lower(&mut id_text));
-    set_or_clear(ctx, CONSUMER_ID, id);
-    set_or_clear(ctx, CONSUMER_CUSTOM_ID, consumer.and_then(|c| c.custom_id.as_deref()));
-    set_or_clear(ctx, CONSUMER_USERNAME, consumer.and_then(|c| c.username.as_deref()));
+    let directory = ctx.directory;
+    let view = consumer.and_then(|c| directory.consumer_view(c.id));
+    identify(ctx, consumer, view.filter(|v| v.consumer.is_some()), credential);
+}
+
+fn identify<'a>(
+    ctx: &mut RequestCtx<'a>,
+    consumer: Option<&'a Consumer>,
+    view: Option<&'a ConsumerView>,
+    credential: Option<AuthenticatedCredential>,
+) {
+    match view {
+        Some(view) => {
+            set_or_clear_value(ctx, CONSUMER_ID, view.id_header.clone());
+            set_or_clear_value(ctx, CONSUMER_CUSTOM_ID, view.custom_id_header.clone());
+            set_or_clear_value(ctx, CONSUMER_USERNAME, view.username_header.clone());
+        }
+        None => {
+            let mut id_text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+            let id = consumer.map(|c| &*c.id.hyphenated().encode_lower(&mut id_text));
+            set_or_clear(ctx, CONSUMER_ID, id);
+            set_or_clear(ctx, CONSUMER_CUSTOM_ID, consumer.and_then(|c| c.custom_id.as_deref()));
+            set_or_clear(ctx, CONSUMER_USERNAME, consumer.and_then(|c| c.username.as_deref()));
+        }
+    }
     set_or_clear(
         ctx,
         CREDENTIAL_IDENTIFIER,
@@ -60,6 +87,7 @@ pub(crate) fn set_consumer<'a>(
         }
     }
     ctx.consumer = consumer;
+    ctx.consumer_view = view;
     ctx.credential = credential;
 }
 
@@ -71,6 +99,13 @@ pub(crate) fn accept_credential(
     credential: AuthenticatedCredential,
 ) -> Result<(), PluginResponse> {
     let directory = ctx.directory;
+    // One lookup when the directory has the consumer's view.
+    if let Some(view) = directory.consumer_view(consumer) {
+        if let Some(row) = &view.consumer {
+            identify(ctx, Some(row), Some(view), Some(credential));
+            return Ok(());
+        }
+    }
     let consumer = directory
         .consumer(consumer)
         .ok_or_else(|| PluginResponse::message(500, "An unexpected error occurred"))?;

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::chain::ConsumerPlugin;
 use crate::context::{AuthenticatedCredential, Protocol, RequestCtx, SharedStore};
-use crate::directory::Directory;
+use crate::directory::{ConsumerView, Directory};
 use crate::phase::{Flow, Plugin};
 
 #[derive(Debug, Default)]
@@ -82,7 +82,7 @@ impl Directory for TestDirectory {
     fn hmacauth_credential(&self, username: &str) -> Option<&HmacauthCredential> {
         self.hmac_credentials.iter().find(|c| c.username == username)
     }
-    fn acl_groups(&self, _: Uuid) -> Option<&[String]> {
+    fn consumer_view(&self, _: Uuid) -> Option<&ConsumerView> {
         None
     }
     fn consumer_plugins(&self, _: Uuid) -> &[ConsumerPlugin] {
@@ -182,6 +182,7 @@ impl TestRequest {
             upstream_host: None,
             directory,
             consumer: None,
+            consumer_view: None,
             credential: None,
             authenticated_groups: None,
             shared: SharedStore::default(),

@@ -44,6 +44,42 @@ impl HeaderEntry {
     }
 }
 
+/// A query argument to add or append, encoded when the plugin is built.
+#[derive(Debug)]
+struct QueryEntry {
+    /// The name, percent-encoded.
+    name: String,
+    /// `name=value` encoded, when the value has no template lookups.
+    literal_pair: Option<String>,
+}
+
+impl QueryEntry {
+    fn new(name: &str, template: &Template) -> QueryEntry {
+        let encoded = crate::form::encode(name).into_owned();
+        QueryEntry {
+            literal_pair: template
+                .literal_text()
+                .map(|text| format!("{encoded}={}", crate::form::encode(&text))),
+            name: encoded,
+        }
+    }
+
+    /// Appends `name=value` to the query part of `joined` (from `start`).
+    fn push(&self, joined: &mut String, start: usize, template: &Template, ctx: &RequestCtx<'_>) {
+        if joined.len() > start && !joined.ends_with('&') {
+            joined.push('&');
+        }
+        match &self.literal_pair {
+            Some(pair) => joined.push_str(pair),
+            None => {
+                joined.push_str(&self.name);
+                joined.push('=');
+                joined.push_str(&crate::form::encode(&template.render(ctx)));
+            }
+        }
+    }
+}
+
 /// One list of a kind (headers, querystring or body) for one operation.
 #[derive(Debug, Default)]
 struct Lists {
@@ -51,6 +87,8 @@ struct Lists {
     /// `headers`, prepared (same order).
     header_entries: Vec<HeaderEntry>,
     querystring: Vec<(String, Template)>,
+    /// `querystring`, prepared (same order).
+    query_entries: Vec<QueryEntry>,
     body: Vec<(String, Template)>,
 }
 
@@ -86,22 +124,14 @@ fn entries(c: &ConfigReader<'_>, field: &str, with_value: bool) -> Result<Vec<(S
 fn lists(config: &ConfigReader<'_>, operation: &str, with_value: bool) -> Result<Lists, PluginError> {
     let c = config.record(operation)?;
     let headers = entries(&c, "headers", with_value)?;
+    let querystring = entries(&c, "querystring", with_value)?;
     Ok(Lists {
         header_entries: headers.iter().map(|(n, t)| HeaderEntry::new(n, t)).collect(),
         headers,
-        querystring: entries(&c, "querystring", with_value)?,
+        query_entries: querystring.iter().map(|(n, t)| QueryEntry::new(n, t)).collect(),
+        querystring,
         body: entries(&c, "body", with_value)?,
     })
-}
-
-/// Appends `name=value`, encoded, to a query string.
-fn push_pair(query: &mut String, name: &str, value: &str) {
-    if !query.is_empty() && !query.ends_with('&') {
-        query.push('&');
-    }
-    query.push_str(&crate::form::encode(name));
-    query.push('=');
-    query.push_str(&crate::form::encode(value));
 }
 
 /// Ordered key/value pairs (query strings and form bodies).
@@ -192,7 +222,12 @@ impl RequestTransformer {
             let Some(name) = entry.name.as_ref().filter(|_| !entry.is_host) else {
                 continue;
             };
-            if !ctx.headers.contains_key(name) {
+            if let Some(literal) = &entry.literal {
+                // One hash lookup: insert only when absent.
+                if let http::header::Entry::Vacant(vacant) = ctx.headers.entry(name) {
+                    vacant.insert(literal.clone());
+                }
+            } else if !ctx.headers.contains_key(name) {
                 if let Some(value) = entry.value(template, ctx) {
                     ctx.headers.insert(name.clone(), value);
                 }
@@ -269,19 +304,26 @@ impl RequestTransformer {
             .iter()
             .all(|l| l.querystring.is_empty());
         if only_additions {
-            // Add and append leave the arguments already there as sent.
-            let mut query = ctx.query().to_string();
-            let before = query.len();
-            for (name, template) in &self.add.querystring {
-                if !crate::form::pairs(&query).any(|(k, _)| k == name.as_str()) {
-                    push_pair(&mut query, name, &template.render(ctx));
+            // Add and append leave the arguments already there as sent:
+            // the new path and query is built in one string.
+            let (path, query) = (ctx.path(), ctx.query());
+            let mut joined = String::with_capacity(path.len() + query.len() + 64);
+            joined.push_str(path);
+            joined.push('?');
+            let start = joined.len();
+            joined.push_str(query);
+            let before = joined.len();
+            let entries = self.add.querystring.iter().zip(&self.add.query_entries);
+            for ((name, template), entry) in entries {
+                if !crate::form::pairs(&joined[start..]).any(|(k, _)| k == name.as_str()) {
+                    entry.push(&mut joined, start, template, ctx);
                 }
             }
-            for (name, template) in &self.append.querystring {
-                push_pair(&mut query, name, &template.render(ctx));
+            for ((_, template), entry) in self.append.querystring.iter().zip(&self.append.query_entries) {
+                entry.push(&mut joined, start, template, ctx);
             }
-            if query.len() != before {
-                let _ = ctx.set_query(&query);
+            if joined.len() != before {
+                let _ = ctx.set_joined_path_and_query(joined);
             }
             return;
         }

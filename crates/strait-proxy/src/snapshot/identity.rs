@@ -7,19 +7,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use strait_core::{Entity, EntityKind, Plugin as PluginEntity};
-use strait_plugins::{rank, ConsumerPlugin, Plugin, ProtocolSet, ScopedPlugin};
+use strait_core::{Consumer, Entity, EntityKind, Plugin as PluginEntity};
+use strait_plugins::{rank, ConsumerPlugin, ConsumerView, KeyauthKey, Plugin, ProtocolSet, ScopedPlugin};
 use strait_router::CowMap;
 use uuid::Uuid;
 
 use super::state::{EntityState, Previous};
-
-/// A consumer's ACL groups with the ids of the `acls` rows that hold them.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct AclGroups {
-    ids: Vec<Uuid>,
-    pub groups: Vec<String>,
-}
 
 /// Plugin name -> (instances configured for consumers, one of them).
 pub(crate) type ConsumerScopedNames = HashMap<String, (usize, Arc<dyn Plugin>)>;
@@ -27,18 +20,19 @@ pub(crate) type ConsumerScopedNames = HashMap<String, (usize, Arc<dyn Plugin>)>;
 #[derive(Clone, Default)]
 pub(crate) struct Identities {
     pub consumers_by_username: CowMap<String, Uuid>,
-    pub keyauth_by_key: CowMap<String, Uuid>,
+    pub keyauth_by_key: CowMap<String, KeyauthKey>,
     pub basicauth_by_username: CowMap<String, Uuid>,
     pub jwt_by_key: CowMap<String, Uuid>,
     pub hmacauth_by_username: CowMap<String, Uuid>,
-    pub acl_groups: CowMap<Uuid, Arc<AclGroups>>,
+    /// Every consumer's prepared headers and ACL groups.
+    pub consumer_views: CowMap<Uuid, Arc<ConsumerView>>,
     pub consumer_plugins: CowMap<Uuid, Arc<Vec<ConsumerPlugin>>>,
     /// Plugin names configured for some consumer: how many instances, and
     /// one of them (telling the chain which phases the plugin has).
     pub consumer_scoped: Arc<ConsumerScopedNames>,
 }
 
-fn swap_key(index: &mut CowMap<String, Uuid>, old: Option<&str>, new: Option<(&str, Uuid)>) {
+fn swap_key<V: Clone>(index: &mut CowMap<String, V>, old: Option<&str>, new: Option<(&str, V)>) {
     if let Some(old) = old {
         index.remove(old);
     }
@@ -55,9 +49,10 @@ impl Identities {
             if let Some(username) = &consumer.username {
                 identities.consumers_by_username.insert(username.clone(), consumer.id);
             }
+            identities.set_view(consumer.id, Some(consumer), Vec::new(), Vec::new());
         }
         for c in state.keyauth_credentials.values() {
-            identities.keyauth_by_key.insert(c.key.clone(), c.id);
+            identities.keyauth_by_key.insert(c.key.clone(), KeyauthKey::of(c));
         }
         for c in state.basicauth_credentials.values() {
             identities.basicauth_by_username.insert(c.username.clone(), c.id);
@@ -71,7 +66,7 @@ impl Identities {
         let mut acls: Vec<_> = state.acls.values().collect();
         acls.sort_by_key(|a| (a.created_at, a.id));
         for acl in acls {
-            identities.add_acl(acl.consumer.id, acl.id, &acl.group);
+            identities.add_acl(state, acl.consumer.id, acl.id, &acl.group);
         }
         for plugin in state.plugins.values() {
             identities.add_consumer_plugin(plugin, instances);
@@ -79,30 +74,62 @@ impl Identities {
         identities
     }
 
-    fn add_acl(&mut self, consumer: Uuid, id: Uuid, group: &str) {
-        let mut groups = self
-            .acl_groups
-            .get(&consumer)
-            .map(|g| (**g).clone())
-            .unwrap_or_default();
-        groups.ids.push(id);
-        groups.groups.push(group.to_string());
-        self.acl_groups.insert(consumer, Arc::new(groups));
+    /// Replace the view of consumer `id` (`consumer`: its row, None when
+    /// it is not there, e.g. an ACL change listed before its consumer).
+    fn set_view(&mut self, id: Uuid, consumer: Option<&Consumer>, groups: Vec<String>, acl_ids: Vec<Uuid>) {
+        let view = match consumer {
+            Some(consumer) => ConsumerView::new(consumer, groups, acl_ids),
+            None => ConsumerView {
+                groups,
+                acl_ids,
+                ..ConsumerView::default()
+            },
+        };
+        self.consumer_views.insert(id, Arc::new(view));
     }
 
-    fn remove_acl(&mut self, consumer: Uuid, id: Uuid) {
-        let Some(current) = self.acl_groups.get(&consumer) else {
-            return;
-        };
-        let mut groups = (**current).clone();
-        if let Some(index) = groups.ids.iter().position(|i| *i == id) {
-            groups.ids.remove(index);
-            groups.groups.remove(index);
+    /// The consumer row changed or went away: new headers, same groups.
+    fn note_consumer(&mut self, state: &EntityState, id: Uuid) {
+        match state.consumers.get(&id) {
+            Some(consumer) => {
+                let (groups, ids) = self.groups_of(id);
+                self.set_view(id, Some(consumer), groups, ids);
+            }
+            None => {
+                self.consumer_views.remove(&id);
+            }
         }
-        if groups.ids.is_empty() {
-            self.acl_groups.remove(&consumer);
-        } else {
-            self.acl_groups.insert(consumer, Arc::new(groups));
+    }
+
+    fn groups_of(&self, consumer: Uuid) -> (Vec<String>, Vec<Uuid>) {
+        self.consumer_views
+            .get(&consumer)
+            .map(|v| (v.groups.clone(), v.acl_ids.clone()))
+            .unwrap_or_default()
+    }
+
+    fn add_acl(&mut self, state: &EntityState, consumer: Uuid, id: Uuid, group: &str) {
+        let (mut groups, mut ids) = self.groups_of(consumer);
+        ids.push(id);
+        groups.push(group.to_string());
+        self.set_view(consumer, state.consumers.get(&consumer), groups, ids);
+    }
+
+    fn remove_acl(&mut self, state: &EntityState, consumer: Uuid, id: Uuid) {
+        if self.consumer_views.get(&consumer).is_none() {
+            return;
+        }
+        let (mut groups, mut ids) = self.groups_of(consumer);
+        if let Some(index) = ids.iter().position(|i| *i == id) {
+            ids.remove(index);
+            groups.remove(index);
+        }
+        match state.consumers.get(&consumer) {
+            Some(row) => self.set_view(consumer, Some(row), groups, ids),
+            None if ids.is_empty() => {
+                self.consumer_views.remove(&consumer);
+            }
+            None => self.set_view(consumer, None, groups, ids),
         }
     }
 
@@ -187,13 +214,17 @@ impl Identities {
                     .get(&id)
                     .and_then(|c| c.username.as_deref().map(|u| (u, id)));
                 swap_key(&mut self.consumers_by_username, old, new);
+                self.note_consumer(state, id);
             }
             EntityKind::KeyauthCredentials => {
                 let old = match previous {
                     Some(Entity::KeyauthCredential(c)) => Some(c.key.as_str()),
                     _ => None,
                 };
-                let new = state.keyauth_credentials.get(&id).map(|c| (c.key.as_str(), id));
+                let new = state
+                    .keyauth_credentials
+                    .get(&id)
+                    .map(|c| (c.key.as_str(), KeyauthKey::of(c)));
                 swap_key(&mut self.keyauth_by_key, old, new);
             }
             EntityKind::BasicauthCredentials => {
@@ -222,10 +253,10 @@ impl Identities {
             }
             EntityKind::Acls => {
                 if let Some(Entity::Acl(old)) = previous {
-                    self.remove_acl(old.consumer.id, old.id);
+                    self.remove_acl(state, old.consumer.id, old.id);
                 }
                 if let Some(acl) = state.acls.get(&id) {
-                    self.add_acl(acl.consumer.id, acl.id, &acl.group);
+                    self.add_acl(state, acl.consumer.id, acl.id, &acl.group);
                 }
             }
             EntityKind::Plugins => {

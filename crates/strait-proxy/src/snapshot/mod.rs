@@ -290,8 +290,12 @@ impl strait_plugins::Directory for Snapshot {
     }
 
     fn keyauth_credential(&self, key: &str) -> Option<&strait_core::KeyauthCredential> {
-        let id = self.compiled.identities.keyauth_by_key.get(key)?;
-        self.entities.keyauth_credentials.get(id)
+        let found = self.compiled.identities.keyauth_by_key.get(key)?;
+        self.entities.keyauth_credentials.get(&found.credential)
+    }
+
+    fn keyauth_key(&self, key: &str) -> Option<strait_plugins::KeyauthKey> {
+        self.compiled.identities.keyauth_by_key.get(key).copied()
     }
 
     fn basicauth_credential(&self, username: &str) -> Option<&strait_core::BasicauthCredential> {
@@ -309,9 +313,8 @@ impl strait_plugins::Directory for Snapshot {
         self.entities.hmacauth_credentials.get(id)
     }
 
-    fn acl_groups(&self, consumer: Uuid) -> Option<&[String]> {
-        let groups = self.compiled.identities.acl_groups.get(&consumer)?;
-        Some(groups.groups.as_slice())
+    fn consumer_view(&self, consumer: Uuid) -> Option<&strait_plugins::ConsumerView> {
+        self.compiled.identities.consumer_views.get(&consumer).map(|v| &**v)
     }
 
     fn consumer_plugins(&self, consumer: Uuid) -> &[ConsumerPlugin] {

@@ -203,3 +203,122 @@ fn certificate_phase_plugins_run_before_the_sni_lookup() {
         "Continue falls through"
     );
 }
+
+fn with_consumers() -> Config {
+    parse(json!({
+        "_format_version": "3.0",
+        "consumers": [
+            {"id": "0b6fdc3e-1a2b-4c3d-8e4f-5a6b7c8d9e01", "username": "alice", "custom_id": "c-1",
+             "keyauth_credentials": [{"id": "0b6fdc3e-1a2b-4c3d-8e4f-5a6b7c8d9e11", "key": "k-alice"}],
+             "acls": [{"id": "0b6fdc3e-1a2b-4c3d-8e4f-5a6b7c8d9e21", "group": "g1"},
+                      {"id": "0b6fdc3e-1a2b-4c3d-8e4f-5a6b7c8d9e22", "group": "g2"}]},
+            {"id": "0b6fdc3e-1a2b-4c3d-8e4f-5a6b7c8d9e02", "username": "bob"}
+        ]
+    }))
+}
+
+/// What plugins see of each consumer and key: the prepared view (headers,
+/// groups) and the key index.
+fn identity_shape(snapshot: &Snapshot) -> Vec<String> {
+    use strait_plugins::Directory;
+    let config = snapshot.config();
+    let mut shape: Vec<String> = config
+        .consumers
+        .iter()
+        .map(|c| {
+            let view = snapshot.consumer_view(c.id).expect("every consumer has a view");
+            format!(
+                "{:?} {:?} {:?} {:?} {:?} {:?}",
+                view.consumer.as_ref().map(|c| &c.username),
+                view.id_header,
+                view.username_header,
+                view.custom_id_header,
+                view.groups,
+                view.groups_header
+            )
+        })
+        .collect();
+    shape.extend(
+        config
+            .keyauth_credentials
+            .iter()
+            .map(|k| format!("{} {:?}", k.key, snapshot.keyauth_key(&k.key))),
+    );
+    shape.sort();
+    shape
+}
+
+#[test]
+fn consumer_views_and_key_index_follow_changes() {
+    let start = compile_snapshot(1, Arc::new(with_consumers())).expect("compiles");
+    let first = identity_shape(&start);
+    assert!(
+        first
+            .iter()
+            .any(|s| s.contains("[\"g1\", \"g2\"]") && s.contains("\"g1, g2\"")),
+        "{first:?}"
+    );
+    let mut target = with_consumers();
+    let alice = target
+        .consumers
+        .iter_mut()
+        .find(|c| c.username.as_deref() == Some("alice"))
+        .expect("alice");
+    alice.username = Some("alice-renamed".into());
+    alice.custom_id = None;
+    let alice = alice.clone();
+    let bob = target
+        .consumers
+        .iter()
+        .find(|c| c.username.as_deref() == Some("bob"))
+        .expect("bob")
+        .id;
+    let g1 = target.acls.iter().find(|a| a.group == "g1").expect("g1").id;
+    target.acls.retain(|a| a.id != g1);
+    let mut bobs_group = target.acls[0].clone();
+    bobs_group.id = uuid::Uuid::new_v4();
+    bobs_group.group = "g3".into();
+    bobs_group.consumer = strait_core::ForeignKey::new(bob);
+    target.acls.push(bobs_group.clone());
+    target.keyauth_credentials[0].ttl = Some(3600);
+    let key = target.keyauth_credentials[0].clone();
+    // The new acl is listed before anything else changes.
+    let changes = vec![
+        ConfigChange::Upsert {
+            entity: Entity::Acl(bobs_group),
+        },
+        ConfigChange::Upsert {
+            entity: Entity::Consumer(alice),
+        },
+        ConfigChange::Delete {
+            kind: EntityKind::Acls,
+            id: g1,
+        },
+        ConfigChange::Upsert {
+            entity: Entity::KeyauthCredential(key),
+        },
+    ];
+    let derived = derive_snapshot(&start, &changes).expect("derives");
+    let compiled = compile_snapshot(0, Arc::new(target.clone())).expect("compiles");
+    assert_eq!(identity_shape(&derived), identity_shape(&compiled));
+    assert_ne!(identity_shape(&derived), first);
+    // Deleting bob (with his acl) drops his view.
+    let bobs_acl = target.acls.iter().find(|a| a.consumer.id == bob).expect("bob's acl").id;
+    let gone = derive_snapshot(
+        &derived,
+        &[
+            ConfigChange::Delete {
+                kind: EntityKind::Consumers,
+                id: bob,
+            },
+            ConfigChange::Delete {
+                kind: EntityKind::Acls,
+                id: bobs_acl,
+            },
+        ],
+    )
+    .expect("derives");
+    use strait_plugins::Directory;
+    assert!(gone.consumer_view(bob).is_none());
+    assert!(derived.consumer_view(bob).is_some());
+}
