@@ -8,6 +8,7 @@ use http::StatusCode;
 use serde_json::{json, Value};
 use strait_core::declarative::{config_to_declarative, DeclarativeFormat};
 use strait_core::{parse_declarative_for, ConfigError, ConfigVersion, RouterFlavor};
+use strait_proxy::compiler::ReplaceCommit;
 use strait_proxy::{PublishError, SnapshotPublisher};
 use strait_store::Store;
 
@@ -44,17 +45,22 @@ pub async fn load_declarative(
     format: DeclarativeFormat,
     flavor: RouterFlavor,
 ) -> Result<ConfigVersion, LoadError> {
-    let config = Arc::new(parse_declarative_for(bytes, format, unix_now(), flavor).map_err(LoadError::Invalid)?);
+    let now = unix_now();
+    let config = Arc::new(parse_declarative_for(bytes, format, now, flavor).map_err(LoadError::Invalid)?);
     let store = store.clone();
     let to_commit = config.clone();
     let hash = input_hash(bytes);
     let stored_hash = hash.clone();
-    let commit = Box::new(move || {
-        store
-            .replace_hashed(&to_commit, Some(&stored_hash))
-            .map_err(|e| Box::new(e) as strait_proxy::compiler::CommitError)
+    // Only what differs from the running configuration is committed when
+    // that is a small part of it (see SnapshotPublisher::sync).
+    let commit = Box::new(move |what: ReplaceCommit<'_>| {
+        let committed = match what {
+            ReplaceCommit::Whole => store.replace_hashed(&to_commit, Some(&stored_hash)),
+            ReplaceCommit::Changes(changes) => store.apply_hashed(changes, Some(&stored_hash)),
+        };
+        committed.map_err(|e| Box::new(e) as strait_proxy::compiler::CommitError)
     });
-    Ok(publisher.replace(config, Some(hash), commit).await?)
+    Ok(publisher.sync(config, Some(hash), now, commit).await?)
 }
 
 pub fn get_config(state: &AdminState) -> AdminResponse {

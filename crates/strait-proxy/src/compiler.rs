@@ -23,6 +23,23 @@ pub type CommitError = Box<dyn std::error::Error + Send + Sync>;
 /// The commit step run after a snapshot compiled: returns the committed version.
 pub type CommitFn = Box<dyn FnOnce() -> Result<ConfigVersion, CommitError> + Send>;
 
+/// What a replacement commits: the whole configuration, or only the
+/// changes that turn the running configuration into it.
+#[derive(Debug)]
+pub enum ReplaceCommit<'a> {
+    Whole,
+    Changes(&'a [ConfigChange]),
+}
+
+/// The commit step of a replacement; called a second time with
+/// [`ReplaceCommit::Whole`] when committing the changes failed.
+pub type ReplaceCommitFn = Box<dyn FnMut(ReplaceCommit<'_>) -> Result<ConfigVersion, CommitError> + Send>;
+
+/// A replacement goes through the change path when it changes at most this
+/// share of the entities (1/2): below it, deriving touches less than a
+/// full compile does.
+const CHANGE_PATH_SHARE: usize = 2;
+
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
     #[error("configuration does not compile: {0}")]
@@ -38,6 +55,13 @@ enum Job {
         config: Arc<Config>,
         hash: Option<String>,
         commit: CommitFn,
+        reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
+    },
+    Sync {
+        config: Arc<Config>,
+        hash: Option<String>,
+        generated: i64,
+        commit: ReplaceCommitFn,
         reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
     },
     Delta {
@@ -100,6 +124,34 @@ impl SnapshotPublisher {
         answer.await.map_err(|_| PublishError::Stopped)?
     }
 
+    /// Make `config` the configuration, touching only what differs from
+    /// the running one: the entities that changed are committed and derived
+    /// as changes (`commit(ReplaceCommit::Changes)`) when they are at most
+    /// half of the configuration, else the whole configuration is compiled
+    /// and committed (`commit(ReplaceCommit::Whole)`), as it is when the
+    /// change path fails. `generated`: the timestamp parsing gave entities
+    /// without one (such timestamps are not a difference). The running
+    /// snapshot is untouched when a step fails.
+    pub async fn sync(
+        &self,
+        config: Arc<Config>,
+        hash: Option<String>,
+        generated: i64,
+        commit: ReplaceCommitFn,
+    ) -> Result<ConfigVersion, PublishError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job::Sync {
+                config,
+                hash,
+                generated,
+                commit,
+                reply,
+            })
+            .map_err(|_| PublishError::Stopped)?;
+        answer.await.map_err(|_| PublishError::Stopped)?
+    }
+
     /// Derive the snapshot `changes` produce, run `commit` (the store
     /// transaction), publish. A change that does not compile is never
     /// committed; a failed commit publishes nothing.
@@ -155,6 +207,56 @@ fn run_job(current: &ArcSwap<Snapshot>, job: Job) -> Option<Arc<Snapshot>> {
                 .map_err(PublishError::from)
                 .and_then(|mut snapshot| {
                     let version = commit().map_err(PublishError::Commit)?;
+                    snapshot.version = version;
+                    if let Some(hash) = hash {
+                        snapshot.hash = hash;
+                    }
+                    Ok(snapshot)
+                });
+            let (answer, old) = publish(current, result);
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                ok = answer.is_ok(),
+                "configuration replaced"
+            );
+            let _ = reply.send(answer);
+            old
+        }
+        Job::Sync {
+            config,
+            hash,
+            generated,
+            mut commit,
+            reply,
+        } => {
+            let started = std::time::Instant::now();
+            let running = current.load_full();
+            let changes = running.diff(&config, generated);
+            let size = config.entity_count().max(running.entity_count()).max(1);
+            if changes.len() * CHANGE_PATH_SHARE <= size {
+                let derived = derive_snapshot(&running, &changes).ok().and_then(|mut snapshot| {
+                    snapshot.version = commit(ReplaceCommit::Changes(&changes)).ok()?;
+                    if let Some(hash) = &hash {
+                        snapshot.hash = hash.clone();
+                    }
+                    Some(snapshot)
+                });
+                if let Some(snapshot) = derived {
+                    let (answer, old) = publish(current, Ok(snapshot));
+                    tracing::info!(
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        changes = changes.len(),
+                        "configuration replaced"
+                    );
+                    let _ = reply.send(answer);
+                    return old;
+                }
+            }
+            drop(running);
+            let result = compile_snapshot(0, config)
+                .map_err(PublishError::from)
+                .and_then(|mut snapshot| {
+                    let version = commit(ReplaceCommit::Whole).map_err(PublishError::Commit)?;
                     snapshot.version = version;
                     if let Some(hash) = hash {
                         snapshot.hash = hash;

@@ -124,6 +124,11 @@ pub trait Store: Send + Sync {
     /// applied, so cascades may be listed in any order. An empty slice
     /// writes nothing and returns the current version.
     fn apply(&self, changes: &[ConfigChange]) -> Result<ConfigVersion, StoreError>;
+    /// `apply`, recording `hash` as the configuration's hash in the same
+    /// transaction instead of clearing it: what a `/config` post that
+    /// differs from the running configuration in a few entities commits.
+    /// With no changes only the hash is written and the version stays.
+    fn apply_hashed(&self, changes: &[ConfigChange], hash: Option<&str>) -> Result<ConfigVersion, StoreError>;
 
     /// One entity by primary key.
     fn get(&self, kind: EntityKind, id: Uuid) -> Result<Option<Entity>, StoreError>;

@@ -142,6 +142,13 @@ impl Snapshot {
             .unwrap_or(&[])
     }
 
+    /// The changes that turn this snapshot's configuration into `config`
+    /// (see `EntityState::diff`); `generated` is the timestamp parsing gave
+    /// entities that had none.
+    pub fn diff(&self, config: &Config, generated: i64) -> Vec<ConfigChange> {
+        self.entities.diff(config, generated)
+    }
+
     pub fn certificates(&self) -> &CertificateIndex {
         &self.compiled.certificates
     }

@@ -173,3 +173,150 @@ pub(crate) fn config_upserts(config: &Config) -> Vec<ConfigChange> {
     changes.extend(config.plugins.iter().cloned().map(Entity::Plugin).map(upsert));
     changes
 }
+
+/// Timestamps of `entity` equal to `generated` (the ones parsing filled
+/// in because the document had none) take the running entity's values.
+fn adopt_timestamps(entity: &mut Entity, old: &Entity, generated: i64) {
+    fn adopt<T: PartialEq + Copy>(new: &mut T, old: T, generated: T) {
+        if *new == generated {
+            *new = old;
+        }
+    }
+    macro_rules! both {
+        ($new:expr, $old:expr) => {{
+            adopt(&mut $new.created_at, $old.created_at, generated);
+            adopt(&mut $new.updated_at, $old.updated_at, generated);
+        }};
+    }
+    match (entity, old) {
+        (Entity::Service(n), Entity::Service(o)) => both!(n, o),
+        (Entity::Route(n), Entity::Route(o)) => both!(n, o),
+        (Entity::Upstream(n), Entity::Upstream(o)) => both!(n, o),
+        (Entity::Target(n), Entity::Target(o)) => {
+            adopt(&mut n.created_at, o.created_at, generated as f64);
+            adopt(&mut n.updated_at, o.updated_at, generated as f64);
+        }
+        (Entity::Consumer(n), Entity::Consumer(o)) => both!(n, o),
+        (Entity::Plugin(n), Entity::Plugin(o)) => both!(n, o),
+        (Entity::Certificate(n), Entity::Certificate(o)) => both!(n, o),
+        (Entity::Sni(n), Entity::Sni(o)) => both!(n, o),
+        (Entity::CaCertificate(n), Entity::CaCertificate(o)) => both!(n, o),
+        (Entity::KeyauthCredential(n), Entity::KeyauthCredential(o)) => {
+            adopt(&mut n.created_at, o.created_at, generated)
+        }
+        (Entity::BasicauthCredential(n), Entity::BasicauthCredential(o)) => {
+            adopt(&mut n.created_at, o.created_at, generated)
+        }
+        (Entity::Acl(n), Entity::Acl(o)) => adopt(&mut n.created_at, o.created_at, generated),
+        (Entity::JwtSecret(n), Entity::JwtSecret(o)) => adopt(&mut n.created_at, o.created_at, generated),
+        (Entity::HmacauthCredential(n), Entity::HmacauthCredential(o)) => {
+            adopt(&mut n.created_at, o.created_at, generated)
+        }
+        _ => {}
+    }
+}
+
+impl EntityState {
+    /// The running entity of `kind` with `id`, cloned.
+    fn get_entity(&self, kind: EntityKind, id: Uuid) -> Option<Entity> {
+        Some(match kind {
+            EntityKind::Services => Entity::Service(self.services.get(&id)?.clone()),
+            EntityKind::Routes => Entity::Route((**self.routes.get(&id)?).clone()),
+            EntityKind::Upstreams => Entity::Upstream(self.upstreams.get(&id)?.clone()),
+            EntityKind::Targets => Entity::Target(self.targets.get(&id)?.clone()),
+            EntityKind::Consumers => Entity::Consumer(self.consumers.get(&id)?.clone()),
+            EntityKind::Plugins => Entity::Plugin(self.plugins.get(&id)?.clone()),
+            EntityKind::Certificates => Entity::Certificate(self.certificates.get(&id)?.clone()),
+            EntityKind::Snis => Entity::Sni(self.snis.get(&id)?.clone()),
+            EntityKind::CaCertificates => Entity::CaCertificate(self.ca_certificates.get(&id)?.clone()),
+            EntityKind::KeyauthCredentials => Entity::KeyauthCredential(self.keyauth_credentials.get(&id)?.clone()),
+            EntityKind::BasicauthCredentials => {
+                Entity::BasicauthCredential(self.basicauth_credentials.get(&id)?.clone())
+            }
+            EntityKind::Acls => Entity::Acl(self.acls.get(&id)?.clone()),
+            EntityKind::JwtSecrets => Entity::JwtSecret(self.jwt_secrets.get(&id)?.clone()),
+            EntityKind::HmacauthCredentials => Entity::HmacauthCredential(self.hmacauth_credentials.get(&id)?.clone()),
+        })
+    }
+
+    /// Ids of every entity of `kind`.
+    fn ids(&self, kind: EntityKind) -> Vec<Uuid> {
+        fn keys<T: Clone>(map: &CowMap<Uuid, T>) -> Vec<Uuid> {
+            map.iter().map(|(id, _)| *id).collect()
+        }
+        match kind {
+            EntityKind::Services => keys(&self.services),
+            EntityKind::Routes => keys(&self.routes),
+            EntityKind::Upstreams => keys(&self.upstreams),
+            EntityKind::Targets => keys(&self.targets),
+            EntityKind::Consumers => keys(&self.consumers),
+            EntityKind::Plugins => keys(&self.plugins),
+            EntityKind::Certificates => keys(&self.certificates),
+            EntityKind::Snis => keys(&self.snis),
+            EntityKind::CaCertificates => keys(&self.ca_certificates),
+            EntityKind::KeyauthCredentials => keys(&self.keyauth_credentials),
+            EntityKind::BasicauthCredentials => keys(&self.basicauth_credentials),
+            EntityKind::Acls => keys(&self.acls),
+            EntityKind::JwtSecrets => keys(&self.jwt_secrets),
+            EntityKind::HmacauthCredentials => keys(&self.hmacauth_credentials),
+        }
+    }
+
+    /// The changes that turn these entities into `config`: deletes of what
+    /// is gone (children before parents, so a freed name can be reused),
+    /// then upserts of what is new or different (parents first). An entity
+    /// that differs only by timestamps parsing generated (`generated`) is
+    /// not a change and keeps its timestamps.
+    pub fn diff(&self, config: &Config, generated: i64) -> Vec<ConfigChange> {
+        let upserts = config_upserts(config);
+        let mut wanted: std::collections::HashMap<EntityKind, std::collections::HashSet<Uuid>> =
+            std::collections::HashMap::new();
+        for change in &upserts {
+            if let ConfigChange::Upsert { entity } = change {
+                wanted.entry(entity.kind()).or_default().insert(entity.id());
+            }
+        }
+        let mut changes = Vec::new();
+        for kind in DELETE_ORDER {
+            let keep = wanted.get(&kind);
+            let mut gone: Vec<Uuid> = self
+                .ids(kind)
+                .into_iter()
+                .filter(|id| !keep.is_some_and(|k| k.contains(id)))
+                .collect();
+            gone.sort_unstable();
+            changes.extend(gone.into_iter().map(|id| ConfigChange::Delete { kind, id }));
+        }
+        for change in upserts {
+            let ConfigChange::Upsert { mut entity } = change else {
+                continue;
+            };
+            if let Some(old) = self.get_entity(entity.kind(), entity.id()) {
+                adopt_timestamps(&mut entity, &old, generated);
+                if entity == old {
+                    continue;
+                }
+            }
+            changes.push(ConfigChange::Upsert { entity });
+        }
+        changes
+    }
+}
+
+/// Kinds with children before their parents.
+const DELETE_ORDER: [EntityKind; 14] = [
+    EntityKind::Plugins,
+    EntityKind::HmacauthCredentials,
+    EntityKind::JwtSecrets,
+    EntityKind::Acls,
+    EntityKind::BasicauthCredentials,
+    EntityKind::KeyauthCredentials,
+    EntityKind::Consumers,
+    EntityKind::Targets,
+    EntityKind::Upstreams,
+    EntityKind::Routes,
+    EntityKind::Services,
+    EntityKind::Snis,
+    EntityKind::Certificates,
+    EntityKind::CaCertificates,
+];

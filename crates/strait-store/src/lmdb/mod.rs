@@ -129,10 +129,20 @@ impl Store for LmdbStore {
         if changes.is_empty() {
             return self.version();
         }
+        self.apply_hashed(changes, None)
+    }
+
+    fn apply_hashed(&self, changes: &[ConfigChange], hash: Option<&str>) -> Result<ConfigVersion, StoreError> {
         let mut txn = self.env.write_txn()?;
+        if changes.is_empty() {
+            write_hash(&self.tables, &mut txn, hash)?;
+            let version = read_meta(&self.tables, &txn, CONFIG_VERSION)?;
+            txn.commit()?;
+            return Ok(version);
+        }
         let next = read_meta(&self.tables, &txn, CONFIG_VERSION)? + 1;
         let entries = write::apply_changes(&self.tables, &mut txn, changes, next)?;
-        write_hash(&self.tables, &mut txn, None)?;
+        write_hash(&self.tables, &mut txn, hash)?;
         let version = self.commit_version(txn, |_| entries)?;
         tracing::debug!(version, changes = changes.len(), "configuration changes applied");
         Ok(version)
