@@ -231,9 +231,17 @@ fn run_job(current: &ArcSwap<Snapshot>, job: Job) -> Option<Arc<Snapshot>> {
         } => {
             let started = std::time::Instant::now();
             let running = current.load_full();
-            let changes = running.diff(&config, generated);
             let size = config.entity_count().max(running.entity_count()).max(1);
-            if changes.len() * CHANGE_PATH_SHARE <= size {
+            // At least the entities the running configuration lacks change:
+            // when they alone pass the share (a first load, a new set), the
+            // diff and its memory are skipped.
+            let added_at_least = config.entity_count().saturating_sub(running.entity_count());
+            let changes = if added_at_least * CHANGE_PATH_SHARE <= size {
+                running.diff(&config, generated)
+            } else {
+                Vec::new()
+            };
+            if added_at_least * CHANGE_PATH_SHARE <= size && changes.len() * CHANGE_PATH_SHARE <= size {
                 let derived = derive_snapshot(&running, &changes).ok().and_then(|mut snapshot| {
                     snapshot.version = commit(ReplaceCommit::Changes(&changes)).ok()?;
                     if let Some(hash) = &hash {
