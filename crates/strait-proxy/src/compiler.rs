@@ -1,9 +1,12 @@
 //! The snapshot compiler: its own thread, never a proxy worker.
 //!
-//! Jobs arrive over a channel. For a full replacement the compiler builds the
-//! new snapshot first, then runs the caller's commit (the store transaction),
-//! and only then publishes — so a configuration that cannot compile is never
-//! committed and the running snapshot stays. Retired snapshots are dropped
+//! Jobs arrive over a channel. For a replacement (`/config`, a declarative
+//! file) the compiler diffs it against the running snapshot and derives the
+//! new snapshot from the changes when they are few, else compiles it whole;
+//! either way it builds the new snapshot first, then runs the caller's
+//! commit (the store transaction), and only then publishes — so a
+//! configuration that cannot compile is never committed and the running
+//! snapshot stays. Retired snapshots are dropped
 //! on this thread once no request holds them, keeping deallocation off the
 //! request path.
 
@@ -51,12 +54,6 @@ pub enum PublishError {
 }
 
 enum Job {
-    Replace {
-        config: Arc<Config>,
-        hash: Option<String>,
-        commit: CommitFn,
-        reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
-    },
     Sync {
         config: Arc<Config>,
         hash: Option<String>,
@@ -100,28 +97,6 @@ impl SnapshotPublisher {
     /// The live snapshot, shared with the proxy.
     pub fn current(&self) -> Arc<ArcSwap<Snapshot>> {
         self.current.clone()
-    }
-
-    /// Compile `config`, run `commit`, publish. The running snapshot is
-    /// untouched when either step fails.
-    /// `hash` is the configuration hash to report (Kong hashes the input
-    /// document); `None` hashes the compiled configuration.
-    pub async fn replace(
-        &self,
-        config: Arc<Config>,
-        hash: Option<String>,
-        commit: CommitFn,
-    ) -> Result<ConfigVersion, PublishError> {
-        let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(Job::Replace {
-                config,
-                hash,
-                commit,
-                reply,
-            })
-            .map_err(|_| PublishError::Stopped)?;
-        answer.await.map_err(|_| PublishError::Stopped)?
     }
 
     /// Make `config` the configuration, touching only what differs from
@@ -196,85 +171,19 @@ fn compiler_loop(current: Arc<ArcSwap<Snapshot>>, jobs: mpsc::Receiver<Job>) {
 /// Run one job; returns the snapshot it replaced, if any.
 fn run_job(current: &ArcSwap<Snapshot>, job: Job) -> Option<Arc<Snapshot>> {
     match job {
-        Job::Replace {
-            config,
-            hash,
-            commit,
-            reply,
-        } => {
-            let started = std::time::Instant::now();
-            let result = compile_snapshot(0, config)
-                .map_err(PublishError::from)
-                .and_then(|mut snapshot| {
-                    let version = commit().map_err(PublishError::Commit)?;
-                    snapshot.version = version;
-                    if let Some(hash) = hash {
-                        snapshot.hash = hash;
-                    }
-                    Ok(snapshot)
-                });
-            let (answer, old) = publish(current, result);
-            tracing::info!(
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                ok = answer.is_ok(),
-                "configuration replaced"
-            );
-            let _ = reply.send(answer);
-            old
-        }
         Job::Sync {
             config,
             hash,
             generated,
-            mut commit,
+            commit,
             reply,
         } => {
             let started = std::time::Instant::now();
-            let running = current.load_full();
-            let size = config.entity_count().max(running.entity_count()).max(1);
-            // At least the entities the running configuration lacks change:
-            // when they alone pass the share (a first load, a new set), the
-            // diff and its memory are skipped.
-            let added_at_least = config.entity_count().saturating_sub(running.entity_count());
-            let changes = if added_at_least * CHANGE_PATH_SHARE <= size {
-                running.diff(&config, generated)
-            } else {
-                Vec::new()
-            };
-            if added_at_least * CHANGE_PATH_SHARE <= size && changes.len() * CHANGE_PATH_SHARE <= size {
-                let derived = derive_snapshot(&running, &changes).ok().and_then(|mut snapshot| {
-                    snapshot.version = commit(ReplaceCommit::Changes(&changes)).ok()?;
-                    if let Some(hash) = &hash {
-                        snapshot.hash = hash.clone();
-                    }
-                    Some(snapshot)
-                });
-                if let Some(snapshot) = derived {
-                    let (answer, old) = publish(current, Ok(snapshot));
-                    tracing::info!(
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        changes = changes.len(),
-                        "configuration replaced"
-                    );
-                    let _ = reply.send(answer);
-                    return old;
-                }
-            }
-            drop(running);
-            let result = compile_snapshot(0, config)
-                .map_err(PublishError::from)
-                .and_then(|mut snapshot| {
-                    let version = commit(ReplaceCommit::Whole).map_err(PublishError::Commit)?;
-                    snapshot.version = version;
-                    if let Some(hash) = hash {
-                        snapshot.hash = hash;
-                    }
-                    Ok(snapshot)
-                });
-            let (answer, old) = publish(current, result);
+            let (answer, old, changes) = sync(current, config, hash, generated, commit);
             tracing::info!(
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 ok = answer.is_ok(),
+                changes = changes.map_or_else(|| "all".to_string(), |n| n.to_string()),
                 "configuration replaced"
             );
             let _ = reply.send(answer);
@@ -298,6 +207,57 @@ fn run_job(current: &ArcSwap<Snapshot>, job: Job) -> Option<Arc<Snapshot>> {
             old
         }
     }
+}
+
+/// Make `config` the running configuration by its changes when they are
+/// few, else whole (see [`SnapshotPublisher::sync`]). Returns the answer,
+/// the replaced snapshot, and how many changes went the change path (None:
+/// the whole configuration was compiled).
+fn sync(
+    current: &ArcSwap<Snapshot>,
+    config: Arc<Config>,
+    hash: Option<String>,
+    generated: i64,
+    mut commit: ReplaceCommitFn,
+) -> (
+    Result<ConfigVersion, PublishError>,
+    Option<Arc<Snapshot>>,
+    Option<usize>,
+) {
+    let running = current.load_full();
+    let size = config.entity_count().max(running.entity_count()).max(1);
+    let few = |count: usize| count * CHANGE_PATH_SHARE <= size;
+    // At least the entities the running configuration lacks change: when
+    // they alone are too many (a first load, a new set), the diff and its
+    // memory are skipped.
+    if few(config.entity_count().saturating_sub(running.entity_count())) {
+        let changes = running.diff(&config, generated);
+        if few(changes.len()) {
+            let derived = derive_snapshot(&running, &changes).ok().and_then(|mut snapshot| {
+                snapshot.version = commit(ReplaceCommit::Changes(&changes)).ok()?;
+                if let Some(hash) = &hash {
+                    snapshot.hash = hash.clone();
+                }
+                Some(snapshot)
+            });
+            if let Some(snapshot) = derived {
+                let (answer, old) = publish(current, Ok(snapshot));
+                return (answer, old, Some(changes.len()));
+            }
+        }
+    }
+    drop(running);
+    let result = compile_snapshot(0, config)
+        .map_err(PublishError::from)
+        .and_then(|mut snapshot| {
+            snapshot.version = commit(ReplaceCommit::Whole).map_err(PublishError::Commit)?;
+            if let Some(hash) = hash {
+                snapshot.hash = hash;
+            }
+            Ok(snapshot)
+        });
+    let (answer, old) = publish(current, result);
+    (answer, old, None)
 }
 
 fn publish(
