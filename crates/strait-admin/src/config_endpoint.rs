@@ -12,7 +12,7 @@ use strait_proxy::compiler::ReplaceCommit;
 use strait_proxy::{PublishError, SnapshotPublisher};
 use strait_store::Store;
 
-use crate::response::{empty_response, json_response, message, AdminResponse};
+use crate::response::{empty_response, json_response, json_text_response, message, AdminResponse};
 use crate::AdminState;
 
 #[derive(Debug, thiserror::Error)]
@@ -82,12 +82,11 @@ fn extract_document(content_type: &str, body: &[u8]) -> Result<(Vec<u8>, Declara
     let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     match media.as_str() {
         "" => Ok((body.to_vec(), DeclarativeFormat::Auto)),
-        "application/json" => match serde_json::from_slice::<Value>(body) {
-            Ok(Value::Object(map)) => match map.get("config") {
-                Some(Value::String(inner)) => Ok((inner.as_bytes().to_vec(), DeclarativeFormat::Auto)),
-                Some(inner @ Value::Object(_)) => Ok((inner.to_string().into_bytes(), DeclarativeFormat::Json)),
-                _ => Ok((body.to_vec(), DeclarativeFormat::Json)),
-            },
+        "application/json" => match serde_json::from_slice::<ConfigMember>(body) {
+            Ok(ConfigMember(Some(Value::String(inner)))) => Ok((inner.into_bytes(), DeclarativeFormat::Auto)),
+            Ok(ConfigMember(Some(inner @ Value::Object(_)))) => {
+                Ok((inner.to_string().into_bytes(), DeclarativeFormat::Json))
+            }
             Ok(_) | Err(_) => Ok((body.to_vec(), DeclarativeFormat::Json)),
         },
         "application/x-yaml" | "application/yaml" | "text/yaml" | "text/x-yaml" => {
@@ -100,6 +99,36 @@ fn extract_document(content_type: &str, body: &[u8]) -> Result<(Vec<u8>, Declara
             .map(|v| (v, DeclarativeFormat::Auto))
             .ok_or_else(|| message(StatusCode::BAD_REQUEST, "expected a 'config' field")),
         _ => Err(message(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Content-Type")),
+    }
+}
+
+/// The `config` member of a top-level JSON object (a wrapped document),
+/// read without building a JSON tree of the rest: a plain declarative
+/// document is only scanned here, and parsed once, by the loader.
+struct ConfigMember(Option<Value>);
+
+impl<'de> serde::Deserialize<'de> for ConfigMember {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = ConfigMember;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<ConfigMember, A::Error> {
+                let mut config = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "config" => config = Some(map.next_value::<Value>()?),
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(ConfigMember(config))
+            }
+        }
+        deserializer.deserialize_map(Members)
     }
 }
 
@@ -124,10 +153,18 @@ pub async fn post_config(state: &AdminState, content_type: &str, query: Option<&
     if query_flag(query, "check_hash") && state.publisher.current().load().hash == input_hash(&document) {
         return empty_response(StatusCode::NOT_MODIFIED);
     }
-    match load_declarative(&state.publisher, &state.store, &document, format, state.router_flavor).await {
+    let loaded = load_declarative(&state.publisher, &state.store, &document, format, state.router_flavor).await;
+    drop(document);
+    // The parse's garbage, and the answer once it is sent, go back to the
+    // OS shortly after; on this (the admin) thread's runtime.
+    tokio::spawn(async {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        strait_proxy::background::release_memory();
+    });
+    match loaded {
         Ok(_) => {
             let snapshot = state.publisher.current().load_full();
-            json_response(StatusCode::CREATED, &config_to_declarative(&snapshot.config()))
+            json_text_response(StatusCode::CREATED, snapshot.config_json())
         }
         Err(LoadError::Invalid(error)) => json_response(
             StatusCode::BAD_REQUEST,

@@ -8,7 +8,12 @@ use serde_json::{json, Value};
 pub type AdminResponse = Response<Full<Bytes>>;
 
 pub fn json_response(status: StatusCode, body: &Value) -> AdminResponse {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    json_text_response(status, body.to_string().into_bytes())
+}
+
+/// A JSON response whose body is already JSON text.
+pub fn json_text_response(status: StatusCode, body: Vec<u8>) -> AdminResponse {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(

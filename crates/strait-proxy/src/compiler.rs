@@ -153,18 +153,26 @@ impl SnapshotPublisher {
 }
 
 fn compiler_loop(current: Arc<ArcSwap<Snapshot>>, jobs: mpsc::Receiver<Job>) {
+    crate::background::lower_priority("strait-compiler");
     let mut retired: Vec<Arc<Snapshot>> = Vec::new();
     loop {
-        match jobs.recv_timeout(Duration::from_millis(250)) {
+        let ran = match jobs.recv_timeout(Duration::from_millis(250)) {
             Ok(job) => {
                 if let Some(old) = run_job(&current, job) {
                     retired.push(old);
                 }
+                true
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Timeout) => false,
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
-        }
+        };
+        let before = retired.len();
         retired.retain(|snapshot| Arc::strong_count(snapshot) > 1);
+        // A job's garbage and a freed snapshot go back to the OS now, not at
+        // the allocator's next call from this thread (maybe never, idle).
+        if ran || retired.len() < before {
+            crate::background::release_memory();
+        }
     }
 }
 

@@ -4,8 +4,9 @@
 //!
 //! This crate sees only snapshots: it never depends on a store backend or the
 //! Admin API.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
+pub mod background;
 pub mod balancer;
 pub mod body;
 pub mod compiler;

@@ -6,6 +6,20 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Return mimalloc's free pages to the OS now (registered with
+/// `strait_proxy::background`, which calls it after large jobs). mimalloc
+/// otherwise purges on its next call from the freeing thread, so an idle
+/// node kept a parsed configuration's garbage resident.
+fn release_allocator_memory() {
+    extern "C" {
+        fn mi_collect(force: bool);
+    }
+    // SAFETY: `mi_collect` is part of the mimalloc library linked as the
+    // global allocator above; it takes a plain bool, may be called from any
+    // thread at any time, and only returns free pages.
+    unsafe { mi_collect(true) }
+}
+
 mod kong_configuration;
 mod node;
 mod settings;
@@ -29,6 +43,7 @@ Commands:
 ";
 
 fn main() -> ExitCode {
+    strait_proxy::background::set_memory_release(release_allocator_memory);
     let args: Vec<String> = std::env::args().skip(1).collect();
     match run(&args) {
         Ok(code) => code,

@@ -69,6 +69,8 @@ pub fn run(settings: NodeSettings) -> Result<()> {
             .map_err(|e| anyhow!("declarative_config {}:\n{e}", path.display()))?;
         tracing::info!(config_version = version, path = %path.display(), "declarative configuration loaded");
     }
+    // Parsing the file left free pages; return them before serving.
+    strait_proxy::background::release_memory();
     let ready = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(ProxyStats::default());
     let default_cert =
@@ -166,6 +168,9 @@ fn start_admin_thread(
     std::thread::Builder::new()
         .name("strait-admin".to_string())
         .spawn(move || {
+            // Admin work (a whole-config POST above all) yields to the proxy
+            // workers; threads the runtime starts inherit the priority.
+            strait_proxy::background::lower_priority("strait-admin");
             let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(runtime) => runtime,
                 Err(error) => {

@@ -164,7 +164,7 @@ fn resolve_foreign(
         if reference.get("id").is_some_and(|id| !id.is_null()) {
             continue;
         }
-        let candidates = unique_fields(parent);
+        let candidates: Vec<&str> = unique_fields(parent).collect();
         let given = candidates.iter().find_map(|name| {
             reference
                 .get(*name)

@@ -2,20 +2,26 @@
 //! entities, each with its path, its input minus nested children, and the
 //! nested parent it belongs to.
 
+use std::borrow::Cow;
+
 use serde_json::{json, Map, Value};
 
 use crate::entities::EntityKind;
 use crate::error::FieldError;
 
 /// One entity found in the document, not yet validated.
-pub(super) struct Pending {
+pub(super) struct Pending<'a> {
     pub kind: EntityKind,
     /// Where it sits in the document: `services[1].routes[0]`.
     pub path: String,
-    /// Its fields as written, nested children removed.
+    /// Its fields as written, nested children removed (emptied once
+    /// validation has taken them, unless write transformations need them).
     pub input: Map<String, Value>,
+    /// Whether the input named its endpoint key (recorded before
+    /// validation takes the input).
+    pub key_given: bool,
     /// The item exactly as written (for `flattened_errors`).
-    pub raw: Value,
+    pub raw: Cow<'a, Value>,
     /// Index (in the pending list) of the entity it is nested under.
     pub parent: Option<usize>,
 }
@@ -42,7 +48,7 @@ pub(super) fn nested_children(kind: EntityKind) -> &'static [(&'static str, Enti
 }
 
 /// Every entity in the document, parents before their nested children.
-pub(super) fn collect(document: &Map<String, Value>, errors: &mut Vec<FieldError>) -> Vec<Pending> {
+pub(super) fn collect<'a>(document: &'a Map<String, Value>, errors: &mut Vec<FieldError>) -> Vec<Pending<'a>> {
     let mut pending = Vec::new();
     for kind in EntityKind::ALL {
         if let Some(items) = document.get(kind.table()) {
@@ -52,12 +58,12 @@ pub(super) fn collect(document: &Map<String, Value>, errors: &mut Vec<FieldError
     pending
 }
 
-fn collect_list(
+fn collect_list<'a>(
     kind: EntityKind,
-    items: &Value,
+    items: &'a Value,
     path: &str,
     parent: Option<usize>,
-    pending: &mut Vec<Pending>,
+    pending: &mut Vec<Pending<'a>>,
     errors: &mut Vec<FieldError>,
 ) {
     let list = match items {
@@ -72,8 +78,8 @@ fn collect_list(
         let item_path = format!("{path}[{index}]");
         let item = match (kind, item) {
             // `snis: ["example.com"]` under a certificate names SNIs directly.
-            (EntityKind::Snis, Value::String(name)) if parent.is_some() => json!({ "name": name }),
-            (_, Value::Object(_)) => item.clone(),
+            (EntityKind::Snis, Value::String(name)) if parent.is_some() => Cow::Owned(json!({ "name": name })),
+            (_, Value::Object(_)) => Cow::Borrowed(item),
             _ => {
                 errors.push(FieldError::new(item_path, "expected a record"));
                 continue;
@@ -83,32 +89,44 @@ fn collect_list(
     }
 }
 
-fn collect_item(
+fn collect_item<'a>(
     kind: EntityKind,
-    raw: Value,
+    raw: Cow<'a, Value>,
     path: String,
     parent: Option<usize>,
-    pending: &mut Vec<Pending>,
+    pending: &mut Vec<Pending<'a>>,
     errors: &mut Vec<FieldError>,
 ) {
-    let mut input = raw.as_object().cloned().unwrap_or_default();
-    let children: Vec<(EntityKind, String, Value)> = nested_children(kind)
-        .iter()
-        .filter_map(|(key, child, _)| {
-            let items = input.remove(*key)?;
-            Some((*child, format!("{path}.{key}"), items))
-        })
-        .collect();
+    let nested = nested_children(kind);
+    let is_child = |key: &str| nested.iter().any(|(name, _, _)| *name == key);
+    let input: Map<String, Value> = match raw.as_object() {
+        Some(object) => object
+            .iter()
+            .filter(|(key, _)| !is_child(key))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+        None => Map::new(),
+    };
     let index = pending.len();
+    let children: Vec<(EntityKind, String, &'a Value)> = match &raw {
+        // Only a borrowed item can have nested children (an SNI given as a
+        // name is the one owned item, and has none).
+        Cow::Borrowed(item) => nested
+            .iter()
+            .filter_map(|(key, child, _)| Some((*child, format!("{path}.{key}"), item.get(*key)?)))
+            .collect(),
+        Cow::Owned(_) => Vec::new(),
+    };
     pending.push(Pending {
         kind,
         path,
         input,
+        key_given: false,
         raw,
         parent,
     });
     for (child, child_path, items) in children {
-        collect_list(child, &items, &child_path, Some(index), pending, errors);
+        collect_list(child, items, &child_path, Some(index), pending, errors);
     }
 }
 

@@ -17,7 +17,7 @@ use crate::error::{ConfigError, FieldError};
 use crate::schema::RouterFlavor;
 
 pub use decode::FORMAT_VERSIONS;
-pub use export::config_to_declarative;
+pub use export::{config_to_declarative, config_to_declarative_json, DeclarativeJson};
 
 /// How to read the bytes of a declarative configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,8 +72,9 @@ pub fn parse_declarative_for(
     let mut located = Vec::new();
     let index = resolve::Index::build(&pending, &ids, &mut located);
     resolve::resolve_references(&mut pending, &ids, &index, &mut located);
-    let mut entities = verify::validate_all(&pending, &ids, now, flavor, &mut located);
-    if decode::transform_wanted(&document) {
+    let transform = decode::transform_wanted(&document);
+    let mut entities = verify::validate_all(&mut pending, &ids, now, flavor, transform, &mut located);
+    if transform {
         verify::transform_all(&pending, &mut entities);
     }
     verify::check_unique_fields(&pending, &entities, &mut located);

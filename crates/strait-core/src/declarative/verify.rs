@@ -1,6 +1,7 @@
 //! Per-entity validation, document-wide uniqueness, and the final result:
 //! a `Config`, or a `ConfigError` with full paths and Kong's flattened errors.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
@@ -12,26 +13,33 @@ use super::Located;
 use crate::delta::Entity;
 use crate::entities::{Config, EntityKind};
 use crate::error::{ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};
-use crate::schema::{endpoint_key, is_missing, transform_on_write, unique_fields, validate_entity, RouterFlavor};
+use crate::schema::{endpoint_key, is_missing, transform_on_write, unique_fields, validate_record_of, RouterFlavor};
 
 /// Validates every entity with its resolved references and assigned id.
+/// Each input is taken (not copied) unless `keep_input`: the write
+/// transformations read what was given.
 pub(super) fn validate_all(
-    pending: &[Pending],
+    pending: &mut [Pending<'_>],
     ids: &[Uuid],
     now: i64,
     flavor: RouterFlavor,
+    keep_input: bool,
     errors: &mut Vec<Located>,
 ) -> Vec<Option<Entity>> {
     pending
-        .iter()
+        .iter_mut()
         .enumerate()
         .map(|(at, entity)| {
-            let mut input = entity.input.clone();
+            entity.key_given = endpoint_key(entity.kind).is_some_and(|key| entity.input.contains_key(key));
+            let mut input = match keep_input {
+                true => entity.input.clone(),
+                false => std::mem::take(&mut entity.input),
+            };
             if is_missing(input.get("id")) {
                 input.insert("id".into(), json!(ids[at]));
             }
             let flavor_errors = flavor.violations(entity.kind, &input);
-            match validate_entity(entity.kind, &Value::Object(input), now) {
+            match validate_record_of(entity.kind, input, now) {
                 Ok(valid) if flavor_errors.is_empty() => Some(valid),
                 Ok(_) => {
                     errors.extend(flavor_errors.into_iter().map(|error| Located {
@@ -54,7 +62,7 @@ pub(super) fn validate_all(
 }
 
 /// Kong's write transformations on every entity, each given as written.
-pub(super) fn transform_all(pending: &[Pending], entities: &mut [Option<Entity>]) {
+pub(super) fn transform_all(pending: &[Pending<'_>], entities: &mut [Option<Entity>]) {
     for (entity, written) in entities.iter_mut().zip(pending) {
         if let Some(entity) = entity {
             transform_on_write(entity, &written.input);
@@ -68,24 +76,51 @@ fn entity_fields(entity: &Entity) -> Value {
     tagged.get("entity").cloned().unwrap_or(Value::Null)
 }
 
+/// A unique text field read straight from the typed entity; `None` for a
+/// field this list does not know (then the entity is read as JSON).
+fn unique_text<'e>(entity: &'e Entity, field: &str) -> Option<Option<&'e str>> {
+    Some(match (entity, field) {
+        (Entity::Service(e), "name") => e.name.as_deref(),
+        (Entity::Route(e), "name") => e.name.as_deref(),
+        (Entity::Upstream(e), "name") => Some(&e.name),
+        (Entity::Consumer(e), "username") => e.username.as_deref(),
+        (Entity::Consumer(e), "custom_id") => e.custom_id.as_deref(),
+        (Entity::Plugin(e), "instance_name") => e.instance_name.as_deref(),
+        (Entity::Sni(e), "name") => Some(&e.name),
+        (Entity::CaCertificate(e), "cert_digest") => e.cert_digest.as_deref(),
+        (Entity::KeyauthCredential(e), "key") => Some(&e.key),
+        (Entity::BasicauthCredential(e), "username") => Some(&e.username),
+        (Entity::JwtSecret(e), "key") => Some(&e.key),
+        (Entity::HmacauthCredential(e), "username") => Some(&e.username),
+        _ => return None,
+    })
+}
+
 /// Unique fields other than the endpoint key (checked while indexing), and
 /// endpoint keys generated during validation (key-auth keys).
-pub(super) fn check_unique_fields(pending: &[Pending], entities: &[Option<Entity>], errors: &mut Vec<Located>) {
-    let mut seen: HashMap<(EntityKind, &str, String), usize> = HashMap::new();
+pub(super) fn check_unique_fields(pending: &[Pending<'_>], entities: &[Option<Entity>], errors: &mut Vec<Located>) {
+    let mut seen: HashMap<(EntityKind, &str, Cow<'_, str>), usize> = HashMap::new();
     for (at, entity) in entities.iter().enumerate() {
         let Some(entity) = entity else { continue };
         let kind = entity.kind();
-        let values = entity_fields(entity);
+        let mut as_json: Option<Value> = None;
         for field in unique_fields(kind) {
-            let given_key = endpoint_key(kind) == Some(field) && pending[at].input.contains_key(field);
-            let Some(Value::String(value)) = values.get(field) else {
-                continue;
-            };
-            if given_key {
+            if endpoint_key(kind) == Some(field) && pending[at].key_given {
                 continue;
             }
+            let value: Cow<'_, str> = match unique_text(entity, field) {
+                Some(Some(text)) => Cow::Borrowed(text),
+                Some(None) => continue,
+                None => {
+                    let values = as_json.get_or_insert_with(|| entity_fields(entity));
+                    match values.get(field) {
+                        Some(Value::String(text)) => Cow::Owned(text.clone()),
+                        _ => continue,
+                    }
+                }
+            };
             if seen.insert((kind, field, value.clone()), at).is_some() {
-                let message = uniqueness_message(kind.table(), field, value);
+                let message = uniqueness_message(kind.table(), field, &value);
                 errors.push(Located::entity(at, message));
             }
         }
@@ -151,7 +186,11 @@ pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
 }
 
 /// Document-level errors first, then each entity's in document order.
-pub(super) fn config_error(top_level: Vec<FieldError>, mut located: Vec<Located>, pending: &[Pending]) -> ConfigError {
+pub(super) fn config_error(
+    top_level: Vec<FieldError>,
+    mut located: Vec<Located>,
+    pending: &[Pending<'_>],
+) -> ConfigError {
     located.sort_by_key(|l| l.entity);
     let flattened = flatten(&located, pending);
     let mut errors = top_level;
@@ -162,7 +201,7 @@ pub(super) fn config_error(top_level: Vec<FieldError>, mut located: Vec<Located>
     ConfigError { errors, flattened }
 }
 
-fn flatten(located: &[Located], pending: &[Pending]) -> Vec<FlattenedEntityError> {
+fn flatten(located: &[Located], pending: &[Pending<'_>]) -> Vec<FlattenedEntityError> {
     let mut out: Vec<FlattenedEntityError> = Vec::new();
     let mut last: Option<usize> = None;
     for item in located {
@@ -184,7 +223,7 @@ fn flatten(located: &[Located], pending: &[Pending]) -> Vec<FlattenedEntityError
     out
 }
 
-fn flattened_entity(entity: &Pending) -> FlattenedEntityError {
+fn flattened_entity(entity: &Pending<'_>) -> FlattenedEntityError {
     let raw = &entity.raw;
     let text = |field: &str| raw.get(field).and_then(Value::as_str).map(str::to_string);
     let tags = raw
@@ -196,7 +235,7 @@ fn flattened_entity(entity: &Pending) -> FlattenedEntityError {
         entity_name: text("name"),
         entity_id: text("id").filter(|id| Uuid::parse_str(id).is_ok()),
         entity_tags: tags,
-        entity: raw.clone(),
+        entity: raw.clone().into_owned(),
         errors: Vec::new(),
     }
 }

@@ -50,7 +50,16 @@ pub(crate) struct EntityDef {
     pub entity_checks: Value,
 }
 
-pub(crate) fn definition(kind: EntityKind) -> EntityDef {
+/// The schema of `kind`, built once: validation reads it for every entity
+/// of every document.
+pub(crate) fn definition(kind: EntityKind) -> &'static EntityDef {
+    static DEFINITIONS: std::sync::LazyLock<Vec<EntityDef>> =
+        std::sync::LazyLock::new(|| EntityKind::ALL.into_iter().map(build_definition).collect());
+    let at = EntityKind::ALL.iter().position(|k| *k == kind).unwrap_or_default();
+    &DEFINITIONS[at]
+}
+
+fn build_definition(kind: EntityKind) -> EntityDef {
     match kind {
         EntityKind::Services => proxy::service(),
         EntityKind::Routes => proxy::route(),
@@ -105,7 +114,7 @@ pub fn endpoint_key(kind: EntityKind) -> Option<&'static str> {
 
 /// The fields of `kind` that reference other entities, with the kind each
 /// one points at.
-pub fn foreign_fields(kind: EntityKind) -> Vec<(&'static str, EntityKind)> {
+pub fn foreign_fields(kind: EntityKind) -> impl Iterator<Item = (&'static str, EntityKind)> {
     definition(kind)
         .fields
         .iter()
@@ -113,17 +122,15 @@ pub fn foreign_fields(kind: EntityKind) -> Vec<(&'static str, EntityKind)> {
             field::FieldType::Foreign(table) => EntityKind::from_table(table).map(|k| (*name, k)),
             _ => None,
         })
-        .collect()
 }
 
 /// The fields of `kind` whose values must be unique among its entities.
-pub fn unique_fields(kind: EntityKind) -> Vec<&'static str> {
-    let def = definition(kind);
-    def.fields
+pub fn unique_fields(kind: EntityKind) -> impl Iterator<Item = &'static str> {
+    definition(kind)
+        .fields
         .iter()
         .filter(|(_, field)| field.unique)
         .map(|(name, _)| *name)
-        .collect()
 }
 
 /// The deterministic id of an entity of `kind` named `key` (by its endpoint
@@ -141,16 +148,24 @@ pub fn validate_entity(kind: EntityKind, input: &Value, now: i64) -> Result<Enti
     let Some(object) = input.as_object() else {
         return Err(vec![FieldError::new("", "expected a record")]);
     };
+    validate_record_of(kind, object.clone(), now)
+}
+
+/// [`validate_entity`] on a record the caller gives up.
+pub fn validate_record_of(
+    kind: EntityKind,
+    mut given: Map<String, Value>,
+    now: i64,
+) -> Result<Entity, Vec<FieldError>> {
     let def = definition(kind);
     let mut errors = Vec::new();
-    let mut given = object.clone();
     (def.shorthand)(&mut given, &mut errors);
     let mut out = engine::validate_record(&def.fields, &given, "", &mut errors);
     (def.finish)(&mut out, &given, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
-    fill_auto_fields(kind, &def, &mut out, now);
+    fill_auto_fields(kind, def, &mut out, now);
     to_entity(kind, Value::Object(out)).map_err(|e| vec![FieldError::new("", e.to_string())])
 }
 
@@ -209,7 +224,7 @@ pub fn entity_schema_json(kind: EntityKind) -> Value {
     let def = definition(kind);
     json!({
         "fields": field::fields_to_json(&def.fields),
-        "entity_checks": def.entity_checks,
+        "entity_checks": def.entity_checks.clone(),
     })
 }
 

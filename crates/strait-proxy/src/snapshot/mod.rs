@@ -158,6 +158,12 @@ impl Snapshot {
         self.entities.to_config()
     }
 
+    /// [`Snapshot::config`] as a flat declarative JSON document, written
+    /// without copying the entities.
+    pub fn config_json(&self) -> Vec<u8> {
+        self.entities.to_declarative_json()
+    }
+
     /// Names of the plugins enabled anywhere in this configuration.
     pub fn enabled_plugin_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.entities.plugins.values().map(|p| p.name.clone()).collect();

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use strait_core::declarative::DeclarativeJson;
 use strait_core::{
     Acl, BasicauthCredential, CaCertificate, Certificate, Config, ConfigChange, Consumer, Entity, EntityKind,
     HmacauthCredential, JwtSecret, KeyauthCredential, Plugin as PluginEntity, Route, Service, Sni, Target, Upstream,
@@ -122,6 +123,51 @@ impl EntityState {
             jwt_secrets: sorted(&self.jwt_secrets, |e| (e.created_at, e.id)),
             hmacauth_credentials: sorted(&self.hmacauth_credentials, |e| (e.created_at, e.id)),
         }
+    }
+}
+
+impl EntityState {
+    /// The configuration as a flat declarative JSON document, the same text
+    /// as `config_to_declarative_json(&self.to_config())` without copying
+    /// any entity.
+    pub fn to_declarative_json(&self) -> Vec<u8> {
+        fn sorted<T: Clone>(map: &CowMap<Uuid, T>, key: impl Fn(&T) -> (i64, Uuid)) -> Vec<&T> {
+            let mut items: Vec<&T> = map.values().collect();
+            items.sort_by_key(|item| key(item));
+            items
+        }
+        let mut out = DeclarativeJson::new();
+        for kind in EntityKind::ALL {
+            match kind {
+                EntityKind::Services => out.list(kind, &sorted(&self.services, |e| (e.created_at, e.id))),
+                EntityKind::Routes => {
+                    let routes: Vec<&Route> = sorted(&self.routes, |e| (e.created_at, e.id))
+                        .into_iter()
+                        .map(|route| &**route)
+                        .collect();
+                    out.list(kind, &routes)
+                }
+                EntityKind::Upstreams => out.list(kind, &sorted(&self.upstreams, |e| (e.created_at, e.id))),
+                EntityKind::Targets => out.list(kind, &sorted(&self.targets, |e| (e.created_at as i64, e.id))),
+                EntityKind::Consumers => out.list(kind, &sorted(&self.consumers, |e| (e.created_at, e.id))),
+                EntityKind::Plugins => out.list(kind, &sorted(&self.plugins, |e| (e.created_at, e.id))),
+                EntityKind::Certificates => out.list(kind, &sorted(&self.certificates, |e| (e.created_at, e.id))),
+                EntityKind::Snis => out.list(kind, &sorted(&self.snis, |e| (e.created_at, e.id))),
+                EntityKind::CaCertificates => out.list(kind, &sorted(&self.ca_certificates, |e| (e.created_at, e.id))),
+                EntityKind::KeyauthCredentials => {
+                    out.list(kind, &sorted(&self.keyauth_credentials, |e| (e.created_at, e.id)))
+                }
+                EntityKind::BasicauthCredentials => {
+                    out.list(kind, &sorted(&self.basicauth_credentials, |e| (e.created_at, e.id)))
+                }
+                EntityKind::Acls => out.list(kind, &sorted(&self.acls, |e| (e.created_at, e.id))),
+                EntityKind::JwtSecrets => out.list(kind, &sorted(&self.jwt_secrets, |e| (e.created_at, e.id))),
+                EntityKind::HmacauthCredentials => {
+                    out.list(kind, &sorted(&self.hmacauth_credentials, |e| (e.created_at, e.id)))
+                }
+            }
+        }
+        out.finish()
     }
 }
 

@@ -322,3 +322,16 @@ fn consumer_views_and_key_index_follow_changes() {
     assert!(gone.consumer_view(bob).is_none());
     assert!(derived.consumer_view(bob).is_some());
 }
+
+#[test]
+fn config_json_is_the_declarative_text_of_the_config() {
+    let mut config = base();
+    let consumers = with_consumers();
+    config.consumers = consumers.consumers;
+    config.keyauth_credentials = consumers.keyauth_credentials;
+    config.acls = consumers.acls;
+    let snapshot = compile_snapshot(1, Arc::new(config)).expect("compiles");
+    let expected = strait_core::declarative::config_to_declarative(&snapshot.config()).to_string();
+    assert_eq!(String::from_utf8(snapshot.config_json()).expect("utf-8"), expected);
+    assert!(expected.contains(r#""keyauth_credentials":["#) && expected.contains(r#""routes":["#));
+}

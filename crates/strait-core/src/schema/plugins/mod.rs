@@ -62,7 +62,32 @@ impl PluginDef {
     }
 }
 
-fn definition(name: &str) -> Option<PluginDef> {
+/// A known plugin's schema with its `config` record field, both built
+/// once: every plugin entity of every document is validated against them.
+struct Known {
+    def: PluginDef,
+    config: Field,
+}
+
+fn definition(name: &str) -> Option<&'static PluginDef> {
+    known(name).map(|known| &known.def)
+}
+
+fn known(name: &str) -> Option<&'static Known> {
+    static KNOWN: std::sync::LazyLock<Vec<(&'static str, Known)>> = std::sync::LazyLock::new(|| {
+        PLUGINS_WITH_SCHEMA
+            .iter()
+            .filter_map(|name| {
+                let def = build_definition(name)?;
+                let config = Field::record(def.config.clone()).default_record();
+                Some((*name, Known { def, config }))
+            })
+            .collect()
+    });
+    KNOWN.iter().find(|(known, _)| *known == name).map(|(_, known)| known)
+}
+
+fn build_definition(name: &str) -> Option<PluginDef> {
     match name {
         "acl" => Some(auth::acl()),
         "basic-auth" => Some(auth::basic_auth()),
@@ -139,10 +164,9 @@ fn request_termination_check(config: &Map<String, Value>) -> Result<(), String> 
 /// Validates `config` of plugin `name` (absent: every default) and returns
 /// it with defaults filled in; `None` when Strait has no schema for `name`.
 pub(crate) fn validate_config(name: &str, config: Option<&Value>, errors: &mut Vec<FieldError>) -> Option<Value> {
-    let def = definition(name)?;
-    let field = Field::record(def.config).default_record();
+    let Known { def, config: field } = known(name)?;
     let before = errors.len();
-    let out = engine::validate_value(&field, config, "config", errors);
+    let out = engine::validate_value(field, config, "config", errors);
     if errors.len() == before {
         if let Err(message) = out.as_object().map_or(Ok(()), def.check) {
             errors.push(FieldError::new("config", message));
@@ -195,7 +219,7 @@ pub fn plugin_schema_json(name: &str) -> Option<Value> {
     let protocols = Field::set(Field::string().one_of(choices))
         .required()
         .default(json!(def.protocols_default.unwrap_or(HTTP_PROTOCOLS_DEFAULT)));
-    let config = Field::record(def.config).required();
+    let config = Field::record(def.config.clone()).required();
     let consumer = match def.no_consumer {
         true => Field::foreign("consumers").must_be_null(),
         false => Field::foreign("consumers"),

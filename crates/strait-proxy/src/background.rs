@@ -1,0 +1,63 @@
+//! Background threads (the snapshot compiler, the Admin API) must never
+//! take CPU from proxy workers, and memory they free must go back to the OS.
+//!
+//! - [`lower_priority`] puts the calling thread at nice 19 under
+//!   `SCHED_BATCH`. Linux keeps both per thread, and threads the caller
+//!   starts later inherit them. A worker's CFS weight is then 1024 against
+//!   15: while workers are busy, a configuration push gets about 1.5% of a
+//!   core and finishes later; once they idle, it gets the whole core.
+//! - [`release_memory`] asks the allocator to return free pages now. It
+//!   runs after a large job (parsing or compiling a configuration): the
+//!   allocator would otherwise only return them on its next call from that
+//!   thread, which may never come while the node is idle. The binary, which
+//!   chooses the allocator, registers how with [`set_memory_release`].
+//!
+//! This is the crate's one module with `unsafe`: two libc calls that take
+//! no pointers to Rust memory.
+#![allow(unsafe_code)]
+
+use std::sync::OnceLock;
+
+/// The nice value background threads run at (the lowest priority).
+pub const BACKGROUND_NICE: i32 = 19;
+
+/// Lower the calling thread to nice [`BACKGROUND_NICE`] under `SCHED_BATCH`.
+/// A failure is logged and changes nothing else: the thread still runs.
+pub fn lower_priority(thread: &str) {
+    // SAFETY: `gettid` takes no arguments and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid, initialized sched_param that lives across
+    // the call; the kernel only reads it. Target 0 is the calling thread.
+    let batch = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+    // SAFETY: plain integer arguments; on Linux PRIO_PROCESS with a thread
+    // id sets that thread's nice value only.
+    let nice = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, BACKGROUND_NICE) };
+    if batch != 0 || nice != 0 {
+        let error = std::io::Error::last_os_error();
+        tracing::warn!(thread, %error, "could not lower the thread's scheduling priority");
+    }
+}
+
+/// The calling thread's nice value (for tests and diagnostics).
+pub fn current_nice() -> i32 {
+    // SAFETY: as in `lower_priority`.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: plain integer arguments. -1 is also a valid nice value, so a
+    // failure is not told apart here; this thread's own id cannot fail.
+    unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) }
+}
+
+static RELEASE: OnceLock<fn()> = OnceLock::new();
+
+/// Register how to return free memory to the OS (once, at start).
+pub fn set_memory_release(release: fn()) {
+    let _ = RELEASE.set(release);
+}
+
+/// Return free memory to the OS now, if the binary registered how.
+pub fn release_memory() {
+    if let Some(release) = RELEASE.get() {
+        release();
+    }
+}
