@@ -152,19 +152,31 @@ def cpu_seconds(pid: int) -> float:
 
 
 def memory_kib(pid: int) -> dict:
-    """VmRSS and VmHWM (peak RSS), summed over a process tree, in KiB."""
-    totals = {"rss_kib": 0, "peak_rss_kib": 0}
+    """VmRSS, VmHWM (peak RSS), RssAnon (heap and other anonymous pages) and
+    RssFile (file-backed pages: the binary, LMDB's map), summed over a process
+    tree, in KiB."""
+    fields = {"VmRSS:": "rss_kib", "VmHWM:": "peak_rss_kib", "RssAnon:": "anon_kib", "RssFile:": "file_kib"}
+    totals = dict.fromkeys(fields.values(), 0)
     for member in process_tree(pid):
         try:
             lines = Path(f"/proc/{member}/status").read_text().splitlines()
         except OSError:
             continue
         for line in lines:
-            if line.startswith("VmRSS:"):
-                totals["rss_kib"] += int(line.split()[1])
-            elif line.startswith("VmHWM:"):
-                totals["peak_rss_kib"] += int(line.split()[1])
+            name = line.split(":", 1)[0] + ":"
+            if name in fields:
+                totals[fields[name]] += int(line.split()[1])
     return totals
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Restart VmHWM at the current RSS (`clear_refs` 5, Linux >= 4.0), so a
+    later VmHWM is the peak of what happened since. False when not allowed."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
 
 
 class CpuMeter:

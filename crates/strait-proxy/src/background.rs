@@ -1,11 +1,15 @@
 //! Background threads (the snapshot compiler, the Admin API) must never
 //! take CPU from proxy workers, and memory they free must go back to the OS.
 //!
-//! - [`lower_priority`] puts the calling thread at nice 19 under
-//!   `SCHED_BATCH`. Linux keeps both per thread, and threads the caller
-//!   starts later inherit them. A worker's CFS weight is then 1024 against
-//!   15: while workers are busy, a configuration push gets about 1.5% of a
-//!   core and finishes later; once they idle, it gets the whole core.
+//! - [`lower_priority`] puts the calling thread under `SCHED_IDLE` (and at
+//!   nice 19, which `ps` shows). Linux keeps both per thread, and threads the
+//!   caller starts later inherit them. Such a thread runs only on CPU time no
+//!   worker wants, and a worker that wakes preempts it at once: while workers
+//!   are saturated a configuration push waits for their idle moments and
+//!   finishes later; once they idle, it gets the whole core. Measured with
+//!   `SCHED_BATCH` and nice 19 instead (a weight of 15 against a worker's
+//!   1024), pushes every 2 s still cost a saturated worker 5.6% of its
+//!   requests (docs/benchmarks.md, config-push).
 //! - [`release_memory`] asks the allocator to return free pages now. It
 //!   runs after a large job (parsing or compiling a configuration): the
 //!   allocator would otherwise only return them on its next call from that
@@ -21,7 +25,7 @@ use std::sync::OnceLock;
 /// The nice value background threads run at (the lowest priority).
 pub const BACKGROUND_NICE: i32 = 19;
 
-/// Lower the calling thread to nice [`BACKGROUND_NICE`] under `SCHED_BATCH`.
+/// Put the calling thread under `SCHED_IDLE` at nice [`BACKGROUND_NICE`].
 /// A failure is logged and changes nothing else: the thread still runs.
 pub fn lower_priority(thread: &str) {
     // SAFETY: `gettid` takes no arguments and cannot fail.
@@ -29,11 +33,11 @@ pub fn lower_priority(thread: &str) {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: `param` is a valid, initialized sched_param that lives across
     // the call; the kernel only reads it. Target 0 is the calling thread.
-    let batch = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+    let idle = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
     // SAFETY: plain integer arguments; on Linux PRIO_PROCESS with a thread
     // id sets that thread's nice value only.
     let nice = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, BACKGROUND_NICE) };
-    if batch != 0 || nice != 0 {
+    if idle != 0 || nice != 0 {
         let error = std::io::Error::last_os_error();
         tracing::warn!(thread, %error, "could not lower the thread's scheduling priority");
     }

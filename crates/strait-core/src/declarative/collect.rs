@@ -2,15 +2,13 @@
 //! entities, each with its path, its input minus nested children, and the
 //! nested parent it belongs to.
 
-use std::borrow::Cow;
-
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::entities::EntityKind;
 use crate::error::FieldError;
 
 /// One entity found in the document, not yet validated.
-pub(super) struct Pending<'a> {
+pub(super) struct Pending {
     pub kind: EntityKind,
     /// Where it sits in the document: `services[1].routes[0]`.
     pub path: String,
@@ -20,8 +18,6 @@ pub(super) struct Pending<'a> {
     /// Whether the input named its endpoint key (recorded before
     /// validation takes the input).
     pub key_given: bool,
-    /// The item exactly as written (for `flattened_errors`).
-    pub raw: Cow<'a, Value>,
     /// Index (in the pending list) of the entity it is nested under.
     pub parent: Option<usize>,
 }
@@ -48,22 +44,24 @@ pub(super) fn nested_children(kind: EntityKind) -> &'static [(&'static str, Enti
 }
 
 /// Every entity in the document, parents before their nested children.
-pub(super) fn collect<'a>(document: &'a Map<String, Value>, errors: &mut Vec<FieldError>) -> Vec<Pending<'a>> {
+/// The document is taken apart, not copied: each entity's fields move into
+/// its `Pending` (see [`item_at`] for an item as written).
+pub(super) fn collect(mut document: Map<String, Value>, errors: &mut Vec<FieldError>) -> Vec<Pending> {
     let mut pending = Vec::new();
     for kind in EntityKind::ALL {
-        if let Some(items) = document.get(kind.table()) {
+        if let Some(items) = document.remove(kind.table()) {
             collect_list(kind, items, kind.table(), None, &mut pending, errors);
         }
     }
     pending
 }
 
-fn collect_list<'a>(
+fn collect_list(
     kind: EntityKind,
-    items: &'a Value,
+    items: Value,
     path: &str,
     parent: Option<usize>,
-    pending: &mut Vec<Pending<'a>>,
+    pending: &mut Vec<Pending>,
     errors: &mut Vec<FieldError>,
 ) {
     let list = match items {
@@ -74,59 +72,72 @@ fn collect_list<'a>(
             return;
         }
     };
-    for (index, item) in list.iter().enumerate() {
+    for (index, item) in list.into_iter().enumerate() {
         let item_path = format!("{path}[{index}]");
-        let item = match (kind, item) {
+        let input = match (kind, item) {
             // `snis: ["example.com"]` under a certificate names SNIs directly.
-            (EntityKind::Snis, Value::String(name)) if parent.is_some() => Cow::Owned(json!({ "name": name })),
-            (_, Value::Object(_)) => Cow::Borrowed(item),
+            (EntityKind::Snis, Value::String(name)) if parent.is_some() => named(name),
+            (_, Value::Object(fields)) => fields,
             _ => {
                 errors.push(FieldError::new(item_path, "expected a record"));
                 continue;
             }
         };
-        collect_item(kind, item, item_path, parent, pending, errors);
+        collect_item(kind, input, item_path, parent, pending, errors);
     }
 }
 
-fn collect_item<'a>(
+/// An SNI given by name alone, as a record.
+fn named(name: String) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("name".into(), Value::String(name));
+    fields
+}
+
+fn collect_item(
     kind: EntityKind,
-    raw: Cow<'a, Value>,
+    mut input: Map<String, Value>,
     path: String,
     parent: Option<usize>,
-    pending: &mut Vec<Pending<'a>>,
+    pending: &mut Vec<Pending>,
     errors: &mut Vec<FieldError>,
 ) {
-    let nested = nested_children(kind);
-    let is_child = |key: &str| nested.iter().any(|(name, _, _)| *name == key);
-    let input: Map<String, Value> = match raw.as_object() {
-        Some(object) => object
-            .iter()
-            .filter(|(key, _)| !is_child(key))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect(),
-        None => Map::new(),
-    };
+    let children: Vec<(EntityKind, String, Value)> = nested_children(kind)
+        .iter()
+        .filter_map(|(key, child, _)| {
+            let items = input.shift_remove(*key)?;
+            Some((*child, format!("{path}.{key}"), items))
+        })
+        .collect();
     let index = pending.len();
-    let children: Vec<(EntityKind, String, &'a Value)> = match &raw {
-        // Only a borrowed item can have nested children (an SNI given as a
-        // name is the one owned item, and has none).
-        Cow::Borrowed(item) => nested
-            .iter()
-            .filter_map(|(key, child, _)| Some((*child, format!("{path}.{key}"), item.get(*key)?)))
-            .collect(),
-        Cow::Owned(_) => Vec::new(),
-    };
     pending.push(Pending {
         kind,
         path,
         input,
         key_given: false,
-        raw,
         parent,
     });
     for (child, child_path, items) in children {
         collect_list(child, items, &child_path, Some(index), pending, errors);
+    }
+}
+
+/// The item at `path` (`services[1].routes[0]`) of a decoded document,
+/// exactly as written (nested children included; an SNI given by name as
+/// `{"name": ...}`): what Kong's flattened errors show.
+pub(super) fn item_at(document: &Map<String, Value>, path: &str) -> Option<Value> {
+    let mut level: Option<&Map<String, Value>> = Some(document);
+    let mut found: Option<&Value> = None;
+    for segment in path.split('.') {
+        let (key, index) = segment.strip_suffix(']')?.split_once('[')?;
+        let list = level?.get(key)?.as_array()?;
+        let item = list.get(index.parse::<usize>().ok()?)?;
+        level = item.as_object();
+        found = Some(item);
+    }
+    match found? {
+        Value::String(name) => Some(Value::Object(named(name.clone()))),
+        item => Some(item.clone()),
     }
 }
 

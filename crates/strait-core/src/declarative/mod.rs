@@ -67,12 +67,12 @@ pub fn parse_declarative_for(
     let document = decode::decode(bytes, format).map_err(|e| ConfigError::new(vec![e]))?;
     let mut top_level = Vec::new();
     decode::check_top_level(&document, &mut top_level);
-    let mut pending = collect::collect(&document, &mut top_level);
+    let transform = decode::transform_wanted(&document);
+    let mut pending = collect::collect(document, &mut top_level);
     let ids = resolve::assign_ids(&pending);
     let mut located = Vec::new();
     let index = resolve::Index::build(&pending, &ids, &mut located);
     resolve::resolve_references(&mut pending, &ids, &index, &mut located);
-    let transform = decode::transform_wanted(&document);
     let mut entities = verify::validate_all(&mut pending, &ids, now, flavor, transform, &mut located);
     if transform {
         verify::transform_all(&pending, &mut entities);
@@ -83,7 +83,11 @@ pub fn parse_declarative_for(
     if top_level.is_empty() && located.is_empty() {
         return Ok(verify::assemble(entities));
     }
-    Err(verify::config_error(top_level, located, &pending))
+    drop(entities);
+    // Collecting took the document apart; flattened errors show each
+    // failing item as written, so read it again (this decoded once before).
+    let written = decode::decode(bytes, format).unwrap_or_default();
+    Err(verify::config_error(top_level, located, &pending, &written))
 }
 
 #[cfg(test)]

@@ -4,10 +4,10 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
-use super::collect::Pending;
+use super::collect::{item_at, Pending};
 use super::resolve::uniqueness_message;
 use super::Located;
 use crate::delta::Entity;
@@ -19,7 +19,7 @@ use crate::schema::{endpoint_key, is_missing, transform_on_write, unique_fields,
 /// Each input is taken (not copied) unless `keep_input`: the write
 /// transformations read what was given.
 pub(super) fn validate_all(
-    pending: &mut [Pending<'_>],
+    pending: &mut [Pending],
     ids: &[Uuid],
     now: i64,
     flavor: RouterFlavor,
@@ -62,7 +62,7 @@ pub(super) fn validate_all(
 }
 
 /// Kong's write transformations on every entity, each given as written.
-pub(super) fn transform_all(pending: &[Pending<'_>], entities: &mut [Option<Entity>]) {
+pub(super) fn transform_all(pending: &[Pending], entities: &mut [Option<Entity>]) {
     for (entity, written) in entities.iter_mut().zip(pending) {
         if let Some(entity) = entity {
             transform_on_write(entity, &written.input);
@@ -98,7 +98,7 @@ fn unique_text<'e>(entity: &'e Entity, field: &str) -> Option<Option<&'e str>> {
 
 /// Unique fields other than the endpoint key (checked while indexing), and
 /// endpoint keys generated during validation (key-auth keys).
-pub(super) fn check_unique_fields(pending: &[Pending<'_>], entities: &[Option<Entity>], errors: &mut Vec<Located>) {
+pub(super) fn check_unique_fields(pending: &[Pending], entities: &[Option<Entity>], errors: &mut Vec<Located>) {
     let mut seen: HashMap<(EntityKind, &str, Cow<'_, str>), usize> = HashMap::new();
     for (at, entity) in entities.iter().enumerate() {
         let Some(entity) = entity else { continue };
@@ -189,10 +189,11 @@ pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
 pub(super) fn config_error(
     top_level: Vec<FieldError>,
     mut located: Vec<Located>,
-    pending: &[Pending<'_>],
+    pending: &[Pending],
+    written: &Map<String, Value>,
 ) -> ConfigError {
     located.sort_by_key(|l| l.entity);
-    let flattened = flatten(&located, pending);
+    let flattened = flatten(&located, pending, written);
     let mut errors = top_level;
     errors.extend(located.into_iter().map(|l| match l.entity {
         Some(at) => l.error.under(&pending[at].path),
@@ -201,13 +202,13 @@ pub(super) fn config_error(
     ConfigError { errors, flattened }
 }
 
-fn flatten(located: &[Located], pending: &[Pending<'_>]) -> Vec<FlattenedEntityError> {
+fn flatten(located: &[Located], pending: &[Pending], written: &Map<String, Value>) -> Vec<FlattenedEntityError> {
     let mut out: Vec<FlattenedEntityError> = Vec::new();
     let mut last: Option<usize> = None;
     for item in located {
         let Some(at) = item.entity else { continue };
         if last != Some(at) {
-            out.push(flattened_entity(&pending[at]));
+            out.push(flattened_entity(&pending[at], written));
             last = Some(at);
         }
         let error = &item.error;
@@ -223,8 +224,8 @@ fn flatten(located: &[Located], pending: &[Pending<'_>]) -> Vec<FlattenedEntityE
     out
 }
 
-fn flattened_entity(entity: &Pending<'_>) -> FlattenedEntityError {
-    let raw = &entity.raw;
+fn flattened_entity(entity: &Pending, written: &Map<String, Value>) -> FlattenedEntityError {
+    let raw = item_at(written, &entity.path).unwrap_or(Value::Null);
     let text = |field: &str| raw.get(field).and_then(Value::as_str).map(str::to_string);
     let tags = raw
         .get("tags")
@@ -235,7 +236,7 @@ fn flattened_entity(entity: &Pending<'_>) -> FlattenedEntityError {
         entity_name: text("name"),
         entity_id: text("id").filter(|id| Uuid::parse_str(id).is_ok()),
         entity_tags: tags,
-        entity: raw.clone().into_owned(),
+        entity: raw.clone(),
         errors: Vec::new(),
     }
 }

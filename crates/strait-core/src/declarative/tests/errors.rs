@@ -208,6 +208,9 @@ fn flattened_errors_describe_each_failing_entity() {
     assert_eq!(flat[0]["entity_name"], "s");
     assert_eq!(flat[0]["entity_tags"], json!(["t"]));
     assert_eq!(flat[0]["entity"]["port"], "x");
+    // Each entity as written: the service with its nested route.
+    assert_eq!(flat[0]["entity"]["routes"], json!([{"name": "r"}]));
+    assert_eq!(flat[1]["entity"], json!({"name": "r"}));
     assert_eq!(
         flat[0]["errors"],
         json!([
@@ -220,4 +223,20 @@ fn flattened_errors_describe_each_failing_entity() {
         flat[1]["errors"],
         json!([{"type": "entity", "message": crate::schema::ROUTE_HTTPS_NEEDS_MATCHER}])
     );
+}
+
+#[test]
+fn items_are_found_by_their_document_path() {
+    let document = json!({
+        "services": [{"name": "a"}, {"name": "b", "routes": [{"name": "r0"}, {"name": "r1"}]}],
+        "certificates": [{"cert": "c", "snis": ["one.test", {"name": "two.test"}]}],
+    });
+    let document = document.as_object().unwrap();
+    let at = |path: &str| super::super::collect::item_at(document, path);
+    assert_eq!(at("services[1].routes[1]"), Some(json!({"name": "r1"})));
+    assert_eq!(at("services[0]"), Some(json!({"name": "a"})));
+    assert_eq!(at("certificates[0].snis[0]"), Some(json!({"name": "one.test"})));
+    assert_eq!(at("certificates[0].snis[1]"), Some(json!({"name": "two.test"})));
+    assert_eq!(at("services[2]"), None);
+    assert_eq!(at("services"), None);
 }
