@@ -18,7 +18,7 @@ use arc_swap::ArcSwap;
 use strait_core::{Config, ConfigChange, ConfigDelta, ConfigVersion};
 use tokio::sync::oneshot;
 
-use crate::snapshot::{apply_delta, compile_snapshot, derive_snapshot, CompileError, Snapshot};
+use crate::snapshot::{apply_delta, compile_snapshot_hashed, derive_snapshot, CompileError, Snapshot};
 
 /// Why a commit failed (the store's own error type, boxed; callers downcast).
 pub type CommitError = Box<dyn std::error::Error + Send + Sync>;
@@ -255,13 +255,10 @@ fn sync(
         }
     }
     drop(running);
-    let result = compile_snapshot(0, config)
+    let result = compile_snapshot_hashed(0, config, hash)
         .map_err(PublishError::from)
         .and_then(|mut snapshot| {
             snapshot.version = commit(ReplaceCommit::Whole).map_err(PublishError::Commit)?;
-            if let Some(hash) = hash {
-                snapshot.hash = hash;
-            }
             Ok(snapshot)
         });
     let (answer, old) = publish(current, result);

@@ -30,7 +30,7 @@ use arc_swap::ArcSwap;
 pub use compiler::{PublishError, SnapshotPublisher};
 pub use conn::ClientLimits;
 pub use listen::{parse_listen, ListenSpec};
-pub use snapshot::{compile_snapshot, config_hash, CompileError, Snapshot};
+pub use snapshot::{compile_snapshot, compile_snapshot_hashed, config_hash, CompileError, Snapshot};
 pub use stats::ProxyStats;
 pub use workers::{start_workers, WorkerModel, Workers};
 

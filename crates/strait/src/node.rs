@@ -9,7 +9,7 @@ use anyhow::{anyhow, Context, Result};
 use strait_admin::{load_declarative, serve_admin, serve_status, AdminState};
 use strait_core::declarative::DeclarativeFormat;
 use strait_proxy::tls::{load_or_create_default_certificate, server_config};
-use strait_proxy::{compile_snapshot, start_workers, ProxyContext, ProxyStats, SnapshotPublisher};
+use strait_proxy::{compile_snapshot_hashed, start_workers, ProxyContext, ProxyStats, SnapshotPublisher};
 use strait_store::{LmdbStore, Store};
 use tokio::sync::watch;
 
@@ -42,14 +42,11 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     let (version, config) = store
         .load()
         .map_err(|e| anyhow!("loading the stored configuration: {e}"))?;
-    let mut initial = compile_snapshot(version, Arc::new(config))
-        .map_err(|e| anyhow!("stored configuration does not compile: {e}"))?;
-    if let Some(hash) = store
+    let stored_hash = store
         .config_hash()
-        .map_err(|e| anyhow!("reading the configuration hash: {e}"))?
-    {
-        initial.hash = hash;
-    }
+        .map_err(|e| anyhow!("reading the configuration hash: {e}"))?;
+    let initial = compile_snapshot_hashed(version, Arc::new(config), stored_hash)
+        .map_err(|e| anyhow!("stored configuration does not compile: {e}"))?;
     tracing::info!(config_version = version, "stored configuration loaded");
     let publisher = SnapshotPublisher::start(initial);
     let control = tokio::runtime::Builder::new_current_thread()

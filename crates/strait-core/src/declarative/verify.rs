@@ -164,6 +164,31 @@ pub(super) fn check_acl_groups(entities: &[Option<Entity>], errors: &mut Vec<Loc
 /// Puts valid entities into a `Config`, keeping document order per kind.
 pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
     let mut config = Config::default();
+    let mut counts: HashMap<EntityKind, usize> = HashMap::new();
+    for entity in entities.iter().flatten() {
+        *counts.entry(entity.kind()).or_default() += 1;
+    }
+    let count = |kind| counts.get(&kind).copied().unwrap_or(0);
+    config.services.reserve_exact(count(EntityKind::Services));
+    config.routes.reserve_exact(count(EntityKind::Routes));
+    config.upstreams.reserve_exact(count(EntityKind::Upstreams));
+    config.targets.reserve_exact(count(EntityKind::Targets));
+    config.consumers.reserve_exact(count(EntityKind::Consumers));
+    config.plugins.reserve_exact(count(EntityKind::Plugins));
+    config.certificates.reserve_exact(count(EntityKind::Certificates));
+    config.snis.reserve_exact(count(EntityKind::Snis));
+    config.ca_certificates.reserve_exact(count(EntityKind::CaCertificates));
+    config
+        .keyauth_credentials
+        .reserve_exact(count(EntityKind::KeyauthCredentials));
+    config
+        .basicauth_credentials
+        .reserve_exact(count(EntityKind::BasicauthCredentials));
+    config.acls.reserve_exact(count(EntityKind::Acls));
+    config.jwt_secrets.reserve_exact(count(EntityKind::JwtSecrets));
+    config
+        .hmacauth_credentials
+        .reserve_exact(count(EntityKind::HmacauthCredentials));
     for entity in entities.into_iter().flatten() {
         match entity {
             Entity::Service(e) => config.services.push(e),

@@ -218,6 +218,18 @@ fn route_problem(error: &RouterError) -> CompileProblem {
 
 /// Compile a whole configuration into a snapshot, or list every problem.
 pub fn compile_snapshot(version: ConfigVersion, config: Arc<Config>) -> Result<Snapshot, CompileError> {
+    compile_snapshot_hashed(version, config, None)
+}
+
+/// [`compile_snapshot`] with the configuration's hash when the caller has
+/// it (the input's md5 for a declarative load, the stored hash at start):
+/// hashing the canonical JSON of a large configuration costs about as much
+/// as building its router.
+pub fn compile_snapshot_hashed(
+    version: ConfigVersion,
+    config: Arc<Config>,
+    hash: Option<String>,
+) -> Result<Snapshot, CompileError> {
     let entities = EntityState::from_config(&config);
     let mut problems = Vec::new();
     let routes: Vec<_> = entities.routes.values().cloned().collect();
@@ -235,7 +247,8 @@ pub fn compile_snapshot(version: ConfigVersion, config: Arc<Config>) -> Result<S
     }
     compiled.identities = identity::Identities::build(&entities, &compiled.plugin_instances);
     rebuild(&mut compiled, &entities, Dirty::everything(), &mut problems);
-    finish(version, config_hash(&config), entities, compiled, problems)
+    let hash = hash.unwrap_or_else(|| config_hash(&config));
+    finish(version, hash, entities, compiled, problems)
 }
 
 fn finish(
