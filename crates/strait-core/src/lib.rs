@@ -11,9 +11,7 @@ pub mod entities;
 pub mod error;
 pub mod schema;
 
-pub use declarative::{
-    config_to_declarative, config_to_declarative_json, parse_declarative, parse_declarative_for, DeclarativeFormat,
-};
+pub use declarative::{config_to_declarative, parse_declarative, parse_declarative_for, DeclarativeFormat};
 pub use delta::{ConfigChange, ConfigDelta, ConfigVersion, DeltaBody, Entity};
 pub use entities::*;
 pub use error::{ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};

@@ -16,8 +16,8 @@
 //!   thread, which may never come while the node is idle. The binary, which
 //!   chooses the allocator, registers how with [`set_memory_release`].
 //!
-//! This is the crate's one module with `unsafe`: two libc calls that take
-//! no pointers to Rust memory.
+//! This is the crate's one module with `unsafe`: three libc calls on the
+//! calling thread; the one pointer passed is to a local the kernel only reads.
 #![allow(unsafe_code)]
 
 use std::sync::OnceLock;
@@ -41,15 +41,6 @@ pub fn lower_priority(thread: &str) {
         let error = std::io::Error::last_os_error();
         tracing::warn!(thread, %error, "could not lower the thread's scheduling priority");
     }
-}
-
-/// The calling thread's nice value (for tests and diagnostics).
-pub fn current_nice() -> i32 {
-    // SAFETY: as in `lower_priority`.
-    let tid = unsafe { libc::gettid() };
-    // SAFETY: plain integer arguments. -1 is also a valid nice value, so a
-    // failure is not told apart here; this thread's own id cannot fail.
-    unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) }
 }
 
 static RELEASE: OnceLock<fn()> = OnceLock::new();

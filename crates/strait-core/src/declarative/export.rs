@@ -58,27 +58,3 @@ impl DeclarativeJson {
         self.out
     }
 }
-
-/// [`config_to_declarative`] as JSON text (see [`DeclarativeJson`]).
-pub fn config_to_declarative_json(config: &Config) -> Vec<u8> {
-    let mut out = DeclarativeJson::new();
-    for kind in EntityKind::ALL {
-        match kind {
-            EntityKind::Services => out.list(kind, &config.services),
-            EntityKind::Routes => out.list(kind, &config.routes),
-            EntityKind::Upstreams => out.list(kind, &config.upstreams),
-            EntityKind::Targets => out.list(kind, &config.targets),
-            EntityKind::Consumers => out.list(kind, &config.consumers),
-            EntityKind::Plugins => out.list(kind, &config.plugins),
-            EntityKind::Certificates => out.list(kind, &config.certificates),
-            EntityKind::Snis => out.list(kind, &config.snis),
-            EntityKind::CaCertificates => out.list(kind, &config.ca_certificates),
-            EntityKind::KeyauthCredentials => out.list(kind, &config.keyauth_credentials),
-            EntityKind::BasicauthCredentials => out.list(kind, &config.basicauth_credentials),
-            EntityKind::Acls => out.list(kind, &config.acls),
-            EntityKind::JwtSecrets => out.list(kind, &config.jwt_secrets),
-            EntityKind::HmacauthCredentials => out.list(kind, &config.hmacauth_credentials),
-        }
-    }
-    out.finish()
-}

@@ -17,7 +17,7 @@ use crate::error::{ConfigError, FieldError};
 use crate::schema::RouterFlavor;
 
 pub use decode::FORMAT_VERSIONS;
-pub use export::{config_to_declarative, config_to_declarative_json, DeclarativeJson};
+pub use export::{config_to_declarative, DeclarativeJson};
 
 /// How to read the bytes of a declarative configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -99,76 +99,77 @@ impl EntityState {
 
     /// The whole configuration as plain lists, each in (created_at, id) order.
     pub fn to_config(&self) -> Config {
-        fn sorted<T: Clone>(map: &CowMap<Uuid, T>, key: impl Fn(&T) -> (i64, Uuid)) -> Vec<T> {
-            let mut items: Vec<T> = map.values().cloned().collect();
-            items.sort_by_key(|item| key(item));
-            items
+        fn owned<T: Clone>(items: Vec<&T>) -> Vec<T> {
+            items.into_iter().cloned().collect()
         }
         Config {
-            services: sorted(&self.services, |e| (e.created_at, e.id)),
-            routes: sorted(&self.routes, |e| (e.created_at, e.id))
-                .into_iter()
-                .map(|r| (*r).clone())
-                .collect(),
-            upstreams: sorted(&self.upstreams, |e| (e.created_at, e.id)),
-            targets: sorted(&self.targets, |e| (e.created_at as i64, e.id)),
-            consumers: sorted(&self.consumers, |e| (e.created_at, e.id)),
-            plugins: sorted(&self.plugins, |e| (e.created_at, e.id)),
-            certificates: sorted(&self.certificates, |e| (e.created_at, e.id)),
-            snis: sorted(&self.snis, |e| (e.created_at, e.id)),
-            ca_certificates: sorted(&self.ca_certificates, |e| (e.created_at, e.id)),
-            keyauth_credentials: sorted(&self.keyauth_credentials, |e| (e.created_at, e.id)),
-            basicauth_credentials: sorted(&self.basicauth_credentials, |e| (e.created_at, e.id)),
-            acls: sorted(&self.acls, |e| (e.created_at, e.id)),
-            jwt_secrets: sorted(&self.jwt_secrets, |e| (e.created_at, e.id)),
-            hmacauth_credentials: sorted(&self.hmacauth_credentials, |e| (e.created_at, e.id)),
+            services: owned(by_creation(&self.services, |e| (e.created_at, e.id))),
+            routes: owned(self.routes_by_creation()),
+            upstreams: owned(by_creation(&self.upstreams, |e| (e.created_at, e.id))),
+            targets: owned(by_creation(&self.targets, |e| (e.created_at as i64, e.id))),
+            consumers: owned(by_creation(&self.consumers, |e| (e.created_at, e.id))),
+            plugins: owned(by_creation(&self.plugins, |e| (e.created_at, e.id))),
+            certificates: owned(by_creation(&self.certificates, |e| (e.created_at, e.id))),
+            snis: owned(by_creation(&self.snis, |e| (e.created_at, e.id))),
+            ca_certificates: owned(by_creation(&self.ca_certificates, |e| (e.created_at, e.id))),
+            keyauth_credentials: owned(by_creation(&self.keyauth_credentials, |e| (e.created_at, e.id))),
+            basicauth_credentials: owned(by_creation(&self.basicauth_credentials, |e| (e.created_at, e.id))),
+            acls: owned(by_creation(&self.acls, |e| (e.created_at, e.id))),
+            jwt_secrets: owned(by_creation(&self.jwt_secrets, |e| (e.created_at, e.id))),
+            hmacauth_credentials: owned(by_creation(&self.hmacauth_credentials, |e| (e.created_at, e.id))),
         }
     }
-}
 
-impl EntityState {
-    /// The configuration as a flat declarative JSON document, the same text
-    /// as `config_to_declarative_json(&self.to_config())` without copying
-    /// any entity.
+    /// [`EntityState::to_config`] as a flat declarative JSON document (the
+    /// text `config_to_declarative(&self.to_config())` renders), written
+    /// without copying any entity.
     pub fn to_declarative_json(&self) -> Vec<u8> {
-        fn sorted<T: Clone>(map: &CowMap<Uuid, T>, key: impl Fn(&T) -> (i64, Uuid)) -> Vec<&T> {
-            let mut items: Vec<&T> = map.values().collect();
-            items.sort_by_key(|item| key(item));
-            items
-        }
         let mut out = DeclarativeJson::new();
         for kind in EntityKind::ALL {
             match kind {
-                EntityKind::Services => out.list(kind, &sorted(&self.services, |e| (e.created_at, e.id))),
-                EntityKind::Routes => {
-                    let routes: Vec<&Route> = sorted(&self.routes, |e| (e.created_at, e.id))
-                        .into_iter()
-                        .map(|route| &**route)
-                        .collect();
-                    out.list(kind, &routes)
+                EntityKind::Services => out.list(kind, &by_creation(&self.services, |e| (e.created_at, e.id))),
+                EntityKind::Routes => out.list(kind, &self.routes_by_creation()),
+                EntityKind::Upstreams => out.list(kind, &by_creation(&self.upstreams, |e| (e.created_at, e.id))),
+                EntityKind::Targets => out.list(kind, &by_creation(&self.targets, |e| (e.created_at as i64, e.id))),
+                EntityKind::Consumers => out.list(kind, &by_creation(&self.consumers, |e| (e.created_at, e.id))),
+                EntityKind::Plugins => out.list(kind, &by_creation(&self.plugins, |e| (e.created_at, e.id))),
+                EntityKind::Certificates => out.list(kind, &by_creation(&self.certificates, |e| (e.created_at, e.id))),
+                EntityKind::Snis => out.list(kind, &by_creation(&self.snis, |e| (e.created_at, e.id))),
+                EntityKind::CaCertificates => {
+                    out.list(kind, &by_creation(&self.ca_certificates, |e| (e.created_at, e.id)))
                 }
-                EntityKind::Upstreams => out.list(kind, &sorted(&self.upstreams, |e| (e.created_at, e.id))),
-                EntityKind::Targets => out.list(kind, &sorted(&self.targets, |e| (e.created_at as i64, e.id))),
-                EntityKind::Consumers => out.list(kind, &sorted(&self.consumers, |e| (e.created_at, e.id))),
-                EntityKind::Plugins => out.list(kind, &sorted(&self.plugins, |e| (e.created_at, e.id))),
-                EntityKind::Certificates => out.list(kind, &sorted(&self.certificates, |e| (e.created_at, e.id))),
-                EntityKind::Snis => out.list(kind, &sorted(&self.snis, |e| (e.created_at, e.id))),
-                EntityKind::CaCertificates => out.list(kind, &sorted(&self.ca_certificates, |e| (e.created_at, e.id))),
                 EntityKind::KeyauthCredentials => {
-                    out.list(kind, &sorted(&self.keyauth_credentials, |e| (e.created_at, e.id)))
+                    out.list(kind, &by_creation(&self.keyauth_credentials, |e| (e.created_at, e.id)))
                 }
-                EntityKind::BasicauthCredentials => {
-                    out.list(kind, &sorted(&self.basicauth_credentials, |e| (e.created_at, e.id)))
-                }
-                EntityKind::Acls => out.list(kind, &sorted(&self.acls, |e| (e.created_at, e.id))),
-                EntityKind::JwtSecrets => out.list(kind, &sorted(&self.jwt_secrets, |e| (e.created_at, e.id))),
+                EntityKind::BasicauthCredentials => out.list(
+                    kind,
+                    &by_creation(&self.basicauth_credentials, |e| (e.created_at, e.id)),
+                ),
+                EntityKind::Acls => out.list(kind, &by_creation(&self.acls, |e| (e.created_at, e.id))),
+                EntityKind::JwtSecrets => out.list(kind, &by_creation(&self.jwt_secrets, |e| (e.created_at, e.id))),
                 EntityKind::HmacauthCredentials => {
-                    out.list(kind, &sorted(&self.hmacauth_credentials, |e| (e.created_at, e.id)))
+                    out.list(kind, &by_creation(&self.hmacauth_credentials, |e| (e.created_at, e.id)))
                 }
             }
         }
         out.finish()
     }
+
+    /// Routes in creation order (they are kept behind `Arc`s).
+    fn routes_by_creation(&self) -> Vec<&Route> {
+        by_creation(&self.routes, |e| (e.created_at, e.id))
+            .into_iter()
+            .map(|route| &**route)
+            .collect()
+    }
+}
+
+/// The values of `map` in creation order (`created_at`, then id): the order
+/// lists and exports show.
+fn by_creation<T: Clone>(map: &CowMap<Uuid, T>, key: impl Fn(&T) -> (i64, Uuid)) -> Vec<&T> {
+    let mut items: Vec<&T> = map.values().collect();
+    items.sort_by_key(|item| key(item));
+    items
 }
 
 /// A configuration as a list of upserts, parents before children.

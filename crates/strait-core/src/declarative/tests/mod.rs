@@ -166,11 +166,6 @@ fn round_trip_through_flat_json_is_lossless() {
     let text = serde_json::to_vec(&document).unwrap();
     let auto = parse_declarative(&text, DeclarativeFormat::Auto, NOW + 100).unwrap();
     assert_eq!(auto, config);
-    // Written without the JSON tree, the document is the same text.
-    assert_eq!(
-        String::from_utf8(config_to_declarative_json(&config)).unwrap(),
-        document.to_string()
-    );
 }
 
 #[test]
