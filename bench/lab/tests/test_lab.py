@@ -109,3 +109,45 @@ class ReportTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+PERF_SCRIPT = """strait-worker-0 100 1.000: 1 cpu-clock:
+\tffffffff81000001 tcp_sendmsg+0x10 ([kernel.kallsyms])
+\t5600000001 <tokio::net::TcpStream>::poll_write+0x20 (/bin/strait)
+\t5600000002 strait_proxy::handler::forward+0x30 (/bin/strait)
+\t5600000003 start_thread+0x5 (/usr/lib/libc.so.6)
+
+strait-worker-0 100 1.001: 1 cpu-clock:
+\t5600000010 core::ptr::write+0x1 (inlined)
+\t5600000011 hyper::proto::h1::role::parse+0x2 (/bin/strait)
+\t5600000002 strait_proxy::handler::forward+0x30 (/bin/strait)
+\t5600000003 start_thread+0x5 (/usr/lib/libc.so.6)
+
+strait-admin 101 1.002: 1 cpu-clock:
+\t5600000020 strait_admin::post_config+0x1 (/bin/strait)
+"""
+
+
+class FlameTest(unittest.TestCase):
+    def test_fold_keeps_callers_below_callees_and_skips_inlined_frames(self):
+        from lab import flame
+        root = flame.fold(PERF_SCRIPT.splitlines(), thread="strait-worker-0")
+        self.assertEqual(root.samples, 2)
+        forward = root.children["strait-worker-0"].children["start_thread"].children[
+            "strait_proxy::handler::forward"]
+        self.assertEqual(forward.samples, 2)
+        self.assertEqual(sorted(forward.children), ["<tokio::net::TcpStream>::poll_write",
+                                                    "hyper::proto::h1::role::parse"])
+        with tempfile.TemporaryDirectory() as folder:
+            out = Path(folder) / "f.svg"
+            with open(out, "w") as handle:
+                flame.render(root, "t", 0.0, handle)
+            text = out.read_text()
+        self.assertIn("<svg", text)
+        self.assertIn("strait_proxy::handler::forward (2 samples, 100.00%)", text)
+
+    def test_layers_count_the_innermost_known_frame(self):
+        from lab import flame
+        shares = dict(flame.leaf_layers(PERF_SCRIPT.splitlines(), thread="strait-worker-0"))
+        self.assertEqual(shares, {"kernel (syscalls, TCP/IP on loopback)": 50.0,
+                                  "HTTP codec (hyper, httparse, http, bytes)": 50.0})
