@@ -136,6 +136,36 @@ async fn upstream_reset_mid_body_aborts_the_client() {
     assert_eq!(gw.proxy(get("/r/echo")).await.status, 200);
 }
 
+/// A route for `https` only, asked over plain HTTP: Kong's 426 with its upgrade headers, or
+/// the route's `https_redirect_status_code`; a route for both is proxied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_only_routes_refuse_plain_http() {
+    let up = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let mut secure = route("secure", &["/secure"]);
+    secure["protocols"] = json!(["https"]);
+    let mut moved = route("moved", &["/moved"]);
+    moved["protocols"] = json!(["https"]);
+    moved["https_redirect_status_code"] = json!(301);
+    let mut plain = route("plain", &["/plain"]);
+    plain["protocols"] = json!(["http", "https"]);
+    gw.apply(&config(vec![service(
+        "tls",
+        &up.url("http"),
+        vec![secure, moved, plain],
+    )]))
+    .await;
+
+    let reply = gw.proxy(get("/secure")).await;
+    assert_eq!(reply.status, 426, "{}", reply.text());
+    assert_eq!(reply.json(), json!({ "message": "Please use HTTPS protocol" }));
+    assert_eq!(reply.header("upgrade").as_deref(), Some("TLS/1.2, HTTP/1.1"));
+    let reply = gw.proxy(get("/moved")).await;
+    assert_eq!(reply.status, 301, "{}", reply.text());
+    let reply = gw.proxy(get("/plain/status/201")).await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_statuses_pass_through() {
     let up = Upstream::start(UpstreamKind::Http1).await;

@@ -125,11 +125,6 @@ fn requested_host(request: &Request<Incoming>, conn: &ConnInfo) -> (String, u16)
     (host.to_ascii_lowercase(), port.unwrap_or(conn.local.port()))
 }
 
-fn protocol_allowed(route_protocols: &[String], tls: bool) -> bool {
-    let wanted: &[&str] = if tls { &["https", "grpcs"] } else { &["http", "grpc"] };
-    route_protocols.iter().any(|p| wanted.contains(&p.as_str()))
-}
-
 /// Replaces the request's path by its normal form (strait_router::normalize_path)
 /// when that differs, so routing, plugins and the upstream all see the path
 /// the route was chosen for. A malformed percent-escape is a 400.
@@ -182,8 +177,8 @@ async fn proxy(
     }
     .ok_or_else(|| ProxyError::new(ErrorKind::NoRoute, "no route"))?;
     let route = &matched.route;
-    if !protocol_allowed(&route.protocols, conn.tls) {
-        if !conn.tls && route.protocols.iter().any(|p| p == "https" || p == "grpcs") {
+    if !matched.transports.accepts(conn.tls) {
+        if !conn.tls && matched.transports.tls {
             return Err(ProxyError::new(
                 ErrorKind::HttpsRequired(route.https_redirect_status_code as u16),
                 "route requires https",
