@@ -378,6 +378,13 @@ fn rebuild_chains(compiled: &mut Compiled, state: &EntityState, route_ids: &[Uui
                 slots.push(ChainSlot::consumer_only(sample.clone()));
             }
         }
+        // A route without plugins has no entry: the request path's lookup
+        // then stops at the table, without reading an empty chain (with
+        // many routes each read is a cache miss), and nothing is kept for it.
+        if slots.is_empty() {
+            compiled.routes.remove(id);
+            continue;
+        }
         let runtime = RouteRuntime {
             plugins: PluginChain::new(slots),
         };

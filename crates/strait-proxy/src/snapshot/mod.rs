@@ -98,6 +98,7 @@ impl Snapshot {
         self.compiled.services.get(&id)
     }
 
+    /// The route's plugin chain; `None` when no plugin applies to it.
     pub fn route_runtime(&self, id: Uuid) -> Option<&Arc<RouteRuntime>> {
         self.compiled.routes.get(&id)
     }
