@@ -8,6 +8,7 @@ grow with the number of routes gives a flat curve.
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 
@@ -23,6 +24,9 @@ TITLE = "many-routes: throughput against the number of routes"
 ROUTE_COUNTS = (1, 100, 10_000, 50_000)
 
 
+START_SAMPLES = 3
+
+
 def label(count: int) -> str:
     return f"{count:,} route" + ("" if count == 1 else "s")
 
@@ -32,11 +36,20 @@ def _start_nodes(ctx: RunContext, folder: Path, origin: systems.System) -> tuple
     for count in ROUTE_COUNTS:
         spec = ConfigSpec(routes=count, service_url=f"http://127.0.0.1:{origin.h1_port}")
         config = write_config(spec, folder / f"routes-{count}.json")
-        started = time.monotonic()
-        node = systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus,
-                                    name=f"strait-routes-{count}", config=config.path)
-        startup[str(count)] = {"seconds_to_listen": time.monotonic() - started, "config_bytes": config.bytes}
-        ctx.log(f"{NAME}: {label(count)} node up in {startup[str(count)]['seconds_to_listen']:.1f} s")
+        # Started START_SAMPLES times from a fresh prefix (the last start is kept for the
+        # loads): one start is one sample of a noisy quantity, the median is the figure.
+        samples = []
+        for attempt in range(START_SAMPLES):
+            if attempt:
+                ctx.procs.stop(node.process)
+            started = time.monotonic()
+            node = systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus,
+                                        name=f"strait-routes-{count}", config=config.path)
+            samples.append(time.monotonic() - started)
+        startup[str(count)] = {"seconds_to_listen": statistics.median(samples), "samples_s": samples,
+                               "config_bytes": config.bytes}
+        ctx.log(f"{NAME}: {label(count)} node up in "
+                f"{', '.join(f'{s:.2f}' for s in samples)} s")
         nodes[count] = (node, config.targets)
     return nodes, startup
 
@@ -86,7 +99,7 @@ def render(result: dict, plot_dir: Path) -> Rendered:
     text = (f"Load: {result['load']}; {len(result['rounds'])} interleaved rounds. Every route proxies to "
             "the origin; the ratio is RPS at N routes over RPS at 1 route, computed within each round.\n\n")
     text += table(["routes", "RPS mean", "RPS stdev", "RPS min – max", "ratio to 1 route", "p50 µs", "p99 µs",
-                   "CPU µs/req", "peak RSS MiB", "start to listening s", "errors + non-2xx"], rows)
+                   "CPU µs/req", "peak RSS MiB", "start to listening s (median of 3)", "errors + non-2xx"], rows)
     samples = [[s["rps"] for s in good_samples(result["rounds"], label(c))] or [0.0] for c in counts]
     p99 = [(result["summary"][label(c)]["p99_us"]["median"] or 0) / 1000 for c in counts]
     path = plots.curve_with_spread(counts, samples, "requests / s", ("p99 ms", p99),
@@ -98,7 +111,10 @@ def render(result: dict, plot_dir: Path) -> Rendered:
     goal = Goal(f"RPS at {counts[-1]:,} routes", ">= 95% of RPS at 1 route",
                 f"{top['mean'] * 100:.1f}%" if top["n"] else "not measured",
                 top["mean"] >= 0.95 if top["n"] else None)
-    largest = result["startup"][str(counts[-1])]["seconds_to_listen"]
+    largest = result["startup"][str(counts[-1])]
+    samples = largest.get("samples_s", [largest["seconds_to_listen"]])
     start = Goal(f"start serving {counts[-1]:,} routes from a declarative file", "< 1 s",
-                 f"{largest:.2f} s (process start to proxy and Admin API listening)", largest < 1.0)
+                 f"{largest['seconds_to_listen']:.2f} s, median of {len(samples)} starts "
+                 f"(max {max(samples):.2f} s; process start to proxy and Admin API listening)",
+                 largest["seconds_to_listen"] < 1.0)
     return Rendered(text, [path] if path else [], [goal, start])
