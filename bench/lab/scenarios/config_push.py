@@ -223,28 +223,23 @@ def run(ctx: RunContext) -> dict:
 
 # ---------------------------------------------------------------- report
 
-def _ms(summary: dict, key: str) -> str:
-    value = summary.get(key)
-    return fmt(value * 1000 if value is not None else None)
+def _row(label: str, summary: dict, to_ms: float = 1000.0) -> list:
+    """A table row: median, mean, stdev, range and count of `summary` in ms (`to_ms`: 1000
+    for seconds, 1 for values already in ms)."""
+    def ms(key: str) -> str:
+        value = summary.get(key)
+        return fmt(value * to_ms if value is not None else None)
+    return [label, ms("median"), ms("mean"), ms("stdev"), f"{ms('min')} – {ms('max')}", summary["n"]]
 
 
 def _post_table(posts: dict) -> str:
-    rows = []
     labels = {"post_s": "`POST /config` answered 201", "status_live_s": "`GET /status` shows the new `config_version`",
               "proxy_live_s": "proxy answers with the new config"}
-    for key, label in labels.items():
-        summary = posts["summary"][key]
-        rows.append([label, _ms(summary, "median"), _ms(summary, "mean"), _ms(summary, "stdev"),
-                     f"{_ms(summary, 'min')} – {_ms(summary, 'max')}", summary["n"]])
-    compile_ms = stats.summarize(posts["compile_ms_log"])
-    rows.append(["compiler log `configuration replaced elapsed_ms` (compile + commit + swap)",
-                 fmt(compile_ms["median"]), fmt(compile_ms["mean"]), fmt(compile_ms["stdev"]),
-                 f"{fmt(compile_ms['min'])} – {fmt(compile_ms['max'])}", compile_ms["n"]])
+    rows = [_row(label, posts["summary"][key]) for key, label in labels.items()]
+    rows.append(_row("compiler log `configuration replaced elapsed_ms` (compile + commit + swap)",
+                     stats.summarize(posts["compile_ms_log"]), 1))
     outside = [s["post_s"] * 1000 - c for s, c in zip(posts["samples"], posts["compile_ms_log"])]
-    outside_ms = stats.summarize(outside)
-    rows.append(["POST minus compiler time (upload, parse, validate, respond)", fmt(outside_ms["median"]),
-                 fmt(outside_ms["mean"]), fmt(outside_ms["stdev"]),
-                 f"{fmt(outside_ms['min'])} – {fmt(outside_ms['max'])}", outside_ms["n"]])
+    rows.append(_row("POST minus compiler time (upload, parse, validate, respond)", stats.summarize(outside), 1))
     first = posts["first_from_empty"]
     text = table(["from the start of the POST (ms)", "median", "mean", "stdev", "min – max", "samples"], rows)
     return text + (f"\nFirst load into an empty node: POST {first['post_s'] * 1000:,.0f} ms, live via proxy "
@@ -252,16 +247,10 @@ def _post_table(posts: dict) -> str:
 
 
 def _one_change_table(one: dict) -> str:
-    rows = []
     labels = {"post_s": "`POST /config` answered 201", "proxy_live_s": "proxy answers on the changed route"}
-    for key, label in labels.items():
-        summary = one["summary"][key]
-        rows.append([label, _ms(summary, "median"), _ms(summary, "mean"), _ms(summary, "stdev"),
-                     f"{_ms(summary, 'min')} – {_ms(summary, 'max')}", summary["n"]])
-    compile_ms = stats.summarize(one["compile_ms_log"])
-    rows.append(["compiler log `configuration replaced elapsed_ms` (diff + derive + commit + swap)",
-                 fmt(compile_ms["median"]), fmt(compile_ms["mean"]), fmt(compile_ms["stdev"]),
-                 f"{fmt(compile_ms['min'])} – {fmt(compile_ms['max'])}", compile_ms["n"]])
+    rows = [_row(label, one["summary"][key]) for key, label in labels.items()]
+    rows.append(_row("compiler log `configuration replaced elapsed_ms` (diff + derive + commit + swap)",
+                     stats.summarize(one["compile_ms_log"]), 1))
     return table(["one route changed, from the start of the POST (ms)", "median", "mean", "stdev",
                   "min – max", "samples"], rows)
 
