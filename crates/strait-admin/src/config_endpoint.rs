@@ -48,14 +48,13 @@ pub async fn load_declarative(
     let now = unix_now();
     let config = Arc::new(parse_declarative_for(bytes, format, now, flavor).map_err(LoadError::Invalid)?);
     let store = store.clone();
-    let to_commit = config.clone();
     let hash = input_hash(bytes);
     let stored_hash = hash.clone();
     // Only what differs from the running configuration is committed when
     // that is a small part of it (see SnapshotPublisher::sync).
     let commit = Box::new(move |what: ReplaceCommit<'_>| {
         let committed = match what {
-            ReplaceCommit::Whole => store.replace_hashed(&to_commit, Some(&stored_hash)),
+            ReplaceCommit::Whole(config) => store.replace_hashed(config, Some(&stored_hash)),
             ReplaceCommit::Changes(changes) => store.apply_hashed(changes, Some(&stored_hash)),
         };
         committed.map_err(|e| Box::new(e) as strait_proxy::compiler::CommitError)

@@ -30,7 +30,7 @@ pub type CommitFn = Box<dyn FnOnce() -> Result<ConfigVersion, CommitError> + Sen
 /// changes that turn the running configuration into it.
 #[derive(Debug)]
 pub enum ReplaceCommit<'a> {
-    Whole,
+    Whole(&'a Config),
     Changes(&'a [ConfigChange]),
 }
 
@@ -233,13 +233,16 @@ fn sync(
     Option<usize>,
 ) {
     let running = current.load_full();
+    // Owned (the parse's only reference): the diff adopts running timestamps
+    // into it in place instead of copying every entity to compare it.
+    let mut config = Arc::try_unwrap(config).unwrap_or_else(|shared| (*shared).clone());
     let size = config.entity_count().max(running.entity_count()).max(1);
     let few = |count: usize| count * CHANGE_PATH_SHARE <= size;
     // At least the entities the running configuration lacks change: when
     // they alone are too many (a first load, a new set), the diff and its
     // memory are skipped.
     if few(config.entity_count().saturating_sub(running.entity_count())) {
-        let changes = running.diff(&config, generated);
+        let changes = running.diff(&mut config, generated);
         if few(changes.len()) {
             let derived = derive_snapshot(&running, &changes).ok().and_then(|mut snapshot| {
                 snapshot.version = commit(ReplaceCommit::Changes(&changes)).ok()?;
@@ -255,10 +258,11 @@ fn sync(
         }
     }
     drop(running);
-    let result = compile_snapshot_hashed(0, config, hash)
+    let config = Arc::new(config);
+    let result = compile_snapshot_hashed(0, config.clone(), hash)
         .map_err(PublishError::from)
         .and_then(|mut snapshot| {
-            snapshot.version = commit(ReplaceCommit::Whole).map_err(PublishError::Commit)?;
+            snapshot.version = commit(ReplaceCommit::Whole(&config)).map_err(PublishError::Commit)?;
             Ok(snapshot)
         });
     let (answer, old) = publish(current, result);

@@ -145,8 +145,9 @@ impl Snapshot {
 
     /// The changes that turn this snapshot's configuration into `config`
     /// (see `EntityState::diff`); `generated` is the timestamp parsing gave
-    /// entities that had none.
-    pub fn diff(&self, config: &Config, generated: i64) -> Vec<ConfigChange> {
+    /// entities that had none (the running timestamps are adopted into
+    /// `config` where those stand).
+    pub fn diff(&self, config: &mut Config, generated: i64) -> Vec<ConfigChange> {
         self.entities.diff(config, generated)
     }
 

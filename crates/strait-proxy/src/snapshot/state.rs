@@ -221,131 +221,199 @@ pub(crate) fn config_upserts(config: &Config) -> Vec<ConfigChange> {
     changes
 }
 
-/// Timestamps of `entity` equal to `generated` (the ones parsing filled
-/// in because the document had none) take the running entity's values.
-fn adopt_timestamps(entity: &mut Entity, old: &Entity, generated: i64) {
-    fn adopt<T: PartialEq + Copy>(new: &mut T, old: T, generated: T) {
-        if *new == generated {
-            *new = old;
-        }
+/// An entity type as the diff sees it.
+trait Diffed: Clone + PartialEq {
+    fn id(&self) -> Uuid;
+    /// Timestamps equal to `generated` (the ones parsing filled in because
+    /// the document had none) take `old`'s values.
+    fn adopt_stamps(&mut self, old: &Self, generated: i64);
+}
+
+fn adopt<T: PartialEq + Copy>(new: &mut T, old: T, generated: T) {
+    if *new == generated {
+        *new = old;
     }
-    macro_rules! both {
-        ($new:expr, $old:expr) => {{
-            adopt(&mut $new.created_at, $old.created_at, generated);
-            adopt(&mut $new.updated_at, $old.updated_at, generated);
-        }};
+}
+
+macro_rules! diffed {
+    (created and updated: $($kind:ty),*) => {$(
+        impl Diffed for $kind {
+            fn id(&self) -> Uuid {
+                self.id
+            }
+            fn adopt_stamps(&mut self, old: &Self, generated: i64) {
+                adopt(&mut self.created_at, old.created_at, generated);
+                adopt(&mut self.updated_at, old.updated_at, generated);
+            }
+        }
+    )*};
+    (created: $($kind:ty),*) => {$(
+        impl Diffed for $kind {
+            fn id(&self) -> Uuid {
+                self.id
+            }
+            fn adopt_stamps(&mut self, old: &Self, generated: i64) {
+                adopt(&mut self.created_at, old.created_at, generated);
+            }
+        }
+    )*};
+}
+
+diffed!(created and updated: Service, Route, Upstream, Consumer, PluginEntity, Certificate, Sni, CaCertificate);
+diffed!(created: KeyauthCredential, BasicauthCredential, Acl, JwtSecret, HmacauthCredential);
+
+impl Diffed for Target {
+    fn id(&self) -> Uuid {
+        self.id
     }
-    match (entity, old) {
-        (Entity::Service(n), Entity::Service(o)) => both!(n, o),
-        (Entity::Route(n), Entity::Route(o)) => both!(n, o),
-        (Entity::Upstream(n), Entity::Upstream(o)) => both!(n, o),
-        (Entity::Target(n), Entity::Target(o)) => {
-            adopt(&mut n.created_at, o.created_at, generated as f64);
-            adopt(&mut n.updated_at, o.updated_at, generated as f64);
+    fn adopt_stamps(&mut self, old: &Self, generated: i64) {
+        adopt(&mut self.created_at, old.created_at, generated as f64);
+        adopt(&mut self.updated_at, old.updated_at, generated as f64);
+    }
+}
+
+/// Ids `running` holds and `wanted` lacks, sorted.
+fn gone<R: Clone, T: Diffed>(running: &CowMap<Uuid, R>, wanted: &[T]) -> Vec<Uuid> {
+    let keep: std::collections::HashSet<Uuid> = wanted.iter().map(Diffed::id).collect();
+    let mut gone: Vec<Uuid> = running
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|id| !keep.contains(id))
+        .collect();
+    gone.sort_unstable();
+    gone
+}
+
+/// Upserts of the entities of `wanted` that are new or differ from their
+/// running version once generated timestamps are adopted (in place). Only
+/// those are copied: an unchanged entity is compared where it lies.
+fn changed<'r, T: Diffed + 'r>(
+    wanted: &mut [T],
+    running: impl Fn(&Uuid) -> Option<&'r T>,
+    generated: i64,
+    wrap: fn(T) -> Entity,
+    out: &mut Vec<ConfigChange>,
+) {
+    for entity in wanted.iter_mut() {
+        if let Some(old) = running(&entity.id()) {
+            entity.adopt_stamps(old, generated);
+            if *entity == *old {
+                continue;
+            }
         }
-        (Entity::Consumer(n), Entity::Consumer(o)) => both!(n, o),
-        (Entity::Plugin(n), Entity::Plugin(o)) => both!(n, o),
-        (Entity::Certificate(n), Entity::Certificate(o)) => both!(n, o),
-        (Entity::Sni(n), Entity::Sni(o)) => both!(n, o),
-        (Entity::CaCertificate(n), Entity::CaCertificate(o)) => both!(n, o),
-        (Entity::KeyauthCredential(n), Entity::KeyauthCredential(o)) => {
-            adopt(&mut n.created_at, o.created_at, generated)
-        }
-        (Entity::BasicauthCredential(n), Entity::BasicauthCredential(o)) => {
-            adopt(&mut n.created_at, o.created_at, generated)
-        }
-        (Entity::Acl(n), Entity::Acl(o)) => adopt(&mut n.created_at, o.created_at, generated),
-        (Entity::JwtSecret(n), Entity::JwtSecret(o)) => adopt(&mut n.created_at, o.created_at, generated),
-        (Entity::HmacauthCredential(n), Entity::HmacauthCredential(o)) => {
-            adopt(&mut n.created_at, o.created_at, generated)
-        }
-        _ => {}
+        out.push(ConfigChange::Upsert {
+            entity: wrap(entity.clone()),
+        });
     }
 }
 
 impl EntityState {
-    /// The running entity of `kind` with `id`, cloned.
-    fn get_entity(&self, kind: EntityKind, id: Uuid) -> Option<Entity> {
-        Some(match kind {
-            EntityKind::Services => Entity::Service(self.services.get(&id)?.clone()),
-            EntityKind::Routes => Entity::Route((**self.routes.get(&id)?).clone()),
-            EntityKind::Upstreams => Entity::Upstream(self.upstreams.get(&id)?.clone()),
-            EntityKind::Targets => Entity::Target(self.targets.get(&id)?.clone()),
-            EntityKind::Consumers => Entity::Consumer(self.consumers.get(&id)?.clone()),
-            EntityKind::Plugins => Entity::Plugin(self.plugins.get(&id)?.clone()),
-            EntityKind::Certificates => Entity::Certificate(self.certificates.get(&id)?.clone()),
-            EntityKind::Snis => Entity::Sni(self.snis.get(&id)?.clone()),
-            EntityKind::CaCertificates => Entity::CaCertificate(self.ca_certificates.get(&id)?.clone()),
-            EntityKind::KeyauthCredentials => Entity::KeyauthCredential(self.keyauth_credentials.get(&id)?.clone()),
-            EntityKind::BasicauthCredentials => {
-                Entity::BasicauthCredential(self.basicauth_credentials.get(&id)?.clone())
-            }
-            EntityKind::Acls => Entity::Acl(self.acls.get(&id)?.clone()),
-            EntityKind::JwtSecrets => Entity::JwtSecret(self.jwt_secrets.get(&id)?.clone()),
-            EntityKind::HmacauthCredentials => Entity::HmacauthCredential(self.hmacauth_credentials.get(&id)?.clone()),
-        })
-    }
-
-    /// Ids of every entity of `kind`.
-    fn ids(&self, kind: EntityKind) -> Vec<Uuid> {
-        fn keys<T: Clone>(map: &CowMap<Uuid, T>) -> Vec<Uuid> {
-            map.iter().map(|(id, _)| *id).collect()
-        }
-        match kind {
-            EntityKind::Services => keys(&self.services),
-            EntityKind::Routes => keys(&self.routes),
-            EntityKind::Upstreams => keys(&self.upstreams),
-            EntityKind::Targets => keys(&self.targets),
-            EntityKind::Consumers => keys(&self.consumers),
-            EntityKind::Plugins => keys(&self.plugins),
-            EntityKind::Certificates => keys(&self.certificates),
-            EntityKind::Snis => keys(&self.snis),
-            EntityKind::CaCertificates => keys(&self.ca_certificates),
-            EntityKind::KeyauthCredentials => keys(&self.keyauth_credentials),
-            EntityKind::BasicauthCredentials => keys(&self.basicauth_credentials),
-            EntityKind::Acls => keys(&self.acls),
-            EntityKind::JwtSecrets => keys(&self.jwt_secrets),
-            EntityKind::HmacauthCredentials => keys(&self.hmacauth_credentials),
-        }
-    }
-
     /// The changes that turn these entities into `config`: deletes of what
     /// is gone (children before parents, so a freed name can be reused),
     /// then upserts of what is new or different (parents first). An entity
     /// that differs only by timestamps parsing generated (`generated`) is
-    /// not a change and keeps its timestamps.
-    pub fn diff(&self, config: &Config, generated: i64) -> Vec<ConfigChange> {
-        let upserts = config_upserts(config);
-        let mut wanted: std::collections::HashMap<EntityKind, std::collections::HashSet<Uuid>> =
-            std::collections::HashMap::new();
-        for change in &upserts {
-            if let ConfigChange::Upsert { entity } = change {
-                wanted.entry(entity.kind()).or_default().insert(entity.id());
-            }
-        }
+    /// not a change and keeps its timestamps: they are adopted into
+    /// `config` in place, and only changed entities are copied.
+    pub fn diff(&self, config: &mut Config, generated: i64) -> Vec<ConfigChange> {
         let mut changes = Vec::new();
         for kind in DELETE_ORDER {
-            let keep = wanted.get(&kind);
-            let mut gone: Vec<Uuid> = self
-                .ids(kind)
-                .into_iter()
-                .filter(|id| !keep.is_some_and(|k| k.contains(id)))
-                .collect();
-            gone.sort_unstable();
+            let gone = match kind {
+                EntityKind::Services => gone(&self.services, &config.services),
+                EntityKind::Routes => gone(&self.routes, &config.routes),
+                EntityKind::Upstreams => gone(&self.upstreams, &config.upstreams),
+                EntityKind::Targets => gone(&self.targets, &config.targets),
+                EntityKind::Consumers => gone(&self.consumers, &config.consumers),
+                EntityKind::Plugins => gone(&self.plugins, &config.plugins),
+                EntityKind::Certificates => gone(&self.certificates, &config.certificates),
+                EntityKind::Snis => gone(&self.snis, &config.snis),
+                EntityKind::CaCertificates => gone(&self.ca_certificates, &config.ca_certificates),
+                EntityKind::KeyauthCredentials => gone(&self.keyauth_credentials, &config.keyauth_credentials),
+                EntityKind::BasicauthCredentials => gone(&self.basicauth_credentials, &config.basicauth_credentials),
+                EntityKind::Acls => gone(&self.acls, &config.acls),
+                EntityKind::JwtSecrets => gone(&self.jwt_secrets, &config.jwt_secrets),
+                EntityKind::HmacauthCredentials => gone(&self.hmacauth_credentials, &config.hmacauth_credentials),
+            };
             changes.extend(gone.into_iter().map(|id| ConfigChange::Delete { kind, id }));
         }
-        for change in upserts {
-            let ConfigChange::Upsert { mut entity } = change else {
-                continue;
-            };
-            if let Some(old) = self.get_entity(entity.kind(), entity.id()) {
-                adopt_timestamps(&mut entity, &old, generated);
-                if entity == old {
-                    continue;
-                }
-            }
-            changes.push(ConfigChange::Upsert { entity });
-        }
+        let g = generated;
+        let out = &mut changes;
+        changed(
+            &mut config.ca_certificates,
+            |id| self.ca_certificates.get(id),
+            g,
+            Entity::CaCertificate,
+            out,
+        );
+        changed(
+            &mut config.certificates,
+            |id| self.certificates.get(id),
+            g,
+            Entity::Certificate,
+            out,
+        );
+        changed(&mut config.snis, |id| self.snis.get(id), g, Entity::Sni, out);
+        changed(
+            &mut config.services,
+            |id| self.services.get(id),
+            g,
+            Entity::Service,
+            out,
+        );
+        changed(
+            &mut config.routes,
+            |id| self.routes.get(id).map(|r| &**r),
+            g,
+            Entity::Route,
+            out,
+        );
+        changed(
+            &mut config.upstreams,
+            |id| self.upstreams.get(id),
+            g,
+            Entity::Upstream,
+            out,
+        );
+        changed(&mut config.targets, |id| self.targets.get(id), g, Entity::Target, out);
+        changed(
+            &mut config.consumers,
+            |id| self.consumers.get(id),
+            g,
+            Entity::Consumer,
+            out,
+        );
+        let keyauth = &self.keyauth_credentials;
+        changed(
+            &mut config.keyauth_credentials,
+            |id| keyauth.get(id),
+            g,
+            Entity::KeyauthCredential,
+            out,
+        );
+        let basicauth = &self.basicauth_credentials;
+        changed(
+            &mut config.basicauth_credentials,
+            |id| basicauth.get(id),
+            g,
+            Entity::BasicauthCredential,
+            out,
+        );
+        changed(&mut config.acls, |id| self.acls.get(id), g, Entity::Acl, out);
+        changed(
+            &mut config.jwt_secrets,
+            |id| self.jwt_secrets.get(id),
+            g,
+            Entity::JwtSecret,
+            out,
+        );
+        let hmacauth = &self.hmacauth_credentials;
+        changed(
+            &mut config.hmacauth_credentials,
+            |id| hmacauth.get(id),
+            g,
+            Entity::HmacauthCredential,
+            out,
+        );
+        changed(&mut config.plugins, |id| self.plugins.get(id), g, Entity::Plugin, out);
         changes
     }
 }

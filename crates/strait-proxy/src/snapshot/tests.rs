@@ -335,3 +335,63 @@ fn config_json_is_the_declarative_text_of_the_config() {
     assert_eq!(String::from_utf8(snapshot.config_json()).expect("utf-8"), expected);
     assert!(expected.contains(r#""keyauth_credentials":["#) && expected.contains(r#""routes":["#));
 }
+
+/// The same document parsed later (other generated timestamps) is no change, and the
+/// running timestamps are adopted into it; a changed, a new and a removed entity are
+/// exactly the changes, deletes first.
+#[test]
+fn diff_reports_only_real_changes_and_adopts_generated_timestamps() {
+    let document = |route_b_path: &str, extra_consumer: bool| {
+        let mut doc = json!({
+            "_format_version": "3.0",
+            "services": [
+                {"name": "a", "url": "http://a.test", "routes": [{"name": "ra", "paths": ["/a"]}]},
+                {"name": "b", "url": "http://b.test", "routes": [{"name": "rb", "paths": [route_b_path]}]}
+            ],
+            "consumers": [{"username": "gone"}]
+        });
+        if extra_consumer {
+            doc["consumers"] = json!([{"username": "new"}]);
+        }
+        doc.to_string()
+    };
+    let running = compile_snapshot(
+        1,
+        Arc::new(parse(serde_json::from_str(&document("/b", false)).unwrap())),
+    )
+    .expect("compiles");
+    let later = |text: String| parse_declarative(text.as_bytes(), DeclarativeFormat::Json, 99).expect("valid config");
+
+    let mut same = later(document("/b", false));
+    assert!(running.diff(&mut same, 99).is_empty());
+    assert!(same.routes.iter().all(|r| r.created_at == 1 && r.updated_at == 1));
+    assert!(same.services.iter().all(|s| s.created_at == 1));
+
+    let mut other = later(document("/b2", true));
+    let changes = running.diff(&mut other, 99);
+    let shown: Vec<String> = changes
+        .iter()
+        .map(|change| match change {
+            ConfigChange::Delete { kind, .. } => format!("delete {}", kind.table()),
+            ConfigChange::Upsert {
+                entity: Entity::Route(r),
+            } => {
+                format!("upsert route {:?} created {}", r.paths, r.created_at)
+            }
+            ConfigChange::Upsert {
+                entity: Entity::Consumer(c),
+            } => {
+                format!("upsert consumer {:?} created {}", c.username, c.created_at)
+            }
+            ConfigChange::Upsert { entity } => format!("upsert {}", entity.kind().table()),
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "delete consumers",
+            "upsert route Some([\"/b2\"]) created 1",
+            "upsert consumer Some(\"new\") created 99",
+        ]
+    );
+}
