@@ -135,7 +135,7 @@ pub(super) fn check_plugin_scopes(entities: &[Option<Entity>], errors: &mut Vec<
             continue;
         };
         let scope = (
-            plugin.name.clone(),
+            plugin.name.as_str(),
             plugin.route.map(|fk| fk.id),
             plugin.service.map(|fk| fk.id),
             plugin.consumer.map(|fk| fk.id),
@@ -154,7 +154,7 @@ pub(super) fn check_acl_groups(entities: &[Option<Entity>], errors: &mut Vec<Loc
         let Some(Entity::Acl(acl)) = entity else {
             continue;
         };
-        if seen.insert((acl.consumer.id, acl.group.clone()), at).is_some() {
+        if seen.insert((acl.consumer.id, acl.group.as_str()), at).is_some() {
             let message = uniqueness_message("acls", "group", &acl.group);
             errors.push(Located::entity(at, format!("{message} for this consumer")));
         }

@@ -7,30 +7,50 @@ use serde_json::{Map, Value};
 use super::field::{Field, FieldType};
 use crate::error::{join_path, FieldError};
 
+/// Where a value sits in the record being validated. Turned into text
+/// (`config.headers[2]`) only when an error names it: a valid record costs
+/// no path strings.
+#[derive(Clone, Copy)]
+pub(crate) enum At<'a> {
+    Text(&'a str),
+    Field(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    pub(crate) fn text(&self) -> String {
+        match self {
+            At::Text(text) => (*text).to_string(),
+            At::Field(parent, name) => join_path(&parent.text(), name),
+            At::Index(parent, index) => format!("{}[{index}]", parent.text()),
+        }
+    }
+}
+
 pub(crate) const REQUIRED: &str = "required field missing";
 pub(crate) const UNKNOWN: &str = "unknown field";
 
 /// Validates `value` (absent or null: default or required check) and returns
 /// the normalized value, `Value::Null` when there is none.
-pub(crate) fn validate_value(field: &Field, value: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) -> Value {
+pub(crate) fn validate_value(field: &Field, value: Option<&Value>, at: &At<'_>, errors: &mut Vec<FieldError>) -> Value {
     let value = match value {
         Some(Value::Null) | None => {
             if let Some(default) = &field.default {
-                return validate_present(field, default, path, errors);
+                return validate_present(field, default, at, errors);
             }
             if field.required && !field.auto {
-                errors.push(FieldError::new(path, REQUIRED));
+                errors.push(FieldError::new(at.text(), REQUIRED));
             }
             return Value::Null;
         }
         Some(value) => value,
     };
-    validate_present(field, value, path, errors)
+    validate_present(field, value, at, errors)
 }
 
-fn validate_present(field: &Field, value: &Value, path: &str, errors: &mut Vec<FieldError>) -> Value {
+fn validate_present(field: &Field, value: &Value, at: &At<'_>, errors: &mut Vec<FieldError>) -> Value {
     if field.must_be_null {
-        errors.push(FieldError::new(path, "value must be null"));
+        errors.push(FieldError::new(at.text(), "value must be null"));
         return Value::Null;
     }
     let before = errors.len();
@@ -42,14 +62,14 @@ fn validate_present(field: &Field, value: &Value, path: &str, errors: &mut Vec<F
             Value::Bool(_) => Ok(value.clone()),
             _ => Err("expected a boolean".to_string()),
         },
-        FieldType::Array(elements) => validate_list(field, elements, value, path, errors, false),
-        FieldType::Set(elements) => validate_list(field, elements, value, path, errors, true),
-        FieldType::Map(keys, values) => validate_map(keys, values, value, path, errors),
+        FieldType::Array(elements) => validate_list(field, elements, value, at, errors, false),
+        FieldType::Set(elements) => validate_list(field, elements, value, at, errors, true),
+        FieldType::Map(keys, values) => validate_map(keys, values, value, at, errors),
         FieldType::Record(fields) => match value.as_object() {
-            Some(map) => Ok(Value::Object(validate_record(fields, map, path, errors))),
+            Some(map) => Ok(Value::Object(validate_record(fields, map, at, errors))),
             None => Err("expected a record".to_string()),
         },
-        FieldType::Foreign(_) => validate_foreign(value, path, errors),
+        FieldType::Foreign(_) => validate_foreign(value, at, errors),
         FieldType::Object => match value {
             Value::Object(_) => Ok(value.clone()),
             _ => Err("expected a record".to_string()),
@@ -59,7 +79,7 @@ fn validate_present(field: &Field, value: &Value, path: &str, errors: &mut Vec<F
         Ok(normalized) if errors.len() == before => normalized,
         Ok(_) => Value::Null,
         Err(message) => {
-            errors.push(FieldError::new(path, message));
+            errors.push(FieldError::new(at.text(), message));
             Value::Null
         }
     }
@@ -69,17 +89,17 @@ fn validate_present(field: &Field, value: &Value, path: &str, errors: &mut Vec<F
 pub(crate) fn validate_record(
     fields: &[(&'static str, Field)],
     input: &Map<String, Value>,
-    path: &str,
+    at: &At<'_>,
     errors: &mut Vec<FieldError>,
 ) -> Map<String, Value> {
-    let mut out = Map::new();
+    let mut out = Map::with_capacity(fields.len());
     for (name, field) in fields {
-        let value = validate_value(field, input.get(*name), &join_path(path, name), errors);
+        let value = validate_value(field, input.get(*name), &At::Field(at, name), errors);
         out.insert((*name).to_string(), value);
     }
     for key in input.keys() {
         if !fields.iter().any(|(name, _)| name == key) {
-            errors.push(FieldError::new(join_path(path, key), UNKNOWN));
+            errors.push(FieldError::new(At::Field(at, key).text(), UNKNOWN));
         }
     }
     out
@@ -152,7 +172,7 @@ fn validate_list(
     field: &Field,
     elements: &Field,
     value: &Value,
-    path: &str,
+    at: &At<'_>,
     errors: &mut Vec<FieldError>,
     is_set: bool,
 ) -> Result<Value, String> {
@@ -168,12 +188,12 @@ fn validate_list(
     }
     let mut out: Vec<Value> = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
-        let item_path = format!("{path}[{index}]");
+        let item_at = At::Index(at, index);
         if item.is_null() {
-            errors.push(FieldError::new(&item_path, REQUIRED));
+            errors.push(FieldError::new(item_at.text(), REQUIRED));
             continue;
         }
-        let normalized = validate_present(elements, item, &item_path, errors);
+        let normalized = validate_present(elements, item, &item_at, errors);
         // Kong sets drop repeated elements.
         if !(is_set && out.contains(&normalized)) {
             out.push(normalized);
@@ -186,17 +206,17 @@ fn validate_map(
     keys: &Field,
     values: &Field,
     value: &Value,
-    path: &str,
+    at: &At<'_>,
     errors: &mut Vec<FieldError>,
 ) -> Result<Value, String> {
     let map = value.as_object().ok_or("expected a map")?;
-    let mut out = Map::new();
+    let mut out = Map::with_capacity(map.len());
     for (key, item) in map {
-        let item_path = join_path(path, key);
+        let item_at = At::Field(at, key);
         let before = errors.len();
-        validate_present(keys, &Value::String(key.clone()), &item_path, errors);
+        validate_present(keys, &Value::String(key.clone()), &item_at, errors);
         if errors.len() == before {
-            out.insert(key.clone(), validate_value(values, Some(item), &item_path, errors));
+            out.insert(key.clone(), validate_value(values, Some(item), &item_at, errors));
         }
     }
     Ok(Value::Object(out))
@@ -206,7 +226,7 @@ fn validate_map(
 /// `name` beside the `id`, as decK and go-kong send them) are ignored, as
 /// Kong's `validate_primary_key(pk, ignore_others)` does; a reference by
 /// name alone was already resolved to an id by the write path.
-fn validate_foreign(value: &Value, path: &str, errors: &mut Vec<FieldError>) -> Result<Value, String> {
+fn validate_foreign(value: &Value, at: &At<'_>, errors: &mut Vec<FieldError>) -> Result<Value, String> {
     let map = value.as_object().ok_or("expected a record")?;
     let primary_key = [("id", Field::string().uuid().required())];
     let key_only: Map<String, Value> = map
@@ -214,6 +234,6 @@ fn validate_foreign(value: &Value, path: &str, errors: &mut Vec<FieldError>) -> 
         .filter(|(k, _)| *k == "id")
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let out = validate_record(&primary_key, &key_only, path, errors);
+    let out = validate_record(&primary_key, &key_only, at, errors);
     Ok(Value::Object(out))
 }

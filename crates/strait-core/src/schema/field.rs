@@ -213,7 +213,12 @@ impl Field {
     pub fn expanded_default(&self) -> Option<Value> {
         let default = self.default.as_ref()?;
         let mut errors = Vec::new();
-        Some(super::engine::validate_value(self, Some(default), "", &mut errors))
+        Some(super::engine::validate_value(
+            self,
+            Some(default),
+            &super::engine::At::Text(""),
+            &mut errors,
+        ))
     }
 }
 

@@ -160,7 +160,7 @@ pub fn validate_record_of(
     let def = definition(kind);
     let mut errors = Vec::new();
     (def.shorthand)(&mut given, &mut errors);
-    let mut out = engine::validate_record(&def.fields, &given, "", &mut errors);
+    let mut out = engine::validate_record(&def.fields, &given, &engine::At::Text(""), &mut errors);
     (def.finish)(&mut out, &given, &mut errors);
     if !errors.is_empty() {
         return Err(errors);

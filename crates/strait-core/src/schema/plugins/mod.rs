@@ -166,7 +166,7 @@ fn request_termination_check(config: &Map<String, Value>) -> Result<(), String> 
 pub(crate) fn validate_config(name: &str, config: Option<&Value>, errors: &mut Vec<FieldError>) -> Option<Value> {
     let Known { def, config: field } = known(name)?;
     let before = errors.len();
-    let out = engine::validate_value(field, config, "config", errors);
+    let out = engine::validate_value(field, config, &engine::At::Text("config"), errors);
     if errors.len() == before {
         if let Err(message) = out.as_object().map_or(Ok(()), def.check) {
             errors.push(FieldError::new("config", message));
