@@ -2,6 +2,7 @@
 # Flame graph of Strait's proxy worker on the hot path (docs/benchmarks.md#hot-path).
 #
 #   bench/flame.sh BIN OUT.svg [TITLE]
+#   FLAME_PROTOCOL=h2c bench/flame.sh BIN OUT.svg [TITLE]     # h2load -c32 -m10 instead of wrk
 #
 # Layout of `bench/run proxy-baseline`: BIN (a release Strait, 1 worker) on core 0
 # with one route and no plugins; the origin (nginx `return 200`, 1 worker) and
@@ -14,7 +15,13 @@ set -euo pipefail
 bench_dir="$(cd "$(dirname "$0")" && pwd)"
 bin="$(realpath "$1")"
 out="$(realpath -m "$2")"
-title="${3:-Strait proxy worker, HTTP/1.1 keep-alive, 1 route}"
+protocol="${FLAME_PROTOCOL:-h1}"
+case "$protocol" in
+    h1) default_title="Strait proxy worker, HTTP/1.1 keep-alive, 1 route" ;;
+    h2c) default_title="Strait proxy worker, h2c (32 connections x 10 streams), 1 route" ;;
+    *) echo "FLAME_PROTOCOL must be h1 or h2c" >&2; exit 2 ;;
+esac
+title="${3:-$default_title}"
 work="$(mktemp -d /tmp/strait-flame.XXXXXX)"
 origin_port=19800 proxy_port=19801 admin_port=19802
 pids=()
@@ -47,16 +54,23 @@ pid=$!
 pids+=("$pid")
 for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$proxy_port/" && break; sleep 0.1; done
 
-taskset -c 1 wrk -t1 -c32 -d3s "http://127.0.0.1:$proxy_port/" >/dev/null
+# Prints the number of requests completed in a load of $1 seconds.
+load() {
+    if [[ "$protocol" == h1 ]]; then
+        taskset -c 1 wrk -t1 -c32 -d"$1"s "http://127.0.0.1:$proxy_port/" | awk '/requests in/ {print $1}'
+    else
+        taskset -c 1 h2load -t1 -c32 -m10 -D "$1" "http://127.0.0.1:$proxy_port/" | awk '/^requests:/ {print $8}'
+    fi
+}
+load 3 >/dev/null
 ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 before=$(ticks)
 taskset -c 1 perf record -q -F 499 --call-graph dwarf,32768 -p "$pid" -o "$work/perf.data" -- sleep 5 \
     >/dev/null 2>&1 &
 perf_pid=$!
-result=$(taskset -c 1 wrk -t1 -c32 -d5s "http://127.0.0.1:$proxy_port/")
+requests=$(load 5)
 wait "$perf_pid" || true
 after=$(ticks)
-requests=$(echo "$result" | awk '/requests in/ {print $1}')
 awk -v r="$requests" -v b="$before" -v a="$after" -v t="$(getconf CLK_TCK)" \
     'BEGIN { printf "%.0f RPS, %.2f gateway CPU us/request\n", r / 5, (a - b) / t * 1e6 / r }'
 

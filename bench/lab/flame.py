@@ -81,8 +81,8 @@ def samples(lines: Iterable[str], inlined: bool = False) -> Iterable[tuple[str, 
 
 LAYERS = [
     ("kernel (syscalls, TCP/IP on loopback)", lambda sym, dso: "kernel" in dso),
-    ("HTTP codec (hyper, httparse, http, bytes)",
-     lambda sym, dso: re.match(r"<?&?(hyper|httparse|http|bytes)::", sym) is not None),
+    ("HTTP codec (hyper, h2, httparse, http, bytes)",
+     lambda sym, dso: re.match(r"<?&?(hyper|h2|httparse|http|bytes)::", sym) is not None),
     ("runtime (tokio, mio)", lambda sym, dso: re.match(r"<?&?(tokio|mio)::", sym) is not None),
     ("allocator (mimalloc)", lambda sym, dso: re.match(r"_?mi_", sym) is not None),
     ("Strait (strait_*)", lambda sym, dso: re.match(r"<?&?strait_", sym) is not None),

@@ -150,4 +150,4 @@ class FlameTest(unittest.TestCase):
         from lab import flame
         shares = dict(flame.leaf_layers(PERF_SCRIPT.splitlines(), thread="strait-worker-0"))
         self.assertEqual(shares, {"kernel (syscalls, TCP/IP on loopback)": 50.0,
-                                  "HTTP codec (hyper, httparse, http, bytes)": 50.0})
+                                  "HTTP codec (hyper, h2, httparse, http, bytes)": 50.0})
