@@ -2,6 +2,7 @@
 //! atomically, with Kong's semantics (201, 400 with all errors, 304 for
 //! `check_hash=1` when unchanged). A rejected configuration changes nothing.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use http::StatusCode;
@@ -77,25 +78,31 @@ fn query_flag(query: Option<&str>, name: &str) -> bool {
 }
 
 /// The declarative document inside a `/config` request body.
-fn extract_document(content_type: &str, body: &[u8]) -> Result<(Vec<u8>, DeclarativeFormat), AdminResponse> {
+/// A plain document is the body itself, borrowed (not copied: it can be megabytes).
+fn extract_document<'b>(
+    content_type: &str,
+    body: &'b [u8],
+) -> Result<(Cow<'b, [u8]>, DeclarativeFormat), AdminResponse> {
     let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     match media.as_str() {
-        "" => Ok((body.to_vec(), DeclarativeFormat::Auto)),
+        "" => Ok((Cow::Borrowed(body), DeclarativeFormat::Auto)),
         "application/json" => match serde_json::from_slice::<ConfigMember>(body) {
-            Ok(ConfigMember(Some(Value::String(inner)))) => Ok((inner.into_bytes(), DeclarativeFormat::Auto)),
-            Ok(ConfigMember(Some(inner @ Value::Object(_)))) => {
-                Ok((inner.to_string().into_bytes(), DeclarativeFormat::Json))
+            Ok(ConfigMember(Some(Value::String(inner)))) => {
+                Ok((Cow::Owned(inner.into_bytes()), DeclarativeFormat::Auto))
             }
-            Ok(_) | Err(_) => Ok((body.to_vec(), DeclarativeFormat::Json)),
+            Ok(ConfigMember(Some(inner @ Value::Object(_)))) => {
+                Ok((Cow::Owned(inner.to_string().into_bytes()), DeclarativeFormat::Json))
+            }
+            Ok(_) | Err(_) => Ok((Cow::Borrowed(body), DeclarativeFormat::Json)),
         },
         "application/x-yaml" | "application/yaml" | "text/yaml" | "text/x-yaml" => {
-            Ok((body.to_vec(), DeclarativeFormat::Yaml))
+            Ok((Cow::Borrowed(body), DeclarativeFormat::Yaml))
         }
         "application/x-www-form-urlencoded" => crate::server::form_field(body, "config")
-            .map(|v| (v, DeclarativeFormat::Auto))
+            .map(|v| (Cow::Owned(v), DeclarativeFormat::Auto))
             .ok_or_else(|| message(StatusCode::BAD_REQUEST, "expected a 'config' field")),
         "multipart/form-data" => crate::server::multipart_field(content_type, body, "config")
-            .map(|v| (v, DeclarativeFormat::Auto))
+            .map(|v| (Cow::Owned(v), DeclarativeFormat::Auto))
             .ok_or_else(|| message(StatusCode::BAD_REQUEST, "expected a 'config' field")),
         _ => Err(message(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Unsupported Content-Type")),
     }

@@ -13,11 +13,13 @@ use super::Located;
 use crate::delta::Entity;
 use crate::entities::{Config, EntityKind};
 use crate::error::{ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};
-use crate::schema::{endpoint_key, is_missing, transform_on_write, unique_fields, validate_record_of, RouterFlavor};
+use crate::schema::{
+    endpoint_key, is_missing, transform_on_write, transforms_on_write, unique_fields, validate_record_of, RouterFlavor,
+};
 
 /// Validates every entity with its resolved references and assigned id.
-/// Each input is taken (not copied) unless `keep_input`: the write
-/// transformations read what was given.
+/// Each input is taken (not copied) unless `keep_input` and the entity's
+/// kind has a write transformation, which reads what was given.
 pub(super) fn validate_all(
     pending: &mut [Pending],
     ids: &[Uuid],
@@ -31,7 +33,7 @@ pub(super) fn validate_all(
         .enumerate()
         .map(|(at, entity)| {
             entity.key_given = endpoint_key(entity.kind).is_some_and(|key| entity.input.contains_key(key));
-            let mut input = match keep_input {
+            let mut input = match keep_input && transforms_on_write(entity.kind) {
                 true => entity.input.clone(),
                 false => std::mem::take(&mut entity.input),
             };

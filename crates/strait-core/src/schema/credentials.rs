@@ -10,6 +10,7 @@ use super::field::Field;
 use super::formats;
 use super::{is_missing, tags_field, EntityDef};
 use crate::delta::Entity;
+use crate::entities::EntityKind;
 use crate::error::FieldError;
 
 /// `id`, `created_at` and the required `consumer`: credentials have no
@@ -165,6 +166,11 @@ pub fn basicauth_password_hash(password: &str, consumer: Uuid) -> String {
 /// stored hash is not hashed again by a write that leaves the password out.
 /// Declarative files run them unless `_transform: false` says the values are
 /// already stored forms (what an export writes).
+/// Whether [`transform_on_write`] reads what was given for entities of `kind`.
+pub fn transforms_on_write(kind: EntityKind) -> bool {
+    kind == EntityKind::BasicauthCredentials
+}
+
 pub fn transform_on_write(entity: &mut Entity, given: &Map<String, Value>) {
     if let Entity::BasicauthCredential(credential) = entity {
         if given.get("password").is_some_and(|p| !p.is_null()) {

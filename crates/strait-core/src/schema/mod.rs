@@ -26,7 +26,9 @@ use crate::error::FieldError;
 use field::Field;
 
 pub use balancer::default_healthchecks;
-pub use credentials::{basicauth_password_hash, transform_on_write, JWT_ALGORITHMS, JWT_ALGORITHMS_NEEDING_PUBLIC_KEY};
+pub use credentials::{
+    basicauth_password_hash, transform_on_write, transforms_on_write, JWT_ALGORITHMS, JWT_ALGORITHMS_NEEDING_PUBLIC_KEY,
+};
 pub use formats::ROUTE_PATH_START;
 pub use identity::BUNDLED_PLUGINS;
 pub use plugins::{plugin_schema_json, PLUGINS_WITH_SCHEMA};
