@@ -29,6 +29,18 @@ fn threads(pid: u32) -> Vec<(String, i64, i64)> {
     found
 }
 
+/// The node opts out of transparent huge pages (see `strait_proxy::background`).
+#[tokio::test]
+async fn the_node_runs_without_transparent_huge_pages() {
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", gw.pid())).expect("read /proc status");
+    let line = status.lines().find(|l| l.starts_with("THP_enabled:"));
+    // Kernels before 5.0 have no such line; there is nothing to check.
+    if let Some(line) = line {
+        assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+    }
+}
+
 const SCHED_OTHER: i64 = 0;
 const SCHED_IDLE: i64 = 5;
 

@@ -15,9 +15,18 @@
 //!   allocator would otherwise only return them on its next call from that
 //!   thread, which may never come while the node is idle. The binary, which
 //!   chooses the allocator, registers how with [`set_memory_release`].
+//! - [`disable_transparent_huge_pages`] keeps the kernel from backing the
+//!   heap with 2 MiB pages. With them, a 2 MiB range counts whole as soon as
+//!   any of it is touched, and the kernel's background collapsing fills
+//!   partly used ranges later: the 10k/10k set idled at 144.8 MB and grew
+//!   to 147.9 MB while idle after ten re-posts; without them it idles at
+//!   127.0 MB and stays at 127.7 MB. Proxy CPU per request did not change
+//!   measurably (50,000 routes: 16.55–16.81 µs with, 16.82–17.32 without;
+//!   one route 15.20 against 14.88).
 //!
-//! This is the crate's one module with `unsafe`: three libc calls on the
-//! calling thread; the one pointer passed is to a local the kernel only reads.
+//! This is the crate's one module with `unsafe`: four libc calls on the
+//! calling thread or process; the one pointer passed is to a local the
+//! kernel only reads.
 #![allow(unsafe_code)]
 
 use std::sync::OnceLock;
@@ -40,6 +49,20 @@ pub fn lower_priority(thread: &str) {
     if idle != 0 || nice != 0 {
         let error = std::io::Error::last_os_error();
         tracing::warn!(thread, %error, "could not lower the thread's scheduling priority");
+    }
+}
+
+/// Ask the kernel not to use transparent huge pages for this process (for
+/// memory mapped from now on and for its background collapsing), so resident
+/// memory is what the heap uses. Call first thing in `main`. A failure is
+/// logged and changes nothing else.
+pub fn disable_transparent_huge_pages() {
+    // SAFETY: plain integer arguments; PR_SET_THP_DISABLE only sets a flag
+    // on the calling process.
+    let done = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+    if done != 0 {
+        let error = std::io::Error::last_os_error();
+        tracing::warn!(%error, "could not turn off transparent huge pages");
     }
 }
 

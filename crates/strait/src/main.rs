@@ -43,6 +43,7 @@ Commands:
 ";
 
 fn main() -> ExitCode {
+    strait_proxy::background::disable_transparent_huge_pages();
     strait_proxy::background::set_memory_release(release_allocator_memory);
     let args: Vec<String> = std::env::args().skip(1).collect();
     match run(&args) {
