@@ -9,10 +9,12 @@ pub mod declarative;
 pub mod delta;
 pub mod entities;
 pub mod error;
+pub mod protocol;
 pub mod schema;
 
 pub use declarative::{config_to_declarative, parse_declarative, parse_declarative_for, DeclarativeFormat};
 pub use delta::{ConfigChange, ConfigDelta, ConfigVersion, DeltaBody, Entity};
 pub use entities::*;
 pub use error::{ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};
+pub use protocol::{Protocol, ProtocolSet};
 pub use schema::{entity_schema_json, validate_entity, RouterFlavor};

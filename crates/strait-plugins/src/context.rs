@@ -14,67 +14,11 @@ use std::net::IpAddr;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use strait_core::Consumer;
+pub use strait_core::{Protocol, ProtocolSet};
 use uuid::Uuid;
 
 use crate::chain::ConsumerPlugin;
 use crate::directory::Directory;
-
-/// The protocol a request arrived on, as plugin `protocols` name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    Http,
-    Https,
-    Grpc,
-    Grpcs,
-}
-
-impl Protocol {
-    pub fn name(self) -> &'static str {
-        match self {
-            Protocol::Http => "http",
-            Protocol::Https => "https",
-            Protocol::Grpc => "grpc",
-            Protocol::Grpcs => "grpcs",
-        }
-    }
-
-    fn bit(self) -> u8 {
-        match self {
-            Protocol::Http => 1,
-            Protocol::Https => 2,
-            Protocol::Grpc => 4,
-            Protocol::Grpcs => 8,
-        }
-    }
-}
-
-/// A plugin's `protocols` as a bit set, checked per request with one AND.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProtocolSet(u8);
-
-impl ProtocolSet {
-    pub const ALL: ProtocolSet = ProtocolSet(0b1111);
-
-    /// From Kong protocol names; names without an HTTP meaning (`ws`, `tcp`,
-    /// ...) add nothing.
-    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> ProtocolSet {
-        let mut bits = 0;
-        for name in names {
-            bits |= match name {
-                "http" => Protocol::Http.bit(),
-                "https" => Protocol::Https.bit(),
-                "grpc" => Protocol::Grpc.bit(),
-                "grpcs" => Protocol::Grpcs.bit(),
-                _ => 0,
-            };
-        }
-        ProtocolSet(bits)
-    }
-
-    pub fn contains(self, protocol: Protocol) -> bool {
-        self.0 & protocol.bit() != 0
-    }
-}
 
 /// A small typed key-value store shared by the plugins of one request and
 /// kept across its phases. Empty (no allocation) until a plugin writes.

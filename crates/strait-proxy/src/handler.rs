@@ -11,6 +11,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{Request, Response, Uri, Version};
 use hyper::body::Incoming;
+use strait_core::ProtocolSet;
 use strait_router::{normalize_path, upstream_path, HeaderLookup, InvalidPath, RequestFacts, RouteMatch};
 
 use crate::body::{boxed, full, IdleTimeoutBody, ProxyBody};
@@ -177,8 +178,9 @@ async fn proxy(
     }
     .ok_or_else(|| ProxyError::new(ErrorKind::NoRoute, "no route"))?;
     let route = &matched.route;
-    if !matched.transports.accepts(conn.tls) {
-        if !conn.tls && matched.transports.tls {
+    let connection = if conn.tls { ProtocolSet::TLS } else { ProtocolSet::PLAIN };
+    if !matched.protocols.intersects(connection) {
+        if !conn.tls && matched.protocols.intersects(ProtocolSet::TLS) {
             return Err(ProxyError::new(
                 ErrorKind::HttpsRequired(route.https_redirect_status_code as u16),
                 "route requires https",

@@ -27,12 +27,11 @@ mod traditional;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use strait_core::Route;
+use strait_core::{ProtocolSet, Route};
 use uuid::Uuid;
 
 pub use compile::{RouteLabel, RouterError};
 pub use cow_map::CowMap;
-pub use matcher::Transports;
 pub use normalize::{normalize_path, InvalidPath};
 pub use path::upstream_path;
 
@@ -74,8 +73,8 @@ pub trait HeaderLookup: std::fmt::Debug {
 #[derive(Debug, Clone)]
 pub struct RouteMatch {
     pub route: Arc<Route>,
-    /// The connections the route accepts (from its `protocols`).
-    pub transports: Transports,
+    /// The route's `protocols`, as a set.
+    pub protocols: ProtocolSet,
     /// The part of the request path the route's path matched (what strip_path removes).
     pub matched_path: Option<String>,
     /// Named and numbered regex captures of the matched path.

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use strait_core::Route;
+use strait_core::{ProtocolSet, Route};
 
 use crate::cond::Cond;
 use crate::eval::{evaluate, Recording, RequestView};
@@ -18,17 +18,17 @@ pub(crate) struct Matcher {
     /// The route's protocols, read once here: the request path checks them
     /// from the matcher it already has in cache rather than through the
     /// route's list of strings (two more cache misses with many routes).
-    pub transports: Transports,
+    pub protocols: ProtocolSet,
 }
 
 impl Matcher {
     pub(crate) fn new(rank: Rank, route: Arc<Route>, cond: Cond) -> Matcher {
-        let transports = Transports::of(&route.protocols);
+        let protocols = ProtocolSet::from_names(route.protocols.iter().map(String::as_str));
         Matcher {
             rank,
             route,
             cond,
-            transports,
+            protocols,
         }
     }
 
@@ -42,38 +42,9 @@ impl Matcher {
         evaluate(&self.cond, request, &mut Some(&mut recording));
         RouteMatch {
             route: self.route.clone(),
-            transports: self.transports,
+            protocols: self.protocols,
             matched_path: recording.matched_path,
             captures: recording.captures,
-        }
-    }
-}
-
-/// Which connections a route accepts requests on, from its `protocols`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transports {
-    /// `http` or `grpc`: requests on plain-text connections.
-    pub plain: bool,
-    /// `https` or `grpcs`: requests on TLS connections.
-    pub tls: bool,
-}
-
-impl Transports {
-    pub fn of(protocols: &[String]) -> Transports {
-        let has = |names: [&str; 2]| protocols.iter().any(|p| names.contains(&p.as_str()));
-        Transports {
-            plain: has(["http", "grpc"]),
-            tls: has(["https", "grpcs"]),
-        }
-    }
-
-    /// Whether a request on a connection that is (`tls`) or is not TLS may
-    /// use the route.
-    pub fn accepts(self, tls: bool) -> bool {
-        if tls {
-            self.tls
-        } else {
-            self.plain
         }
     }
 }
