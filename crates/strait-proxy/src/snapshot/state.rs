@@ -284,18 +284,35 @@ fn gone<R: Clone, T: Diffed>(running: &CowMap<Uuid, R>, wanted: &[T]) -> Vec<Uui
     gone
 }
 
+/// How the diff reads a running entity: routes are kept behind `Arc`s.
+trait Running<T> {
+    fn running(&self, id: &Uuid) -> Option<&T>;
+}
+
+impl<T: Clone> Running<T> for CowMap<Uuid, T> {
+    fn running(&self, id: &Uuid) -> Option<&T> {
+        self.get(id)
+    }
+}
+
+impl Running<Route> for CowMap<Uuid, Arc<Route>> {
+    fn running(&self, id: &Uuid) -> Option<&Route> {
+        self.get(id).map(|route| &**route)
+    }
+}
+
 /// Upserts of the entities of `wanted` that are new or differ from their
 /// running version once generated timestamps are adopted (in place). Only
 /// those are copied: an unchanged entity is compared where it lies.
-fn changed<'r, T: Diffed + 'r>(
+fn changed<T: Diffed>(
     wanted: &mut [T],
-    running: impl Fn(&Uuid) -> Option<&'r T>,
+    running: &impl Running<T>,
     generated: i64,
     wrap: fn(T) -> Entity,
     out: &mut Vec<ConfigChange>,
 ) {
     for entity in wanted.iter_mut() {
-        if let Some(old) = running(&entity.id()) {
+        if let Some(old) = running.running(&entity.id()) {
             entity.adopt_stamps(old, generated);
             if *entity == *old {
                 continue;
@@ -335,85 +352,28 @@ impl EntityState {
             };
             changes.extend(gone.into_iter().map(|id| ConfigChange::Delete { kind, id }));
         }
-        let g = generated;
-        let out = &mut changes;
-        changed(
-            &mut config.ca_certificates,
-            |id| self.ca_certificates.get(id),
-            g,
-            Entity::CaCertificate,
-            out,
+        // Parents first.
+        macro_rules! upserts {
+            ($($field:ident => $variant:ident),* $(,)?) => {
+                $(changed(&mut config.$field, &self.$field, generated, Entity::$variant, &mut changes);)*
+            };
+        }
+        upserts!(
+            ca_certificates => CaCertificate,
+            certificates => Certificate,
+            snis => Sni,
+            services => Service,
+            routes => Route,
+            upstreams => Upstream,
+            targets => Target,
+            consumers => Consumer,
+            keyauth_credentials => KeyauthCredential,
+            basicauth_credentials => BasicauthCredential,
+            acls => Acl,
+            jwt_secrets => JwtSecret,
+            hmacauth_credentials => HmacauthCredential,
+            plugins => Plugin,
         );
-        changed(
-            &mut config.certificates,
-            |id| self.certificates.get(id),
-            g,
-            Entity::Certificate,
-            out,
-        );
-        changed(&mut config.snis, |id| self.snis.get(id), g, Entity::Sni, out);
-        changed(
-            &mut config.services,
-            |id| self.services.get(id),
-            g,
-            Entity::Service,
-            out,
-        );
-        changed(
-            &mut config.routes,
-            |id| self.routes.get(id).map(|r| &**r),
-            g,
-            Entity::Route,
-            out,
-        );
-        changed(
-            &mut config.upstreams,
-            |id| self.upstreams.get(id),
-            g,
-            Entity::Upstream,
-            out,
-        );
-        changed(&mut config.targets, |id| self.targets.get(id), g, Entity::Target, out);
-        changed(
-            &mut config.consumers,
-            |id| self.consumers.get(id),
-            g,
-            Entity::Consumer,
-            out,
-        );
-        let keyauth = &self.keyauth_credentials;
-        changed(
-            &mut config.keyauth_credentials,
-            |id| keyauth.get(id),
-            g,
-            Entity::KeyauthCredential,
-            out,
-        );
-        let basicauth = &self.basicauth_credentials;
-        changed(
-            &mut config.basicauth_credentials,
-            |id| basicauth.get(id),
-            g,
-            Entity::BasicauthCredential,
-            out,
-        );
-        changed(&mut config.acls, |id| self.acls.get(id), g, Entity::Acl, out);
-        changed(
-            &mut config.jwt_secrets,
-            |id| self.jwt_secrets.get(id),
-            g,
-            Entity::JwtSecret,
-            out,
-        );
-        let hmacauth = &self.hmacauth_credentials;
-        changed(
-            &mut config.hmacauth_credentials,
-            |id| hmacauth.get(id),
-            g,
-            Entity::HmacauthCredential,
-            out,
-        );
-        changed(&mut config.plugins, |id| self.plugins.get(id), g, Entity::Plugin, out);
         changes
     }
 }
