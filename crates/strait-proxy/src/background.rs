@@ -20,7 +20,7 @@
 //!   any of it is touched, and the kernel's background collapsing fills
 //!   partly used ranges later: the 10k/10k set idled at 144.8 MB and grew
 //!   to 147.9 MB while idle after ten re-posts; without them it idles at
-//!   127.0 MB and stays at 127.7 MB. Proxy CPU per request did not change
+//!   129.5 MB and stays at 130.0 MB (docs/benchmarks.md#allocator). Proxy CPU per request did not change
 //!   measurably (50,000 routes: 16.55–16.81 µs with, 16.82–17.32 without;
 //!   one route 15.20 against 14.88).
 //!

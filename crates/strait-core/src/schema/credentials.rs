@@ -160,17 +160,17 @@ pub fn basicauth_password_hash(password: &str, consumer: Uuid) -> String {
         .collect()
 }
 
+/// Whether [`transform_on_write`] reads what was given for entities of `kind`.
+pub fn transforms_on_write(kind: EntityKind) -> bool {
+    kind == EntityKind::BasicauthCredentials
+}
+
 /// Kong's schema `transformations` with `on_write`: a value stored other than
 /// as given. As in Kong, one runs only when the write gave its input field:
 /// `given` is the body of the write (for a `PATCH`, the patch alone), so a
 /// stored hash is not hashed again by a write that leaves the password out.
 /// Declarative files run them unless `_transform: false` says the values are
 /// already stored forms (what an export writes).
-/// Whether [`transform_on_write`] reads what was given for entities of `kind`.
-pub fn transforms_on_write(kind: EntityKind) -> bool {
-    kind == EntityKind::BasicauthCredentials
-}
-
 pub fn transform_on_write(entity: &mut Entity, given: &Map<String, Value>) {
     if let Entity::BasicauthCredential(credential) = entity {
         if given.get("password").is_some_and(|p| !p.is_null()) {
