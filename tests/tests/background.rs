@@ -33,11 +33,9 @@ fn threads(pid: u32) -> Vec<(String, i64, i64)> {
 #[tokio::test]
 async fn the_node_runs_without_transparent_huge_pages() {
     let gw = Gateway::start(GatewayOptions::new()).await;
-    let status = std::fs::read_to_string(format!("/proc/{}/status", gw.pid())).expect("read /proc status");
-    let line = status.lines().find(|l| l.starts_with("THP_enabled:"));
     // Kernels before 5.0 have no such line; there is nothing to check.
-    if let Some(line) = line {
-        assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+    if let Some(enabled) = status_field(gw.pid(), "THP_enabled:") {
+        assert_eq!(enabled, "0");
     }
 }
 
@@ -72,12 +70,18 @@ async fn admin_and_compiler_threads_run_below_the_workers() {
     }
 }
 
-fn kib(pid: u32, field: &str) -> u64 {
+/// The value of a `/proc/PID/status` line (`VmRSS:`), trimmed.
+fn status_field(pid: u32, field: &str) -> Option<String> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc status");
     status
         .lines()
         .find_map(|line| line.strip_prefix(field))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .map(|rest| rest.trim().to_string())
+}
+
+fn kib(pid: u32, field: &str) -> u64 {
+    status_field(pid, field)
+        .and_then(|value| value.trim_end_matches("kB").trim().parse().ok())
         .expect("status field")
 }
 
