@@ -56,6 +56,19 @@ fn is_hop_by_hop(name: &str) -> bool {
     HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
 }
 
+/// Appends `headers` as written, without hop-by-hop ones and those `drop` names.
+fn copy_headers(out: &mut Vec<u8>, headers: &[httparse::Header<'_>], drop: impl Fn(&str) -> bool) {
+    for header in headers {
+        if is_hop_by_hop(header.name) || drop(header.name) {
+            continue;
+        }
+        out.extend_from_slice(header.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(header.value);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 fn content_length(headers: &[httparse::Header<'_>]) -> Result<usize, ()> {
     for header in headers {
         if header.name.eq_ignore_ascii_case("content-length") {
@@ -105,19 +118,12 @@ async fn serve(mut client: TcpStream, peer: SocketAddr, upstream: SocketAddr) ->
                     out.push(b' ');
                     out.extend_from_slice(request.path.unwrap_or("/").as_bytes());
                     out.extend_from_slice(b" HTTP/1.1\r\n");
-                    let mut host: &[u8] = b"";
-                    for header in request.headers.iter() {
-                        if header.name.eq_ignore_ascii_case("host") {
-                            host = header.value;
-                        }
-                        if is_hop_by_hop(header.name) || header.name.starts_with("X-Forwarded-") {
-                            continue;
-                        }
-                        out.extend_from_slice(header.name.as_bytes());
-                        out.extend_from_slice(b": ");
-                        out.extend_from_slice(header.value);
-                        out.extend_from_slice(b"\r\n");
-                    }
+                    let host = request
+                        .headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case("host"))
+                        .map_or(&b""[..], |h| h.value);
+                    copy_headers(&mut out, request.headers, |name| name.starts_with("X-Forwarded-"));
                     let host_name = host.split(|b| *b == b':').next().unwrap_or(b"");
                     out.extend_from_slice(b"X-Forwarded-For: ");
                     out.extend_from_slice(peer_ip.as_bytes());
@@ -176,15 +182,7 @@ async fn serve(mut client: TcpStream, peer: SocketAddr, upstream: SocketAddr) ->
                         )
                         .as_bytes(),
                     );
-                    for header in response.headers.iter() {
-                        if is_hop_by_hop(header.name) {
-                            continue;
-                        }
-                        out.extend_from_slice(header.name.as_bytes());
-                        out.extend_from_slice(b": ");
-                        out.extend_from_slice(header.value);
-                        out.extend_from_slice(b"\r\n");
-                    }
+                    copy_headers(&mut out, response.headers, |_| false);
                     let proxy_ms = (sent - started).as_millis();
                     out.extend_from_slice(
                         format!(
