@@ -367,6 +367,16 @@ impl Gateway {
             .expect("VmRSS line")
     }
 
+    /// The current run's stdout and stderr so far.
+    pub fn log(&self) -> String {
+        ["stdout", "stderr"]
+            .iter()
+            .map(|stream| {
+                fs::read_to_string(self.dir.join(format!("strait.{}.{stream}.log", self.starts))).unwrap_or_default()
+            })
+            .collect()
+    }
+
     /// The last lines of the current run's stdout and stderr, for failure messages.
     pub fn log_tail(&self) -> String {
         let mut out = String::new();

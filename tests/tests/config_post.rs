@@ -288,3 +288,79 @@ async fn a_repost_commits_only_what_changed() {
     );
     assert_eq!(gw.admin_get("/status").await.json()["configuration_hash"], hash);
 }
+
+/// How many `POST /config`s this node applied as their changes (parsed
+/// against the last accepted document, see `declarative::memo`).
+fn applied_as_changes(gw: &Gateway) -> usize {
+    gw.log().matches("configuration replaced by its changes").count()
+}
+
+/// A re-post that differs in a few items is parsed and applied as those
+/// changes only; what breaks that path (another write in between, a
+/// rejected document) falls back to the whole parse, and every result is
+/// what the whole document says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repost_is_parsed_as_its_changes() {
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let mut messages: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
+    let post = |messages: &[String]| {
+        let body = fixed_ids(messages).to_string().into_bytes();
+        let gw = &gw;
+        async move { gw.post_config_as("/config", "application/json", body).await }
+    };
+    assert_eq!(post(&messages).await.status, 201);
+    assert_eq!(applied_as_changes(&gw), 0, "a first load has nothing to compare with");
+
+    messages[7] = "seven".into();
+    let reply = post(&messages).await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(gw.proxy(get("/d7")).await.message().as_deref(), Some("seven"));
+    assert_eq!(applied_as_changes(&gw), 1, "{}", gw.log_tail());
+    // The 201 body is the whole configuration, as after a whole load.
+    assert_eq!(reply.json()["routes"].as_array().map(Vec::len), Some(40));
+
+    // Another write moves the version: the next post is parsed whole.
+    let patched = gw
+        .admin(
+            "PATCH",
+            "/routes/d1",
+            &[("content-type", "application/json")],
+            r#"{"paths": ["/patched"]}"#,
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    messages[8] = "eight".into();
+    assert_eq!(post(&messages).await.status, 201);
+    assert_eq!(applied_as_changes(&gw), 1);
+    assert_eq!(gw.proxy(get("/d1")).await.message().as_deref(), Some("m1"));
+    assert_eq!(gw.proxy(get("/d8")).await.message().as_deref(), Some("eight"));
+
+    // A rejected post changes nothing, memo included.
+    let mut broken = fixed_ids(&messages);
+    broken["services"][0]["routes"][2]["paths"] = json!(["no-slash"]);
+    let reply = gw
+        .post_config_as("/config", "application/json", broken.to_string().into_bytes())
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    let fields = reply.json()["fields"].to_string();
+    assert!(fields.contains("should start with: / (or ~ for a regex)"), "{fields}");
+    messages[9] = "nine".into();
+    assert_eq!(post(&messages).await.status, 201);
+    assert_eq!(applied_as_changes(&gw), 2, "{}", gw.log_tail());
+    assert_eq!(gw.proxy(get("/d9")).await.message().as_deref(), Some("nine"));
+    assert_eq!(gw.proxy(get("/d2")).await.message().as_deref(), Some("m2"));
+
+    // A removed route stops answering; a duplicate name is Kong's error.
+    messages.pop();
+    assert_eq!(post(&messages).await.status, 201);
+    assert_eq!(applied_as_changes(&gw), 3);
+    assert_eq!(gw.admin_get("/routes/d39").await.status, 404);
+    assert_eq!(gw.proxy(get("/d38")).await.message().as_deref(), Some("m38"));
+    let mut duplicate = fixed_ids(&messages);
+    duplicate["services"][0]["routes"][3]["name"] = json!("d4");
+    let reply = gw
+        .post_config_as("/config", "application/json", duplicate.to_string().into_bytes())
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    assert_eq!(gw.proxy(get("/d3")).await.message().as_deref(), Some("m3"));
+}

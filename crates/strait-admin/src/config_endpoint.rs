@@ -8,8 +8,8 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::{json, Value};
 use strait_core::declarative::{config_to_declarative, DeclarativeFormat};
-use strait_core::{parse_declarative_for, ConfigError, ConfigVersion, RouterFlavor};
-use strait_proxy::compiler::ReplaceCommit;
+use strait_core::{parse_declarative_memo, ConfigError, ConfigVersion, Memo, Parsed, RouterFlavor};
+use strait_proxy::compiler::{Part, ReplaceCommit, ReplaceCommitFn};
 use strait_proxy::{PublishError, SnapshotPublisher};
 use strait_store::Store;
 
@@ -39,28 +39,93 @@ fn unix_now() -> i64 {
 
 /// Parse, compile, commit and publish a declarative configuration: the one
 /// path used by `POST /config` and by `declarative_config` at startup.
+/// `memo`: what the last accepted document held (see
+/// `strait_core::declarative::Memo`), replaced by this one's; when it
+/// still describes the running configuration, a document that differs
+/// from it in a few items is parsed and applied as those changes only.
 pub async fn load_declarative(
     publisher: &SnapshotPublisher,
     store: &Arc<dyn Store>,
+    memo: &mut Option<Memo>,
     bytes: &[u8],
     format: DeclarativeFormat,
     flavor: RouterFlavor,
 ) -> Result<ConfigVersion, LoadError> {
     let now = unix_now();
-    let config = Arc::new(parse_declarative_for(bytes, format, now, flavor).map_err(LoadError::Invalid)?);
-    let store = store.clone();
+    let running = publisher.current().load().version;
+    let mut last = memo.take().filter(|memo| memo.version() == running);
+    match load(publisher, store, &mut last, bytes, format, flavor, now).await {
+        Ok((version, next)) => {
+            *memo = next;
+            Ok(version)
+        }
+        // A load that failed changed nothing: the memo still holds.
+        Err(error) => {
+            *memo = last;
+            Err(error)
+        }
+    }
+}
+
+/// [`load_declarative`] once the memo is checked: the version and the
+/// memo of the accepted document. `last` is taken when it is advanced.
+async fn load(
+    publisher: &SnapshotPublisher,
+    store: &Arc<dyn Store>,
+    last: &mut Option<Memo>,
+    bytes: &[u8],
+    format: DeclarativeFormat,
+    flavor: RouterFlavor,
+    now: i64,
+) -> Result<(ConfigVersion, Option<Memo>), LoadError> {
     let hash = input_hash(bytes);
-    let stored_hash = hash.clone();
-    // Only what differs from the running configuration is committed when
-    // that is a small part of it (see SnapshotPublisher::sync).
-    let commit = Box::new(move |what: ReplaceCommit<'_>| {
+    let parsed = parse_declarative_memo(bytes, format, now, flavor, last.as_ref()).map_err(LoadError::Invalid)?;
+    let (config, next) = match parsed {
+        Parsed::Changes(changes) => {
+            let base = last.as_ref().map_or(0, Memo::version);
+            let part = Part {
+                base,
+                upserts: changes.part,
+                gone: changes.gone,
+                hash: Some(hash.clone()),
+                generated: now,
+            };
+            match publisher.sync_part(part, committer(store, &hash)).await {
+                Ok(version) => {
+                    let next = last.take().map(|last| last.advance(changes.plan, version));
+                    return Ok((version, next));
+                }
+                // Whatever stopped the changes (another version running, a
+                // compile or commit error), the whole path decides.
+                Err(error) => {
+                    tracing::info!(%error, "applying /config as changes failed; applying it whole");
+                    match parse_declarative_memo(bytes, format, now, flavor, None).map_err(LoadError::Invalid)? {
+                        Parsed::Whole(config, next) => (config, next),
+                        Parsed::Changes(_) => unreachable!("no memo, no changes"),
+                    }
+                }
+            }
+        }
+        Parsed::Whole(config, next) => (config, next),
+    };
+    let version = publisher
+        .sync(Arc::new(config), Some(hash.clone()), now, committer(store, &hash))
+        .await?;
+    Ok((version, next.map(|next| next.at(version))))
+}
+
+/// The commit step of a replacement: the whole configuration or only its
+/// changes, stored with the input's hash.
+fn committer(store: &Arc<dyn Store>, hash: &str) -> ReplaceCommitFn {
+    let store = store.clone();
+    let hash = hash.to_string();
+    Box::new(move |what: ReplaceCommit<'_>| {
         let committed = match what {
-            ReplaceCommit::Whole(config) => store.replace_hashed(config, Some(&stored_hash)),
-            ReplaceCommit::Changes(changes) => store.apply_hashed(changes, Some(&stored_hash)),
+            ReplaceCommit::Whole(config) => store.replace_hashed(config, Some(&hash)),
+            ReplaceCommit::Changes(changes) => store.apply_hashed(changes, Some(&hash)),
         };
         committed.map_err(|e| Box::new(e) as strait_proxy::compiler::CommitError)
-    });
-    Ok(publisher.sync(config, Some(hash), now, commit).await?)
+    })
 }
 
 pub fn get_config(state: &AdminState) -> AdminResponse {
@@ -159,7 +224,19 @@ pub async fn post_config(state: &AdminState, content_type: &str, query: Option<&
     if query_flag(query, "check_hash") && state.publisher.current().load().hash == input_hash(&document) {
         return empty_response(StatusCode::NOT_MODIFIED);
     }
-    let loaded = load_declarative(&state.publisher, &state.store, &document, format, state.router_flavor).await;
+    // Configuration writes are serialized (`AdminState::writes`): the memo
+    // is taken for this load and put back after it.
+    let mut memo = state.declarative_memo().take();
+    let loaded = load_declarative(
+        &state.publisher,
+        &state.store,
+        &mut memo,
+        &document,
+        format,
+        state.router_flavor,
+    )
+    .await;
+    *state.declarative_memo() = memo;
     drop(document);
     // The parse's garbage, and the answer once it is sent, go back to the
     // OS shortly after; on this (the admin) thread's runtime.

@@ -54,4 +54,14 @@ pub struct AdminState {
     /// Held by every configuration write from its first read to its publish,
     /// so writes apply (and reach the compiler) one at a time, in order.
     pub writes: tokio::sync::Mutex<()>,
+    /// What the last accepted declarative document held, for parsing the
+    /// next one as changes (see `load_declarative`).
+    pub declarative: std::sync::Mutex<Option<strait_core::Memo>>,
+}
+
+impl AdminState {
+    /// The declarative memo (a poisoned lock still holds a valid memo or none).
+    pub fn declarative_memo(&self) -> std::sync::MutexGuard<'_, Option<strait_core::Memo>> {
+        self.declarative.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }

@@ -12,7 +12,10 @@ pub mod error;
 pub mod protocol;
 pub mod schema;
 
-pub use declarative::{config_to_declarative, parse_declarative, parse_declarative_for, DeclarativeFormat};
+pub use declarative::{
+    config_to_declarative, parse_declarative, parse_declarative_for, parse_declarative_memo, DeclarativeFormat, Memo,
+    Parsed,
+};
 pub use delta::{ConfigChange, ConfigDelta, ConfigVersion, DeltaBody, Entity};
 pub use entities::*;
 pub use error::{ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};

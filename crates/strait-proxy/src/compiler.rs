@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use strait_core::{Config, ConfigChange, ConfigDelta, ConfigVersion};
+use strait_core::{Config, ConfigChange, ConfigDelta, ConfigVersion, EntityKind};
 use tokio::sync::oneshot;
+use uuid::Uuid;
 
 use crate::snapshot::{apply_delta, compile_snapshot_hashed, derive_snapshot, CompileError, Snapshot};
 
@@ -51,6 +52,8 @@ pub enum PublishError {
     Commit(CommitError),
     #[error("the snapshot compiler has stopped")]
     Stopped,
+    #[error("the running configuration is no longer version {0}")]
+    Stale(ConfigVersion),
 }
 
 enum Job {
@@ -58,6 +61,11 @@ enum Job {
         config: Arc<Config>,
         hash: Option<String>,
         generated: i64,
+        commit: ReplaceCommitFn,
+        reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
+    },
+    Part {
+        part: Box<Part>,
         commit: ReplaceCommitFn,
         reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
     },
@@ -70,6 +78,19 @@ enum Job {
         commit: CommitFn,
         reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
     },
+}
+
+/// A replacement given as its difference from one running version: the
+/// entities to upsert (new or edited) and the ones to remove.
+pub struct Part {
+    /// The version these changes apply to.
+    pub base: ConfigVersion,
+    pub upserts: Config,
+    pub gone: Vec<(EntityKind, Uuid)>,
+    /// The input's hash (Kong's `configuration_hash`).
+    pub hash: Option<String>,
+    /// The timestamp parsing gave entities without one.
+    pub generated: i64,
 }
 
 /// Handle to the compiler thread and the published snapshot.
@@ -120,6 +141,23 @@ impl SnapshotPublisher {
                 config,
                 hash,
                 generated,
+                commit,
+                reply,
+            })
+            .map_err(|_| PublishError::Stopped)?;
+        answer.await.map_err(|_| PublishError::Stopped)?
+    }
+
+    /// Apply a replacement given as changes to the running version
+    /// `part.base`: derive the snapshot, commit the changes
+    /// (`commit(ReplaceCommit::Changes)`), publish. Fails with
+    /// [`PublishError::Stale`] when another version is running; nothing is
+    /// committed or published when a step fails.
+    pub async fn sync_part(&self, part: Part, commit: ReplaceCommitFn) -> Result<ConfigVersion, PublishError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job::Part {
+                part: Box::new(part),
                 commit,
                 reply,
             })
@@ -197,6 +235,18 @@ fn run_job(current: &ArcSwap<Snapshot>, job: Job) -> Option<Arc<Snapshot>> {
             let _ = reply.send(answer);
             old
         }
+        Job::Part { part, commit, reply } => {
+            let started = std::time::Instant::now();
+            let (answer, old, changes) = sync_part(current, *part, commit);
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                ok = answer.is_ok(),
+                changes,
+                "configuration replaced by its changes"
+            );
+            let _ = reply.send(answer);
+            old
+        }
         Job::Changes { changes, commit, reply } => {
             let result = derive_snapshot(&current.load(), &changes)
                 .map_err(PublishError::from)
@@ -267,6 +317,40 @@ fn sync(
         });
     let (answer, old) = publish(current, result);
     (answer, old, None)
+}
+
+/// [`SnapshotPublisher::sync_part`] on the compiler thread: the answer,
+/// the replaced snapshot, and how many changes there were.
+fn sync_part(
+    current: &ArcSwap<Snapshot>,
+    part: Part,
+    mut commit: ReplaceCommitFn,
+) -> (Result<ConfigVersion, PublishError>, Option<Arc<Snapshot>>, usize) {
+    let running = current.load_full();
+    if running.version != part.base {
+        return (Err(PublishError::Stale(part.base)), None, 0);
+    }
+    let Part {
+        mut upserts,
+        gone,
+        hash,
+        generated,
+        ..
+    } = part;
+    let changes = running.changes_to(&mut upserts, &gone, generated);
+    drop(upserts);
+    let result = derive_snapshot(&running, &changes)
+        .map_err(PublishError::from)
+        .and_then(|mut snapshot| {
+            snapshot.version = commit(ReplaceCommit::Changes(&changes)).map_err(PublishError::Commit)?;
+            if let Some(hash) = hash {
+                snapshot.hash = hash;
+            }
+            Ok(snapshot)
+        });
+    drop(running);
+    let (answer, old) = publish(current, result);
+    (answer, old, changes.len())
 }
 
 fn publish(

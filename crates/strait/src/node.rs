@@ -53,12 +53,14 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the control runtime")?;
+    let mut memo = None;
     if let Some(path) = &settings.declarative_config {
         let bytes = std::fs::read(path).with_context(|| format!("reading declarative_config {}", path.display()))?;
         let version = control
             .block_on(load_declarative(
                 &publisher,
                 &store,
+                &mut memo,
                 &bytes,
                 DeclarativeFormat::Auto,
                 settings.router_flavor,
@@ -97,6 +99,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         router_flavor: settings.router_flavor,
         admin_token: settings.admin_token.clone(),
         writes: Default::default(),
+        declarative: std::sync::Mutex::new(memo),
     });
     let admin = start_admin_thread(&settings, state, admin_tls, shutdown_rx)?;
     ready.store(true, Ordering::Release);

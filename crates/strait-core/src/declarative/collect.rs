@@ -87,6 +87,21 @@ fn collect_list(
     }
 }
 
+/// One item of a list as `collect` takes it: its fields without nested
+/// children (an SNI nested by name as a record); `None` when it is neither
+/// a record nor such a name.
+pub(super) fn own_fields(kind: EntityKind, item: Value, nested: bool) -> Option<Map<String, Value>> {
+    let mut fields = match (kind, item) {
+        (EntityKind::Snis, Value::String(name)) if nested => return Some(named(name)),
+        (_, Value::Object(fields)) => fields,
+        _ => return None,
+    };
+    for (key, _, _) in nested_children(kind) {
+        fields.shift_remove(*key);
+    }
+    Some(fields)
+}
+
 /// An SNI given by name alone, as a record.
 fn named(name: String) -> Map<String, Value> {
     let mut fields = Map::new();

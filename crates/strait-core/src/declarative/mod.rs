@@ -9,6 +9,7 @@
 mod collect;
 mod decode;
 mod export;
+mod memo;
 mod resolve;
 mod verify;
 
@@ -18,6 +19,7 @@ use crate::schema::RouterFlavor;
 
 pub use decode::FORMAT_VERSIONS;
 pub use export::{config_to_declarative, DeclarativeJson};
+pub use memo::{Changes, Memo, Plan};
 
 /// How to read the bytes of a declarative configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,15 +66,70 @@ pub fn parse_declarative_for(
     now: i64,
     flavor: RouterFlavor,
 ) -> Result<Config, ConfigError> {
+    parse_whole(bytes, format, now, flavor, false).map(|(config, _)| config)
+}
+
+/// A declarative document parsed against what the last accepted one held.
+pub enum Parsed {
+    /// The whole configuration, with the memo of a JSON document for the
+    /// next parse (its version still to be set, see [`Memo::at`]).
+    Whole(Config, Option<Memo>),
+    /// The document is the memorized configuration with these changes.
+    Changes(Changes),
+}
+
+/// Parses a declarative document: as changes to `memo`'s configuration
+/// when it is a JSON document differing from it in a few items (see
+/// `memo`), else whole, remembering it for the next parse. Both give the
+/// same result; errors always come from the whole parse.
+pub fn parse_declarative_memo(
+    bytes: &[u8],
+    format: DeclarativeFormat,
+    now: i64,
+    flavor: RouterFlavor,
+    memo: Option<&Memo>,
+) -> Result<Parsed, ConfigError> {
+    let json = is_json(bytes, format);
+    if let Some(memo) = memo.filter(|_| json) {
+        if let Some(changes) = memo::parse_changes(bytes, now, flavor, memo) {
+            return Ok(Parsed::Changes(changes));
+        }
+    }
+    parse_whole(bytes, format, now, flavor, json).map(|(config, memo)| Parsed::Whole(config, memo))
+}
+
+fn is_json(bytes: &[u8], format: DeclarativeFormat) -> bool {
+    match format {
+        DeclarativeFormat::Json => true,
+        DeclarativeFormat::Yaml => false,
+        DeclarativeFormat::Auto => bytes.trim_ascii_start().first() == Some(&b'{'),
+    }
+}
+
+fn parse_whole(
+    bytes: &[u8],
+    format: DeclarativeFormat,
+    now: i64,
+    flavor: RouterFlavor,
+    record: bool,
+) -> Result<(Config, Option<Memo>), ConfigError> {
     let document = decode::decode(bytes, format).map_err(|e| ConfigError::new(vec![e]))?;
     let mut top_level = Vec::new();
     decode::check_top_level(&document, &mut top_level);
     let transform = decode::transform_wanted(&document);
     let mut pending = collect::collect(document, &mut top_level);
-    let ids = resolve::assign_ids(&pending);
+    let mut recorder = match record && top_level.is_empty() {
+        true => memo::Recorder::start(bytes, &pending, transform, flavor),
+        false => None,
+    };
+    let (ids, seeded) = resolve::assign_ids(&pending);
     let mut located = Vec::new();
     let index = resolve::Index::build(&pending, &ids, &mut located);
+    if let Some(recorder) = &mut recorder {
+        recorder.references(&pending);
+    }
     resolve::resolve_references(&mut pending, &ids, &index, &mut located);
+    drop(index);
     let mut entities = verify::validate_all(&mut pending, &ids, now, flavor, transform, &mut located);
     if transform {
         verify::transform_all(&pending, &mut entities);
@@ -81,7 +138,8 @@ pub fn parse_declarative_for(
     verify::check_plugin_scopes(&entities, &mut located);
     verify::check_acl_groups(&entities, &mut located);
     if top_level.is_empty() && located.is_empty() {
-        return Ok(verify::assemble(entities));
+        let memo = recorder.map(|recorder| recorder.finish(&pending, &ids, &seeded, &entities));
+        return Ok((verify::assemble(entities), memo));
     }
     drop(entities);
     // Collecting took the document apart; flattened errors show each

@@ -33,25 +33,13 @@ pub(super) fn validate_all(
         .enumerate()
         .map(|(at, entity)| {
             entity.key_given = endpoint_key(entity.kind).is_some_and(|key| entity.input.contains_key(key));
-            let mut input = match keep_input && transforms_on_write(entity.kind) {
+            let input = match keep_input && transforms_on_write(entity.kind) {
                 true => entity.input.clone(),
                 false => std::mem::take(&mut entity.input),
             };
-            if is_missing(input.get("id")) {
-                input.insert("id".into(), json!(ids[at]));
-            }
-            let flavor_errors = flavor.violations(entity.kind, &input);
-            match validate_record_of(entity.kind, input, now) {
-                Ok(valid) if flavor_errors.is_empty() => Some(valid),
-                Ok(_) => {
-                    errors.extend(flavor_errors.into_iter().map(|error| Located {
-                        entity: Some(at),
-                        error,
-                    }));
-                    None
-                }
-                Err(mut found) => {
-                    found.extend(flavor_errors);
+            match validate_input(entity.kind, input, ids[at], now, flavor) {
+                Ok(valid) => Some(valid),
+                Err(found) => {
                     errors.extend(found.into_iter().map(|error| Located {
                         entity: Some(at),
                         error,
@@ -61,6 +49,29 @@ pub(super) fn validate_all(
             }
         })
         .collect()
+}
+
+/// One entity's input (references resolved) validated with the id it was
+/// given, against the schema and the node's router flavor.
+pub(super) fn validate_input(
+    kind: EntityKind,
+    mut input: Map<String, Value>,
+    id: Uuid,
+    now: i64,
+    flavor: RouterFlavor,
+) -> Result<Entity, Vec<FieldError>> {
+    if is_missing(input.get("id")) {
+        input.insert("id".into(), json!(id));
+    }
+    let flavor_errors = flavor.violations(kind, &input);
+    match validate_record_of(kind, input, now) {
+        Ok(valid) if flavor_errors.is_empty() => Ok(valid),
+        Ok(_) => Err(flavor_errors),
+        Err(mut found) => {
+            found.extend(flavor_errors);
+            Err(found)
+        }
+    }
 }
 
 /// Kong's write transformations on every entity, each given as written.
@@ -105,27 +116,41 @@ pub(super) fn check_unique_fields(pending: &[Pending], entities: &[Option<Entity
     for (at, entity) in entities.iter().enumerate() {
         let Some(entity) = entity else { continue };
         let kind = entity.kind();
-        let mut as_json: Option<Value> = None;
-        for field in unique_fields(kind) {
-            if endpoint_key(kind) == Some(field) && pending[at].key_given {
-                continue;
-            }
-            let value: Cow<'_, str> = match unique_text(entity, field) {
-                Some(Some(text)) => Cow::Borrowed(text),
-                Some(None) => continue,
-                None => {
-                    let values = as_json.get_or_insert_with(|| entity_fields(entity));
-                    match values.get(field) {
-                        Some(Value::String(text)) => Cow::Owned(text.clone()),
-                        _ => continue,
-                    }
-                }
-            };
+        for_unique_values(entity, pending[at].key_given, |field, value| {
             if seen.insert((kind, field, value.clone()), at).is_some() {
                 let message = uniqueness_message(kind.table(), field, &value);
                 errors.push(Located::entity(at, message));
             }
+        });
+    }
+}
+
+/// Calls `each` with every unique field value of `entity` that the
+/// document-wide check compares (the endpoint key only when it was
+/// generated, not given: given keys are compared while indexing).
+pub(super) fn for_unique_values<'e>(
+    entity: &'e Entity,
+    key_given: bool,
+    mut each: impl FnMut(&'static str, Cow<'e, str>),
+) {
+    let kind = entity.kind();
+    let mut as_json: Option<Value> = None;
+    for field in unique_fields(kind) {
+        if endpoint_key(kind) == Some(field) && key_given {
+            continue;
         }
+        let value: Cow<'e, str> = match unique_text(entity, field) {
+            Some(Some(text)) => Cow::Borrowed(text),
+            Some(None) => continue,
+            None => {
+                let values = as_json.get_or_insert_with(|| entity_fields(entity));
+                match values.get(field) {
+                    Some(Value::String(text)) => Cow::Owned(text.clone()),
+                    _ => continue,
+                }
+            }
+        };
+        each(field, value);
     }
 }
 

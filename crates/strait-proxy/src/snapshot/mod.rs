@@ -17,7 +17,7 @@ mod state;
 
 use std::sync::Arc;
 
-use strait_core::{Config, ConfigChange, ConfigDelta, ConfigVersion, DeltaBody};
+use strait_core::{Config, ConfigChange, ConfigDelta, ConfigVersion, DeltaBody, EntityKind};
 use strait_router::{Router, RouterError};
 use uuid::Uuid;
 
@@ -149,6 +149,12 @@ impl Snapshot {
     /// `config` where those stand).
     pub fn diff(&self, config: &mut Config, generated: i64) -> Vec<ConfigChange> {
         self.entities.diff(config, generated)
+    }
+
+    /// The changes that remove `gone` and upsert `part` (see
+    /// `EntityState::changes_to`).
+    pub fn changes_to(&self, part: &mut Config, gone: &[(EntityKind, Uuid)], generated: i64) -> Vec<ConfigChange> {
+        self.entities.changes_to(part, gone, generated)
     }
 
     pub fn certificates(&self) -> &CertificateIndex {

@@ -378,6 +378,44 @@ impl EntityState {
     }
 }
 
+impl EntityState {
+    /// The changes that turn these entities into the configuration that
+    /// has `gone`'s entities removed and `part`'s upserted: deletes of
+    /// `gone` (children before parents), then upserts of `part`'s entities
+    /// that are new or different once generated timestamps are adopted (as
+    /// in [`EntityState::diff`]).
+    pub fn changes_to(&self, part: &mut Config, gone: &[(EntityKind, Uuid)], generated: i64) -> Vec<ConfigChange> {
+        let mut changes = Vec::with_capacity(gone.len() + part.entity_count());
+        for kind in DELETE_ORDER {
+            let mut ids: Vec<Uuid> = gone.iter().filter(|(k, _)| *k == kind).map(|(_, id)| *id).collect();
+            ids.sort_unstable();
+            changes.extend(ids.into_iter().map(|id| ConfigChange::Delete { kind, id }));
+        }
+        macro_rules! upserts {
+            ($($field:ident => $variant:ident),* $(,)?) => {
+                $(changed(&mut part.$field, &self.$field, generated, Entity::$variant, &mut changes);)*
+            };
+        }
+        upserts!(
+            ca_certificates => CaCertificate,
+            certificates => Certificate,
+            snis => Sni,
+            services => Service,
+            routes => Route,
+            upstreams => Upstream,
+            targets => Target,
+            consumers => Consumer,
+            keyauth_credentials => KeyauthCredential,
+            basicauth_credentials => BasicauthCredential,
+            acls => Acl,
+            jwt_secrets => JwtSecret,
+            hmacauth_credentials => HmacauthCredential,
+            plugins => Plugin,
+        );
+        changes
+    }
+}
+
 /// Kinds with children before their parents.
 const DELETE_ORDER: [EntityKind; 14] = [
     EntityKind::Plugins,
