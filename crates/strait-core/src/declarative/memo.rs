@@ -29,10 +29,11 @@ use crate::delta::{ConfigVersion, Entity};
 use crate::entities::{Config, EntityKind};
 use crate::schema::{endpoint_key, foreign_fields, transform_on_write, transforms_on_write, RouterFlavor};
 
-/// The changes path is taken when new, edited and removed items together
-/// are at most 1/`CHANGE_SHARE` of the document: past that, the whole
-/// parse costs about the same.
-const CHANGE_SHARE: usize = 4;
+/// The changes path is taken when the new or edited items, and the items
+/// gone, are each at most 1/`CHANGE_SHARE` of the document (an edit is
+/// one of each), as the compiler derives a snapshot from changes up to
+/// that share.
+const CHANGE_SHARE: usize = 2;
 
 /// What [`Memo::by_fp`] holds for a fingerprint two items share.
 const AMBIGUOUS: u32 = u32::MAX;
@@ -439,6 +440,36 @@ impl Cursor<'_> {
     }
 }
 
+/// What a scan found of a top-level member (see [`top_level_member`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Member {
+    /// The object has no such member.
+    Absent,
+    /// Its value's byte span (the last one when repeated).
+    At(usize, usize),
+    /// The bytes are not an object this scan can follow (escaped keys,
+    /// malformed JSON): decode them to know.
+    Unclear,
+}
+
+/// Where the top-level member `name` of a JSON object sits, found without
+/// decoding the rest.
+pub fn top_level_member(bytes: &[u8], name: &str) -> Member {
+    let mut cursor = Cursor { bytes, at: 0 };
+    let mut found = Member::Absent;
+    let scanned = cursor.members(|cursor, (start, end)| {
+        let (value_start, value_end) = cursor.value()?;
+        if &bytes[start..end] == name.as_bytes() {
+            found = Member::At(value_start, value_end);
+        }
+        Some(())
+    });
+    match (scanned, cursor.peek()) {
+        (Some(()), None) => found,
+        _ => Member::Unclear,
+    }
+}
+
 /// Scans a JSON document; `None` for anything the whole parse must see
 /// (not an object, a repeated entity list, nested lists out of the order
 /// `collect` takes them, escaped keys, ...).
@@ -733,7 +764,7 @@ pub fn parse_changes(bytes: &[u8], now: i64, flavor: RouterFlavor, memo: &Memo) 
     }
     let removed: Vec<usize> = (0..memo.facts.len()).filter(|at| !kept[*at]).collect();
     let size = items.len().max(memo.facts.len()).max(1);
-    if (changed.len() + removed.len()) * CHANGE_SHARE > size {
+    if changed.len().max(removed.len()) * CHANGE_SHARE > size {
         return None;
     }
 

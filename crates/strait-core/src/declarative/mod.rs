@@ -19,7 +19,7 @@ use crate::schema::RouterFlavor;
 
 pub use decode::FORMAT_VERSIONS;
 pub use export::{config_to_declarative, DeclarativeJson};
-pub use memo::{Changes, Memo, Plan};
+pub use memo::{top_level_member, Changes, Member, Memo, Plan};
 
 /// How to read the bytes of a declarative configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

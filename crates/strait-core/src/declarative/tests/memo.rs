@@ -423,3 +423,24 @@ fn edit(document: &mut Value, next: &mut impl FnMut(usize) -> usize) {
         }
     }
 }
+
+#[test]
+fn a_top_level_member_is_found_without_decoding() {
+    let find = |text: &str| top_level_member(text.as_bytes(), "config");
+    let wrapped = r#"{"a": [1, {"config": 2}], "config": {"x": "}"}, "b": null}"#;
+    let Member::At(start, end) = find(wrapped) else {
+        panic!("not found");
+    };
+    assert_eq!(&wrapped[start..end], r#"{"x": "}"}"#);
+    assert_eq!(find(r#"{"_format_version": "3.0", "services": []}"#), Member::Absent);
+    // The last of repeated members, as serde_json keeps it.
+    let repeated = r#"{"config": 1, "config": "two"}"#;
+    let Member::At(start, end) = find(repeated) else {
+        panic!("not found");
+    };
+    assert_eq!(&repeated[start..end], r#""two""#);
+    // What the scan cannot follow is left to a decoder.
+    for unclear in [r#"{"conf\u0069g": 1}"#, r#"{"config": 1"#, "[1]", r#"{"a": 1} x"#, ""] {
+        assert_eq!(find(unclear), Member::Unclear, "{unclear}");
+    }
+}
