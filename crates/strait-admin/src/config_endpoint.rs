@@ -78,6 +78,7 @@ async fn load(
     flavor: RouterFlavor,
     now: i64,
 ) -> Result<(ConfigVersion, Option<Memo>), LoadError> {
+    let now_ms = std::time::Instant::now();
     // The input's md5 (Kong's `configuration_hash`) is taken beside the
     // parse, on a second thread: for a re-post parsed as its changes it
     // costs as much as the parse.
@@ -87,6 +88,12 @@ async fn load(
         let hash = hashing.join().unwrap_or_else(|_| input_hash(bytes));
         (hash, parsed)
     });
+    tracing::info!(
+        elapsed_ms = now_ms.elapsed().as_millis() as u64,
+        bytes = bytes.len(),
+        as_changes = matches!(parsed, Ok(Parsed::Changes(_))),
+        "declarative configuration parsed"
+    );
     let parsed = parsed.map_err(LoadError::Invalid)?;
     let (config, next) = match parsed {
         Parsed::Changes(changes) => {

@@ -178,10 +178,25 @@ fn allow_response(methods: &'static str) -> AdminResponse {
 }
 
 async fn read_body(request: Request<Incoming>) -> Result<Bytes, AdminResponse> {
-    match Limited::new(request.into_body(), MAX_BODY).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(_) => Err(message(StatusCode::PAYLOAD_TOO_LARGE, "Request size limit exceeded")),
+    let too_large = || message(StatusCode::PAYLOAD_TOO_LARGE, "Request size limit exceeded");
+    // Sized once from Content-Length (a declarative document can be
+    // megabytes), not grown chunk by chunk.
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY) {
+        return Err(too_large());
     }
+    let mut body = Limited::new(request.into_body(), MAX_BODY);
+    let mut buffer = Vec::with_capacity(declared.unwrap_or(0));
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| too_large())?;
+        if let Ok(data) = frame.into_data() {
+            buffer.extend_from_slice(&data);
+        }
+    }
+    Ok(Bytes::from(buffer))
 }
 
 /// The value of `name` in an `application/x-www-form-urlencoded` body.

@@ -38,15 +38,26 @@ const CHANGE_SHARE: usize = 2;
 /// What [`Memo::by_fp`] holds for a fingerprint two items share.
 const AMBIGUOUS: u32 = u32::MAX;
 
-/// Keys of the two hashes a fingerprint is made of, random per process: a
-/// quality foldhash and a keyed SipHash-1-3, each 64 bits.
-static KEYS: LazyLock<(foldhash::quality::RandomState, std::collections::hash_map::RandomState)> =
-    LazyLock::new(Default::default);
+/// Keys of the two 64-bit quality foldhashes a fingerprint is made of:
+/// random per process, each with its own per-hasher and shared seeds.
+static KEYS: LazyLock<(foldhash::quality::RandomState, foldhash::quality::SeedableRandomState)> = LazyLock::new(|| {
+    (
+        foldhash::quality::RandomState::default(),
+        foldhash::quality::SeedableRandomState::with_seed(random_u64(), &SHARED),
+    )
+});
+
+/// The second hash's shared seed (the first uses foldhash's global one).
+static SHARED: LazyLock<foldhash::SharedSeed> = LazyLock::new(|| foldhash::SharedSeed::from_u64(random_u64()));
+
+fn random_u64() -> u64 {
+    std::collections::hash_map::RandomState::new().hash_one(0u8)
+}
 
 /// A 128-bit fingerprint being written.
 struct Fp(
     foldhash::quality::FoldHasher<'static>,
-    std::collections::hash_map::DefaultHasher,
+    foldhash::quality::FoldHasher<'static>,
 );
 
 impl Fp {
@@ -363,17 +374,14 @@ impl Cursor<'_> {
     /// A string starting here; its span, quotes included.
     fn string(&mut self) -> Option<(usize, usize)> {
         let start = self.at;
-        self.at += 1;
+        let mut at = start + 1;
         loop {
-            match *self.bytes.get(self.at)? {
-                b'"' => {
-                    self.at += 1;
-                    return Some((start, self.at));
-                }
-                b'\\' => self.at += 2,
-                byte if byte < 0x20 => return None,
-                _ => self.at += 1,
+            at += memchr::memchr2(b'"', b'\\', self.bytes.get(at..)?)?;
+            if self.bytes[at] == b'"' {
+                self.at = at + 1;
+                return Some((start, self.at));
             }
+            at += 2;
         }
     }
 
@@ -569,8 +577,11 @@ fn item(cursor: &mut Cursor<'_>, kind: EntityKind, parent: Option<usize>, items:
     });
     let children = nested_children(kind);
     let mut next_child = 0;
+    // The item's own bytes are everything but its nested lists' values:
+    // one segment before, between and after them.
     let mut own = Fp::new(TAG_RECORD);
     own.kind(kind);
+    let mut own_from = start;
     cursor.members(|cursor, (key_start, key_end)| {
         let key = &bytes[key_start..key_end];
         match children.iter().position(|(name, _, _)| name.as_bytes() == key) {
@@ -578,16 +589,17 @@ fn item(cursor: &mut Cursor<'_>, kind: EntityKind, parent: Option<usize>, items:
             // document with another order is left to it.
             Some(child) if child >= next_child => {
                 next_child = child + 1;
-                list(cursor, children[child].1, Some(at), items)
-            }
-            Some(_) => None,
-            None => {
-                let (value_start, value_end) = cursor.value()?;
-                own.bytes(key).bytes(&bytes[value_start..value_end]);
+                cursor.peek()?;
+                own.bytes(&bytes[own_from..cursor.at]);
+                list(cursor, children[child].1, Some(at), items)?;
+                own_from = cursor.at;
                 Some(())
             }
+            Some(_) => None,
+            None => cursor.value().map(drop),
         }
     })?;
+    own.bytes(&bytes[own_from..cursor.at]);
     items[at].fp = own.finish();
     items[at].end = cursor.at;
     Some(())
