@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use serde_json::{json, Value};
+use strait_core::declarative::parse_declarative_changes;
 use strait_core::declarative::{config_to_declarative, top_level_member, DeclarativeFormat, Member};
 use strait_core::{parse_declarative_memo, ConfigError, ConfigVersion, Memo, Parsed, RouterFlavor};
 use strait_proxy::compiler::{Part, ReplaceCommit, ReplaceCommitFn};
@@ -51,15 +52,54 @@ pub async fn load_declarative(
     format: DeclarativeFormat,
     flavor: RouterFlavor,
 ) -> Result<ConfigVersion, LoadError> {
+    let how = Load::Any { hash: None };
+    match load_with_memo(publisher, store, memo, bytes, format, flavor, how).await? {
+        Loaded::Version(version) => Ok(version),
+        Loaded::NotChanges { .. } => unreachable!("a load of any kind decides"),
+    }
+}
+
+/// What a load may do.
+enum Load {
+    /// Parse and apply the document whichever way; `hash`: its md5 when
+    /// already known.
+    Any { hash: Option<String> },
+    /// Only apply it as changes to the memorized document (a JSON document
+    /// `POST /config` has not yet looked into).
+    ChangesOnly,
+}
+
+enum Loaded {
+    Version(ConfigVersion),
+    /// The document is not the memorized one with a few changes; its md5.
+    NotChanges {
+        hash: String,
+    },
+}
+
+async fn load_with_memo(
+    publisher: &SnapshotPublisher,
+    store: &Arc<dyn Store>,
+    memo: &mut Option<Memo>,
+    bytes: &[u8],
+    format: DeclarativeFormat,
+    flavor: RouterFlavor,
+    how: Load,
+) -> Result<Loaded, LoadError> {
     let now = unix_now();
     let running = publisher.current().load().version;
     let mut last = memo.take().filter(|memo| memo.version() == running);
-    match load(publisher, store, &mut last, bytes, format, flavor, now).await {
-        Ok((version, next)) => {
+    match load(publisher, store, &mut last, bytes, format, flavor, now, how).await {
+        Ok((Loaded::Version(version), next)) => {
             *memo = next;
-            Ok(version)
+            Ok(Loaded::Version(version))
         }
-        // A load that failed changed nothing: the memo still holds.
+        // A load that failed, or did not happen, changed nothing: the memo
+        // still holds.
+        Ok((not_changes, _)) => {
+            *memo = last;
+            Ok(not_changes)
+        }
         Err(error) => {
             *memo = last;
             Err(error)
@@ -67,8 +107,9 @@ pub async fn load_declarative(
     }
 }
 
-/// [`load_declarative`] once the memo is checked: the version and the
+/// [`load_declarative`] once the memo is checked: the outcome and the
 /// memo of the accepted document. `last` is taken when it is advanced.
+#[allow(clippy::too_many_arguments)]
 async fn load(
     publisher: &SnapshotPublisher,
     store: &Arc<dyn Store>,
@@ -77,19 +118,36 @@ async fn load(
     format: DeclarativeFormat,
     flavor: RouterFlavor,
     now: i64,
-) -> Result<(ConfigVersion, Option<Memo>), LoadError> {
-    let now_ms = std::time::Instant::now();
+    how: Load,
+) -> Result<(Loaded, Option<Memo>), LoadError> {
+    let started = std::time::Instant::now();
     // The input's md5 (Kong's `configuration_hash`) is taken beside the
     // parse, on a second thread: for a re-post parsed as its changes it
     // costs as much as the parse.
+    let (known, changes_only) = match how {
+        Load::Any { hash } => (hash, false),
+        Load::ChangesOnly => (None, true),
+    };
     let (hash, parsed) = std::thread::scope(|scope| {
-        let hashing = scope.spawn(|| input_hash(bytes));
-        let parsed = parse_declarative_memo(bytes, format, now, flavor, last.as_ref());
-        let hash = hashing.join().unwrap_or_else(|_| input_hash(bytes));
+        let hashing = known.is_none().then(|| scope.spawn(|| input_hash(bytes)));
+        let parsed = match changes_only {
+            false => Some(parse_declarative_memo(bytes, format, now, flavor, last.as_ref())),
+            true => last
+                .as_ref()
+                .and_then(|memo| parse_declarative_changes(bytes, now, flavor, memo))
+                .map(|changes| Ok(Parsed::Changes(changes))),
+        };
+        let hash = match hashing {
+            Some(hashing) => hashing.join().unwrap_or_else(|_| input_hash(bytes)),
+            None => known.unwrap_or_default(),
+        };
         (hash, parsed)
     });
+    let Some(parsed) = parsed else {
+        return Ok((Loaded::NotChanges { hash }, None));
+    };
     tracing::info!(
-        elapsed_ms = now_ms.elapsed().as_millis() as u64,
+        elapsed_ms = started.elapsed().as_millis() as u64,
         bytes = bytes.len(),
         as_changes = matches!(parsed, Ok(Parsed::Changes(_))),
         "declarative configuration parsed"
@@ -108,7 +166,7 @@ async fn load(
             match publisher.sync_part(part, committer(store, &hash)).await {
                 Ok(version) => {
                     let next = last.take().map(|last| last.advance(changes.plan, version));
-                    return Ok((version, next));
+                    return Ok((Loaded::Version(version), next));
                 }
                 // Whatever stopped the changes (another version running, a
                 // compile or commit error), the whole path decides.
@@ -126,7 +184,7 @@ async fn load(
     let version = publisher
         .sync(Arc::new(config), Some(hash.clone()), now, committer(store, &hash))
         .await?;
-    Ok((version, next.map(|next| next.at(version))))
+    Ok((Loaded::Version(version), next.map(|next| next.at(version))))
 }
 
 /// The commit step of a replacement: the whole configuration or only its
@@ -223,6 +281,43 @@ impl<'de> serde::Deserialize<'de> for ConfigMember {
     }
 }
 
+/// Loads the document a `POST /config` body holds. A JSON body is first
+/// tried as changes to the memorized document: when that applies, the body
+/// is a plain document (the memo's, whose top-level members it shares, has
+/// no `config` member) and it was never decoded; else it is taken apart as
+/// Kong does (a wrapped `config` member, forms, YAML) and loaded.
+async fn load_posted(
+    state: &AdminState,
+    memo: &mut Option<Memo>,
+    content_type: &str,
+    check_hash: bool,
+    body: &[u8],
+) -> Result<Result<ConfigVersion, LoadError>, AdminResponse> {
+    let (publisher, store, flavor) = (&state.publisher, &state.store, state.router_flavor);
+    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let mut known_hash = None;
+    if media == "application/json" && !check_hash {
+        let how = Load::ChangesOnly;
+        match load_with_memo(publisher, store, memo, body, DeclarativeFormat::Json, flavor, how).await {
+            Ok(Loaded::Version(version)) => return Ok(Ok(version)),
+            Ok(Loaded::NotChanges { hash }) => known_hash = Some(hash),
+            Err(error) => return Ok(Err(error)),
+        }
+    }
+    let (document, format) = extract_document(content_type, body)?;
+    // The md5 taken above is the document's when it is the body itself.
+    let hash = known_hash.filter(|_| matches!(document, Cow::Borrowed(_)));
+    if check_hash && state.publisher.current().load().hash == input_hash(&document) {
+        return Err(empty_response(StatusCode::NOT_MODIFIED));
+    }
+    let how = Load::Any { hash };
+    let loaded = load_with_memo(publisher, store, memo, &document, format, flavor, how).await;
+    Ok(loaded.map(|loaded| match loaded {
+        Loaded::Version(version) => version,
+        Loaded::NotChanges { .. } => unreachable!("a load of any kind decides"),
+    }))
+}
+
 fn compile_error_body(error: &strait_proxy::CompileError) -> Value {
     let mut fields = serde_json::Map::new();
     for problem in &error.problems {
@@ -237,27 +332,16 @@ fn compile_error_body(error: &strait_proxy::CompileError) -> Value {
 }
 
 pub async fn post_config(state: &AdminState, content_type: &str, query: Option<&str>, body: &[u8]) -> AdminResponse {
-    let (document, format) = match extract_document(content_type, body) {
-        Ok(found) => found,
+    let check_hash = query_flag(query, "check_hash");
+    // Configuration writes are serialized (`AdminState::writes`): the memo
+    // is taken for this request and put back after it.
+    let mut memo = state.declarative_memo().take();
+    let loaded = load_posted(state, &mut memo, content_type, check_hash, body).await;
+    *state.declarative_memo() = memo;
+    let loaded = match loaded {
+        Ok(loaded) => loaded,
         Err(response) => return response,
     };
-    if query_flag(query, "check_hash") && state.publisher.current().load().hash == input_hash(&document) {
-        return empty_response(StatusCode::NOT_MODIFIED);
-    }
-    // Configuration writes are serialized (`AdminState::writes`): the memo
-    // is taken for this load and put back after it.
-    let mut memo = state.declarative_memo().take();
-    let loaded = load_declarative(
-        &state.publisher,
-        &state.store,
-        &mut memo,
-        &document,
-        format,
-        state.router_flavor,
-    )
-    .await;
-    *state.declarative_memo() = memo;
-    drop(document);
     // The parse's garbage, and the answer once it is sent, go back to the
     // OS shortly after; on this (the admin) thread's runtime.
     tokio::spawn(async {

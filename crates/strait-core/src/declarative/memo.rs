@@ -100,6 +100,7 @@ const TAG_RECORD: u8 = 2;
 const TAG_NAME: u8 = 3;
 const TAG_CHAIN: u8 = 4;
 const TAG_SEED: u8 = 5;
+const TAG_FULL: u8 = 6;
 const CLAIM_ID: u8 = 10;
 const CLAIM_KEY: u8 = 11;
 const CLAIM_UNIQUE: u8 = 12;
@@ -186,6 +187,10 @@ fn reference_claims(kind: EntityKind, input: &Map<String, Value>, link: Option<&
 #[derive(Clone)]
 struct Fact {
     fp: u128,
+    /// Fingerprint of its own bytes (`fp` unchained).
+    own: u128,
+    /// Fingerprint of all its bytes, nested lists included.
+    full: u128,
     /// Hash of the content seed its id came from (0: the id did not).
     seed: u128,
     id: Uuid,
@@ -196,7 +201,38 @@ struct Fact {
     claims: u32,
     /// End of its reference claims in `Memo::refs`.
     refs: u32,
+    /// How many bytes it spans, nested lists included.
+    len: u32,
+    /// How many facts its subtree holds (itself and the ones after it).
+    size: u32,
+    /// The fact it is nested under (`NONE` at the top level).
+    parent: u32,
     kind: EntityKind,
+}
+
+impl Fact {
+    /// A fact for a scanned item (its place) and what parsing found of it.
+    fn of(item: &Item, id: Uuid, seed: (u128, u32)) -> Fact {
+        Fact {
+            fp: item.fp,
+            own: item.own,
+            full: item.full,
+            seed: seed.0,
+            id,
+            count: seed.1,
+            claims: 0,
+            refs: 0,
+            len: item.len,
+            size: item.size,
+            parent: item.parent.map_or(NONE, |parent| parent as u32),
+            kind: item.kind,
+        }
+    }
+
+    /// This fact's identity at the place of `item` in a new document.
+    fn moved(&self, item: &Item) -> Fact {
+        Fact::of(item, self.id, (self.seed, self.count))
+    }
 }
 
 /// A `u128` fingerprint is already uniformly spread: its low bits are the hash.
@@ -234,9 +270,49 @@ pub struct Memo {
     refs: Vec<u128>,
     by_fp: ByFp,
     seeded: bool,
+    /// The first top-level fact of each kind (`EntityKind::ALL` order).
+    first_top: [u32; 14],
 }
 
 impl Memo {
+    fn first_top(&self, kind: EntityKind) -> Option<u32> {
+        let at = EntityKind::ALL.iter().position(|k| *k == kind)?;
+        Some(self.first_top[at]).filter(|fact| *fact != NONE)
+    }
+
+    /// The first fact of `kind` nested directly under fact `parent`.
+    fn first_child(&self, parent: u32, kind: EntityKind) -> Option<u32> {
+        let end = parent.checked_add(self.facts.get(parent as usize)?.size)?;
+        let mut at = parent + 1;
+        while at < end {
+            let fact = &self.facts[at as usize];
+            if fact.parent == parent && fact.kind == kind {
+                return Some(at);
+            }
+            at += fact.size.max(1);
+        }
+        None
+    }
+
+    /// The fact expected after `item` (read, not taken), which was expected
+    /// to be `expect`, among the children of `parent_fact`: the one after
+    /// the fact the item is, when it is one, else after `expect`'s subtree.
+    fn after(&self, item: &Item, parent_fact: Option<u32>, expect: Option<u32>) -> Option<u32> {
+        let parent_fp = match (item.parent, parent_fact) {
+            (None, _) => None,
+            (Some(_), Some(fact)) => Some(self.facts.get(fact as usize)?.fp),
+            (Some(_), None) => return None,
+        };
+        let fp = parent_fp.map_or(item.own, |parent| chain(item.own, parent));
+        let found = self.by_fp.get(&fp).copied().filter(|at| *at != AMBIGUOUS);
+        let recognized = found.filter(|at| {
+            let fact = &self.facts[*at as usize];
+            fact.kind == item.kind && fact.parent == parent_fact.unwrap_or(NONE)
+        });
+        let before = recognized.or(expect)?;
+        before.checked_add(self.facts.get(before as usize)?.size)
+    }
+
     /// The configuration version the memorized document produced.
     pub fn version(&self) -> ConfigVersion {
         self.version
@@ -267,12 +343,12 @@ impl Memo {
     /// once they produced `version`.
     pub fn advance(self, changes: Plan, version: ConfigVersion) -> Memo {
         let mut next = Builder::with_capacity(changes.sources.len(), self.meta, self.transform, self.flavor);
-        for source in &changes.sources {
+        for (item, source) in changes.items.iter().zip(&changes.sources) {
             match *source {
                 Source::Kept(at) => {
                     let at = at as usize;
-                    let fact = &self.facts[at];
-                    next.push(fact.clone(), self.claims_of(at), self.refs_of(at));
+                    let fact = self.facts[at].moved(item);
+                    next.push(fact, self.claims_of(at), self.refs_of(at));
                 }
                 Source::Fresh(at) => {
                     let fresh = &changes.fresh[at as usize];
@@ -304,6 +380,7 @@ impl Builder {
                 refs: Vec::new(),
                 by_fp,
                 seeded: false,
+                first_top: [NONE; 14],
             },
         }
     }
@@ -324,6 +401,13 @@ impl Builder {
     }
 
     fn finish(mut self) -> Memo {
+        for (at, fact) in self.memo.facts.iter().enumerate().rev() {
+            if fact.parent == NONE {
+                if let Some(kind) = EntityKind::ALL.iter().position(|k| *k == fact.kind) {
+                    self.memo.first_top[kind] = at as u32;
+                }
+            }
+        }
         self.memo.facts.shrink_to_fit();
         self.memo.claims.shrink_to_fit();
         self.memo.refs.shrink_to_fit();
@@ -335,14 +419,36 @@ impl Builder {
 // Scanning: the items of a JSON document and their fingerprints, without
 // decoding it.
 
+/// No fact (a top-level item's parent).
+const NONE: u32 = u32::MAX;
+
 /// One entity item of a scanned document, in the order `collect` takes them.
 struct Item {
     kind: EntityKind,
     parent: Option<usize>,
-    /// Own fingerprint while scanning; chained with the parents' after.
+    /// Fingerprint of its own bytes (nested lists left out).
+    own: u128,
+    /// `own` chained with the parents' (see `chain`).
     fp: u128,
+    /// Fingerprint of all its bytes, nested lists included.
+    full: u128,
+    /// Its bytes (`start == end` for an item taken from the memo unread).
     start: usize,
     end: usize,
+    /// How many bytes it spans.
+    len: u32,
+    /// How many items its subtree holds, itself included.
+    size: u32,
+    /// The memorized fact it was recognized as, bytes unread.
+    kept: Option<u32>,
+}
+
+fn chain(own: u128, parent: u128) -> u128 {
+    Fp::new(TAG_CHAIN).number(own).number(parent).finish()
+}
+
+fn full_fp(kind: EntityKind, bytes: &[u8]) -> u128 {
+    Fp::new(TAG_FULL).kind(kind).bytes(bytes).finish()
 }
 
 /// A scanned document: the fingerprint of its non-entity members
@@ -480,8 +586,11 @@ pub fn top_level_member(bytes: &[u8], name: &str) -> Member {
 
 /// Scans a JSON document; `None` for anything the whole parse must see
 /// (not an object, a repeated entity list, nested lists out of the order
-/// `collect` takes them, escaped keys, ...).
-fn scan(bytes: &[u8]) -> Option<Scanned> {
+/// `collect` takes them, escaped keys, ...). With a memo, an item whose
+/// bytes (nested lists included) are those of the memorized item expected
+/// at its place is taken whole from the memo, subtree and all, unread.
+fn scan(bytes: &[u8], memo: Option<&Memo>) -> Option<Scanned> {
+    let scanner = Scanner { bytes, memo };
     let mut cursor = Cursor { bytes, at: 0 };
     let mut meta = Fp::new(TAG_META);
     let mut lists: Vec<Option<Vec<Item>>> = EntityKind::ALL.iter().map(|_| None).collect();
@@ -490,7 +599,7 @@ fn scan(bytes: &[u8]) -> Option<Scanned> {
         match EntityKind::ALL.iter().position(|kind| kind.table() == key) {
             Some(at) if lists[at].is_none() => {
                 let mut items = Vec::new();
-                list(cursor, EntityKind::ALL[at], None, &mut items)?;
+                scanner.list(cursor, EntityKind::ALL[at], None, None, &mut items)?;
                 lists[at] = Some(items);
                 Some(())
             }
@@ -514,12 +623,16 @@ fn scan(bytes: &[u8]) -> Option<Scanned> {
         }));
     }
     for at in 0..items.len() {
+        if items[at].kept.is_none() {
+            items[at].fp = match items[at].parent {
+                Some(parent) => chain(items[at].own, items[parent].fp),
+                None => items[at].own,
+            };
+        }
+    }
+    for at in (0..items.len()).rev() {
         if let Some(parent) = items[at].parent {
-            let chained = Fp::new(TAG_CHAIN)
-                .number(items[at].fp)
-                .number(items[parent].fp)
-                .finish();
-            items[at].fp = chained;
+            items[parent].size += items[at].size;
         }
     }
     Some(Scanned {
@@ -528,81 +641,207 @@ fn scan(bytes: &[u8]) -> Option<Scanned> {
     })
 }
 
-/// A list of `kind` items (or `null`) at the cursor, nested under `parent`.
-fn list(cursor: &mut Cursor<'_>, kind: EntityKind, parent: Option<usize>, items: &mut Vec<Item>) -> Option<()> {
-    match cursor.peek()? {
-        b'[' => cursor.at += 1,
-        _ => {
-            let (start, end) = cursor.value()?;
-            return (&cursor.bytes[start..end] == b"null").then_some(());
-        }
-    }
-    if cursor.eat(b']') {
-        return Some(());
-    }
-    loop {
-        item(cursor, kind, parent, items)?;
-        if cursor.eat(b',') {
-            continue;
-        }
-        return cursor.eat(b']').then_some(());
-    }
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    memo: Option<&'a Memo>,
 }
 
-fn item(cursor: &mut Cursor<'_>, kind: EntityKind, parent: Option<usize>, items: &mut Vec<Item>) -> Option<()> {
-    let bytes = cursor.bytes;
-    let start = match cursor.peek()? {
-        b'"' if kind == EntityKind::Snis && parent.is_some() => {
-            let (start, end) = cursor.string()?;
-            let fp = Fp::new(TAG_NAME).kind(kind).bytes(&bytes[start..end]).finish();
-            items.push(Item {
-                kind,
-                parent,
-                fp,
-                start,
-                end,
-            });
-            return Some(());
-        }
-        b'{' => cursor.at,
-        _ => return None,
-    };
-    let at = items.len();
-    items.push(Item {
-        kind,
-        parent,
-        fp: 0,
-        start,
-        end: start,
-    });
-    let children = nested_children(kind);
-    let mut next_child = 0;
-    // The item's own bytes are everything but its nested lists' values:
-    // one segment before, between and after them.
-    let mut own = Fp::new(TAG_RECORD);
-    own.kind(kind);
-    let mut own_from = start;
-    cursor.members(|cursor, (key_start, key_end)| {
-        let key = &bytes[key_start..key_end];
-        match children.iter().position(|(name, _, _)| name.as_bytes() == key) {
-            // `collect` takes nested lists in `nested_children` order: a
-            // document with another order is left to it.
-            Some(child) if child >= next_child => {
-                next_child = child + 1;
-                cursor.peek()?;
-                own.bytes(&bytes[own_from..cursor.at]);
-                list(cursor, children[child].1, Some(at), items)?;
-                own_from = cursor.at;
-                Some(())
+/// What reading one item found.
+enum Read {
+    Done,
+    /// Its nested items were taken from the memo as the children of a fact
+    /// the item turned out not to be: read it again without the memo.
+    Mistaken,
+}
+
+impl Scanner<'_> {
+    /// A list of `kind` items (or `null`) at the cursor, nested under
+    /// `parent`, which is expected to be the memorized fact `parent_fact`
+    /// (top level: `None` for both). Returns whether it took an item from
+    /// the memo.
+    fn list(
+        &self,
+        cursor: &mut Cursor<'_>,
+        kind: EntityKind,
+        parent: Option<usize>,
+        parent_fact: Option<u32>,
+        items: &mut Vec<Item>,
+    ) -> Option<bool> {
+        match cursor.peek()? {
+            b'[' => cursor.at += 1,
+            _ => {
+                let (start, end) = cursor.value()?;
+                return (&cursor.bytes[start..end] == b"null").then_some(false);
             }
-            Some(_) => None,
-            None => cursor.value().map(drop),
         }
-    })?;
-    own.bytes(&bytes[own_from..cursor.at]);
-    items[at].fp = own.finish();
-    items[at].end = cursor.at;
-    Some(())
+        let mut expect = match (self.memo, parent, parent_fact) {
+            (Some(memo), None, _) => memo.first_top(kind),
+            (Some(memo), Some(_), Some(fact)) => memo.first_child(fact, kind),
+            _ => None,
+        };
+        let mut took = false;
+        if cursor.eat(b']') {
+            return Some(took);
+        }
+        loop {
+            let taken = expect.and_then(|fact| self.take(cursor, fact, kind, parent, parent_fact, items));
+            match (taken, self.memo) {
+                (Some(next), _) => {
+                    took = true;
+                    expect = Some(next);
+                }
+                (None, Some(memo)) => {
+                    let (at, start) = (items.len(), cursor.peek().map(|_| cursor.at)?);
+                    if let Read::Mistaken = self.item(cursor, kind, parent, expect, items)? {
+                        items.truncate(at);
+                        cursor.at = start;
+                        self.item(cursor, kind, parent, None, items)?;
+                    }
+                    expect = memo.after(&items[at], parent_fact, expect);
+                }
+                (None, None) => {
+                    self.item(cursor, kind, parent, None, items)?;
+                }
+            }
+            if cursor.eat(b',') {
+                continue;
+            }
+            return cursor.eat(b']').then_some(took);
+        }
+    }
+
+    /// Takes memorized fact `fact` and its subtree for the item at the
+    /// cursor when the item's bytes are the fact's; the fact expected next.
+    fn take(
+        &self,
+        cursor: &mut Cursor<'_>,
+        fact: u32,
+        kind: EntityKind,
+        parent: Option<usize>,
+        parent_fact: Option<u32>,
+        items: &mut Vec<Item>,
+    ) -> Option<u32> {
+        let memo = self.memo?;
+        let found = memo.facts.get(fact as usize)?;
+        if found.kind != kind || found.parent != parent_fact.unwrap_or(NONE) {
+            return None;
+        }
+        cursor.peek()?;
+        let start = cursor.at;
+        let end = start.checked_add(found.len as usize)?;
+        if full_fp(kind, self.bytes.get(start..end)?) != found.full {
+            return None;
+        }
+        cursor.at = end;
+        let base = items.len();
+        let first = fact as usize;
+        for (at, taken) in memo.facts[first..first + found.size as usize].iter().enumerate() {
+            let parent = match at {
+                0 => parent,
+                _ => Some(base + (taken.parent - fact) as usize),
+            };
+            items.push(Item {
+                kind: taken.kind,
+                parent,
+                own: taken.own,
+                fp: taken.fp,
+                full: taken.full,
+                start: end,
+                end,
+                len: taken.len,
+                size: 1,
+                kept: Some(fact + at as u32),
+            });
+        }
+        Some(fact + found.size)
+    }
+
+    /// Reads one item at the cursor, expected to be memorized fact
+    /// `expect` (its nested lists may then be taken from the memo).
+    fn item(
+        &self,
+        cursor: &mut Cursor<'_>,
+        kind: EntityKind,
+        parent: Option<usize>,
+        expect: Option<u32>,
+        items: &mut Vec<Item>,
+    ) -> Option<Read> {
+        let bytes = cursor.bytes;
+        let start = match cursor.peek()? {
+            b'"' if kind == EntityKind::Snis && parent.is_some() => {
+                let (start, end) = cursor.string()?;
+                let own = Fp::new(TAG_NAME).kind(kind).bytes(&bytes[start..end]).finish();
+                items.push(Item {
+                    kind,
+                    parent,
+                    own,
+                    fp: 0,
+                    full: full_fp(kind, &bytes[start..end]),
+                    start,
+                    end,
+                    len: (end - start) as u32,
+                    size: 1,
+                    kept: None,
+                });
+                return Some(Read::Done);
+            }
+            b'{' => cursor.at,
+            _ => return None,
+        };
+        let at = items.len();
+        items.push(Item {
+            kind,
+            parent,
+            own: 0,
+            fp: 0,
+            full: 0,
+            start,
+            end: start,
+            len: 0,
+            size: 1,
+            kept: None,
+        });
+        let children = nested_children(kind);
+        let mut next_child = 0;
+        let mut took = false;
+        // The item's own bytes are everything but its nested lists' values:
+        // one segment before, between and after them.
+        let mut own = Fp::new(TAG_RECORD);
+        own.kind(kind);
+        let mut own_from = start;
+        cursor.members(|cursor, (key_start, key_end)| {
+            let key = &bytes[key_start..key_end];
+            match children.iter().position(|(name, _, _)| name.as_bytes() == key) {
+                // `collect` takes nested lists in `nested_children` order: a
+                // document with another order is left to it.
+                Some(child) if child >= next_child => {
+                    next_child = child + 1;
+                    cursor.peek()?;
+                    own.bytes(&bytes[own_from..cursor.at]);
+                    took |= self.list(cursor, children[child].1, Some(at), expect, items)?;
+                    own_from = cursor.at;
+                    Some(())
+                }
+                Some(_) => None,
+                None => cursor.value().map(drop),
+            }
+        })?;
+        own.bytes(&bytes[own_from..cursor.at]);
+        let own = own.finish();
+        let item = &mut items[at];
+        item.own = own;
+        item.end = cursor.at;
+        item.len = u32::try_from(cursor.at - start).ok()?;
+        item.full = full_fp(kind, &bytes[start..cursor.at]);
+        // Nested items taken from the memo belong to `expect`: this item
+        // must be that fact's own bytes (its parent is checked likewise).
+        let mistaken = took
+            && expect
+                .and_then(|fact| self.memo?.facts.get(fact as usize))
+                .map(|fact| fact.own)
+                != Some(own);
+        Some(if mistaken { Read::Mistaken } else { Read::Done })
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -621,7 +860,7 @@ pub(super) struct Recorder {
 impl Recorder {
     /// Starts recording a JSON document whose items `pending` took.
     pub fn start(bytes: &[u8], pending: &[Pending], transform: bool, flavor: RouterFlavor) -> Option<Recorder> {
-        let scanned = scan(bytes)?;
+        let scanned = scan(bytes, None)?;
         let aligned = scanned.items.len() == pending.len()
             && scanned
                 .items
@@ -667,16 +906,7 @@ impl Recorder {
             if let Some(entity) = &entities[at] {
                 entity_claims(entity, pending[at].key_given, &mut claims);
             }
-            let fact = Fact {
-                fp: item.fp,
-                seed: seeds[at].0,
-                id: ids[at],
-                count: seeds[at].1,
-                claims: 0,
-                refs: 0,
-                kind: item.kind,
-            };
-            builder.push(fact, &claims, refs);
+            builder.push(Fact::of(item, ids[at], seeds[at]), &claims, refs);
         }
         builder.finish()
     }
@@ -704,6 +934,8 @@ struct Fresh {
 /// How the new document maps onto the memorized one: what
 /// [`Memo::advance`] needs once the changes are live.
 pub struct Plan {
+    /// The new document's items, where they sit.
+    items: Vec<Item>,
     sources: Vec<Source>,
     fresh: Vec<Fresh>,
 }
@@ -752,7 +984,7 @@ pub fn parse_changes(bytes: &[u8], now: i64, flavor: RouterFlavor, memo: &Memo) 
         return None;
     }
     std::str::from_utf8(bytes).ok()?;
-    let scanned = scan(bytes)?;
+    let scanned = scan(bytes, Some(memo))?;
     if scanned.meta != memo.meta {
         return None;
     }
@@ -761,7 +993,7 @@ pub fn parse_changes(bytes: &[u8], now: i64, flavor: RouterFlavor, memo: &Memo) 
     let mut hits: Vec<Option<u32>> = Vec::with_capacity(items.len());
     let mut changed = Vec::new();
     for (at, item) in items.iter().enumerate() {
-        match memo.by_fp.get(&item.fp).copied() {
+        match item.kept.or_else(|| memo.by_fp.get(&item.fp).copied()) {
             Some(AMBIGUOUS) => return None,
             Some(fact) if !kept[fact as usize] => {
                 kept[fact as usize] = true;
@@ -905,15 +1137,7 @@ pub fn parse_changes(bytes: &[u8], now: i64, flavor: RouterFlavor, memo: &Memo) 
             }
         }
         fresh.push(Fresh {
-            fact: Fact {
-                fp: item.fp,
-                seed: pass.seed.0,
-                id: pass.id,
-                count: pass.seed.1,
-                claims: 0,
-                refs: 0,
-                kind: pass.kind,
-            },
+            fact: Fact::of(item, pass.id, pass.seed),
             claims,
             refs: pass.refs.clone(),
         });
@@ -965,6 +1189,76 @@ pub fn parse_changes(bytes: &[u8], now: i64, flavor: RouterFlavor, memo: &Memo) 
     Some(Changes {
         part: assemble(entities),
         gone,
-        plan: Plan { sources, fresh },
+        plan: Plan { items, sources, fresh },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn document(url: &str, paths: &[&str]) -> Vec<u8> {
+        let routes: Vec<Value> = paths
+            .iter()
+            .map(|path| json!({"name": format!("r{}", &path[1..]), "paths": [path], "plugins": [{"name": "key-auth"}]}))
+            .collect();
+        let consumers: Vec<Value> = (0..5).map(|n| json!({"username": format!("u{n}")})).collect();
+        serde_json::to_vec(&json!({
+            "_format_version": "3.0",
+            "services": [{"name": "s", "url": url, "routes": routes}, {"name": "t", "url": url}],
+            "consumers": consumers
+        }))
+        .unwrap()
+    }
+
+    fn memo_of(bytes: &[u8]) -> Memo {
+        match super::super::parse_declarative_memo(
+            bytes,
+            super::super::DeclarativeFormat::Json,
+            0,
+            RouterFlavor::Expressions,
+            None,
+        ) {
+            Ok(super::super::Parsed::Whole(_, Some(memo))) => memo,
+            _ => panic!("not memorized"),
+        }
+    }
+
+    /// (items taken from the memo unread, items read).
+    fn taken(bytes: &[u8], memo: &Memo) -> (usize, usize) {
+        let items = scan(bytes, Some(memo)).expect("scanned").items;
+        let taken = items.iter().filter(|item| item.kept.is_some()).count();
+        (taken, items.len() - taken)
+    }
+
+    const PATHS: [&str; 6] = ["/a", "/b", "/c", "/d", "/e", "/f"];
+
+    #[test]
+    fn unchanged_subtrees_are_taken_unread() {
+        let base = document("http://x", &PATHS);
+        let memo = memo_of(&base);
+        // The same document: each top-level item whole (the services with
+        // their routes and plugins, the consumers).
+        assert_eq!(taken(&base, &memo), (memo.items(), 0));
+        // One route edited: its service and that route (with its plugin)
+        // are read; the other routes are taken.
+        let mut paths = PATHS;
+        paths[2] = "/changed";
+        assert_eq!(taken(&document("http://x", &paths), &memo), (memo.items() - 3, 3));
+        // A route inserted: the scan finds its place again after it.
+        let inserted = ["/a", "/b", "/new", "/c", "/d", "/e", "/f"];
+        let (kept, read) = taken(&document("http://x", &inserted), &memo);
+        assert!(read <= 3 + 2, "read {read}, kept {kept}");
+    }
+
+    #[test]
+    fn nested_items_are_not_taken_under_an_edited_parent() {
+        let memo = memo_of(&document("http://x", &PATHS));
+        // The service's own bytes changed: its routes' bytes did not, but
+        // they are nested under another item now and must be read.
+        let (kept, read) = taken(&document("http://y", &PATHS), &memo);
+        assert_eq!(read, 1 + 2 * PATHS.len() + 1, "kept {kept}");
+    }
 }

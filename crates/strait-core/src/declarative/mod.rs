@@ -98,6 +98,13 @@ pub fn parse_declarative_memo(
     parse_whole(bytes, format, now, flavor, json).map(|(config, memo)| Parsed::Whole(config, memo))
 }
 
+/// A JSON document read as changes to `memo`'s configuration (see
+/// [`parse_declarative_memo`]); `None` when the whole parse must decide,
+/// including whether the document is valid.
+pub fn parse_declarative_changes(bytes: &[u8], now: i64, flavor: RouterFlavor, memo: &Memo) -> Option<Changes> {
+    memo::parse_changes(bytes, now, flavor, memo)
+}
+
 fn is_json(bytes: &[u8], format: DeclarativeFormat) -> bool {
     match format {
         DeclarativeFormat::Json => true,

@@ -330,7 +330,7 @@ fn random_edits_match_the_whole_parse() {
     };
     let base = base();
     let (mut changes, mut whole, mut invalid) = (0, 0, 0);
-    for _ in 0..300 {
+    for _ in 0..400 {
         let mut new = base.clone();
         for _ in 0..1 + next(3) {
             edit(&mut new, &mut next);
@@ -351,7 +351,20 @@ fn random_edits_match_the_whole_parse() {
 fn edit(document: &mut Value, next: &mut impl FnMut(usize) -> usize) {
     let routes_len = document["services"][0]["routes"].as_array().unwrap().len();
     let consumers_len = document["consumers"].as_array().unwrap().len();
-    match next(12) {
+    match next(14) {
+        12 => {
+            // The parent of many nested items edited: none of them may be
+            // taken as nested under the old one.
+            document["services"][0]["url"] = json!(format!("http://127.0.0.1:{}", 9100 + next(3)));
+        }
+        13 if routes_len > 0 => {
+            // A route moved, bytes unchanged, under another service.
+            let moved = document["services"][0]["routes"]
+                .as_array_mut()
+                .unwrap()
+                .remove(next(routes_len));
+            document["services"][1]["routes"] = json!([moved]);
+        }
         0 if routes_len > 0 => {
             let at = next(routes_len);
             route(document, at)["paths"] = json!([format!("/edit{}", next(1000))]);
