@@ -36,9 +36,16 @@ impl Default for DeclarativeJson {
 
 impl DeclarativeJson {
     pub fn new() -> DeclarativeJson {
-        DeclarativeJson {
-            out: br#"{"_format_version":"3.0","_transform":false"#.to_vec(),
-        }
+        DeclarativeJson::with_capacity(0)
+    }
+
+    /// A document expected to take about `bytes`: reserved once instead of
+    /// grown by copies (pages never written are never resident).
+    pub fn with_capacity(bytes: usize) -> DeclarativeJson {
+        const HEAD: &[u8] = br#"{"_format_version":"3.0","_transform":false"#;
+        let mut out = Vec::with_capacity(bytes.max(HEAD.len() + 1));
+        out.extend_from_slice(HEAD);
+        DeclarativeJson { out }
     }
 
     /// The entities of `kind`; call in `EntityKind::ALL` order.

@@ -593,14 +593,17 @@ fn scan(bytes: &[u8], memo: Option<&Memo>) -> Option<Scanned> {
     let scanner = Scanner { bytes, memo };
     let mut cursor = Cursor { bytes, at: 0 };
     let mut meta = Fp::new(TAG_META);
-    let mut lists: Vec<Option<Vec<Item>>> = EntityKind::ALL.iter().map(|_| None).collect();
+    // Lists are scanned in place; `collect` takes them in `EntityKind::ALL`
+    // order, so lists written in another order are moved after.
+    let mut items: Vec<Item> = Vec::with_capacity(memo.map_or(0, Memo::items));
+    let mut lists: Vec<(usize, usize, usize)> = Vec::new();
     cursor.members(|cursor, (start, end)| {
         let key = std::str::from_utf8(&bytes[start..end]).ok()?;
         match EntityKind::ALL.iter().position(|kind| kind.table() == key) {
-            Some(at) if lists[at].is_none() => {
-                let mut items = Vec::new();
+            Some(at) if lists.iter().all(|(kind, _, _)| *kind != at) => {
+                let first = items.len();
                 scanner.list(cursor, EntityKind::ALL[at], None, None, &mut items)?;
-                lists[at] = Some(items);
+                lists.push((at, first, items.len()));
                 Some(())
             }
             Some(_) => None,
@@ -614,13 +617,19 @@ fn scan(bytes: &[u8], memo: Option<&Memo>) -> Option<Scanned> {
     if cursor.peek().is_some() {
         return None;
     }
-    let mut items: Vec<Item> = Vec::with_capacity(lists.iter().flatten().map(Vec::len).sum());
-    for list in lists.into_iter().flatten() {
-        let offset = items.len();
-        items.extend(list.into_iter().map(|mut item| {
-            item.parent = item.parent.map(|parent| parent + offset);
-            item
-        }));
+    if !lists.windows(2).all(|pair| pair[0].0 < pair[1].0) {
+        lists.sort_by_key(|(kind, _, _)| *kind);
+        let mut scanned: Vec<Option<Item>> = items.into_iter().map(Some).collect();
+        let mut ordered = Vec::with_capacity(scanned.len());
+        for (_, first, end) in lists {
+            let offset = ordered.len();
+            for slot in &mut scanned[first..end] {
+                let mut item = slot.take()?;
+                item.parent = item.parent.map(|parent| parent - first + offset);
+                ordered.push(item);
+            }
+        }
+        items = ordered;
     }
     for at in 0..items.len() {
         if items[at].kept.is_none() {

@@ -169,7 +169,7 @@ impl Snapshot {
     /// [`Snapshot::config`] as a flat declarative JSON document, written
     /// without copying the entities.
     pub fn config_json(&self) -> Vec<u8> {
-        self.entities.to_declarative_json()
+        self.entities.to_declarative_json(self.entity_count())
     }
 
     /// Names of the plugins enabled anywhere in this configuration.

@@ -122,9 +122,11 @@ impl EntityState {
 
     /// [`EntityState::to_config`] as a flat declarative JSON document (the
     /// text `config_to_declarative(&self.to_config())` renders), written
-    /// without copying any entity.
-    pub fn to_declarative_json(&self) -> Vec<u8> {
-        let mut out = DeclarativeJson::new();
+    /// without copying any entity; `entities`: how many there are.
+    pub fn to_declarative_json(&self, entities: usize) -> Vec<u8> {
+        // Kong's flat form takes 100-300 bytes an entity; a reservation
+        // past what is written costs address space, not memory.
+        let mut out = DeclarativeJson::with_capacity(entities.saturating_mul(512));
         for kind in EntityKind::ALL {
             match kind {
                 EntityKind::Services => out.list(kind, &by_creation(&self.services, |e| (e.created_at, e.id))),
