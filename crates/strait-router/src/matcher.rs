@@ -37,11 +37,11 @@ impl Matcher {
     }
 
     /// The match result, evaluating once more to record path and captures.
-    pub(crate) fn to_match(&self, request: &RequestView<'_>) -> RouteMatch {
+    pub(crate) fn to_match(&self, request: &RequestView<'_>) -> RouteMatch<'_> {
         let mut recording = Recording::default();
         evaluate(&self.cond, request, &mut Some(&mut recording));
         RouteMatch {
-            route: self.route.clone(),
+            route: &self.route,
             protocols: self.protocols,
             matched_path: recording.matched_path,
             captures: recording.captures,

@@ -29,7 +29,7 @@ impl LinearRouter {
         LinearRouter { matchers }
     }
 
-    pub(crate) fn find(&self, facts: &RequestFacts<'_>) -> Option<RouteMatch> {
+    pub(crate) fn find(&self, facts: &RequestFacts<'_>) -> Option<RouteMatch<'_>> {
         let request = RequestView::new(facts);
         self.matchers
             .iter()
