@@ -354,28 +354,7 @@ impl EntityState {
             };
             changes.extend(gone.into_iter().map(|id| ConfigChange::Delete { kind, id }));
         }
-        // Parents first.
-        macro_rules! upserts {
-            ($($field:ident => $variant:ident),* $(,)?) => {
-                $(changed(&mut config.$field, &self.$field, generated, Entity::$variant, &mut changes);)*
-            };
-        }
-        upserts!(
-            ca_certificates => CaCertificate,
-            certificates => Certificate,
-            snis => Sni,
-            services => Service,
-            routes => Route,
-            upstreams => Upstream,
-            targets => Target,
-            consumers => Consumer,
-            keyauth_credentials => KeyauthCredential,
-            basicauth_credentials => BasicauthCredential,
-            acls => Acl,
-            jwt_secrets => JwtSecret,
-            hmacauth_credentials => HmacauthCredential,
-            plugins => Plugin,
-        );
+        self.upsert_changed(config, generated, &mut changes);
         changes
     }
 }
@@ -393,9 +372,18 @@ impl EntityState {
             ids.sort_unstable();
             changes.extend(ids.into_iter().map(|id| ConfigChange::Delete { kind, id }));
         }
+        self.upsert_changed(part, generated, &mut changes);
+        changes
+    }
+}
+
+impl EntityState {
+    /// Upserts (parents first) of `config`'s entities that are new or differ
+    /// from the running ones once generated timestamps are adopted.
+    fn upsert_changed(&self, config: &mut Config, generated: i64, changes: &mut Vec<ConfigChange>) {
         macro_rules! upserts {
             ($($field:ident => $variant:ident),* $(,)?) => {
-                $(changed(&mut part.$field, &self.$field, generated, Entity::$variant, &mut changes);)*
+                $(changed(&mut config.$field, &self.$field, generated, Entity::$variant, changes);)*
             };
         }
         upserts!(
@@ -414,7 +402,6 @@ impl EntityState {
             hmacauth_credentials => HmacauthCredential,
             plugins => Plugin,
         );
-        changes
     }
 }
 
