@@ -52,11 +52,23 @@ pub async fn load_declarative(
     format: DeclarativeFormat,
     flavor: RouterFlavor,
 ) -> Result<ConfigVersion, LoadError> {
-    let how = Load::Any { hash: None };
-    match load_with_memo(publisher, store, memo, bytes, format, flavor, how).await? {
+    let node = Node {
+        publisher,
+        store,
+        flavor,
+    };
+    match load_with_memo(node, memo, bytes, format, Load::Any { hash: None }).await? {
         Loaded::Version(version) => Ok(version),
         Loaded::NotChanges { .. } => unreachable!("a load of any kind decides"),
     }
+}
+
+/// Where a load is applied: the compiler, the store, the node's router flavor.
+#[derive(Clone, Copy)]
+struct Node<'a> {
+    publisher: &'a SnapshotPublisher,
+    store: &'a Arc<dyn Store>,
+    flavor: RouterFlavor,
 }
 
 /// What a load may do.
@@ -78,18 +90,16 @@ enum Loaded {
 }
 
 async fn load_with_memo(
-    publisher: &SnapshotPublisher,
-    store: &Arc<dyn Store>,
+    node: Node<'_>,
     memo: &mut Option<Memo>,
     bytes: &[u8],
     format: DeclarativeFormat,
-    flavor: RouterFlavor,
     how: Load,
 ) -> Result<Loaded, LoadError> {
     let now = unix_now();
-    let running = publisher.current().load().version;
+    let running = node.publisher.current().load().version;
     let mut last = memo.take().filter(|memo| memo.version() == running);
-    match load(publisher, store, &mut last, bytes, format, flavor, now, how).await {
+    match load(node, &mut last, bytes, format, now, how).await {
         Ok((Loaded::Version(version), next)) => {
             *memo = next;
             Ok(Loaded::Version(version))
@@ -109,17 +119,19 @@ async fn load_with_memo(
 
 /// [`load_declarative`] once the memo is checked: the outcome and the
 /// memo of the accepted document. `last` is taken when it is advanced.
-#[allow(clippy::too_many_arguments)]
 async fn load(
-    publisher: &SnapshotPublisher,
-    store: &Arc<dyn Store>,
+    node: Node<'_>,
     last: &mut Option<Memo>,
     bytes: &[u8],
     format: DeclarativeFormat,
-    flavor: RouterFlavor,
     now: i64,
     how: Load,
 ) -> Result<(Loaded, Option<Memo>), LoadError> {
+    let Node {
+        publisher,
+        store,
+        flavor,
+    } = node;
     let started = std::time::Instant::now();
     // The input's md5 (Kong's `configuration_hash`) is taken beside the
     // parse, on a second thread: for a re-post parsed as its changes it
@@ -293,12 +305,15 @@ async fn load_posted(
     check_hash: bool,
     body: &[u8],
 ) -> Result<Result<ConfigVersion, LoadError>, AdminResponse> {
-    let (publisher, store, flavor) = (&state.publisher, &state.store, state.router_flavor);
+    let node = Node {
+        publisher: &state.publisher,
+        store: &state.store,
+        flavor: state.router_flavor,
+    };
     let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     let mut known_hash = None;
     if media == "application/json" && !check_hash {
-        let how = Load::ChangesOnly;
-        match load_with_memo(publisher, store, memo, body, DeclarativeFormat::Json, flavor, how).await {
+        match load_with_memo(node, memo, body, DeclarativeFormat::Json, Load::ChangesOnly).await {
             Ok(Loaded::Version(version)) => return Ok(Ok(version)),
             Ok(Loaded::NotChanges { hash }) => known_hash = Some(hash),
             Err(error) => return Ok(Err(error)),
@@ -310,8 +325,7 @@ async fn load_posted(
     if check_hash && state.publisher.current().load().hash == input_hash(&document) {
         return Err(empty_response(StatusCode::NOT_MODIFIED));
     }
-    let how = Load::Any { hash };
-    let loaded = load_with_memo(publisher, store, memo, &document, format, flavor, how).await;
+    let loaded = load_with_memo(node, memo, &document, format, Load::Any { hash }).await;
     Ok(loaded.map(|loaded| match loaded {
         Loaded::Version(version) => version,
         Loaded::NotChanges { .. } => unreachable!("a load of any kind decides"),
