@@ -16,6 +16,10 @@ const MAP_SIZE_ALIGN: usize = 64 * 1024;
 /// Open (creating if needed) the environment in `dir` with default durable
 /// flags: every commit is synced, so a process killed at any moment, or a
 /// power loss, leaves the last committed transaction on disk.
+///
+/// Not `WRITE_MAP`: with it LMDB grows the data file to the whole map size
+/// (sparse), and a write into a hole of a full disk is a SIGBUS that kills
+/// the node instead of an error for one Admin API write.
 pub(super) fn open_env(dir: &Path, map_size: usize) -> heed::Result<Env<WithoutTls>> {
     let map_size = map_size.div_ceil(MAP_SIZE_ALIGN).max(1) * MAP_SIZE_ALIGN;
     let mut options = EnvOpenOptions::new().read_txn_without_tls();
@@ -27,4 +31,16 @@ pub(super) fn open_env(dir: &Path, map_size: usize) -> heed::Result<Env<WithoutT
     // process. The directory belongs to Strait (`prefix`) and must not sit
     // on a network filesystem, as documented for the `prefix` setting.
     unsafe { options.open(dir) }
+}
+
+/// Give the C allocator's free memory back to the OS. LMDB allocates dirty
+/// pages with the C `malloc` (not the Rust global allocator); glibc returns
+/// memory freed in the middle of a heap only when asked.
+pub(super) fn return_c_heap_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: `malloc_trim` takes a plain integer, may be called from any
+        // thread at any time, and only releases free memory.
+        unsafe { libc::malloc_trim(0) };
+    }
 }

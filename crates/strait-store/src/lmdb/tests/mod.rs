@@ -398,3 +398,45 @@ fn load_50k_entities_is_fast() {
     assert_eq!(loaded.entity_count(), 50_000);
     assert!(loaded_in < std::time::Duration::from_secs(1));
 }
+
+#[test]
+fn reads_during_reopening_writes_all_succeed() {
+    let store = TempStore::new();
+    let big = |tag: &str| Config {
+        services: (0..REOPEN_AFTER_ENTITIES)
+            .map(|i| service(&format!("{tag}{i}")))
+            .collect(),
+        ..Config::default()
+    };
+    store.replace(&big("a")).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut reads = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let version = store.version().unwrap();
+                        let (loaded, config) = store.load().unwrap();
+                        assert!(loaded >= version);
+                        assert_eq!(config.services.len(), REOPEN_AFTER_ENTITIES);
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        for round in 0..10 {
+            let tag = if round % 2 == 0 { "b" } else { "a" };
+            assert_eq!(store.replace(&big(tag)).unwrap(), round + 2);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for reader in readers {
+            assert!(reader.join().unwrap() > 0);
+        }
+    });
+    // The last round wrote the "a" set again; its indexes are the live ones.
+    let found = store.get_by_unique(EntityKind::Services, "name", "a0").unwrap();
+    assert_eq!(name_of(found), Some("a0".into()));
+    assert_eq!(store.get_by_unique(EntityKind::Services, "name", "b0").unwrap(), None);
+}
