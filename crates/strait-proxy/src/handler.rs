@@ -177,19 +177,19 @@ async fn proxy(
         snapshot.router().find(&facts)
     }
     .ok_or_else(|| ProxyError::new(ErrorKind::NoRoute, "no route"))?;
-    let route = &matched.route;
+    let facts = matched.facts;
     let connection = if conn.tls { ProtocolSet::TLS } else { ProtocolSet::PLAIN };
     if !matched.protocols.intersects(connection) {
         if !conn.tls && matched.protocols.intersects(ProtocolSet::TLS) {
             return Err(ProxyError::new(
-                ErrorKind::HttpsRequired(route.https_redirect_status_code as u16),
+                ErrorKind::HttpsRequired(facts.https_redirect_status_code),
                 "route requires https",
             ));
         }
         return Err(ProxyError::new(ErrorKind::NoRoute, "protocol not accepted by route"));
     }
     let chain = snapshot
-        .route_runtime(route.id)
+        .route_runtime(facts.id)
         .map(|runtime| &runtime.plugins)
         .filter(|chain| !chain.is_empty());
     if let Some(chain) = chain {
@@ -205,9 +205,9 @@ async fn proxy(
         };
         return Ok(crate::phases::run(request.map(incoming_body), chain, exchange, http1).await);
     }
-    let service = route
+    let service = facts
         .service
-        .and_then(|s| snapshot.service(s.id))
+        .and_then(|id| snapshot.service(id))
         .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?
         .clone();
     forward(
@@ -250,9 +250,9 @@ impl Exchange<'_> {
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let service = self
             .matched
-            .route
+            .facts
             .service
-            .and_then(|s| self.snapshot.service(s.id))
+            .and_then(|id| self.snapshot.service(id))
             .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?
             .clone();
         forward(
@@ -284,32 +284,35 @@ pub(crate) fn plugin_response_to_http(plugin: strait_plugins::PluginResponse) ->
     response
 }
 
-const HOP_BY_HOP: [&str; 6] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-    "te",
+const HOP_BY_HOP: [HeaderName; 6] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::TE,
 ];
 
 /// Remove hop-by-hop headers (and those named by `Connection`), keeping `te: trailers`.
+/// Allocates only for names a `Connection` header lists (every request
+/// passes here twice, and with many routes an allocation is a cache miss).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<String> = headers
+    let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .map(|v| v.trim().to_ascii_lowercase())
+        .map(str::trim)
         .filter(|v| !v.is_empty())
+        .filter_map(|v| HeaderName::from_bytes(v.as_bytes()).ok())
         .collect();
     let keeps_trailers = headers
         .get_all(header::TE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("trailers")));
-    for name in HOP_BY_HOP.iter().map(|s| s.to_string()).chain(named) {
-        headers.remove(name.as_str());
+    for name in HOP_BY_HOP.iter().chain(&named) {
+        headers.remove(name);
     }
     if keeps_trailers {
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
@@ -376,7 +379,7 @@ async fn forward(
     host_override: Option<HeaderValue>,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let service = &runtime.service;
-    let route = &matched.route;
+    let route = matched.facts;
     let (mut parts, body) = request.into_parts();
     let original_host = parts.headers.get(header::HOST).cloned();
     let path = upstream_path(
@@ -384,7 +387,7 @@ async fn forward(
         parts.uri.path(),
         matched.matched_path.as_deref(),
         route.strip_path,
-        &route.path_handling,
+        route.path_handling,
     );
     let path_and_query = match parts.uri.query() {
         Some(q) => format!("{path}?{q}"),
@@ -526,6 +529,24 @@ mod tests {
             map.append(*name, HeaderValue::from_static(value));
         }
         map
+    }
+
+    #[test]
+    fn headers_a_connection_header_names_are_hop_by_hop() {
+        let mut map = headers(&[
+            ("connection", "Keep-Alive, X-Secret , ,bad name"),
+            ("x-secret", "1"),
+            ("keep-alive", "timeout=5"),
+            ("upgrade", "h2c"),
+            ("te", "gzip, Trailers"),
+            ("x-end-to-end", "kept"),
+        ]);
+        strip_hop_by_hop(&mut map);
+        let left: Vec<(&str, &str)> = map
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
+            .collect();
+        assert_eq!(left, [("x-end-to-end", "kept"), ("te", "trailers")]);
     }
 
     #[test]

@@ -32,6 +32,7 @@ use uuid::Uuid;
 
 pub use compile::{RouteLabel, RouterError};
 pub use cow_map::CowMap;
+pub use matcher::RouteFacts;
 pub use normalize::{normalize_path, InvalidPath};
 pub use path::upstream_path;
 
@@ -75,6 +76,9 @@ pub struct RouteMatch<'r> {
     /// Borrowed from the router (no reference count touched per request:
     /// with many routes that count sits on a cold cache line).
     pub route: &'r Arc<Route>,
+    /// The route fields every proxied request reads, stored with the
+    /// matcher (read these rather than `route`'s).
+    pub facts: &'r RouteFacts,
     /// The route's `protocols`, as a set.
     pub protocols: ProtocolSet,
     /// The part of the request path the route's path matched (what strip_path removes).

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use strait_core::{ProtocolSet, Route};
+use uuid::Uuid;
 
 use crate::cond::Cond;
 use crate::eval::{evaluate, Recording, RequestView};
@@ -19,6 +20,36 @@ pub(crate) struct Matcher {
     /// from the matcher it already has in cache rather than through the
     /// route's list of strings (two more cache misses with many routes).
     pub protocols: ProtocolSet,
+    /// What the proxy reads of the route on every request.
+    pub facts: RouteFacts,
+}
+
+/// The route fields a proxied request reads, copied next to its matcher: a
+/// request without plugins never reads the route itself, a cold cache line
+/// (or two) when it is one among many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteFacts {
+    pub id: Uuid,
+    pub service: Option<Uuid>,
+    pub strip_path: bool,
+    pub preserve_host: bool,
+    pub https_redirect_status_code: u16,
+    /// The route's `path_handling`, `"v0"` or `"v1"`.
+    pub path_handling: &'static str,
+}
+
+impl RouteFacts {
+    fn of(route: &Route) -> RouteFacts {
+        RouteFacts {
+            id: route.id,
+            service: route.service.map(|s| s.id),
+            strip_path: route.strip_path,
+            preserve_host: route.preserve_host,
+            https_redirect_status_code: route.https_redirect_status_code as u16,
+            // Kong accepts only these two; the schema rejects anything else.
+            path_handling: if route.path_handling == "v0" { "v0" } else { "v1" },
+        }
+    }
 }
 
 impl Matcher {
@@ -26,6 +57,7 @@ impl Matcher {
         let protocols = ProtocolSet::from_names(route.protocols.iter().map(String::as_str));
         Matcher {
             rank,
+            facts: RouteFacts::of(&route),
             route,
             cond,
             protocols,
@@ -42,6 +74,7 @@ impl Matcher {
         evaluate(&self.cond, request, &mut Some(&mut recording));
         RouteMatch {
             route: &self.route,
+            facts: &self.facts,
             protocols: self.protocols,
             matched_path: recording.matched_path,
             captures: recording.captures,
