@@ -387,7 +387,7 @@ async fn forward(
         parts.uri.path(),
         matched.matched_path.as_deref(),
         route.strip_path,
-        route.path_handling,
+        route.path_handling(),
     );
     let path_and_query = match parts.uri.query() {
         Some(q) => format!("{path}?{q}"),

@@ -117,9 +117,62 @@ pub(crate) struct LengthMap<V> {
 
 #[derive(Clone, Default)]
 struct Large<V> {
-    map: CowMap<Arc<str>, V>,
+    map: CowMap<AffixKey, V>,
     /// (length, number of keys of that length) in `map`, sorted by length.
     lengths: Vec<(usize, usize)>,
+}
+
+/// Bytes of a key a table slot holds itself.
+const INLINE_KEY: usize = 22;
+
+/// A [`LengthMap`] table key: short keys (most paths and hosts) sit in the
+/// slot itself, so a lookup compares them without following a pointer (with
+/// many routes, that pointer's target is a cache miss on every request).
+/// Hashed and compared as bytes, as lookups are.
+#[derive(Clone)]
+enum AffixKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Shared(Arc<str>),
+}
+
+impl AffixKey {
+    fn new(key: &Arc<str>) -> AffixKey {
+        match key.len() {
+            len @ ..=INLINE_KEY => {
+                let mut bytes = [0; INLINE_KEY];
+                bytes[..len].copy_from_slice(key.as_bytes());
+                AffixKey::Inline { len: len as u8, bytes }
+            }
+            _ => AffixKey::Shared(key.clone()),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            AffixKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            AffixKey::Shared(key) => key.as_bytes(),
+        }
+    }
+}
+
+impl PartialEq for AffixKey {
+    fn eq(&self, other: &AffixKey) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for AffixKey {}
+
+impl std::hash::Hash for AffixKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for AffixKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
 }
 
 /// Entries a [`LengthMap`] keeps in its list before it moves to a table.
@@ -138,21 +191,21 @@ impl<V: Clone + Default> Large<V> {
         large.map.reserve(small.len() + 1);
         for (key, value) in small {
             count_length(&mut large.lengths, key.len());
-            large.map.insert(key, value);
+            large.map.insert(AffixKey::new(&key), value);
         }
         large
     }
 
     fn entry(&mut self, key: &Arc<str>) -> &mut V {
         let lengths = &mut self.lengths;
-        self.map.get_or_insert_with(key, || {
+        self.map.get_or_insert_with(&AffixKey::new(key), || {
             count_length(lengths, key.len());
             V::default()
         })
     }
 
     fn remove(&mut self, key: &str) {
-        if self.map.remove(key).is_none() {
+        if self.map.remove(key.as_bytes()).is_none() {
             return;
         }
         if let Ok(at) = self.lengths.binary_search_by_key(&key.len(), |(len, _)| *len) {
@@ -196,7 +249,7 @@ impl<V: Clone + Default> LengthMap<V> {
     fn get_mut(&mut self, key: &str) -> Option<&mut V> {
         match self.small.iter_mut().find(|(k, _)| k.as_ref() == key) {
             Some((_, value)) => Some(value),
-            None => self.large.as_mut()?.map.get_mut(key),
+            None => self.large.as_mut()?.map.get_mut(key.as_bytes()),
         }
     }
 
@@ -231,7 +284,7 @@ impl<V: Clone + Default> LengthMap<V> {
             if len > text.len() {
                 break;
             }
-            if let Some(value) = side.cut(text, len).and_then(|key| large.map.get(key)) {
+            if let Some(value) = side.cut(text, len).and_then(|key| large.map.get(key.as_bytes())) {
                 found(value);
             }
         }

@@ -6,22 +6,49 @@ use std::sync::Arc;
 use strait_core::{ProtocolSet, Route};
 use uuid::Uuid;
 
-use crate::cond::Cond;
+use strait_expr::Op;
+
+use crate::cond::{Cond, Operand, Source, Test};
 use crate::eval::{evaluate, Recording, RequestView};
 use crate::priority::Rank;
 use crate::RouteMatch;
 
+/// `repr(C)`: what every request reads (the shortcut, protocols, facts)
+/// comes first, next to the allocation's reference counts, so a cold matcher
+/// costs one or two adjacent cache lines; the rank and the condition follow.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Matcher {
-    pub rank: Rank,
-    pub route: Arc<Route>,
-    pub cond: Cond,
+    /// The prefix's length when the whole condition is one case-sensitive
+    /// path prefix (a traditional route with one path and nothing else).
+    /// Such a matcher sits only in the index list keyed by that prefix, and
+    /// the index hands that list out only for paths it compared with the key,
+    /// so the condition holds without being evaluated, and without reading
+    /// the prefix again (with many routes, a cache miss).
+    key_is_cond: Option<u32>,
     /// The route's protocols, read once here: the request path checks them
     /// from the matcher it already has in cache rather than through the
     /// route's list of strings (two more cache misses with many routes).
     pub protocols: ProtocolSet,
     /// What the proxy reads of the route on every request.
     pub facts: RouteFacts,
+    pub rank: Rank,
+    pub route: Arc<Route>,
+    pub cond: Cond,
+}
+
+/// See [`Matcher::key_is_cond`].
+fn only_path_prefix(cond: &Cond) -> Option<u32> {
+    match cond {
+        Cond::Test(Test {
+            source: Source::Path,
+            op: Op::Prefix,
+            operand: Operand::Str(prefix),
+            lower: false,
+            ..
+        }) => u32::try_from(prefix.len()).ok(),
+        _ => None,
+    }
 }
 
 /// The route fields a proxied request reads, copied next to its matcher: a
@@ -34,8 +61,8 @@ pub struct RouteFacts {
     pub strip_path: bool,
     pub preserve_host: bool,
     pub https_redirect_status_code: u16,
-    /// The route's `path_handling`, `"v0"` or `"v1"`.
-    pub path_handling: &'static str,
+    /// The route's `path_handling` is `"v0"` (else `"v1"`).
+    pub path_handling_v0: bool,
 }
 
 impl RouteFacts {
@@ -47,7 +74,16 @@ impl RouteFacts {
             preserve_host: route.preserve_host,
             https_redirect_status_code: route.https_redirect_status_code as u16,
             // Kong accepts only these two; the schema rejects anything else.
-            path_handling: if route.path_handling == "v0" { "v0" } else { "v1" },
+            path_handling_v0: route.path_handling == "v0",
+        }
+    }
+
+    /// The route's `path_handling`.
+    pub fn path_handling(&self) -> &'static str {
+        if self.path_handling_v0 {
+            "v0"
+        } else {
+            "v1"
         }
     }
 }
@@ -58,20 +94,38 @@ impl Matcher {
         Matcher {
             rank,
             facts: RouteFacts::of(&route),
+            key_is_cond: only_path_prefix(&cond),
             route,
             cond,
             protocols,
         }
     }
 
+    /// Whether the request satisfies the condition; only for matchers the
+    /// index found for this request ([`Matcher::satisfied_by`] otherwise).
     pub(crate) fn matches(&self, request: &RequestView<'_>) -> bool {
+        if self.key_is_cond.is_some() {
+            debug_assert!(self.satisfied_by(request), "the index handed out a failing prefix");
+            return true;
+        }
+        self.satisfied_by(request)
+    }
+
+    /// Whether the request satisfies the condition, evaluated whole.
+    pub(crate) fn satisfied_by(&self, request: &RequestView<'_>) -> bool {
         evaluate(&self.cond, request, &mut None)
     }
 
     /// The match result, evaluating once more to record path and captures.
     pub(crate) fn to_match(&self, request: &RequestView<'_>) -> RouteMatch<'_> {
         let mut recording = Recording::default();
-        evaluate(&self.cond, request, &mut Some(&mut recording));
+        match self.key_is_cond {
+            // What evaluating the prefix test records, taken from the path.
+            Some(len) => recording.matched_path = request.facts.path.get(..len as usize).map(str::to_string),
+            None => {
+                evaluate(&self.cond, request, &mut Some(&mut recording));
+            }
+        }
         RouteMatch {
             route: &self.route,
             facts: &self.facts,

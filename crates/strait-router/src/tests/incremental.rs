@@ -105,3 +105,27 @@ fn large_routers_grow_and_shrink_incrementally() {
     assert_eq!(Req::get("x", "/r11/x").name_in(&router).as_deref(), Some("r11"));
     assert_eq!(Req::get("x", "/r10/x").name_in(&snapshot).as_deref(), Some("r10"));
 }
+
+#[test]
+fn many_prefixes_short_and_long_match_by_their_whole_key() {
+    // Past a handful of prefixes per host the index keeps them in a table;
+    // keys up to a slot's inline room and longer ones, some of one length.
+    let long = |i: i64| format!("/tenants/a-long-tenant-name-{i:03}");
+    let routes: Vec<_> = (0..40)
+        .map(|i| with_paths(route(&format!("short{i}"), i), &[&format!("/s{i}")]))
+        .chain((0..40).map(|i| with_paths(route(&format!("long{i}"), 100 + i), &[&long(i)])))
+        .collect();
+    let router = build(routes);
+    assert_eq!(Req::get("x", "/s7/x").name_in(&router).as_deref(), Some("short7"));
+    // `/s1` is a prefix of `/s17`: the longer path wins.
+    assert_eq!(Req::get("x", "/s17").name_in(&router).as_deref(), Some("short17"));
+    assert_eq!(Req::get("x", "/s99").name_in(&router).as_deref(), Some("short9"));
+    let m = router
+        .find(&Req::get("x", &format!("{}/orders", long(12))).facts())
+        .expect("match");
+    assert_eq!(m.route.name.as_deref(), Some("long12"));
+    assert_eq!(m.matched_path.as_deref(), Some(long(12).as_str()));
+    // Same length as every long key, different last byte: no route.
+    assert_eq!(Req::get("x", "/tenants/a-long-tenant-name-04x").name_in(&router), None);
+    assert_eq!(Req::get("x", "/t").name_in(&router), None);
+}

@@ -37,6 +37,9 @@ const PATHS: &[&str] = &[
     r"~/ab?/b",
     r"~/a/(?<n>[0-9]+)/c",
     "/a/b/c",
+    // Longer than a table slot holds inline, and two of the same length.
+    "/a/b/c/a-long-path-prefix-1",
+    "/a/b/c/a-long-path-prefix-2",
 ];
 const PREDICATES: &[&str] = &[
     r#"http.host == "a.test""#,
@@ -73,7 +76,20 @@ const REQUEST_HOSTS: &[&str] = &[
     "test",
 ];
 const REQUEST_PATHS: &[&str] = &[
-    "/", "/a", "/a/b", "/a/1", "/ab", "/b", "/b/c", "/A/b", "/x/c", "/a/b/c/", "/a/12/c", "/zzz",
+    "/",
+    "/a",
+    "/a/b",
+    "/a/1",
+    "/ab",
+    "/b",
+    "/b/c",
+    "/A/b",
+    "/x/c",
+    "/a/b/c/",
+    "/a/12/c",
+    "/zzz",
+    "/a/b/c/a-long-path-prefix-1/x",
+    "/a/b/c/a-long-path-prefix-3",
 ];
 
 fn pick(pool: &'static [&'static str]) -> impl Strategy<Value = String> {

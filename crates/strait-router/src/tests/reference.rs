@@ -33,7 +33,7 @@ impl LinearRouter {
         let request = RequestView::new(facts);
         self.matchers
             .iter()
-            .find(|m| m.matches(&request))
+            .find(|m| m.satisfied_by(&request))
             .map(|m| m.to_match(&request))
     }
 }
