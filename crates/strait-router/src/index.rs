@@ -18,25 +18,31 @@ use std::sync::Arc;
 
 use crate::analysis::{HostKey, IndexKeys};
 use crate::cow_map::CowMap;
-use crate::matcher::Matcher;
+use crate::matcher::{Hot, Matcher};
 
 /// Matchers sorted by rank (best first). Most lists hold one matcher, kept
-/// without an allocation of its own; longer ones are a `Vec` behind an
-/// `Arc`, shared between router versions and changed in place when not
-/// shared (bulk build).
+/// without an allocation of its own, together with a copy of what a request
+/// reads of it ([`Hot`]): a lone candidate whose condition is its key is
+/// matched from the table slot alone, without reading the matcher (with
+/// many routes, a cache miss). Longer lists are a `Vec` behind an `Arc`,
+/// shared between router versions and changed in place when not shared
+/// (bulk build).
 #[derive(Clone, Default)]
 pub(crate) enum Candidates {
     #[default]
     Empty,
-    One(Arc<Matcher>),
+    One(Arc<Matcher>, Hot),
     Many(Arc<Vec<Arc<Matcher>>>),
 }
-
 impl Candidates {
+    fn one(matcher: &Arc<Matcher>) -> Candidates {
+        Candidates::One(matcher.clone(), matcher.hot())
+    }
+
     pub(crate) fn as_slice(&self) -> &[Arc<Matcher>] {
         match self {
             Candidates::Empty => &[],
-            Candidates::One(matcher) => std::slice::from_ref(matcher),
+            Candidates::One(matcher, _) => std::slice::from_ref(matcher),
             Candidates::Many(list) => list,
         }
     }
@@ -65,10 +71,10 @@ impl Candidates {
     fn push(&mut self, matcher: &Arc<Matcher>) -> bool {
         match self {
             Candidates::Empty => {
-                *self = Candidates::One(matcher.clone());
+                *self = Candidates::one(matcher);
                 true
             }
-            Candidates::One(first) => {
+            Candidates::One(first, _) => {
                 let in_order = first.rank < matcher.rank;
                 *self = Candidates::Many(Arc::new(vec![first.clone(), matcher.clone()]));
                 in_order
@@ -89,13 +95,13 @@ impl Candidates {
 
     fn remove(&mut self, matcher: &Arc<Matcher>) {
         match self {
-            Candidates::One(only) if Arc::ptr_eq(only, matcher) => *self = Candidates::Empty,
+            Candidates::One(only, _) if Arc::ptr_eq(only, matcher) => *self = Candidates::Empty,
             Candidates::Many(list) if list.iter().any(|m| Arc::ptr_eq(m, matcher)) => {
                 let list = Arc::make_mut(list);
                 list.retain(|m| !Arc::ptr_eq(m, matcher));
                 match list.as_slice() {
                     [] => *self = Candidates::Empty,
-                    [only] => *self = Candidates::One(only.clone()),
+                    [only] => *self = Candidates::one(only),
                     _ => {}
                 }
             }
@@ -506,6 +512,8 @@ pub(crate) struct CandidateLists<'s> {
     inline: [(&'s [Arc<Matcher>], usize); INLINE_LISTS],
     len: usize,
     spill: Vec<(&'s [Arc<Matcher>], usize)>,
+    /// The first list, as stored.
+    first: Option<&'s Candidates>,
 }
 
 impl<'s> CandidateLists<'s> {
@@ -514,19 +522,32 @@ impl<'s> CandidateLists<'s> {
             inline: [(&[], 0); INLINE_LISTS],
             len: 0,
             spill: Vec::new(),
+            first: None,
         }
     }
 
-    fn push(&mut self, list: &'s Candidates) {
-        let list = list.as_slice();
+    fn push(&mut self, candidates: &'s Candidates) {
+        let list = candidates.as_slice();
         if list.is_empty() {
             return;
+        }
+        if self.first.is_none() {
+            self.first = Some(candidates);
         }
         if self.len < INLINE_LISTS {
             self.inline[self.len] = (list, 0);
             self.len += 1;
         } else {
             self.spill.push((list, 0));
+        }
+    }
+
+    /// The one candidate the request hit, when it is alone and its
+    /// condition is its index key (so it holds), with its [`Hot`] copy.
+    pub(crate) fn lone_keyed(&self) -> Option<(&'s Arc<Matcher>, &'s Hot)> {
+        match (self.len, self.first) {
+            (1, Some(Candidates::One(matcher, hot))) if hot.key_is_cond.is_some() => Some((matcher, hot)),
+            _ => None,
         }
     }
 

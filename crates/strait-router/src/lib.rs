@@ -205,6 +205,9 @@ impl Router {
         let request = RequestView::new(facts);
         let mut lists = CandidateLists::new();
         self.index.collect(&request.host, facts.path, &mut lists);
+        if let Some((matcher, hot)) = lists.lone_keyed() {
+            return Some(matcher.keyed_match(hot, &request));
+        }
         lists
             .first_accepted(|matcher| matcher.matches(&request))
             .map(|matcher| matcher.to_match(&request))

@@ -37,6 +37,15 @@ pub(crate) struct Matcher {
     pub cond: Cond,
 }
 
+/// A copy of what a request reads of a matcher, kept in the index slot of
+/// a list that holds only it ([`crate::index::Candidates`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hot {
+    pub key_is_cond: Option<u32>,
+    pub protocols: ProtocolSet,
+    pub facts: RouteFacts,
+}
+
 /// See [`Matcher::key_is_cond`].
 fn only_path_prefix(cond: &Cond) -> Option<u32> {
     match cond {
@@ -98,6 +107,31 @@ impl Matcher {
             route,
             cond,
             protocols,
+        }
+    }
+
+    pub(crate) fn hot(&self) -> Hot {
+        Hot {
+            key_is_cond: self.key_is_cond,
+            protocols: self.protocols,
+            facts: self.facts,
+        }
+    }
+
+    /// The match of a lone candidate whose condition is its index key, from
+    /// its [`Hot`] copy: nothing of the matcher is read (`route` is only the
+    /// address of its field).
+    pub(crate) fn keyed_match<'m>(&'m self, hot: &'m Hot, request: &RequestView<'_>) -> RouteMatch<'m> {
+        debug_assert!(self.satisfied_by(request), "the index handed out a failing prefix");
+        RouteMatch {
+            route: &self.route,
+            facts: &hot.facts,
+            protocols: hot.protocols,
+            matched_path: hot
+                .key_is_cond
+                .and_then(|len| request.facts.path.get(..len as usize))
+                .map(str::to_string),
+            captures: Vec::new(),
         }
     }
 
