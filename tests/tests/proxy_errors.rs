@@ -17,7 +17,14 @@ async fn no_route_is_404_with_kong_body() {
     gw.apply(&config(vec![])).await;
     let reply = gw.proxy(get("/nothing/here")).await;
     assert_eq!(reply.status, 404);
-    assert_eq!(reply.json(), json!({ "message": "no Route matched with those values" }));
+    // Kong 3.5+: the body carries the request's X-Kong-Request-Id.
+    let id = reply.header("x-kong-request-id").expect("X-Kong-Request-Id");
+    assert_eq!(
+        reply.json(),
+        json!({ "message": "no Route matched with those values", "request_id": id })
+    );
+    assert!(reply.header("x-kong-response-latency").is_some());
+    assert!(reply.header("x-kong-proxy-latency").is_none(), "nothing was proxied");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,7 +165,11 @@ async fn https_only_routes_refuse_plain_http() {
 
     let reply = gw.proxy(get("/secure")).await;
     assert_eq!(reply.status, 426, "{}", reply.text());
-    assert_eq!(reply.json(), json!({ "message": "Please use HTTPS protocol" }));
+    let id = reply.header("x-kong-request-id").expect("X-Kong-Request-Id");
+    assert_eq!(
+        reply.json(),
+        json!({ "message": "Please use HTTPS protocol", "request_id": id })
+    );
     assert_eq!(reply.header("upgrade").as_deref(), Some("TLS/1.2, HTTP/1.1"));
     let reply = gw.proxy(get("/moved")).await;
     assert_eq!(reply.status, 301, "{}", reply.text());

@@ -57,6 +57,8 @@ pub struct AdminState {
     /// What the last accepted declarative document held, for parsing the
     /// next one as changes (see `load_declarative`).
     pub declarative: std::sync::Mutex<Option<strait_core::Memo>>,
+    /// Kong's `headers` setting (`Server`, `X-Kong-Admin-Latency`).
+    pub headers: strait_proxy::kong_headers::HeaderSwitches,
 }
 
 impl AdminState {

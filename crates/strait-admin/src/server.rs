@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{header, Method, Request, StatusCode};
+use http::{header, HeaderName, HeaderValue, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use strait_proxy::kong_headers::HeaderSwitches;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -85,7 +86,12 @@ where
 {
     let service = service_fn(move |request| {
         let state = state.clone();
-        async move { Ok::<_, Infallible>(route(&state, request, status_only).await) }
+        async move {
+            let started = std::time::Instant::now();
+            let mut response = route(&state, request, status_only).await;
+            add_kong_headers(&mut response, &state.headers, started);
+            Ok::<_, Infallible>(response)
+        }
     });
     let connection = http1::Builder::new().serve_connection(io, service);
     tokio::pin!(connection);
@@ -96,6 +102,27 @@ where
             let _ = connection.await;
         }
     }
+}
+
+/// Kong's Admin (and Status) API headers: `X-Kong-Admin-Latency` (ms) and
+/// `Server` as `headers` switches them, and `X-Kong-Admin-Request-ID`.
+fn add_kong_headers(response: &mut AdminResponse, switches: &HeaderSwitches, started: std::time::Instant) {
+    let headers = response.headers_mut();
+    if switches.server {
+        headers.insert(header::SERVER, HeaderValue::from_static(strait_proxy::SERVER_HEADER));
+    } else {
+        headers.remove(header::SERVER);
+    }
+    if switches.admin_latency {
+        headers.insert(
+            HeaderName::from_static("x-kong-admin-latency"),
+            HeaderValue::from(started.elapsed().as_millis() as u64),
+        );
+    }
+    headers.insert(
+        HeaderName::from_static("x-kong-admin-request-id"),
+        strait_proxy::kong_headers::admin_request_id(),
+    );
 }
 
 fn authorized(state: &AdminState, request: &Request<Incoming>) -> bool {

@@ -251,7 +251,11 @@ async fn serve_stream<IO>(
         Preread::Closed => {}
         Preread::Reject(kind) => {
             shared.stats.request_started();
-            let _ = timeout(Duration::from_secs(1), io.write_all(&raw_error_response(kind))).await;
+            let _ = timeout(
+                Duration::from_secs(1),
+                io.write_all(&raw_error_response(kind, &shared.headers)),
+            )
+            .await;
             let _ = timeout(Duration::from_secs(1), io.shutdown()).await;
         }
         Preread::InvalidPreface => {

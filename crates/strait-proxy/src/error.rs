@@ -6,6 +6,7 @@ use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use crate::body::ProxyBody;
+use crate::kong_headers::{HeaderSwitches, RequestId};
 
 /// Where a failure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,17 +104,18 @@ impl ErrorKind {
         }
     }
 
-    /// The JSON body Kong sends for this kind.
-    pub fn body(self) -> String {
+    /// The JSON body Kong (3.5+, `kong.response.error`) sends for this kind:
+    /// the message and the request's `X-Kong-Request-Id`.
+    pub fn body(self, request_id: &RequestId) -> String {
         let (_, message) = self.status_and_message();
-        serde_json::json!({ "message": message }).to_string()
+        serde_json::json!({ "message": message, "request_id": request_id.as_str() }).to_string()
     }
 }
 
 /// The one place an error kind becomes a response.
-pub fn error_response(kind: ErrorKind) -> Response<ProxyBody> {
+pub fn error_response(kind: ErrorKind, request_id: &RequestId) -> Response<ProxyBody> {
     let (status, _) = kind.status_and_message();
-    let body = kind.body();
+    let body = kind.body(request_id);
     let mut response = Response::new(
         Full::new(Bytes::from(body))
             .map_err(|never| match never {})
@@ -135,16 +137,22 @@ pub fn error_response(kind: ErrorKind) -> Response<ProxyBody> {
 
 /// The same response as raw HTTP/1.1 bytes, for connections rejected before
 /// an HTTP parser owns them (oversized or slow headers). Always closes.
-pub fn raw_error_response(kind: ErrorKind) -> Vec<u8> {
+/// `X-Kong-Request-Id` and `Server` follow `headers` as on any response.
+pub fn raw_error_response(kind: ErrorKind, switches: &HeaderSwitches) -> Vec<u8> {
     let (status, _) = kind.status_and_message();
-    let body = kind.body();
-    format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\nServer: {}\r\nConnection: close\r\n\r\n{}",
+    let request_id = RequestId::new();
+    let body = kind.body(&request_id);
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\n",
         status.as_u16(),
         status.canonical_reason().unwrap_or(""),
         body.len(),
-        crate::SERVER_HEADER,
-        body
-    )
-    .into_bytes()
+    );
+    if switches.server {
+        head.push_str(&format!("Server: {}\r\n", crate::SERVER_HEADER));
+    }
+    if switches.request_id {
+        head.push_str(&format!("X-Kong-Request-Id: {}\r\n", request_id.as_str()));
+    }
+    format!("{head}Connection: close\r\n\r\n{body}").into_bytes()
 }

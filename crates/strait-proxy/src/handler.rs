@@ -16,6 +16,7 @@ use strait_router::{normalize_path, upstream_path, HeaderLookup, InvalidPath, Re
 
 use crate::body::{boxed, full, IdleTimeoutBody, ProxyBody};
 use crate::error::{error_response, ErrorKind, ProxyError};
+use crate::kong_headers::{HeaderSwitches, RequestId};
 use crate::snapshot::{ServiceRuntime, Snapshot};
 use crate::upstream::Endpoint;
 use crate::{Shared, SERVER_HEADER, VIA_VALUE};
@@ -38,10 +39,16 @@ impl HeaderLookup for Headers<'_> {
     }
 }
 
+/// Marks a response that came from the upstream (not from Strait or a
+/// plugin): Kong's headers differ between the two.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Proxied;
+
 /// Handle one request end to end; never fails (errors become responses).
 pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared) -> Response<ProxyBody> {
     let started = Instant::now();
     shared.stats.request_started();
+    let request_id = RequestId::new();
     let snapshot = shared.snapshot.load_full();
     let http1 = request.version() < Version::HTTP_2;
     // HTTP/1.1 framing was settled by hyper's parser; only HTTP/2 can still
@@ -53,19 +60,58 @@ pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared
     };
     let outcome = match framing {
         Some(problem) => Err(ProxyError::new(ErrorKind::BadRequest, problem)),
-        None => proxy(request, conn, shared, &snapshot, started).await,
+        None => proxy(request, conn, shared, &snapshot, started, &request_id).await,
     };
-    match outcome {
+    let mut response = match outcome {
         Ok(response) => response,
-        Err(error) => error_to_response(error, http1, conn),
+        Err(error) => error_to_response(error, http1, conn, &request_id),
+    };
+    add_kong_headers(&mut response, &shared.headers, &request_id, started);
+    response
+}
+
+/// Kong's headers on every response, as `headers` switches them: on one
+/// Strait or a plugin produced, `X-Kong-Response-Latency` and `Server`
+/// (set by the producer; removed when off); on a proxied one, `Server` only
+/// when the upstream sent none. `X-Kong-Request-Id` on both, replacing any.
+fn add_kong_headers(
+    response: &mut Response<ProxyBody>,
+    switches: &HeaderSwitches,
+    request_id: &RequestId,
+    started: Instant,
+) {
+    let proxied = response.extensions().get::<Proxied>().is_some();
+    let headers = response.headers_mut();
+    if proxied {
+        if switches.server && !headers.contains_key(header::SERVER) {
+            headers.insert(header::SERVER, HeaderValue::from_static(SERVER_HEADER));
+        }
+    } else {
+        if !switches.server {
+            headers.remove(header::SERVER);
+        }
+        if switches.response_latency {
+            let latency = started.elapsed().as_millis().to_string();
+            set(headers, "x-kong-response-latency", &latency);
+        }
+    }
+    if switches.request_id {
+        headers.insert(X_KONG_REQUEST_ID, request_id.header_value());
     }
 }
 
+const X_KONG_REQUEST_ID: HeaderName = HeaderName::from_static("x-kong-request-id");
+
 /// The response for a failed request: the error kind's Kong response, and
 /// on HTTP/1.1 a closed connection when the request's framing is suspect.
-pub(crate) fn error_to_response(error: ProxyError, http1: bool, conn: &ConnInfo) -> Response<ProxyBody> {
+pub(crate) fn error_to_response(
+    error: ProxyError,
+    http1: bool,
+    conn: &ConnInfo,
+    request_id: &RequestId,
+) -> Response<ProxyBody> {
     tracing::debug!(kind = ?error.kind, cause = %error.cause, client = %conn.client, "request failed");
-    let mut response = error_response(error.kind);
+    let mut response = error_response(error.kind, request_id);
     if http1 && error.kind == ErrorKind::BadRequest {
         // The request's framing can no longer be trusted: nothing
         // after it on this connection is read as another request.
@@ -157,6 +203,7 @@ async fn proxy(
     shared: &Shared,
     snapshot: &Arc<Snapshot>,
     started: Instant,
+    request_id: &RequestId,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     normalize_request_path(&mut request)?;
     let (host, port) = requested_host(&request, conn);
@@ -202,6 +249,7 @@ async fn proxy(
             host: &host,
             port,
             started,
+            request_id,
         };
         return Ok(crate::phases::run(request.map(incoming_body), chain, exchange, http1).await);
     }
@@ -219,6 +267,7 @@ async fn proxy(
         &host,
         port,
         started,
+        request_id,
         None,
     )
     .await
@@ -239,6 +288,7 @@ pub(crate) struct Exchange<'a> {
     pub host: &'a str,
     pub port: u16,
     pub started: Instant,
+    pub request_id: &'a RequestId,
 }
 
 impl Exchange<'_> {
@@ -264,6 +314,7 @@ impl Exchange<'_> {
             self.host,
             self.port,
             self.started,
+            self.request_id,
             host_override,
         )
         .await
@@ -376,6 +427,7 @@ async fn forward(
     host: &str,
     port: u16,
     started: Instant,
+    request_id: &RequestId,
     host_override: Option<HeaderValue>,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let service = &runtime.service;
@@ -405,6 +457,9 @@ async fn forward(
         parts.uri.path(),
         stripped_prefix.as_deref(),
     );
+    if shared.headers.upstream_request_id {
+        parts.headers.insert(X_KONG_REQUEST_ID, request_id.header_value());
+    }
     let tls = runtime.tls.is_some();
     let http2 = matches!(service.protocol.as_str(), "grpc" | "grpcs");
     let connect_timeout = millis(service.connect_timeout);
@@ -496,6 +551,7 @@ async fn forward(
             service.read_timeout,
             started,
             upstream_started,
+            &shared.headers,
         ));
     }
     Err(last_error)
@@ -506,15 +562,26 @@ fn finish_response(
     read_timeout_ms: i64,
     started: Instant,
     upstream_started: Instant,
+    switches: &HeaderSwitches,
 ) -> Response<ProxyBody> {
     let upstream_ms = upstream_started.elapsed().as_millis();
     let proxy_ms = upstream_started.duration_since(started).as_millis();
     let (mut parts, body) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(header::TE);
-    parts.headers.append(header::VIA, HeaderValue::from_static(VIA_VALUE));
-    set(&mut parts.headers, "x-kong-upstream-latency", &upstream_ms.to_string());
-    set(&mut parts.headers, "x-kong-proxy-latency", &proxy_ms.to_string());
+    if switches.via {
+        parts.headers.append(header::VIA, HeaderValue::from_static(VIA_VALUE));
+    }
+    if switches.upstream_latency {
+        set(&mut parts.headers, "x-kong-upstream-latency", &upstream_ms.to_string());
+    }
+    if switches.proxy_latency {
+        set(&mut parts.headers, "x-kong-proxy-latency", &proxy_ms.to_string());
+    }
+    if switches.upstream_status {
+        set(&mut parts.headers, "x-kong-upstream-status", parts.status.as_str());
+    }
+    parts.extensions.insert(Proxied);
     let body = boxed(IdleTimeoutBody::new(body, millis(read_timeout_ms)));
     Response::from_parts(parts, body)
 }

@@ -13,6 +13,7 @@ pub mod compiler;
 pub mod conn;
 pub mod error;
 pub mod handler;
+pub mod kong_headers;
 pub mod listen;
 mod phases;
 pub mod snapshot;
@@ -49,6 +50,8 @@ pub struct ProxySettings {
     pub worker_model: WorkerModel,
     pub worker_threads: usize,
     pub graceful_shutdown_timeout: Duration,
+    /// Kong's `headers` / `headers_upstream`.
+    pub headers: kong_headers::HeaderSwitches,
 }
 
 /// Everything a worker needs, shared by all of them.
@@ -65,6 +68,7 @@ pub struct Shared {
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub stats: Arc<ProxyStats>,
     pub limits: ClientLimits,
+    pub headers: kong_headers::HeaderSwitches,
     pool: upstream::Pool,
 }
 

@@ -82,7 +82,7 @@ pub(crate) async fn run(
     let (buffered, streaming): (Option<Bytes>, Option<ProxyBody>) = if chain.reads_request_body() {
         match read_body(body).await {
             Ok(bytes) => (Some(bytes), None),
-            Err(error) => return error_to_response(error, http1, exchange.conn),
+            Err(error) => return error_to_response(error, http1, exchange.conn, exchange.request_id),
         }
     } else {
         (None, Some(body))
@@ -142,7 +142,7 @@ pub(crate) async fn run(
                         Flow::Continue
                     }
                     Err(error) if error.kind == ErrorKind::PayloadTooLarge => Flow::Respond(limit.exceeded),
-                    Err(error) => return error_to_response(error, http1, exchange.conn),
+                    Err(error) => return error_to_response(error, http1, exchange.conn, exchange.request_id),
                 }
             }
             _ => Flow::Continue,
@@ -165,7 +165,10 @@ pub(crate) async fn run(
             };
             match exchange.forward(Request::from_parts(parts, body), upstream_host).await {
                 Ok(response) => (response, ResponseSource::Service),
-                Err(error) => (error_to_response(error, http1, exchange.conn), ResponseSource::Error),
+                Err(error) => (
+                    error_to_response(error, http1, exchange.conn, exchange.request_id),
+                    ResponseSource::Error,
+                ),
             }
         }
     };

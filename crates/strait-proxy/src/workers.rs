@@ -124,6 +124,7 @@ fn run_worker(
             snapshot: context.snapshot.clone(),
             stats: context.stats.clone(),
             limits: context.settings.limits.clone(),
+            headers: context.settings.headers,
             pool: Pool::default(),
         });
         for (spec, socket) in sockets {

@@ -23,7 +23,7 @@ pub fn configuration(settings: &NodeSettings) -> Value {
     for (key, value) in &settings.raw.0 {
         let shown = if SECRETS.contains(&key.as_str()) && !value.is_empty() {
             Value::String("******".into())
-        } else if LISTEN_SETTINGS.contains(&key.as_str()) {
+        } else if LISTEN_SETTINGS.contains(&key.as_str()) || ["headers", "headers_upstream"].contains(&key.as_str()) {
             listen_entries(value)
         } else {
             typed(value)

@@ -100,6 +100,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         admin_token: settings.admin_token.clone(),
         writes: Default::default(),
         declarative: std::sync::Mutex::new(memo),
+        headers: settings.proxy.headers,
     });
     let admin = start_admin_thread(&settings, state, admin_tls, shutdown_rx)?;
     ready.store(true, Ordering::Release);

@@ -44,6 +44,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("admin_ssl_cert", ""),
     ("admin_ssl_cert_key", ""),
     ("admin_ssl_client_ca", ""),
+    ("headers", strait_proxy::kong_headers::DEFAULT_HEADERS),
+    ("headers_upstream", strait_proxy::kong_headers::DEFAULT_HEADERS_UPSTREAM),
 ];
 
 /// The raw key/value settings after defaults, file and environment.
@@ -237,6 +239,8 @@ impl NodeSettings {
                 "graceful_shutdown_timeout",
                 raw.get("graceful_shutdown_timeout"),
             )?,
+            headers: strait_proxy::kong_headers::HeaderSwitches::parse(raw.get("headers"), raw.get("headers_upstream"))
+                .map_err(|e| anyhow!(e))?,
         };
         let optional = |key: &str| Some(raw.get(key).to_string()).filter(|v| !v.is_empty());
         if optional("admin_ssl_cert").is_some() != optional("admin_ssl_cert_key").is_some() {
