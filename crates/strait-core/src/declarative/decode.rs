@@ -9,8 +9,17 @@ use crate::error::FieldError;
 /// `_format_version` values Kong accepts.
 pub const FORMAT_VERSIONS: &[&str] = &["1.1", "2.1", "3.0"];
 
-/// Top-level keys that carry no entities and are ignored.
-const META_KEYS: &[&str] = &["_format_version", "_transform", "_comment", "_ignore", "_workspace"];
+/// Top-level keys that carry no entities (`_info`, `_workspace` and
+/// `_konnect` are decK's, read by `info`).
+const META_KEYS: &[&str] = &[
+    "_format_version",
+    "_transform",
+    "_comment",
+    "_ignore",
+    "_workspace",
+    "_info",
+    "_konnect",
+];
 
 fn parse_failure(detail: impl std::fmt::Display) -> FieldError {
     FieldError::new("", format!("failed parsing declarative configuration: {detail}"))

@@ -9,6 +9,7 @@
 mod collect;
 mod decode;
 mod export;
+mod info;
 mod memo;
 mod resolve;
 mod verify;
@@ -123,9 +124,15 @@ fn parse_whole(
     let document = decode::decode(bytes, format).map_err(|e| ConfigError::new(vec![e]))?;
     let mut top_level = Vec::new();
     decode::check_top_level(&document, &mut top_level);
+    let info = info::read(&document, &mut top_level);
     let transform = decode::transform_wanted(&document);
     let mut pending = collect::collect(document, &mut top_level);
-    let mut recorder = match record && top_level.is_empty() {
+    if let Some(info) = &info {
+        info.apply(&mut pending);
+    }
+    // A document with `_info` is not memorized: its items are not what was
+    // written, so a later post is parsed whole.
+    let mut recorder = match record && top_level.is_empty() && info.is_none() {
         true => memo::Recorder::start(bytes, &pending, transform, flavor),
         false => None,
     };

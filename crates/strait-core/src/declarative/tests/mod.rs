@@ -2,6 +2,7 @@
 
 mod credentials;
 mod errors;
+mod info;
 mod memo;
 
 use serde_json::json;
