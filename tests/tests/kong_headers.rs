@@ -16,6 +16,17 @@ fn is_request_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
+/// `/r/echo` with the client's own `X-Kong-Request-Id`.
+async fn echo_with_a_client_id(gw: &Gateway) -> Reply {
+    gw.proxy(request(
+        "GET",
+        "/r/echo",
+        &[("x-kong-request-id", "from-the-client")],
+        "",
+    ))
+    .await
+}
+
 async fn gateway_with(up: &Upstream, env: &[(&str, &str)]) -> Gateway {
     let mut options = GatewayOptions::new();
     for (key, value) in env {
@@ -31,14 +42,7 @@ async fn gateway_with(up: &Upstream, env: &[(&str, &str)]) -> Gateway {
 async fn defaults_send_the_request_id_both_ways_and_the_latencies() {
     let up = Upstream::start(UpstreamKind::Http1).await;
     let gw = gateway_with(&up, &[]).await;
-    let reply = gw
-        .proxy(request(
-            "GET",
-            "/r/echo",
-            &[("x-kong-request-id", "from-the-client")],
-            "",
-        ))
-        .await;
+    let reply = echo_with_a_client_id(&gw).await;
     let id = reply.header("x-kong-request-id").expect("X-Kong-Request-Id");
     assert!(is_request_id(&id), "{id}");
     // The upstream saw the same id; the client's own value was replaced.
@@ -73,14 +77,7 @@ async fn defaults_send_the_request_id_both_ways_and_the_latencies() {
 async fn off_turns_every_header_off_and_leaves_the_clients_id_alone() {
     let up = Upstream::start(UpstreamKind::Http1).await;
     let gw = gateway_with(&up, &[("STRAIT_HEADERS", "off"), ("STRAIT_HEADERS_UPSTREAM", "off")]).await;
-    let reply = gw
-        .proxy(request(
-            "GET",
-            "/r/echo",
-            &[("x-kong-request-id", "from-the-client")],
-            "",
-        ))
-        .await;
+    let reply = echo_with_a_client_id(&gw).await;
     for name in [
         "x-kong-request-id",
         "x-kong-upstream-latency",

@@ -4,39 +4,25 @@
 //! are global.
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
-use strait_core::{Config, ForeignKey, Route, Service};
+use strait_core::{validate_entity, Config, Entity, EntityKind, Route, Service};
 use strait_store::{LmdbStore, Store, REOPEN_AFTER_ENTITIES};
 use uuid::Uuid;
 
 fn service(index: usize) -> Service {
-    Service {
-        id: Uuid::new_v4(),
-        created_at: 1,
-        updated_at: 1,
-        name: Some(format!("s{index}")),
-        retries: 5,
-        protocol: "http".into(),
-        host: "example.com".into(),
-        port: 80,
-        path: None,
-        connect_timeout: 60000,
-        write_timeout: 60000,
-        read_timeout: 60000,
-        tags: Some(vec!["dirty-pages".into()]),
-        client_certificate: None,
-        tls_verify: None,
-        tls_verify_depth: None,
-        ca_certificates: None,
-        enabled: true,
+    let input = serde_json::json!({ "name": format!("s{index}"), "host": "example.com" });
+    match validate_entity(EntityKind::Services, &input, 1) {
+        Ok(Entity::Service(service)) => service,
+        other => panic!("a plain service: {other:?}"),
     }
 }
 
-fn route(index: usize, service: uuid::Uuid) -> Route {
-    Route {
-        name: Some(format!("r{index}")),
-        paths: Some(vec![format!("/r{index}")]),
-        service: Some(ForeignKey::new(service)),
-        ..Route::with_kong_defaults(Uuid::new_v4(), 1)
+fn route(index: usize, service: Uuid) -> Route {
+    let input = serde_json::json!({
+        "name": format!("r{index}"), "paths": [format!("/r{index}")], "service": { "id": service }
+    });
+    match validate_entity(EntityKind::Routes, &input, 1) {
+        Ok(Entity::Route(route)) => route,
+        other => panic!("a plain route: {other:?}"),
     }
 }
 
