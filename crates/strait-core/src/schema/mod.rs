@@ -7,6 +7,7 @@
 //! fields. No I/O and no clock: the caller passes `now`.
 
 mod balancer;
+pub mod compat;
 mod credentials;
 mod engine;
 mod field;
