@@ -1,4 +1,5 @@
-//! Response helpers: JSON bodies with the Admin API's headers.
+//! Response helpers: JSON bodies with the Admin API's headers (`Server` and
+//! Kong's other headers are added to every response in `server.rs`).
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
@@ -20,7 +21,6 @@ pub fn json_text_response(status: StatusCode, body: Vec<u8>) -> AdminResponse {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json; charset=utf-8"),
     );
-    headers.insert(header::SERVER, HeaderValue::from_static(strait_proxy::SERVER_HEADER));
     headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
     response
 }
@@ -28,9 +28,6 @@ pub fn json_text_response(status: StatusCode, body: Vec<u8>) -> AdminResponse {
 pub fn empty_response(status: StatusCode) -> AdminResponse {
     let mut response = Response::new(Full::new(Bytes::new()));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::SERVER, HeaderValue::from_static(strait_proxy::SERVER_HEADER));
     response
 }
 

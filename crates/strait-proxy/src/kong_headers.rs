@@ -42,18 +42,16 @@ impl Default for HeaderSwitches {
     }
 }
 
-/// The entries of a list setting, as Kong splits them.
-fn entries(value: &str) -> impl Iterator<Item = &str> {
-    value.split(',').map(str::trim).filter(|entry| !entry.is_empty())
-}
-
-/// Entries after a leading `off`, or all of them; `off` elsewhere is skipped.
-fn enabled(value: &str) -> Vec<&str> {
-    let all: Vec<&str> = entries(value).collect();
-    match all.first() {
-        Some(&"off") => Vec::new(),
-        _ => all.into_iter().filter(|entry| *entry != "off").collect(),
-    }
+/// The entries of a list setting as Kong splits them, and whether they are
+/// on: `off` as the first entry turns the rest off, elsewhere it is skipped.
+fn entries(value: &str) -> (impl Iterator<Item = &str>, bool) {
+    let mut entries = value
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .peekable();
+    let on = entries.peek() != Some(&"off");
+    (entries.filter(|entry| *entry != "off"), on)
 }
 
 impl HeaderSwitches {
@@ -70,20 +68,19 @@ impl HeaderSwitches {
             request_id: false,
             upstream_request_id: false,
         };
-        for entry in entries(headers).filter(|entry| *entry != "off") {
-            if !switches.set(&entry.to_ascii_lowercase(), false) {
+        let (names, on) = entries(headers);
+        for entry in names {
+            if !switches.set(&entry.to_ascii_lowercase(), on) {
                 return Err(format!("headers: invalid entry '{entry}'"));
             }
         }
-        for entry in entries(headers_upstream).filter(|entry| *entry != "off") {
+        let (names, on) = entries(headers_upstream);
+        for entry in names {
             if !entry.eq_ignore_ascii_case("x-kong-request-id") {
                 return Err(format!("headers_upstream: invalid entry '{entry}'"));
             }
+            switches.upstream_request_id = on;
         }
-        for entry in enabled(headers) {
-            switches.set(&entry.to_ascii_lowercase(), true);
-        }
-        switches.upstream_request_id = !enabled(headers_upstream).is_empty();
         Ok(switches)
     }
 

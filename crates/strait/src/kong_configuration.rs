@@ -16,6 +16,8 @@ const SECRETS: &[&str] = &["admin_token"];
 /// Settings that are Kong listen lists: shown as arrays of entries, with a
 /// parsed `<name>ers` list beside them (`proxy_listen` -> `proxy_listeners`).
 const LISTEN_SETTINGS: &[&str] = &["proxy_listen", "admin_listen", "status_listen", "cluster_listen"];
+/// Comma-separated list settings Kong shows as arrays, besides the listeners.
+const LIST_SETTINGS: &[&str] = &["headers", "headers_upstream"];
 
 /// Kong's `configuration` object for this node's settings.
 pub fn configuration(settings: &NodeSettings) -> Value {
@@ -23,7 +25,7 @@ pub fn configuration(settings: &NodeSettings) -> Value {
     for (key, value) in &settings.raw.0 {
         let shown = if SECRETS.contains(&key.as_str()) && !value.is_empty() {
             Value::String("******".into())
-        } else if LISTEN_SETTINGS.contains(&key.as_str()) || ["headers", "headers_upstream"].contains(&key.as_str()) {
+        } else if LISTEN_SETTINGS.iter().chain(LIST_SETTINGS).any(|list| list == key) {
             listen_entries(value)
         } else {
             typed(value)
