@@ -21,6 +21,9 @@ pub type ConfigVersion = u64;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "entity", rename_all = "snake_case")]
 pub enum Entity {
+    Vault(Vault),
+    KeySet(KeySet),
+    Key(Key),
     Service(Service),
     Route(Route),
     Upstream(Upstream),
@@ -40,6 +43,9 @@ pub enum Entity {
 impl Entity {
     pub fn kind(&self) -> EntityKind {
         match self {
+            Entity::Vault(_) => EntityKind::Vaults,
+            Entity::KeySet(_) => EntityKind::KeySets,
+            Entity::Key(_) => EntityKind::Keys,
             Entity::Service(_) => EntityKind::Services,
             Entity::Route(_) => EntityKind::Routes,
             Entity::Upstream(_) => EntityKind::Upstreams,
@@ -59,6 +65,9 @@ impl Entity {
 
     pub fn id(&self) -> Uuid {
         match self {
+            Entity::Vault(e) => e.id,
+            Entity::KeySet(e) => e.id,
+            Entity::Key(e) => e.id,
             Entity::Service(e) => e.id,
             Entity::Route(e) => e.id,
             Entity::Upstream(e) => e.id,
@@ -124,6 +133,9 @@ impl Config {
             }
         }
         match entity {
+            Entity::Vault(e) => put(&mut self.vaults, e, |x| x.id),
+            Entity::KeySet(e) => put(&mut self.key_sets, e, |x| x.id),
+            Entity::Key(e) => put(&mut self.keys, e, |x| x.id),
             Entity::Service(e) => put(&mut self.services, e, |x| x.id),
             Entity::Route(e) => put(&mut self.routes, e, |x| x.id),
             Entity::Upstream(e) => put(&mut self.upstreams, e, |x| x.id),
@@ -143,6 +155,9 @@ impl Config {
 
     fn remove(&mut self, kind: EntityKind, id: Uuid) {
         match kind {
+            EntityKind::Vaults => self.vaults.retain(|x| x.id != id),
+            EntityKind::KeySets => self.key_sets.retain(|x| x.id != id),
+            EntityKind::Keys => self.keys.retain(|x| x.id != id),
             EntityKind::Services => self.services.retain(|x| x.id != id),
             EntityKind::Routes => self.routes.retain(|x| x.id != id),
             EntityKind::Upstreams => self.upstreams.retain(|x| x.id != id),

@@ -267,14 +267,64 @@ pub struct HmacauthCredential {
     pub tags: Option<Vec<String>>,
 }
 
+/// A vault: a named backend for `{vault://<prefix>/<resource>[/<key>]}`
+/// references (Kong's `vaults`; `name` picks the implementation, `config`
+/// is that implementation's settings).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Vault {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub prefix: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub config: Map<String, Value>,
+    pub tags: Option<Vec<String>>,
+}
+
+/// A named set of keys (Kong's `key_sets`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeySet {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub name: Option<String>,
+    pub tags: Option<Vec<String>>,
+}
+
+/// A key given as PEM (Kong's `typedefs.pem`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyPem {
+    pub private_key: Option<String>,
+    pub public_key: Option<String>,
+}
+
+/// A public and/or private key, as a JWK or PEM (Kong's `keys`); unique
+/// per (`kid`, `set`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Key {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub set: Option<ForeignKey>,
+    pub name: Option<String>,
+    pub kid: String,
+    pub jwk: Option<String>,
+    pub pem: Option<KeyPem>,
+    pub tags: Option<Vec<String>>,
+}
+
 /// Every entity kind Strait stores, in dependency order (a kind only refers
 /// to kinds before it), which is also the order in which they are loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EntityKind {
+    Vaults,
     CaCertificates,
     Certificates,
     Snis,
+    KeySets,
+    Keys,
     Services,
     Routes,
     Upstreams,
@@ -289,10 +339,13 @@ pub enum EntityKind {
 }
 
 impl EntityKind {
-    pub const ALL: [EntityKind; 14] = [
+    pub const ALL: [EntityKind; 17] = [
+        EntityKind::Vaults,
         EntityKind::CaCertificates,
         EntityKind::Certificates,
         EntityKind::Snis,
+        EntityKind::KeySets,
+        EntityKind::Keys,
         EntityKind::Services,
         EntityKind::Routes,
         EntityKind::Upstreams,
@@ -309,6 +362,9 @@ impl EntityKind {
     /// The table / endpoint name Kong uses (`services`, `keyauth_credentials`, ...).
     pub fn table(self) -> &'static str {
         match self {
+            EntityKind::Vaults => "vaults",
+            EntityKind::KeySets => "key_sets",
+            EntityKind::Keys => "keys",
             EntityKind::CaCertificates => "ca_certificates",
             EntityKind::Certificates => "certificates",
             EntityKind::Snis => "snis",
@@ -329,6 +385,9 @@ impl EntityKind {
     /// Kong's singular entity name as it appears in error bodies.
     pub fn singular(self) -> &'static str {
         match self {
+            EntityKind::Vaults => "vault",
+            EntityKind::KeySets => "key_set",
+            EntityKind::Keys => "key",
             EntityKind::CaCertificates => "ca_certificate",
             EntityKind::Certificates => "certificate",
             EntityKind::Snis => "sni",
@@ -356,6 +415,12 @@ impl EntityKind {
 /// and what the store persists.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Config {
+    #[serde(default)]
+    pub vaults: Vec<Vault>,
+    #[serde(default)]
+    pub key_sets: Vec<KeySet>,
+    #[serde(default)]
+    pub keys: Vec<Key>,
     pub services: Vec<Service>,
     pub routes: Vec<Route>,
     pub upstreams: Vec<Upstream>,
@@ -375,7 +440,10 @@ pub struct Config {
 impl Config {
     /// Number of entities of every kind together.
     pub fn entity_count(&self) -> usize {
-        self.services.len()
+        self.vaults.len()
+            + self.key_sets.len()
+            + self.keys.len()
+            + self.services.len()
             + self.routes.len()
             + self.upstreams.len()
             + self.targets.len()
@@ -400,6 +468,9 @@ impl Config {
                 .collect()
         }
         match kind {
+            EntityKind::Vaults => to_values(&self.vaults),
+            EntityKind::KeySets => to_values(&self.key_sets),
+            EntityKind::Keys => to_values(&self.keys),
             EntityKind::Services => to_values(&self.services),
             EntityKind::Routes => to_values(&self.routes),
             EntityKind::Upstreams => to_values(&self.upstreams),

@@ -11,6 +11,7 @@ pub mod entities;
 pub mod error;
 pub mod protocol;
 pub mod schema;
+pub mod vault;
 
 pub use declarative::{
     config_to_declarative, parse_declarative, parse_declarative_for, parse_declarative_memo, DeclarativeFormat, Memo,

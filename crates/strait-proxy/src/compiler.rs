@@ -78,6 +78,7 @@ enum Job {
         commit: CommitFn,
         reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
     },
+    RefreshSecrets,
 }
 
 /// A replacement given as its difference from one running version: the
@@ -180,6 +181,13 @@ impl SnapshotPublisher {
         answer.await.map_err(|_| PublishError::Stopped)?
     }
 
+    /// Read every secret reference in use again and, when one rotated,
+    /// publish the running configuration rebuilt with the new values.
+    /// Queued behind configuration changes; returns at once.
+    pub fn refresh_secrets(&self) {
+        let _ = self.jobs.send(Job::RefreshSecrets);
+    }
+
     /// Apply an already committed delta.
     pub async fn apply(&self, delta: ConfigDelta) -> Result<ConfigVersion, PublishError> {
         let (reply, answer) = oneshot::channel();
@@ -258,6 +266,14 @@ fn run_job(current: &ArcSwap<Snapshot>, job: Job) -> Option<Arc<Snapshot>> {
             let _ = reply.send(answer);
             old
         }
+        Job::RefreshSecrets => match current.load().refresh_secrets() {
+            None => None,
+            Some(Ok(snapshot)) => publish(current, Ok(snapshot)).1,
+            Some(Err(error)) => {
+                tracing::warn!(%error, "rotated secrets do not compile; the running configuration stays");
+                None
+            }
+        },
         Job::Delta { delta, reply } => {
             let result = apply_delta(&current.load(), &delta).map_err(PublishError::from);
             let (answer, old) = publish(current, result);

@@ -16,6 +16,7 @@ pub mod handler;
 pub mod kong_headers;
 pub mod listen;
 mod phases;
+pub mod secrets;
 pub mod snapshot;
 pub mod stats;
 pub mod tls;

@@ -52,6 +52,20 @@ pub fn certified_key(cert_pem: &str, key_pem: &str) -> Result<Arc<CertifiedKey>,
     Ok(Arc::new(CertifiedKey::new(certs, signing)))
 }
 
+/// A certificate with its vault references resolved (borrowed when it has none).
+fn resolved_certificate<'a>(
+    cert: &'a strait_core::Certificate,
+    state: &EntityState,
+) -> Result<std::borrow::Cow<'a, strait_core::Certificate>, String> {
+    if !crate::secrets::certificate_has_reference(cert) {
+        return Ok(std::borrow::Cow::Borrowed(cert));
+    }
+    match crate::secrets::resolved(&strait_core::Entity::Certificate(cert.clone()), &state.vaults)? {
+        Some(strait_core::Entity::Certificate(resolved)) => Ok(std::borrow::Cow::Owned(resolved)),
+        _ => Ok(std::borrow::Cow::Borrowed(cert)),
+    }
+}
+
 /// Certificates by server name, from the `certificates` and `snis` entities.
 #[derive(Debug, Default)]
 pub struct CertificateIndex {
@@ -65,6 +79,17 @@ impl CertificateIndex {
     pub(crate) fn build_from(state: &EntityState, problems: &mut Vec<CompileProblem>) -> CertificateIndex {
         let mut index = CertificateIndex::default();
         for cert in state.certificates.values() {
+            let resolved = match resolved_certificate(cert, state) {
+                Ok(resolved) => resolved,
+                Err(message) => {
+                    problems.push(CompileProblem {
+                        entity: format!("certificates[{}]", cert.id),
+                        message,
+                    });
+                    continue;
+                }
+            };
+            let cert = resolved.as_ref();
             match certified_key(&cert.cert, &cert.key) {
                 Ok(key) => {
                     index.by_id.insert(cert.id, key);
@@ -272,6 +297,7 @@ fn client_config(
             let cert = state
                 .certificate(id)
                 .ok_or_else(|| format!("client_certificate: {id} not found"))?;
+            let cert = resolved_certificate(cert, state).map_err(|e| format!("client_certificate: {e}"))?;
             builder
                 .with_client_auth_cert(parse_certs(&cert.cert)?, parse_key(&cert.key)?)
                 .map_err(|e| format!("client_certificate: {e}"))

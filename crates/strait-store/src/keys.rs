@@ -10,6 +10,10 @@ use uuid::Uuid;
 
 /// `(kind, field)` pairs whose values are unique within a kind.
 pub const UNIQUE_FIELDS: &[(EntityKind, &str)] = &[
+    (EntityKind::Vaults, "prefix"),
+    (EntityKind::KeySets, "name"),
+    (EntityKind::Keys, "name"),
+    (EntityKind::Keys, "cache_key"),
     (EntityKind::CaCertificates, "cert_digest"),
     (EntityKind::Snis, "name"),
     (EntityKind::Services, "name"),
@@ -29,6 +33,7 @@ pub const UNIQUE_FIELDS: &[(EntityKind, &str)] = &[
 
 /// `(kind, field, parent kind)` foreign keys with a reverse index.
 pub const FOREIGN_FIELDS: &[(EntityKind, &str, EntityKind)] = &[
+    (EntityKind::Keys, "set", EntityKind::KeySets),
     (EntityKind::Snis, "certificate", EntityKind::Certificates),
     (EntityKind::Routes, "service", EntityKind::Services),
     (EntityKind::Targets, "upstream", EntityKind::Upstreams),
@@ -70,12 +75,22 @@ pub fn acl_cache_key(consumer: Uuid, group: &str) -> String {
     format!("{consumer}:{group}")
 }
 
+/// Kong's key uniqueness rule (`cache_key = { "kid", "set" }`) as one
+/// string: `<kid>:<set id>`, the set part empty for a key in no set.
+pub fn key_cache_key(key: &Key) -> String {
+    let set = key.set.map(|s| s.id.to_string()).unwrap_or_default();
+    format!("{}:{set}", key.kid)
+}
+
 /// The unique keys `entity` holds (absent optional fields hold none).
 pub fn unique_keys(entity: &Entity) -> Vec<UniqueKey> {
     fn some(field: &'static str, value: &Option<String>) -> Option<UniqueKey> {
         value.as_ref().map(|v| (field, v.clone()))
     }
     let keys = match entity {
+        Entity::Vault(e) => vec![Some(("prefix", e.prefix.clone()))],
+        Entity::KeySet(e) => vec![some("name", &e.name)],
+        Entity::Key(e) => vec![some("name", &e.name), Some(("cache_key", key_cache_key(e)))],
         Entity::CaCertificate(e) => vec![some("cert_digest", &e.cert_digest)],
         Entity::Sni(e) => vec![Some(("name", e.name.clone()))],
         Entity::Service(e) => vec![some("name", &e.name)],
@@ -104,6 +119,7 @@ pub fn foreign_keys(entity: &Entity) -> Vec<ForeignRef> {
     }
     let refs = match entity {
         Entity::Sni(e) => vec![Some(("certificate", EntityKind::Certificates, e.certificate.id))],
+        Entity::Key(e) => vec![some("set", EntityKind::KeySets, &e.set)],
         Entity::Route(e) => vec![some("service", EntityKind::Services, &e.service)],
         Entity::Target(e) => vec![Some(("upstream", EntityKind::Upstreams, e.upstream.id))],
         Entity::KeyauthCredential(KeyauthCredential { consumer, .. })
@@ -134,9 +150,12 @@ pub fn children_of(parent: EntityKind) -> impl Iterator<Item = (EntityKind, &'st
 /// Every entity of a configuration, kind by kind in [`EntityKind::ALL`] order.
 pub fn config_entities(config: &Config) -> impl Iterator<Item = Entity> + '_ {
     let c = config;
-    (c.ca_certificates.iter().cloned().map(Entity::CaCertificate))
+    (c.vaults.iter().cloned().map(Entity::Vault))
+        .chain(c.ca_certificates.iter().cloned().map(Entity::CaCertificate))
         .chain(c.certificates.iter().cloned().map(Entity::Certificate))
         .chain(c.snis.iter().cloned().map(Entity::Sni))
+        .chain(c.key_sets.iter().cloned().map(Entity::KeySet))
+        .chain(c.keys.iter().cloned().map(Entity::Key))
         .chain(c.services.iter().cloned().map(Entity::Service))
         .chain(c.routes.iter().cloned().map(Entity::Route))
         .chain(c.upstreams.iter().cloned().map(Entity::Upstream))

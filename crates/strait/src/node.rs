@@ -31,9 +31,29 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".to_string())
 }
 
+/// Reads secret references again every `interval` (a rotated file takes
+/// effect without a config change); on a thread of its own that only queues
+/// a job for the compiler, so it never competes with requests.
+fn start_secret_refresh(publisher: &SnapshotPublisher, interval: std::time::Duration) {
+    if interval.is_zero() {
+        return;
+    }
+    let publisher = publisher.clone();
+    let spawned = std::thread::Builder::new()
+        .name("strait-secrets".to_string())
+        .spawn(move || loop {
+            std::thread::sleep(interval);
+            publisher.refresh_secrets();
+        });
+    if let Err(error) = spawned {
+        tracing::error!(%error, "could not start the secret refresh thread");
+    }
+}
+
 /// Run a node until a termination signal, then drain and return.
 pub fn run(settings: NodeSettings) -> Result<()> {
     strait_plugins::traffic::proxy_cache::store::set_capacity(settings.mem_cache_size);
+    strait_proxy::secrets::set_defaults(settings.vaults.clone());
     std::fs::create_dir_all(&settings.prefix)
         .with_context(|| format!("creating prefix {}", settings.prefix.display()))?;
     let store: Arc<dyn Store> = Arc::new(
@@ -49,6 +69,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         .map_err(|e| anyhow!("stored configuration does not compile: {e}"))?;
     tracing::info!(config_version = version, "stored configuration loaded");
     let publisher = SnapshotPublisher::start(initial);
+    start_secret_refresh(&publisher, settings.vault_refresh_interval);
     let control = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -44,6 +44,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("admin_ssl_cert", ""),
     ("admin_ssl_cert_key", ""),
     ("admin_ssl_client_ca", ""),
+    ("vault_env_prefix", ""),
+    ("vault_file_base_path", ""),
+    ("vault_refresh_interval", "60s"),
     ("headers", strait_proxy::kong_headers::DEFAULT_HEADERS),
     ("headers_upstream", strait_proxy::kong_headers::DEFAULT_HEADERS_UPSTREAM),
 ];
@@ -68,6 +71,10 @@ pub struct NodeSettings {
     /// `mem_cache_size`: the most bytes each proxy-cache memory store holds.
     pub mem_cache_size: usize,
     pub admin_tls: AdminTls,
+    /// Defaults of references that name a vault implementation directly.
+    pub vaults: strait_proxy::secrets::VaultDefaults,
+    /// How often secret references are read again (zero: never).
+    pub vault_refresh_interval: Duration,
     pub raw: RawSettings,
 }
 
@@ -265,6 +272,14 @@ impl NodeSettings {
                 key: optional("admin_ssl_cert_key").map(PathBuf::from),
                 client_ca: optional("admin_ssl_client_ca").map(PathBuf::from),
             },
+            vaults: strait_proxy::secrets::VaultDefaults {
+                env_prefix: optional("vault_env_prefix"),
+                file_base_path: match optional("vault_file_base_path").map(PathBuf::from) {
+                    Some(path) if !path.is_absolute() => bail!("vault_file_base_path: must be an absolute path"),
+                    path => path,
+                },
+            },
+            vault_refresh_interval: parse_duration("vault_refresh_interval", raw.get("vault_refresh_interval"))?,
             proxy,
             raw,
         })

@@ -32,6 +32,7 @@ pub fn collection_name(kind: EntityKind) -> &'static str {
         EntityKind::BasicauthCredentials => "basic-auths",
         EntityKind::JwtSecrets => "jwts",
         EntityKind::HmacauthCredentials => "hmac-auths",
+        EntityKind::KeySets => "key-sets",
         other => other.table(),
     }
 }

@@ -183,6 +183,9 @@ pub fn decode_offset(offset: &str) -> Option<String> {
 /// The tags an entity carries.
 pub fn entity_tags(entity: &Entity) -> Option<&[String]> {
     let tags = match entity {
+        Entity::Vault(e) => &e.tags,
+        Entity::KeySet(e) => &e.tags,
+        Entity::Key(e) => &e.tags,
         Entity::Service(e) => &e.tags,
         Entity::Route(e) => &e.tags,
         Entity::Upstream(e) => &e.tags,

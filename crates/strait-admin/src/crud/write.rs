@@ -264,6 +264,7 @@ fn violated_fields(subject: Option<&Entity>, kind: EntityKind, field: &str, valu
             let parts: &[&str] = match kind {
                 EntityKind::Targets => &["target", "upstream"],
                 EntityKind::Acls => &["consumer", "group"],
+                EntityKind::Keys => &["kid", "set"],
                 _ => &["name", "route", "service", "consumer"],
             };
             for part in parts {

@@ -39,6 +39,7 @@ pub(super) fn nested_children(kind: EntityKind) -> &'static [(&'static str, Enti
         ],
         Upstreams => &[("targets", Targets, "upstream")],
         Certificates => &[("snis", Snis, "certificate")],
+        KeySets => &[("keys", Keys, "set")],
         _ => &[],
     }
 }

@@ -271,7 +271,7 @@ pub struct Memo {
     by_fp: ByFp,
     seeded: bool,
     /// The first top-level fact of each kind (`EntityKind::ALL` order).
-    first_top: [u32; 14],
+    first_top: [u32; EntityKind::ALL.len()],
 }
 
 impl Memo {
@@ -380,7 +380,7 @@ impl Builder {
                 refs: Vec::new(),
                 by_fp,
                 seeded: false,
-                first_top: [NONE; 14],
+                first_top: [NONE; EntityKind::ALL.len()],
             },
         }
     }

@@ -196,6 +196,9 @@ pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
         *counts.entry(entity.kind()).or_default() += 1;
     }
     let count = |kind| counts.get(&kind).copied().unwrap_or(0);
+    config.vaults.reserve_exact(count(EntityKind::Vaults));
+    config.key_sets.reserve_exact(count(EntityKind::KeySets));
+    config.keys.reserve_exact(count(EntityKind::Keys));
     config.services.reserve_exact(count(EntityKind::Services));
     config.routes.reserve_exact(count(EntityKind::Routes));
     config.upstreams.reserve_exact(count(EntityKind::Upstreams));
@@ -218,6 +221,9 @@ pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
         .reserve_exact(count(EntityKind::HmacauthCredentials));
     for entity in entities.into_iter().flatten() {
         match entity {
+            Entity::Vault(e) => config.vaults.push(e),
+            Entity::KeySet(e) => config.key_sets.push(e),
+            Entity::Key(e) => config.keys.push(e),
             Entity::Service(e) => config.services.push(e),
             Entity::Route(e) => config.routes.push(e),
             Entity::Upstream(e) => config.upstreams.push(e),

@@ -53,13 +53,10 @@ pub const REFUSED_ENTITIES: &[(&str, &str)] = &[
         "filter_chains",
         "WebAssembly filters (Kong's `wasm = on`) are not supported",
     ),
-    ("key_sets", "not built yet (issue 19: keys and key sets)"),
-    ("keys", "not built yet (issue 19: keys and key sets)"),
     (
         "parameters",
         "Kong's internal node parameters (the cluster id), never written through the Admin API or a file",
     ),
-    ("vaults", "not built yet (issue 19: vaults and secret references)"),
     (
         "workspaces",
         "Kong OSS has the `default` workspace only: `_workspace: default` loads, there is no `/workspaces` API",

@@ -55,6 +55,12 @@ fn validate_present(field: &Field, value: &Value, at: &At<'_>, errors: &mut Vec<
     }
     let before = errors.len();
     let out = match &field.ty {
+        // As in Kong, a reference is not checked against the field's rules:
+        // its value is, when it is resolved.
+        FieldType::String if field.referenceable && value.as_str().is_some_and(crate::vault::is_reference) => {
+            let text = value.as_str().unwrap_or_default();
+            crate::vault::parse_reference(text).map(|_| value.clone())
+        }
         FieldType::String => check_string(field, value).map(|()| value.clone()),
         FieldType::Integer => check_integer(field, value),
         FieldType::Number => check_number(field, value),

@@ -39,6 +39,9 @@ pub(crate) struct Field {
     pub check: Option<StringCheck>,
     /// Kong's `eq = null`: the field must be absent or null.
     pub must_be_null: bool,
+    /// Kong's `referenceable`: a `{vault://...}` reference may stand for the
+    /// value; it is stored as written and resolved when a snapshot compiles.
+    pub referenceable: bool,
 }
 
 impl Field {
@@ -56,6 +59,7 @@ impl Field {
             unique: false,
             check: None,
             must_be_null: false,
+            referenceable: false,
         }
     }
 
@@ -138,6 +142,10 @@ impl Field {
         self.must_be_null = true;
         self
     }
+    pub fn referenceable(mut self) -> Field {
+        self.referenceable = true;
+        self
+    }
     pub fn check(mut self, check: StringCheck) -> Field {
         self.check = Some(check);
         self
@@ -168,7 +176,13 @@ impl Field {
         if self.must_be_null {
             out.insert("eq".into(), Value::Null);
         }
-        for (flag, name) in [(self.uuid, "uuid"), (self.auto, "auto"), (self.unique, "unique")] {
+        let flags = [
+            (self.uuid, "uuid"),
+            (self.auto, "auto"),
+            (self.unique, "unique"),
+            (self.referenceable, "referenceable"),
+        ];
+        for (flag, name) in flags {
             if flag {
                 out.insert(name.into(), json!(true));
             }

@@ -136,10 +136,13 @@ fn plugin_config_checks(out: &mut Map<String, Value>, given: &Map<String, Value>
 pub(crate) fn certificate() -> EntityDef {
     let mut fields = auto_fields(false);
     fields.extend([
-        ("cert", Field::string().required().check(formats::certificate)),
-        ("key", Field::string().required().check(formats::key)),
-        ("cert_alt", Field::string().check(formats::certificate)),
-        ("key_alt", Field::string().check(formats::key)),
+        (
+            "cert",
+            Field::string().required().referenceable().check(formats::certificate),
+        ),
+        ("key", Field::string().required().referenceable().check(formats::key)),
+        ("cert_alt", Field::string().referenceable().check(formats::certificate)),
+        ("key_alt", Field::string().referenceable().check(formats::key)),
         ("tags", tags_field()),
         // Transient: the Admin API creates one SNI per name; never stored here.
         ("snis", Field::array(Field::string().check(formats::wildcard_host))),

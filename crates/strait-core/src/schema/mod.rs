@@ -17,6 +17,7 @@ mod plugins;
 mod proxy;
 mod route_rules;
 mod router_flavor;
+mod secrets;
 
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
@@ -35,6 +36,7 @@ pub use identity::BUNDLED_PLUGINS;
 pub use plugins::{plugin_schema_json, PLUGINS_WITH_SCHEMA};
 pub use route_rules::{ROUTE_HTTPS_NEEDS_MATCHER, ROUTE_HTTP_NEEDS_MATCHER};
 pub use router_flavor::RouterFlavor;
+pub use secrets::{check_jwk, referenceable_fields, references_in, resolve_references};
 
 type Shorthand = fn(&mut Map<String, Value>, &mut Vec<FieldError>);
 type Finish = fn(&mut Map<String, Value>, &Map<String, Value>, &mut Vec<FieldError>);
@@ -78,6 +80,9 @@ fn build_definition(kind: EntityKind) -> EntityDef {
         EntityKind::Certificates => identity::certificate(),
         EntityKind::Snis => identity::sni(),
         EntityKind::CaCertificates => identity::ca_certificate(),
+        EntityKind::Vaults => secrets::vault(),
+        EntityKind::KeySets => secrets::key_set(),
+        EntityKind::Keys => secrets::key(),
     }
 }
 
@@ -219,6 +224,9 @@ fn to_entity(kind: EntityKind, value: Value) -> Result<Entity, serde_json::Error
         EntityKind::Certificates => Entity::Certificate(from_value(value)?),
         EntityKind::Snis => Entity::Sni(from_value(value)?),
         EntityKind::CaCertificates => Entity::CaCertificate(from_value(value)?),
+        EntityKind::Vaults => Entity::Vault(from_value(value)?),
+        EntityKind::KeySets => Entity::KeySet(from_value(value)?),
+        EntityKind::Keys => Entity::Key(from_value(value)?),
     })
 }
 

@@ -32,6 +32,9 @@ pub(crate) struct Compiled {
     pub global_rewrite: Arc<PluginChain>,
     /// Global plugins with a certificate phase, run in TLS handshakes.
     pub global_certificate: Arc<PluginChain>,
+    /// What each secret reference in use resolved to (fingerprints), for
+    /// the refresh job to see rotations.
+    pub secrets: Arc<crate::secrets::Fingerprints>,
 }
 
 /// What a delta touched and must be rebuilt.
@@ -43,6 +46,13 @@ pub(crate) struct Dirty {
     all_services: bool,
     upstream_names: HashSet<String>,
     certificates: bool,
+    /// Keys whose references must resolve.
+    keys: HashSet<Uuid>,
+    all_keys: bool,
+    /// Every holder of a reference: a vault changed, or secrets rotated.
+    secrets: bool,
+    /// The fingerprints of the references in use must be taken again.
+    fingerprints: bool,
 }
 
 impl Dirty {
@@ -52,6 +62,16 @@ impl Dirty {
             all_routes: true,
             all_services: true,
             certificates: true,
+            all_keys: true,
+            fingerprints: true,
+            ..Dirty::default()
+        }
+    }
+
+    /// Every holder of a secret reference: after a rotation.
+    pub fn secrets() -> Dirty {
+        Dirty {
+            secrets: true,
             ..Dirty::default()
         }
     }
@@ -118,10 +138,17 @@ pub(crate) fn note_change(
         }
         EntityKind::Certificates | EntityKind::Snis => {
             dirty.certificates = true;
+            dirty.fingerprints |= kind == EntityKind::Certificates;
             // Services may use a certificate as their client certificate.
             dirty.all_services |= kind == EntityKind::Certificates;
         }
         EntityKind::CaCertificates => dirty.all_services = true,
+        EntityKind::Vaults => dirty.secrets = true,
+        EntityKind::Keys => {
+            dirty.keys.insert(id);
+            dirty.fingerprints = true;
+        }
+        EntityKind::KeySets => {}
         EntityKind::Consumers
         | EntityKind::KeyauthCredentials
         | EntityKind::BasicauthCredentials
@@ -148,7 +175,9 @@ fn note_plugin(
         _ => None,
     });
     // Consumer-scoped plugins live in the consumer's list, not in chains.
-    for plugin in scopes.filter(|p| p.consumer.is_none()) {
+    let scopes: Vec<&PluginEntity> = scopes.collect();
+    dirty.fingerprints |= scopes.iter().any(|p| holds_references(p));
+    for plugin in scopes.into_iter().filter(|p| p.consumer.is_none()) {
         match plugin.route {
             Some(route) => {
                 dirty.routes.insert(route.id);
@@ -168,7 +197,22 @@ pub(crate) fn build_plugin_instance(
 ) {
     compiled.plugin_instances.remove(&id);
     if let Some(plugin) = state.plugins.get(&id).filter(|p| p.enabled) {
-        match build_plugin(&plugin.name, &plugin.config) {
+        let resolved = match holds_references(plugin) {
+            false => None,
+            true => match crate::secrets::resolved(&Entity::Plugin(plugin.clone()), &state.vaults) {
+                Ok(Some(Entity::Plugin(resolved))) => Some(resolved),
+                Ok(_) => None,
+                Err(message) => {
+                    problems.push(CompileProblem {
+                        entity: format!("plugins[{id}]"),
+                        message,
+                    });
+                    return;
+                }
+            },
+        };
+        let config = resolved.as_ref().map_or(&plugin.config, |p| &p.config);
+        match build_plugin(&plugin.name, config) {
             Ok(instance) => {
                 compiled.plugin_instances.insert(id, instance);
             }
@@ -180,8 +224,66 @@ pub(crate) fn build_plugin_instance(
     }
 }
 
+/// Whether a plugin's schema has referenceable fields (only then can its
+/// config hold references to resolve).
+fn holds_references(plugin: &PluginEntity) -> bool {
+    !strait_core::schema::referenceable_fields(EntityKind::Plugins, Some(&plugin.name)).is_empty()
+}
+
+/// Keys are not compiled into anything the proxy runs; their references
+/// must still resolve (to a JWK that matches the key) for the change to
+/// be accepted.
+fn check_keys(state: &EntityState, ids: &[Uuid], problems: &mut Vec<CompileProblem>) {
+    for id in ids {
+        let Some(key) = state.keys.get(id) else { continue };
+        let outcome =
+            crate::secrets::resolved(&Entity::Key(key.clone()), &state.vaults).and_then(|resolved| match resolved {
+                Some(Entity::Key(resolved)) => match &resolved.jwk {
+                    Some(jwk) => strait_core::schema::check_jwk(jwk, &resolved.kid).map_err(|e| format!("jwk: {e}")),
+                    None => Ok(()),
+                },
+                _ => Ok(()),
+            });
+        if let Err(message) = outcome {
+            problems.push(CompileProblem {
+                entity: format!("keys[{id}]"),
+                message,
+            });
+        }
+    }
+}
+
 /// Rebuild everything `dirty` names.
-pub(crate) fn rebuild(compiled: &mut Compiled, state: &EntityState, dirty: Dirty, problems: &mut Vec<CompileProblem>) {
+pub(crate) fn rebuild(
+    compiled: &mut Compiled,
+    state: &EntityState,
+    mut dirty: Dirty,
+    problems: &mut Vec<CompileProblem>,
+) {
+    if dirty.secrets {
+        dirty.certificates = true;
+        dirty.all_services = true;
+        dirty.all_routes = true;
+        dirty.all_keys = true;
+        dirty.fingerprints = true;
+        let holders: Vec<Uuid> = state
+            .plugins
+            .iter()
+            .filter(|(_, p)| holds_references(p))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in holders {
+            build_plugin_instance(compiled, state, id, problems);
+        }
+    }
+    let keys: Vec<Uuid> = match dirty.all_keys {
+        true => state.keys.iter().map(|(id, _)| *id).collect(),
+        false => dirty.keys.iter().copied().collect(),
+    };
+    check_keys(state, &keys, problems);
+    if dirty.fingerprints {
+        compiled.secrets = Arc::new(crate::secrets::fingerprints(state));
+    }
     if dirty.certificates {
         compiled.certificates = Arc::new(CertificateIndex::build_from(state, problems));
     }

@@ -277,6 +277,46 @@ fn finish(
     })
 }
 
+impl Snapshot {
+    /// When a secret reference in use now resolves to another value (a
+    /// rotated file, a vault's new version), the snapshot with every holder
+    /// of a reference rebuilt: same version and hash, new TLS keys and
+    /// plugin instances. `None`: nothing rotated. A reference that no
+    /// longer resolves keeps its last value (and is logged, never shown).
+    pub fn refresh_secrets(&self) -> Option<Result<Snapshot, CompileError>> {
+        if self.compiled.secrets.is_empty() {
+            return None;
+        }
+        let now = crate::secrets::fingerprints(&self.entities);
+        let mut rotated = 0;
+        for (reference, value) in &now {
+            match value {
+                Err(why) => tracing::warn!(
+                    reference,
+                    why,
+                    "secret reference does not resolve; its last value stays"
+                ),
+                Ok(_) if self.compiled.secrets.get(reference) != Some(value) => rotated += 1,
+                Ok(_) => {}
+            }
+        }
+        if rotated == 0 || now.values().any(Result::is_err) {
+            return None;
+        }
+        tracing::info!(rotated, "secrets rotated; rebuilding what uses them");
+        let mut compiled = self.compiled.clone();
+        let mut problems = Vec::new();
+        rebuild(&mut compiled, &self.entities, Dirty::secrets(), &mut problems);
+        Some(finish(
+            self.version,
+            self.hash.clone(),
+            self.entities.clone(),
+            compiled,
+            problems,
+        ))
+    }
+}
+
 /// Derive the snapshot that `changes` produce from `previous`, touching only
 /// what they name. The version is the previous one until the caller sets it.
 pub fn derive_snapshot(previous: &Snapshot, changes: &[ConfigChange]) -> Result<Snapshot, CompileError> {

@@ -7,13 +7,17 @@ use std::sync::Arc;
 use strait_core::declarative::DeclarativeJson;
 use strait_core::{
     Acl, BasicauthCredential, CaCertificate, Certificate, Config, ConfigChange, Consumer, Entity, EntityKind,
-    HmacauthCredential, JwtSecret, KeyauthCredential, Plugin as PluginEntity, Route, Service, Sni, Target, Upstream,
+    HmacauthCredential, JwtSecret, Key, KeySet, KeyauthCredential, Plugin as PluginEntity, Route, Service, Sni, Target,
+    Upstream, Vault,
 };
 use strait_router::CowMap;
 use uuid::Uuid;
 
 #[derive(Clone, Default)]
 pub(crate) struct EntityState {
+    pub vaults: CowMap<Uuid, Vault>,
+    pub key_sets: CowMap<Uuid, KeySet>,
+    pub keys: CowMap<Uuid, Key>,
     pub services: CowMap<Uuid, Service>,
     pub routes: CowMap<Uuid, Arc<Route>>,
     pub upstreams: CowMap<Uuid, Upstream>,
@@ -52,6 +56,9 @@ impl EntityState {
 
     fn upsert(&mut self, entity: Entity) -> Previous {
         match entity {
+            Entity::Vault(e) => self.vaults.insert(e.id, e).map(Entity::Vault),
+            Entity::KeySet(e) => self.key_sets.insert(e.id, e).map(Entity::KeySet),
+            Entity::Key(e) => self.keys.insert(e.id, e).map(Entity::Key),
             Entity::Service(e) => self.services.insert(e.id, e).map(Entity::Service),
             Entity::Route(e) => self
                 .routes
@@ -80,6 +87,9 @@ impl EntityState {
 
     fn remove(&mut self, kind: EntityKind, id: Uuid) -> Previous {
         match kind {
+            EntityKind::Vaults => self.vaults.remove(&id).map(Entity::Vault),
+            EntityKind::KeySets => self.key_sets.remove(&id).map(Entity::KeySet),
+            EntityKind::Keys => self.keys.remove(&id).map(Entity::Key),
             EntityKind::Services => self.services.remove(&id).map(Entity::Service),
             EntityKind::Routes => self.routes.remove(&id).map(|r| Entity::Route((*r).clone())),
             EntityKind::Upstreams => self.upstreams.remove(&id).map(Entity::Upstream),
@@ -103,6 +113,9 @@ impl EntityState {
             items.into_iter().cloned().collect()
         }
         Config {
+            vaults: owned(by_creation(&self.vaults, |e| (e.created_at, e.id))),
+            key_sets: owned(by_creation(&self.key_sets, |e| (e.created_at, e.id))),
+            keys: owned(by_creation(&self.keys, |e| (e.created_at, e.id))),
             services: owned(by_creation(&self.services, |e| (e.created_at, e.id))),
             routes: owned(self.routes_by_creation()),
             upstreams: owned(by_creation(&self.upstreams, |e| (e.created_at, e.id))),
@@ -129,6 +142,9 @@ impl EntityState {
         let mut out = DeclarativeJson::with_capacity(entities.saturating_mul(512));
         for kind in EntityKind::ALL {
             match kind {
+                EntityKind::Vaults => out.list(kind, &by_creation(&self.vaults, |e| (e.created_at, e.id))),
+                EntityKind::KeySets => out.list(kind, &by_creation(&self.key_sets, |e| (e.created_at, e.id))),
+                EntityKind::Keys => out.list(kind, &by_creation(&self.keys, |e| (e.created_at, e.id))),
                 EntityKind::Services => out.list(kind, &by_creation(&self.services, |e| (e.created_at, e.id))),
                 EntityKind::Routes => out.list(kind, &self.routes_by_creation()),
                 EntityKind::Upstreams => out.list(kind, &by_creation(&self.upstreams, |e| (e.created_at, e.id))),
@@ -178,6 +194,7 @@ fn by_creation<T: Clone>(map: &CowMap<Uuid, T>, key: impl Fn(&T) -> (i64, Uuid))
 pub(crate) fn config_upserts(config: &Config) -> Vec<ConfigChange> {
     let upsert = |entity| ConfigChange::Upsert { entity };
     let mut changes = Vec::with_capacity(config.entity_count());
+    changes.extend(config.vaults.iter().cloned().map(Entity::Vault).map(upsert));
     changes.extend(
         config
             .ca_certificates
@@ -188,6 +205,8 @@ pub(crate) fn config_upserts(config: &Config) -> Vec<ConfigChange> {
     );
     changes.extend(config.certificates.iter().cloned().map(Entity::Certificate).map(upsert));
     changes.extend(config.snis.iter().cloned().map(Entity::Sni).map(upsert));
+    changes.extend(config.key_sets.iter().cloned().map(Entity::KeySet).map(upsert));
+    changes.extend(config.keys.iter().cloned().map(Entity::Key).map(upsert));
     changes.extend(config.services.iter().cloned().map(Entity::Service).map(upsert));
     changes.extend(config.routes.iter().cloned().map(Entity::Route).map(upsert));
     changes.extend(config.upstreams.iter().cloned().map(Entity::Upstream).map(upsert));
@@ -261,7 +280,7 @@ macro_rules! diffed {
     )*};
 }
 
-diffed!(created and updated: Service, Route, Upstream, Consumer, PluginEntity, Certificate, Sni, CaCertificate);
+diffed!(created and updated: Service, Route, Upstream, Consumer, PluginEntity, Certificate, Sni, CaCertificate, Vault, KeySet, Key);
 diffed!(created: KeyauthCredential, BasicauthCredential, Acl, JwtSecret, HmacauthCredential);
 
 impl Diffed for Target {
@@ -337,6 +356,9 @@ impl EntityState {
         let mut changes = Vec::new();
         for kind in DELETE_ORDER {
             let gone = match kind {
+                EntityKind::Vaults => gone(&self.vaults, &config.vaults),
+                EntityKind::KeySets => gone(&self.key_sets, &config.key_sets),
+                EntityKind::Keys => gone(&self.keys, &config.keys),
                 EntityKind::Services => gone(&self.services, &config.services),
                 EntityKind::Routes => gone(&self.routes, &config.routes),
                 EntityKind::Upstreams => gone(&self.upstreams, &config.upstreams),
@@ -387,9 +409,12 @@ impl EntityState {
             };
         }
         upserts!(
+            vaults => Vault,
             ca_certificates => CaCertificate,
             certificates => Certificate,
             snis => Sni,
+            key_sets => KeySet,
+            keys => Key,
             services => Service,
             routes => Route,
             upstreams => Upstream,
@@ -406,7 +431,7 @@ impl EntityState {
 }
 
 /// Kinds with children before their parents.
-const DELETE_ORDER: [EntityKind; 14] = [
+const DELETE_ORDER: [EntityKind; 17] = [
     EntityKind::Plugins,
     EntityKind::HmacauthCredentials,
     EntityKind::JwtSecrets,
@@ -418,7 +443,10 @@ const DELETE_ORDER: [EntityKind; 14] = [
     EntityKind::Upstreams,
     EntityKind::Routes,
     EntityKind::Services,
+    EntityKind::Keys,
+    EntityKind::KeySets,
     EntityKind::Snis,
     EntityKind::Certificates,
     EntityKind::CaCertificates,
+    EntityKind::Vaults,
 ];

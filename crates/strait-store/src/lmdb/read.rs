@@ -32,6 +32,9 @@ pub(super) fn load_config(tables: &Tables, txn: &RoTxn) -> Result<Config, StoreE
 
 fn push_entity(config: &mut Config, entity: Entity) {
     match entity {
+        Entity::Vault(e) => config.vaults.push(e),
+        Entity::KeySet(e) => config.key_sets.push(e),
+        Entity::Key(e) => config.keys.push(e),
         Entity::Service(e) => config.services.push(e),
         Entity::Route(e) => config.routes.push(e),
         Entity::Upstream(e) => config.upstreams.push(e),

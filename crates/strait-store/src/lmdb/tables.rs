@@ -178,6 +178,9 @@ pub(super) fn write_meta(tables: &Tables, txn: &mut RwTxn, key: &[u8], value: u6
 /// JSON of the typed entity inside `entity` (no kind tag: the table says it).
 pub(super) fn encode_entity(entity: &Entity) -> Result<Vec<u8>, StoreError> {
     let encoded = match entity {
+        Entity::Vault(e) => serde_json::to_vec(e),
+        Entity::KeySet(e) => serde_json::to_vec(e),
+        Entity::Key(e) => serde_json::to_vec(e),
         Entity::Service(e) => serde_json::to_vec(e),
         Entity::Route(e) => serde_json::to_vec(e),
         Entity::Upstream(e) => serde_json::to_vec(e),
@@ -200,6 +203,9 @@ pub(super) fn encode_entity(entity: &Entity) -> Result<Vec<u8>, StoreError> {
 pub(super) fn decode_entity(kind: EntityKind, key: &[u8], bytes: &[u8]) -> Result<Entity, StoreError> {
     let table = kind.table();
     let decoded = match kind {
+        EntityKind::Vaults => serde_json::from_slice(bytes).map(Entity::Vault),
+        EntityKind::KeySets => serde_json::from_slice(bytes).map(Entity::KeySet),
+        EntityKind::Keys => serde_json::from_slice(bytes).map(Entity::Key),
         EntityKind::Services => serde_json::from_slice(bytes).map(Entity::Service),
         EntityKind::Routes => serde_json::from_slice(bytes).map(Entity::Route),
         EntityKind::Upstreams => serde_json::from_slice(bytes).map(Entity::Upstream),

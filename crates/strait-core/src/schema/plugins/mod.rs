@@ -73,6 +73,11 @@ fn definition(name: &str) -> Option<&'static PluginDef> {
     known(name).map(|known| &known.def)
 }
 
+/// The `config` record of a plugin Strait has a schema for.
+pub(crate) fn config_fields(name: &str) -> Option<&'static [(&'static str, Field)]> {
+    definition(name).map(|def| def.config.as_slice())
+}
+
 fn known(name: &str) -> Option<&'static Known> {
     static KNOWN: std::sync::LazyLock<Vec<(&'static str, Known)>> = std::sync::LazyLock::new(|| {
         PLUGINS_WITH_SCHEMA

@@ -4,6 +4,7 @@ mod balancer;
 mod credentials;
 mod identity;
 mod proxy;
+mod secrets;
 
 use serde_json::Value;
 

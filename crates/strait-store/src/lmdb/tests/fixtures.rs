@@ -255,5 +255,6 @@ pub(super) fn full_config() -> Config {
             cert_digest: Some("digest".into()),
             tags: None,
         }],
+        ..Config::default()
     }
 }
