@@ -2,7 +2,9 @@
 //! code. Methods were already checked against [`Endpoint::allow`].
 
 use http::Method;
+use strait_core::EntityKind;
 
+use crate::crud::consumer_groups;
 use crate::crud::handlers::{collection, entity};
 use crate::crud::nested::{child, children, parent, Nested};
 use crate::endpoints::Endpoint;
@@ -33,7 +35,18 @@ pub async fn handle(state: &AdminState, endpoint: Endpoint, request: &AdminReque
         Endpoint::ProxyCacheKey(key) => proxy_cache::by_key(&key, &request.method),
         Endpoint::ProxyCachePluginKey(plugin, key) => proxy_cache::by_plugin(state, &plugin, &key, &request.method),
         Endpoint::Collection(kind) => collection(state, kind, request).await,
+        Endpoint::Entity(EntityKind::ConsumerGroups, key) if request.method == Method::GET => {
+            consumer_groups::get_group(state, &key, &request.query)
+        }
         Endpoint::Entity(kind, key) => entity(state, kind, &key, request).await,
+        Endpoint::GroupMembers(group) => consumer_groups::group_members(state, &group, request).await,
+        Endpoint::GroupMember(group, consumer) => {
+            consumer_groups::group_member(state, &group, &consumer, request).await
+        }
+        Endpoint::ConsumerGroupsOf(consumer) => consumer_groups::consumer_groups_of(state, &consumer, request).await,
+        Endpoint::ConsumerGroupOf(consumer, group) => {
+            consumer_groups::consumer_group_of(state, &consumer, &group, request).await
+        }
         Endpoint::Children {
             parent: parent_kind,
             parent_key,

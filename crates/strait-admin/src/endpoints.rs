@@ -50,6 +50,14 @@ pub enum Endpoint {
         field: &'static str,
         parent: EntityKind,
     },
+    /// `/consumer_groups/{g}/consumers`.
+    GroupMembers(String),
+    /// `/consumer_groups/{g}/consumers/{c}`.
+    GroupMember(String, String),
+    /// `/consumers/{c}/consumer_groups`.
+    ConsumerGroupsOf(String),
+    /// `/consumers/{c}/consumer_groups/{g}`.
+    ConsumerGroupOf(String, String),
 }
 
 pub const READ_ONLY: &str = "GET, HEAD, OPTIONS";
@@ -58,6 +66,7 @@ pub const ENTITY: &str = "DELETE, GET, HEAD, OPTIONS, PATCH, PUT";
 pub const POST_ONLY: &str = "OPTIONS, POST";
 pub const DELETE_ONLY: &str = "DELETE, OPTIONS";
 pub const READ_DELETE: &str = "DELETE, GET, HEAD, OPTIONS";
+pub const MEMBERS: &str = "DELETE, GET, HEAD, OPTIONS, POST";
 
 impl Endpoint {
     /// Kong's `Allow` value: the methods in alphabetical order.
@@ -67,6 +76,8 @@ impl Endpoint {
             Endpoint::SchemaValidate(_) | Endpoint::PluginSchemaValidate => POST_ONLY,
             Endpoint::ProxyCache => DELETE_ONLY,
             Endpoint::ProxyCacheKey(_) | Endpoint::ProxyCachePluginKey(..) => READ_DELETE,
+            Endpoint::GroupMembers(_) | Endpoint::ConsumerGroupsOf(_) => MEMBERS,
+            Endpoint::GroupMember(..) | Endpoint::ConsumerGroupOf(..) => READ_DELETE,
             // Kong serves targets only under their upstream; Strait keeps
             // the read-only top-level views.
             Endpoint::Collection(EntityKind::Targets) | Endpoint::Entity(EntityKind::Targets, _) => READ_ONLY,
@@ -86,6 +97,10 @@ impl Endpoint {
                 | Endpoint::Child { .. }
                 | Endpoint::Parent { .. }
                 | Endpoint::Config
+                | Endpoint::GroupMembers(_)
+                | Endpoint::GroupMember(..)
+                | Endpoint::ConsumerGroupsOf(_)
+                | Endpoint::ConsumerGroupOf(..)
         );
         entity_endpoint && !matches!(*method, http::Method::GET | http::Method::HEAD | http::Method::OPTIONS)
     }
@@ -111,6 +126,14 @@ pub fn parse(segments: &[String]) -> Option<Endpoint> {
         ["proxy-cache"] => Endpoint::ProxyCache,
         ["proxy-cache", key] => Endpoint::ProxyCacheKey(key.to_string()),
         ["proxy-cache", plugin, "caches", key] => Endpoint::ProxyCachePluginKey(plugin.to_string(), key.to_string()),
+        ["consumer_groups", group, "consumers"] => Endpoint::GroupMembers(group.to_string()),
+        ["consumer_groups", group, "consumers", consumer] => {
+            Endpoint::GroupMember(group.to_string(), consumer.to_string())
+        }
+        ["consumers", consumer, "consumer_groups"] => Endpoint::ConsumerGroupsOf(consumer.to_string()),
+        ["consumers", consumer, "consumer_groups", group] => {
+            Endpoint::ConsumerGroupOf(consumer.to_string(), group.to_string())
+        }
         _ => return parse_entity_path(&parts),
     };
     Some(fixed)
@@ -153,6 +176,12 @@ fn parse_entity_path(parts: &[&str]) -> Option<Endpoint> {
     }
 }
 
+/// Memberships have no endpoints of their own: they are managed from the
+/// group's or the consumer's side, as in Kong.
+pub fn has_collection(kind: EntityKind) -> bool {
+    kind != EntityKind::ConsumerGroupConsumers
+}
+
 /// Kong disables `/snis/{id}/certificate` and `/targets/{id}/upstream`.
 fn exposes_parent(kind: EntityKind) -> bool {
     !matches!(kind, EntityKind::Snis | EntityKind::Targets)
@@ -179,14 +208,26 @@ pub fn templates() -> Vec<(String, &'static str)> {
         ("/tags".into(), READ_ONLY),
         ("/tags/{tags}".into(), READ_ONLY),
     ];
-    for kind in EntityKind::ALL {
+    out.extend([
+        ("/consumer_groups/{consumer_groups}/consumers".into(), MEMBERS),
+        (
+            "/consumer_groups/{consumer_groups}/consumers/{consumers}".into(),
+            READ_DELETE,
+        ),
+        ("/consumers/{consumers}/consumer_groups".into(), MEMBERS),
+        (
+            "/consumers/{consumers}/consumer_groups/{consumer_groups}".into(),
+            READ_DELETE,
+        ),
+    ]);
+    for kind in EntityKind::ALL.into_iter().filter(|k| has_collection(*k)) {
         let name = collection_name(kind);
         let table = kind.table();
         let targets = kind == EntityKind::Targets;
         out.push((format!("/{name}"), if targets { READ_ONLY } else { COLLECTION }));
         out.push((format!("/{name}/{{{table}}}"), if targets { READ_ONLY } else { ENTITY }));
     }
-    for (child, field, parent) in FOREIGN_FIELDS {
+    for (child, field, parent) in FOREIGN_FIELDS.iter().filter(|(child, _, _)| has_collection(*child)) {
         let (parent_name, parent_table) = (collection_name(*parent), parent.table());
         let (nested, child_table) = (nested_name(*child), child.table());
         out.push((format!("/{parent_name}/{{{parent_table}}}/{nested}"), COLLECTION));

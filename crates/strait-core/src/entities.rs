@@ -170,6 +170,9 @@ pub struct Plugin {
     pub route: Option<ForeignKey>,
     pub service: Option<ForeignKey>,
     pub consumer: Option<ForeignKey>,
+    /// Kong Enterprise's consumer-group scope (decK writes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_group: Option<ForeignKey>,
     /// Plugin configuration with the plugin schema's defaults filled in.
     pub config: Map<String, Value>,
     pub protocols: Vec<String>,
@@ -267,6 +270,26 @@ pub struct HmacauthCredential {
     pub tags: Option<Vec<String>>,
 }
 
+/// A named group of consumers (Kong's `consumer_groups`): plugins may be
+/// scoped to it, and ACLs may count it as a group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConsumerGroup {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub name: String,
+    pub tags: Option<Vec<String>>,
+}
+
+/// A consumer's membership of a consumer group; unique per (group, consumer).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConsumerGroupConsumer {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub consumer_group: ForeignKey,
+    pub consumer: ForeignKey,
+}
+
 /// A vault: a named backend for `{vault://<prefix>/<resource>[/<key>]}`
 /// references (Kong's `vaults`; `name` picks the implementation, `config`
 /// is that implementation's settings).
@@ -330,6 +353,8 @@ pub enum EntityKind {
     Upstreams,
     Targets,
     Consumers,
+    ConsumerGroups,
+    ConsumerGroupConsumers,
     KeyauthCredentials,
     BasicauthCredentials,
     Acls,
@@ -339,7 +364,7 @@ pub enum EntityKind {
 }
 
 impl EntityKind {
-    pub const ALL: [EntityKind; 17] = [
+    pub const ALL: [EntityKind; 19] = [
         EntityKind::Vaults,
         EntityKind::CaCertificates,
         EntityKind::Certificates,
@@ -351,6 +376,8 @@ impl EntityKind {
         EntityKind::Upstreams,
         EntityKind::Targets,
         EntityKind::Consumers,
+        EntityKind::ConsumerGroups,
+        EntityKind::ConsumerGroupConsumers,
         EntityKind::KeyauthCredentials,
         EntityKind::BasicauthCredentials,
         EntityKind::Acls,
@@ -363,6 +390,8 @@ impl EntityKind {
     pub fn table(self) -> &'static str {
         match self {
             EntityKind::Vaults => "vaults",
+            EntityKind::ConsumerGroups => "consumer_groups",
+            EntityKind::ConsumerGroupConsumers => "consumer_group_consumers",
             EntityKind::KeySets => "key_sets",
             EntityKind::Keys => "keys",
             EntityKind::CaCertificates => "ca_certificates",
@@ -386,6 +415,8 @@ impl EntityKind {
     pub fn singular(self) -> &'static str {
         match self {
             EntityKind::Vaults => "vault",
+            EntityKind::ConsumerGroups => "consumer_group",
+            EntityKind::ConsumerGroupConsumers => "consumer_group_consumer",
             EntityKind::KeySets => "key_set",
             EntityKind::Keys => "key",
             EntityKind::CaCertificates => "ca_certificate",
@@ -421,6 +452,10 @@ pub struct Config {
     pub key_sets: Vec<KeySet>,
     #[serde(default)]
     pub keys: Vec<Key>,
+    #[serde(default)]
+    pub consumer_groups: Vec<ConsumerGroup>,
+    #[serde(default)]
+    pub consumer_group_consumers: Vec<ConsumerGroupConsumer>,
     pub services: Vec<Service>,
     pub routes: Vec<Route>,
     pub upstreams: Vec<Upstream>,
@@ -443,6 +478,8 @@ impl Config {
         self.vaults.len()
             + self.key_sets.len()
             + self.keys.len()
+            + self.consumer_groups.len()
+            + self.consumer_group_consumers.len()
             + self.services.len()
             + self.routes.len()
             + self.upstreams.len()
@@ -471,6 +508,8 @@ impl Config {
             EntityKind::Vaults => to_values(&self.vaults),
             EntityKind::KeySets => to_values(&self.key_sets),
             EntityKind::Keys => to_values(&self.keys),
+            EntityKind::ConsumerGroups => to_values(&self.consumer_groups),
+            EntityKind::ConsumerGroupConsumers => to_values(&self.consumer_group_consumers),
             EntityKind::Services => to_values(&self.services),
             EntityKind::Routes => to_values(&self.routes),
             EntityKind::Upstreams => to_values(&self.upstreams),

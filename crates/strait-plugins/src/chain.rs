@@ -17,16 +17,21 @@ use uuid::Uuid;
 use crate::context::{Protocol, ProtocolSet, RequestCtx, ResponseCtx};
 use crate::phase::{CertificateCtx, CertificateFlow, Flow, Plugin};
 
-/// Precedence ranks, higher wins (Kong's order).
+/// Precedence ranks, higher wins: Kong's scope order (Kong Enterprise's,
+/// consumer groups included).
 pub mod rank {
     pub const GLOBAL: u8 = 0;
     pub const SERVICE: u8 = 1;
     pub const ROUTE: u8 = 2;
-    pub const CONSUMER: u8 = 3;
-    pub const ROUTE_SERVICE: u8 = 4;
-    pub const SERVICE_CONSUMER: u8 = 5;
-    pub const ROUTE_CONSUMER: u8 = 6;
-    pub const ROUTE_SERVICE_CONSUMER: u8 = 7;
+    pub const CONSUMER_GROUP: u8 = 3;
+    pub const CONSUMER: u8 = 4;
+    pub const ROUTE_SERVICE: u8 = 5;
+    pub const SERVICE_CONSUMER_GROUP: u8 = 6;
+    pub const ROUTE_CONSUMER_GROUP: u8 = 7;
+    pub const SERVICE_CONSUMER: u8 = 8;
+    pub const ROUTE_CONSUMER: u8 = 9;
+    pub const ROUTE_SERVICE_CONSUMER_GROUP: u8 = 10;
+    pub const ROUTE_SERVICE_CONSUMER: u8 = 11;
 
     /// The rank of a plugin scoped to the given parts.
     pub fn of(route: bool, service: bool, consumer: bool) -> u8 {
@@ -39,6 +44,17 @@ pub mod rank {
             (true, false, false) => ROUTE,
             (false, true, false) => SERVICE,
             (false, false, false) => GLOBAL,
+        }
+    }
+
+    /// The rank of a plugin scoped to a consumer group (and maybe a route
+    /// and/or service).
+    pub fn of_group(route: bool, service: bool) -> u8 {
+        match (route, service) {
+            (true, true) => ROUTE_SERVICE_CONSUMER_GROUP,
+            (true, false) => ROUTE_CONSUMER_GROUP,
+            (false, true) => SERVICE_CONSUMER_GROUP,
+            (false, false) => CONSUMER_GROUP,
         }
     }
 }
@@ -59,6 +75,9 @@ pub struct ConsumerPlugin {
     pub route: Option<Uuid>,
     pub service: Option<Uuid>,
     pub plugin: ScopedPlugin,
+    /// The consumer group the plugin is scoped to, by name: of a consumer's
+    /// groups with the same plugin at the same rank, the first by name wins.
+    pub group: Option<std::sync::Arc<str>>,
 }
 
 impl ConsumerPlugin {

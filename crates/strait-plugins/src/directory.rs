@@ -30,6 +30,8 @@ pub struct ConsumerView {
     pub acl_ids: Vec<Uuid>,
     /// `groups` joined with ", " (None when there are none).
     pub groups_header: Option<HeaderValue>,
+    /// The names of the consumer groups the consumer belongs to, sorted.
+    pub consumer_groups: Vec<String>,
 }
 
 impl ConsumerView {
@@ -49,6 +51,7 @@ impl ConsumerView {
             },
             groups,
             acl_ids,
+            consumer_groups: Vec::new(),
         }
     }
 }

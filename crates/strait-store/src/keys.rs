@@ -14,6 +14,8 @@ pub const UNIQUE_FIELDS: &[(EntityKind, &str)] = &[
     (EntityKind::KeySets, "name"),
     (EntityKind::Keys, "name"),
     (EntityKind::Keys, "cache_key"),
+    (EntityKind::ConsumerGroups, "name"),
+    (EntityKind::ConsumerGroupConsumers, "cache_key"),
     (EntityKind::CaCertificates, "cert_digest"),
     (EntityKind::Snis, "name"),
     (EntityKind::Services, "name"),
@@ -34,6 +36,12 @@ pub const UNIQUE_FIELDS: &[(EntityKind, &str)] = &[
 /// `(kind, field, parent kind)` foreign keys with a reverse index.
 pub const FOREIGN_FIELDS: &[(EntityKind, &str, EntityKind)] = &[
     (EntityKind::Keys, "set", EntityKind::KeySets),
+    (
+        EntityKind::ConsumerGroupConsumers,
+        "consumer_group",
+        EntityKind::ConsumerGroups,
+    ),
+    (EntityKind::ConsumerGroupConsumers, "consumer", EntityKind::Consumers),
     (EntityKind::Snis, "certificate", EntityKind::Certificates),
     (EntityKind::Routes, "service", EntityKind::Services),
     (EntityKind::Targets, "upstream", EntityKind::Upstreams),
@@ -45,6 +53,7 @@ pub const FOREIGN_FIELDS: &[(EntityKind, &str, EntityKind)] = &[
     (EntityKind::Plugins, "route", EntityKind::Routes),
     (EntityKind::Plugins, "service", EntityKind::Services),
     (EntityKind::Plugins, "consumer", EntityKind::Consumers),
+    (EntityKind::Plugins, "consumer_group", EntityKind::ConsumerGroups),
 ];
 
 /// A unique key of one entity: `(field, value)`.
@@ -56,13 +65,18 @@ pub type ForeignRef = (&'static str, EntityKind, Uuid);
 /// `<name>:<route id>:<service id>:<consumer id>` with empty parts for none.
 pub fn plugin_cache_key(plugin: &Plugin) -> String {
     let part = |fk: &Option<ForeignKey>| fk.map(|k| k.id.to_string()).unwrap_or_default();
-    format!(
+    let mut key = format!(
         "{}:{}:{}:{}",
         plugin.name,
         part(&plugin.route),
         part(&plugin.service),
         part(&plugin.consumer)
-    )
+    );
+    // Kong Enterprise's fifth part; absent, the key is as it always was.
+    if let Some(group) = plugin.consumer_group {
+        key.push_str(&format!(":{}", group.id));
+    }
+    key
 }
 
 /// Kong's target uniqueness rule as one string: `<upstream id>:<target>`.
@@ -82,6 +96,11 @@ pub fn key_cache_key(key: &Key) -> String {
     format!("{}:{set}", key.kid)
 }
 
+/// A membership's uniqueness rule: `<group id>:<consumer id>`.
+pub fn membership_cache_key(membership: &ConsumerGroupConsumer) -> String {
+    format!("{}:{}", membership.consumer_group.id, membership.consumer.id)
+}
+
 /// The unique keys `entity` holds (absent optional fields hold none).
 pub fn unique_keys(entity: &Entity) -> Vec<UniqueKey> {
     fn some(field: &'static str, value: &Option<String>) -> Option<UniqueKey> {
@@ -89,6 +108,8 @@ pub fn unique_keys(entity: &Entity) -> Vec<UniqueKey> {
     }
     let keys = match entity {
         Entity::Vault(e) => vec![Some(("prefix", e.prefix.clone()))],
+        Entity::ConsumerGroup(e) => vec![Some(("name", e.name.clone()))],
+        Entity::ConsumerGroupConsumer(e) => vec![Some(("cache_key", membership_cache_key(e)))],
         Entity::KeySet(e) => vec![some("name", &e.name)],
         Entity::Key(e) => vec![some("name", &e.name), Some(("cache_key", key_cache_key(e)))],
         Entity::CaCertificate(e) => vec![some("cert_digest", &e.cert_digest)],
@@ -120,6 +141,10 @@ pub fn foreign_keys(entity: &Entity) -> Vec<ForeignRef> {
     let refs = match entity {
         Entity::Sni(e) => vec![Some(("certificate", EntityKind::Certificates, e.certificate.id))],
         Entity::Key(e) => vec![some("set", EntityKind::KeySets, &e.set)],
+        Entity::ConsumerGroupConsumer(e) => vec![
+            Some(("consumer_group", EntityKind::ConsumerGroups, e.consumer_group.id)),
+            Some(("consumer", EntityKind::Consumers, e.consumer.id)),
+        ],
         Entity::Route(e) => vec![some("service", EntityKind::Services, &e.service)],
         Entity::Target(e) => vec![Some(("upstream", EntityKind::Upstreams, e.upstream.id))],
         Entity::KeyauthCredential(KeyauthCredential { consumer, .. })
@@ -133,6 +158,7 @@ pub fn foreign_keys(entity: &Entity) -> Vec<ForeignRef> {
             some("route", EntityKind::Routes, &e.route),
             some("service", EntityKind::Services, &e.service),
             some("consumer", EntityKind::Consumers, &e.consumer),
+            some("consumer_group", EntityKind::ConsumerGroups, &e.consumer_group),
         ],
         _ => vec![],
     };
@@ -161,6 +187,13 @@ pub fn config_entities(config: &Config) -> impl Iterator<Item = Entity> + '_ {
         .chain(c.upstreams.iter().cloned().map(Entity::Upstream))
         .chain(c.targets.iter().cloned().map(Entity::Target))
         .chain(c.consumers.iter().cloned().map(Entity::Consumer))
+        .chain(c.consumer_groups.iter().cloned().map(Entity::ConsumerGroup))
+        .chain(
+            c.consumer_group_consumers
+                .iter()
+                .cloned()
+                .map(Entity::ConsumerGroupConsumer),
+        )
         .chain(c.keyauth_credentials.iter().cloned().map(Entity::KeyauthCredential))
         .chain(c.basicauth_credentials.iter().cloned().map(Entity::BasicauthCredential))
         .chain(c.acls.iter().cloned().map(Entity::Acl))

@@ -9,6 +9,7 @@
 
 pub mod body;
 pub mod certificates;
+pub mod consumer_groups;
 pub mod delete;
 pub mod handlers;
 pub mod nested;
@@ -49,13 +50,17 @@ pub fn nested_name(kind: EntityKind) -> &'static str {
 }
 
 pub fn kind_for_collection(segment: &str) -> Option<EntityKind> {
-    EntityKind::ALL.into_iter().find(|k| collection_name(*k) == segment)
+    EntityKind::ALL
+        .into_iter()
+        .filter(|k| crate::endpoints::has_collection(*k))
+        .find(|k| collection_name(*k) == segment)
 }
 
 /// `(child kind, foreign key field)` for `/{parent}/{id}/{segment}`.
 pub fn child_relation(parent: EntityKind, segment: &str) -> Option<(EntityKind, &'static str)> {
     FOREIGN_FIELDS
         .iter()
+        .filter(|(child, _, _)| crate::endpoints::has_collection(*child))
         .find(|(child, _, p)| *p == parent && nested_name(*child) == segment)
         .map(|(child, field, _)| (*child, *field))
 }

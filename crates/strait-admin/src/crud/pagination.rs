@@ -186,6 +186,8 @@ pub fn entity_tags(entity: &Entity) -> Option<&[String]> {
         Entity::Vault(e) => &e.tags,
         Entity::KeySet(e) => &e.tags,
         Entity::Key(e) => &e.tags,
+        Entity::ConsumerGroup(e) => &e.tags,
+        Entity::ConsumerGroupConsumer(_) => &None,
         Entity::Service(e) => &e.tags,
         Entity::Route(e) => &e.tags,
         Entity::Upstream(e) => &e.tags,

@@ -31,6 +31,7 @@ pub(super) fn nested_children(kind: EntityKind) -> &'static [(&'static str, Enti
         Routes => &[("plugins", Plugins, "route")],
         Consumers => &[
             ("plugins", Plugins, "consumer"),
+            ("groups", ConsumerGroupConsumers, "consumer"),
             ("keyauth_credentials", KeyauthCredentials, "consumer"),
             ("basicauth_credentials", BasicauthCredentials, "consumer"),
             ("acls", Acls, "consumer"),
@@ -40,6 +41,10 @@ pub(super) fn nested_children(kind: EntityKind) -> &'static [(&'static str, Enti
         Upstreams => &[("targets", Targets, "upstream")],
         Certificates => &[("snis", Snis, "certificate")],
         KeySets => &[("keys", Keys, "set")],
+        ConsumerGroups => &[
+            ("plugins", Plugins, "consumer_group"),
+            ("consumers", ConsumerGroupConsumers, "consumer_group"),
+        ],
         _ => &[],
     }
 }
@@ -75,9 +80,17 @@ fn collect_list(
     };
     for (index, item) in list.into_iter().enumerate() {
         let item_path = format!("{path}[{index}]");
+        let parent_kind = parent.map(|at| pending[at].kind);
         let input = match (kind, item) {
             // `snis: ["example.com"]` under a certificate names SNIs directly.
             (EntityKind::Snis, Value::String(name)) if parent.is_some() => named(name),
+            (EntityKind::ConsumerGroupConsumers, item) if parent.is_some() => match membership(parent_kind, item) {
+                Some(fields) => fields,
+                None => {
+                    errors.push(FieldError::new(item_path, "expected a record or a name"));
+                    continue;
+                }
+            },
             (_, Value::Object(fields)) => fields,
             _ => {
                 errors.push(FieldError::new(item_path, "expected a record"));
@@ -94,6 +107,13 @@ fn collect_list(
 pub(super) fn own_fields(kind: EntityKind, item: Value, nested: bool) -> Option<Map<String, Value>> {
     let mut fields = match (kind, item) {
         (EntityKind::Snis, Value::String(name)) if nested => return Some(named(name)),
+        // A nested membership is only read as changes when it is a record
+        // written in Kong's own form (`consumer_group` / `consumer` set).
+        (EntityKind::ConsumerGroupConsumers, Value::Object(fields)) if nested => {
+            let own_form = fields.contains_key("consumer_group") || fields.contains_key("consumer");
+            return own_form.then_some(fields);
+        }
+        (EntityKind::ConsumerGroupConsumers, _) if nested => return None,
         (_, Value::Object(fields)) => fields,
         _ => return None,
     };
@@ -101,6 +121,42 @@ pub(super) fn own_fields(kind: EntityKind, item: Value, nested: bool) -> Option<
         fields.shift_remove(*key);
     }
     Some(fields)
+}
+
+/// A membership nested in decK's forms: under a consumer, `groups` lists
+/// its groups (`{name: ...}`, `{id: ...}`, a full group record as
+/// `deck gateway dump` writes, or a name); under a consumer group,
+/// `consumers` lists its members (`{username: ...}`, `{id: ...}`, a
+/// consumer record, or a username). A record already in Kong's own form
+/// (with `consumer_group` or `consumer`) is kept as written.
+fn membership(parent: Option<EntityKind>, item: Value) -> Option<Map<String, Value>> {
+    let (field, keys): (&str, &[&str]) = match parent? {
+        EntityKind::Consumers => ("consumer_group", &["id", "name"]),
+        EntityKind::ConsumerGroups => ("consumer", &["id", "username", "custom_id"]),
+        _ => return None,
+    };
+    let reference = match item {
+        Value::String(name) => {
+            let mut by = Map::new();
+            by.insert(keys[1].to_string(), Value::String(name));
+            by
+        }
+        Value::Object(fields) if fields.contains_key("consumer_group") || fields.contains_key("consumer") => {
+            return Some(fields)
+        }
+        Value::Object(fields) => {
+            let key = keys
+                .iter()
+                .find(|key| fields.get(**key).is_some_and(|v| !v.is_null()))?;
+            let mut by = Map::new();
+            by.insert(key.to_string(), fields.get(*key).cloned().unwrap_or(Value::Null));
+            by
+        }
+        _ => return None,
+    };
+    let mut out = Map::new();
+    out.insert(field.to_string(), Value::Object(reference));
+    Some(out)
 }
 
 /// An SNI given by name alone, as a record.

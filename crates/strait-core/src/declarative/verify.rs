@@ -199,6 +199,10 @@ pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
     config.vaults.reserve_exact(count(EntityKind::Vaults));
     config.key_sets.reserve_exact(count(EntityKind::KeySets));
     config.keys.reserve_exact(count(EntityKind::Keys));
+    config.consumer_groups.reserve_exact(count(EntityKind::ConsumerGroups));
+    config
+        .consumer_group_consumers
+        .reserve_exact(count(EntityKind::ConsumerGroupConsumers));
     config.services.reserve_exact(count(EntityKind::Services));
     config.routes.reserve_exact(count(EntityKind::Routes));
     config.upstreams.reserve_exact(count(EntityKind::Upstreams));
@@ -224,6 +228,8 @@ pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
             Entity::Vault(e) => config.vaults.push(e),
             Entity::KeySet(e) => config.key_sets.push(e),
             Entity::Key(e) => config.keys.push(e),
+            Entity::ConsumerGroup(e) => config.consumer_groups.push(e),
+            Entity::ConsumerGroupConsumer(e) => config.consumer_group_consumers.push(e),
             Entity::Service(e) => config.services.push(e),
             Entity::Route(e) => config.routes.push(e),
             Entity::Upstream(e) => config.upstreams.push(e),

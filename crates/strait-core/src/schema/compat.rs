@@ -95,12 +95,32 @@ pub const VIEWS: &[(&str, &str)] = &[(
     "read-only, as Kong's: `GET /tags` and `/tags/{tag}` list every tagged entity from Strait's own index",
 )];
 
+/// Entities Strait has that Kong OSS does not (Kong Enterprise's, which
+/// decK reads and writes), each with why.
+pub const ENTERPRISE: &[(&str, &str)] = &[
+    (
+        "consumer_groups",
+        "Kong Enterprise's consumer groups (`/consumer_groups`, decK's `consumer_groups`): plugins scoped to a group apply to its members",
+    ),
+    (
+        "consumer_group_consumers",
+        "Kong Enterprise's memberships, managed at `/consumer_groups/{g}/consumers` and `/consumers/{c}/consumer_groups`, declared as decK's `consumers[].groups` or `consumer_groups[].consumers`",
+    ),
+];
+
 /// Fields Strait's schema has beyond Kong's entity schema, each with why.
-pub const EXTRA: &[(&str, &str, &str)] = &[(
-    "keyauth_credentials",
-    "ttl",
-    "Kong's key-auth table is declared with `ttl = true`: its Admin API takes `ttl` (seconds) on a credential",
-)];
+pub const EXTRA: &[(&str, &str, &str)] = &[
+    (
+        "plugins",
+        "consumer_group",
+        "Kong Enterprise's consumer-group scope of a plugin (decK writes it)",
+    ),
+    (
+        "keyauth_credentials",
+        "ttl",
+        "Kong's key-auth table is declared with `ttl = true`: its Admin API takes `ttl` (seconds) on a credential",
+    ),
+];
 
 /// Kong fields of entities Strait has, that it refuses (`unknown field`).
 pub const REFUSED: &[(&str, &str, &str)] = &[];
@@ -214,9 +234,25 @@ pub fn markdown() -> String {
     ));
     out.push_str(
         "Not in Kong OSS's schema at this commit, and refused by Strait as `unknown field`: \
-         `services.tls_sans`, `upstreams.sticky_sessions_cookie` and `sticky_sessions_cookie_path`, \
-         and the `consumer_groups` entities (Kong Enterprise has them).\n\n",
+         `services.tls_sans`, `upstreams.sticky_sessions_cookie` and `sticky_sessions_cookie_path`.\n\n",
     );
+    out.push_str("Beyond Kong OSS, Strait has these Kong Enterprise entities and fields:\n\n");
+    for (entity, why) in ENTERPRISE {
+        let fields: Vec<String> = EntityKind::from_table(entity)
+            .map(|kind| {
+                definition(kind)
+                    .fields
+                    .iter()
+                    .map(|(name, _)| format!("`{name}`"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push_str(&format!("- `{entity}` ({}): {why}.\n", fields.join(", ")));
+    }
+    for (entity, field, why) in EXTRA {
+        out.push_str(&format!("- `{entity}.{field}`: {why}.\n"));
+    }
+    out.push('\n');
     out.push_str("- **supported**: Strait's schema has the field; Kong's and Strait's type and default are shown.\n");
     out.push_str("- **accepted, ignored**: stored and returned, not acted on yet; the reason says why.\n");
     out.push_str("- **refused**: a declarative file or Admin API write using it is rejected; the reason says why.\n\n");
@@ -315,6 +351,14 @@ mod tests {
     fn every_strait_field_is_a_kong_field() {
         let kong: Value = serde_json::from_str(KONG_FIELDS).unwrap();
         for kind in EntityKind::ALL {
+            if ENTERPRISE.iter().any(|(name, _)| *name == kind.table()) {
+                assert!(
+                    kong["entities"][kind.table()].is_null(),
+                    "{} is in Kong OSS now: remove it from ENTERPRISE",
+                    kind.table()
+                );
+                continue;
+            }
             let Some(fields) = kong["entities"][kind.table()]["fields"].as_array() else {
                 panic!("{} missing from kong_fields.json", kind.table());
             };

@@ -81,6 +81,47 @@ pub(crate) fn consumer() -> EntityDef {
     }
 }
 
+pub(crate) fn consumer_group() -> EntityDef {
+    let mut fields = auto_fields(false);
+    fields.extend([("name", Field::string().required().unique()), ("tags", tags_field())]);
+    EntityDef {
+        fields,
+        endpoint_key: Some("name"),
+        shorthand: |_, _| {},
+        finish: |_, _, _| {},
+        entity_checks: json!([]),
+    }
+}
+
+/// A membership: Kong keys it by (group, consumer); Strait gives it the id
+/// [`super::membership_id`] derives from the pair when none is given.
+pub(crate) fn consumer_group_consumer() -> EntityDef {
+    EntityDef {
+        fields: vec![
+            ("id", Field::string().uuid().auto()),
+            ("created_at", Field::integer().auto()),
+            ("consumer_group", Field::foreign("consumer_groups").required()),
+            ("consumer", Field::foreign("consumers").required()),
+        ],
+        endpoint_key: None,
+        shorthand: |_, _| {},
+        finish: |out, _, _| {
+            let id_of = |field: &str| {
+                out.get(field)
+                    .and_then(|fk| fk.get("id"))
+                    .and_then(Value::as_str)
+                    .and_then(|id| uuid::Uuid::parse_str(id).ok())
+            };
+            if let (None | Some(Value::Null), Some(group), Some(consumer)) =
+                (out.get("id"), id_of("consumer_group"), id_of("consumer"))
+            {
+                out.insert("id".into(), json!(super::membership_id(group, consumer)));
+            }
+        },
+        entity_checks: json!([]),
+    }
+}
+
 fn known_plugin(name: &str) -> Result<(), String> {
     match BUNDLED_PLUGINS.contains(&name) {
         true => Ok(()),
@@ -98,6 +139,7 @@ pub(crate) fn plugin() -> EntityDef {
         ("route", Field::foreign("routes")),
         ("service", Field::foreign("services")),
         ("consumer", Field::foreign("consumers")),
+        ("consumer_group", Field::foreign("consumer_groups")),
         ("config", Field::object().default(json!({}))),
         (
             "protocols",
@@ -126,6 +168,12 @@ fn plugin_config_checks(out: &mut Map<String, Value>, given: &Map<String, Value>
     let config = given.get("config").filter(|c| !c.is_null());
     if config.is_some_and(|c| !c.is_object()) {
         return;
+    }
+    if has(out, "consumer") && has(out, "consumer_group") {
+        errors.push(FieldError::new(
+            "",
+            "only one of these fields must be non-empty: 'consumer', 'consumer_group'",
+        ));
     }
     super::plugins::check_entity(&name, out, given, errors);
     if let Some(config) = super::plugins::validate_config(&name, config, errors) {

@@ -83,6 +83,8 @@ fn build_definition(kind: EntityKind) -> EntityDef {
         EntityKind::Vaults => secrets::vault(),
         EntityKind::KeySets => secrets::key_set(),
         EntityKind::Keys => secrets::key(),
+        EntityKind::ConsumerGroups => identity::consumer_group(),
+        EntityKind::ConsumerGroupConsumers => identity::consumer_group_consumer(),
     }
 }
 
@@ -148,6 +150,12 @@ pub fn entity_id_for_key(kind: EntityKind, key: &str) -> Uuid {
     use md5::{Digest, Md5};
     let digest = Md5::digest(format!("strait:{}:{key}", kind.table()).as_bytes());
     uuid::Builder::from_md5_bytes(digest.into()).into_uuid()
+}
+
+/// The id of `consumer`'s membership of `group`: one per pair, the same
+/// on every node and in every file.
+pub fn membership_id(group: Uuid, consumer: Uuid) -> Uuid {
+    entity_id_for_key(EntityKind::ConsumerGroupConsumers, &format!("{group}:{consumer}"))
 }
 
 /// Validates one entity as a user wrote it, fills defaults, applies
@@ -227,6 +235,8 @@ fn to_entity(kind: EntityKind, value: Value) -> Result<Entity, serde_json::Error
         EntityKind::Vaults => Entity::Vault(from_value(value)?),
         EntityKind::KeySets => Entity::KeySet(from_value(value)?),
         EntityKind::Keys => Entity::Key(from_value(value)?),
+        EntityKind::ConsumerGroups => Entity::ConsumerGroup(from_value(value)?),
+        EntityKind::ConsumerGroupConsumers => Entity::ConsumerGroupConsumer(from_value(value)?),
     })
 }
 

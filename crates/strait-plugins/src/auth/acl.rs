@@ -19,6 +19,9 @@ pub struct Acl {
     groups: Vec<String>,
     hide_groups_header: bool,
     always_use_authenticated_groups: bool,
+    /// Kong Enterprise's `include_consumer_groups`: the consumer's consumer
+    /// groups count as its ACL groups too.
+    include_consumer_groups: bool,
 }
 
 enum Decision {
@@ -43,6 +46,7 @@ impl Acl {
             groups: if deny.is_empty() { allow } else { deny },
             hide_groups_header: c.bool("hide_groups_header", false)?,
             always_use_authenticated_groups: c.bool("always_use_authenticated_groups", false)?,
+            include_consumer_groups: c.bool("include_consumer_groups", false)?,
         })
     }
 
@@ -88,10 +92,23 @@ impl Plugin for Acl {
             (Some(consumer), None) => {
                 // The view set_consumer found, else the directory's.
                 let view = ctx.consumer_view.or_else(|| ctx.directory.consumer_view(consumer.id));
-                match view.filter(|v| !v.groups.is_empty()) {
-                    Some(view) => (self.decide(&view.groups, view.groups_header.as_ref()), CONSUMER_GROUPS),
-                    None if self.deny => (self.decide(&[], None), CONSUMER_GROUPS),
-                    None => return Acl::refuse(ctx),
+                let with_consumer_groups =
+                    view.filter(|v| self.include_consumer_groups && !v.consumer_groups.is_empty());
+                if let Some(view) = with_consumer_groups {
+                    let mut groups = view.groups.clone();
+                    groups.extend(
+                        view.consumer_groups
+                            .iter()
+                            .filter(|g| !view.groups.contains(g))
+                            .cloned(),
+                    );
+                    (self.decide(&groups, None), CONSUMER_GROUPS)
+                } else {
+                    match view.filter(|v| !v.groups.is_empty()) {
+                        Some(view) => (self.decide(&view.groups, view.groups_header.as_ref()), CONSUMER_GROUPS),
+                        None if self.deny => (self.decide(&[], None), CONSUMER_GROUPS),
+                        None => return Acl::refuse(ctx),
+                    }
                 }
             }
         };

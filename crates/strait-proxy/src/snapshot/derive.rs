@@ -149,6 +149,11 @@ pub(crate) fn note_change(
             dirty.fingerprints = true;
         }
         EntityKind::KeySets => {}
+        EntityKind::ConsumerGroups | EntityKind::ConsumerGroupConsumers => {
+            dirty.all_routes |= compiled
+                .identities
+                .note(state, &compiled.plugin_instances, kind, id, previous);
+        }
         EntityKind::Consumers
         | EntityKind::KeyauthCredentials
         | EntityKind::BasicauthCredentials
@@ -177,7 +182,10 @@ fn note_plugin(
     // Consumer-scoped plugins live in the consumer's list, not in chains.
     let scopes: Vec<&PluginEntity> = scopes.collect();
     dirty.fingerprints |= scopes.iter().any(|p| holds_references(p));
-    for plugin in scopes.into_iter().filter(|p| p.consumer.is_none()) {
+    for plugin in scopes
+        .into_iter()
+        .filter(|p| p.consumer.is_none() && p.consumer_group.is_none())
+    {
         match plugin.route {
             Some(route) => {
                 dirty.routes.insert(route.id);
@@ -376,7 +384,7 @@ fn rebuild_services(compiled: &mut Compiled, state: &EntityState, ids: &[Uuid], 
 /// route > service > global. Consumer-scoped plugins apply after
 /// authentication and are not part of the precomputed chain.
 fn scope_rank(plugin: &PluginEntity) -> Option<u8> {
-    if plugin.consumer.is_some() {
+    if plugin.consumer.is_some() || plugin.consumer_group.is_some() {
         return None;
     }
     Some(match (plugin.route.is_some(), plugin.service.is_some()) {

@@ -30,6 +30,13 @@ pub(crate) struct Identities {
     /// Plugin names configured for some consumer: how many instances, and
     /// one of them (telling the chain which phases the plugin has).
     pub consumer_scoped: Arc<ConsumerScopedNames>,
+    /// Consumer group -> its members.
+    pub group_members: CowMap<Uuid, Arc<Vec<Uuid>>>,
+    /// Consumer -> the consumer groups it belongs to.
+    pub groups_of_consumer: CowMap<Uuid, Arc<Vec<Uuid>>>,
+    /// Consumer group -> the enabled plugins scoped to it; each member's
+    /// plugin list holds them too.
+    pub group_plugins: CowMap<Uuid, Arc<Vec<Uuid>>>,
 }
 
 fn swap_key<V: Clone>(index: &mut CowMap<String, V>, old: Option<&str>, new: Option<(&str, V)>) {
@@ -68,8 +75,11 @@ impl Identities {
         for acl in acls {
             identities.add_acl(state, acl.consumer.id, acl.id, &acl.group);
         }
+        for membership in state.consumer_group_consumers.values() {
+            identities.add_membership(state, instances, membership.consumer_group.id, membership.consumer.id);
+        }
         for plugin in state.plugins.values() {
-            identities.add_consumer_plugin(plugin, instances);
+            identities.add_consumer_plugin(state, plugin, instances);
         }
         identities
     }
@@ -77,7 +87,12 @@ impl Identities {
     /// Replace the view of consumer `id` (`consumer`: its row, None when
     /// it is not there, e.g. an ACL change listed before its consumer).
     fn set_view(&mut self, id: Uuid, consumer: Option<&Consumer>, groups: Vec<String>, acl_ids: Vec<Uuid>) {
-        let view = match consumer {
+        let consumer_groups = self
+            .consumer_views
+            .get(&id)
+            .map(|v| v.consumer_groups.clone())
+            .unwrap_or_default();
+        let mut view = match consumer {
             Some(consumer) => ConsumerView::new(consumer, groups, acl_ids),
             None => ConsumerView {
                 groups,
@@ -85,7 +100,39 @@ impl Identities {
                 ..ConsumerView::default()
             },
         };
+        view.consumer_groups = consumer_groups;
         self.consumer_views.insert(id, Arc::new(view));
+    }
+
+    /// The names of the consumer groups `consumer` belongs to, sorted.
+    fn group_names(&self, state: &EntityState, consumer: Uuid) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .groups_of_consumer
+            .get(&consumer)
+            .into_iter()
+            .flat_map(|groups| groups.iter())
+            .filter_map(|group| state.consumer_groups.get(group).map(|g| g.name.clone()))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Refresh the consumer group names in `consumer`'s view.
+    fn set_view_groups(&mut self, state: &EntityState, consumer: Uuid) {
+        let names = self.group_names(state, consumer);
+        let mut view = self
+            .consumer_views
+            .get(&consumer)
+            .map(|v| (**v).clone())
+            .unwrap_or_else(|| match state.consumers.get(&consumer) {
+                Some(row) => ConsumerView::new(row, Vec::new(), Vec::new()),
+                None => ConsumerView::default(),
+            });
+        if view.consumer_groups == names {
+            return;
+        }
+        view.consumer_groups = names;
+        self.consumer_views.insert(consumer, Arc::new(view));
     }
 
     /// The consumer row changed or went away: new headers, same groups.
@@ -133,38 +180,82 @@ impl Identities {
         }
     }
 
-    /// Adds `plugin` to its consumer's list; true when its name is newly
-    /// consumer-scoped (every route chain then needs a slot for it).
-    fn add_consumer_plugin(&mut self, plugin: &PluginEntity, instances: &CowMap<Uuid, Arc<dyn Plugin>>) -> bool {
-        let (Some(consumer), Some(instance)) = (plugin.consumer, instances.get(&plugin.id)) else {
-            return false;
-        };
-        let entry = ConsumerPlugin {
+    /// The entry `plugin` puts in a consumer's list (`group`: the consumer
+    /// group it is scoped to, by name).
+    fn entry(plugin: &PluginEntity, instance: &Arc<dyn Plugin>, group: Option<&str>) -> ConsumerPlugin {
+        let (route, service) = (plugin.route.is_some(), plugin.service.is_some());
+        ConsumerPlugin {
             id: plugin.id,
             route: plugin.route.map(|r| r.id),
             service: plugin.service.map(|s| s.id),
             plugin: ScopedPlugin {
                 instance: instance.clone(),
                 protocols: ProtocolSet::from_names(plugin.protocols.iter().map(String::as_str)),
-                rank: rank::of(plugin.route.is_some(), plugin.service.is_some(), true),
+                rank: match group {
+                    Some(_) => rank::of_group(route, service),
+                    None => rank::of(route, service, true),
+                },
             },
-        };
+            group: group.map(Arc::from),
+        }
+    }
+
+    /// Adds `entry` to `consumer`'s list, kept by rank (highest first),
+    /// then group name; true when its plugin name is newly consumer-scoped
+    /// (every route chain then needs a slot for it).
+    fn add_entry(&mut self, consumer: Uuid, entry: ConsumerPlugin, name: &str) -> bool {
+        let instance = entry.plugin.instance.clone();
         let mut list = self
             .consumer_plugins
-            .get(&consumer.id)
+            .get(&consumer)
             .map(|l| (**l).clone())
             .unwrap_or_default();
         list.push(entry);
-        self.consumer_plugins.insert(consumer.id, Arc::new(list));
+        list.sort_by(|a, b| b.plugin.rank.cmp(&a.plugin.rank).then_with(|| a.group.cmp(&b.group)));
+        self.consumer_plugins.insert(consumer, Arc::new(list));
         let names = Arc::make_mut(&mut self.consumer_scoped);
-        let slot = names.entry(plugin.name.clone()).or_insert((0, instance.clone()));
+        let slot = names.entry(name.to_string()).or_insert((0, instance));
         slot.0 += 1;
         slot.0 == 1
     }
 
-    /// Removes plugin `id` of `consumer`; true when its name is no longer
-    /// consumer-scoped anywhere.
-    fn remove_consumer_plugin(&mut self, consumer: Uuid, id: Uuid, name: &str) -> bool {
+    /// Adds `plugin` to its consumer's list, or to every member's when it
+    /// is scoped to a consumer group; true when its name is newly
+    /// consumer-scoped.
+    fn add_consumer_plugin(
+        &mut self,
+        state: &EntityState,
+        plugin: &PluginEntity,
+        instances: &CowMap<Uuid, Arc<dyn Plugin>>,
+    ) -> bool {
+        let Some(instance) = instances.get(&plugin.id) else {
+            return false;
+        };
+        if let Some(consumer) = plugin.consumer {
+            return self.add_entry(consumer.id, Self::entry(plugin, instance, None), &plugin.name);
+        }
+        let Some(group) = plugin.consumer_group else {
+            return false;
+        };
+        let mut ids = self
+            .group_plugins
+            .get(&group.id)
+            .map(|l| (**l).clone())
+            .unwrap_or_default();
+        ids.push(plugin.id);
+        self.group_plugins.insert(group.id, Arc::new(ids));
+        let name = state.consumer_groups.get(&group.id).map(|g| g.name.as_str());
+        let members = self.group_members.get(&group.id).cloned().unwrap_or_default();
+        let mut newly = false;
+        for member in members.iter() {
+            newly |= self.add_entry(*member, Self::entry(plugin, instance, name), &plugin.name);
+        }
+        newly
+    }
+
+    /// Removes plugin `id` from `consumer`'s list; true when its name is no
+    /// longer consumer-scoped anywhere.
+    fn remove_entry(&mut self, consumer: Uuid, id: Uuid, name: &str) -> bool {
         let Some(current) = self.consumer_plugins.get(&consumer) else {
             return false;
         };
@@ -191,6 +282,99 @@ impl Identities {
             }
             None => false,
         }
+    }
+
+    /// Removes `old` (a plugin as it was) from every list it is in.
+    fn remove_consumer_plugin(&mut self, old: &PluginEntity) -> bool {
+        if let Some(consumer) = old.consumer {
+            return self.remove_entry(consumer.id, old.id, &old.name);
+        }
+        let Some(group) = old.consumer_group else {
+            return false;
+        };
+        if let Some(current) = self.group_plugins.get(&group.id) {
+            let ids: Vec<Uuid> = current.iter().copied().filter(|id| *id != old.id).collect();
+            match ids.is_empty() {
+                true => self.group_plugins.remove(&group.id),
+                false => self.group_plugins.insert(group.id, Arc::new(ids)),
+            };
+        }
+        let members = self.group_members.get(&group.id).cloned().unwrap_or_default();
+        let mut gone = false;
+        for member in members.iter() {
+            gone |= self.remove_entry(*member, old.id, &old.name);
+        }
+        gone
+    }
+
+    /// `consumer` joined `group`: its view names the group, its list gets
+    /// the group's plugins.
+    fn add_membership(
+        &mut self,
+        state: &EntityState,
+        instances: &CowMap<Uuid, Arc<dyn Plugin>>,
+        group: Uuid,
+        consumer: Uuid,
+    ) -> bool {
+        let push = |map: &mut CowMap<Uuid, Arc<Vec<Uuid>>>, key: Uuid, value: Uuid| {
+            let mut list = map.get(&key).map(|l| (**l).clone()).unwrap_or_default();
+            if !list.contains(&value) {
+                list.push(value);
+            }
+            map.insert(key, Arc::new(list));
+        };
+        push(&mut self.group_members, group, consumer);
+        push(&mut self.groups_of_consumer, consumer, group);
+        self.set_view_groups(state, consumer);
+        let name = state.consumer_groups.get(&group).map(|g| g.name.as_str());
+        let plugins = self.group_plugins.get(&group).cloned().unwrap_or_default();
+        let mut newly = false;
+        for id in plugins.iter() {
+            if let (Some(plugin), Some(instance)) = (state.plugins.get(id), instances.get(id)) {
+                newly |= self.add_entry(consumer, Self::entry(plugin, instance, name), &plugin.name);
+            }
+        }
+        newly
+    }
+
+    /// `consumer` left `group`.
+    fn remove_membership(&mut self, state: &EntityState, group: Uuid, consumer: Uuid) -> bool {
+        let pull = |map: &mut CowMap<Uuid, Arc<Vec<Uuid>>>, key: Uuid, value: Uuid| {
+            let list: Vec<Uuid> = map
+                .get(&key)
+                .map(|l| l.iter().copied().filter(|v| *v != value).collect())
+                .unwrap_or_default();
+            match list.is_empty() {
+                true => map.remove(&key),
+                false => map.insert(key, Arc::new(list)),
+            };
+        };
+        pull(&mut self.group_members, group, consumer);
+        pull(&mut self.groups_of_consumer, consumer, group);
+        if state.consumers.get(&consumer).is_some() || self.consumer_views.get(&consumer).is_some() {
+            self.set_view_groups(state, consumer);
+        }
+        let plugins = self.group_plugins.get(&group).cloned().unwrap_or_default();
+        let mut gone = false;
+        for id in plugins.iter() {
+            let name = state.plugins.get(id).map(|p| p.name.clone());
+            if let Some(name) = name {
+                gone |= self.remove_entry(consumer, *id, &name);
+            }
+        }
+        gone
+    }
+
+    /// A consumer group was renamed: its members' views and the order of
+    /// their group plugins follow the new name.
+    fn note_group(&mut self, state: &EntityState, instances: &CowMap<Uuid, Arc<dyn Plugin>>, group: Uuid) -> bool {
+        let members = self.group_members.get(&group).cloned().unwrap_or_default();
+        let mut changed = false;
+        for member in members.iter() {
+            changed |= self.remove_membership(state, group, *member);
+            changed |= self.add_membership(state, instances, group, *member);
+        }
+        changed
     }
 
     /// Keep the indexes current after one change (already applied to
@@ -262,15 +446,25 @@ impl Identities {
             EntityKind::Plugins => {
                 let mut names_changed = false;
                 if let Some(Entity::Plugin(old)) = previous {
-                    if let Some(consumer) = old.consumer {
-                        names_changed |= self.remove_consumer_plugin(consumer.id, old.id, &old.name);
-                    }
+                    names_changed |= self.remove_consumer_plugin(old);
                 }
                 if let Some(plugin) = state.plugins.get(&id).filter(|p| p.enabled) {
-                    names_changed |= self.add_consumer_plugin(plugin, instances);
+                    names_changed |= self.add_consumer_plugin(state, plugin, instances);
                 }
                 return names_changed;
             }
+            EntityKind::ConsumerGroupConsumers => {
+                let mut names_changed = false;
+                if let Some(Entity::ConsumerGroupConsumer(old)) = previous {
+                    names_changed |= self.remove_membership(state, old.consumer_group.id, old.consumer.id);
+                }
+                if let Some(membership) = state.consumer_group_consumers.get(&id) {
+                    let (group, consumer) = (membership.consumer_group.id, membership.consumer.id);
+                    names_changed |= self.add_membership(state, instances, group, consumer);
+                }
+                return names_changed;
+            }
+            EntityKind::ConsumerGroups => return self.note_group(state, instances, id),
             _ => {}
         }
         false

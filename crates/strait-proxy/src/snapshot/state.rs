@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use strait_core::declarative::DeclarativeJson;
 use strait_core::{
-    Acl, BasicauthCredential, CaCertificate, Certificate, Config, ConfigChange, Consumer, Entity, EntityKind,
-    HmacauthCredential, JwtSecret, Key, KeySet, KeyauthCredential, Plugin as PluginEntity, Route, Service, Sni, Target,
-    Upstream, Vault,
+    Acl, BasicauthCredential, CaCertificate, Certificate, Config, ConfigChange, Consumer, ConsumerGroup,
+    ConsumerGroupConsumer, Entity, EntityKind, HmacauthCredential, JwtSecret, Key, KeySet, KeyauthCredential,
+    Plugin as PluginEntity, Route, Service, Sni, Target, Upstream, Vault,
 };
 use strait_router::CowMap;
 use uuid::Uuid;
@@ -18,6 +18,8 @@ pub(crate) struct EntityState {
     pub vaults: CowMap<Uuid, Vault>,
     pub key_sets: CowMap<Uuid, KeySet>,
     pub keys: CowMap<Uuid, Key>,
+    pub consumer_groups: CowMap<Uuid, ConsumerGroup>,
+    pub consumer_group_consumers: CowMap<Uuid, ConsumerGroupConsumer>,
     pub services: CowMap<Uuid, Service>,
     pub routes: CowMap<Uuid, Arc<Route>>,
     pub upstreams: CowMap<Uuid, Upstream>,
@@ -59,6 +61,11 @@ impl EntityState {
             Entity::Vault(e) => self.vaults.insert(e.id, e).map(Entity::Vault),
             Entity::KeySet(e) => self.key_sets.insert(e.id, e).map(Entity::KeySet),
             Entity::Key(e) => self.keys.insert(e.id, e).map(Entity::Key),
+            Entity::ConsumerGroup(e) => self.consumer_groups.insert(e.id, e).map(Entity::ConsumerGroup),
+            Entity::ConsumerGroupConsumer(e) => self
+                .consumer_group_consumers
+                .insert(e.id, e)
+                .map(Entity::ConsumerGroupConsumer),
             Entity::Service(e) => self.services.insert(e.id, e).map(Entity::Service),
             Entity::Route(e) => self
                 .routes
@@ -90,6 +97,11 @@ impl EntityState {
             EntityKind::Vaults => self.vaults.remove(&id).map(Entity::Vault),
             EntityKind::KeySets => self.key_sets.remove(&id).map(Entity::KeySet),
             EntityKind::Keys => self.keys.remove(&id).map(Entity::Key),
+            EntityKind::ConsumerGroups => self.consumer_groups.remove(&id).map(Entity::ConsumerGroup),
+            EntityKind::ConsumerGroupConsumers => self
+                .consumer_group_consumers
+                .remove(&id)
+                .map(Entity::ConsumerGroupConsumer),
             EntityKind::Services => self.services.remove(&id).map(Entity::Service),
             EntityKind::Routes => self.routes.remove(&id).map(|r| Entity::Route((*r).clone())),
             EntityKind::Upstreams => self.upstreams.remove(&id).map(Entity::Upstream),
@@ -116,6 +128,8 @@ impl EntityState {
             vaults: owned(by_creation(&self.vaults, |e| (e.created_at, e.id))),
             key_sets: owned(by_creation(&self.key_sets, |e| (e.created_at, e.id))),
             keys: owned(by_creation(&self.keys, |e| (e.created_at, e.id))),
+            consumer_groups: owned(by_creation(&self.consumer_groups, |e| (e.created_at, e.id))),
+            consumer_group_consumers: owned(by_creation(&self.consumer_group_consumers, |e| (e.created_at, e.id))),
             services: owned(by_creation(&self.services, |e| (e.created_at, e.id))),
             routes: owned(self.routes_by_creation()),
             upstreams: owned(by_creation(&self.upstreams, |e| (e.created_at, e.id))),
@@ -145,6 +159,13 @@ impl EntityState {
                 EntityKind::Vaults => out.list(kind, &by_creation(&self.vaults, |e| (e.created_at, e.id))),
                 EntityKind::KeySets => out.list(kind, &by_creation(&self.key_sets, |e| (e.created_at, e.id))),
                 EntityKind::Keys => out.list(kind, &by_creation(&self.keys, |e| (e.created_at, e.id))),
+                EntityKind::ConsumerGroups => {
+                    out.list(kind, &by_creation(&self.consumer_groups, |e| (e.created_at, e.id)))
+                }
+                EntityKind::ConsumerGroupConsumers => out.list(
+                    kind,
+                    &by_creation(&self.consumer_group_consumers, |e| (e.created_at, e.id)),
+                ),
                 EntityKind::Services => out.list(kind, &by_creation(&self.services, |e| (e.created_at, e.id))),
                 EntityKind::Routes => out.list(kind, &self.routes_by_creation()),
                 EntityKind::Upstreams => out.list(kind, &by_creation(&self.upstreams, |e| (e.created_at, e.id))),
@@ -214,6 +235,22 @@ pub(crate) fn config_upserts(config: &Config) -> Vec<ConfigChange> {
     changes.extend(config.consumers.iter().cloned().map(Entity::Consumer).map(upsert));
     changes.extend(
         config
+            .consumer_groups
+            .iter()
+            .cloned()
+            .map(Entity::ConsumerGroup)
+            .map(upsert),
+    );
+    changes.extend(
+        config
+            .consumer_group_consumers
+            .iter()
+            .cloned()
+            .map(Entity::ConsumerGroupConsumer)
+            .map(upsert),
+    );
+    changes.extend(
+        config
             .keyauth_credentials
             .iter()
             .cloned()
@@ -280,8 +317,8 @@ macro_rules! diffed {
     )*};
 }
 
-diffed!(created and updated: Service, Route, Upstream, Consumer, PluginEntity, Certificate, Sni, CaCertificate, Vault, KeySet, Key);
-diffed!(created: KeyauthCredential, BasicauthCredential, Acl, JwtSecret, HmacauthCredential);
+diffed!(created and updated: Service, Route, Upstream, Consumer, PluginEntity, Certificate, Sni, CaCertificate, Vault, KeySet, Key, ConsumerGroup);
+diffed!(created: ConsumerGroupConsumer, KeyauthCredential, BasicauthCredential, Acl, JwtSecret, HmacauthCredential);
 
 impl Diffed for Target {
     fn id(&self) -> Uuid {
@@ -359,6 +396,10 @@ impl EntityState {
                 EntityKind::Vaults => gone(&self.vaults, &config.vaults),
                 EntityKind::KeySets => gone(&self.key_sets, &config.key_sets),
                 EntityKind::Keys => gone(&self.keys, &config.keys),
+                EntityKind::ConsumerGroups => gone(&self.consumer_groups, &config.consumer_groups),
+                EntityKind::ConsumerGroupConsumers => {
+                    gone(&self.consumer_group_consumers, &config.consumer_group_consumers)
+                }
                 EntityKind::Services => gone(&self.services, &config.services),
                 EntityKind::Routes => gone(&self.routes, &config.routes),
                 EntityKind::Upstreams => gone(&self.upstreams, &config.upstreams),
@@ -420,6 +461,8 @@ impl EntityState {
             upstreams => Upstream,
             targets => Target,
             consumers => Consumer,
+            consumer_groups => ConsumerGroup,
+            consumer_group_consumers => ConsumerGroupConsumer,
             keyauth_credentials => KeyauthCredential,
             basicauth_credentials => BasicauthCredential,
             acls => Acl,
@@ -431,13 +474,15 @@ impl EntityState {
 }
 
 /// Kinds with children before their parents.
-const DELETE_ORDER: [EntityKind; 17] = [
+const DELETE_ORDER: [EntityKind; 19] = [
     EntityKind::Plugins,
+    EntityKind::ConsumerGroupConsumers,
     EntityKind::HmacauthCredentials,
     EntityKind::JwtSecrets,
     EntityKind::Acls,
     EntityKind::BasicauthCredentials,
     EntityKind::KeyauthCredentials,
+    EntityKind::ConsumerGroups,
     EntityKind::Consumers,
     EntityKind::Targets,
     EntityKind::Upstreams,

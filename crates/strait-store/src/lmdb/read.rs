@@ -35,6 +35,8 @@ fn push_entity(config: &mut Config, entity: Entity) {
         Entity::Vault(e) => config.vaults.push(e),
         Entity::KeySet(e) => config.key_sets.push(e),
         Entity::Key(e) => config.keys.push(e),
+        Entity::ConsumerGroup(e) => config.consumer_groups.push(e),
+        Entity::ConsumerGroupConsumer(e) => config.consumer_group_consumers.push(e),
         Entity::Service(e) => config.services.push(e),
         Entity::Route(e) => config.routes.push(e),
         Entity::Upstream(e) => config.upstreams.push(e),

@@ -53,6 +53,7 @@ pub(super) fn acl() -> PluginDef {
         ("deny", Field::array(Field::string())),
         ("hide_groups_header", bool_default(false)),
         ("always_use_authenticated_groups", bool_default(false)),
+        ("include_consumer_groups", bool_default(false)),
     ])
     .no_consumer()
     .check(acl_check)

@@ -157,6 +157,7 @@ pub(super) fn plugin(name: &str, service: Option<Uuid>, route: Option<Uuid>) -> 
         route: route.map(ForeignKey::new),
         service: service.map(ForeignKey::new),
         consumer: None,
+        consumer_group: None,
         config,
         protocols: vec!["http".into()],
         enabled: true,
