@@ -106,6 +106,7 @@ const CLAIM_KEY: u8 = 11;
 const CLAIM_UNIQUE: u8 = 12;
 const CLAIM_SCOPE: u8 = 13;
 const CLAIM_ACL: u8 = 14;
+const CLAIM_MEMBER: u8 = 15;
 
 fn id_claim(kind: EntityKind, id: Uuid) -> u128 {
     Fp::new(CLAIM_ID).kind(kind).bytes(id.as_bytes()).finish()
@@ -138,7 +139,16 @@ fn entity_claims(entity: &Entity, key_given: bool, out: &mut Vec<u128>) {
             optional_id(&mut fp, plugin.route.map(|fk| fk.id));
             optional_id(&mut fp, plugin.service.map(|fk| fk.id));
             optional_id(&mut fp, plugin.consumer.map(|fk| fk.id));
+            optional_id(&mut fp, plugin.consumer_group.map(|fk| fk.id));
             out.push(fp.finish());
+        }
+        Entity::ConsumerGroupConsumer(membership) => {
+            out.push(
+                Fp::new(CLAIM_MEMBER)
+                    .bytes(membership.consumer_group.id.as_bytes())
+                    .bytes(membership.consumer.id.as_bytes())
+                    .finish(),
+            );
         }
         Entity::Acl(acl) => {
             out.push(

@@ -151,6 +151,7 @@ fn parse_whole(
     verify::check_unique_fields(&pending, &entities, &mut located);
     verify::check_plugin_scopes(&entities, &mut located);
     verify::check_acl_groups(&entities, &mut located);
+    verify::check_memberships(&entities, &mut located);
     if top_level.is_empty() && located.is_empty() {
         let memo = recorder.map(|recorder| recorder.finish(&pending, &ids, &seeded, &entities));
         return Ok((verify::assemble(entities), memo));

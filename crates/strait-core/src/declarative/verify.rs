@@ -166,10 +166,31 @@ pub(super) fn check_plugin_scopes(entities: &[Option<Entity>], errors: &mut Vec<
             plugin.route.map(|fk| fk.id),
             plugin.service.map(|fk| fk.id),
             plugin.consumer.map(|fk| fk.id),
+            plugin.consumer_group.map(|fk| fk.id),
         );
         if seen.insert(scope, at).is_some() {
             let message = uniqueness_message("plugins", "name", &plugin.name);
             errors.push(Located::entity(at, format!("{message} for this scope")));
+        }
+    }
+}
+
+/// A consumer is in a consumer group at most once, however the file lists
+/// the membership (under the consumer, under the group, or flat).
+pub(super) fn check_memberships(entities: &[Option<Entity>], errors: &mut Vec<Located>) {
+    let mut seen = HashMap::new();
+    for (at, entity) in entities.iter().enumerate() {
+        let Some(Entity::ConsumerGroupConsumer(membership)) = entity else {
+            continue;
+        };
+        if seen
+            .insert((membership.consumer_group.id, membership.consumer.id), at)
+            .is_some()
+        {
+            errors.push(Located::entity(
+                at,
+                "the consumer is already a member of this consumer group".to_string(),
+            ));
         }
     }
 }

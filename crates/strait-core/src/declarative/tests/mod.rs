@@ -2,6 +2,7 @@
 
 mod credentials;
 mod errors;
+mod groups;
 mod info;
 mod memo;
 
