@@ -54,10 +54,16 @@ impl TestCa {
         self.cert.der().clone()
     }
 
-    /// A leaf certificate for `names` (DNS names or IP addresses) signed by this CA.
+    /// A leaf certificate for `names` (DNS names or IP addresses, or URIs such as
+    /// `spiffe://...`) signed by this CA.
     pub fn issue(&self, names: &[&str]) -> LeafCert {
+        let (uris, names): (Vec<&str>, Vec<&str>) = names.iter().partition(|n| n.contains("://"));
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let mut params = CertificateParams::new(names.clone()).expect("leaf params");
+        for uri in uris {
+            let uri = rcgen::Ia5String::try_from(uri).expect("an ASCII URI");
+            params.subject_alt_names.push(rcgen::SanType::URI(uri));
+        }
         params.distinguished_name.push(DnType::CommonName, names[0].clone());
         let key = KeyPair::generate().expect("leaf key");
         let cert = params.signed_by(&key, &self.cert, &self.key).expect("sign leaf");

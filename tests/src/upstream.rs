@@ -61,7 +61,7 @@ pub struct Upstream {
     hits: Arc<AtomicUsize>,
     seen: Seen,
     accept_task: JoinHandle<()>,
-    /// The certificate served by a TLS upstream (for `localhost` and `127.0.0.1`).
+    /// The certificate served by a TLS upstream (for `localhost` and `127.0.0.1` by default).
     pub cert: Option<LeafCert>,
     /// The PEM of the CA that issued `cert` (never trusted by the gateway unless configured).
     pub ca_pem: Option<String>,
@@ -74,6 +74,12 @@ pub fn refusing_addr() -> SocketAddr {
 
 impl Upstream {
     pub async fn start(kind: UpstreamKind) -> Upstream {
+        Upstream::start_named(kind, &["localhost", "127.0.0.1"]).await
+    }
+
+    /// [`Upstream::start`] whose TLS certificate is for `names` (DNS names, IP addresses or
+    /// URIs) instead of `localhost` and `127.0.0.1`.
+    pub async fn start_named(kind: UpstreamKind, names: &[&str]) -> Upstream {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
         let addr = listener.local_addr().expect("upstream addr");
         let hits = Arc::new(AtomicUsize::new(0));
@@ -82,7 +88,7 @@ impl Upstream {
         let (cert, ca_pem) = match kind {
             UpstreamKind::Tls(_) => {
                 let ca = TestCa::new("upstream test ca");
-                (Some(ca.issue(&["localhost", "127.0.0.1"])), Some(ca.cert_pem()))
+                (Some(ca.issue(names)), Some(ca.cert_pem()))
             }
             _ => (None, None),
         };

@@ -254,3 +254,59 @@ async fn grpcs_upstream_trailers_reach_a_tls_h2_client() {
     assert_eq!(reply.trailer("x-trailer").as_deref(), Some("yes"));
     assert_eq!(up.hits(), 1);
 }
+
+/// A verified upstream whose certificate (for `backend.test`, `*.mesh.test` and a SPIFFE id)
+/// is not valid for the service's host `127.0.0.1`, unless `tls_sans` names one of its names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_sans_widen_the_names_an_upstream_certificate_may_have() {
+    let names = ["backend.test", "*.mesh.test", "spiffe://cluster/backend"];
+    let up = Upstream::start_named(UpstreamKind::Tls(Alpn::Http1), &names).await;
+    let ca_pem = up.ca_pem.clone().expect("the upstream's CA");
+    let ca_id = "8d7c6b5a-4f3e-4d2c-9b1a-0e9f8d7c6b5a";
+    let verified = |name: &str, sans: Value| {
+        json!({
+            "name": name, "url": up.url("https"),
+            "tls_verify": true, "ca_certificates": [ca_id], "tls_sans": sans,
+            "routes": [{ "name": name, "paths": [format!("/{name}")] }]
+        })
+    };
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    gw.apply(&json!({
+        "_format_version": "3.0",
+        "ca_certificates": [{ "id": ca_id, "cert": ca_pem }],
+        "services": [
+            verified("plain", Value::Null),
+            verified("by-name", json!({ "dnsnames": ["other.test", "backend.test"] })),
+            verified("by-wildcard", json!({ "dnsnames": ["*.mesh.test"] })),
+            verified("by-uri", json!({ "uris": ["spiffe://cluster/backend"] })),
+            verified("wrong-names", json!({ "dnsnames": ["other.test", "*.other.test"], "uris": ["spiffe://cluster/other"] })),
+        ]
+    }))
+    .await;
+    let expected = [
+        ("/plain", 502),
+        ("/by-name", 200),
+        ("/by-wildcard", 200),
+        ("/by-uri", 200),
+        ("/wrong-names", 502),
+    ];
+    for (path, status) in expected {
+        let reply = gw.proxy(request("GET", path, &[], "")).await;
+        assert_eq!(reply.status, status, "{path}: {}", reply.text());
+    }
+    let service = gw.admin_get("/services/by-name").await.json();
+    assert_eq!(
+        service["tls_sans"],
+        json!({ "dnsnames": ["other.test", "backend.test"], "uris": null })
+    );
+    let reply = gw
+        .admin(
+            "PATCH",
+            "/services/by-name",
+            &[("content-type", "application/json")],
+            json!({ "tls_sans": { "uris": ["not a uri"] } }).to_string(),
+        )
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    assert!(reply.text().contains("invalid URI: not a uri"), "{}", reply.text());
+}

@@ -41,6 +41,17 @@ pub struct Service {
     pub tls_verify_depth: Option<i64>,
     pub ca_certificates: Option<Vec<Uuid>>,
     pub enabled: bool,
+    /// Kong 3.10's names the upstream certificate may be valid for besides
+    /// the service's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_sans: Option<TlsSans>,
+}
+
+/// A service's extra subject alternative names (`tls_sans`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TlsSans {
+    pub dnsnames: Option<Vec<String>>,
+    pub uris: Option<Vec<String>>,
 }
 
 /// One `sources` / `destinations` entry of a route.

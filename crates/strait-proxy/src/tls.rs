@@ -12,7 +12,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
-use strait_core::Service;
+use strait_core::{Service, TlsSans};
 use uuid::Uuid;
 
 use crate::snapshot::{CompileProblem, EntityState, Snapshot};
@@ -232,7 +232,7 @@ pub struct UpstreamTls {
 /// Shares client configurations between services with the same TLS settings.
 #[derive(Default)]
 pub struct UpstreamTlsCache {
-    built: HashMap<(bool, Vec<Uuid>, Option<Uuid>), Arc<UpstreamTls>>,
+    built: HashMap<TlsKey, Arc<UpstreamTls>>,
 }
 
 fn native_roots() -> &'static [CertificateDer<'static>] {
@@ -245,11 +245,12 @@ impl UpstreamTlsCache {
         let verify = service.tls_verify.unwrap_or(false);
         let cas = service.ca_certificates.clone().unwrap_or_default();
         let client_cert = service.client_certificate.map(|c| c.id);
-        let key = (verify, cas.clone(), client_cert);
+        let sans = service.tls_sans.clone().filter(|_| verify);
+        let key = (verify, cas.clone(), client_cert, sans.clone());
         if let Some(existing) = self.built.get(&key) {
             return Ok(existing.clone());
         }
-        let base = client_config(verify, &cas, client_cert, state)?;
+        let base = client_config(verify, &cas, client_cert, sans.as_ref(), state)?;
         let mut http1 = base.clone();
         http1.alpn_protocols = vec![b"http/1.1".to_vec()];
         let mut http2 = base;
@@ -267,6 +268,7 @@ fn client_config(
     verify: bool,
     cas: &[Uuid],
     client_cert: Option<Uuid>,
+    sans: Option<&TlsSans>,
     state: &EntityState,
 ) -> Result<ClientConfig, String> {
     let builder = ClientConfig::builder_with_provider(provider())
@@ -285,7 +287,13 @@ fn client_config(
                 roots.add(cert).map_err(|e| format!("ca_certificates: {id}: {e}"))?;
             }
         }
-        builder.with_root_certificates(roots)
+        match sans {
+            None => builder.with_root_certificates(roots),
+            Some(sans) => {
+                let verifier = SanVerifier::new(roots, sans)?;
+                builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier))
+            }
+        }
     } else {
         builder
             .dangerous()
@@ -302,6 +310,108 @@ fn client_config(
                 .with_client_auth_cert(parse_certs(&cert.cert)?, parse_key(&cert.key)?)
                 .map_err(|e| format!("client_certificate: {e}"))
         }
+    }
+}
+
+/// What an upstream TLS config is built from: `tls_verify`, the CA
+/// certificates, the client certificate, `tls_sans`.
+type TlsKey = (bool, Vec<Uuid>, Option<Uuid>, Option<TlsSans>);
+
+/// Verification with a service's `tls_sans` (Kong 3.10): the chain must be
+/// trusted as usual; the certificate must be valid for the service's host,
+/// or for one of `dnsnames` (wildcards as in certificates), or carry one of
+/// `uris` as a URI subject alternative name (a SPIFFE id, say).
+#[derive(Debug)]
+struct SanVerifier {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    /// Plain names, checked as a host name is.
+    dnsnames: Vec<ServerName<'static>>,
+    /// Wildcard names (`*.example.com`), which the certificate must list as such.
+    wildcards: Vec<String>,
+    uris: Vec<String>,
+}
+
+impl SanVerifier {
+    fn new(roots: RootCertStore, sans: &TlsSans) -> Result<SanVerifier, String> {
+        let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .map_err(|e| format!("tls_sans: {e}"))?;
+        let names = sans.dnsnames.iter().flatten();
+        let (wildcards, plain): (Vec<&String>, Vec<&String>) = names.partition(|name| name.starts_with("*."));
+        Ok(SanVerifier {
+            inner,
+            dnsnames: plain
+                .into_iter()
+                .filter_map(|name| ServerName::try_from(name.clone()).ok())
+                .collect(),
+            wildcards: wildcards.into_iter().map(|w| w.to_ascii_lowercase()).collect(),
+            uris: sans.uris.clone().unwrap_or_default(),
+        })
+    }
+}
+
+impl ServerCertVerifier for SanVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        // The chain is checked before the name: a name error means the
+        // chain is trusted.
+        let error = match self
+            .inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
+            )) => rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName),
+            other => return other,
+        };
+        for name in &self.dnsnames {
+            let verified = self
+                .inner
+                .verify_server_cert(end_entity, intermediates, name, ocsp_response, now);
+            if verified.is_ok() {
+                return verified;
+            }
+        }
+        if self.uris.is_empty() && self.wildcards.is_empty() {
+            return Err(error);
+        }
+        let cert = webpki::EndEntityCert::try_from(end_entity).map_err(|_| error.clone())?;
+        let wildcard = cert
+            .valid_dns_names()
+            .any(|name| self.wildcards.iter().any(|w| w.eq_ignore_ascii_case(name)));
+        let uri = cert.valid_uri_names().any(|uri| self.uris.iter().any(|u| u == uri));
+        match wildcard || uri {
+            true => Ok(ServerCertVerified::assertion()),
+            false => Err(error),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
     }
 }
 

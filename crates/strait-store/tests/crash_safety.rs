@@ -36,6 +36,7 @@ fn service(version: ConfigVersion, index: usize) -> Service {
         tls_verify_depth: None,
         ca_certificates: None,
         enabled: true,
+        tls_sans: None,
     }
 }
 

@@ -111,6 +111,11 @@ pub const ENTERPRISE: &[(&str, &str)] = &[
 /// Fields Strait's schema has beyond Kong's entity schema, each with why.
 pub const EXTRA: &[(&str, &str, &str)] = &[
     (
+        "services",
+        "tls_sans",
+        "Kong 3.10's extra names an upstream certificate may be valid for (`dnsnames`, `uris`; go-kong's `SANs`), checked when `tls_verify` is on",
+    ),
+    (
         "plugins",
         "consumer_group",
         "Kong Enterprise's consumer-group scope of a plugin (decK writes it)",
@@ -234,7 +239,8 @@ pub fn markdown() -> String {
     ));
     out.push_str(
         "Not in Kong OSS's schema at this commit, and refused by Strait as `unknown field`: \
-         `services.tls_sans`, `upstreams.sticky_sessions_cookie` and `sticky_sessions_cookie_path`.\n\n",
+         `upstreams.sticky_sessions_cookie` and `sticky_sessions_cookie_path` (with the `sticky-sessions` \
+         algorithm; balancing is the upstreams issue's).\n\n",
     );
     out.push_str("Beyond Kong OSS, Strait has these Kong Enterprise entities and fields:\n\n");
     for (entity, why) in ENTERPRISE {

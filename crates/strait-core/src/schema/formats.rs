@@ -304,6 +304,20 @@ fn has_pem_block(value: &str) -> bool {
 }
 
 /// typedefs.certificate (structure only: a PEM block).
+/// A URI subject alternative name (`spiffe://cluster/ns/app`, `https://x`):
+/// a scheme, `:`, and no whitespace.
+pub(crate) fn san_uri(value: &str) -> Result<(), String> {
+    let scheme_ok = value.split_once(':').is_some_and(|(scheme, rest)| {
+        !rest.is_empty()
+            && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+    });
+    match scheme_ok && !value.chars().any(char::is_whitespace) {
+        true => Ok(()),
+        false => Err(format!("invalid URI: {value}")),
+    }
+}
+
 pub(crate) fn certificate(value: &str) -> Result<(), String> {
     match has_pem_block(value) {
         true => Ok(()),

@@ -47,6 +47,13 @@ pub(crate) fn service() -> EntityDef {
         ("tls_verify_depth", Field::integer().between(0, 64)),
         ("ca_certificates", Field::array(Field::string().uuid())),
         ("enabled", Field::boolean().required().default(json!(true))),
+        (
+            "tls_sans",
+            Field::record(vec![
+                ("dnsnames", Field::array(Field::string().check(formats::wildcard_host))),
+                ("uris", Field::array(Field::string().check(formats::san_uri))),
+            ]),
+        ),
     ]);
     EntityDef {
         fields,
@@ -146,6 +153,7 @@ fn service_checks(out: &mut Map<String, Value>, _: &Map<String, Value>, errors: 
             "tls_verify",
             "tls_verify_depth",
             "ca_certificates",
+            "tls_sans",
         ]);
     }
     let mut failed = false;

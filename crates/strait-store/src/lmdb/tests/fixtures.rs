@@ -66,6 +66,7 @@ pub(super) fn service(name: &str) -> Service {
         tls_verify_depth: None,
         ca_certificates: None,
         enabled: true,
+        tls_sans: None,
     }
 }
 
