@@ -1,8 +1,8 @@
 //! Nothing is left out of a decK backup. A configuration that uses every entity Strait stores
 //! (services, routes, upstreams, targets, consumers, key-auth credentials, plugins at several
-//! scopes, certificates with SNIs, CA certificates, tags, vaults with a certificate whose key is
-//! a vault reference, key sets and keys, consumer groups with members and a group-scoped plugin)
-//! is validated by `strait config validate`, loaded, dumped with `deck gateway dump`,
+//! scopes, certificates with SNIs, CA certificates, tags, a vault, a key set and keys (one whose
+//! JWK is a vault reference), a consumer group with members and a group-scoped plugin, a service
+//! with `tls_sans`, a `sticky-sessions` upstream) is validated by `strait config validate`, loaded, dumped with `deck gateway dump`,
 //! the node is emptied with `deck gateway reset`, the dump is synced back with
 //! `deck gateway sync`, and then: `deck gateway diff` reports no change, every entity list
 //! equals what it was before, a second dump equals the first, and the proxy answers the same.
@@ -84,13 +84,18 @@ fn every_entity(origin: &Upstream, leaf: &LeafCert, ca_pem: &str) -> Value {
             },
             {
                 "name": "verified", "url": "https://127.0.0.1:9", "tls_verify": true,
-                "ca_certificates": ["3f5c2d4e-8a61-4f1b-9c2d-7e3a1b5c9d01"]
+                "ca_certificates": ["3f5c2d4e-8a61-4f1b-9c2d-7e3a1b5c9d01"],
+                "tls_sans": { "dnsnames": ["backend.internal"], "uris": ["spiffe://cluster/backend"] }
             }
         ],
         "upstreams": [
             {
                 "name": "pool.internal", "algorithm": "round-robin", "tags": ["pool"],
                 "targets": [{ "target": format!("127.0.0.1:{}", origin.port()), "weight": 100 }]
+            },
+            {
+                "name": "sticky.internal", "algorithm": "sticky-sessions",
+                "sticky_sessions_cookie": "srv", "sticky_sessions_cookie_path": "/app"
             }
         ],
         "consumers": [

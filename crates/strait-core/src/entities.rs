@@ -148,6 +148,15 @@ pub struct Upstream {
     pub host_header: Option<String>,
     pub client_certificate: Option<ForeignKey>,
     pub use_srv_name: bool,
+    /// Kong 3.10's `sticky-sessions` algorithm: the cookie naming a client's target.
+    #[serde(default)]
+    pub sticky_sessions_cookie: Option<String>,
+    #[serde(default = "root_path")]
+    pub sticky_sessions_cookie_path: String,
+}
+
+fn root_path() -> String {
+    "/".to_string()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

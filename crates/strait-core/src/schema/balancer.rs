@@ -133,6 +133,7 @@ pub(crate) fn upstream() -> EntityDef {
                 "least-connections",
                 "round-robin",
                 "latency",
+                "sticky-sessions",
             ]),
         ),
         ("hash_on", Field::string().default(json!("none")).one_of(HASH_ON)),
@@ -154,6 +155,11 @@ pub(crate) fn upstream() -> EntityDef {
         ("host_header", Field::string().check(formats::host_with_optional_port)),
         ("client_certificate", Field::foreign("certificates")),
         ("use_srv_name", Field::boolean().default(json!(false))),
+        ("sticky_sessions_cookie", Field::string().check(formats::cookie_name)),
+        (
+            "sticky_sessions_cookie_path",
+            Field::string().check(formats::service_path).default(json!("/")),
+        ),
     ]);
     EntityDef {
         fields,
@@ -176,7 +182,7 @@ fn upstream_hash_shorthand(input: &mut Map<String, Value>, _: &mut Vec<FieldErro
 }
 
 /// Kong's upstream conditionals: hashing inputs must be named, fallback rules.
-fn upstream_checks(out: &mut Map<String, Value>, _: &Map<String, Value>, errors: &mut Vec<FieldError>) {
+fn upstream_checks(out: &mut Map<String, Value>, given: &Map<String, Value>, errors: &mut Vec<FieldError>) {
     let text = |field: &str| out.get(field).and_then(Value::as_str).unwrap_or("");
     let hash_on = text("hash_on").to_string();
     let fallback = text("hash_fallback").to_string();
@@ -195,6 +201,20 @@ fn upstream_checks(out: &mut Map<String, Value>, _: &Map<String, Value>, errors:
                 errors.push(FieldError::new(field, "required field missing"));
                 errors.push(conditional_failed(source));
             }
+        }
+    }
+    if text("algorithm") == "sticky-sessions" {
+        let mut failed = false;
+        if is_missing(given.get("sticky_sessions_cookie")) {
+            errors.push(FieldError::new("sticky_sessions_cookie", "required field missing"));
+            failed = true;
+        }
+        if hash_on != "none" {
+            errors.push(FieldError::new("hash_on", "expected one of: none"));
+            failed = true;
+        }
+        if failed {
+            errors.push(conditional_failed("algorithm"));
         }
     }
     let allowed: Vec<&str> = match hash_on.as_str() {

@@ -111,6 +111,16 @@ pub const ENTERPRISE: &[(&str, &str)] = &[
 /// Fields Strait's schema has beyond Kong's entity schema, each with why.
 pub const EXTRA: &[(&str, &str, &str)] = &[
     (
+        "upstreams",
+        "sticky_sessions_cookie",
+        "Kong 3.10's cookie of the `sticky-sessions` algorithm (required with it; `hash_on` must then be `none`): accepted and stored; the balancer round-robins until issue 15 brings its algorithms, as for `consistent-hashing`, `least-connections` and `latency`",
+    ),
+    (
+        "upstreams",
+        "sticky_sessions_cookie_path",
+        "that cookie's path (default `/`): accepted and stored, as above",
+    ),
+    (
         "services",
         "tls_sans",
         "Kong 3.10's extra names an upstream certificate may be valid for (`dnsnames`, `uris`; go-kong's `SANs`), checked when `tls_verify` is on",
@@ -237,11 +247,6 @@ pub fn markdown() -> String {
         count(|s| matches!(s, Status::Ignored(_))),
         count(|s| matches!(s, Status::Refused(_))),
     ));
-    out.push_str(
-        "Not in Kong OSS's schema at this commit, and refused by Strait as `unknown field`: \
-         `upstreams.sticky_sessions_cookie` and `sticky_sessions_cookie_path` (with the `sticky-sessions` \
-         algorithm; balancing is the upstreams issue's).\n\n",
-    );
     out.push_str("Beyond Kong OSS, Strait has these Kong Enterprise entities and fields:\n\n");
     for (entity, why) in ENTERPRISE {
         let fields: Vec<String> = EntityKind::from_table(entity)

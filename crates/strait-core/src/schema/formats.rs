@@ -304,6 +304,15 @@ fn has_pem_block(value: &str) -> bool {
 }
 
 /// typedefs.certificate (structure only: a PEM block).
+/// A cookie name (RFC 6265 token): visible ASCII without separators.
+pub(crate) fn cookie_name(value: &str) -> Result<(), String> {
+    let separator = |c: char| "()<>@,;:\\\"/[]?={} \t".contains(c);
+    match value.chars().all(|c| c.is_ascii_graphic() && !separator(c)) {
+        true => Ok(()),
+        false => Err("bad cookie name".to_string()),
+    }
+}
+
 /// A URI subject alternative name (`spiffe://cluster/ns/app`, `https://x`):
 /// a scheme, `:`, and no whitespace.
 pub(crate) fn san_uri(value: &str) -> Result<(), String> {

@@ -107,7 +107,7 @@ fn upstream_enumerations_and_hashing_rules() {
         vec![
             pair(
                 "algorithm",
-                "expected one of: consistent-hashing, least-connections, round-robin, latency"
+                "expected one of: consistent-hashing, least-connections, round-robin, latency, sticky-sessions"
             ),
             pair("slots", "value should be between 10 and 65536"),
         ]
@@ -155,5 +155,39 @@ fn target_requires_upstream_and_valid_address() {
             "target",
             "Invalid target ('a b'); not a valid hostname or ip address"
         )]
+    );
+}
+
+#[test]
+fn sticky_sessions_need_their_cookie_and_no_hashing() {
+    let out = valid(
+        UPSTREAM,
+        json!({"name": "sticky.internal", "algorithm": "sticky-sessions", "sticky_sessions_cookie": "route_id"}),
+    );
+    assert_eq!(out["sticky_sessions_cookie_path"], "/");
+    assert_eq!(
+        invalid(
+            UPSTREAM,
+            json!({"name": "sticky.internal", "algorithm": "sticky-sessions"})
+        ),
+        vec![
+            pair("sticky_sessions_cookie", "required field missing"),
+            pair("", "failed conditional validation given value of field 'algorithm'"),
+        ]
+    );
+    assert_eq!(
+        invalid(
+            UPSTREAM,
+            json!({"name": "s.internal", "algorithm": "sticky-sessions", "sticky_sessions_cookie": "a b", "hash_on": "ip"})
+        ),
+        vec![
+            pair("sticky_sessions_cookie", "bad cookie name"),
+            pair("hash_on", "expected one of: none"),
+            pair("", "failed conditional validation given value of field 'algorithm'"),
+        ]
+    );
+    assert_eq!(
+        valid(UPSTREAM, json!({"name": "plain.internal"}))["sticky_sessions_cookie"],
+        Value::Null
     );
 }

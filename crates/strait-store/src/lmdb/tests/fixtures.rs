@@ -213,6 +213,8 @@ pub(super) fn upstream(name: &str) -> Upstream {
         host_header: None,
         client_certificate: None,
         use_srv_name: false,
+        sticky_sessions_cookie: None,
+        sticky_sessions_cookie_path: "/".into(),
     }
 }
 
