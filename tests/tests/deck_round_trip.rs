@@ -2,8 +2,9 @@
 //! (services, routes, upstreams, targets, consumers, key-auth credentials, plugins at several
 //! scopes, certificates with SNIs, CA certificates, tags, a vault, a key set and keys (one whose
 //! JWK is a vault reference), a consumer group with members and a group-scoped plugin, a service
-//! with `tls_sans`, a `sticky-sessions` upstream) is validated by `strait config validate`, loaded, exported with `GET /config` and posted back (no change), dumped with `deck gateway dump`,
-//! the node is emptied with `deck gateway reset`, the dump is synced back with
+//! with `tls_sans`, a `sticky-sessions` upstream) is validated by `strait config validate`,
+//! loaded, exported with `GET /config` and posted back (no change), dumped with
+//! `deck gateway dump`, the node is emptied with `deck gateway reset`, the dump is synced back with
 //! `deck gateway sync`, and then: `deck gateway diff` reports no change, every entity list
 //! equals what it was before, a second dump equals the first, and the proxy answers the same.
 //! decK reads each entity's list endpoint and treats a 404 as "not supported": an entity
