@@ -126,6 +126,15 @@ async fn the_every_plugin_file_validates_loads_runs_and_round_trips_through_deck
         "{}",
         echoed.text()
     );
+    let limited: Vec<u16> = [
+        gw.proxy(get("/limited")).await,
+        gw.proxy(get("/limited")).await,
+        gw.proxy(get("/limited")).await,
+    ]
+    .iter()
+    .map(|r| r.status.as_u16())
+    .collect();
+    assert_eq!(limited, [200, 200, 429], "rate-limiting: two an hour");
     let first = gw.proxy(get("/cached")).await;
     let second = gw.proxy(get("/cached")).await;
     let statuses = (first.header("x-cache-status"), second.header("x-cache-status"));

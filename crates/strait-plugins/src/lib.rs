@@ -28,7 +28,7 @@ pub use context::{
 };
 pub use directory::{ConsumerView, Directory, EmptyDirectory, KeyauthKey};
 pub use phase::{AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, Flow, Plugin, PluginResponse};
-pub use registry::{build_plugin, priority_of, AVAILABLE};
+pub use registry::{build_plugin, build_scoped_plugin, priority_of, PluginScope, AVAILABLE};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PluginError {

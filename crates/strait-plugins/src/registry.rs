@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::phase::Plugin;
+pub use crate::traffic::rate_limiting::PluginScope;
 use crate::{auth, security, traffic, transform, PluginError};
 
 /// Plugins this build can run.
@@ -20,6 +21,7 @@ pub const AVAILABLE: &[&str] = &[
     "jwt",
     "key-auth",
     "proxy-cache",
+    "rate-limiting",
     "request-size-limiting",
     "request-termination",
     "request-transformer",
@@ -72,9 +74,21 @@ pub fn priority_of(name: &str) -> Option<i32> {
     })
 }
 
-/// Build an instance of plugin `name` from its (defaults-filled) config.
+/// Build an instance of plugin `name` from its (defaults-filled) config,
+/// scoped to no route or service.
 pub fn build_plugin(name: &str, config: &Map<String, Value>) -> Result<Arc<dyn Plugin>, PluginError> {
+    build_scoped_plugin(name, config, PluginScope::default())
+}
+
+/// [`build_plugin`] for a plugin entity scoped to `scope` (the route and
+/// service it is configured on), which keys state that outlives instances.
+pub fn build_scoped_plugin(
+    name: &str,
+    config: &Map<String, Value>,
+    scope: PluginScope,
+) -> Result<Arc<dyn Plugin>, PluginError> {
     Ok(match name {
+        "rate-limiting" => Arc::new(traffic::rate_limiting::RateLimiting::from_config(config, scope)?),
         "acl" => Arc::new(auth::acl::Acl::from_config(config)?),
         "basic-auth" => Arc::new(auth::basic_auth::BasicAuth::from_config(config)?),
         "bot-detection" => Arc::new(security::bot_detection::BotDetection::from_config(config)?),

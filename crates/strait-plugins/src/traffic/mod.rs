@@ -1,4 +1,4 @@
-//! Plugins that decide how traffic is served: caching (and, later, rate
-//! limiting).
+//! Plugins that decide how traffic is served: caching and rate limiting.
 
 pub mod proxy_cache;
+pub mod rate_limiting;

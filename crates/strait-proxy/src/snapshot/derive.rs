@@ -7,7 +7,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use strait_core::{ConfigChange, Entity, EntityKind, Plugin as PluginEntity};
-use strait_plugins::{build_plugin, rank, ChainSlot, Plugin, PluginChain, ProtocolSet, ScopedPlugin};
+use strait_plugins::{
+    build_scoped_plugin, rank, ChainSlot, Plugin, PluginChain, PluginScope, ProtocolSet, ScopedPlugin,
+};
 use strait_router::{CowMap, Router};
 use uuid::Uuid;
 
@@ -220,7 +222,11 @@ pub(crate) fn build_plugin_instance(
             },
         };
         let config = resolved.as_ref().map_or(&plugin.config, |p| &p.config);
-        match build_plugin(&plugin.name, config) {
+        let scope = PluginScope {
+            route: plugin.route.map(|r| r.id),
+            service: plugin.service.map(|s| s.id),
+        };
+        match build_scoped_plugin(&plugin.name, config, scope) {
             Ok(instance) => {
                 compiled.plugin_instances.insert(id, instance);
             }

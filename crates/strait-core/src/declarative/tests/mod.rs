@@ -54,6 +54,7 @@ consumers:
       - key: alice-key
     plugins:
       - name: rate-limiting
+        config: { minute: 5 }
 certificates:
   - cert: |
       -----BEGIN CERTIFICATE-----

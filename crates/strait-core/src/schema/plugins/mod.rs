@@ -104,6 +104,7 @@ fn build_definition(name: &str) -> Option<PluginDef> {
         "jwt" => Some(signed::jwt()),
         "key-auth" => Some(auth::key_auth()),
         "proxy-cache" => Some(traffic::proxy_cache()),
+        "rate-limiting" => Some(traffic::rate_limiting()),
         "request-size-limiting" => Some(security::request_size_limiting()),
         "request-termination" => Some(request_termination()),
         "request-transformer" => Some(transform::request_transformer()),
@@ -124,6 +125,7 @@ pub const PLUGINS_WITH_SCHEMA: &[&str] = &[
     "jwt",
     "key-auth",
     "proxy-cache",
+    "rate-limiting",
     "request-size-limiting",
     "request-termination",
     "request-transformer",
@@ -248,7 +250,7 @@ mod tests {
         let schema = plugin_schema_json("request-termination").expect("schema");
         let text = schema.to_string();
         assert!(text.contains(r#""status_code":{"between":[100,599],"default":503"#) || text.contains("503"));
-        assert!(plugin_schema_json("rate-limiting").is_none());
+        assert!(plugin_schema_json("syslog").is_none());
         let key_auth = plugin_schema_json("key-auth").expect("key-auth schema").to_string();
         assert!(key_auth.contains(r#""eq":null"#), "key-auth is no_consumer: {key_auth}");
     }

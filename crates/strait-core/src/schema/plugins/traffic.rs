@@ -1,10 +1,121 @@
 //! Config schemas of the traffic plugins (Kong 3.10 field names, types and
 //! defaults).
 
-use serde_json::json;
+use serde_json::{json, Map, Value};
 
 use super::PluginDef;
 use crate::schema::field::Field;
+use crate::schema::formats;
+
+/// Kong's rate-limiting periods, shortest first.
+pub const RATE_LIMIT_PERIODS: &[&str] = &["second", "minute", "hour", "day", "month", "year"];
+
+/// Kong's shared `redis` record (`kong/tools/redis/schema.lua`).
+fn redis_record() -> Field {
+    Field::record(vec![
+        ("host", Field::string().check(formats::host)),
+        ("port", Field::integer().between(0, 65535).default(json!(6379))),
+        (
+            "timeout",
+            Field::integer().between(0, 2_147_483_646).default(json!(2000)),
+        ),
+        ("username", Field::string().referenceable()),
+        ("password", Field::string().len_min(0).referenceable()),
+        ("database", Field::integer().default(json!(0))),
+        ("ssl", Field::boolean().default(json!(false))),
+        ("ssl_verify", Field::boolean().default(json!(false))),
+        ("server_name", Field::string().check(formats::sni)),
+    ])
+    .default_record()
+}
+
+/// Kong's `rate-limiting` schema.
+pub(super) fn rate_limiting() -> PluginDef {
+    let mut config: Vec<(&'static str, Field)> = RATE_LIMIT_PERIODS
+        .iter()
+        .map(|period| (*period, Field::number().gt(0)))
+        .collect();
+    config.extend([
+        (
+            "limit_by",
+            Field::string().default(json!("consumer")).one_of(&[
+                "consumer",
+                "credential",
+                "ip",
+                "service",
+                "header",
+                "path",
+            ]),
+        ),
+        ("header_name", Field::string().check(formats::header_name)),
+        ("path", Field::string().check(formats::service_path)),
+        (
+            "policy",
+            Field::string()
+                .default(json!("local"))
+                .len_min(0)
+                .one_of(&["local", "cluster", "redis"]),
+        ),
+        ("fault_tolerant", Field::boolean().required().default(json!(true))),
+        ("redis", redis_record()),
+        ("hide_client_headers", Field::boolean().required().default(json!(false))),
+        ("error_code", Field::number().gt(0).default(json!(429))),
+        (
+            "error_message",
+            Field::string().default(json!("API rate limit exceeded")),
+        ),
+        ("sync_rate", Field::number().required().default(json!(-1))),
+    ]);
+    PluginDef::new(config).check(rate_limiting_check)
+}
+
+/// Kong's entity checks and `custom_validator` of rate-limiting.
+fn rate_limiting_check(config: &Map<String, Value>) -> Result<(), String> {
+    let limit = |period: &str| config.get(period).and_then(Value::as_f64);
+    if RATE_LIMIT_PERIODS.iter().all(|p| limit(p).is_none()) {
+        let fields: Vec<String> = RATE_LIMIT_PERIODS.iter().map(|p| format!("'config.{p}'")).collect();
+        return Err(format!(
+            "at least one of these fields must be non-empty: {}",
+            fields.join(", ")
+        ));
+    }
+    for (at, lower) in RATE_LIMIT_PERIODS.iter().enumerate() {
+        let Some(v1) = limit(lower) else { continue };
+        for upper in &RATE_LIMIT_PERIODS[at + 1..] {
+            if let Some(v2) = limit(upper).filter(|v2| *v2 < v1) {
+                return Err(format!(
+                    "The limit for {upper}({v2:.1}) cannot be lower than the limit for {lower}({v1:.1})"
+                ));
+            }
+        }
+    }
+    let text = |field: &str| config.get(field).and_then(Value::as_str).unwrap_or("");
+    let sync_rate = config.get("sync_rate").and_then(Value::as_f64).unwrap_or(-1.0);
+    if text("policy") != "redis" && sync_rate != -1.0 {
+        return Err("sync_rate can only be used with the redis policy".into());
+    }
+    if text("policy") == "redis" {
+        if sync_rate != -1.0 && sync_rate < 0.02 {
+            return Err("sync_rate must be greater than 0.02, or -1 to disable".into());
+        }
+        let redis = config.get("redis").and_then(Value::as_object);
+        for field in ["host", "port", "timeout"] {
+            if redis.and_then(|r| r.get(field)).is_none_or(Value::is_null) {
+                return Err(format!(
+                    "config.redis.{field}: required field missing (policy is redis)"
+                ));
+            }
+        }
+    }
+    for (limit_by, field) in [("header", "header_name"), ("path", "path")] {
+        if text("limit_by") == limit_by && config.get(field).is_none_or(Value::is_null) {
+            return Err(format!(
+                "config.{field}: required field missing (limit_by is {limit_by})"
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// Kong's `proxy-cache` schema. `strategy` has no default and only
 /// `memory` exists in Kong's open-source build, as here.

@@ -24,9 +24,13 @@ fn plugin_defaults_and_known_names() {
     assert_eq!(out["enabled"], true);
     let out = valid(
         EntityKind::Plugins,
-        json!({"name": "rate-limiting", "config": {"minute": 5}}),
+        json!({"name": "syslog", "config": {"log_level": "info"}}),
     );
-    assert_eq!(out["config"], json!({"minute": 5}));
+    assert_eq!(
+        out["config"],
+        json!({"log_level": "info"}),
+        "a plugin without a schema keeps its config"
+    );
     assert_eq!(
         invalid(EntityKind::Plugins, json!({"name": "nope", "config": []})),
         vec![
@@ -43,10 +47,10 @@ fn plugin_defaults_and_known_names() {
     );
     // Every bundled plugin validates with its defaults, except those whose
     // Kong schema demands a choice (acl and ip-restriction: allow or deny;
-    // proxy-cache: strategy).
+    // proxy-cache: strategy; rate-limiting: a limit).
     for name in BUNDLED_PLUGINS
         .iter()
-        .filter(|n| !["acl", "ip-restriction", "proxy-cache"].contains(n))
+        .filter(|n| !["acl", "ip-restriction", "proxy-cache", "rate-limiting"].contains(n))
     {
         valid(EntityKind::Plugins, json!({ "name": name }));
     }
@@ -106,5 +110,54 @@ fn snis_and_ca_certificates() {
     assert_eq!(
         invalid(EntityKind::CaCertificates, json!({})),
         vec![pair("cert", "required field missing")]
+    );
+}
+
+#[test]
+fn rate_limiting_schema_is_kongs() {
+    let out = valid(
+        EntityKind::Plugins,
+        json!({"name": "rate-limiting", "config": {"minute": 5}}),
+    );
+    assert_eq!(out["config"]["limit_by"], "consumer");
+    assert_eq!(out["config"]["policy"], "local");
+    assert_eq!(out["config"]["fault_tolerant"], true);
+    assert_eq!(out["config"]["error_code"], 429);
+    assert_eq!(out["config"]["error_message"], "API rate limit exceeded");
+    assert_eq!(out["config"]["sync_rate"], -1);
+    assert_eq!(out["config"]["redis"]["port"], 6379);
+    assert_eq!(out["config"]["redis"]["timeout"], 2000);
+    let error = |config: Value| invalid(EntityKind::Plugins, json!({"name": "rate-limiting", "config": config}));
+    assert_eq!(
+        error(json!({"second": 10, "minute": 5})),
+        vec![pair(
+            "config",
+            "The limit for minute(5.0) cannot be lower than the limit for second(10.0)"
+        )]
+    );
+    assert_eq!(
+        error(json!({"minute": 5, "sync_rate": 1})),
+        vec![pair("config", "sync_rate can only be used with the redis policy")]
+    );
+    assert_eq!(
+        error(json!({"minute": 5, "limit_by": "header"})),
+        vec![pair(
+            "config",
+            "config.header_name: required field missing (limit_by is header)"
+        )]
+    );
+    assert_eq!(
+        error(json!({"minute": 0})),
+        vec![pair("config.minute", "value must be greater than 0")]
+    );
+    // Redis credentials may be vault references (Kong marks them referenceable).
+    let referenced = valid(
+        EntityKind::Plugins,
+        json!({"name": "rate-limiting", "config": {"minute": 5, "redis": {"password": "{vault://env/redis-pw}"}}}),
+    );
+    assert_eq!(referenced["config"]["redis"]["password"], "{vault://env/redis-pw}");
+    assert_eq!(
+        crate::schema::referenceable_fields(EntityKind::Plugins, Some("rate-limiting")),
+        ["config.redis.username", "config.redis.password"]
     );
 }

@@ -1,0 +1,224 @@
+//! `rate-limiting` with the `local` policy on a real node: Kong's headers and
+//! 429, exact counting under concurrency (both workers share the counters),
+//! `limit_by` sources with the IP fallback, the plugin's scope as the
+//! counting scope, counters that survive a configuration change, Redis
+//! credentials as vault references, and the policies not built yet refused
+//! with a clear error.
+//!
+//! Limits are per hour (and day) so that a window boundary is practically
+//! never crossed during a test.
+
+use serde_json::{json, Value};
+use strait_e2e::admin_api::{expect_error, send_json};
+use strait_e2e::plugins::gateway_with_echo;
+use strait_e2e::{get, request, send_h1, Gateway, Reply};
+
+fn limited(config: Value) -> Value {
+    json!({ "name": "rate-limiting", "config": config })
+}
+
+fn header(reply: &Reply, name: &str) -> Option<String> {
+    reply.header(name)
+}
+
+async fn statuses(gw: &Gateway, path: &str, headers: &[(&str, &str)], count: usize) -> Vec<u16> {
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        out.push(gw.proxy(request("GET", path, headers, "")).await.status.as_u16());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_answer_kongs_headers_and_429() {
+    let config = json!({
+        "_format_version": "3.0",
+        "services": [{
+            "name": "echo", "url": "UPSTREAM",
+            "routes": [
+                { "name": "limited", "paths": ["/limited"],
+                  "plugins": [limited(json!({ "hour": 3, "day": 10, "limit_by": "ip" }))] },
+                { "name": "quiet", "paths": ["/quiet"],
+                  "plugins": [limited(json!({ "hour": 1, "limit_by": "ip", "hide_client_headers": true,
+                      "error_code": 418, "error_message": "slow down" }))] }
+            ]
+        }]
+    });
+    let (gw, _upstream) = gateway_with_echo(&config).await;
+    for expected_remaining in ["2", "1", "0"] {
+        let reply = gw.proxy(get("/limited")).await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(header(&reply, "x-ratelimit-limit-hour").as_deref(), Some("3"));
+        assert_eq!(
+            header(&reply, "x-ratelimit-remaining-hour").as_deref(),
+            Some(expected_remaining)
+        );
+        assert_eq!(header(&reply, "x-ratelimit-limit-day").as_deref(), Some("10"));
+        // The RateLimit-* headers follow the period with the least left.
+        assert_eq!(header(&reply, "ratelimit-limit").as_deref(), Some("3"));
+        assert_eq!(
+            header(&reply, "ratelimit-remaining").as_deref(),
+            Some(expected_remaining)
+        );
+        let reset: i64 = header(&reply, "ratelimit-reset").unwrap().parse().unwrap();
+        assert!((1..=3600).contains(&reset), "reset {reset}");
+    }
+    let refused = gw.proxy(get("/limited")).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.message().as_deref(), Some("API rate limit exceeded"));
+    assert_eq!(header(&refused, "x-ratelimit-remaining-hour").as_deref(), Some("0"));
+    assert_eq!(header(&refused, "x-ratelimit-remaining-day").as_deref(), Some("7"));
+    let retry: i64 = header(&refused, "retry-after").unwrap().parse().unwrap();
+    assert!((1..=3600).contains(&retry), "retry-after {retry}");
+
+    let first = gw.proxy(get("/quiet")).await;
+    assert_eq!(first.status, 200);
+    assert!(
+        header(&first, "x-ratelimit-limit-hour").is_none(),
+        "hide_client_headers"
+    );
+    let refused = gw.proxy(get("/quiet")).await;
+    assert_eq!(refused.status, 418);
+    assert_eq!(refused.message().as_deref(), Some("slow down"));
+    assert!(header(&refused, "retry-after").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_never_pass_the_limit() {
+    let config = json!({
+        "_format_version": "3.0",
+        "services": [{ "name": "echo", "url": "UPSTREAM",
+            "routes": [{ "name": "r", "paths": ["/r"], "plugins": [limited(json!({ "hour": 50, "limit_by": "ip" }))] }] }]
+    });
+    let (gw, _upstream) = gateway_with_echo(&config).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..200 {
+        let addr = gw.proxy_addr();
+        tasks.spawn(async move { send_h1(addr, get("/r")).await.expect("a reply").status.as_u16() });
+    }
+    let statuses = tasks.join_all().await;
+    let passed = statuses.iter().filter(|s| **s == 200).count();
+    let refused = statuses.iter().filter(|s| **s == 429).count();
+    assert_eq!((passed, refused), (50, 150));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identifiers_scopes_and_a_change_of_config() {
+    let config = |message: &str| {
+        json!({
+            "_format_version": "3.0",
+            "consumers": [
+                { "username": "alice", "keyauth_credentials": [{ "key": "alice-key" }] },
+                { "username": "bob", "keyauth_credentials": [{ "key": "bob-key" }] }
+            ],
+            "plugins": [limited(json!({ "hour": 4, "limit_by": "ip", "error_message": message }))],
+            "services": [{
+                "name": "echo", "url": "UPSTREAM",
+                "routes": [
+                    { "name": "by-consumer", "paths": ["/by-consumer"], "plugins": [
+                        { "name": "key-auth" },
+                        limited(json!({ "hour": 2 }))
+                    ] },
+                    { "name": "by-header", "paths": ["/by-header"], "plugins": [
+                        limited(json!({ "hour": 1, "limit_by": "header", "header_name": "X-Tenant" }))
+                    ] },
+                    { "name": "global-a", "paths": ["/global-a"] },
+                    { "name": "global-b", "paths": ["/global-b"] }
+                ]
+            }]
+        })
+    };
+    let (gw, upstream) = gateway_with_echo(&config("global limit")).await;
+    // Each consumer has its own count.
+    let alice = [("apikey", "alice-key")];
+    let bob = [("apikey", "bob-key")];
+    assert_eq!(statuses(&gw, "/by-consumer", &alice, 3).await, [200, 200, 429]);
+    assert_eq!(statuses(&gw, "/by-consumer", &bob, 3).await, [200, 200, 429]);
+    // Each header value has its own count; without the header the IP counts.
+    assert_eq!(statuses(&gw, "/by-header", &[("x-tenant", "t1")], 2).await, [200, 429]);
+    assert_eq!(statuses(&gw, "/by-header", &[("x-tenant", "t2")], 2).await, [200, 429]);
+    assert_eq!(statuses(&gw, "/by-header", &[], 2).await, [200, 429]);
+    // A global plugin counts across the routes it applies to (the harness's
+    // readiness probes on its marker route counted too: start from what is left).
+    let first = gw.proxy(get("/global-a")).await;
+    assert_eq!(first.status, 200);
+    let left: usize = header(&first, "x-ratelimit-remaining-hour").unwrap().parse().unwrap();
+    assert!(left >= 1, "the probes left room: {left}");
+    let mut passed = Vec::new();
+    for path in ["/global-b", "/global-a"].into_iter().cycle().take(left + 2) {
+        passed.push((path, gw.proxy(get(path)).await.status.as_u16()));
+    }
+    let ok: Vec<&str> = passed.iter().filter(|(_, s)| *s == 200).map(|(p, _)| *p).collect();
+    assert_eq!(ok.len(), left, "{passed:?}");
+    assert!(
+        ok.contains(&"/global-b"),
+        "the other route shares the count: {passed:?}"
+    );
+    let refused = gw.proxy(get("/global-a")).await;
+    assert_eq!(
+        (refused.status.as_u16(), refused.message()),
+        (429, Some("global limit".to_string()))
+    );
+    // A change of the plugin's config keeps its counters (as Kong's shared dict does).
+    let (status, body) = gw
+        .post_config(
+            &config("still limited")
+                .to_string()
+                .replace("UPSTREAM", &upstream.url("http")),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let refused = gw.proxy(get("/global-b")).await;
+    assert_eq!(
+        (refused.status.as_u16(), refused.message()),
+        (429, Some("still limited".to_string()))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_not_built_yet_are_refused_with_their_name() {
+    let gw = Gateway::start(strait_e2e::GatewayOptions::new().env("STRAIT_T_REDIS_PW", "s3cret")).await;
+    // Redis credentials are referenceable: resolved when the plugin is built.
+    let with_reference = |reference: &str| {
+        json!({ "name": "rate-limiting", "instance_name": "referenced",
+            "config": { "minute": 5, "redis": { "password": reference } } })
+    };
+    let reply = send_json(&gw, "POST", "/plugins", &with_reference("{vault://env/strait-t-unset}")).await;
+    let error = expect_error(&reply, 400, 2, "schema violation");
+    assert!(
+        error
+            .to_string()
+            .contains("config.redis.password: could not resolve {vault://env/strait-t-unset}"),
+        "{error}"
+    );
+    let reply = send_json(
+        &gw,
+        "POST",
+        "/plugins",
+        &with_reference("{vault://env/strait-t-redis-pw}"),
+    )
+    .await;
+    assert_eq!(reply.status.as_u16(), 201, "{}", reply.text());
+    assert_eq!(
+        reply.json()["config"]["redis"]["password"],
+        "{vault://env/strait-t-redis-pw}"
+    );
+    assert!(!gw.admin_get("/config").await.text().contains("s3cret"));
+    let body = json!({ "name": "rate-limiting", "config": { "minute": 5, "policy": "redis", "redis": { "host": "127.0.0.1" } } });
+    let reply = send_json(&gw, "POST", "/plugins", &body).await;
+    let error = expect_error(&reply, 400, 2, "schema violation");
+    assert!(
+        error["fields"]["config"]["policy"]
+            .as_str()
+            .is_some_and(|m| m.contains("'redis' policy is not available")),
+        "{error}"
+    );
+    let reply = send_json(&gw, "POST", "/plugins", &json!({ "name": "rate-limiting" })).await;
+    let error = expect_error(&reply, 400, 2, "schema violation");
+    assert!(
+        error
+            .to_string()
+            .contains("at least one of these fields must be non-empty"),
+        "{error}"
+    );
+}
