@@ -132,25 +132,38 @@ impl RateLimiting {
     }
 
     /// Kong's `get_identifier`: the configured source, else the client IP.
-    fn identifier(&self, ctx: &RequestCtx<'_>) -> String {
+    /// Ids and addresses are kept as they are, not formatted.
+    fn identifier(&self, ctx: &RequestCtx<'_>) -> Identifier {
         let chosen = match self.limit_by {
-            LimitBy::Service => ctx.service_id.map(|id| id.to_string()),
+            LimitBy::Service => ctx.service_id.map(Identifier::Id),
             LimitBy::Consumer => ctx
                 .consumer
                 .map(|c| c.id)
                 .or(ctx.credential.as_ref().map(|c| c.id))
-                .map(|id| id.to_string()),
-            LimitBy::Credential => ctx.credential.as_ref().map(|c| c.id.to_string()),
+                .map(Identifier::Id),
+            LimitBy::Credential => ctx.credential.as_ref().map(|c| Identifier::Id(c.id)),
             LimitBy::Header => self
                 .header_name
                 .as_deref()
                 .and_then(|name| ctx.header(name))
-                .map(str::to_string),
-            LimitBy::Path => self.path.as_deref().filter(|p| *p == ctx.path()).map(str::to_string),
+                .map(|value| Identifier::Text(value.into())),
+            LimitBy::Path => self
+                .path
+                .as_deref()
+                .filter(|p| *p == ctx.path())
+                .map(|p| Identifier::Text(p.into())),
             LimitBy::Ip => None,
         };
-        chosen.unwrap_or_else(|| ctx.client_ip.to_string())
+        chosen.unwrap_or(Identifier::Ip(ctx.client_ip))
     }
+}
+
+/// What a request is counted as (Kong's identifier).
+#[derive(Debug, Clone, Hash, PartialEq, Eq)]
+enum Identifier {
+    Id(Uuid),
+    Ip(std::net::IpAddr),
+    Text(Box<str>),
 }
 
 /// A number as Lua prints it: integers without a fraction.
@@ -203,7 +216,7 @@ fn window_starts(now: i64) -> [i64; 6] {
 #[derive(Hash, PartialEq, Eq)]
 struct CounterKey {
     scope: PluginScope,
-    identifier: Box<str>,
+    identifier: Identifier,
 }
 
 #[derive(Default)]
@@ -249,11 +262,11 @@ struct Usage {
 impl RateLimiting {
     /// Checks every configured period and, when all have room, counts the
     /// request in each, under one lock.
-    fn take(&self, identifier: String, now: i64) -> Usage {
+    fn take(&self, identifier: Identifier, now: i64) -> Usage {
         let starts = window_starts(now);
         let key = CounterKey {
             scope: self.scope,
-            identifier: identifier.into_boxed_str(),
+            identifier,
         };
         let shard = &COUNTERS.shards[(COUNTERS.hasher.hash_one(&key) as usize) % SHARDS];
         let mut shard = shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -298,8 +311,17 @@ fn unix_now() -> i64 {
         .unwrap_or(0)
 }
 
-fn header(name: &'static str, value: String) -> Option<(HeaderName, HeaderValue)> {
-    Some((HeaderName::from_static(name), HeaderValue::from_str(&value).ok()?))
+/// A count as a header value: integers (the usual case) without a
+/// formatted string.
+fn number_value(value: f64) -> Option<HeaderValue> {
+    match value.fract() == 0.0 && value.abs() < 1e15 {
+        true => Some(HeaderValue::from(value as i64)),
+        false => HeaderValue::from_str(&number_text(value)).ok(),
+    }
+}
+
+fn header(name: &'static str, value: Option<HeaderValue>) -> Option<(HeaderName, HeaderValue)> {
+    Some((HeaderName::from_static(name), value?))
 }
 
 impl Plugin for RateLimiting {
@@ -314,6 +336,11 @@ impl Plugin for RateLimiting {
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         let now = unix_now();
         let usage = self.take(self.identifier(ctx), now);
+        ctx.response_headers.reserve(if self.hide_client_headers {
+            0
+        } else {
+            2 * PERIODS.len() + 4
+        });
         let mut reset = 0;
         if !self.hide_client_headers {
             // Kong's choice for the RateLimit-* headers: the period with the
@@ -339,24 +366,25 @@ impl Plugin for RateLimiting {
                     chosen = Some((limit, window, remaining));
                     reset = (window - (now - starts[at])).max(1);
                 }
-                ctx.response_headers.extend(header(X_LIMIT[at], number_text(limit)));
+                ctx.response_headers.extend(header(X_LIMIT[at], number_value(limit)));
                 ctx.response_headers
-                    .extend(header(X_REMAINING[at], number_text(remaining)));
+                    .extend(header(X_REMAINING[at], number_value(remaining)));
             }
             if let Some((limit, _, remaining)) = chosen {
                 ctx.response_headers
-                    .extend(header("ratelimit-limit", number_text(limit)));
+                    .extend(header("ratelimit-limit", number_value(limit)));
                 ctx.response_headers
-                    .extend(header("ratelimit-remaining", number_text(remaining)));
+                    .extend(header("ratelimit-remaining", number_value(remaining)));
                 ctx.response_headers
-                    .extend(header("ratelimit-reset", reset.to_string()));
+                    .extend(header("ratelimit-reset", Some(HeaderValue::from(reset))));
             }
         }
         if usage.stop.is_none() {
             return Flow::Continue;
         }
         if !self.hide_client_headers {
-            ctx.response_headers.extend(header("retry-after", reset.to_string()));
+            ctx.response_headers
+                .extend(header("retry-after", Some(HeaderValue::from(reset))));
         }
         Flow::Respond(PluginResponse::message(self.error_code, &self.error_message))
     }
@@ -365,6 +393,10 @@ impl Plugin for RateLimiting {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn text(value: &str) -> Identifier {
+        Identifier::Text(value.into())
+    }
 
     #[test]
     fn windows_align_to_utc_calendar_periods() {
@@ -400,19 +432,19 @@ mod tests {
         .unwrap();
         let now = 1_700_000_000;
         let passed = (0..10)
-            .filter(|_| limiter.take("client".into(), now).stop.is_none())
+            .filter(|_| limiter.take(text("client"), now).stop.is_none())
             .count();
         assert_eq!(passed, 5, "the second's limit holds");
         // The next second: the minute has 3 left.
         let passed = (0..10)
-            .filter(|_| limiter.take("client".into(), now + 1).stop.is_none())
+            .filter(|_| limiter.take(text("client"), now + 1).stop.is_none())
             .count();
         assert_eq!(passed, 3);
-        let stopped = limiter.take("client".into(), now + 2);
+        let stopped = limiter.take(text("client"), now + 2);
         assert_eq!(stopped.stop, Some(1));
         assert_eq!(stopped.periods[1], Some((8.0, 0.0)));
         // Another identifier has its own counters.
-        assert!(limiter.take("other".into(), now + 2).stop.is_none());
+        assert!(limiter.take(text("other"), now + 2).stop.is_none());
     }
 
     #[test]
@@ -433,7 +465,7 @@ mod tests {
                 let limiter = limiter.clone();
                 std::thread::spawn(move || {
                     (0..500)
-                        .filter(|_| limiter.take("shared".into(), now).stop.is_none())
+                        .filter(|_| limiter.take(text("shared"), now).stop.is_none())
                         .count()
                 })
             })
