@@ -21,6 +21,7 @@ use uuid::Uuid;
 use crate::config::ConfigReader;
 use crate::context::RequestCtx;
 use crate::phase::{Flow, Plugin, PluginResponse};
+use crate::traffic::proxy_cache::http::days_from_civil;
 use crate::PluginError;
 
 /// Kong's periods with the `EXPIRATION` (seconds) its reset header uses.
@@ -172,17 +173,6 @@ fn number_text(value: f64) -> String {
         true => format!("{}", value as i64),
         false => format!("{value}"),
     }
-}
-
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian, UTC).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let yoe = year - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// The civil (year, month) of a day count since 1970-01-01.

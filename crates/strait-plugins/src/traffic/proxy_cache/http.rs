@@ -80,8 +80,9 @@ pub fn parse_http_date(text: &str) -> Option<i64> {
     Some(days_from_civil(year, month, day) * 86_400 + h * 3600 + m * 60 + s)
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+/// Days since 1970-01-01 of a proleptic Gregorian date (UTC); rate-limiting
+/// aligns its month and year windows with it too.
+pub(crate) fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
