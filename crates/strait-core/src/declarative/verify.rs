@@ -156,21 +156,40 @@ pub(super) fn for_unique_values<'e>(
 
 /// At most one plugin of a name per (route, service, consumer) scope.
 pub(super) fn check_plugin_scopes(entities: &[Option<Entity>], errors: &mut Vec<Located>) {
+    check_unique_key(
+        entities,
+        |entity| match entity {
+            Entity::Plugin(plugin) => Some((
+                plugin.name.as_str(),
+                plugin.route.map(|fk| fk.id),
+                plugin.service.map(|fk| fk.id),
+                plugin.consumer.map(|fk| fk.id),
+                plugin.consumer_group.map(|fk| fk.id),
+            )),
+            _ => None,
+        },
+        |entity| match entity {
+            Entity::Plugin(plugin) => format!("{} for this scope", uniqueness_message("plugins", "name", &plugin.name)),
+            _ => String::new(),
+        },
+        errors,
+    );
+}
+
+/// Errors at every entity whose `key` an earlier entity already had; the
+/// message is built only for those.
+fn check_unique_key<'a, K: std::hash::Hash + Eq>(
+    entities: &'a [Option<Entity>],
+    key: impl Fn(&'a Entity) -> Option<K>,
+    message: impl Fn(&'a Entity) -> String,
+    errors: &mut Vec<Located>,
+) {
     let mut seen = HashMap::new();
     for (at, entity) in entities.iter().enumerate() {
-        let Some(Entity::Plugin(plugin)) = entity else {
-            continue;
-        };
-        let scope = (
-            plugin.name.as_str(),
-            plugin.route.map(|fk| fk.id),
-            plugin.service.map(|fk| fk.id),
-            plugin.consumer.map(|fk| fk.id),
-            plugin.consumer_group.map(|fk| fk.id),
-        );
-        if seen.insert(scope, at).is_some() {
-            let message = uniqueness_message("plugins", "name", &plugin.name);
-            errors.push(Located::entity(at, format!("{message} for this scope")));
+        let Some(entity) = entity else { continue };
+        let Some(key) = key(entity) else { continue };
+        if seen.insert(key, at).is_some() {
+            errors.push(Located::entity(at, message(entity)));
         }
     }
 }
@@ -178,35 +197,31 @@ pub(super) fn check_plugin_scopes(entities: &[Option<Entity>], errors: &mut Vec<
 /// A consumer is in a consumer group at most once, however the file lists
 /// the membership (under the consumer, under the group, or flat).
 pub(super) fn check_memberships(entities: &[Option<Entity>], errors: &mut Vec<Located>) {
-    let mut seen = HashMap::new();
-    for (at, entity) in entities.iter().enumerate() {
-        let Some(Entity::ConsumerGroupConsumer(membership)) = entity else {
-            continue;
-        };
-        if seen
-            .insert((membership.consumer_group.id, membership.consumer.id), at)
-            .is_some()
-        {
-            errors.push(Located::entity(
-                at,
-                "the consumer is already a member of this consumer group".to_string(),
-            ));
-        }
-    }
+    check_unique_key(
+        entities,
+        |entity| match entity {
+            Entity::ConsumerGroupConsumer(m) => Some((m.consumer_group.id, m.consumer.id)),
+            _ => None,
+        },
+        |_| "the consumer is already a member of this consumer group".to_string(),
+        errors,
+    );
 }
 
 /// A consumer is in an ACL group at most once (Kong's ACL cache key).
 pub(super) fn check_acl_groups(entities: &[Option<Entity>], errors: &mut Vec<Located>) {
-    let mut seen = HashMap::new();
-    for (at, entity) in entities.iter().enumerate() {
-        let Some(Entity::Acl(acl)) = entity else {
-            continue;
-        };
-        if seen.insert((acl.consumer.id, acl.group.as_str()), at).is_some() {
-            let message = uniqueness_message("acls", "group", &acl.group);
-            errors.push(Located::entity(at, format!("{message} for this consumer")));
-        }
-    }
+    check_unique_key(
+        entities,
+        |entity| match entity {
+            Entity::Acl(acl) => Some((acl.consumer.id, acl.group.as_str())),
+            _ => None,
+        },
+        |entity| match entity {
+            Entity::Acl(acl) => format!("{} for this consumer", uniqueness_message("acls", "group", &acl.group)),
+            _ => String::new(),
+        },
+        errors,
+    );
 }
 
 /// Puts valid entities into a `Config`, keeping document order per kind.

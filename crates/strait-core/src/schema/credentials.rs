@@ -53,26 +53,14 @@ pub(crate) fn basicauth_credential() -> EntityDef {
         ("password", Field::string().required()),
         ("tags", tags_field()),
     ]);
-    EntityDef {
-        fields,
-        endpoint_key: Some("username"),
-        shorthand: |_, _| {},
-        finish: |_, _, _| {},
-        entity_checks: json!([]),
-    }
+    EntityDef::plain(fields, Some("username"))
 }
 
 pub(crate) fn acl() -> EntityDef {
     let mut fields = credential_fields();
     fields.extend([("group", Field::string().required()), ("tags", tags_field())]);
-    EntityDef {
-        fields,
-        // Kong names an ACL by (consumer, group), its cache key, not by one field.
-        endpoint_key: None,
-        shorthand: |_, _| {},
-        finish: |_, _, _| {},
-        entity_checks: json!([]),
-    }
+    // Kong names an ACL by (consumer, group), its cache key, not by one field.
+    EntityDef::plain(fields, None)
 }
 
 /// The algorithms Kong's jwt plugin accepts (kong/plugins/jwt/daos.lua).

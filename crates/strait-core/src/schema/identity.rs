@@ -84,13 +84,7 @@ pub(crate) fn consumer() -> EntityDef {
 pub(crate) fn consumer_group() -> EntityDef {
     let mut fields = auto_fields(false);
     fields.extend([("name", Field::string().required().unique()), ("tags", tags_field())]);
-    EntityDef {
-        fields,
-        endpoint_key: Some("name"),
-        shorthand: |_, _| {},
-        finish: |_, _, _| {},
-        entity_checks: json!([]),
-    }
+    EntityDef::plain(fields, Some("name"))
 }
 
 /// A membership: Kong keys it by (group, consumer); Strait gives it the id
@@ -224,13 +218,7 @@ pub(crate) fn sni() -> EntityDef {
         ("certificate", Field::foreign("certificates").required()),
         ("tags", tags_field()),
     ]);
-    EntityDef {
-        fields,
-        endpoint_key: Some("name"),
-        shorthand: |_, _| {},
-        finish: |_, _, _| {},
-        entity_checks: json!([]),
-    }
+    EntityDef::plain(fields, Some("name"))
 }
 
 pub(crate) fn ca_certificate() -> EntityDef {

@@ -55,6 +55,20 @@ pub(crate) struct EntityDef {
     pub entity_checks: Value,
 }
 
+impl EntityDef {
+    /// A schema that is its fields alone: no shorthand, no cross-field
+    /// rule, no entity checks to describe.
+    pub(crate) fn plain(fields: Vec<(&'static str, Field)>, endpoint_key: Option<&'static str>) -> EntityDef {
+        EntityDef {
+            fields,
+            endpoint_key,
+            shorthand: |_, _| {},
+            finish: |_, _, _| {},
+            entity_checks: json!([]),
+        }
+    }
+}
+
 /// The schema of `kind`, built once: validation reads it for every entity
 /// of every document.
 pub(crate) fn definition(kind: EntityKind) -> &'static EntityDef {

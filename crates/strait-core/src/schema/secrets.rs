@@ -92,13 +92,7 @@ fn vault_config(out: &mut Map<String, Value>, _: &Map<String, Value>, errors: &m
 pub(crate) fn key_set() -> EntityDef {
     let mut fields = auto_fields(false);
     fields.extend([("name", Field::string().unique()), ("tags", tags_field())]);
-    EntityDef {
-        fields,
-        endpoint_key: Some("name"),
-        shorthand: |_, _| {},
-        finish: |_, _, _| {},
-        entity_checks: json!([]),
-    }
+    EntityDef::plain(fields, Some("name"))
 }
 
 pub(crate) fn key() -> EntityDef {
