@@ -73,6 +73,8 @@ pub struct PluginScope {
 pub struct RateLimiting {
     /// The limit of each period, `None` when not configured.
     limits: [Option<f64>; 6],
+    /// Each limit as a header value, built once.
+    limit_values: [Option<HeaderValue>; 6],
     limit_by: LimitBy,
     header_name: Option<String>,
     path: Option<String>,
@@ -120,6 +122,7 @@ impl RateLimiting {
         }
         Ok(RateLimiting {
             limits,
+            limit_values: limits.map(|limit| limit.and_then(number_value)),
             limit_by,
             header_name: c.string("header_name")?.map(|h| h.to_ascii_lowercase()),
             path: c.string("path")?,
@@ -247,6 +250,8 @@ static COUNTERS: LazyLock<Counters> = LazyLock::new(|| Counters {
 struct Usage {
     periods: [Option<(f64, f64)>; 6],
     stop: Option<usize>,
+    /// The window starts the counts were taken in.
+    starts: [i64; 6],
 }
 
 impl RateLimiting {
@@ -268,6 +273,7 @@ impl RateLimiting {
         let mut usage = Usage {
             periods: [None; 6],
             stop: None,
+            starts,
         };
         for (at, limit) in self.limits.iter().enumerate() {
             let Some(limit) = *limit else { continue };
@@ -335,10 +341,9 @@ impl Plugin for RateLimiting {
         if !self.hide_client_headers {
             // Kong's choice for the RateLimit-* headers: the period with the
             // least remaining, the longer window on a tie.
-            let mut chosen: Option<(f64, i64, f64)> = None;
-            let starts = window_starts(now);
+            let mut chosen: Option<(usize, f64)> = None;
             for (at, period) in usage.periods.iter().enumerate() {
-                let Some((limit, remaining)) = *period else { continue };
+                let Some((_, remaining)) = *period else { continue };
                 let remaining = match usage.stop {
                     None => remaining - 1.0,
                     Some(stop) if stop == at => remaining - 1.0,
@@ -348,21 +353,22 @@ impl Plugin for RateLimiting {
                 let window = PERIODS[at].1;
                 let better = match chosen {
                     None => true,
-                    Some((_, chosen_window, chosen_remaining)) => {
-                        remaining < chosen_remaining || (remaining == chosen_remaining && window > chosen_window)
+                    Some((chosen_at, chosen_remaining)) => {
+                        remaining < chosen_remaining || (remaining == chosen_remaining && window > PERIODS[chosen_at].1)
                     }
                 };
                 if better {
-                    chosen = Some((limit, window, remaining));
-                    reset = (window - (now - starts[at])).max(1);
+                    chosen = Some((at, remaining));
+                    reset = (window - (now - usage.starts[at])).max(1);
                 }
-                ctx.response_headers.extend(header(X_LIMIT[at], number_value(limit)));
+                ctx.response_headers
+                    .extend(header(X_LIMIT[at], self.limit_values[at].clone()));
                 ctx.response_headers
                     .extend(header(X_REMAINING[at], number_value(remaining)));
             }
-            if let Some((limit, _, remaining)) = chosen {
+            if let Some((at, remaining)) = chosen {
                 ctx.response_headers
-                    .extend(header("ratelimit-limit", number_value(limit)));
+                    .extend(header("ratelimit-limit", self.limit_values[at].clone()));
                 ctx.response_headers
                     .extend(header("ratelimit-remaining", number_value(remaining)));
                 ctx.response_headers
