@@ -169,8 +169,8 @@ pub(crate) fn certificate_has_reference(cert: &strait_core::Certificate) -> bool
     .any(|v| is_reference(v))
 }
 
-/// The entities of `state` that may hold references (certificates, keys,
-/// plugins whose schema has referenceable fields).
+/// The entities of `state` that may hold references (certificates and
+/// plugins that do, every key).
 fn holders(state: &EntityState) -> Vec<Entity> {
     let certificates = state
         .certificates
@@ -182,9 +182,7 @@ fn holders(state: &EntityState) -> Vec<Entity> {
     let plugins = state
         .plugins
         .values()
-        .filter(|p| {
-            !strait_core::schema::referenceable_fields(strait_core::EntityKind::Plugins, Some(&p.name)).is_empty()
-        })
+        .filter(|p| strait_core::schema::plugin_has_references(p))
         .cloned()
         .map(Entity::Plugin);
     certificates.chain(keys).chain(plugins).collect()

@@ -36,7 +36,7 @@ pub use identity::BUNDLED_PLUGINS;
 pub use plugins::{plugin_schema_json, PLUGINS_WITH_SCHEMA};
 pub use route_rules::{ROUTE_HTTPS_NEEDS_MATCHER, ROUTE_HTTP_NEEDS_MATCHER};
 pub use router_flavor::RouterFlavor;
-pub use secrets::{check_jwk, referenceable_fields, references_in, resolve_references};
+pub use secrets::{check_jwk, plugin_has_references, referenceable_fields, references_in, resolve_references};
 
 type Shorthand = fn(&mut Map<String, Value>, &mut Vec<FieldError>);
 type Finish = fn(&mut Map<String, Value>, &Map<String, Value>, &mut Vec<FieldError>);

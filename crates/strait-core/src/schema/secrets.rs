@@ -287,6 +287,20 @@ fn value_at_mut<'a>(object: &'a mut Map<String, Value>, path: &str) -> Option<&'
     }
 }
 
+/// Whether a plugin's config holds a reference in a referenceable field,
+/// read in place (no copy of the entity): the compiler asks it of every
+/// plugin it builds.
+pub fn plugin_has_references(plugin: &crate::entities::Plugin) -> bool {
+    referenceable_fields(EntityKind::Plugins, Some(&plugin.name))
+        .iter()
+        .filter_map(|path| path.strip_prefix("config."))
+        .any(|path| {
+            value_at(&plugin.config, path)
+                .and_then(Value::as_str)
+                .is_some_and(is_reference)
+        })
+}
+
 /// The references `entity` holds in referenceable fields: `(field path,
 /// reference)`. Empty for kinds without such fields.
 pub fn references_in(entity: &Entity) -> Vec<(String, String)> {
@@ -295,7 +309,8 @@ pub fn references_in(entity: &Entity) -> Vec<(String, String)> {
             .into_iter()
             .flatten()
             .any(|v| is_reference(v)),
-        Entity::Key(_) | Entity::Plugin(_) => true,
+        Entity::Plugin(plugin) => plugin_has_references(plugin),
+        Entity::Key(_) => true,
         _ => false,
     };
     if !cheap {

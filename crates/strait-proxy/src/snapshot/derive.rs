@@ -238,10 +238,9 @@ pub(crate) fn build_plugin_instance(
     }
 }
 
-/// Whether a plugin's schema has referenceable fields (only then can its
-/// config hold references to resolve).
+/// Whether a plugin's config holds vault references to resolve.
 fn holds_references(plugin: &PluginEntity) -> bool {
-    !strait_core::schema::referenceable_fields(EntityKind::Plugins, Some(&plugin.name)).is_empty()
+    strait_core::schema::plugin_has_references(plugin)
 }
 
 /// Keys are not compiled into anything the proxy runs; their references

@@ -172,3 +172,26 @@ fn referenceable_fields_are_kongs_and_described() {
         .unwrap();
     assert_eq!(key["referenceable"], true, "{key}");
 }
+
+#[test]
+fn plugin_references_are_found_in_place() {
+    let plugin = |config: Value| match validate_entity(
+        EntityKind::Plugins,
+        &json!({"name": "rate-limiting", "config": config}),
+        NOW,
+    )
+    .unwrap()
+    {
+        Entity::Plugin(plugin) => plugin,
+        other => panic!("not a plugin: {other:?}"),
+    };
+    let plain = plugin(json!({"minute": 5, "redis": {"password": "literal"}}));
+    assert!(!plugin_has_references(&plain));
+    assert!(references_in(&Entity::Plugin(plain)).is_empty());
+    let referenced = plugin(json!({"minute": 5, "redis": {"password": "{vault://env/pw}"}}));
+    assert!(plugin_has_references(&referenced));
+    assert_eq!(
+        references_in(&Entity::Plugin(referenced)),
+        vec![("config.redis.password".to_string(), "{vault://env/pw}".to_string())]
+    );
+}
