@@ -13,6 +13,11 @@ fi
 if ! need curl || ! need python3; then
   apt-get update -qq && apt-get install -y -qq curl python3
 fi
+# A real redis-server for rate-limiting's redis policy (tests/src/redis.rs starts its own
+# instances on free ports; the package's own service, if it starts, is not used).
+if ! need redis-server; then
+  apt-get update -qq && apt-get install -y -qq redis-server
+fi
 
 # decK (Kong's declarative CLI) for the dump/sync round-trip test: the release module from
 # the Go module proxy, built in a scratch copy into target/tools (kept between runs when

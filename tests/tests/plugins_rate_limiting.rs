@@ -204,13 +204,13 @@ async fn policies_not_built_yet_are_refused_with_their_name() {
         "{vault://env/strait-t-redis-pw}"
     );
     assert!(!gw.admin_get("/config").await.text().contains("s3cret"));
-    let body = json!({ "name": "rate-limiting", "config": { "minute": 5, "policy": "redis", "redis": { "host": "127.0.0.1" } } });
+    let body = json!({ "name": "rate-limiting", "config": { "minute": 5, "policy": "cluster" } });
     let reply = send_json(&gw, "POST", "/plugins", &body).await;
     let error = expect_error(&reply, 400, 2, "schema violation");
     assert!(
         error["fields"]["config"]["policy"]
             .as_str()
-            .is_some_and(|m| m.contains("'redis' policy is not available")),
+            .is_some_and(|m| m.contains("'cluster' policy needs a PostgreSQL store")),
         "{error}"
     );
     let reply = send_json(&gw, "POST", "/plugins", &json!({ "name": "rate-limiting" })).await;

@@ -48,6 +48,8 @@ pub fn status(state: &AdminState) -> AdminResponse {
         "configuration_hash": snapshot.hash,
         "config_version": snapshot.version,
         "memory": { "rss_bytes": rss_bytes() },
+        // Calls to Redis (rate-limiting's redis policy) that failed.
+        "redis": { "errors_total": strait_runtime::redis::errors_total() },
     });
     json_response(StatusCode::OK, &body)
 }

@@ -3,11 +3,10 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
@@ -18,12 +17,7 @@ use uuid::Uuid;
 use crate::snapshot::{CompileProblem, EntityState, Snapshot};
 use crate::tls_policy::TlsPolicy;
 
-pub fn provider() -> Arc<CryptoProvider> {
-    static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
-    PROVIDER
-        .get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
-        .clone()
-}
+pub use strait_runtime::tls::provider;
 
 fn parse_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs = rustls_pemfile::certs(&mut pem.as_bytes())
@@ -235,11 +229,6 @@ pub struct UpstreamTlsCache {
     built: HashMap<TlsKey, Arc<UpstreamTls>>,
 }
 
-fn native_roots() -> &'static [CertificateDer<'static>] {
-    static ROOTS: OnceLock<Vec<CertificateDer<'static>>> = OnceLock::new();
-    ROOTS.get_or_init(|| rustls_native_certs::load_native_certs().certs)
-}
-
 impl UpstreamTlsCache {
     pub(crate) fn get(&mut self, service: &Service, state: &EntityState) -> Result<Arc<UpstreamTls>, String> {
         let verify = service.tls_verify.unwrap_or(false);
@@ -277,7 +266,7 @@ fn client_config(
     let builder = if verify {
         let mut roots = RootCertStore::empty();
         if cas.is_empty() {
-            roots.add_parsable_certificates(native_roots().iter().cloned());
+            roots.add_parsable_certificates(strait_runtime::tls::native_roots().iter().cloned());
         }
         for id in cas {
             let ca = state
@@ -297,7 +286,7 @@ fn client_config(
     } else {
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCert(provider())))
+            .with_custom_certificate_verifier(Arc::new(strait_runtime::tls::AcceptAnyServerCert(provider())))
     };
     match client_cert {
         None => Ok(builder.with_no_client_auth()),
@@ -412,44 +401,5 @@ impl ServerCertVerifier for SanVerifier {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.inner.supported_verify_schemes()
-    }
-}
-
-/// Kong's default for services without `tls_verify`: encrypt, don't verify.
-#[derive(Debug)]
-struct AcceptAnyServerCert(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAnyServerCert {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }

@@ -1,38 +1,25 @@
-//! `rate-limiting` (Kong priority 910), `local` policy: per-node counters
-//! that are exact. Kong's `local` policy reads the counters, decides, and
-//! increments them later in a timer, so concurrent requests can all pass
-//! the last free slot; here the check and the increment of every period
-//! happen under one shard lock, so a node never admits more than the limit.
-//!
-//! Counters are runtime data, outside any snapshot: they are keyed like
-//! Kong's (the plugin's route and service scope, the identifier, the
-//! period's window), so a configuration change, even to the plugin itself,
-//! keeps them. Windows are aligned as Kong aligns them (UTC second, minute,
-//! hour, day, calendar month, calendar year).
+//! `rate-limiting` (Kong priority 910): the `local` policy (exact per-node
+//! counters, [`local`]) and the `redis` policy (counters shared by every
+//! node, decided atomically in Redis, [`redis`]). Windows are aligned as Kong
+//! aligns them (UTC second, minute, hour, day, calendar month, calendar
+//! year, [`windows`]).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash};
-use std::sync::{LazyLock, Mutex};
+mod local;
+mod redis;
+mod windows;
+
+use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use serde_json::{Map, Value};
+use strait_runtime::redis::{Redis, RedisConfig};
 use uuid::Uuid;
 
 use crate::config::ConfigReader;
 use crate::context::RequestCtx;
-use crate::phase::{Flow, Plugin, PluginResponse};
-use crate::traffic::proxy_cache::http::days_from_civil;
+use crate::phase::{AccessFuture, Flow, Plugin, PluginResponse};
 use crate::PluginError;
-
-/// Kong's periods with the `EXPIRATION` (seconds) its reset header uses.
-const PERIODS: [(&str, i64); 6] = [
-    ("second", 1),
-    ("minute", 60),
-    ("hour", 3600),
-    ("day", 86_400),
-    ("month", 2_592_000),
-    ("year", 31_536_000),
-];
+use windows::{unix_now, PERIODS};
 
 const X_LIMIT: [&str; 6] = [
     "x-ratelimit-limit-second",
@@ -82,6 +69,9 @@ pub struct RateLimiting {
     error_code: u16,
     error_message: String,
     scope: PluginScope,
+    /// `Some` for the `redis` policy.
+    redis: Option<redis::RedisPolicy>,
+    fault_tolerant: bool,
 }
 
 impl RateLimiting {
@@ -104,15 +94,18 @@ impl RateLimiting {
             "path" => LimitBy::Path,
             other => return Err(PluginError::invalid("limit_by", format!("unknown value '{other}'"))),
         };
-        match c.string("policy")?.as_deref().unwrap_or("local") {
-            "local" | "" => {}
+        let redis = match c.string("policy")?.as_deref().unwrap_or("local") {
+            "local" | "" => None,
+            "redis" => Some(redis_policy(&c)?),
             other => {
                 return Err(PluginError::invalid(
                     "policy",
-                    format!("the '{other}' policy is not available in this version of Strait yet; use 'local'"),
+                    format!(
+                        "the '{other}' policy needs a PostgreSQL store, which this version of Strait does not have yet; use 'local' or 'redis'"
+                    ),
                 ))
             }
-        }
+        };
         let error_code = c.number("error_code", 429.0)?;
         if !(100.0..=599.0).contains(&error_code) || error_code.fract() != 0.0 {
             return Err(PluginError::invalid(
@@ -132,6 +125,8 @@ impl RateLimiting {
                 .string("error_message")?
                 .unwrap_or_else(|| "API rate limit exceeded".to_string()),
             scope,
+            redis,
+            fault_tolerant: c.bool("fault_tolerant", true)?,
         })
     }
 
@@ -178,72 +173,12 @@ fn number_text(value: f64) -> String {
     }
 }
 
-/// The civil (year, month) of a day count since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month)
-}
-
-/// The start (Unix seconds, UTC) of each period's window holding `now`
-/// (Kong's `timestamp.get_timestamps`).
-fn window_starts(now: i64) -> [i64; 6] {
-    let day = now.div_euclid(86_400);
-    let (year, month) = civil_from_days(day);
-    [
-        now,
-        now - now.rem_euclid(60),
-        now - now.rem_euclid(3600),
-        day * 86_400,
-        days_from_civil(year, month, 1) * 86_400,
-        days_from_civil(year, 1, 1) * 86_400,
-    ]
-}
-
-#[derive(Hash, PartialEq, Eq)]
+/// What a request is counted under: the plugin's scope and the identifier.
+#[derive(Debug, Clone, Hash, PartialEq, Eq)]
 struct CounterKey {
     scope: PluginScope,
     identifier: Identifier,
 }
-
-#[derive(Default)]
-struct Counter {
-    windows: [i64; 6],
-    counts: [f64; 6],
-    /// When every window this counter holds has ended (Unix seconds).
-    expires: i64,
-}
-
-struct Shard {
-    counters: HashMap<CounterKey, Counter>,
-    swept: i64,
-}
-
-const SHARDS: usize = 64;
-
-/// Every node-local counter, sharded by key so workers rarely share a lock.
-struct Counters {
-    shards: Vec<Mutex<Shard>>,
-    hasher: std::collections::hash_map::RandomState,
-}
-
-static COUNTERS: LazyLock<Counters> = LazyLock::new(|| Counters {
-    shards: (0..SHARDS)
-        .map(|_| {
-            Mutex::new(Shard {
-                counters: HashMap::new(),
-                swept: 0,
-            })
-        })
-        .collect(),
-    hasher: std::collections::hash_map::RandomState::new(),
-});
 
 /// What one check-and-count decided, per period: `(limit, remaining)`
 /// before this request, and the period that stopped it, if any.
@@ -254,57 +189,31 @@ struct Usage {
     starts: [i64; 6],
 }
 
-impl RateLimiting {
-    /// Checks every configured period and, when all have room, counts the
-    /// request in each, under one lock.
-    fn take(&self, identifier: Identifier, now: i64) -> Usage {
-        let starts = window_starts(now);
-        let key = CounterKey {
-            scope: self.scope,
-            identifier,
-        };
-        let shard = &COUNTERS.shards[(COUNTERS.hasher.hash_one(&key) as usize) % SHARDS];
-        let mut shard = shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if now - shard.swept >= 60 {
-            shard.counters.retain(|_, counter| counter.expires > now);
-            shard.swept = now;
-        }
-        let counter = shard.counters.entry(key).or_default();
-        let mut usage = Usage {
-            periods: [None; 6],
-            stop: None,
-            starts,
-        };
-        for (at, limit) in self.limits.iter().enumerate() {
-            let Some(limit) = *limit else { continue };
-            if counter.windows[at] != starts[at] {
-                counter.windows[at] = starts[at];
-                counter.counts[at] = 0.0;
-            }
-            let remaining = limit - counter.counts[at];
-            usage.periods[at] = Some((limit, remaining));
-            if remaining <= 0.0 {
-                usage.stop = Some(at);
-            }
-        }
-        if usage.stop.is_none() {
-            for (at, limit) in self.limits.iter().enumerate() {
-                if limit.is_some() {
-                    counter.counts[at] += 1.0;
-                    counter.expires = counter.expires.max(starts[at] + PERIODS[at].1);
-                }
-            }
-        }
-        usage
-    }
-}
-
-/// Seconds since the Unix epoch.
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+/// The `redis` policy's settings from the `redis` record and `sync_rate`.
+fn redis_policy(c: &ConfigReader<'_>) -> Result<redis::RedisPolicy, PluginError> {
+    let r = c.record("redis")?;
+    let host = r
+        .string("host")?
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| PluginError::invalid("redis.host", "required field missing (policy is redis)"))?;
+    let port = r.integer("port", 6379)?;
+    let port = u16::try_from(port).map_err(|_| PluginError::invalid("redis.port", "expected a port (0-65535)"))?;
+    let timeout = r.integer("timeout", 2000)?.max(1) as u64;
+    let sync_rate = c.number("sync_rate", -1.0)?;
+    Ok(redis::RedisPolicy {
+        redis: Redis::new(RedisConfig {
+            host,
+            port,
+            username: r.string("username")?,
+            password: r.string("password")?,
+            database: r.integer("database", 0)?,
+            ssl: r.bool("ssl", false)?,
+            ssl_verify: r.bool("ssl_verify", false)?,
+            server_name: r.string("server_name")?,
+            timeout: Duration::from_millis(timeout),
+        }),
+        sync_rate: (sync_rate > 0.0).then(|| Duration::from_secs_f64(sync_rate)),
+    })
 }
 
 /// A count as a header value: integers (the usual case) without a
@@ -331,7 +240,45 @@ impl Plugin for RateLimiting {
 
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         let now = unix_now();
-        let usage = self.take(self.identifier(ctx), now);
+        let key = CounterKey {
+            scope: self.scope,
+            identifier: self.identifier(ctx),
+        };
+        let usage = local::take(&self.limits, key, now);
+        self.answer(ctx, &usage, now)
+    }
+
+    fn waits(&self) -> bool {
+        self.redis.is_some()
+    }
+
+    fn access_async<'a>(&'a self, ctx: &'a mut RequestCtx<'_>) -> AccessFuture<'a> {
+        Box::pin(async move {
+            let Some(policy) = &self.redis else {
+                return self.access(ctx);
+            };
+            let now = unix_now();
+            let key = CounterKey {
+                scope: self.scope,
+                identifier: self.identifier(ctx),
+            };
+            match policy.take(&self.limits, key, now).await {
+                Ok(usage) => self.answer(ctx, &usage, now),
+                Err(error) => {
+                    redis::complain(&error, self.fault_tolerant);
+                    match self.fault_tolerant {
+                        true => Flow::Continue,
+                        false => Flow::Respond(PluginResponse::message(500, "An unexpected error occurred")),
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl RateLimiting {
+    /// Kong's headers for a decision, and the refusal when a limit is hit.
+    fn answer(&self, ctx: &mut RequestCtx<'_>, usage: &Usage, now: i64) -> Flow {
         ctx.response_headers.reserve(if self.hide_client_headers {
             0
         } else {
@@ -394,19 +341,14 @@ mod tests {
         Identifier::Text(value.into())
     }
 
-    #[test]
-    fn windows_align_to_utc_calendar_periods() {
-        // 2024-02-29T13:45:30Z
-        let now = 1_709_214_330;
-        let starts = window_starts(now);
-        assert_eq!(starts[0], now);
-        assert_eq!(starts[1], 1_709_214_300); // 13:45:00
-        assert_eq!(starts[2], 1_709_211_600); // 13:00:00
-        assert_eq!(starts[3], 1_709_164_800); // 2024-02-29
-        assert_eq!(starts[4], 1_706_745_600); // 2024-02-01
-        assert_eq!(starts[5], 1_704_067_200); // 2024-01-01
-        assert_eq!(window_starts(0)[5], 0);
-        assert_eq!(civil_from_days(days_from_civil(2000, 12, 31)), (2000, 12));
+    impl RateLimiting {
+        fn take(&self, identifier: Identifier, now: i64) -> Usage {
+            let key = CounterKey {
+                scope: self.scope,
+                identifier,
+            };
+            local::take(&self.limits, key, now)
+        }
     }
 
     #[test]
@@ -473,12 +415,15 @@ mod tests {
     #[test]
     fn other_policies_are_refused_clearly() {
         let error = RateLimiting::from_config(
-            serde_json::json!({ "minute": 1, "policy": "redis" })
+            serde_json::json!({ "minute": 1, "policy": "cluster" })
                 .as_object()
                 .unwrap(),
             PluginScope::default(),
         )
         .unwrap_err();
-        assert!(error.to_string().contains("'redis' policy is not available"), "{error}");
+        assert!(
+            error.to_string().contains("'cluster' policy needs a PostgreSQL store"),
+            "{error}"
+        );
     }
 }

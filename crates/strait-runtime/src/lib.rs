@@ -1,0 +1,8 @@
+//! strait-runtime: runtime data that never goes into a snapshot, and the
+//! clients that hold it outside the process. Today: a Redis client
+//! (pipelined, per worker, reconnecting with backoff) for cluster-wide
+//! counters, and the TLS client pieces it shares with the proxy.
+#![forbid(unsafe_code)]
+
+pub mod redis;
+pub mod tls;
