@@ -160,12 +160,16 @@ impl RedisPolicy {
                 (lease.want, back, true)
             }
         };
+        // Should this request be dropped while it waits (its client went
+        // away), the renewal is released all the same.
+        let guard = RenewalGuard {
+            key: renewing.then(|| key.clone()),
+            now,
+        };
         let result = self.ask(limits, &key, &windows, want, back).await;
+        drop(guard);
         let mut shard = LEASES.shard(&key, now, |lease| lease.expires <= now);
         let lease = shard.entries.entry(key).or_default();
-        if renewing {
-            lease.fetching = false;
-        }
         let grant = result?;
         if grant.granted > 0 {
             // This request takes one token; the rest join the lease, when
@@ -241,6 +245,24 @@ impl RedisPolicy {
             granted: granted.max(0) as u64,
             counts,
         })
+    }
+}
+
+/// Clears a lease's `fetching` mark when the renewing request is done or
+/// dropped.
+struct RenewalGuard {
+    key: Option<CounterKey>,
+    now: i64,
+}
+
+impl Drop for RenewalGuard {
+    fn drop(&mut self) {
+        if let Some(key) = &self.key {
+            let mut shard = LEASES.shard(key, self.now, |_| false);
+            if let Some(lease) = shard.entries.get_mut(key) {
+                lease.fetching = false;
+            }
+        }
     }
 }
 
