@@ -25,6 +25,7 @@ pub const AVAILABLE: &[&str] = &[
     "request-size-limiting",
     "request-termination",
     "request-transformer",
+    "response-ratelimiting",
     "response-transformer",
 ];
 
@@ -89,6 +90,9 @@ pub fn build_scoped_plugin(
 ) -> Result<Arc<dyn Plugin>, PluginError> {
     Ok(match name {
         "rate-limiting" => Arc::new(traffic::rate_limiting::RateLimiting::from_config(config, scope)?),
+        "response-ratelimiting" => Arc::new(traffic::response_ratelimiting::ResponseRateLimiting::from_config(
+            config, scope,
+        )?),
         "acl" => Arc::new(auth::acl::Acl::from_config(config)?),
         "basic-auth" => Arc::new(auth::basic_auth::BasicAuth::from_config(config)?),
         "bot-detection" => Arc::new(security::bot_detection::BotDetection::from_config(config)?),

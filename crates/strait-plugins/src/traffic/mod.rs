@@ -2,3 +2,4 @@
 
 pub mod proxy_cache;
 pub mod rate_limiting;
+pub mod response_ratelimiting;

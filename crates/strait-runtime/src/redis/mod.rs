@@ -75,6 +75,19 @@ pub fn errors_total() -> u64 {
     ERRORS.load(Ordering::Relaxed)
 }
 
+/// Log a failed call for `what` (the feature that made it), at most one
+/// line a second for the whole process, with the running error count.
+pub fn log_failure(what: &str, error: &RedisError) {
+    static LAST: std::sync::atomic::AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    if LAST.swap(now, Ordering::Relaxed) != now {
+        tracing::error!(%error, errors_total = errors_total(), "{what}: Redis call failed");
+    }
+}
+
 /// Commands one connection may have queued and unanswered.
 const QUEUE: usize = 8192;
 
@@ -163,6 +176,31 @@ impl Redis {
             ERRORS.fetch_add(1, Ordering::Relaxed);
         }
         result
+    }
+
+    /// Run a script without waiting for it (work after the response, such
+    /// as response-ratelimiting's increments); a failure is counted and
+    /// logged. False when there is no runtime to run it on.
+    pub fn spawn_eval(
+        &self,
+        script: &'static Script,
+        keys: Vec<String>,
+        args: Vec<String>,
+        what: &'static str,
+    ) -> bool {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            ERRORS.fetch_add(1, Ordering::Relaxed);
+            return false;
+        };
+        let redis = self.clone();
+        runtime.spawn(async move {
+            let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            if let Err(error) = redis.eval(script, &keys, &args).await {
+                log_failure(what, &error);
+            }
+        });
+        true
     }
 
     async fn send(&self, frame: Vec<u8>) -> Result<Value, RedisError> {

@@ -105,6 +105,7 @@ fn build_definition(name: &str) -> Option<PluginDef> {
         "key-auth" => Some(auth::key_auth()),
         "proxy-cache" => Some(traffic::proxy_cache()),
         "rate-limiting" => Some(traffic::rate_limiting()),
+        "response-ratelimiting" => Some(traffic::response_ratelimiting()),
         "request-size-limiting" => Some(security::request_size_limiting()),
         "request-termination" => Some(request_termination()),
         "request-transformer" => Some(transform::request_transformer()),
@@ -129,6 +130,7 @@ pub const PLUGINS_WITH_SCHEMA: &[&str] = &[
     "request-size-limiting",
     "request-termination",
     "request-transformer",
+    "response-ratelimiting",
     "response-transformer",
 ];
 

@@ -117,6 +117,81 @@ fn rate_limiting_check(config: &Map<String, Value>) -> Result<(), String> {
     Ok(())
 }
 
+/// Kong's `response-ratelimiting` schema.
+pub(super) fn response_ratelimiting() -> PluginDef {
+    let periods: Vec<(&'static str, Field)> = RATE_LIMIT_PERIODS
+        .iter()
+        .map(|period| (*period, Field::number().gt(0)))
+        .collect();
+    PluginDef::new(vec![
+        ("header_name", Field::string().default(json!("x-kong-limit"))),
+        (
+            "limit_by",
+            Field::string()
+                .default(json!("consumer"))
+                .one_of(&["consumer", "credential", "ip"]),
+        ),
+        (
+            "policy",
+            Field::string()
+                .default(json!("local"))
+                .one_of(&["local", "cluster", "redis"]),
+        ),
+        ("fault_tolerant", Field::boolean().required().default(json!(true))),
+        ("redis", redis_record()),
+        (
+            "block_on_first_violation",
+            Field::boolean().required().default(json!(false)),
+        ),
+        ("hide_client_headers", Field::boolean().required().default(json!(false))),
+        (
+            "limits",
+            Field::map(Field::string(), Field::record(periods).required()).required(),
+        ),
+    ])
+    .check(response_ratelimiting_check)
+}
+
+/// Kong's checks of response-ratelimiting: at least one limit, each with at
+/// least one period, longer periods not lower; Redis settings with `redis`.
+fn response_ratelimiting_check(config: &Map<String, Value>) -> Result<(), String> {
+    let limits = config.get("limits").and_then(Value::as_object);
+    let Some(limits) = limits.filter(|l| !l.is_empty()) else {
+        return Err("config.limits: length must be at least 1".into());
+    };
+    for (name, limit) in limits {
+        let period = |p: &str| limit.get(p).and_then(Value::as_f64);
+        if RATE_LIMIT_PERIODS.iter().all(|p| period(p).is_none()) {
+            let fields: Vec<String> = RATE_LIMIT_PERIODS.iter().map(|p| format!("'{p}'")).collect();
+            return Err(format!(
+                "config.limits.{name}: at least one of these fields must be non-empty: {}",
+                fields.join(", ")
+            ));
+        }
+        for (at, lower) in RATE_LIMIT_PERIODS.iter().enumerate() {
+            let Some(v1) = period(lower) else { continue };
+            for upper in &RATE_LIMIT_PERIODS[at + 1..] {
+                if let Some(v2) = period(upper).filter(|v2| *v2 < v1) {
+                    return Err(format!(
+                        "config.limits.{name}: the limit for {upper}({v2:.1}) cannot be lower than the limit for {lower}({v1:.1})"
+                    ));
+                }
+            }
+        }
+    }
+    if config.get("policy").and_then(Value::as_str) == Some("redis") {
+        let redis = config.get("redis").and_then(Value::as_object);
+        for field in ["host", "port", "timeout"] {
+            if redis.and_then(|r| r.get(field)).is_none_or(Value::is_null) {
+                return Err(format!(
+                    "config.redis.{field}: required field missing (policy is redis)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Kong's `proxy-cache` schema. `strategy` has no default and only
 /// `memory` exists in Kong's open-source build, as here.
 pub(super) fn proxy_cache() -> PluginDef {

@@ -47,13 +47,21 @@ fn plugin_defaults_and_known_names() {
     );
     // Every bundled plugin validates with its defaults, except those whose
     // Kong schema demands a choice (acl and ip-restriction: allow or deny;
-    // proxy-cache: strategy; rate-limiting: a limit).
-    for name in BUNDLED_PLUGINS
-        .iter()
-        .filter(|n| !["acl", "ip-restriction", "proxy-cache", "rate-limiting"].contains(n))
-    {
+    // proxy-cache: strategy; rate-limiting and response-ratelimiting: a limit).
+    let demand_a_choice = [
+        "acl",
+        "ip-restriction",
+        "proxy-cache",
+        "rate-limiting",
+        "response-ratelimiting",
+    ];
+    for name in BUNDLED_PLUGINS.iter().filter(|n| !demand_a_choice.contains(n)) {
         valid(EntityKind::Plugins, json!({ "name": name }));
     }
+    assert_eq!(
+        invalid(EntityKind::Plugins, json!({"name": "response-ratelimiting"})),
+        vec![pair("config.limits", "required field missing")]
+    );
     assert_eq!(
         invalid(EntityKind::Plugins, json!({"name": "acl"})),
         vec![pair(

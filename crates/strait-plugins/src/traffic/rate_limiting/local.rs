@@ -10,7 +10,7 @@
 //! keeps them.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash};
 use std::sync::{LazyLock, Mutex};
 
 use super::windows::Windows;
@@ -26,20 +26,20 @@ struct Counter {
 
 /// A map split in shards by key hash, each swept of ended entries once a
 /// minute, so workers rarely share a lock and memory follows live keys.
-pub(super) struct Sharded<V> {
-    shards: Vec<Mutex<Shard<V>>>,
+pub(crate) struct Sharded<V, K = CounterKey> {
+    shards: Vec<Mutex<Shard<V, K>>>,
     hasher: std::collections::hash_map::RandomState,
 }
 
-pub(super) struct Shard<V> {
-    pub entries: HashMap<CounterKey, V>,
+pub(crate) struct Shard<V, K = CounterKey> {
+    pub entries: HashMap<K, V>,
     swept: i64,
 }
 
 const SHARDS: usize = 64;
 
-impl<V> Sharded<V> {
-    pub fn new() -> Sharded<V> {
+impl<V, K: Hash + Eq> Sharded<V, K> {
+    pub fn new() -> Sharded<V, K> {
         Sharded {
             shards: (0..SHARDS)
                 .map(|_| {
@@ -55,12 +55,7 @@ impl<V> Sharded<V> {
 
     /// The shard of `key`, locked, swept of entries `expired` says ended
     /// when a minute has passed since its last sweep.
-    pub fn shard(
-        &self,
-        key: &CounterKey,
-        now: i64,
-        expired: impl Fn(&V) -> bool,
-    ) -> std::sync::MutexGuard<'_, Shard<V>> {
+    pub fn shard(&self, key: &K, now: i64, expired: impl Fn(&V) -> bool) -> std::sync::MutexGuard<'_, Shard<V, K>> {
         let shard = &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS];
         let mut shard = shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if now - shard.swept >= 60 {

@@ -4,9 +4,9 @@
 //! aligns them (UTC second, minute, hour, day, calendar month, calendar
 //! year, [`windows`]).
 
-mod local;
-mod redis;
-mod windows;
+pub(crate) mod local;
+pub(crate) mod redis;
+pub(crate) mod windows;
 
 use std::time::Duration;
 
@@ -159,14 +159,14 @@ impl RateLimiting {
 
 /// What a request is counted as (Kong's identifier).
 #[derive(Debug, Clone, Hash, PartialEq, Eq)]
-enum Identifier {
+pub(crate) enum Identifier {
     Id(Uuid),
     Ip(std::net::IpAddr),
     Text(Box<str>),
 }
 
 /// A number as Lua prints it: integers without a fraction.
-fn number_text(value: f64) -> String {
+pub(crate) fn number_text(value: f64) -> String {
     match value.fract() == 0.0 && value.abs() < 1e15 {
         true => format!("{}", value as i64),
         false => format!("{value}"),
@@ -175,9 +175,9 @@ fn number_text(value: f64) -> String {
 
 /// What a request is counted under: the plugin's scope and the identifier.
 #[derive(Debug, Clone, Hash, PartialEq, Eq)]
-struct CounterKey {
-    scope: PluginScope,
-    identifier: Identifier,
+pub(crate) struct CounterKey {
+    pub scope: PluginScope,
+    pub identifier: Identifier,
 }
 
 /// What one check-and-count decided, per period: `(limit, remaining)`
@@ -191,6 +191,15 @@ struct Usage {
 
 /// The `redis` policy's settings from the `redis` record and `sync_rate`.
 fn redis_policy(c: &ConfigReader<'_>) -> Result<redis::RedisPolicy, PluginError> {
+    let sync_rate = c.number("sync_rate", -1.0)?;
+    Ok(redis::RedisPolicy {
+        redis: redis_client(c)?,
+        sync_rate: (sync_rate > 0.0).then(|| Duration::from_secs_f64(sync_rate)),
+    })
+}
+
+/// A client for the plugin's `redis` record (Kong's shared record).
+pub(crate) fn redis_client(c: &ConfigReader<'_>) -> Result<Redis, PluginError> {
     let r = c.record("redis")?;
     let host = r
         .string("host")?
@@ -199,26 +208,22 @@ fn redis_policy(c: &ConfigReader<'_>) -> Result<redis::RedisPolicy, PluginError>
     let port = r.integer("port", 6379)?;
     let port = u16::try_from(port).map_err(|_| PluginError::invalid("redis.port", "expected a port (0-65535)"))?;
     let timeout = r.integer("timeout", 2000)?.max(1) as u64;
-    let sync_rate = c.number("sync_rate", -1.0)?;
-    Ok(redis::RedisPolicy {
-        redis: Redis::new(RedisConfig {
-            host,
-            port,
-            username: r.string("username")?,
-            password: r.string("password")?,
-            database: r.integer("database", 0)?,
-            ssl: r.bool("ssl", false)?,
-            ssl_verify: r.bool("ssl_verify", false)?,
-            server_name: r.string("server_name")?,
-            timeout: Duration::from_millis(timeout),
-        }),
-        sync_rate: (sync_rate > 0.0).then(|| Duration::from_secs_f64(sync_rate)),
-    })
+    Ok(Redis::new(RedisConfig {
+        host,
+        port,
+        username: r.string("username")?,
+        password: r.string("password")?,
+        database: r.integer("database", 0)?,
+        ssl: r.bool("ssl", false)?,
+        ssl_verify: r.bool("ssl_verify", false)?,
+        server_name: r.string("server_name")?,
+        timeout: Duration::from_millis(timeout),
+    }))
 }
 
 /// A count as a header value: integers (the usual case) without a
 /// formatted string.
-fn number_value(value: f64) -> Option<HeaderValue> {
+pub(crate) fn number_value(value: f64) -> Option<HeaderValue> {
     match value.fract() == 0.0 && value.abs() < 1e15 {
         true => Some(HeaderValue::from(value as i64)),
         false => HeaderValue::from_str(&number_text(value)).ok(),
@@ -265,7 +270,7 @@ impl Plugin for RateLimiting {
             match policy.take(&self.limits, key, now).await {
                 Ok(usage) => self.answer(ctx, &usage, now),
                 Err(error) => {
-                    redis::complain(&error, self.fault_tolerant);
+                    redis::complain(&error);
                     match self.fault_tolerant {
                         true => Flow::Continue,
                         false => Flow::Respond(PluginResponse::message(500, "An unexpected error occurred")),

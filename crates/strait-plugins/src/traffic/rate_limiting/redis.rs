@@ -16,7 +16,6 @@
 //!   price is that tokens leased by one node and not yet used are not
 //!   available to the others (see docs/plugins.md for the bound).
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -105,7 +104,7 @@ fn unix_ms() -> i64 {
 }
 
 /// Kong's text of an identifier in a key.
-fn identifier_text(identifier: &Identifier) -> String {
+pub(crate) fn identifier_text(identifier: &Identifier) -> String {
     match identifier {
         Identifier::Id(id) => id.to_string(),
         Identifier::Ip(ip) => ip.to_string(),
@@ -296,16 +295,7 @@ fn usage(limits: &[Option<f64>; 6], windows: &Windows, counts: &[f64; 6], refuse
     usage
 }
 
-/// Logs failed Redis calls at most once a second for the whole process.
-pub(super) fn complain(error: &RedisError, fault_tolerant: bool) {
-    static LAST: AtomicI64 = AtomicI64::new(0);
-    let now = super::windows::unix_now();
-    if LAST.swap(now, Ordering::Relaxed) != now {
-        tracing::error!(
-            %error,
-            fault_tolerant,
-            errors_total = strait_runtime::redis::errors_total(),
-            "rate-limiting: failed to get usage from Redis"
-        );
-    }
+/// Logs a failed Redis call (at most a line a second for the process).
+pub(crate) fn complain(error: &RedisError) {
+    strait_runtime::redis::log_failure("rate-limiting: failed to get usage from Redis", error);
 }

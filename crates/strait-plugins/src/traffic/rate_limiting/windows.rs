@@ -4,7 +4,7 @@
 use crate::traffic::proxy_cache::http::days_from_civil;
 
 /// Kong's periods with the `EXPIRATION` (seconds) its reset header uses.
-pub(super) const PERIODS: [(&str, i64); 6] = [
+pub(crate) const PERIODS: [(&str, i64); 6] = [
     ("second", 1),
     ("minute", 60),
     ("hour", 3600),
@@ -29,7 +29,7 @@ fn civil_from_days(days: i64) -> (i64, i64) {
 /// The windows (Unix seconds, UTC) holding one instant: each period's
 /// start (Kong's `timestamp.get_timestamps`) and end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Windows {
+pub(crate) struct Windows {
     pub starts: [i64; 6],
     pub ends: [i64; 6],
 }
@@ -61,7 +61,7 @@ impl Windows {
 }
 
 /// Seconds since the Unix epoch.
-pub(super) fn unix_now() -> i64 {
+pub(crate) fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
