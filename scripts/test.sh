@@ -70,6 +70,12 @@ if ! "$tools_dir/venv/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMA
   "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 export STRAIT_SCHEMATHESIS_BIN="$tools_dir/venv/bin/schemathesis"
+# The official Prometheus client's text-format parser, for the /metrics tests.
+PROMETHEUS_CLIENT_VERSION=0.21.1
+if ! "$tools_dir/venv/bin/pip" show prometheus_client 2>/dev/null | grep -q "^Version: $PROMETHEUS_CLIENT_VERSION$"; then
+  "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "prometheus_client==$PROMETHEUS_CLIENT_VERSION"
+fi
+export STRAIT_PROMETHEUS_PYTHON="$tools_dir/venv/bin/python"
 
 # The flood tests hold 10,000 client connections open (and the gateway as many).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true

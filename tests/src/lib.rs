@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod h2_raw;
 pub mod plugins;
 pub mod process;
+pub mod prometheus;
 pub mod redis;
 pub mod tls;
 pub mod tools;

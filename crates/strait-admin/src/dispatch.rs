@@ -17,6 +17,7 @@ pub async fn handle(state: &AdminState, endpoint: Endpoint, request: &AdminReque
         Endpoint::Root => root::root(state),
         Endpoint::Status => root::status(state),
         Endpoint::StatusReady => root::ready(state),
+        Endpoint::Metrics => crate::metrics::metrics(state),
         Endpoint::Config if request.method == Method::POST => {
             let query = request.raw_query.as_deref();
             config_endpoint::post_config(state, &request.content_type, query, &request.body).await

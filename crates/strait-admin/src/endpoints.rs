@@ -13,6 +13,8 @@ pub enum Endpoint {
     Root,
     Status,
     StatusReady,
+    /// `/metrics`: the prometheus exposition.
+    Metrics,
     Config,
     Endpoints,
     OpenApi,
@@ -113,6 +115,7 @@ pub fn parse(segments: &[String]) -> Option<Endpoint> {
         [] => Endpoint::Root,
         ["status"] => Endpoint::Status,
         ["status", "ready"] => Endpoint::StatusReady,
+        ["metrics"] => Endpoint::Metrics,
         ["config"] => Endpoint::Config,
         ["endpoints"] => Endpoint::Endpoints,
         ["openapi.json"] => Endpoint::OpenApi,
@@ -205,6 +208,7 @@ pub fn templates() -> Vec<(String, &'static str)> {
         ("/schemas/{name}".into(), READ_ONLY),
         ("/status".into(), READ_ONLY),
         ("/status/ready".into(), READ_ONLY),
+        ("/metrics".into(), READ_ONLY),
         ("/tags".into(), READ_ONLY),
         ("/tags/{tags}".into(), READ_ONLY),
     ];

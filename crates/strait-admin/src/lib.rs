@@ -15,6 +15,7 @@ pub mod endpoints;
 mod errors;
 pub mod fuzzing;
 mod meta;
+mod metrics;
 pub mod openapi;
 mod proxy_cache;
 mod request;

@@ -66,7 +66,7 @@ pub fn ready(state: &AdminState) -> AdminResponse {
 }
 
 /// Resident set size of this process, from /proc.
-fn rss_bytes() -> Option<u64> {
+pub(crate) fn rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -149,7 +149,7 @@ async fn route(state: &AdminState, request: Request<Incoming>, status_only: bool
     let Some(endpoint) = endpoints::parse(&segments) else {
         return not_found();
     };
-    if status_only && !matches!(endpoint, Endpoint::Status | Endpoint::StatusReady) {
+    if status_only && !matches!(endpoint, Endpoint::Status | Endpoint::StatusReady | Endpoint::Metrics) {
         return not_found();
     }
     let allow = endpoint.allow();

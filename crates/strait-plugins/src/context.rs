@@ -254,4 +254,13 @@ pub struct LogRecord {
     pub response_bytes: u64,
     /// From the request's arrival to the last body byte, in milliseconds.
     pub total_ms: u64,
+    /// Where the response came from.
+    pub source: ResponseSource,
+    /// From sending the request upstream to the upstream's response head,
+    /// in milliseconds (Kong's `latencies.proxy`); `None` without an
+    /// upstream response.
+    pub upstream_ms: Option<u64>,
+    /// The request's size as it arrived: request line, headers, and the
+    /// body's declared length (Kong's `request.size`, approximately).
+    pub request_bytes: u64,
 }

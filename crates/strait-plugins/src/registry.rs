@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::phase::Plugin;
 pub use crate::traffic::rate_limiting::PluginScope;
-use crate::{auth, security, traffic, transform, PluginError};
+use crate::{auth, observability, security, traffic, transform, PluginError};
 
 /// Plugins this build can run.
 pub const AVAILABLE: &[&str] = &[
@@ -20,6 +20,7 @@ pub const AVAILABLE: &[&str] = &[
     "ip-restriction",
     "jwt",
     "key-auth",
+    "prometheus",
     "proxy-cache",
     "rate-limiting",
     "request-size-limiting",
@@ -94,6 +95,7 @@ pub fn build_scoped_plugin(
             config, scope,
         )?),
         "acl" => Arc::new(auth::acl::Acl::from_config(config)?),
+        "prometheus" => Arc::new(observability::prometheus::Prometheus::from_config(config)?),
         "basic-auth" => Arc::new(auth::basic_auth::BasicAuth::from_config(config)?),
         "bot-detection" => Arc::new(security::bot_detection::BotDetection::from_config(config)?),
         "correlation-id" => Arc::new(transform::correlation_id::CorrelationId::from_config(config)?),

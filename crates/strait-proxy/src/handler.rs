@@ -40,9 +40,12 @@ impl HeaderLookup for Headers<'_> {
 }
 
 /// Marks a response that came from the upstream (not from Strait or a
-/// plugin): Kong's headers differ between the two.
+/// plugin): Kong's headers differ between the two. Holds the time from
+/// sending the request upstream to the response head, in milliseconds.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Proxied;
+pub(crate) struct Proxied {
+    pub upstream_ms: u64,
+}
 
 /// Handle one request end to end; never fails (errors become responses).
 pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared) -> Response<ProxyBody> {
@@ -581,7 +584,9 @@ fn finish_response(
     if switches.upstream_status {
         set(&mut parts.headers, "x-kong-upstream-status", parts.status.as_str());
     }
-    parts.extensions.insert(Proxied);
+    parts.extensions.insert(Proxied {
+        upstream_ms: upstream_ms as u64,
+    });
     let body = boxed(IdleTimeoutBody::new(body, millis(read_timeout_ms)));
     Response::from_parts(parts, body)
 }

@@ -79,6 +79,12 @@ pub(crate) async fn run(
     // the map once rather than as each arrives.
     parts.headers.reserve(8);
     let request_headers = chain.keeps_request_headers().then(|| parts.headers.clone());
+    // Measured as it arrived, before plugins change it.
+    let request_bytes = if chain.follows_response_body() {
+        request_size(&parts)
+    } else {
+        0
+    };
     let (buffered, streaming): (Option<Bytes>, Option<ProxyBody>) = if chain.reads_request_body() {
         match read_body(body).await {
             Ok(bytes) => (Some(bytes), None),
@@ -199,9 +205,40 @@ pub(crate) async fn run(
         // Filters may change the length.
         head.headers.remove(header::CONTENT_LENGTH);
     }
-    let status = head.status;
-    let followed = FollowedBody::new(body, followers, shared, summary, status, exchange.started);
+    let outcome = Outcome {
+        status: head.status,
+        source,
+        upstream_ms: head.extensions.get::<crate::handler::Proxied>().map(|p| p.upstream_ms),
+        request_bytes,
+    };
+    let followed = FollowedBody::new(body, followers, shared, summary, outcome, exchange.started);
     Response::from_parts(head, boxed(followed))
+}
+
+/// The request's size as it arrived (HTTP/1.1 framing): request line,
+/// headers, and the body's declared length.
+fn request_size(parts: &http::request::Parts) -> u64 {
+    let target = parts.uri.path_and_query().map_or(1, |p| p.as_str().len());
+    let line = parts.method.as_str().len() + target + " HTTP/1.1\r\n".len() + 1;
+    let headers: usize = parts
+        .headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    let body = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    (line + headers + 2) as u64 + body
+}
+
+/// How the response was produced, for the log phase.
+struct Outcome {
+    status: StatusCode,
+    source: ResponseSource,
+    upstream_ms: Option<u64>,
+    request_bytes: u64,
 }
 
 /// A response body passed through the body filters of the request's
@@ -213,7 +250,7 @@ struct FollowedBody {
     buffer: BytesMut,
     shared: SharedStore,
     summary: Option<RequestSummary>,
-    status: StatusCode,
+    outcome: Outcome,
     started: Instant,
     sent: u64,
     done: bool,
@@ -225,7 +262,7 @@ impl FollowedBody {
         plugins: Vec<Arc<dyn Plugin>>,
         shared: SharedStore,
         summary: RequestSummary,
-        status: StatusCode,
+        outcome: Outcome,
         started: Instant,
     ) -> FollowedBody {
         FollowedBody {
@@ -235,7 +272,7 @@ impl FollowedBody {
             buffer: BytesMut::new(),
             shared,
             summary: Some(summary),
-            status,
+            outcome,
             started,
             sent: 0,
             done: false,
@@ -256,9 +293,12 @@ impl FollowedBody {
         let Some(request) = self.summary.take() else { return };
         let record = LogRecord {
             request,
-            status: self.status.as_u16(),
+            status: self.outcome.status.as_u16(),
             response_bytes: self.sent,
             total_ms: self.started.elapsed().as_millis() as u64,
+            source: self.outcome.source,
+            upstream_ms: self.outcome.upstream_ms,
+            request_bytes: self.outcome.request_bytes,
         };
         for plugin in self.plugins.iter().filter(|p| p.logs()) {
             plugin.log(&record, &self.shared);

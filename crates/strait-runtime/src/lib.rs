@@ -4,5 +4,6 @@
 //! counters, and the TLS client pieces it shares with the proxy.
 #![forbid(unsafe_code)]
 
+pub mod metrics;
 pub mod redis;
 pub mod tls;

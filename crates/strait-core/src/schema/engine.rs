@@ -222,7 +222,14 @@ fn validate_map(
         let before = errors.len();
         validate_present(keys, &Value::String(key.clone()), &item_at, errors);
         if errors.len() == before {
-            out.insert(key.clone(), validate_value(values, Some(item), &item_at, errors));
+            let mut normalized = validate_value(values, Some(item), &item_at, errors);
+            // A record inside a map keeps only the fields it was given, as
+            // decK computes it (it fills no defaults below a map), so unset
+            // fields are not stored as nulls.
+            if let Value::Object(record) = &mut normalized {
+                record.retain(|_, v| !v.is_null());
+            }
+            out.insert(key.clone(), normalized);
         }
     }
     Ok(Value::Object(out))

@@ -98,6 +98,58 @@ impl Snapshot {
         self.compiled.services.get(&id)
     }
 
+    /// Labels for metrics (Kong's prometheus plugin): a route's name, else
+    /// its id.
+    pub fn route_label(&self, id: Uuid) -> Option<String> {
+        let route = self.entities.routes.get(&id)?;
+        Some(route.name.clone().unwrap_or_else(|| id.to_string()))
+    }
+
+    /// A service's name, else its host.
+    pub fn service_label(&self, id: Uuid) -> Option<String> {
+        let service = self.entities.services.get(&id)?;
+        Some(service.name.clone().unwrap_or_else(|| service.host.clone()))
+    }
+
+    /// A consumer's username, else its custom_id, else its id.
+    pub fn consumer_label(&self, id: Uuid) -> Option<String> {
+        let consumer = self.entities.consumers.get(&id)?;
+        Some(
+            consumer
+                .username
+                .clone()
+                .or_else(|| consumer.custom_id.clone())
+                .unwrap_or_else(|| id.to_string()),
+        )
+    }
+
+    /// Every target as `(upstream name, target)`, sorted.
+    pub fn upstream_targets(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .entities
+            .targets
+            .values()
+            .filter_map(|t| {
+                let upstream = self.entities.upstreams.get(&t.upstream.id)?;
+                Some((upstream.name.clone(), t.target.clone()))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The configs of the enabled plugins named `name`.
+    pub fn plugin_configs<'s>(
+        &'s self,
+        name: &'s str,
+    ) -> impl Iterator<Item = &'s serde_json::Map<String, serde_json::Value>> + 's {
+        self.entities
+            .plugins
+            .values()
+            .filter(move |p| p.name == name && p.enabled)
+            .map(|p| &p.config)
+    }
+
     /// The route's plugin chain; `None` when no plugin applies to it.
     pub fn route_runtime(&self, id: Uuid) -> Option<&Arc<RouteRuntime>> {
         self.compiled.routes.get(&id)

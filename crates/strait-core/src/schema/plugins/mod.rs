@@ -103,6 +103,7 @@ fn build_definition(name: &str) -> Option<PluginDef> {
         "ip-restriction" => Some(security::ip_restriction()),
         "jwt" => Some(signed::jwt()),
         "key-auth" => Some(auth::key_auth()),
+        "prometheus" => Some(prometheus()),
         "proxy-cache" => Some(traffic::proxy_cache()),
         "rate-limiting" => Some(traffic::rate_limiting()),
         "response-ratelimiting" => Some(traffic::response_ratelimiting()),
@@ -125,6 +126,7 @@ pub const PLUGINS_WITH_SCHEMA: &[&str] = &[
     "ip-restriction",
     "jwt",
     "key-auth",
+    "prometheus",
     "proxy-cache",
     "rate-limiting",
     "request-size-limiting",
@@ -133,6 +135,21 @@ pub const PLUGINS_WITH_SCHEMA: &[&str] = &[
     "response-ratelimiting",
     "response-transformer",
 ];
+
+/// Kong's `prometheus` schema: every switch off by default.
+fn prometheus() -> PluginDef {
+    let switch = || Field::boolean().default(json!(false));
+    PluginDef::new(vec![
+        ("per_consumer", switch()),
+        ("status_code_metrics", switch()),
+        ("ai_metrics", switch()),
+        ("latency_metrics", switch()),
+        ("bandwidth_metrics", switch()),
+        ("upstream_health_metrics", switch()),
+        ("wasm_metrics", switch()),
+    ])
+    .any_protocol()
+}
 
 fn request_termination() -> PluginDef {
     PluginDef {

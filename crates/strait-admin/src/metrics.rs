@@ -1,0 +1,270 @@
+//! `GET /metrics` (status listener and Admin API): Prometheus text format
+//! 0.0.4 with Kong 3.x metric names and labels.
+//!
+//! The request series come from `strait_runtime::metrics` (per worker,
+//! summed here); ids get their labels from the configuration live now. The
+//! node-wide gauges come from the proxy's counters and the store. Nothing
+//! here takes a lock a request waits on, and the work is proportional to
+//! the series that exist (routes that saw traffic), not to the routes
+//! configured.
+
+use std::fmt::Write;
+
+use http::StatusCode;
+use strait_runtime::metrics::{self, HistogramTotals, Scope, KONG_LATENCY_BUCKETS, UPSTREAM_LATENCY_BUCKETS};
+use uuid::Uuid;
+
+use crate::response::AdminResponse;
+use crate::AdminState;
+
+/// Kong's `workspace` label in the open-source build.
+const WORKSPACE: &str = "default";
+
+/// A label value with Prometheus' escapes.
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// Labels of one scope, resolved against the configuration (ids when an
+/// entity is gone or has no name).
+struct Labels<'a> {
+    snapshot: &'a strait_proxy::Snapshot,
+}
+
+impl Labels<'_> {
+    fn service(&self, id: [u8; 16]) -> String {
+        let id = Uuid::from_bytes(id);
+        if id.is_nil() {
+            return String::new();
+        }
+        escape(&self.snapshot.service_label(id).unwrap_or_else(|| id.to_string()))
+    }
+
+    fn route(&self, id: [u8; 16]) -> String {
+        let id = Uuid::from_bytes(id);
+        escape(&self.snapshot.route_label(id).unwrap_or_else(|| id.to_string()))
+    }
+
+    fn consumer(&self, id: Option<[u8; 16]>) -> String {
+        match id.map(Uuid::from_bytes) {
+            None => String::new(),
+            Some(id) => escape(&self.snapshot.consumer_label(id).unwrap_or_else(|| id.to_string())),
+        }
+    }
+
+    fn scope(&self, scope: &Scope) -> (String, String) {
+        (self.service(scope.service), self.route(scope.route))
+    }
+}
+
+fn histogram(out: &mut String, name: &str, labels: &str, bounds: &[u64], totals: &HistogramTotals) {
+    let mut cumulative = 0;
+    for (at, bound) in bounds.iter().enumerate() {
+        cumulative += totals.buckets.get(at).copied().unwrap_or(0);
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}.0\"}} {cumulative}");
+    }
+    cumulative += totals.buckets.get(bounds.len()).copied().unwrap_or(0);
+    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
+    let _ = writeln!(out, "{name}_count{{{labels}}} {cumulative}");
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", totals.sum);
+}
+
+/// The whole exposition.
+pub fn render(state: &AdminState) -> String {
+    let snapshot = state.publisher.current().load_full();
+    let labels = Labels { snapshot: &snapshot };
+    let node = escape(&state.node_id);
+    let totals = metrics::totals();
+    let mut out = String::with_capacity(4096 + totals.status.len() * 160 + totals.latencies.len() * 6000);
+
+    family(
+        &mut out,
+        "kong_bandwidth_bytes",
+        "counter",
+        "Total bandwidth (ingress/egress) throughput in bytes",
+    );
+    for (key, (ingress, egress)) in &totals.bandwidth {
+        let (service, route) = labels.scope(&key.scope);
+        let consumer = labels.consumer(key.consumer);
+        for (direction, bytes) in [("egress", egress), ("ingress", ingress)] {
+            let _ = writeln!(
+                out,
+                "kong_bandwidth_bytes{{service=\"{service}\",route=\"{route}\",direction=\"{direction}\",workspace=\"{WORKSPACE}\",consumer=\"{consumer}\"}} {bytes}"
+            );
+        }
+    }
+
+    family(
+        &mut out,
+        "kong_datastore_reachable",
+        "gauge",
+        "Datastore reachable from Kong, 0 is unreachable",
+    );
+    let reachable = u8::from(state.store.version().is_ok());
+    let _ = writeln!(out, "kong_datastore_reachable {reachable}");
+
+    family(
+        &mut out,
+        "kong_http_requests_total",
+        "counter",
+        "HTTP status codes per consumer/service/route in Kong",
+    );
+    for (key, count) in &totals.status {
+        let (service, route) = labels.scope(&key.scope);
+        let source = if key.from_service { "service" } else { "kong" };
+        let consumer = labels.consumer(key.consumer);
+        let _ = writeln!(
+            out,
+            "kong_http_requests_total{{service=\"{service}\",route=\"{route}\",code=\"{}\",source=\"{source}\",workspace=\"{WORKSPACE}\",consumer=\"{consumer}\"}} {count}",
+            key.code
+        );
+    }
+
+    let latency_families = [
+        (
+            "kong_kong_latency_ms",
+            "Latency added by Kong and enabled plugins for each service/route in Kong",
+            &KONG_LATENCY_BUCKETS[..],
+        ),
+        (
+            "kong_request_latency_ms",
+            "Total latency incurred during requests for each service/route in Kong",
+            &UPSTREAM_LATENCY_BUCKETS[..],
+        ),
+        (
+            "kong_upstream_latency_ms",
+            "Latency added by upstream response for each service/route in Kong",
+            &UPSTREAM_LATENCY_BUCKETS[..],
+        ),
+    ];
+    for (name, help, bounds) in latency_families {
+        family(&mut out, name, "histogram", help);
+        for (scope, histograms) in &totals.latencies {
+            let which = match name {
+                "kong_kong_latency_ms" => &histograms[0],
+                "kong_upstream_latency_ms" => &histograms[1],
+                _ => &histograms[2],
+            };
+            if which.count() == 0 {
+                continue;
+            }
+            let (service, route) = labels.scope(scope);
+            let series = format!("service=\"{service}\",route=\"{route}\",workspace=\"{WORKSPACE}\"");
+            histogram(&mut out, name, &series, bounds, which);
+        }
+    }
+
+    let connections = state.stats.to_json();
+    let get = |name: &str| connections.get(name).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    family(
+        &mut out,
+        "kong_nginx_connections_total",
+        "gauge",
+        "Number of connections by subsystem",
+    );
+    for (state_name, field) in [
+        ("accepted", "connections_accepted"),
+        ("active", "connections_active"),
+        ("handled", "connections_handled"),
+    ] {
+        let _ = writeln!(
+            out,
+            "kong_nginx_connections_total{{node_id=\"{node}\",subsystem=\"http\",state=\"{state_name}\"}} {}",
+            get(field)
+        );
+    }
+    family(
+        &mut out,
+        "kong_nginx_requests_total",
+        "gauge",
+        "Number of requests total",
+    );
+    let _ = writeln!(
+        out,
+        "kong_nginx_requests_total{{node_id=\"{node}\",subsystem=\"http\"}} {}",
+        get("total_requests")
+    );
+
+    family(&mut out, "kong_node_info", "gauge", "Kong Node metadata information");
+    let _ = writeln!(
+        out,
+        "kong_node_info{{node_id=\"{node}\",version=\"{}\"}} 1",
+        crate::KONG_COMPATIBLE_VERSION
+    );
+
+    let health = snapshot.plugin_configs("prometheus").any(|config| {
+        config
+            .get("upstream_health_metrics")
+            .and_then(serde_json::Value::as_bool)
+            == Some(true)
+    });
+    if health {
+        family(
+            &mut out,
+            "kong_upstream_target_health",
+            "gauge",
+            "Health status of targets of upstream. States = healthchecks_off|healthy|unhealthy|dns_error, value is 1 when state is populated.",
+        );
+        // Health checks are not run yet: every target is `healthchecks_off`.
+        for (upstream, target) in snapshot.upstream_targets() {
+            let (upstream, target) = (escape(&upstream), escape(&target));
+            for state_name in ["healthchecks_off", "healthy", "unhealthy", "dns_error"] {
+                let value = u8::from(state_name == "healthchecks_off");
+                let _ = writeln!(
+                    out,
+                    "kong_upstream_target_health{{upstream=\"{upstream}\",target=\"{target}\",address=\"{target}\",state=\"{state_name}\",subsystem=\"http\"}} {value}"
+                );
+            }
+        }
+    }
+
+    family(
+        &mut out,
+        "strait_memory_resident_bytes",
+        "gauge",
+        "Resident memory of the Strait process (Kong's kong_memory_* gauges have no Lua VM or shared dict to report here)",
+    );
+    let _ = writeln!(
+        out,
+        "strait_memory_resident_bytes{{node_id=\"{node}\"}} {}",
+        crate::root::rss_bytes().unwrap_or(0)
+    );
+    family(
+        &mut out,
+        "strait_redis_errors_total",
+        "counter",
+        "Calls to Redis that failed (rate-limiting plugins' redis policy)",
+    );
+    let _ = writeln!(
+        out,
+        "strait_redis_errors_total {}",
+        strait_runtime::redis::errors_total()
+    );
+    out
+}
+
+/// `GET /metrics`.
+pub fn metrics(state: &AdminState) -> AdminResponse {
+    let body = render(state);
+    let mut response = http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
+    *response.status_mut() = StatusCode::OK;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}

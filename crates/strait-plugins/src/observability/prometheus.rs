@@ -1,0 +1,88 @@
+//! `prometheus` (Kong priority 13): counts each request of the routes it
+//! applies to in per-worker series (`strait_runtime::metrics`), summed when
+//! `/metrics` is scraped (on the status listener and the Admin API).
+//!
+//! Kong's switches, all off by default: `status_code_metrics`
+//! (`kong_http_requests_total`), `latency_metrics` (`kong_kong_latency_ms`,
+//! `kong_upstream_latency_ms`, `kong_request_latency_ms`),
+//! `bandwidth_metrics` (`kong_bandwidth_bytes`), `upstream_health_metrics`
+//! (`kong_upstream_target_health`, read at scrape time), and `per_consumer`
+//! (the consumer label of the request and bandwidth counters).
+
+use serde_json::{Map, Value};
+use strait_runtime::metrics::{self, BandwidthKey, Scope, StatusKey};
+
+use crate::config::ConfigReader;
+use crate::context::{LogRecord, ResponseSource, SharedStore};
+use crate::phase::Plugin;
+use crate::PluginError;
+
+#[derive(Debug)]
+pub struct Prometheus {
+    per_consumer: bool,
+    status_code_metrics: bool,
+    latency_metrics: bool,
+    bandwidth_metrics: bool,
+}
+
+impl Prometheus {
+    pub fn from_config(config: &Map<String, Value>) -> Result<Prometheus, PluginError> {
+        let c = ConfigReader::new(config);
+        // Read so that a wrong type is refused; used at scrape time.
+        c.bool("upstream_health_metrics", false)?;
+        Ok(Prometheus {
+            per_consumer: c.bool("per_consumer", false)?,
+            status_code_metrics: c.bool("status_code_metrics", false)?,
+            latency_metrics: c.bool("latency_metrics", false)?,
+            bandwidth_metrics: c.bool("bandwidth_metrics", false)?,
+        })
+    }
+}
+
+impl Plugin for Prometheus {
+    fn name(&self) -> &'static str {
+        "prometheus"
+    }
+
+    fn priority(&self) -> i32 {
+        13
+    }
+
+    fn logs(&self) -> bool {
+        self.status_code_metrics || self.latency_metrics || self.bandwidth_metrics
+    }
+
+    fn log(&self, record: &LogRecord, _shared: &SharedStore) {
+        // Kong counts only requests that matched a route.
+        let Some(route) = record.request.route_id else {
+            return;
+        };
+        let scope = Scope {
+            route: *route.as_bytes(),
+            service: *record.request.service_id.unwrap_or_default().as_bytes(),
+        };
+        let consumer = match self.per_consumer {
+            true => record.request.consumer_id.map(|id| *id.as_bytes()),
+            false => None,
+        };
+        if self.status_code_metrics {
+            metrics::count_status(StatusKey {
+                scope,
+                code: record.status,
+                from_service: record.source == ResponseSource::Service,
+                consumer,
+            });
+        }
+        if self.latency_metrics {
+            let kong = record.total_ms.saturating_sub(record.upstream_ms.unwrap_or(0));
+            metrics::observe_latencies(scope, kong, record.upstream_ms, record.total_ms);
+        }
+        if self.bandwidth_metrics {
+            metrics::add_bandwidth(
+                BandwidthKey { scope, consumer },
+                record.request_bytes,
+                record.response_bytes,
+            );
+        }
+    }
+}
