@@ -38,6 +38,7 @@ class ConfigSpec:
     acl: bool = False                   # acl (allow ACL_GROUP) on every route, the group on every consumer
     request_transformer: bool = False   # request-transformer adding a header and a query argument
     rate_limiting: bool = False         # rate-limiting (local, by consumer) with limits never reached
+    prometheus: bool = False            # prometheus with status-code, latency and bandwidth metrics
     request_termination: bool = False
     service_url: str | None = None      # one service every route proxies to
     message: str = "ok"                 # request-termination message (changes the config hash)
@@ -91,6 +92,10 @@ def _route_plugins(spec: ConfigSpec, route_name: str) -> list[dict]:
     if spec.rate_limiting:
         plugins.append({"id": entity_id("plugin", f"{route_name}:rate-limiting"), "name": "rate-limiting",
                         "config": {"second": 1_000_000_000, "hour": 1_000_000_000_000, "policy": "local"}})
+    if spec.prometheus:
+        plugins.append({"id": entity_id("plugin", f"{route_name}:prometheus"), "name": "prometheus",
+                        "config": {"status_code_metrics": True, "latency_metrics": True,
+                                   "bandwidth_metrics": True}})
     if spec.request_termination:
         plugins.append({"id": entity_id("plugin", f"{route_name}:request-termination"),
                         "name": "request-termination",
@@ -140,7 +145,7 @@ def build_document(spec: ConfigSpec) -> dict:
 
 def count_objects(spec: ConfigSpec) -> dict:
     plugins_per_route = (int(spec.key_auth) + int(spec.acl) + int(spec.request_transformer)
-                         + int(spec.rate_limiting) + int(spec.request_termination))
+                         + int(spec.rate_limiting) + int(spec.prometheus) + int(spec.request_termination))
     counts = {"services": 1 if spec.service_url else 0, "routes": spec.routes,
               "plugins": spec.routes * plugins_per_route, "consumers": spec.consumers,
               "keyauth_credentials": spec.consumers, "acls": spec.consumers if spec.acl else 0}

@@ -1,11 +1,12 @@
-"""plugins-cost: what key-auth + acl + request-transformer, and key-auth + rate-limiting,
-cost per request.
+"""plugins-cost: what key-auth + acl + request-transformer, and key-auth + rate-limiting +
+prometheus, cost per request.
 
 Three Strait nodes with the same 100 routes (one service, the origin) and 100 consumers
 (each with a key-auth credential): one runs key-auth, acl (allow the consumers' group) and
 request-transformer (add a header and a query argument, remove a header) on every route,
-one key-auth and rate-limiting (`local`, by consumer, per second and per hour, limits never
-reached: every request takes the counting path), the other no plugins. wrk sends every request to a random route with a random consumer's
+one key-auth, rate-limiting (`local`, by consumer, per second and per hour, limits never
+reached: every request takes the counting path) and prometheus (status-code, latency and
+bandwidth metrics), the other no plugins. wrk sends every request to a random route with a random consumer's
 key (`lua/random_route.lua`), to both nodes and straight to the origin, in interleaved
 rounds. The gateway is alone on its core; origin and load generator share the other, and
 `direct` shows they can go well past what the gateway does (the layout is valid when
@@ -33,7 +34,7 @@ from lab.strait_admin import request
 NAME = "plugins-cost"
 TITLE = "plugins-cost: key-auth + acl + request-transformer, 100 routes / 100 consumers"
 ROUTES = CONSUMERS = 100
-CONTENDERS = ("with-plugins", "with-rate-limiting", "without-plugins", "direct")
+CONTENDERS = ("with-plugins", "with-limits-metrics", "without-plugins", "direct")
 
 
 def _check(name: str, system: systems.System) -> None:
@@ -55,16 +56,16 @@ def run(ctx: RunContext) -> dict:
                                            request_transformer=True, service_url=url),
                                 folder / "with-plugins.json")
     rate_limited = write_config(ConfigSpec(routes=ROUTES, consumers=CONSUMERS, key_auth=True, rate_limiting=True,
-                                           service_url=url),
-                                folder / "with-rate-limiting.json")
+                                           prometheus=True, service_url=url),
+                                folder / "with-limits-metrics.json")
     without = write_config(ConfigSpec(routes=ROUTES, consumers=CONSUMERS, service_url=url),
                            folder / "without-plugins.json")
     try:
         nodes = {
             "with-plugins": systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus,
                                                  name="strait-with-plugins", config=with_plugins.path),
-            "with-rate-limiting": systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus,
-                                                       name="strait-with-rate-limiting", config=rate_limited.path),
+            "with-limits-metrics": systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus,
+                                                        name="strait-with-limits-metrics", config=rate_limited.path),
             "without-plugins": systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus,
                                                     name="strait-without-plugins", config=without.path),
         }
@@ -88,14 +89,14 @@ def run(ctx: RunContext) -> dict:
     ratios = {
         "with/without": {key: stats.paired_ratios(rounds, "with-plugins", "without-plugins", key)
                          for key in ("rps", "cpu_us_per_request", "p99_us")},
-        "rate-limiting/without": {key: stats.paired_ratios(rounds, "with-rate-limiting", "without-plugins", key)
-                                  for key in ("rps", "cpu_us_per_request", "p99_us")},
+        "limits+metrics/without": {key: stats.paired_ratios(rounds, "with-limits-metrics", "without-plugins", key)
+                                   for key in ("rps", "cpu_us_per_request", "p99_us")},
         "direct/without": {"rps": stats.paired_ratios(rounds, "direct", "without-plugins", "rps")},
         "direct/with": {"rps": stats.paired_ratios(rounds, "direct", "with-plugins", "rps")},
     }
     return {"rounds": rounds, "ratios": ratios,
             "summary": {name: summarize_contender(rounds, name) for name in CONTENDERS},
-            "configs": {"with-plugins": with_plugins.describe(), "with-rate-limiting": rate_limited.describe(),
+            "configs": {"with-plugins": with_plugins.describe(), "with-limits-metrics": rate_limited.describe(),
                         "without-plugins": without.describe()},
             "load": "wrk -t1 -c32, random route and consumer key per request",
             "duration_s": ctx.timing.duration_s, "rounds_count": ctx.timing.rounds}
@@ -119,16 +120,16 @@ def render(result: dict, plot_dir: Path) -> Rendered:
     text = (f"Load: {result['load']}; {result['duration_s']} s per sample, {result['rounds_count']} "
             "interleaved rounds. Both nodes: one worker on the gateway core, 100 routes on one service "
             "(the origin), 100 consumers with a key-auth credential; `with-plugins` adds key-auth + acl + "
-            "request-transformer on every route, `with-rate-limiting` key-auth + rate-limiting (`local`, by "
-            "consumer, limits never reached). `direct` is wrk straight to the origin (no gateway).\n\n")
+            "request-transformer on every route, `with-limits-metrics` key-auth + rate-limiting (`local`, by "
+            "consumer, limits never reached) + prometheus (status-code, latency and bandwidth metrics). `direct` is wrk straight to the origin (no gateway).\n\n")
     text += table(["system", "RPS mean", "RPS min – max", "p99 µs (median)", "gateway CPU µs/req",
                    "gateway core busy", "errors / non-2xx"], rows)
     with_without = result["ratios"]["with/without"]
     direct = result["ratios"]["direct/without"]["rps"]
     text += "\nRatios, computed within each round (mean, and the range over rounds):\n\n"
-    limited = result["ratios"].get("rate-limiting/without")
+    limited = result["ratios"].get("limits+metrics/without")
     ratio_rows = []
-    for label, ratios in (("with/without", with_without), ("rate-limiting/without", limited)):
+    for label, ratios in (("with/without", with_without), ("limits+metrics/without", limited)):
         if not ratios:
             continue
         ratio_rows += [[f"{label} {what}", fmt(ratios[key]["mean"], 3),
@@ -147,7 +148,7 @@ def render(result: dict, plot_dir: Path) -> Rendered:
                           rps >= 0.90))
     if limited and limited["rps"]["mean"] is not None:
         rl_rps, rl_cpu = limited["rps"]["mean"], limited["cpu_us_per_request"]["mean"]
-        goals.append(Goal("plugins-cost: RPS with key-auth + rate-limiting (local) / without", ">= 0.90",
+        goals.append(Goal("plugins-cost: RPS with key-auth + rate-limiting (local) + prometheus / without", ">= 0.90",
                           f"{rl_rps:.3f} (CPU per request {rl_cpu:.3f}x)" if rl_cpu else f"{rl_rps:.3f}",
                           rl_rps >= 0.90))
     if direct["mean"] is not None:
