@@ -69,6 +69,23 @@ pub(super) fn rate_limiting() -> PluginDef {
     PluginDef::new(config).check(rate_limiting_check)
 }
 
+/// Kong's `validate_periods_order`: a longer period's limit is not lower
+/// than a shorter one's (`lead` starts the message: Kong's two plugins
+/// capitalize it differently).
+fn periods_in_order(limit: &dyn Fn(&str) -> Option<f64>, lead: &str) -> Result<(), String> {
+    for (at, lower) in RATE_LIMIT_PERIODS.iter().enumerate() {
+        let Some(v1) = limit(lower) else { continue };
+        for upper in &RATE_LIMIT_PERIODS[at + 1..] {
+            if let Some(v2) = limit(upper).filter(|v2| *v2 < v1) {
+                return Err(format!(
+                    "{lead} for {upper}({v2:.1}) cannot be lower than the limit for {lower}({v1:.1})"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Kong's entity checks and `custom_validator` of rate-limiting.
 fn rate_limiting_check(config: &Map<String, Value>) -> Result<(), String> {
     let limit = |period: &str| config.get(period).and_then(Value::as_f64);
@@ -79,16 +96,7 @@ fn rate_limiting_check(config: &Map<String, Value>) -> Result<(), String> {
             fields.join(", ")
         ));
     }
-    for (at, lower) in RATE_LIMIT_PERIODS.iter().enumerate() {
-        let Some(v1) = limit(lower) else { continue };
-        for upper in &RATE_LIMIT_PERIODS[at + 1..] {
-            if let Some(v2) = limit(upper).filter(|v2| *v2 < v1) {
-                return Err(format!(
-                    "The limit for {upper}({v2:.1}) cannot be lower than the limit for {lower}({v1:.1})"
-                ));
-            }
-        }
-    }
+    periods_in_order(&limit, "The limit")?;
     let text = |field: &str| config.get(field).and_then(Value::as_str).unwrap_or("");
     let sync_rate = config.get("sync_rate").and_then(Value::as_f64).unwrap_or(-1.0);
     if text("policy") != "redis" && sync_rate != -1.0 {
@@ -168,16 +176,7 @@ fn response_ratelimiting_check(config: &Map<String, Value>) -> Result<(), String
                 fields.join(", ")
             ));
         }
-        for (at, lower) in RATE_LIMIT_PERIODS.iter().enumerate() {
-            let Some(v1) = period(lower) else { continue };
-            for upper in &RATE_LIMIT_PERIODS[at + 1..] {
-                if let Some(v2) = period(upper).filter(|v2| *v2 < v1) {
-                    return Err(format!(
-                        "config.limits.{name}: the limit for {upper}({v2:.1}) cannot be lower than the limit for {lower}({v1:.1})"
-                    ));
-                }
-            }
-        }
+        periods_in_order(&period, "the limit").map_err(|e| format!("config.limits.{name}: {e}"))?;
     }
     if config.get("policy").and_then(Value::as_str) == Some("redis") {
         let redis = config.get("redis").and_then(Value::as_object);

@@ -169,3 +169,51 @@ fn rate_limiting_schema_is_kongs() {
         ["config.redis.username", "config.redis.password"]
     );
 }
+
+#[test]
+fn response_ratelimiting_schema_is_kongs() {
+    let out = valid(
+        EntityKind::Plugins,
+        json!({"name": "response-ratelimiting", "config": {"limits": {"video": {"minute": 5}}}}),
+    );
+    assert_eq!(out["config"]["header_name"], "x-kong-limit");
+    assert_eq!(out["config"]["limit_by"], "consumer");
+    assert_eq!(out["config"]["block_on_first_violation"], false);
+    // A record inside the map keeps only what it was given (as decK computes it).
+    assert_eq!(out["config"]["limits"], json!({"video": {"minute": 5}}));
+    let error = |config: Value| {
+        invalid(
+            EntityKind::Plugins,
+            json!({"name": "response-ratelimiting", "config": config}),
+        )
+    };
+    assert_eq!(
+        error(json!({"limits": {"video": {"second": 10, "minute": 5}}})),
+        vec![pair(
+            "config",
+            "config.limits.video: the limit for minute(5.0) cannot be lower than the limit for second(10.0)"
+        )]
+    );
+    assert_eq!(
+        error(json!({"limits": {}})),
+        vec![pair("config", "config.limits: length must be at least 1")]
+    );
+    assert_eq!(
+        error(json!({"limits": {"video": {}}})),
+        vec![pair(
+            "config",
+            "config.limits.video: at least one of these fields must be non-empty: 'second', 'minute', 'hour', 'day', 'month', 'year'"
+        )]
+    );
+    assert_eq!(
+        error(json!({"limits": {"video": {"minute": 0}}})),
+        vec![pair("config.limits.video.minute", "value must be greater than 0")]
+    );
+    assert_eq!(
+        error(json!({"limits": {"video": {"minute": 1}}, "policy": "redis"})),
+        vec![pair(
+            "config",
+            "config.redis.host: required field missing (policy is redis)"
+        )]
+    );
+}
