@@ -127,12 +127,16 @@ enum Pending {
     Bandwidth(BandwidthKey, Arc<[AtomicU64; 2]>),
 }
 
+/// Keys are ids and status codes the gateway chose, never client text:
+/// a fast hash is safe here.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 struct Local {
     published: Arc<Mutex<Published>>,
     pending: Vec<Pending>,
-    status: HashMap<StatusKey, Arc<AtomicU64>>,
-    latencies: HashMap<Scope, Arc<Latencies>>,
-    bandwidth: HashMap<BandwidthKey, Arc<[AtomicU64; 2]>>,
+    status: FastMap<StatusKey, Arc<AtomicU64>>,
+    latencies: FastMap<Scope, Arc<Latencies>>,
+    bandwidth: FastMap<BandwidthKey, Arc<[AtomicU64; 2]>>,
 }
 
 /// Every worker's published series.
@@ -153,9 +157,9 @@ impl Local {
         Local {
             published,
             pending: Vec::new(),
-            status: HashMap::new(),
-            latencies: HashMap::new(),
-            bandwidth: HashMap::new(),
+            status: FastMap::default(),
+            latencies: FastMap::default(),
+            bandwidth: FastMap::default(),
         }
     }
 
@@ -191,55 +195,104 @@ impl Local {
     }
 }
 
-/// Count one response in `kong_http_requests_total`.
-pub fn count_status(key: StatusKey) {
+/// One request's latencies (ms): Kong's own, the upstream's (when there
+/// was one) and the whole request's.
+#[derive(Debug, Clone, Copy)]
+pub struct Latency {
+    pub scope: Scope,
+    pub kong: u64,
+    pub upstream: Option<u64>,
+    pub request: u64,
+}
+
+/// One request's bytes in (request) and out (response).
+#[derive(Debug, Clone, Copy)]
+pub struct Bandwidth {
+    pub key: BandwidthKey,
+    pub ingress: u64,
+    pub egress: u64,
+}
+
+/// Record what one request's switches ask for, with one visit to the
+/// worker's series.
+pub fn record(status: Option<StatusKey>, latency: Option<Latency>, bandwidth: Option<Bandwidth>) {
     with_local(|local| {
-        if let Some(series) = local.status.get(&key) {
-            series.fetch_add(1, Ordering::Relaxed);
-            return;
+        if let Some(key) = status {
+            local.count_status(key);
         }
-        let series = Arc::new(AtomicU64::new(1));
-        local.status.insert(key, series.clone());
-        local.publish(Pending::Status(key, series));
+        if let Some(l) = latency {
+            local.observe_latencies(l.scope, l.kong, l.upstream, l.request);
+        }
+        if let Some(b) = bandwidth {
+            local.add_bandwidth(b.key, b.ingress, b.egress);
+        }
     })
 }
 
-/// Observe one request's latencies (ms): Kong's own, the upstream's (when
-/// there was one) and the whole request's.
+/// Count one response in `kong_http_requests_total`.
+pub fn count_status(key: StatusKey) {
+    record(Some(key), None, None)
+}
+
+/// Observe one request's latencies (ms).
 pub fn observe_latencies(scope: Scope, kong: u64, upstream: Option<u64>, request: u64) {
-    with_local(|local| {
-        let series = match local.latencies.get(&scope) {
-            Some(series) => series.clone(),
-            None => {
-                let series = Arc::new(Latencies::default());
-                local.latencies.insert(scope, series.clone());
-                local.publish(Pending::Latencies(scope, series.clone()));
-                series
-            }
-        };
-        series.kong.observe(&KONG_LATENCY_BUCKETS, kong);
-        if let Some(upstream) = upstream {
-            series.upstream.observe(&UPSTREAM_LATENCY_BUCKETS, upstream);
-        }
-        series.request.observe(&UPSTREAM_LATENCY_BUCKETS, request);
-    })
+    let latency = Latency {
+        scope,
+        kong,
+        upstream,
+        request,
+    };
+    record(None, Some(latency), None)
 }
 
 /// Add one request's bytes in (request) and out (response).
 pub fn add_bandwidth(key: BandwidthKey, ingress: u64, egress: u64) {
-    with_local(|local| {
-        let series = match local.bandwidth.get(&key) {
-            Some(series) => series.clone(),
-            None => {
-                let series = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
-                local.bandwidth.insert(key, series.clone());
-                local.publish(Pending::Bandwidth(key, series.clone()));
-                series
+    record(None, None, Some(Bandwidth { key, ingress, egress }))
+}
+
+impl Local {
+    fn count_status(&mut self, key: StatusKey) {
+        if let Some(series) = self.status.get(&key) {
+            series.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let series = Arc::new(AtomicU64::new(1));
+        self.status.insert(key, series.clone());
+        self.publish(Pending::Status(key, series));
+    }
+
+    fn observe_latencies(&mut self, scope: Scope, kong: u64, upstream: Option<u64>, request: u64) {
+        let observe = |series: &Latencies| {
+            series.kong.observe(&KONG_LATENCY_BUCKETS, kong);
+            if let Some(upstream) = upstream {
+                series.upstream.observe(&UPSTREAM_LATENCY_BUCKETS, upstream);
             }
+            series.request.observe(&UPSTREAM_LATENCY_BUCKETS, request);
         };
-        series[0].fetch_add(ingress, Ordering::Relaxed);
-        series[1].fetch_add(egress, Ordering::Relaxed);
-    })
+        if let Some(series) = self.latencies.get(&scope) {
+            observe(series);
+            return;
+        }
+        let series = Arc::new(Latencies::default());
+        observe(&series);
+        self.latencies.insert(scope, series.clone());
+        self.publish(Pending::Latencies(scope, series));
+    }
+
+    fn add_bandwidth(&mut self, key: BandwidthKey, ingress: u64, egress: u64) {
+        let add = |series: &[AtomicU64; 2]| {
+            series[0].fetch_add(ingress, Ordering::Relaxed);
+            series[1].fetch_add(egress, Ordering::Relaxed);
+        };
+        if let Some(series) = self.bandwidth.get(&key) {
+            add(series);
+            return;
+        }
+        let series = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        add(&series);
+        self.bandwidth.insert(key, series.clone());
+        self.publish(Pending::Bandwidth(key, series));
+    }
 }
 
 /// Every series summed over the workers, sorted by key.

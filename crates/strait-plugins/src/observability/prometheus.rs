@@ -10,7 +10,7 @@
 //! (the consumer label of the request and bandwidth counters).
 
 use serde_json::{Map, Value};
-use strait_runtime::metrics::{self, BandwidthKey, Scope, StatusKey};
+use strait_runtime::metrics::{self, Bandwidth, BandwidthKey, Latency, Scope, StatusKey};
 
 use crate::config::ConfigReader;
 use crate::context::{LogRecord, ResponseSource, SharedStore};
@@ -65,24 +65,23 @@ impl Plugin for Prometheus {
             true => record.request.consumer_id.map(|id| *id.as_bytes()),
             false => None,
         };
-        if self.status_code_metrics {
-            metrics::count_status(StatusKey {
-                scope,
-                code: record.status,
-                from_service: record.source == ResponseSource::Service,
-                consumer,
-            });
-        }
-        if self.latency_metrics {
-            let kong = record.total_ms.saturating_sub(record.upstream_ms.unwrap_or(0));
-            metrics::observe_latencies(scope, kong, record.upstream_ms, record.total_ms);
-        }
-        if self.bandwidth_metrics {
-            metrics::add_bandwidth(
-                BandwidthKey { scope, consumer },
-                record.request_bytes,
-                record.response_bytes,
-            );
-        }
+        let status = self.status_code_metrics.then_some(StatusKey {
+            scope,
+            code: record.status,
+            from_service: record.source == ResponseSource::Service,
+            consumer,
+        });
+        let latency = self.latency_metrics.then(|| Latency {
+            scope,
+            kong: record.total_ms.saturating_sub(record.upstream_ms.unwrap_or(0)),
+            upstream: record.upstream_ms,
+            request: record.total_ms,
+        });
+        let bandwidth = self.bandwidth_metrics.then_some(Bandwidth {
+            key: BandwidthKey { scope, consumer },
+            ingress: record.request_bytes,
+            egress: record.response_bytes,
+        });
+        metrics::record(status, latency, bandwidth);
     }
 }

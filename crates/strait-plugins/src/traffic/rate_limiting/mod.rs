@@ -8,6 +8,7 @@ pub(crate) mod local;
 pub(crate) mod redis;
 pub(crate) mod windows;
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
@@ -225,10 +226,26 @@ pub(crate) fn redis_client(c: &ConfigReader<'_>) -> Result<Redis, PluginError> {
 /// formatted string.
 pub(crate) fn number_value(value: f64) -> Option<HeaderValue> {
     match value.fract() == 0.0 && value.abs() < 1e15 {
-        true => Some(HeaderValue::from(value as i64)),
+        true => Some(int_value(value as i64)),
         false => HeaderValue::from_str(&number_text(value)).ok(),
     }
 }
+
+/// An integer as a header value; the small ones (resets, nearly used-up
+/// limits) from a table built once, without an allocation per request.
+fn int_value(value: i64) -> HeaderValue {
+    static SMALL: LazyLock<Vec<HeaderValue>> = LazyLock::new(|| {
+        (0..SMALL_VALUES)
+            .map(|n| HeaderValue::from_static(Box::leak(n.to_string().into_boxed_str())))
+            .collect()
+    });
+    match usize::try_from(value) {
+        Ok(small) if small < SMALL.len() => SMALL[small].clone(),
+        _ => HeaderValue::from(value),
+    }
+}
+
+const SMALL_VALUES: i64 = 64;
 
 fn header(name: &'static str, value: Option<HeaderValue>) -> Option<(HeaderName, HeaderValue)> {
     Some((HeaderName::from_static(name), value?))
@@ -294,6 +311,7 @@ impl RateLimiting {
             // Kong's choice for the RateLimit-* headers: the period with the
             // least remaining, the longer window on a tie.
             let mut chosen: Option<(usize, f64)> = None;
+            let mut remaining_values: [Option<HeaderValue>; 6] = Default::default();
             for (at, period) in usage.periods.iter().enumerate() {
                 let Some((_, remaining)) = *period else { continue };
                 let remaining = match usage.stop {
@@ -313,18 +331,19 @@ impl RateLimiting {
                     chosen = Some((at, remaining));
                     reset = (window - (now - usage.starts[at])).max(1);
                 }
+                let value = number_value(remaining);
                 ctx.response_headers
                     .extend(header(X_LIMIT[at], self.limit_values[at].clone()));
-                ctx.response_headers
-                    .extend(header(X_REMAINING[at], number_value(remaining)));
+                ctx.response_headers.extend(header(X_REMAINING[at], value.clone()));
+                remaining_values[at] = value;
             }
-            if let Some((at, remaining)) = chosen {
+            if let Some((at, _)) = chosen {
                 ctx.response_headers
                     .extend(header("ratelimit-limit", self.limit_values[at].clone()));
                 ctx.response_headers
-                    .extend(header("ratelimit-remaining", number_value(remaining)));
+                    .extend(header("ratelimit-remaining", remaining_values[at].take()));
                 ctx.response_headers
-                    .extend(header("ratelimit-reset", Some(HeaderValue::from(reset))));
+                    .extend(header("ratelimit-reset", Some(int_value(reset))));
             }
         }
         if usage.stop.is_none() {
@@ -332,7 +351,7 @@ impl RateLimiting {
         }
         if !self.hide_client_headers {
             ctx.response_headers
-                .extend(header("retry-after", Some(HeaderValue::from(reset))));
+                .extend(header("retry-after", Some(int_value(reset))));
         }
         Flow::Respond(PluginResponse::message(self.error_code, &self.error_message))
     }
