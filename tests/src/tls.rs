@@ -7,10 +7,9 @@
 use std::sync::Arc;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
 /// The crypto provider every test config uses.
 pub fn provider() -> Arc<CryptoProvider> {
@@ -133,50 +132,11 @@ pub fn client_config(trust: &Trust, alpn: &[Vec<u8>]) -> Arc<ClientConfig> {
         }
         Trust::Anything => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider())))
+            .with_custom_certificate_verifier(Arc::new(strait_runtime::tls::AcceptAnyServerCert(provider())))
             .with_no_client_auth(),
     };
     config.alpn_protocols = alpn.to_vec();
     Arc::new(config)
-}
-
-/// Accepts any server certificate; used to look at what the gateway serves without trusting it.
-#[derive(Debug)]
-struct AcceptAnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 /// A client that offers only `versions` and `suites` (in that order), accepts any server
@@ -196,7 +156,7 @@ pub fn custom_client_config(
         .with_protocol_versions(versions)
         .expect("protocol versions")
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(self::provider())));
+        .with_custom_certificate_verifier(Arc::new(strait_runtime::tls::AcceptAnyServerCert(self::provider())));
     let mut config = match identity {
         Some(leaf) => builder
             .with_client_auth_cert(vec![leaf.cert_der.clone()], leaf.key_der())

@@ -28,7 +28,9 @@ pub use context::{
     ResponseCtx, ResponseSource, SharedStore,
 };
 pub use directory::{ConsumerView, Directory, EmptyDirectory, KeyauthKey};
-pub use phase::{AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, Flow, Plugin, PluginResponse};
+pub use phase::{
+    AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, DropResponseBody, Flow, Plugin, PluginResponse,
+};
 pub use registry::{build_plugin, build_scoped_plugin, priority_of, PluginScope, AVAILABLE};
 
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -44,6 +44,12 @@ impl PluginResponse {
 #[derive(Debug, Clone, Copy)]
 pub struct BufferResponseBody;
 
+/// Put in the [`crate::SharedStore`] by a `header_filter` that replaces the
+/// response with its head alone (a refusal decided after the upstream
+/// answered): the proxy sends no body and `Content-Length: 0`.
+#[derive(Debug, Clone, Copy)]
+pub struct DropResponseBody;
+
 /// What a phase tells the proxy to do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Flow {

@@ -194,6 +194,13 @@ pub(crate) async fn run(
         shared: &mut shared,
     };
     chain.header_filter(consumer_plugins, &mut response_ctx);
+    let body = match shared.get::<strait_plugins::DropResponseBody>() {
+        Some(_) => {
+            head.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+            full(Bytes::new())
+        }
+        None => body,
+    };
     if !chain.follows_response_body() {
         return Response::from_parts(head, body);
     }

@@ -229,27 +229,6 @@ pub fn record(status: Option<StatusKey>, latency: Option<Latency>, bandwidth: Op
     })
 }
 
-/// Count one response in `kong_http_requests_total`.
-pub fn count_status(key: StatusKey) {
-    record(Some(key), None, None)
-}
-
-/// Observe one request's latencies (ms).
-pub fn observe_latencies(scope: Scope, kong: u64, upstream: Option<u64>, request: u64) {
-    let latency = Latency {
-        scope,
-        kong,
-        upstream,
-        request,
-    };
-    record(None, Some(latency), None)
-}
-
-/// Add one request's bytes in (request) and out (response).
-pub fn add_bandwidth(key: BandwidthKey, ingress: u64, egress: u64) {
-    record(None, None, Some(Bandwidth { key, ingress, egress }))
-}
-
 impl Local {
     fn count_status(&mut self, key: StatusKey) {
         if let Some(series) = self.status.get(&key) {
@@ -343,6 +322,27 @@ pub fn totals() -> Totals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Count one response in `kong_http_requests_total`.
+    fn count_status(key: StatusKey) {
+        record(Some(key), None, None)
+    }
+
+    /// Observe one request's latencies (ms).
+    fn observe_latencies(scope: Scope, kong: u64, upstream: Option<u64>, request: u64) {
+        let latency = Latency {
+            scope,
+            kong,
+            upstream,
+            request,
+        };
+        record(None, Some(latency), None)
+    }
+
+    /// Add one request's bytes in (request) and out (response).
+    fn add_bandwidth(key: BandwidthKey, ingress: u64, egress: u64) {
+        record(None, None, Some(Bandwidth { key, ingress, egress }))
+    }
 
     fn scope(n: u8) -> Scope {
         Scope {

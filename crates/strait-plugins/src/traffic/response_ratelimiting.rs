@@ -12,15 +12,15 @@
 
 use std::sync::LazyLock;
 
-use http::{HeaderName, HeaderValue, StatusCode};
+use http::{HeaderName, StatusCode};
 use serde_json::{Map, Value};
 use strait_runtime::redis::{Redis, Script, Value as RedisValue};
 
 use crate::config::ConfigReader;
-use crate::context::{BodyChunk, LogRecord, RequestCtx, ResponseCtx, ResponseSource, SharedStore};
-use crate::phase::{AccessFuture, Flow, Plugin, PluginResponse};
+use crate::context::{LogRecord, RequestCtx, ResponseCtx, ResponseSource, SharedStore};
+use crate::phase::{AccessFuture, DropResponseBody, Flow, Plugin, PluginResponse};
 use crate::traffic::rate_limiting::local::Sharded;
-use crate::traffic::rate_limiting::redis::{complain, identifier_text};
+use crate::traffic::rate_limiting::redis::{identifier_text, unanswered};
 use crate::traffic::rate_limiting::windows::{unix_now, Windows, PERIODS};
 use crate::traffic::rate_limiting::{number_text, number_value, redis_client, CounterKey, Identifier, PluginScope};
 use crate::PluginError;
@@ -54,6 +54,9 @@ pub struct ResponseRateLimiting {
     fault_tolerant: bool,
     scope: PluginScope,
     redis: Option<Redis>,
+    /// `response-ratelimit:<route>:<service>:`, the plugin's part of every
+    /// Redis key.
+    key_prefix: String,
 }
 
 /// What access found, for the later phases.
@@ -67,8 +70,7 @@ struct Usage {
 /// What header_filter read: each limit's increment.
 struct Increments(Vec<f64>);
 
-/// Set when header_filter refused the response: its body is dropped and
-/// nothing is counted.
+/// Set when header_filter refused the response: nothing is counted.
 struct Refused;
 
 fn header_name(text: &str) -> Option<HeaderName> {
@@ -132,6 +134,11 @@ impl ResponseRateLimiting {
             fault_tolerant: c.bool("fault_tolerant", true)?,
             scope,
             redis,
+            key_prefix: format!(
+                "response-ratelimit:{}:{}:",
+                scope.route.unwrap_or_default(),
+                scope.service.unwrap_or_default()
+            ),
         })
     }
 
@@ -156,9 +163,8 @@ impl ResponseRateLimiting {
     /// Kong's Redis key of one limit's period.
     fn redis_key(&self, identifier: &str, windows: &Windows, name: &str, at: usize) -> String {
         format!(
-            "response-ratelimit:{}:{}:{identifier}:{}:{name}:{}",
-            self.scope.route.unwrap_or_default(),
-            self.scope.service.unwrap_or_default(),
+            "{}{identifier}:{}:{name}:{}",
+            self.key_prefix,
             windows.starts[at] * 1000,
             PERIODS[at].0
         )
@@ -352,11 +358,7 @@ impl Plugin for ResponseRateLimiting {
                             format!("unexpected reply {value:?}"),
                         ),
                     };
-                    complain(&error);
-                    return match self.fault_tolerant {
-                        true => Flow::Continue,
-                        false => Flow::Respond(PluginResponse::message(500, "An unexpected error occurred")),
-                    };
+                    return unanswered(&error, self.fault_tolerant);
                 }
             };
             let mut values = values.iter().map(|v| v.as_int().unwrap_or(0) as f64);
@@ -420,20 +422,10 @@ impl Plugin for ResponseRateLimiting {
             *ctx.status = StatusCode::TOO_MANY_REQUESTS;
             ctx.headers.remove(http::header::CONTENT_TYPE);
             ctx.headers.remove(http::header::CONTENT_ENCODING);
-            ctx.headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(0));
+            ctx.shared.insert(DropResponseBody);
             ctx.shared.insert(Refused);
         }
         ctx.shared.insert(Increments(increments));
-    }
-
-    fn filters_body(&self) -> bool {
-        true
-    }
-
-    fn body_filter(&self, shared: &mut SharedStore, chunk: &mut BodyChunk) {
-        if shared.get::<Refused>().is_some() {
-            chunk.data = bytes::Bytes::new();
-        }
     }
 
     fn logs(&self) -> bool {

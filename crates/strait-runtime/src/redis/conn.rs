@@ -147,9 +147,11 @@ async fn connect(config: &RedisConfig) -> Result<Box<dyn Stream>, String> {
 
 fn tls_config(verify: bool) -> Result<Arc<rustls::ClientConfig>, String> {
     use std::sync::OnceLock;
-    static VERIFIED: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    static UNVERIFIED: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    let build = |verify: bool| -> Result<Arc<rustls::ClientConfig>, String> {
+    type Built = Result<Arc<rustls::ClientConfig>, String>;
+    static VERIFIED: OnceLock<Built> = OnceLock::new();
+    static UNVERIFIED: OnceLock<Built> = OnceLock::new();
+    let cell = if verify { &VERIFIED } else { &UNVERIFIED };
+    cell.get_or_init(|| {
         let builder = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?;
@@ -164,13 +166,8 @@ fn tls_config(verify: bool) -> Result<Arc<rustls::ClientConfig>, String> {
                 .with_no_client_auth()
         };
         Ok(Arc::new(config))
-    };
-    let cell = if verify { &VERIFIED } else { &UNVERIFIED };
-    if let Some(config) = cell.get() {
-        return Ok(config.clone());
-    }
-    let config = build(verify)?;
-    Ok(cell.get_or_init(|| config).clone())
+    })
+    .clone()
 }
 
 type Waiting = VecDeque<(Instant, oneshot::Sender<Result<Value, RedisError>>)>;

@@ -136,11 +136,9 @@ impl Redis {
         &self.config
     }
 
-    /// Run one command.
-    pub async fn call(&self, args: &[&[u8]]) -> Result<Value, RedisError> {
-        let mut frame = Vec::with_capacity(64);
-        resp::encode(&mut frame, args);
-        let result = self.send(frame).await.and_then(|value| match value {
+    /// An error reply as an error, and every error counted.
+    fn counted(&self, result: Result<Value, RedisError>) -> Result<Value, RedisError> {
+        let result = result.and_then(|value| match value {
             Value::Error(message) => Err(RedisError::Reply(self.config.label(), message)),
             value => Ok(value),
         });
@@ -168,14 +166,7 @@ impl Redis {
             resp::encode(&mut frame, &command);
             result = self.send(frame).await;
         }
-        let result = result.and_then(|value| match value {
-            Value::Error(message) => Err(RedisError::Reply(self.config.label(), message)),
-            value => Ok(value),
-        });
-        if result.is_err() {
-            ERRORS.fetch_add(1, Ordering::Relaxed);
-        }
-        result
+        self.counted(result)
     }
 
     /// Run a script without waiting for it (work after the response, such

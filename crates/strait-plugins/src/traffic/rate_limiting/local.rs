@@ -74,24 +74,18 @@ pub(super) fn take(limits: &[Option<f64>; 6], key: CounterKey, now: i64) -> Usag
     let windows = Windows::at(now);
     let mut shard = COUNTERS.shard(&key, now, |counter| counter.expires <= now);
     let counter = shard.entries.entry(key).or_default();
-    let mut usage = Usage {
-        periods: [None; 6],
-        stop: None,
-        starts: windows.starts,
-    };
     for (at, limit) in limits.iter().enumerate() {
-        let Some(limit) = *limit else { continue };
-        if counter.windows[at] != windows.starts[at] {
+        if limit.is_some() && counter.windows[at] != windows.starts[at] {
             counter.windows[at] = windows.starts[at];
             counter.counts[at] = 0.0;
         }
-        let remaining = limit - counter.counts[at];
-        usage.periods[at] = Some((limit, remaining));
-        if remaining <= 0.0 {
-            usage.stop = Some(at);
-        }
     }
-    if usage.stop.is_none() {
+    let refused = limits
+        .iter()
+        .zip(&counter.counts)
+        .any(|(limit, count)| limit.is_some_and(|limit| limit - count <= 0.0));
+    let usage = Usage::from_counts(limits, &windows, &counter.counts, refused);
+    if !refused {
         for (at, limit) in limits.iter().enumerate() {
             if limit.is_some() {
                 counter.counts[at] += 1.0;

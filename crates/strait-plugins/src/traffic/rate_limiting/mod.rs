@@ -97,7 +97,7 @@ impl RateLimiting {
         };
         let redis = match c.string("policy")?.as_deref().unwrap_or("local") {
             "local" | "" => None,
-            "redis" => Some(redis_policy(&c)?),
+            "redis" => Some(redis_policy(&c, scope, &limits)?),
             other => {
                 return Err(PluginError::invalid(
                     "policy",
@@ -190,13 +190,41 @@ struct Usage {
     starts: [i64; 6],
 }
 
+impl Usage {
+    /// The decision from each period's count before this request: every
+    /// configured period's `(limit, remaining)`, and when `refused`, the
+    /// period that stopped it (the shortest one when only a fractional
+    /// limit's room below one token did).
+    fn from_counts(limits: &[Option<f64>; 6], windows: &windows::Windows, counts: &[f64; 6], refused: bool) -> Usage {
+        let mut usage = Usage {
+            periods: [None; 6],
+            stop: None,
+            starts: windows.starts,
+        };
+        for (at, limit) in limits.iter().enumerate() {
+            let Some(limit) = *limit else { continue };
+            let remaining = limit - counts[at];
+            usage.periods[at] = Some((limit, remaining));
+            if refused && remaining <= 0.0 {
+                usage.stop = Some(at);
+            }
+        }
+        if refused && usage.stop.is_none() {
+            usage.stop = limits.iter().position(Option::is_some);
+        }
+        usage
+    }
+}
+
 /// The `redis` policy's settings from the `redis` record and `sync_rate`.
-fn redis_policy(c: &ConfigReader<'_>) -> Result<redis::RedisPolicy, PluginError> {
+fn redis_policy(
+    c: &ConfigReader<'_>,
+    scope: PluginScope,
+    limits: &[Option<f64>; 6],
+) -> Result<redis::RedisPolicy, PluginError> {
     let sync_rate = c.number("sync_rate", -1.0)?;
-    Ok(redis::RedisPolicy {
-        redis: redis_client(c)?,
-        sync_rate: (sync_rate > 0.0).then(|| Duration::from_secs_f64(sync_rate)),
-    })
+    let sync_rate = (sync_rate > 0.0).then(|| Duration::from_secs_f64(sync_rate));
+    Ok(redis::RedisPolicy::new(redis_client(c)?, sync_rate, scope, limits))
 }
 
 /// A client for the plugin's `redis` record (Kong's shared record).
@@ -286,13 +314,7 @@ impl Plugin for RateLimiting {
             };
             match policy.take(&self.limits, key, now).await {
                 Ok(usage) => self.answer(ctx, &usage, now),
-                Err(error) => {
-                    redis::complain(&error);
-                    match self.fault_tolerant {
-                        true => Flow::Continue,
-                        false => Flow::Respond(PluginResponse::message(500, "An unexpected error occurred")),
-                    }
-                }
+                Err(error) => redis::unanswered(&error, self.fault_tolerant),
             }
         })
     }

@@ -23,7 +23,8 @@ use strait_runtime::redis::{Redis, RedisError, Script, Value};
 
 use super::local::Sharded;
 use super::windows::{Windows, PERIODS};
-use super::{CounterKey, Identifier, Usage};
+use super::{CounterKey, Identifier, PluginScope, Usage};
+use crate::phase::{Flow, PluginResponse};
 
 /// KEYS: each configured period's counter in the current windows.
 /// ARGV: tokens wanted, tokens given back, then each period's limit, then
@@ -64,9 +65,15 @@ const MAX_LEASE: u64 = 10_000;
 
 #[derive(Debug)]
 pub(super) struct RedisPolicy {
-    pub redis: Redis,
+    redis: Redis,
     /// `None`: every request asks Redis (`sync_rate = -1`).
-    pub sync_rate: Option<Duration>,
+    sync_rate: Option<Duration>,
+    /// `ratelimit:<route>:<service>:`, the plugin's part of every key.
+    key_prefix: String,
+    /// Each configured limit as the script's argument text.
+    limit_args: Vec<String>,
+    /// The largest lease ever asked for.
+    lease_cap: u64,
 }
 
 /// What Redis granted, with the counts it saw before granting.
@@ -113,19 +120,44 @@ pub(crate) fn identifier_text(identifier: &Identifier) -> String {
 }
 
 impl RedisPolicy {
+    /// The policy of a plugin scoped to `scope` with `limits`: what every
+    /// request's keys and arguments share is formatted here, once.
+    pub fn new(
+        redis: Redis,
+        sync_rate: Option<Duration>,
+        scope: PluginScope,
+        limits: &[Option<f64>; 6],
+    ) -> RedisPolicy {
+        RedisPolicy {
+            redis,
+            sync_rate,
+            key_prefix: format!(
+                "ratelimit:{}:{}:",
+                scope.route.unwrap_or_default(),
+                scope.service.unwrap_or_default()
+            ),
+            limit_args: limits
+                .iter()
+                .flatten()
+                .map(|limit| super::number_text(*limit))
+                .collect(),
+            lease_cap: limits
+                .iter()
+                .flatten()
+                .fold(MAX_LEASE as f64, |cap, limit| cap.min(limit.ceil()))
+                .max(1.0) as u64,
+        }
+    }
+
     /// Decide one request. `Err` when Redis gave no answer.
     pub async fn take(&self, limits: &[Option<f64>; 6], key: CounterKey, now: i64) -> Result<Usage, RedisError> {
         let windows = Windows::at(now);
         let Some(sync_rate) = self.sync_rate else {
             let grant = self.ask(limits, &key, &windows, 1, 0).await?;
-            return Ok(usage(limits, &windows, &grant.counts, grant.granted == 0));
+            return Ok(Usage::from_counts(limits, &windows, &grant.counts, grant.granted == 0));
         };
         let now_ms = unix_ms();
-        let cap = limits
-            .iter()
-            .flatten()
-            .fold(MAX_LEASE as f64, |cap, limit| cap.min(limit.ceil()))
-            .max(1.0) as u64;
+        let cap = self.lease_cap;
         // From the lease when it can; else decide what to ask for.
         let (want, back, renewing) = {
             let mut shard = LEASES.shard(&key, now, |lease| lease.expires <= now);
@@ -139,7 +171,7 @@ impl RedisPolicy {
                     *count -= lease.tokens as f64;
                 }
                 lease.tokens -= 1;
-                return Ok(usage(limits, &windows, &seen, false));
+                return Ok(Usage::from_counts(limits, &windows, &seen, false));
             }
             if lease.fetching {
                 // Another request is renewing the lease: ask for this one.
@@ -195,7 +227,7 @@ impl RedisPolicy {
             // Less room than the lease asked for: start small again.
             lease.want = 1;
         }
-        Ok(usage(limits, &windows, &grant.counts, grant.granted == 0))
+        Ok(Usage::from_counts(limits, &windows, &grant.counts, grant.granted == 0))
     }
 
     async fn ask(
@@ -206,26 +238,24 @@ impl RedisPolicy {
         want: u64,
         back: u64,
     ) -> Result<Grant, RedisError> {
-        let route = key.scope.route.unwrap_or_default();
-        let service = key.scope.service.unwrap_or_default();
         let identifier = identifier_text(&key.identifier);
         let mut keys = Vec::with_capacity(6);
-        let mut limit_args = Vec::with_capacity(6);
         let mut expiry_args = Vec::with_capacity(6);
         for (at, limit) in limits.iter().enumerate() {
-            let Some(limit) = limit else { continue };
-            keys.push(format!(
-                "ratelimit:{route}:{service}:{identifier}:{}:{}",
-                windows.starts[at] * 1000,
-                PERIODS[at].0
-            ));
-            limit_args.push(super::number_text(*limit));
-            expiry_args.push(windows.ends[at].to_string());
+            if limit.is_some() {
+                keys.push(format!(
+                    "{}{identifier}:{}:{}",
+                    self.key_prefix,
+                    windows.starts[at] * 1000,
+                    PERIODS[at].0
+                ));
+                expiry_args.push(windows.ends[at].to_string());
+            }
         }
         let (want, back) = (want.to_string(), back.to_string());
         let key_refs: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
         let mut args: Vec<&[u8]> = vec![want.as_bytes(), back.as_bytes()];
-        args.extend(limit_args.iter().map(|a| a.as_bytes()));
+        args.extend(self.limit_args.iter().map(|a| a.as_bytes()));
         args.extend(expiry_args.iter().map(|a| a.as_bytes()));
         let reply = self.redis.eval(&SCRIPT, &key_refs, &args).await?;
         let malformed = || RedisError::Reply(self.redis.config().label(), format!("unexpected reply {reply:?}"));
@@ -273,29 +303,13 @@ fn same_windows(limits: &[Option<f64>; 6], a: &[i64; 6], b: &[i64; 6]) -> bool {
         .all(|(at, limit)| limit.is_none() || a[at] == b[at])
 }
 
-/// The usage headers and decision from the counts before this request.
-fn usage(limits: &[Option<f64>; 6], windows: &Windows, counts: &[f64; 6], refused: bool) -> Usage {
-    let mut usage = Usage {
-        periods: [None; 6],
-        stop: None,
-        starts: windows.starts,
-    };
-    for (at, limit) in limits.iter().enumerate() {
-        let Some(limit) = *limit else { continue };
-        let remaining = limit - counts[at];
-        usage.periods[at] = Some((limit, remaining));
-        if refused && remaining <= 0.0 {
-            usage.stop = Some(at);
-        }
-    }
-    if refused && usage.stop.is_none() {
-        // Room below one token (a fractional limit): the shortest period.
-        usage.stop = limits.iter().position(Option::is_some);
-    }
-    usage
-}
-
-/// Logs a failed Redis call (at most a line a second for the process).
-pub(crate) fn complain(error: &RedisError) {
+/// What a rate-limiting plugin does when Redis gave no answer: log it (at
+/// most a line a second for the process), then Kong's `fault_tolerant`:
+/// proxy without usage headers, or answer 500.
+pub(crate) fn unanswered(error: &RedisError, fault_tolerant: bool) -> Flow {
     strait_runtime::redis::log_failure("rate-limiting: failed to get usage from Redis", error);
+    match fault_tolerant {
+        true => Flow::Continue,
+        false => Flow::Respond(PluginResponse::message(500, "An unexpected error occurred")),
+    }
 }
