@@ -46,7 +46,7 @@ cat >"$work/kong.json" <<JSON
 {"_format_version": "3.0", "services": [{"name": "origin", "url": "http://127.0.0.1:$origin_port",
   "routes": [{"name": "all", "paths": ["/"]}]}]}
 JSON
-STRAIT_PREFIX="$work/prefix" STRAIT_PROXY_LISTEN="127.0.0.1:$proxy_port" \
+STRAIT_PREFIX="$work/prefix" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_ERROR_LOG=stderr STRAIT_PROXY_LISTEN="127.0.0.1:$proxy_port" \
     STRAIT_ADMIN_LISTEN="127.0.0.1:$admin_port" STRAIT_STATUS_LISTEN=off STRAIT_WORKER_THREADS=1 \
     STRAIT_LOG_LEVEL=warn STRAIT_DECLARATIVE_CONFIG="$work/kong.json" \
     taskset -c 0 "$bin" start >"$work/strait.log" 2>&1 &

@@ -39,7 +39,7 @@ lua="$bench_dir/lua/random_route.lua"
 for round in $(seq "$rounds"); do
   for set in none ip-restriction key-auth key-auth+acl all-three; do
     rm -rf "$work/prefix"
-    STRAIT_PREFIX="$work/prefix" STRAIT_PROXY_LISTEN="127.0.0.1:$proxy_port" \
+    STRAIT_PREFIX="$work/prefix" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_ERROR_LOG=stderr STRAIT_PROXY_LISTEN="127.0.0.1:$proxy_port" \
       STRAIT_ADMIN_LISTEN="127.0.0.1:$admin_port" STRAIT_STATUS_LISTEN=off STRAIT_WORKER_THREADS=1 \
       STRAIT_DECLARATIVE_CONFIG="$work/$set.json" taskset -c 0 "$bin" start >"$work/strait.log" 2>&1 &
     pid=$!

@@ -190,6 +190,10 @@ def start_strait(procs: Processes, binary: Path, work: Path, cpus: str, name: st
         "STRAIT_STATUS_LISTEN": "off",
         "STRAIT_WORKER_THREADS": "1",
         "STRAIT_LOG_LEVEL": "info",
+        # Like the nginx peers (access_log off); the node's log where the
+        # lab keeps each process's output.
+        "STRAIT_PROXY_ACCESS_LOG": "off",
+        "STRAIT_PROXY_ERROR_LOG": "stderr",
     }
     if config:
         env["STRAIT_DECLARATIVE_CONFIG"] = str(config)

@@ -109,7 +109,7 @@ impl Gateway {
     }
 
     /// Writes `strait.conf`: the harness's keys (prefix, listeners on the chosen ports, log level,
-    /// two workers), then `declarative_config`, with any key in `options.settings` replacing ours.
+    /// error log on stderr, two workers), then `declarative_config`, with any key in `options.settings` replacing ours.
     fn write_conf(&self) {
         let ports = self.ports;
         let mut entries: Vec<(String, String)> = vec![
@@ -127,6 +127,9 @@ impl Gateway {
             ),
             ("status_listen".into(), format!("127.0.0.1:{}", ports.status)),
             ("log_level".into(), "info".into()),
+            // The node's own log on stderr, which the harness keeps (and
+            // shows when a test fails); the access log stays at its default.
+            ("proxy_error_log".into(), "stderr".into()),
             ("worker_threads".into(), "2".into()),
         ];
         if let Some(contents) = &self.options.declarative_config {
@@ -322,6 +325,11 @@ impl Gateway {
     /// SIGTERM.
     pub fn terminate(&self) {
         self.signal("TERM");
+    }
+
+    /// SIGUSR1: reopen the log files.
+    pub fn reopen_logs(&self) {
+        self.signal("USR1");
     }
 
     /// SIGINT.

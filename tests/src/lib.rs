@@ -16,6 +16,7 @@ pub mod plugins;
 pub mod process;
 pub mod prometheus;
 pub mod redis;
+pub mod sinks;
 pub mod tls;
 pub mod tools;
 pub mod upstream;

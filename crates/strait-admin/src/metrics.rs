@@ -254,6 +254,28 @@ pub fn render(state: &AdminState) -> String {
         "strait_redis_errors_total {}",
         strait_runtime::redis::errors_total()
     );
+    family(
+        &mut out,
+        "strait_log_entries_dropped_total",
+        "counter",
+        "Log entries dropped: a log plugin's queue was full or gave up retrying, or the file writer was behind",
+    );
+    let _ = writeln!(
+        out,
+        "strait_log_entries_dropped_total {}",
+        strait_runtime::logs::queue::dropped_total() + strait_runtime::logs::files::dropped_total()
+    );
+    family(
+        &mut out,
+        "strait_log_write_failures_total",
+        "counter",
+        "Log lines lost because a log file could not be opened or written",
+    );
+    let _ = writeln!(
+        out,
+        "strait_log_write_failures_total {}",
+        strait_runtime::logs::files::failed_total()
+    );
     out
 }
 

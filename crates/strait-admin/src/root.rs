@@ -50,6 +50,13 @@ pub fn status(state: &AdminState) -> AdminResponse {
         "memory": { "rss_bytes": rss_bytes() },
         // Calls to Redis (rate-limiting's redis policy) that failed.
         "redis": { "errors_total": strait_runtime::redis::errors_total() },
+        // Log entries dropped (full queue, retries exhausted, file writer
+        // behind) and lines lost to file errors.
+        "logs": {
+            "dropped_total": strait_runtime::logs::queue::dropped_total()
+                + strait_runtime::logs::files::dropped_total(),
+            "write_failures_total": strait_runtime::logs::files::failed_total(),
+        },
     });
     json_response(StatusCode::OK, &body)
 }

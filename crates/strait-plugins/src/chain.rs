@@ -160,6 +160,7 @@ pub struct PluginChain {
     rewrites: bool,
     filters_body: bool,
     logs: bool,
+    serializes: bool,
 }
 
 impl PluginChain {
@@ -175,6 +176,7 @@ impl PluginChain {
             rewrites: any(|p| p.rewrites()),
             filters_body: any(|p| p.filters_body()),
             logs: any(|p| p.logs()),
+            serializes: any(|p| p.serializes()),
             slots,
         }
     }
@@ -220,6 +222,11 @@ impl PluginChain {
     }
 
     /// Some plugin of the chain has a body filter or a log phase.
+    /// Some plugin's `log` needs [`crate::LogRecord::details`].
+    pub fn serializes_log(&self) -> bool {
+        self.serializes
+    }
+
     pub fn follows_response_body(&self) -> bool {
         self.filters_body || self.logs
     }

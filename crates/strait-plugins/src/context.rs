@@ -263,4 +263,66 @@ pub struct LogRecord {
     /// The request's size as it arrived: request line, headers, and the
     /// body's declared length (Kong's `request.size`, approximately).
     pub request_bytes: u64,
+    /// What Kong's log serializer needs beyond the counters, kept only when
+    /// a plugin of the chain declared [`crate::Plugin::serializes`].
+    pub details: Option<Box<LogDetails>>,
+}
+
+/// One attempt to reach the upstream (Kong's `tries` entry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamTry {
+    /// The target's host as configured (an address or a name).
+    pub ip: String,
+    pub port: u16,
+    /// Milliseconds since the Unix epoch when the target was chosen.
+    pub balancer_start: u64,
+    /// Milliseconds spent choosing the target.
+    pub balancer_latency: u64,
+    /// `None` for the attempt that answered; the failure otherwise.
+    pub failure: Option<String>,
+}
+
+/// What `kong.log.serialize()` reports beyond [`LogRecord`]'s counters.
+#[derive(Clone)]
+pub struct LogDetails {
+    /// Kong's request id (`X-Kong-Request-Id`).
+    pub request_id: String,
+    /// `http` or `https`.
+    pub scheme: &'static str,
+    /// The host the client addressed and the port it reached.
+    pub host: String,
+    pub port: u16,
+    /// Path and query as the client sent them.
+    pub request_uri: String,
+    /// The client's headers as they arrived.
+    pub request_headers: HeaderMap,
+    /// The response headers as sent to the client.
+    pub response_headers: HeaderMap,
+    /// Path and query sent upstream (`None`: nothing was sent).
+    pub upstream_uri: Option<String>,
+    /// The status the upstream answered with.
+    pub upstream_status: Option<u16>,
+    pub tries: Vec<UpstreamTry>,
+    /// Milliseconds since the Unix epoch when the request arrived.
+    pub started_at: u64,
+    /// Time spent in Strait before the request went upstream, in
+    /// milliseconds (Kong's `latencies.kong` for a proxied request).
+    pub kong_ms: Option<u64>,
+    /// The request arrived over TLS with this protocol version.
+    pub tls_version: Option<&'static str>,
+    /// The route, service and consumer entities, from the snapshot the
+    /// request loaded.
+    pub entities: std::sync::Arc<dyn crate::Directory + Send>,
+    /// The W3C trace id of the request when a tracing plugin ran.
+    pub trace_id: Option<String>,
+}
+
+impl std::fmt::Debug for LogDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogDetails")
+            .field("request_id", &self.request_id)
+            .field("request_uri", &self.request_uri)
+            .field("upstream_uri", &self.upstream_uri)
+            .finish_non_exhaustive()
+    }
 }

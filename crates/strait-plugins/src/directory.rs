@@ -4,7 +4,7 @@
 //! of consumers.
 
 use http::HeaderValue;
-use strait_core::{BasicauthCredential, Consumer, HmacauthCredential, JwtSecret, KeyauthCredential};
+use strait_core::{BasicauthCredential, Consumer, HmacauthCredential, JwtSecret, KeyauthCredential, Route, Service};
 use uuid::Uuid;
 
 use crate::chain::ConsumerPlugin;
@@ -99,6 +99,14 @@ pub trait Directory: Sync {
     }
     /// Plugins configured for `consumer` (any route or service scope).
     fn consumer_plugins(&self, consumer: Uuid) -> &[ConsumerPlugin];
+    /// A route by id (log serializers report the matched route whole).
+    fn route(&self, _id: Uuid) -> Option<&Route> {
+        None
+    }
+    /// A service by id.
+    fn service(&self, _id: Uuid) -> Option<&Service> {
+        None
+    }
 }
 
 /// A directory with nothing in it (plugins without consumers, unit tests).

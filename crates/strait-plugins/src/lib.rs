@@ -24,8 +24,8 @@ pub mod transform;
 
 pub use chain::{rank, ChainSlot, ConsumerPlugin, PluginChain, ScopedPlugin};
 pub use context::{
-    AuthenticatedCredential, BodyChunk, BodyLimit, LogRecord, Protocol, ProtocolSet, RequestCtx, RequestSummary,
-    ResponseCtx, ResponseSource, SharedStore,
+    AuthenticatedCredential, BodyChunk, BodyLimit, LogDetails, LogRecord, Protocol, ProtocolSet, RequestCtx,
+    RequestSummary, ResponseCtx, ResponseSource, SharedStore, UpstreamTry,
 };
 pub use directory::{ConsumerView, Directory, EmptyDirectory, KeyauthKey};
 pub use phase::{

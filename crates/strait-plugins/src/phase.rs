@@ -150,6 +150,13 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// True when `log` needs [`crate::LogRecord::details`] (Kong's
+    /// serialized log entry); the proxy then keeps the request's and
+    /// response's headers and URIs for it.
+    fn serializes(&self) -> bool {
+        false
+    }
+
     /// After the last byte of the response was handed to the connection.
     /// Must not block: queue slow work.
     fn log(&self, _record: &LogRecord, _shared: &SharedStore) {}

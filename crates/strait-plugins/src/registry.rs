@@ -16,7 +16,9 @@ pub const AVAILABLE: &[&str] = &[
     "bot-detection",
     "correlation-id",
     "cors",
+    "file-log",
     "hmac-auth",
+    "http-log",
     "ip-restriction",
     "jwt",
     "key-auth",
@@ -28,6 +30,9 @@ pub const AVAILABLE: &[&str] = &[
     "request-transformer",
     "response-ratelimiting",
     "response-transformer",
+    "syslog",
+    "tcp-log",
+    "udp-log",
 ];
 
 /// Kong's priority of a bundled plugin (higher runs first).
@@ -100,6 +105,11 @@ pub fn build_scoped_plugin(
         "bot-detection" => Arc::new(security::bot_detection::BotDetection::from_config(config)?),
         "correlation-id" => Arc::new(transform::correlation_id::CorrelationId::from_config(config)?),
         "cors" => Arc::new(security::cors::Cors::from_config(config)?),
+        "file-log" => Arc::new(observability::file_log::FileLog::from_config(config)?),
+        "http-log" => Arc::new(observability::http_log::HttpLog::from_config(config)?),
+        "syslog" => Arc::new(observability::syslog::Syslog::from_config(config)?),
+        "tcp-log" => Arc::new(observability::tcp_log::TcpLog::from_config(config)?),
+        "udp-log" => Arc::new(observability::udp_log::UdpLog::from_config(config)?),
         "hmac-auth" => Arc::new(auth::hmac_auth::HmacAuth::from_config(config)?),
         "ip-restriction" => Arc::new(security::ip_restriction::IpRestriction::from_config(config)?),
         "jwt" => Arc::new(auth::jwt::Jwt::from_config(config)?),

@@ -42,9 +42,26 @@ impl HeaderLookup for Headers<'_> {
 /// Marks a response that came from the upstream (not from Strait or a
 /// plugin): Kong's headers differ between the two. Holds the time from
 /// sending the request upstream to the response head, in milliseconds.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Proxied {
     pub upstream_ms: u64,
+    /// From the request's arrival to sending it upstream, in milliseconds.
+    pub kong_ms: u64,
+    /// Kept for log serializers only (see [`Exchange::forward`]).
+    pub detail: Option<Box<ProxiedDetail>>,
+}
+
+/// What a log serializer reports of the upstream exchange.
+#[derive(Debug, Clone)]
+pub(crate) struct ProxiedDetail {
+    pub upstream_uri: String,
+    pub tries: Vec<strait_plugins::UpstreamTry>,
+}
+
+pub(crate) fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Handle one request end to end; never fails (errors become responses).
@@ -53,6 +70,10 @@ pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared
     shared.stats.request_started();
     let request_id = RequestId::new();
     let snapshot = shared.snapshot.load_full();
+    let access = shared
+        .access_log
+        .as_ref()
+        .map(|log| crate::access_log::Pending::new(log, &request, conn.client.ip(), started));
     let http1 = request.version() < Version::HTTP_2;
     // HTTP/1.1 framing was settled by hyper's parser; only HTTP/2 can still
     // carry lengths that would be forwarded ambiguously.
@@ -70,7 +91,10 @@ pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared
         Err(error) => error_to_response(error, http1, conn, &request_id),
     };
     add_kong_headers(&mut response, &shared.headers, &request_id, started);
-    response
+    match access {
+        Some(pending) => pending.follow(response, request_id.as_str()),
+        None => response,
+    }
 }
 
 /// Kong's headers on every response, as `headers` switches them: on one
@@ -272,6 +296,7 @@ async fn proxy(
         started,
         request_id,
         None,
+        false,
     )
     .await
 }
@@ -295,11 +320,13 @@ pub(crate) struct Exchange<'a> {
 }
 
 impl Exchange<'_> {
-    /// Proxy to the route's service (after the access phase).
+    /// Proxy to the route's service (after the access phase); `detailed`
+    /// keeps the upstream URI and tries for a log serializer.
     pub async fn forward(
         &self,
         request: Request<ProxyBody>,
         host_override: Option<HeaderValue>,
+        detailed: bool,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let service = self
             .matched
@@ -319,6 +346,7 @@ impl Exchange<'_> {
             self.started,
             self.request_id,
             host_override,
+            detailed,
         )
         .await
     }
@@ -432,6 +460,7 @@ async fn forward(
     started: Instant,
     request_id: &RequestId,
     host_override: Option<HeaderValue>,
+    detailed: bool,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let service = &runtime.service;
     let route = matched.facts;
@@ -468,7 +497,9 @@ async fn forward(
     let connect_timeout = millis(service.connect_timeout);
     let attempts = service.retries.max(0) as usize + 1;
     let mut last_error = ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made");
+    let mut tries: Vec<strait_plugins::UpstreamTry> = Vec::new();
     for _ in 0..attempts {
+        let balancer_start = detailed.then(|| (epoch_ms(), Instant::now()));
         let (target_host, target_port) = match &runtime.balancer {
             Some(balancer) => match balancer.pick() {
                 Some(t) => (t.host.clone(), t.port),
@@ -476,6 +507,15 @@ async fn forward(
             },
             None => (service.host.clone(), service.port as u16),
         };
+        if let Some((start, at)) = balancer_start {
+            tries.push(strait_plugins::UpstreamTry {
+                ip: target_host.clone(),
+                port: target_port,
+                balancer_start: start,
+                balancer_latency: at.elapsed().as_millis() as u64,
+                failure: None,
+            });
+        }
         let host_value = if host_override.is_some() {
             host_override.clone()
         } else if route.preserve_host {
@@ -517,6 +557,9 @@ async fn forward(
             Ok(lease) => lease,
             Err(error) if error.retryable() => {
                 tracing::debug!(cause = %error.cause, "upstream connect failed, retrying");
+                if let Some(last) = tries.last_mut() {
+                    last.failure = Some(error.cause.to_string());
+                }
                 last_error = error;
                 continue;
             }
@@ -538,6 +581,12 @@ async fn forward(
             *upstream_request.uri_mut() = Uri::try_from(path_and_query.as_str())
                 .map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
         }
+        let detail = detailed.then(|| {
+            Box::new(ProxiedDetail {
+                upstream_uri: path_and_query,
+                tries: std::mem::take(&mut tries),
+            })
+        });
         let upstream_started = Instant::now();
         let response = shared
             .pool()
@@ -555,6 +604,7 @@ async fn forward(
             started,
             upstream_started,
             &shared.headers,
+            detail,
         ));
     }
     Err(last_error)
@@ -566,6 +616,7 @@ fn finish_response(
     started: Instant,
     upstream_started: Instant,
     switches: &HeaderSwitches,
+    detail: Option<Box<ProxiedDetail>>,
 ) -> Response<ProxyBody> {
     let upstream_ms = upstream_started.elapsed().as_millis();
     let proxy_ms = upstream_started.duration_since(started).as_millis();
@@ -586,6 +637,8 @@ fn finish_response(
     }
     parts.extensions.insert(Proxied {
         upstream_ms: upstream_ms as u64,
+        kong_ms: proxy_ms as u64,
+        detail,
     });
     let body = boxed(IdleTimeoutBody::new(body, millis(read_timeout_ms)));
     Response::from_parts(parts, body)

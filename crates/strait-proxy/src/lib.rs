@@ -6,6 +6,7 @@
 //! Admin API.
 #![deny(unsafe_code)]
 
+pub mod access_log;
 pub mod background;
 pub mod balancer;
 pub mod body;
@@ -53,6 +54,8 @@ pub struct ProxySettings {
     pub graceful_shutdown_timeout: Duration,
     /// Kong's `headers` / `headers_upstream`.
     pub headers: kong_headers::HeaderSwitches,
+    /// `proxy_access_log` (None: `off`).
+    pub access_log: Option<access_log::AccessLog>,
 }
 
 /// Everything a worker needs, shared by all of them.
@@ -70,6 +73,7 @@ pub struct Shared {
     pub stats: Arc<ProxyStats>,
     pub limits: ClientLimits,
     pub headers: kong_headers::HeaderSwitches,
+    pub access_log: Option<access_log::AccessLog>,
     pool: upstream::Pool,
 }
 

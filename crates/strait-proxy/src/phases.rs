@@ -17,8 +17,8 @@ use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use strait_plugins::{
-    BodyChunk, Flow, LogRecord, Plugin, PluginChain, Protocol, RequestCtx, RequestSummary, ResponseCtx, ResponseSource,
-    SharedStore,
+    BodyChunk, Flow, LogDetails, LogRecord, Plugin, PluginChain, Protocol, RequestCtx, RequestSummary, ResponseCtx,
+    ResponseSource, SharedStore,
 };
 
 use crate::body::{boxed, full, BoxError, ProxyBody};
@@ -79,6 +79,27 @@ pub(crate) async fn run(
     // the map once rather than as each arrives.
     parts.headers.reserve(8);
     let request_headers = chain.keeps_request_headers().then(|| parts.headers.clone());
+    let serializes = chain.serializes_log();
+    let mut details = serializes.then(|| {
+        let entities: Arc<dyn strait_plugins::Directory + Send> = exchange.snapshot.clone();
+        Box::new(LogDetails {
+            request_id: exchange.request_id.as_str().to_string(),
+            scheme: if exchange.conn.tls { "https" } else { "http" },
+            host: exchange.host.to_string(),
+            port: exchange.port,
+            request_uri: parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string(),
+            request_headers: parts.headers.clone(),
+            response_headers: http::HeaderMap::new(),
+            upstream_uri: None,
+            upstream_status: None,
+            tries: Vec::new(),
+            started_at: crate::handler::epoch_ms().saturating_sub(exchange.started.elapsed().as_millis() as u64),
+            kong_ms: None,
+            tls_version: None,
+            entities,
+            trace_id: None,
+        })
+    });
     // Measured as it arrived, before plugins change it.
     let request_bytes = if chain.follows_response_body() {
         request_size(&parts)
@@ -169,7 +190,10 @@ pub(crate) async fn run(
                 (None, Some(body)) => body,
                 (None, None) => full(Bytes::new()),
             };
-            match exchange.forward(Request::from_parts(parts, body), upstream_host).await {
+            match exchange
+                .forward(Request::from_parts(parts, body), upstream_host, serializes)
+                .await
+            {
                 Ok(response) => (response, ResponseSource::Service),
                 Err(error) => (
                     error_to_response(error, http1, exchange.conn, exchange.request_id),
@@ -183,6 +207,16 @@ pub(crate) async fn run(
         _ => &[],
     };
     let (mut head, body) = response.into_parts();
+    if let Some(details) = details.as_deref_mut() {
+        if let Some(proxied) = head.extensions.get_mut::<crate::handler::Proxied>() {
+            details.upstream_status = Some(head.status.as_u16());
+            details.kong_ms = Some(proxied.kong_ms);
+            if let Some(detail) = proxied.detail.take() {
+                details.upstream_uri = Some(detail.upstream_uri);
+                details.tries = detail.tries;
+            }
+        }
+    }
     for (name, value) in response_headers {
         head.headers.append(name, value);
     }
@@ -212,11 +246,22 @@ pub(crate) async fn run(
         // Filters may change the length.
         head.headers.remove(header::CONTENT_LENGTH);
     }
+    if let Some(details) = details.as_deref_mut() {
+        details.response_headers = head.headers.clone();
+        // Added to every response after this point (handler.rs).
+        if exchange.shared.headers.request_id {
+            details.response_headers.insert(
+                http::HeaderName::from_static("x-kong-request-id"),
+                exchange.request_id.header_value(),
+            );
+        }
+    }
     let outcome = Outcome {
         status: head.status,
         source,
         upstream_ms: head.extensions.get::<crate::handler::Proxied>().map(|p| p.upstream_ms),
         request_bytes,
+        details,
     };
     let followed = FollowedBody::new(body, followers, shared, summary, outcome, exchange.started);
     Response::from_parts(head, boxed(followed))
@@ -246,6 +291,7 @@ struct Outcome {
     source: ResponseSource,
     upstream_ms: Option<u64>,
     request_bytes: u64,
+    details: Option<Box<LogDetails>>,
 }
 
 /// A response body passed through the body filters of the request's
@@ -306,6 +352,7 @@ impl FollowedBody {
             source: self.outcome.source,
             upstream_ms: self.outcome.upstream_ms,
             request_bytes: self.outcome.request_bytes,
+            details: self.outcome.details.take(),
         };
         for plugin in self.plugins.iter().filter(|p| p.logs()) {
             plugin.log(&record, &self.shared);

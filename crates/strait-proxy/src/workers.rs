@@ -125,6 +125,7 @@ fn run_worker(
             stats: context.stats.clone(),
             limits: context.settings.limits.clone(),
             headers: context.settings.headers,
+            access_log: context.settings.access_log.clone(),
             pool: Pool::default(),
         });
         for (spec, socket) in sockets {

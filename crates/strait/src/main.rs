@@ -21,13 +21,14 @@ fn release_allocator_memory() {
 }
 
 mod kong_configuration;
+mod logfile;
 mod node;
 mod settings;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use strait_core::declarative::{parse_declarative, DeclarativeFormat};
 
 use crate::settings::{NodeSettings, RawSettings};
@@ -123,22 +124,42 @@ fn start(args: &[String]) -> Result<()> {
     }
     let raw = RawSettings::load(conf.as_deref(), std::env::vars().chain(overrides))?;
     let settings = NodeSettings::from_raw(raw)?;
-    init_logging(&settings.log_level);
+    init_logging(&settings)?;
     node::run(settings)
 }
 
-fn init_logging(level: &str) {
-    let filter = match level {
+/// The node's own log (`proxy_error_log`, `log_level`, `log_format`):
+/// plain text without colour codes unless it is a terminal, or JSON lines.
+fn init_logging(settings: &settings::NodeSettings) -> Result<()> {
+    use std::io::IsTerminal;
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    let level = match settings.log_level.as_str() {
         "debug" => "debug",
         "info" | "notice" => "info",
         "warn" => "warn",
-        "error" | "crit" | "alert" | "emerg" => "error",
-        _ => "info",
+        _ => "error",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("STRAIT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{filter},hyper=warn,h2=warn,rustls=warn")));
-    tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},hyper=warn,h2=warn,rustls=warn")));
+    let (writer, ansi) = match &settings.error_log {
+        settings::LogTarget::Off => (BoxMakeWriter::new(std::io::sink), false),
+        settings::LogTarget::Stderr => (BoxMakeWriter::new(std::io::stderr), std::io::stderr().is_terminal()),
+        settings::LogTarget::Stdout => (BoxMakeWriter::new(std::io::stdout), std::io::stdout().is_terminal()),
+        settings::LogTarget::File(path) => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            }
+            (BoxMakeWriter::new(logfile::ErrorLog::new(path)), false)
+        }
+    };
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(writer)
+        .with_ansi(ansi);
+    if settings.json_logs {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+    Ok(())
 }

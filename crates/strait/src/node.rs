@@ -53,6 +53,12 @@ fn start_secret_refresh(publisher: &SnapshotPublisher, interval: std::time::Dura
 /// Run a node until a termination signal, then drain and return.
 pub fn run(settings: NodeSettings) -> Result<()> {
     strait_plugins::traffic::proxy_cache::store::set_capacity(settings.mem_cache_size);
+    strait_runtime::logs::set_syslog_socket(settings.syslog_socket.clone());
+    if let Some(log) = &settings.proxy.access_log {
+        if let Some(dir) = log.path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+    }
     strait_proxy::secrets::set_defaults(settings.vaults.clone());
     std::fs::create_dir_all(&settings.prefix)
         .with_context(|| format!("creating prefix {}", settings.prefix.display()))?;
@@ -132,6 +138,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     workers.join();
     let _ = admin.join();
     tracing::info!("stopped");
+    strait_runtime::logs::files::flush();
     Ok(())
 }
 
@@ -234,8 +241,22 @@ async fn wait_for_signal() {
         tracing::error!("could not install signal handlers; stopping");
         return;
     };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    // SIGUSR1: reopen every log file (nginx's and Kong's logrotate signal).
+    let mut usr1 = signal(SignalKind::user_defined1()).ok();
+    loop {
+        let reopen = async {
+            match usr1.as_mut() {
+                Some(usr1) => usr1.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = term.recv() => return,
+            _ = int.recv() => return,
+            _ = reopen => {
+                strait_runtime::logs::files::reopen_all();
+                tracing::info!("SIGUSR1: log files reopened");
+            }
+        }
     }
 }

@@ -24,6 +24,10 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("cluster_listen", "0.0.0.0:8005"),
     ("declarative_config", ""),
     ("log_level", "notice"),
+    ("log_format", "text"),
+    ("proxy_access_log", "logs/access.log"),
+    ("proxy_error_log", "logs/error.log"),
+    ("syslog_socket", "/dev/log"),
     ("client_header_timeout", "60s"),
     ("client_max_header_size", "32768"),
     ("client_max_headers", "100"),
@@ -61,6 +65,12 @@ pub struct NodeSettings {
     pub prefix: PathBuf,
     pub declarative_config: Option<PathBuf>,
     pub log_level: String,
+    /// `proxy_error_log`: where the node's own log goes.
+    pub error_log: LogTarget,
+    /// `log_format = json` (else text).
+    pub json_logs: bool,
+    /// `syslog_socket`: the local syslog socket of the syslog plugin.
+    pub syslog_socket: PathBuf,
     pub proxy: ProxySettings,
     pub admin_listen: Vec<ListenSpec>,
     pub status_listen: Vec<ListenSpec>,
@@ -77,6 +87,31 @@ pub struct NodeSettings {
     pub vault_refresh_interval: Duration,
     pub raw: RawSettings,
 }
+
+/// Where a node log goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogTarget {
+    Off,
+    Stderr,
+    Stdout,
+    File(PathBuf),
+}
+
+impl LogTarget {
+    /// `off`, `stderr` / `/dev/stderr`, `stdout` / `/dev/stdout`, or a
+    /// file (relative paths are under `prefix`, as in Kong).
+    fn parse(value: &str, prefix: &std::path::Path) -> LogTarget {
+        match value.trim() {
+            "off" => LogTarget::Off,
+            "stderr" | "/dev/stderr" => LogTarget::Stderr,
+            "stdout" | "/dev/stdout" => LogTarget::Stdout,
+            path => LogTarget::File(prefix.join(path)),
+        }
+    }
+}
+
+/// Kong's `log_level` values.
+pub const LOG_LEVELS: &[&str] = &["debug", "info", "notice", "warn", "error", "crit", "alert", "emerg"];
 
 /// Files of the Admin API's `ssl` listeners (absent: the node's default
 /// certificate, no client certificates asked for).
@@ -223,7 +258,31 @@ impl NodeSettings {
             "auto" => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             other => parse_number("worker_threads", other)?.max(1),
         };
+        let prefix = PathBuf::from(raw.get("prefix"));
+        if !LOG_LEVELS.contains(&raw.get("log_level")) {
+            bail!(
+                "log_level: expected one of {} (got {:?})",
+                LOG_LEVELS.join(", "),
+                raw.get("log_level")
+            );
+        }
+        let json_logs = match raw.get("log_format") {
+            "text" => false,
+            "json" => true,
+            other => bail!("log_format: expected text or json (got {other:?})"),
+        };
+        let access_log = match LogTarget::parse(raw.get("proxy_access_log"), &prefix) {
+            LogTarget::Off => None,
+            LogTarget::Stdout => Some(PathBuf::from("/dev/stdout")),
+            LogTarget::Stderr => Some(PathBuf::from("/dev/stderr")),
+            LogTarget::File(path) => Some(path),
+        }
+        .map(|path| strait_proxy::access_log::AccessLog {
+            path: std::sync::Arc::from(path.as_path()),
+            json: json_logs,
+        });
         let proxy = ProxySettings {
+            access_log,
             listeners: listen("proxy_listen")?,
             limits: ClientLimits {
                 header_timeout: parse_duration("client_header_timeout", raw.get("client_header_timeout"))?,
@@ -258,7 +317,10 @@ impl NodeSettings {
             bail!("status_listen: ssl is not supported on the status listener");
         }
         Ok(NodeSettings {
-            prefix: PathBuf::from(raw.get("prefix")),
+            error_log: LogTarget::parse(raw.get("proxy_error_log"), &prefix),
+            json_logs,
+            syslog_socket: PathBuf::from(raw.get("syslog_socket")),
+            prefix,
             declarative_config: optional("declarative_config").map(PathBuf::from),
             log_level: raw.get("log_level").to_string(),
             admin_listen: listen("admin_listen")?,

@@ -1,4 +1,74 @@
-//! Plugins that watch traffic without changing it: metrics (and, as they
-//! land, logs and traces).
+//! Plugins that watch traffic without changing it: metrics (`prometheus`),
+//! logs (`file-log`, `http-log`, `tcp-log`, `udp-log`, `syslog`, all
+//! sending Kong's serialized entry, [`serialize`]) and traces.
+//!
+//! Every log plugin does its I/O off the proxy workers: `log` serializes
+//! the entry and hands it to a bounded queue (strait_runtime::logs); a full
+//! queue drops the entry and counts it.
 
+pub mod file_log;
+pub mod http_log;
 pub mod prometheus;
+pub mod serialize;
+pub mod syslog;
+pub mod tcp_log;
+pub mod udp_log;
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use strait_runtime::logs::queue::QueueParams;
+
+use crate::config::ConfigReader;
+use crate::PluginError;
+
+/// Kong's `custom_fields_by_lua`: Strait runs no Lua, so only an absent or
+/// empty value is accepted.
+fn refuse_lua(config: &Map<String, Value>) -> Result<(), PluginError> {
+    match config.get("custom_fields_by_lua") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Object(fields)) if fields.is_empty() => Ok(()),
+        Some(_) => Err(PluginError::invalid(
+            "custom_fields_by_lua",
+            "Strait runs no Lua; custom fields are not supported",
+        )),
+    }
+}
+
+fn seconds(value: f64) -> Duration {
+    Duration::from_secs_f64(value.max(0.0))
+}
+
+fn millis(value: f64) -> Duration {
+    Duration::from_secs_f64(value.max(0.0) / 1000.0)
+}
+
+/// Kong's `queue` record, as the queue runs it.
+fn queue_params(config: &ConfigReader<'_>) -> Result<QueueParams, PluginError> {
+    let queue = config.record("queue")?;
+    let max_bytes = queue.integer("max_bytes", -1)?;
+    Ok(QueueParams {
+        max_batch_size: queue.integer("max_batch_size", 1)?.max(1) as usize,
+        max_coalescing_delay: seconds(queue.number("max_coalescing_delay", 1.0)?),
+        max_entries: queue.integer("max_entries", 10_000)?.max(1) as usize,
+        max_bytes: (max_bytes > 0).then_some(max_bytes as usize),
+        max_retry_time: seconds(queue.number("max_retry_time", 60.0)?),
+        initial_retry_delay: seconds(queue.number("initial_retry_delay", 0.01)?),
+        max_retry_delay: seconds(queue.number("max_retry_delay", 60.0)?),
+    })
+}
+
+/// The queue of the socket loggers (tcp-log, udp-log, syslog), which have
+/// no `queue` record in Kong: entries already waiting leave together, a
+/// failed send is tried again for a second, and at most 10,000 wait.
+fn socket_queue() -> QueueParams {
+    QueueParams {
+        max_batch_size: 100,
+        max_coalescing_delay: Duration::ZERO,
+        max_entries: 10_000,
+        max_bytes: None,
+        max_retry_time: Duration::from_secs(1),
+        initial_retry_delay: Duration::from_millis(50),
+        max_retry_delay: Duration::from_millis(400),
+    }
+}

@@ -446,6 +446,14 @@ impl strait_plugins::Directory for Snapshot {
     fn consumer_plugins(&self, consumer: Uuid) -> &[ConsumerPlugin] {
         Snapshot::consumer_plugins(self, consumer)
     }
+
+    fn route(&self, id: Uuid) -> Option<&strait_core::Route> {
+        self.entities.routes.get(&id).map(|r| &**r)
+    }
+
+    fn service(&self, id: Uuid) -> Option<&strait_core::Service> {
+        self.entities.services.get(&id)
+    }
 }
 
 /// Lookups compiled parts need from the entities (TLS material, targets).

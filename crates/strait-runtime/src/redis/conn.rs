@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -21,8 +20,7 @@ const IDLE: Duration = Duration::from_secs(300);
 /// Commands written in one batch at most.
 const BATCH: usize = 256;
 
-trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
+use crate::tls::Stream;
 
 /// Logs a connection's failures at most once a second.
 struct Complaints {
@@ -94,24 +92,11 @@ pub(super) async fn run(config: Arc<RedisConfig>, mut requests: mpsc::Receiver<R
 }
 
 async fn connect(config: &RedisConfig) -> Result<Box<dyn Stream>, String> {
-    let tcp = TcpStream::connect((config.host.as_str(), config.port))
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = tcp.set_nodelay(true);
-    let mut stream: Box<dyn Stream> = if config.ssl {
-        let name = config.server_name.as_deref().unwrap_or(&config.host);
-        let server_name = rustls::pki_types::ServerName::try_from(name.to_string())
-            .map_err(|e| format!("server name '{name}': {e}"))?;
-        let connector = tokio_rustls::TlsConnector::from(tls_config(config.ssl_verify)?);
-        Box::new(
-            connector
-                .connect(server_name, tcp)
-                .await
-                .map_err(|e| format!("TLS handshake: {e}"))?,
-        )
-    } else {
-        Box::new(tcp)
-    };
+    let tls = config.ssl.then(|| crate::tls::ClientTls {
+        server_name: config.server_name.as_deref().unwrap_or(&config.host),
+        verify: config.ssl_verify,
+    });
+    let mut stream = crate::tls::connect(&config.host, config.port, tls).await?;
     // AUTH and SELECT, pipelined, before anything else.
     let mut hello = Vec::new();
     let mut expected = 0;
@@ -143,31 +128,6 @@ async fn connect(config: &RedisConfig) -> Result<Box<dyn Stream>, String> {
         }
     }
     Ok(stream)
-}
-
-fn tls_config(verify: bool) -> Result<Arc<rustls::ClientConfig>, String> {
-    use std::sync::OnceLock;
-    type Built = Result<Arc<rustls::ClientConfig>, String>;
-    static VERIFIED: OnceLock<Built> = OnceLock::new();
-    static UNVERIFIED: OnceLock<Built> = OnceLock::new();
-    let cell = if verify { &VERIFIED } else { &UNVERIFIED };
-    cell.get_or_init(|| {
-        let builder = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?;
-        let config = if verify {
-            let mut roots = rustls::RootCertStore::empty();
-            roots.add_parsable_certificates(crate::tls::native_roots().iter().cloned());
-            builder.with_root_certificates(roots).with_no_client_auth()
-        } else {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(crate::tls::AcceptAnyServerCert(crate::tls::provider())))
-                .with_no_client_auth()
-        };
-        Ok(Arc::new(config))
-    })
-    .clone()
 }
 
 type Waiting = VecDeque<(Instant, oneshot::Sender<Result<Value, RedisError>>)>;

@@ -9,6 +9,7 @@
 use serde_json::{json, Map, Value};
 
 mod auth;
+mod observability;
 mod security;
 mod signed;
 mod traffic;
@@ -99,6 +100,8 @@ fn build_definition(name: &str) -> Option<PluginDef> {
         "bot-detection" => Some(security::bot_detection()),
         "correlation-id" => Some(transform::correlation_id()),
         "cors" => Some(security::cors()),
+        "file-log" => Some(observability::file_log()),
+        "http-log" => Some(observability::http_log()),
         "hmac-auth" => Some(signed::hmac_auth()),
         "ip-restriction" => Some(security::ip_restriction()),
         "jwt" => Some(signed::jwt()),
@@ -111,6 +114,9 @@ fn build_definition(name: &str) -> Option<PluginDef> {
         "request-termination" => Some(request_termination()),
         "request-transformer" => Some(transform::request_transformer()),
         "response-transformer" => Some(transform::response_transformer()),
+        "syslog" => Some(observability::syslog()),
+        "tcp-log" => Some(observability::tcp_log()),
+        "udp-log" => Some(observability::udp_log()),
         _ => None,
     }
 }
@@ -122,7 +128,9 @@ pub const PLUGINS_WITH_SCHEMA: &[&str] = &[
     "bot-detection",
     "correlation-id",
     "cors",
+    "file-log",
     "hmac-auth",
+    "http-log",
     "ip-restriction",
     "jwt",
     "key-auth",
@@ -134,6 +142,9 @@ pub const PLUGINS_WITH_SCHEMA: &[&str] = &[
     "request-transformer",
     "response-ratelimiting",
     "response-transformer",
+    "syslog",
+    "tcp-log",
+    "udp-log",
 ];
 
 /// Kong's `prometheus` schema: every switch off by default.
@@ -269,7 +280,7 @@ mod tests {
         let schema = plugin_schema_json("request-termination").expect("schema");
         let text = schema.to_string();
         assert!(text.contains(r#""status_code":{"between":[100,599],"default":503"#) || text.contains("503"));
-        assert!(plugin_schema_json("syslog").is_none());
+        assert!(plugin_schema_json("zipkin").is_none());
         let key_auth = plugin_schema_json("key-auth").expect("key-auth schema").to_string();
         assert!(key_auth.contains(r#""eq":null"#), "key-auth is no_consumer: {key_auth}");
     }

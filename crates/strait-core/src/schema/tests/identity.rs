@@ -24,11 +24,11 @@ fn plugin_defaults_and_known_names() {
     assert_eq!(out["enabled"], true);
     let out = valid(
         EntityKind::Plugins,
-        json!({"name": "syslog", "config": {"log_level": "info"}}),
+        json!({"name": "zipkin", "config": {"sample_ratio": 1}}),
     );
     assert_eq!(
         out["config"],
-        json!({"log_level": "info"}),
+        json!({"sample_ratio": 1}),
         "a plugin without a schema keeps its config"
     );
     assert_eq!(
@@ -47,13 +47,18 @@ fn plugin_defaults_and_known_names() {
     );
     // Every bundled plugin validates with its defaults, except those whose
     // Kong schema demands a choice (acl and ip-restriction: allow or deny;
-    // proxy-cache: strategy; rate-limiting and response-ratelimiting: a limit).
+    // proxy-cache: strategy; rate-limiting and response-ratelimiting: a limit;
+    // the log plugins: where to send).
     let demand_a_choice = [
         "acl",
+        "file-log",
+        "http-log",
         "ip-restriction",
         "proxy-cache",
         "rate-limiting",
         "response-ratelimiting",
+        "tcp-log",
+        "udp-log",
     ];
     for name in BUNDLED_PLUGINS.iter().filter(|n| !demand_a_choice.contains(n)) {
         valid(EntityKind::Plugins, json!({ "name": name }));
@@ -61,6 +66,33 @@ fn plugin_defaults_and_known_names() {
     assert_eq!(
         invalid(EntityKind::Plugins, json!({"name": "response-ratelimiting"})),
         vec![pair("config.limits", "required field missing")]
+    );
+    assert_eq!(
+        invalid(EntityKind::Plugins, json!({"name": "tcp-log"})),
+        vec![
+            pair("config.host", "required field missing"),
+            pair("config.port", "required field missing")
+        ]
+    );
+    assert_eq!(
+        invalid(
+            EntityKind::Plugins,
+            json!({"name": "file-log", "config": {"path": "/tmp/x", "custom_fields_by_lua": {"a": "return 1"}}})
+        ),
+        vec![pair(
+            "config",
+            "custom_fields_by_lua: Strait runs no Lua; custom fields are not supported"
+        )]
+    );
+    assert_eq!(
+        invalid(
+            EntityKind::Plugins,
+            json!({"name": "http-log", "config": {"http_endpoint": "http://u:p@x/", "headers": {"Authorization": "a"}}})
+        ),
+        vec![pair(
+            "config",
+            "specifying both an 'Authorization' header and user info in 'http_endpoint' is not allowed"
+        )]
     );
     assert_eq!(
         invalid(EntityKind::Plugins, json!({"name": "acl"})),
