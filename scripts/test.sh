@@ -76,6 +76,11 @@ if ! "$tools_dir/venv/bin/pip" show prometheus_client 2>/dev/null | grep -q "^Ve
   "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "prometheus_client==$PROMETHEUS_CLIENT_VERSION"
 fi
 export STRAIT_PROMETHEUS_PYTHON="$tools_dir/venv/bin/python"
+# The official OTLP protobuf definitions, to decode what opentelemetry exports.
+OTEL_PROTO_VERSION=1.27.0
+if ! "$tools_dir/venv/bin/pip" show opentelemetry-proto 2>/dev/null | grep -q "^Version: $OTEL_PROTO_VERSION$"; then
+  "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "opentelemetry-proto==$OTEL_PROTO_VERSION"
+fi
 
 # The flood tests hold 10,000 client connections open (and the gateway as many).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true

@@ -12,6 +12,7 @@ pub mod deck;
 pub mod declarative;
 pub mod gateway;
 pub mod h2_raw;
+pub mod otlp;
 pub mod plugins;
 pub mod process;
 pub mod prometheus;

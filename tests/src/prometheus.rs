@@ -52,7 +52,8 @@ impl Exposition {
     }
 }
 
-fn python() -> PathBuf {
+/// The tools venv's python (scripts/test.sh), else `python3`.
+pub fn python() -> PathBuf {
     if let Some(path) = std::env::var_os("STRAIT_PROMETHEUS_PYTHON") {
         return PathBuf::from(path);
     }

@@ -161,6 +161,7 @@ pub struct PluginChain {
     filters_body: bool,
     logs: bool,
     serializes: bool,
+    traces: bool,
 }
 
 impl PluginChain {
@@ -177,6 +178,7 @@ impl PluginChain {
             filters_body: any(|p| p.filters_body()),
             logs: any(|p| p.logs()),
             serializes: any(|p| p.serializes()),
+            traces: any(|p| p.traces()),
             slots,
         }
     }
@@ -264,6 +266,12 @@ impl PluginChain {
     /// Run `access` of every plugin until one responds. Slots after an
     /// authentication plugin resolve against the consumer it identified.
     pub async fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        if self.traces {
+            ctx.shared.insert(crate::PhaseTimings {
+                chain_started: std::time::Instant::now(),
+                phases: Vec::with_capacity(self.slots.len() * 2),
+            });
+        }
         for slot in &self.slots {
             // Only slots with consumer-scoped instances look the consumer up.
             let consumer_plugins = if slot.consumer_scoped {
@@ -274,11 +282,15 @@ impl PluginChain {
             let Some(plugin) = slot.resolve(consumer_plugins, ctx.route_id, ctx.service_id, ctx.protocol) else {
                 continue;
             };
+            let start = self.traces.then(std::time::Instant::now);
             let flow = if plugin.waits() {
                 plugin.access_async(ctx).await
             } else {
                 plugin.access(ctx)
             };
+            if let Some(start) = start {
+                record(&mut ctx.shared, plugin.name(), crate::TimedPhase::Access, start);
+            }
             if let Flow::Respond(response) = flow {
                 return Flow::Respond(response);
             }
@@ -291,7 +303,11 @@ impl PluginChain {
         let (route, service, protocol) = (ctx.request.route_id, ctx.request.service_id, ctx.request.protocol);
         for slot in &self.slots {
             if let Some(plugin) = slot.resolve(consumer_plugins, route, service, protocol) {
+                let start = self.traces.then(std::time::Instant::now);
                 plugin.header_filter(ctx);
+                if let Some(start) = start {
+                    record(ctx.shared, plugin.name(), crate::TimedPhase::HeaderFilter, start);
+                }
             }
         }
     }
@@ -312,5 +328,17 @@ impl PluginChain {
             .filter(|p| p.filters_body() || p.logs())
             .cloned()
             .collect()
+    }
+}
+
+/// Appends one timed phase (ended now) to the request's [`crate::PhaseTimings`].
+fn record(shared: &mut crate::SharedStore, plugin: &'static str, phase: crate::TimedPhase, start: std::time::Instant) {
+    if let Some(timings) = shared.get_mut::<crate::PhaseTimings>() {
+        timings.phases.push(crate::PhaseTiming {
+            plugin,
+            phase,
+            start,
+            end: std::time::Instant::now(),
+        });
     }
 }

@@ -282,6 +282,43 @@ pub struct UpstreamTry {
     pub failure: Option<String>,
 }
 
+/// The phases the chain timed for a tracing plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimedPhase {
+    Access,
+    HeaderFilter,
+}
+
+/// One plugin phase as timed by the chain.
+#[derive(Debug, Clone, Copy)]
+pub struct PhaseTiming {
+    pub plugin: &'static str,
+    pub phase: TimedPhase,
+    pub start: std::time::Instant,
+    pub end: std::time::Instant,
+}
+
+/// Kept in the [`SharedStore`] when a plugin of the chain traces: when the
+/// chain started (routing is done by then) and each plugin phase.
+#[derive(Debug, Clone)]
+pub struct PhaseTimings {
+    pub chain_started: std::time::Instant,
+    pub phases: Vec<PhaseTiming>,
+}
+
+/// When the upstream exchange that answered happened.
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamTiming {
+    /// Asking the pool for a connection (a new one is connected here).
+    pub connect_start: std::time::Instant,
+    pub connect_end: std::time::Instant,
+    /// The request head went out / the response head came back.
+    pub sent: std::time::Instant,
+    pub head: std::time::Instant,
+    /// A kept-alive connection was reused.
+    pub reused: bool,
+}
+
 /// What `kong.log.serialize()` reports beyond [`LogRecord`]'s counters.
 #[derive(Clone)]
 pub struct LogDetails {
@@ -305,6 +342,12 @@ pub struct LogDetails {
     pub tries: Vec<UpstreamTry>,
     /// Milliseconds since the Unix epoch when the request arrived.
     pub started_at: u64,
+    /// When the request arrived (for span times).
+    pub started: std::time::Instant,
+    /// The HTTP version the client spoke.
+    pub http_version: http::Version,
+    /// The upstream exchange that answered, when one did.
+    pub upstream_timing: Option<UpstreamTiming>,
     /// Time spent in Strait before the request went upstream, in
     /// milliseconds (Kong's `latencies.kong` for a proxied request).
     pub kong_ms: Option<u64>,

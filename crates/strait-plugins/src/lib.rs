@@ -24,8 +24,9 @@ pub mod transform;
 
 pub use chain::{rank, ChainSlot, ConsumerPlugin, PluginChain, ScopedPlugin};
 pub use context::{
-    AuthenticatedCredential, BodyChunk, BodyLimit, LogDetails, LogRecord, Protocol, ProtocolSet, RequestCtx,
-    RequestSummary, ResponseCtx, ResponseSource, SharedStore, UpstreamTry,
+    AuthenticatedCredential, BodyChunk, BodyLimit, LogDetails, LogRecord, PhaseTiming, PhaseTimings, Protocol,
+    ProtocolSet, RequestCtx, RequestSummary, ResponseCtx, ResponseSource, SharedStore, TimedPhase, UpstreamTiming,
+    UpstreamTry,
 };
 pub use directory::{ConsumerView, Directory, EmptyDirectory, KeyauthKey};
 pub use phase::{

@@ -150,6 +150,13 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// True when the plugin traces requests: the chain then times every
+    /// plugin's `access` and `header_filter` into
+    /// [`crate::PhaseTimings`] in the shared store.
+    fn traces(&self) -> bool {
+        false
+    }
+
     /// True when `log` needs [`crate::LogRecord::details`] (Kong's
     /// serialized log entry); the proxy then keeps the request's and
     /// response's headers and URIs for it.

@@ -56,6 +56,7 @@ pub(crate) struct Proxied {
 pub(crate) struct ProxiedDetail {
     pub upstream_uri: String,
     pub tries: Vec<strait_plugins::UpstreamTry>,
+    pub timing: Option<strait_plugins::UpstreamTiming>,
 }
 
 pub(crate) fn epoch_ms() -> u64 {
@@ -553,6 +554,7 @@ async fn forward(
                 .as_ref()
                 .map(|t| (if http2 { t.http2.clone() } else { t.http1.clone() }, sni)),
         };
+        let connect_start = Instant::now();
         let lease = match shared.pool().acquire(&endpoint, connect_timeout).await {
             Ok(lease) => lease,
             Err(error) if error.retryable() => {
@@ -565,6 +567,8 @@ async fn forward(
             }
             Err(error) => return Err(error),
         };
+        let connect_end = Instant::now();
+        let reused = lease.reused();
         let mut upstream_request = Request::new(body);
         *upstream_request.method_mut() = parts.method;
         *upstream_request.headers_mut() = parts.headers;
@@ -581,13 +585,21 @@ async fn forward(
             *upstream_request.uri_mut() = Uri::try_from(path_and_query.as_str())
                 .map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
         }
+        let upstream_started = Instant::now();
         let detail = detailed.then(|| {
             Box::new(ProxiedDetail {
                 upstream_uri: path_and_query,
                 tries: std::mem::take(&mut tries),
+                timing: Some(strait_plugins::UpstreamTiming {
+                    connect_start,
+                    connect_end,
+                    sent: upstream_started,
+                    // Set when the response head arrives.
+                    head: upstream_started,
+                    reused,
+                }),
             })
         });
-        let upstream_started = Instant::now();
         let response = shared
             .pool()
             .dispatch(
@@ -618,7 +630,8 @@ fn finish_response(
     switches: &HeaderSwitches,
     detail: Option<Box<ProxiedDetail>>,
 ) -> Response<ProxyBody> {
-    let upstream_ms = upstream_started.elapsed().as_millis();
+    let head = Instant::now();
+    let upstream_ms = head.duration_since(upstream_started).as_millis();
     let proxy_ms = upstream_started.duration_since(started).as_millis();
     let (mut parts, body) = response.into_parts();
     strip_hop_by_hop(&mut parts.headers);
@@ -635,6 +648,12 @@ fn finish_response(
     if switches.upstream_status {
         set(&mut parts.headers, "x-kong-upstream-status", parts.status.as_str());
     }
+    let detail = detail.map(|mut detail| {
+        if let Some(timing) = detail.timing.as_mut() {
+            timing.head = head;
+        }
+        detail
+    });
     parts.extensions.insert(Proxied {
         upstream_ms: upstream_ms as u64,
         kong_ms: proxy_ms as u64,

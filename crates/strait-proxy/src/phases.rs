@@ -94,6 +94,9 @@ pub(crate) async fn run(
             upstream_status: None,
             tries: Vec::new(),
             started_at: crate::handler::epoch_ms().saturating_sub(exchange.started.elapsed().as_millis() as u64),
+            started: exchange.started,
+            http_version: parts.version,
+            upstream_timing: None,
             kong_ms: None,
             tls_version: None,
             entities,
@@ -214,6 +217,7 @@ pub(crate) async fn run(
             if let Some(detail) = proxied.detail.take() {
                 details.upstream_uri = Some(detail.upstream_uri);
                 details.tries = detail.tries;
+                details.upstream_timing = detail.timing;
             }
         }
     }
@@ -352,7 +356,13 @@ impl FollowedBody {
             source: self.outcome.source,
             upstream_ms: self.outcome.upstream_ms,
             request_bytes: self.outcome.request_bytes,
-            details: self.outcome.details.take(),
+            details: self.outcome.details.take().map(|mut details| {
+                details.trace_id = self
+                    .shared
+                    .get::<strait_plugins::observability::opentelemetry::TraceContext>()
+                    .map(|trace| trace.trace_id_hex());
+                details
+            }),
         };
         for plugin in self.plugins.iter().filter(|p| p.logs()) {
             plugin.log(&record, &self.shared);

@@ -77,6 +77,13 @@ pub struct Lease {
     pooled: bool,
 }
 
+impl Lease {
+    /// The connection was kept alive from an earlier request.
+    pub fn reused(&self) -> bool {
+        self.pooled
+    }
+}
+
 enum Sender {
     Http1(http1::SendRequest<ProxyBody>),
     Http2(http2::SendRequest<ProxyBody>),

@@ -28,6 +28,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("proxy_access_log", "logs/access.log"),
     ("proxy_error_log", "logs/error.log"),
     ("syslog_socket", "/dev/log"),
+    ("tracing_sampling_rate", "0.01"),
     ("client_header_timeout", "60s"),
     ("client_max_header_size", "32768"),
     ("client_max_headers", "100"),
@@ -71,6 +72,8 @@ pub struct NodeSettings {
     pub json_logs: bool,
     /// `syslog_socket`: the local syslog socket of the syslog plugin.
     pub syslog_socket: PathBuf,
+    /// `tracing_sampling_rate`: opentelemetry's rate where a plugin sets none.
+    pub tracing_sampling_rate: f64,
     pub proxy: ProxySettings,
     pub admin_listen: Vec<ListenSpec>,
     pub status_listen: Vec<ListenSpec>,
@@ -320,6 +323,13 @@ impl NodeSettings {
             error_log: LogTarget::parse(raw.get("proxy_error_log"), &prefix),
             json_logs,
             syslog_socket: PathBuf::from(raw.get("syslog_socket")),
+            tracing_sampling_rate: match raw.get("tracing_sampling_rate").trim().parse::<f64>() {
+                Ok(rate) if (0.0..=1.0).contains(&rate) => rate,
+                _ => bail!(
+                    "tracing_sampling_rate: expected a number between 0 and 1 (got {:?})",
+                    raw.get("tracing_sampling_rate")
+                ),
+            },
             prefix,
             declarative_config: optional("declarative_config").map(PathBuf::from),
             log_level: raw.get("log_level").to_string(),

@@ -8,6 +8,8 @@
 
 pub mod file_log;
 pub mod http_log;
+pub mod opentelemetry;
+pub mod otlp;
 pub mod prometheus;
 pub mod serialize;
 pub mod syslog;

@@ -69,7 +69,7 @@ struct HttpState {
 }
 
 /// Builds a request body from a batch of entries.
-pub type EncodeBatch = fn(&[Vec<u8>]) -> Vec<u8>;
+pub type EncodeBatch = Box<dyn Fn(&[Vec<u8>]) -> Vec<u8> + Send>;
 
 /// Sends batches to an [`HttpTarget`] over one kept-alive connection.
 pub struct HttpSink {
@@ -99,7 +99,7 @@ impl HttpSink {
 
 impl Handler for HttpSink {
     fn send(&mut self, batch: Vec<Vec<u8>>) -> SendFuture {
-        let body = match self.encode {
+        let body = match &self.encode {
             Some(encode) => encode(&batch),
             None => batch_body(&batch, self.shape),
         };

@@ -54,6 +54,7 @@ fn plugin_defaults_and_known_names() {
         "file-log",
         "http-log",
         "ip-restriction",
+        "opentelemetry",
         "proxy-cache",
         "rate-limiting",
         "response-ratelimiting",
