@@ -1,0 +1,180 @@
+"""metrics-scrape: what a Prometheus scrape every 100 ms costs the proxy with 10k routes.
+
+One Strait node with 10,000 routes (one service, the origin), prometheus on every route with
+status-code, latency and bandwidth metrics. wrk sends every request to a random route
+(`lua/random_route.lua`), so every route has series (the worst case for a scrape: 10k routes x
+status x 3 histograms + bandwidth). Two contenders on the same node, in interleaved rounds:
+`not-scraped`, and `scraped`, where a scraper on the load core GETs the Admin API's `/metrics`
+every 100 ms for the whole load. The Admin API thread runs on the gateway's core like the
+proxy worker: the scrape competes with requests for that core, as it would in a node sized to
+its CPUs. `direct` (wrk straight to the origin) checks the layout.
+
+Reported: RPS, p99 and gateway CPU per request for both, their paired ratios, and the scrape
+time (median, p99, max) and size. Goal: p99 scraped / not scraped <= 1.10.
+
+Run alone: `bench/run metrics-scrape` (`--quick`: short loads).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from lab import loadgen, stats, systems
+from lab.configgen import ConfigSpec, route_path, write_config
+from lab.context import RunContext
+from lab.registry import Goal, Rendered
+from lab.report import fmt, table
+from lab.rounds import run_rounds, summarize_contender
+from lab.strait_admin import request
+
+NAME = "metrics-scrape"
+TITLE = "metrics-scrape: p99 with 10k routes while /metrics is scraped every 100 ms"
+ROUTES = 10_000
+CONTENDERS = ("not-scraped", "scraped", "direct")
+INTERVAL_S = 0.1
+
+
+class Scraper:
+    """GETs /metrics every INTERVAL_S until stopped; records each scrape's time and size."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.times_ms: list[float] = []
+        self.sizes: list[int] = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                code, body = request(self.port, "GET", "/metrics", timeout=10)
+                if code == 200:
+                    self.times_ms.append((time.monotonic() - started) * 1000)
+                    self.sizes.append(len(body))
+                else:
+                    self.failures += 1
+            except OSError:
+                self.failures += 1
+            next_at += INTERVAL_S
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def __enter__(self) -> "Scraper":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+
+
+def _percentile(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def run(ctx: RunContext) -> dict:
+    folder = ctx.scenario_work(NAME)
+    origin = systems.start_origin(ctx.procs, folder, ctx.load_cpus)
+    url = f"http://127.0.0.1:{origin.h1_port}"
+    config = write_config(ConfigSpec(routes=ROUTES, consumers=0, prometheus=True, service_url=url),
+                          folder / "metrics-scrape.json")
+    scrapes: list[dict] = []
+    try:
+        node = systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus,
+                                    name="strait-metrics", config=config.path)
+        code, _ = request(node.h1_port, "GET", route_path(7), timeout=5)
+        if code != 200:
+            raise RuntimeError(f"the node answered {code} on {route_path(7)}")
+
+        def load(port: int, pid: int | None, duration: int, scraped: bool):
+            def one(tag: str) -> dict:
+                job = loadgen.Load(port=port, duration_s=duration, targets=config.targets,
+                                   cpus=ctx.load_cpus, work_dir=folder)
+                if not scraped:
+                    return loadgen.run(job, pid, tag)
+                with Scraper(node.admin_port) as scraper:
+                    sample = loadgen.run(job, pid, tag)
+                scrapes.append({"times_ms": scraper.times_ms, "sizes": scraper.sizes,
+                                "failures": scraper.failures})
+                sample["scrapes"] = len(scraper.times_ms)
+                sample["scrape_ms_median"] = _percentile(scraper.times_ms, 50)
+                return sample
+            return one
+
+        # Warm up until every route has its series (random routes, long enough to touch all).
+        load(node.h1_port, node.pid, ctx.timing.warmup_s, False)(f"{NAME}-warmup")
+        load(origin.h1_port, None, ctx.timing.warmup_s, False)(f"{NAME}-warmup-direct")
+        contenders = {
+            "not-scraped": load(node.h1_port, node.pid, ctx.timing.duration_s, False),
+            "scraped": load(node.h1_port, node.pid, ctx.timing.duration_s, True),
+            "direct": load(origin.h1_port, None, ctx.timing.duration_s, False),
+        }
+        rounds = run_rounds(ctx, contenders, ctx.timing.rounds, NAME)
+        # A scrape at rest, after the load: the scrape's own cost, nothing competing.
+        idle = []
+        for _ in range(5):
+            started = time.monotonic()
+            code, body = request(node.admin_port, "GET", "/metrics", timeout=30)
+            idle.append({"ms": (time.monotonic() - started) * 1000, "bytes": len(body), "code": code})
+    finally:
+        ctx.procs.stop_all()
+    times = [t for s in scrapes for t in s["times_ms"]]
+    sizes = [n for s in scrapes for n in s["sizes"]]
+    ratios = {key: stats.paired_ratios(rounds, "scraped", "not-scraped", key)
+              for key in ("rps", "cpu_us_per_request", "p99_us")}
+    return {
+        "rounds": rounds, "ratios": ratios,
+        "direct/not-scraped": stats.paired_ratios(rounds, "direct", "not-scraped", "rps"),
+        "summary": {name: summarize_contender(rounds, name) for name in CONTENDERS},
+        "scrape": {"count": len(times), "failures": sum(s["failures"] for s in scrapes),
+                   "ms_median": _percentile(times, 50), "ms_p99": _percentile(times, 99),
+                   "ms_max": max(times) if times else None,
+                   "bytes_median": _percentile([float(n) for n in sizes], 50),
+                   "idle_ms": [i["ms"] for i in idle], "idle_bytes": idle[-1]["bytes"] if idle else None},
+        "config": config.describe(), "load": "wrk -t1 -c32, random route per request",
+        "duration_s": ctx.timing.duration_s, "rounds_count": ctx.timing.rounds,
+    }
+
+
+def render(result: dict, plot_dir: Path) -> Rendered:
+    rows = []
+    for name in CONTENDERS:
+        summary = result["summary"][name]
+        cpu = summary["cpu_us_per_request"]["mean"]
+        rows.append([name, fmt(summary["rps"]["mean"]), fmt(summary["p99_us"]["median"]),
+                     fmt(cpu, 1) if cpu else "–", summary["errors"] + summary["non_2xx"]])
+    scrape = result["scrape"]
+    text = (f"Load: {result['load']}; {result['duration_s']} s per sample, {result['rounds_count']} "
+            "interleaved rounds. One node, one worker on the gateway core, 10,000 routes with prometheus "
+            "(status-code, latency and bandwidth metrics) on each; every route has traffic. `scraped`: GET "
+            "/metrics on the Admin API (same core) every 100 ms during the load.\n\n")
+    text += table(["contender", "RPS mean", "p99 µs (median)", "gateway CPU µs/req", "errors / non-2xx"], rows)
+    ratios = result["ratios"]
+    direct = result["direct/not-scraped"]
+    text += "\nRatios scraped / not scraped, within each round (mean, and the range over rounds):\n\n"
+    ratio_rows = [[what, fmt(ratios[key]["mean"], 3), f"{fmt(ratios[key]['min'], 3)} – {fmt(ratios[key]['max'], 3)}"]
+                  for key, what in (("p99_us", "p99"), ("rps", "RPS"), ("cpu_us_per_request", "CPU per request"))]
+    ratio_rows.append(["direct/not-scraped RPS (layout check)", fmt(direct["mean"], 3),
+                       f"{fmt(direct['min'], 3)} – {fmt(direct['max'], 3)}"])
+    text += table(["ratio", "mean", "range"], ratio_rows)
+    idle = ", ".join(f"{ms:.0f}" for ms in scrape["idle_ms"])
+    text += (f"\nScrapes during load: {scrape['count']} ({scrape['failures']} failed); time median "
+             f"{fmt(scrape['ms_median'], 1)} ms, p99 {fmt(scrape['ms_p99'], 1)} ms, max {fmt(scrape['ms_max'], 1)} ms; "
+             f"size {fmt(scrape['bytes_median'])} bytes. At rest after the load: {idle} ms.\n")
+    goals = []
+    p99 = ratios["p99_us"]["mean"]
+    if p99 is not None:
+        goals.append(Goal("metrics-scrape: p99 scraped every 100 ms / not scraped (10k routes)", "<= 1.10",
+                          f"{p99:.3f} (scrape median {fmt(scrape['ms_median'], 1)} ms)", p99 <= 1.10))
+    if direct["mean"] is not None:
+        valid = direct["mean"] >= 1.5
+        goals.append(Goal("metrics-scrape layout: direct RPS / gateway RPS", ">= 1.5", f"{direct['mean']:.2f}", valid,
+                          "" if valid else "below 1.5 the load generator's core, not the gateway, limits the RPS"))
+    return Rendered(text, [], goals)
