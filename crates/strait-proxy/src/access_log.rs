@@ -19,6 +19,8 @@ use bytes::Bytes;
 use http::{header, Request, Response};
 use http_body::{Body, Frame, SizeHint};
 
+use strait_runtime::logs::sinks::UtcTime;
+
 use crate::body::{boxed, BoxError, ProxyBody};
 
 /// Where and how access lines are written.
@@ -133,30 +135,14 @@ fn escape(text: &str) -> String {
 
 /// nginx's `$time_local` in UTC: `23/Nov/2026:19:05:09 +0000`.
 fn time_local(secs: u64) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let (year, month, day) = strait_runtime::logs::sinks::civil_from_days((secs / 86_400) as i64);
-    let rest = secs % 86_400;
-    format!(
-        "{day:02}/{}/{year}:{:02}:{:02}:{:02} +0000",
-        MONTHS[(month - 1) as usize],
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    let t = UtcTime::of(secs);
+    format!("{:02}/{}/{}:{} +0000", t.day, t.month_name(), t.year, t.clock())
 }
 
 /// `2026-11-23T19:05:09.123Z`.
 pub fn rfc3339(secs: u64, millis: u32) -> String {
-    let (year, month, day) = strait_runtime::logs::sinks::civil_from_days((secs / 86_400) as i64);
-    let rest = secs % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    let t = UtcTime::of(secs);
+    format!("{:04}-{:02}-{:02}T{}.{millis:03}Z", t.year, t.month, t.day, t.clock())
 }
 
 /// A response body that writes the access line when it ends or is dropped.

@@ -6,7 +6,6 @@
 //! queue, as in Kong, and it outlives configuration changes that keep them.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 
 use base64::Engine as _;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
@@ -14,16 +13,9 @@ use serde_json::{Map, Value};
 use strait_runtime::logs::queue::Queue;
 use strait_runtime::logs::sinks::{BatchBody, HttpSink, HttpTarget};
 
-use super::serialize::{kong_entry, to_bytes};
+use super::QueuedLog;
 use crate::config::ConfigReader;
-use crate::context::{LogRecord, SharedStore};
-use crate::phase::Plugin;
 use crate::PluginError;
-
-#[derive(Debug)]
-pub struct HttpLog {
-    queue: Arc<Queue>,
-}
 
 /// An `http(s)://[user:password@]host[:port][/path]` endpoint, parsed.
 pub(crate) fn endpoint(field: &str, url: &str) -> Result<(HttpTarget, Option<String>), PluginError> {
@@ -70,8 +62,11 @@ pub(crate) fn endpoint(field: &str, url: &str) -> Result<(HttpTarget, Option<Str
     Ok((target, userinfo))
 }
 
+/// Builds http-log instances.
+pub struct HttpLog;
+
 impl HttpLog {
-    pub fn from_config(config: &Map<String, Value>) -> Result<HttpLog, PluginError> {
+    pub fn from_config(config: &Map<String, Value>) -> Result<QueuedLog, PluginError> {
         super::refuse_lua(config)?;
         let c = ConfigReader::new(config);
         let url = c
@@ -130,31 +125,11 @@ impl HttpLog {
             _ => BatchBody::JsonArray,
         };
         let queue = Queue::shared(name, &params, || Box::new(HttpSink::new(target, shape)));
-        Ok(HttpLog { queue })
-    }
-}
-
-impl Plugin for HttpLog {
-    fn name(&self) -> &'static str {
-        "http-log"
-    }
-
-    fn priority(&self) -> i32 {
-        12
-    }
-
-    fn logs(&self) -> bool {
-        true
-    }
-
-    fn serializes(&self) -> bool {
-        true
-    }
-
-    fn log(&self, record: &LogRecord, _shared: &SharedStore) {
-        if let Some(entry) = kong_entry(record) {
-            self.queue.push(to_bytes(&entry));
-        }
+        Ok(QueuedLog {
+            name: "http-log",
+            priority: 12,
+            queue,
+        })
     }
 }
 

@@ -16,13 +16,49 @@ pub mod syslog;
 pub mod tcp_log;
 pub mod udp_log;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use strait_runtime::logs::queue::QueueParams;
+use strait_runtime::logs::queue::{Queue, QueueParams};
 
 use crate::config::ConfigReader;
+use crate::context::{LogRecord, SharedStore};
+use crate::phase::Plugin;
 use crate::PluginError;
+
+/// A log plugin that queues Kong's entry, as JSON, for its sink
+/// (http-log, tcp-log, udp-log).
+#[derive(Debug)]
+pub struct QueuedLog {
+    name: &'static str,
+    priority: i32,
+    queue: Arc<Queue>,
+}
+
+impl Plugin for QueuedLog {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn priority(&self) -> i32 {
+        self.priority
+    }
+
+    fn logs(&self) -> bool {
+        true
+    }
+
+    fn serializes(&self) -> bool {
+        true
+    }
+
+    fn log(&self, record: &LogRecord, _shared: &SharedStore) {
+        if let Some(entry) = serialize::kong_entry(record) {
+            self.queue.push(serialize::to_bytes(&entry));
+        }
+    }
+}
 
 /// Kong's `custom_fields_by_lua`: Strait runs no Lua, so only an absent or
 /// empty value is accepted.

@@ -3,25 +3,19 @@
 //! `host:port`. Entries wait in a bounded queue on the shipping thread; a
 //! connection the peer closed is noticed before it is written to.
 
-use std::sync::Arc;
-
 use serde_json::{Map, Value};
 use strait_runtime::logs::queue::Queue;
 use strait_runtime::logs::sinks::{TcpSink, TcpTarget};
 
-use super::serialize::{kong_entry, to_bytes};
+use super::QueuedLog;
 use crate::config::ConfigReader;
-use crate::context::{LogRecord, SharedStore};
-use crate::phase::Plugin;
 use crate::PluginError;
 
-#[derive(Debug)]
-pub struct TcpLog {
-    queue: Arc<Queue>,
-}
+/// Builds tcp-log instances.
+pub struct TcpLog;
 
 impl TcpLog {
-    pub fn from_config(config: &Map<String, Value>) -> Result<TcpLog, PluginError> {
+    pub fn from_config(config: &Map<String, Value>) -> Result<QueuedLog, PluginError> {
         super::refuse_lua(config)?;
         let c = ConfigReader::new(config);
         let host = c
@@ -39,30 +33,10 @@ impl TcpLog {
         };
         let name = format!("tcp-log:{target:?}");
         let queue = Queue::shared(name, &super::socket_queue(), || Box::new(TcpSink::new(target)));
-        Ok(TcpLog { queue })
-    }
-}
-
-impl Plugin for TcpLog {
-    fn name(&self) -> &'static str {
-        "tcp-log"
-    }
-
-    fn priority(&self) -> i32 {
-        7
-    }
-
-    fn logs(&self) -> bool {
-        true
-    }
-
-    fn serializes(&self) -> bool {
-        true
-    }
-
-    fn log(&self, record: &LogRecord, _shared: &SharedStore) {
-        if let Some(entry) = kong_entry(record) {
-            self.queue.push(to_bytes(&entry));
-        }
+        Ok(QueuedLog {
+            name: "tcp-log",
+            priority: 7,
+            queue,
+        })
     }
 }

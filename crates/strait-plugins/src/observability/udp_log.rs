@@ -1,25 +1,19 @@
 //! `udp-log` (Kong priority 8): Kong's entry as one JSON datagram to
 //! `host:port`, sent from the shipping thread through a bounded queue.
 
-use std::sync::Arc;
-
 use serde_json::{Map, Value};
 use strait_runtime::logs::queue::Queue;
 use strait_runtime::logs::sinks::UdpSink;
 
-use super::serialize::{kong_entry, to_bytes};
+use super::QueuedLog;
 use crate::config::ConfigReader;
-use crate::context::{LogRecord, SharedStore};
-use crate::phase::Plugin;
 use crate::PluginError;
 
-#[derive(Debug)]
-pub struct UdpLog {
-    queue: Arc<Queue>,
-}
+/// Builds udp-log instances.
+pub struct UdpLog;
 
 impl UdpLog {
-    pub fn from_config(config: &Map<String, Value>) -> Result<UdpLog, PluginError> {
+    pub fn from_config(config: &Map<String, Value>) -> Result<QueuedLog, PluginError> {
         super::refuse_lua(config)?;
         let c = ConfigReader::new(config);
         let host = c
@@ -32,30 +26,10 @@ impl UdpLog {
         let queue = Queue::shared(name, &super::socket_queue(), || {
             Box::new(UdpSink::new(&host, port, timeout))
         });
-        Ok(UdpLog { queue })
-    }
-}
-
-impl Plugin for UdpLog {
-    fn name(&self) -> &'static str {
-        "udp-log"
-    }
-
-    fn priority(&self) -> i32 {
-        8
-    }
-
-    fn logs(&self) -> bool {
-        true
-    }
-
-    fn serializes(&self) -> bool {
-        true
-    }
-
-    fn log(&self, record: &LogRecord, _shared: &SharedStore) {
-        if let Some(entry) = kong_entry(record) {
-            self.queue.push(to_bytes(&entry));
-        }
+        Ok(QueuedLog {
+            name: "udp-log",
+            priority: 8,
+            queue,
+        })
     }
 }

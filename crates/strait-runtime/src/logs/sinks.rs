@@ -17,6 +17,13 @@ use tokio::sync::Mutex;
 use super::queue::{Handler, SendFuture};
 use crate::tls::{ClientTls, Stream};
 
+/// `send`, failed when it takes longer than `timeout`.
+async fn within(timeout: Duration, send: impl std::future::Future<Output = Result<(), String>>) -> Result<(), String> {
+    tokio::time::timeout(timeout, send)
+        .await
+        .unwrap_or_else(|_| Err(format!("could not send within {timeout:?}")))
+}
+
 /// An HTTP(S) endpoint taking POST/PUT/PATCH bodies.
 #[derive(Debug, Clone)]
 pub struct HttpTarget {
@@ -107,17 +114,11 @@ impl Handler for HttpSink {
         Box::pin(async move {
             let mut state = state.lock().await;
             let timeout = state.target.timeout;
-            match tokio::time::timeout(timeout, state.exchange(Bytes::from(body))).await {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(error)) => {
-                    state.conn = None;
-                    Err(error)
-                }
-                Err(_) => {
-                    state.conn = None;
-                    Err(format!("no answer within {timeout:?}"))
-                }
+            let sent = within(timeout, state.exchange(Bytes::from(body))).await;
+            if sent.is_err() {
+                state.conn = None;
             }
+            sent
         })
     }
 }
@@ -233,17 +234,11 @@ impl Handler for TcpSink {
                 payload.extend_from_slice(entry);
                 payload.push(b'\n');
             }
-            match tokio::time::timeout(timeout, state.write(&payload)).await {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(error)) => {
-                    state.conn = None;
-                    Err(error)
-                }
-                Err(_) => {
-                    state.conn = None;
-                    Err(format!("could not send within {timeout:?}"))
-                }
+            let sent = within(timeout, state.write(&payload)).await;
+            if sent.is_err() {
+                state.conn = None;
             }
+            sent
         })
     }
 }
@@ -327,9 +322,7 @@ impl Handler for UdpSink {
                 }
                 Ok(())
             };
-            tokio::time::timeout(timeout, send)
-                .await
-                .unwrap_or_else(|_| Err(format!("could not send within {timeout:?}")))
+            within(timeout, send).await
         })
     }
 }
@@ -385,18 +378,47 @@ fn now_secs() -> u64 {
 
 /// `Mmm dd hh:mm:ss` (UTC) for `secs` since the epoch.
 pub fn syslog_time(secs: u64) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let (_, month, day) = civil_from_days((secs / 86_400) as i64);
-    let rest = secs % 86_400;
-    format!(
-        "{} {day:>2} {:02}:{:02}:{:02}",
-        MONTHS[(month - 1) as usize],
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    let t = UtcTime::of(secs);
+    format!("{} {:>2} {}", t.month_name(), t.day, t.clock())
+}
+
+/// A UTC date and time of day, for log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UtcTime {
+    pub year: i64,
+    /// 1-12.
+    pub month: u32,
+    pub day: u32,
+    pub hour: u64,
+    pub minute: u64,
+    pub second: u64,
+}
+
+impl UtcTime {
+    pub fn of(secs: u64) -> UtcTime {
+        let (year, month, day) = civil_from_days((secs / 86_400) as i64);
+        let rest = secs % 86_400;
+        UtcTime {
+            year,
+            month,
+            day,
+            hour: rest / 3600,
+            minute: rest % 3600 / 60,
+            second: rest % 60,
+        }
+    }
+
+    pub fn month_name(&self) -> &'static str {
+        const MONTHS: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        MONTHS[(self.month.clamp(1, 12) - 1) as usize]
+    }
+
+    /// `hh:mm:ss`.
+    pub fn clock(&self) -> String {
+        format!("{:02}:{:02}:{:02}", self.hour, self.minute, self.second)
+    }
 }
 
 /// Year, month (1-12), day (1-31) of a day count since 1970-01-01
