@@ -71,16 +71,48 @@ impl Labels<'_> {
     }
 }
 
-fn histogram(out: &mut String, name: &str, labels: &str, bounds: &[u64], totals: &HistogramTotals) {
+/// Appends `value` in decimal (the scrape writes hundreds of thousands of
+/// numbers; `write!` costs several times more).
+fn push_u64(out: &mut String, mut value: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or("0"));
+}
+
+/// One histogram's lines; `labels` is the series' label list without braces.
+fn histogram(out: &mut String, name: &str, labels: &str, bounds: &[&str], totals: &HistogramTotals) {
+    let mut line = |suffix: &str, le: Option<&str>, value: u64| {
+        out.push_str(name);
+        out.push_str(suffix);
+        out.push('{');
+        out.push_str(labels);
+        if let Some(le) = le {
+            out.push_str(",le=\"");
+            out.push_str(le);
+            out.push('"');
+        }
+        out.push_str("} ");
+        push_u64(out, value);
+        out.push('\n');
+    };
     let mut cumulative = 0;
     for (at, bound) in bounds.iter().enumerate() {
         cumulative += totals.buckets.get(at).copied().unwrap_or(0);
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}.0\"}} {cumulative}");
+        line("_bucket", Some(bound), cumulative);
     }
     cumulative += totals.buckets.get(bounds.len()).copied().unwrap_or(0);
-    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
-    let _ = writeln!(out, "{name}_count{{{labels}}} {cumulative}");
-    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", totals.sum);
+    line("_bucket", Some("+Inf"), cumulative);
+    line("_count", None, cumulative);
+    line("_sum", None, totals.sum);
 }
 
 /// The whole exposition.
@@ -151,9 +183,20 @@ pub fn render(state: &AdminState) -> String {
             &UPSTREAM_LATENCY_BUCKETS[..],
         ),
     ];
+    // Each scope's label list, resolved once for the three families.
+    let series: Vec<String> = totals
+        .latencies
+        .iter()
+        .map(|(scope, _)| {
+            let (service, route) = labels.scope(scope);
+            format!("service=\"{service}\",route=\"{route}\",workspace=\"{WORKSPACE}\"")
+        })
+        .collect();
     for (name, help, bounds) in latency_families {
         family(&mut out, name, "histogram", help);
-        for (scope, histograms) in &totals.latencies {
+        let bounds: Vec<String> = bounds.iter().map(|b| format!("{b}.0")).collect();
+        let bounds: Vec<&str> = bounds.iter().map(String::as_str).collect();
+        for ((_, histograms), labels) in totals.latencies.iter().zip(&series) {
             let which = match name {
                 "kong_kong_latency_ms" => &histograms[0],
                 "kong_upstream_latency_ms" => &histograms[1],
@@ -162,9 +205,7 @@ pub fn render(state: &AdminState) -> String {
             if which.count() == 0 {
                 continue;
             }
-            let (service, route) = labels.scope(scope);
-            let series = format!("service=\"{service}\",route=\"{route}\",workspace=\"{WORKSPACE}\"");
-            histogram(&mut out, name, &series, bounds, which);
+            histogram(&mut out, name, labels, &bounds, which);
         }
     }
 
