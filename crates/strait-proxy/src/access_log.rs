@@ -16,10 +16,10 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::{header, Request, Response};
+use http::{header, HeaderValue, Request, Response};
 use http_body::{Body, Frame, SizeHint};
 
-use strait_runtime::logs::sinks::UtcTime;
+use strait_runtime::clock::UtcTime;
 
 use crate::body::{boxed, BoxError, ProxyBody};
 
@@ -30,40 +30,30 @@ pub struct AccessLog {
     pub json: bool,
 }
 
-/// What the line says of the request, taken before it is proxied.
+/// What the line says of the request, taken before it is proxied: cheap
+/// clones (the URI and header values share the parsed request's bytes);
+/// the text is formatted when the line is written.
 pub(crate) struct Pending {
     log: AccessLog,
     client: std::net::IpAddr,
-    request_line: String,
     method: http::Method,
-    uri: String,
+    uri: http::Uri,
     version: http::Version,
-    referer: Option<String>,
-    user_agent: Option<String>,
+    referer: Option<HeaderValue>,
+    user_agent: Option<HeaderValue>,
     started: Instant,
 }
 
 impl Pending {
     pub(crate) fn new<B>(log: &AccessLog, request: &Request<B>, client: std::net::IpAddr, started: Instant) -> Pending {
-        let uri = request
-            .uri()
-            .path_and_query()
-            .map_or_else(|| request.uri().path().to_string(), |p| p.as_str().to_string());
-        let text = |name: header::HeaderName| {
-            request
-                .headers()
-                .get(name)
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        };
         Pending {
             log: log.clone(),
             client,
-            request_line: format!("{} {uri} {:?}", request.method(), request.version()),
             method: request.method().clone(),
-            uri,
+            uri: request.uri().clone(),
             version: request.version(),
-            referer: text(header::REFERER),
-            user_agent: text(header::USER_AGENT),
+            referer: request.headers().get(header::REFERER).cloned(),
+            user_agent: request.headers().get(header::USER_AGENT).cloned(),
             started,
         }
     }
@@ -86,37 +76,47 @@ impl Pending {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
+        let uri = self
+            .uri
+            .path_and_query()
+            .map_or_else(|| self.uri.path(), |p| p.as_str());
+        let (referer, user_agent) = (lossy(&self.referer), lossy(&self.user_agent));
         let mut line = String::with_capacity(256);
         if self.log.json {
             let value = serde_json::json!({
                 "time": rfc3339(now.as_secs(), now.subsec_millis()),
                 "client_ip": self.client.to_string(),
                 "method": self.method.as_str(),
-                "uri": self.uri,
+                "uri": uri,
                 "protocol": format!("{:?}", self.version),
                 "status": status,
                 "bytes_sent": sent,
-                "referer": self.referer,
-                "user_agent": self.user_agent,
+                "referer": referer,
+                "user_agent": user_agent,
                 "request_id": request_id,
                 "latency_ms": self.started.elapsed().as_millis() as u64,
             });
             line.push_str(&value.to_string());
         } else {
-            let quoted = |v: &Option<String>| v.as_deref().map_or_else(|| "-".to_string(), escape);
+            let quoted = |v: &Option<std::borrow::Cow<'_, str>>| v.as_deref().map_or_else(|| "-".to_string(), escape);
+            let request_line = format!("{} {uri} {:?}", self.method, self.version);
             let _ = write!(
                 line,
                 "{} - - [{}] \"{}\" {status} {sent} \"{}\" \"{}\" kong_request_id: \"{request_id}\"",
                 self.client,
                 time_local(now.as_secs()),
-                escape(&self.request_line),
-                quoted(&self.referer),
-                quoted(&self.user_agent),
+                escape(&request_line),
+                quoted(&referer),
+                quoted(&user_agent),
             );
         }
         line.push('\n');
         strait_runtime::logs::files::append(&self.log.path, line.into_bytes(), false);
     }
+}
+
+fn lossy(value: &Option<HeaderValue>) -> Option<std::borrow::Cow<'_, str>> {
+    value.as_ref().map(|v| String::from_utf8_lossy(v.as_bytes()))
 }
 
 /// nginx's escaping of `"`, `\` and bytes outside printable ASCII.

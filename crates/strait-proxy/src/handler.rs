@@ -554,7 +554,8 @@ async fn forward(
                 .as_ref()
                 .map(|t| (if http2 { t.http2.clone() } else { t.http1.clone() }, sni)),
         };
-        let connect_start = Instant::now();
+        // Timed only for a log serializer or tracer (Exchange::forward).
+        let connect_start = detailed.then(Instant::now);
         let lease = match shared.pool().acquire(&endpoint, connect_timeout).await {
             Ok(lease) => lease,
             Err(error) if error.retryable() => {
@@ -567,8 +568,7 @@ async fn forward(
             }
             Err(error) => return Err(error),
         };
-        let connect_end = Instant::now();
-        let reused = lease.reused();
+        let connected = connect_start.map(|start| (start, Instant::now(), lease.reused()));
         let mut upstream_request = Request::new(body);
         *upstream_request.method_mut() = parts.method;
         *upstream_request.headers_mut() = parts.headers;
@@ -586,7 +586,7 @@ async fn forward(
                 .map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
         }
         let upstream_started = Instant::now();
-        let detail = detailed.then(|| {
+        let detail = connected.map(|(connect_start, connect_end, reused)| {
             Box::new(ProxiedDetail {
                 upstream_uri: path_and_query,
                 tries: std::mem::take(&mut tries),
