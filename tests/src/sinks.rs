@@ -194,30 +194,40 @@ pub struct DatagramCollector {
     pub path: Option<PathBuf>,
 }
 
+/// Either kind of datagram socket a collector reads.
+enum DatagramSocket {
+    Udp(UdpSocket),
+    Unix(UnixDatagram),
+}
+
+impl DatagramSocket {
+    async fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            DatagramSocket::Udp(socket) => socket.recv(buf).await,
+            DatagramSocket::Unix(socket) => socket.recv(buf).await,
+        }
+    }
+}
+
 impl DatagramCollector {
     pub async fn udp() -> DatagramCollector {
         let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind udp collector");
         let addr = socket.local_addr().expect("addr");
-        let datagrams = Arc::new(Mutex::new(Vec::new()));
-        let into = datagrams.clone();
-        let task = tokio::spawn(async move {
-            let mut buf = vec![0u8; 65_536];
-            while let Ok(n) = socket.recv(&mut buf).await {
-                into.lock().expect("lock").push(buf[..n].to_vec());
-            }
-        });
-        DatagramCollector {
-            datagrams,
-            task,
-            udp: Some(addr),
-            path: None,
-        }
+        let mut collector = DatagramCollector::collect(DatagramSocket::Udp(socket));
+        collector.udp = Some(addr);
+        collector
     }
 
     /// A Unix datagram socket at `path` (a stand-in for `/dev/log`).
     pub fn unix(path: &Path) -> DatagramCollector {
         let _ = std::fs::remove_file(path);
         let socket = UnixDatagram::bind(path).expect("bind unix datagram socket");
+        let mut collector = DatagramCollector::collect(DatagramSocket::Unix(socket));
+        collector.path = Some(path.to_path_buf());
+        collector
+    }
+
+    fn collect(socket: DatagramSocket) -> DatagramCollector {
         let datagrams = Arc::new(Mutex::new(Vec::new()));
         let into = datagrams.clone();
         let task = tokio::spawn(async move {
@@ -230,7 +240,7 @@ impl DatagramCollector {
             datagrams,
             task,
             udp: None,
-            path: Some(path.to_path_buf()),
+            path: None,
         }
     }
 

@@ -5,7 +5,18 @@
 //! and sinks that ship logs and traces off the proxy workers.
 #![forbid(unsafe_code)]
 
+pub mod clock;
 pub mod logs;
 pub mod metrics;
 pub mod redis;
 pub mod tls;
+
+/// True at most once per wall-clock second for each `last` (error lines
+/// that may fire on every request: Redis down, a full log queue, a log
+/// file that cannot be written).
+pub(crate) fn once_a_second(last: &std::sync::atomic::AtomicU64) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    last.swap(now, std::sync::atomic::Ordering::Relaxed) != now
+}

@@ -24,7 +24,6 @@ pub struct FileLog {
 
 impl FileLog {
     pub fn from_config(config: &Map<String, Value>) -> Result<FileLog, PluginError> {
-        super::refuse_lua(config)?;
         let c = ConfigReader::new(config);
         let path = c
             .string("path")?

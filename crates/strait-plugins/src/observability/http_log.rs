@@ -67,7 +67,6 @@ pub struct HttpLog;
 
 impl HttpLog {
     pub fn from_config(config: &Map<String, Value>) -> Result<QueuedLog, PluginError> {
-        super::refuse_lua(config)?;
         let c = ConfigReader::new(config);
         let url = c
             .string("http_endpoint")?

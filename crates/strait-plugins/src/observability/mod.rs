@@ -19,7 +19,6 @@ pub mod udp_log;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
 use strait_runtime::logs::queue::{Queue, QueueParams};
 
 use crate::config::ConfigReader;
@@ -60,17 +59,14 @@ impl Plugin for QueuedLog {
     }
 }
 
-/// Kong's `custom_fields_by_lua`: Strait runs no Lua, so only an absent or
-/// empty value is accepted.
-fn refuse_lua(config: &Map<String, Value>) -> Result<(), PluginError> {
-    match config.get("custom_fields_by_lua") {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::Object(fields)) if fields.is_empty() => Ok(()),
-        Some(_) => Err(PluginError::invalid(
-            "custom_fields_by_lua",
-            "Strait runs no Lua; custom fields are not supported",
-        )),
-    }
+/// The `host` and `port` a socket logger sends to.
+fn destination(c: &ConfigReader<'_>) -> Result<(String, u16), PluginError> {
+    let host = c
+        .string("host")?
+        .ok_or_else(|| PluginError::invalid("host", "required field missing"))?;
+    let port =
+        u16::try_from(c.integer("port", -1)?).map_err(|_| PluginError::invalid("port", "required field missing"))?;
+    Ok((host, port))
 }
 
 fn seconds(value: f64) -> Duration {

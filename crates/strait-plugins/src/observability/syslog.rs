@@ -63,7 +63,6 @@ fn severity(c: &ConfigReader<'_>, field: &str) -> Result<u8, PluginError> {
 
 impl Syslog {
     pub fn from_config(config: &Map<String, Value>) -> Result<Syslog, PluginError> {
-        super::refuse_lua(config)?;
         let c = ConfigReader::new(config);
         let facility_name = c.string("facility")?.unwrap_or_else(|| "user".into());
         let facility = FACILITIES

@@ -16,13 +16,8 @@ pub struct TcpLog;
 
 impl TcpLog {
     pub fn from_config(config: &Map<String, Value>) -> Result<QueuedLog, PluginError> {
-        super::refuse_lua(config)?;
         let c = ConfigReader::new(config);
-        let host = c
-            .string("host")?
-            .ok_or_else(|| PluginError::invalid("host", "required field missing"))?;
-        let port = c.integer("port", -1)?;
-        let port = u16::try_from(port).map_err(|_| PluginError::invalid("port", "required field missing"))?;
+        let (host, port) = super::destination(&c)?;
         let tls = c.bool("tls", false)?.then(|| c.string("tls_sni").ok().flatten());
         let target = TcpTarget {
             host,

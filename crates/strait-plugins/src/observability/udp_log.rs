@@ -14,13 +14,8 @@ pub struct UdpLog;
 
 impl UdpLog {
     pub fn from_config(config: &Map<String, Value>) -> Result<QueuedLog, PluginError> {
-        super::refuse_lua(config)?;
         let c = ConfigReader::new(config);
-        let host = c
-            .string("host")?
-            .ok_or_else(|| PluginError::invalid("host", "required field missing"))?;
-        let port = c.integer("port", -1)?;
-        let port = u16::try_from(port).map_err(|_| PluginError::invalid("port", "required field missing"))?;
+        let (host, port) = super::destination(&c)?;
         let timeout = super::millis(c.number("timeout", 10_000.0)?);
         let name = format!("udp-log:{host}:{port}:{timeout:?}");
         let queue = Queue::shared(name, &super::socket_queue(), || {

@@ -112,10 +112,7 @@ fn open(path: &Path) -> std::io::Result<File> {
 fn report(path: &Path, error: &std::io::Error) {
     static LAST: AtomicU64 = AtomicU64::new(u64::MAX);
     FAILED.fetch_add(1, Ordering::Relaxed);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    if LAST.swap(now, Ordering::Relaxed) != now {
+    if crate::once_a_second(&LAST) {
         tracing::error!(path = %path.display(), %error, failed_total = failed_total(), "could not write a log file");
     }
 }

@@ -57,22 +57,14 @@ pub trait Handler: Send + 'static {
     fn send(&mut self, batch: Vec<Vec<u8>>) -> SendFuture;
 }
 
-/// Counters of one queue, shared with the consumer.
-#[derive(Debug, Default)]
-struct Counters {
-    dropped: AtomicU64,
-    failed_batches: AtomicU64,
-    sent: AtomicU64,
-    bytes_waiting: AtomicUsize,
-}
-
 /// A producer's end of a named queue.
 #[derive(Debug)]
 pub struct Queue {
     name: String,
     sender: mpsc::Sender<Vec<u8>>,
     max_bytes: Option<usize>,
-    counters: Arc<Counters>,
+    /// Bytes of the entries waiting (shared with the consumer).
+    waiting: Arc<AtomicUsize>,
 }
 
 type Registry = Mutex<HashMap<String, Weak<Queue>>>;
@@ -99,14 +91,14 @@ impl Queue {
             return queue;
         }
         let (sender, receiver) = mpsc::channel(params.max_entries.max(1));
-        let counters = Arc::new(Counters::default());
+        let waiting = Arc::new(AtomicUsize::new(0));
         let queue = Arc::new(Queue {
             name: name.clone(),
             sender,
             max_bytes: params.max_bytes,
-            counters: counters.clone(),
+            waiting: waiting.clone(),
         });
-        crate::logs::background::spawn(consume(name.clone(), receiver, params.clone(), make(), counters));
+        crate::logs::background::spawn(consume(name.clone(), receiver, params.clone(), make(), waiting));
         queues.insert(name, Arc::downgrade(&queue));
         queue
     }
@@ -115,16 +107,16 @@ impl Queue {
     pub fn push(&self, entry: Vec<u8>) -> bool {
         let size = entry.len();
         if let Some(max) = self.max_bytes {
-            if self.counters.bytes_waiting.load(Ordering::Relaxed) + size > max {
+            if self.waiting.load(Ordering::Relaxed) + size > max {
                 self.drop_entry("max_bytes reached");
                 return false;
             }
         }
-        self.counters.bytes_waiting.fetch_add(size, Ordering::Relaxed);
+        self.waiting.fetch_add(size, Ordering::Relaxed);
         match self.sender.try_send(entry) {
             Ok(()) => true,
             Err(_) => {
-                self.counters.bytes_waiting.fetch_sub(size, Ordering::Relaxed);
+                self.waiting.fetch_sub(size, Ordering::Relaxed);
                 self.drop_entry("max_entries reached");
                 false
             }
@@ -132,30 +124,17 @@ impl Queue {
     }
 
     fn drop_entry(&self, why: &str) {
-        self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-        DROPPED_TOTAL.fetch_add(1, Ordering::Relaxed);
-        rate_limited_error(&format!("queue {}: {why}, entry dropped", self.name));
-    }
-
-    /// Entries this queue dropped.
-    pub fn dropped(&self) -> u64 {
-        self.counters.dropped.load(Ordering::Relaxed)
-    }
-
-    /// Entries sent successfully.
-    pub fn sent(&self) -> u64 {
-        self.counters.sent.load(Ordering::Relaxed)
+        dropped(1, || format!("queue {}: {why}, entry dropped", self.name));
     }
 }
 
-/// One error line a second at most for all queues together.
-pub(crate) fn rate_limited_error(message: &str) {
+/// Counts `entries` dropped and logs `message()` (one line a second at most
+/// for all queues together; nothing is formatted otherwise).
+fn dropped(entries: u64, message: impl FnOnce() -> String) {
     static LAST: AtomicU64 = AtomicU64::new(u64::MAX);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    if LAST.swap(now, Ordering::Relaxed) != now {
-        tracing::error!(dropped_total = dropped_total(), "{message}");
+    DROPPED_TOTAL.fetch_add(entries, Ordering::Relaxed);
+    if crate::once_a_second(&LAST) {
+        tracing::error!(dropped_total = dropped_total(), "{}", message());
     }
 }
 
@@ -164,7 +143,7 @@ async fn consume(
     mut receiver: mpsc::Receiver<Vec<u8>>,
     params: QueueParams,
     mut handler: Box<dyn Handler>,
-    counters: Arc<Counters>,
+    waiting: Arc<AtomicUsize>,
 ) {
     while let Some(first) = receiver.recv().await {
         let mut batch = vec![first];
@@ -182,19 +161,15 @@ async fn consume(
         let mut delay = params.initial_retry_delay;
         loop {
             match handler.send(batch.clone()).await {
-                Ok(()) => {
-                    counters.sent.fetch_add(entries, Ordering::Relaxed);
-                    break;
-                }
+                Ok(()) => break,
                 Err(error) => {
-                    counters.failed_batches.fetch_add(1, Ordering::Relaxed);
                     if started.elapsed() + delay > params.max_retry_time {
-                        counters.dropped.fetch_add(entries, Ordering::Relaxed);
-                        DROPPED_TOTAL.fetch_add(entries, Ordering::Relaxed);
-                        rate_limited_error(&format!(
-                            "queue {name}: could not send a batch of {entries} after {:?}, dropped: {error}",
-                            started.elapsed()
-                        ));
+                        dropped(entries, || {
+                            format!(
+                                "queue {name}: could not send a batch of {entries} after {:?}, dropped: {error}",
+                                started.elapsed()
+                            )
+                        });
                         break;
                     }
                     tracing::debug!(queue = %name, %error, "sending a batch failed; retrying in {delay:?}");
@@ -203,6 +178,6 @@ async fn consume(
                 }
             }
         }
-        counters.bytes_waiting.fetch_sub(size, Ordering::Relaxed);
+        waiting.fetch_sub(size, Ordering::Relaxed);
     }
 }

@@ -78,12 +78,8 @@ pub fn errors_total() -> u64 {
 /// Log a failed call for `what` (the feature that made it), at most one
 /// line a second for the whole process, with the running error count.
 pub fn log_failure(what: &str, error: &RedisError) {
-    static LAST: std::sync::atomic::AtomicU64 = AtomicU64::new(0);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    if LAST.swap(now, Ordering::Relaxed) != now {
+    static LAST: AtomicU64 = AtomicU64::new(u64::MAX);
+    if crate::once_a_second(&LAST) {
         tracing::error!(%error, errors_total = errors_total(), "{what}: Redis call failed");
     }
 }

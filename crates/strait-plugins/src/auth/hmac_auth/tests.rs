@@ -27,27 +27,14 @@ fn http_date(offset_seconds: i64) -> String {
         .expect("clock")
         .as_secs() as i64;
     let at = now + offset_seconds;
-    let (days, seconds) = (at.div_euclid(86_400), at.rem_euclid(86_400));
-    // Civil date from days since the epoch (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][days.rem_euclid(7) as usize];
-    let months = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
+    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][at.div_euclid(86_400).rem_euclid(7) as usize];
+    let t = strait_runtime::clock::UtcTime::of(at as u64);
     format!(
-        "{weekday}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
-        months[(month - 1) as usize],
-        seconds / 3600,
-        seconds % 3600 / 60,
-        seconds % 60
+        "{weekday}, {:02} {} {} {} GMT",
+        t.day,
+        t.month_name(),
+        t.year,
+        t.clock()
     )
 }
 

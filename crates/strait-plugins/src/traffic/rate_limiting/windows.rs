@@ -15,15 +15,8 @@ pub(crate) const PERIODS: [(&str, i64); 6] = [
 
 /// The civil (year, month) of a day count since 1970-01-01.
 fn civil_from_days(days: i64) -> (i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month)
+    let (year, month, _) = strait_runtime::clock::civil_from_days(days);
+    (year, i64::from(month))
 }
 
 /// The windows (Unix seconds, UTC) holding one instant: each period's
