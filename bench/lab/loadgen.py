@@ -35,6 +35,10 @@ class Load:
     cpus: str = "1"
     work_dir: Path = Path("/tmp")
     headers: dict = field(default_factory=dict)
+    # wrk only: each connection waits this long (ms, whole) after a response before its next
+    # request, which caps the rate below the gateway's capacity (latency under a set load,
+    # not at saturation). 0: closed loop, as fast as responses come.
+    pace_ms: int = 0
 
     @property
     def url(self) -> str:
@@ -74,6 +78,8 @@ def _wrk_script(load: Load, tag: str) -> Path:
     elif load.headers:
         headers = "".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in load.headers.items())
         parts.append(headers)
+    if load.pace_ms:
+        parts.append(f"function delay()\n   return {int(load.pace_ms)}\nend\n")
     parts.append((LUA_DIR / "report.lua").read_text())
     script = load.work_dir / f"wrk-{tag}.lua"
     script.write_text("\n".join(parts))

@@ -22,6 +22,7 @@ mod request;
 mod response;
 mod root;
 mod server;
+mod short_writes;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -121,6 +121,8 @@ pub fn render(state: &AdminState) -> String {
     let labels = Labels { snapshot: &snapshot };
     let node = escape(&state.node_id);
     let totals = metrics::totals();
+    // The render runs on the Admin API's thread, on the workers' cores.
+    let mut pacer = strait_runtime::pace::Pacer::new();
     let mut out = String::with_capacity(4096 + totals.status.len() * 160 + totals.latencies.len() * 6000);
 
     family(
@@ -130,6 +132,7 @@ pub fn render(state: &AdminState) -> String {
         "Total bandwidth (ingress/egress) throughput in bytes",
     );
     for (key, (ingress, egress)) in &totals.bandwidth {
+        pacer.tick();
         let (service, route) = labels.scope(&key.scope);
         let consumer = labels.consumer(key.consumer);
         for (direction, bytes) in [("egress", egress), ("ingress", ingress)] {
@@ -156,6 +159,7 @@ pub fn render(state: &AdminState) -> String {
         "HTTP status codes per consumer/service/route in Kong",
     );
     for (key, count) in &totals.status {
+        pacer.tick();
         let (service, route) = labels.scope(&key.scope);
         let source = if key.from_service { "service" } else { "kong" };
         let consumer = labels.consumer(key.consumer);
@@ -188,6 +192,7 @@ pub fn render(state: &AdminState) -> String {
         .latencies
         .iter()
         .map(|(scope, _)| {
+            pacer.tick();
             let (service, route) = labels.scope(scope);
             format!("service=\"{service}\",route=\"{route}\",workspace=\"{WORKSPACE}\"")
         })
@@ -197,6 +202,7 @@ pub fn render(state: &AdminState) -> String {
         let bounds: Vec<String> = bounds.iter().map(|b| format!("{b}.0")).collect();
         let bounds: Vec<&str> = bounds.iter().map(String::as_str).collect();
         for ((_, histograms), labels) in totals.latencies.iter().zip(&series) {
+            pacer.tick();
             let which = match name {
                 "kong_kong_latency_ms" => &histograms[0],
                 "kong_upstream_latency_ms" => &histograms[1],

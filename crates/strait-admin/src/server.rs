@@ -20,6 +20,7 @@ use crate::crud::body::multipart_pairs;
 use crate::endpoints::{self, Endpoint};
 use crate::request::{decode_segment, form_pairs, AdminRequest, Query};
 use crate::response::{empty_response, message, method_not_allowed, not_found, AdminResponse};
+use crate::short_writes::ShortWrites;
 use crate::{dispatch, AdminState};
 
 /// Largest Admin API request body (a full declarative config).
@@ -68,6 +69,7 @@ async fn serve(
         let shutdown = shutdown.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
+            let stream = ShortWrites::new(stream);
             match acceptor {
                 None => serve_connection(TokioIo::new(stream), state, shutdown, status_only).await,
                 Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {

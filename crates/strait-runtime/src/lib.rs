@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod logs;
 pub mod metrics;
+pub mod pace;
 pub mod redis;
 pub mod tls;
 

@@ -291,18 +291,22 @@ pub fn totals() -> Totals {
     let mut status: HashMap<StatusKey, u64> = HashMap::new();
     let mut latencies: HashMap<Scope, [HistogramTotals; 3]> = HashMap::new();
     let mut bandwidth: HashMap<BandwidthKey, (u64, u64)> = HashMap::new();
+    let mut pacer = crate::pace::Pacer::new();
     for worker in workers {
         let published = lock(&worker);
         for (key, series) in &published.status {
+            pacer.tick();
             *status.entry(*key).or_default() += series.load(Ordering::Relaxed);
         }
         for (key, series) in &published.latencies {
+            pacer.tick();
             let totals = latencies.entry(*key).or_default();
             series.kong.add_into(&mut totals[0]);
             series.upstream.add_into(&mut totals[1]);
             series.request.add_into(&mut totals[2]);
         }
         for (key, series) in &published.bandwidth {
+            pacer.tick();
             let totals = bandwidth.entry(*key).or_default();
             totals.0 += series[0].load(Ordering::Relaxed);
             totals.1 += series[1].load(Ordering::Relaxed);
