@@ -293,3 +293,109 @@ async fn request_termination_answers_without_upstream() {
         .starts_with("text/html"));
     assert_eq!(up.hits(), 0, "request-termination must not reach the upstream");
 }
+
+/// Sends two GETs on one connection and returns both raw responses (the
+/// second is empty when the gateway closed the connection after the first).
+async fn two_on_one_connection(gw: &Gateway, path: &str) -> (String, String) {
+    use std::time::Duration;
+    let mut conn = strait_e2e::RawConn::connect(gw.proxy_addr()).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: example.test\r\n\r\n");
+    conn.write(request.as_bytes()).await.expect("first request");
+    let first = conn.read_head(Duration::from_secs(10)).await.expect("first response");
+    // The second request only after the first response's body has arrived.
+    let rest = conn.read_until_close(Duration::from_millis(300)).await;
+    assert!(!rest.closed, "the gateway closed the client connection after: {first}");
+    let first = format!("{first}{}", String::from_utf8_lossy(&rest.bytes));
+    let second = match conn.write(request.as_bytes()).await {
+        Ok(()) => conn.read_head(Duration::from_secs(10)).await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    (first, second)
+}
+
+/// Python's http.server answers HTTP/1.0 and closes after each response; a
+/// second upstream answers HTTP/1.0 with no length (the body ends at close).
+/// The HTTP/1.1 client still gets HTTP/1.1 responses on one kept-alive
+/// connection, the whole body each time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http10_upstream_does_not_downgrade_the_client_connection() {
+    let dir = strait_e2e::TempDir::new();
+    std::fs::write(dir.path().join("hello.txt"), "hello from http.server\n").expect("file");
+    let python_port = strait_e2e::free_port();
+    let mut python = std::process::Command::new("python3")
+        .args(["-m", "http.server", &python_port.to_string(), "--bind", "127.0.0.1"])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 -m http.server");
+    // An HTTP/1.0 response without Content-Length: the body runs to the close.
+    let unframed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let unframed_port = unframed.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut stream, _)) = unframed.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = stream
+                    .write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nbody until close\n")
+                    .await;
+            });
+        }
+    });
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    gw.apply(&config(vec![
+        service(
+            "python",
+            &format!("http://127.0.0.1:{python_port}"),
+            vec![route("python", &["/py"])],
+        ),
+        service(
+            "unframed",
+            &format!("http://127.0.0.1:{unframed_port}"),
+            vec![route("unframed", &["/unframed"])],
+        ),
+    ]))
+    .await;
+    // http.server needs a moment to listen.
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", python_port)).is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    let (first, second) = two_on_one_connection(&gw, "/py/hello.txt").await;
+    let _ = python.kill();
+    let _ = python.wait();
+    for response in [&first, &second] {
+        assert!(response.starts_with("HTTP/1.1 200 "), "{response}");
+        assert!(
+            !response.to_ascii_lowercase().contains("connection: close"),
+            "{response}"
+        );
+    }
+    assert!(first.ends_with("hello from http.server\n"), "{first}");
+
+    let (first, second) = two_on_one_connection(&gw, "/unframed/x").await;
+    for response in [&first, &second] {
+        assert!(response.starts_with("HTTP/1.1 200 "), "{response}");
+        assert!(
+            !response.to_ascii_lowercase().contains("connection: close"),
+            "{response}"
+        );
+    }
+    // No length from the upstream: chunked to the HTTP/1.1 client.
+    assert!(
+        first.to_ascii_lowercase().contains("transfer-encoding: chunked"),
+        "{first}"
+    );
+    assert!(first.contains("body until close\n"), "{first}");
+}

@@ -634,6 +634,11 @@ fn finish_response(
     let upstream_ms = head.duration_since(upstream_started).as_millis();
     let proxy_ms = upstream_started.duration_since(started).as_millis();
     let (mut parts, body) = response.into_parts();
+    // The client's connection keeps its own protocol: an HTTP/1.0 (or
+    // HTTP/2) upstream must not turn an HTTP/1.1 client's response into
+    // `HTTP/1.0` and close its connection. hyper writes HTTP/1.0 clients'
+    // responses as HTTP/1.0 whatever this says, and HTTP/2 ignores it.
+    parts.version = Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(header::TE);
     if switches.via {
