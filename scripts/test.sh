@@ -81,6 +81,11 @@ OTEL_PROTO_VERSION=1.27.0
 if ! "$tools_dir/venv/bin/pip" show opentelemetry-proto 2>/dev/null | grep -q "^Version: $OTEL_PROTO_VERSION$"; then
   "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "opentelemetry-proto==$OTEL_PROTO_VERSION"
 fi
+# A real WebSocket server (the `websockets` library) for the Upgrade tests.
+WEBSOCKETS_VERSION=13.1
+if ! "$tools_dir/venv/bin/pip" show websockets 2>/dev/null | grep -q "^Version: $WEBSOCKETS_VERSION$"; then
+  "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "websockets==$WEBSOCKETS_VERSION"
+fi
 
 # The flood tests hold 10,000 client connections open (and the gateway as many).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true

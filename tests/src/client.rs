@@ -292,6 +292,11 @@ impl RawConn {
         })
     }
 
+    /// The connection itself, for reads a test frames on its own.
+    pub fn stream_mut(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
     /// Writes all of `bytes`; a peer that already closed is not an error here (the reply, if
     /// any, is still readable), so the write error is returned for the caller to judge.
     pub async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {

@@ -297,7 +297,7 @@ where
         .max_buf_size(shared.limits.max_header_bytes.max(8192))
         .max_headers(shared.limits.max_headers)
         .keep_alive(true);
-    let connection = builder.serve_connection(io, service);
+    let connection = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(connection);
     tokio::select! {
         result = connection.as_mut() => log_end(result),

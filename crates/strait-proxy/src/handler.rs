@@ -451,7 +451,7 @@ fn millis(value: i64) -> Duration {
 
 #[allow(clippy::too_many_arguments)]
 async fn forward(
-    request: Request<ProxyBody>,
+    mut request: Request<ProxyBody>,
     conn: &ConnInfo,
     shared: &Shared,
     matched: &RouteMatch<'_>,
@@ -465,6 +465,10 @@ async fn forward(
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let service = &runtime.service;
     let route = matched.facts;
+    let mut upgrade = match service.protocol.as_str() {
+        "grpc" | "grpcs" => None,
+        _ => crate::tunnel::requested(&mut request),
+    };
     let (mut parts, body) = request.into_parts();
     let original_host = parts.headers.get(header::HOST).cloned();
     let path = upstream_path(
@@ -482,6 +486,9 @@ async fn forward(
         .then(|| matched.matched_path.clone())
         .flatten();
     strip_hop_by_hop(&mut parts.headers);
+    if let Some(upgrade) = &upgrade {
+        upgrade.restore(&mut parts.headers);
+    }
     add_forwarding_headers(
         &mut parts.headers,
         conn,
@@ -600,7 +607,7 @@ async fn forward(
                 }),
             })
         });
-        let response = shared
+        let mut response = shared
             .pool()
             .dispatch(
                 lease,
@@ -610,14 +617,21 @@ async fn forward(
                 millis(service.read_timeout),
             )
             .await?;
-        return Ok(finish_response(
+        let switched = upgrade
+            .take()
+            .and_then(|upgrade| upgrade.start(&mut response, millis(service.read_timeout)));
+        let mut response = finish_response(
             response,
             service.read_timeout,
             started,
             upstream_started,
             &shared.headers,
             detail,
-        ));
+        );
+        if let Some(protocol) = switched {
+            crate::tunnel::answer_headers(response.headers_mut(), protocol);
+        }
+        return Ok(response);
     }
     Err(last_error)
 }

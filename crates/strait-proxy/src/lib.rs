@@ -22,6 +22,7 @@ pub mod snapshot;
 pub mod stats;
 pub mod tls;
 pub mod tls_policy;
+mod tunnel;
 pub mod upstream;
 pub mod workers;
 

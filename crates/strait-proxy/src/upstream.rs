@@ -286,7 +286,8 @@ where
     } else {
         let (sender, connection) = http1::Builder::new().handshake(io).await.map_err(failed)?;
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            // A 101 hands the connection to a tunnel (tunnel.rs).
+            if let Err(error) = connection.with_upgrades().await {
                 tracing::debug!(%error, "upstream http1 connection ended");
             }
         });

@@ -1,0 +1,169 @@
+//! `Upgrade` requests (WebSocket and any other HTTP/1.1 upgrade) proxied as
+//! a byte tunnel.
+//!
+//! An HTTP/1.1 request whose `Connection` lists `upgrade` and that carries
+//! an `Upgrade` header keeps both when it goes upstream (they are hop-by-hop
+//! and otherwise stripped). When the upstream answers `101 Switching
+//! Protocols`, the client gets the 101 with the upstream's `Upgrade`, and
+//! both connections, once hyper hands them over, are joined: bytes are
+//! copied both ways until either side closes, or until nothing moved either
+//! way for the service's `read_timeout` (nginx closes an idle WebSocket
+//! after `proxy_read_timeout`, which Kong sets from the same field). Any
+//! other answer goes to the client as a normal response, and the client's
+//! connection stays HTTP. The upstream connection of a tunnel is never
+//! pooled again. HTTP/2 clients cannot upgrade (HTTP/2 has no `Upgrade`).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Request, Response, StatusCode, Version};
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A client's request to switch protocols.
+pub(crate) struct Upgrade {
+    /// The client's `Upgrade` header (`websocket`).
+    protocol: HeaderValue,
+    /// Resolves to the client's connection once the 101 is written.
+    client: OnUpgrade,
+}
+
+/// The upgrade a request asks for, taken from it (HTTP/1.1 only).
+pub(crate) fn requested<B>(request: &mut Request<B>) -> Option<Upgrade> {
+    if request.version() != Version::HTTP_11 {
+        return None;
+    }
+    let asks = request
+        .headers()
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
+    let protocol = request.headers().get(header::UPGRADE)?.clone();
+    if !asks {
+        return None;
+    }
+    Some(Upgrade {
+        protocol,
+        client: hyper::upgrade::on(request),
+    })
+}
+
+impl Upgrade {
+    /// Put back the headers hop-by-hop stripping removed.
+    pub(crate) fn restore(&self, headers: &mut HeaderMap) {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        headers.insert(header::UPGRADE, self.protocol.clone());
+    }
+
+    /// When the upstream switched protocols, start the tunnel (it runs once
+    /// hyper has handed over both connections) and return the `Upgrade`
+    /// value to answer the client with; `None` for any other response.
+    pub(crate) fn start<B>(self, response: &mut Response<B>, idle: Duration) -> Option<HeaderValue> {
+        if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+            return None;
+        }
+        let protocol = response
+            .headers()
+            .get(header::UPGRADE)
+            .cloned()
+            .unwrap_or(self.protocol);
+        let upstream = hyper::upgrade::on(response);
+        tokio::spawn(run(self.client, upstream, idle));
+        Some(protocol)
+    }
+}
+
+/// The 101's hop-by-hop headers, after the response's were stripped.
+pub(crate) fn answer_headers(headers: &mut HeaderMap, protocol: HeaderValue) {
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    headers.insert(header::UPGRADE, protocol);
+}
+
+async fn run(client: OnUpgrade, upstream: OnUpgrade, idle: Duration) {
+    let (client, upstream) = match tokio::try_join!(client, upstream) {
+        Ok(pair) => pair,
+        Err(error) => {
+            tracing::debug!(%error, "upgrade not completed");
+            return;
+        }
+    };
+    let started = Instant::now();
+    let last = Arc::new(AtomicU64::new(0));
+    let mut client = Active::new(TokioIo::new(client), started, last.clone());
+    let mut upstream = Active::new(TokioIo::new(upstream), started, last.clone());
+    let copy = tokio::io::copy_bidirectional(&mut client, &mut upstream);
+    tokio::pin!(copy);
+    loop {
+        let quiet_since = started + Duration::from_millis(last.load(Ordering::Relaxed));
+        tokio::select! {
+            result = copy.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "tunnel ended");
+                }
+                return;
+            }
+            _ = tokio::time::sleep_until((quiet_since + idle).into()) => {
+                let quiet_since = started + Duration::from_millis(last.load(Ordering::Relaxed));
+                if quiet_since.elapsed() >= idle {
+                    tracing::debug!(idle_ms = idle.as_millis() as u64, "tunnel closed after its idle timeout");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A stream that records when bytes last moved (ms since `started`).
+struct Active<T> {
+    inner: T,
+    started: Instant,
+    last: Arc<AtomicU64>,
+}
+
+impl<T> Active<T> {
+    fn new(inner: T, started: Instant, last: Arc<AtomicU64>) -> Active<T> {
+        Active { inner, started, last }
+    }
+
+    fn moved(&self) {
+        self.last
+            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Active<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.moved();
+        }
+        result
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Active<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.moved();
+        }
+        result
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
