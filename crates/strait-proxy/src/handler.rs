@@ -629,7 +629,7 @@ async fn forward(
             detail,
         );
         if let Some(protocol) = switched {
-            crate::tunnel::answer_headers(response.headers_mut(), protocol);
+            crate::tunnel::set_headers(response.headers_mut(), protocol);
         }
         return Ok(response);
     }

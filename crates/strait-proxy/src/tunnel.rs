@@ -59,8 +59,7 @@ pub(crate) fn requested<B>(request: &mut Request<B>) -> Option<Upgrade> {
 impl Upgrade {
     /// Put back the headers hop-by-hop stripping removed.
     pub(crate) fn restore(&self, headers: &mut HeaderMap) {
-        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-        headers.insert(header::UPGRADE, self.protocol.clone());
+        set_headers(headers, self.protocol.clone());
     }
 
     /// When the upstream switched protocols, start the tunnel (it runs once
@@ -81,8 +80,9 @@ impl Upgrade {
     }
 }
 
-/// The 101's hop-by-hop headers, after the response's were stripped.
-pub(crate) fn answer_headers(headers: &mut HeaderMap, protocol: HeaderValue) {
+/// `Connection: upgrade` and `Upgrade: protocol`, after hop-by-hop
+/// stripping removed them (the request upstream, the 101 to the client).
+pub(crate) fn set_headers(headers: &mut HeaderMap, protocol: HeaderValue) {
     headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     headers.insert(header::UPGRADE, protocol);
 }
