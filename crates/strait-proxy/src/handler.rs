@@ -389,17 +389,22 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .filter(|v| !v.is_empty())
         .filter_map(|v| HeaderName::from_bytes(v.as_bytes()).ok())
         .collect();
-    let keeps_trailers = headers
-        .get_all(header::TE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("trailers")));
+    let keeps_trailers = lists_token(headers, &header::TE, "trailers");
     for name in HOP_BY_HOP.iter().chain(&named) {
         headers.remove(name);
     }
     if keeps_trailers {
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
     }
+}
+
+/// Whether a comma-separated header (`Connection`, `TE`) lists `token`.
+pub(crate) fn lists_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
 }
 
 fn set(headers: &mut HeaderMap, name: &'static str, value: &str) {
@@ -465,9 +470,11 @@ async fn forward(
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let service = &runtime.service;
     let route = matched.facts;
-    let mut upgrade = match service.protocol.as_str() {
-        "grpc" | "grpcs" => None,
-        _ => crate::tunnel::requested(&mut request),
+    let http2 = matches!(service.protocol.as_str(), "grpc" | "grpcs");
+    let mut upgrade = if http2 {
+        None
+    } else {
+        crate::tunnel::requested(&mut request)
     };
     let (mut parts, body) = request.into_parts();
     let original_host = parts.headers.get(header::HOST).cloned();
@@ -501,7 +508,6 @@ async fn forward(
         parts.headers.insert(X_KONG_REQUEST_ID, request_id.header_value());
     }
     let tls = runtime.tls.is_some();
-    let http2 = matches!(service.protocol.as_str(), "grpc" | "grpcs");
     let connect_timeout = millis(service.connect_timeout);
     let attempts = service.retries.max(0) as usize + 1;
     let mut last_error = ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made");

@@ -39,15 +39,9 @@ pub(crate) fn requested<B>(request: &mut Request<B>) -> Option<Upgrade> {
     if request.version() != Version::HTTP_11 {
         return None;
     }
-    let asks = request
-        .headers()
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
+    // Most requests have no `Upgrade`: one lookup and done.
     let protocol = request.headers().get(header::UPGRADE)?.clone();
-    if !asks {
+    if !crate::handler::lists_token(request.headers(), &header::CONNECTION, "upgrade") {
         return None;
     }
     Some(Upgrade {
