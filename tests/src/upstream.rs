@@ -13,7 +13,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -57,10 +57,16 @@ pub enum UpstreamKind {
 
 /// A running upstream server; stops accepting when dropped.
 pub struct Upstream {
+    kind: UpstreamKind,
     addr: SocketAddr,
     hits: Arc<AtomicUsize>,
     seen: Seen,
     accept_task: JoinHandle<()>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Turned true by [`Upstream::kill`]: every open connection drops.
+    killed: tokio::sync::watch::Sender<bool>,
+    /// Milliseconds every response waits first ([`Upstream::set_delay`]).
+    delay_ms: Arc<AtomicU64>,
     /// The certificate served by a TLS upstream (for `localhost` and `127.0.0.1` by default).
     pub cert: Option<LeafCert>,
     /// The PEM of the CA that issued `cert` (never trusted by the gateway unless configured).
@@ -70,6 +76,58 @@ pub struct Upstream {
 /// An address where nothing listens (a connection to it is refused).
 pub fn refusing_addr() -> SocketAddr {
     crate::local(crate::free_port())
+}
+
+/// What every connection of one upstream shares.
+#[derive(Clone)]
+struct Shared {
+    kind: UpstreamKind,
+    hits: Arc<AtomicUsize>,
+    seen: Seen,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    killed: tokio::sync::watch::Receiver<bool>,
+    delay_ms: Arc<AtomicU64>,
+}
+
+fn spawn_accept(listener: TcpListener, shared: Shared) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = tcp.set_nodelay(true);
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let mut killed = shared.killed.clone();
+                let connection = async move {
+                    let Shared {
+                        kind,
+                        hits,
+                        seen,
+                        tls,
+                        delay_ms,
+                        ..
+                    } = shared;
+                    match tls {
+                        None => serve(kind, TokioIo::new(tcp), hits, seen, delay_ms).await,
+                        Some(acceptor) => {
+                            let Ok(stream) = acceptor.accept(tcp).await else { return };
+                            let negotiated = match stream.get_ref().1.alpn_protocol() {
+                                Some(b"h2") => UpstreamKind::H2c,
+                                Some(_) => UpstreamKind::Http1,
+                                None => UpstreamKind::Auto,
+                            };
+                            serve(negotiated, TokioIo::new(stream), hits, seen, delay_ms).await
+                        }
+                    }
+                };
+                tokio::select! {
+                    _ = connection => {}
+                    _ = killed.wait_for(|k| *k) => {}
+                }
+            });
+        }
+    })
 }
 
 impl Upstream {
@@ -82,9 +140,6 @@ impl Upstream {
     pub async fn start_named(kind: UpstreamKind, names: &[&str]) -> Upstream {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
         let addr = listener.local_addr().expect("upstream addr");
-        let hits = Arc::new(AtomicUsize::new(0));
-        let seen = Seen::default();
-        let accept_seen = seen.clone();
         let (cert, ca_pem) = match kind {
             UpstreamKind::Tls(_) => {
                 let ca = TestCa::new("upstream test ca");
@@ -103,40 +158,55 @@ impl Upstream {
             }
             _ => None,
         };
-        let accept_hits = hits.clone();
-        let accept_task = tokio::spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    continue;
-                };
-                let _ = tcp.set_nodelay(true);
-                let hits = accept_hits.clone();
-                let seen = accept_seen.clone();
-                let tls = tls.clone();
-                tokio::spawn(async move {
-                    match tls {
-                        None => serve(kind, TokioIo::new(tcp), hits, seen).await,
-                        Some(acceptor) => {
-                            let Ok(stream) = acceptor.accept(tcp).await else { return };
-                            let negotiated = match stream.get_ref().1.alpn_protocol() {
-                                Some(b"h2") => UpstreamKind::H2c,
-                                Some(_) => UpstreamKind::Http1,
-                                None => UpstreamKind::Auto,
-                            };
-                            serve(negotiated, TokioIo::new(stream), hits, seen).await
-                        }
-                    }
-                });
-            }
-        });
+        let (killed, killed_rx) = tokio::sync::watch::channel(false);
+        let shared = Shared {
+            kind,
+            hits: Arc::new(AtomicUsize::new(0)),
+            seen: Seen::default(),
+            tls: tls.clone(),
+            killed: killed_rx,
+            delay_ms: Arc::new(AtomicU64::new(0)),
+        };
         Upstream {
+            kind,
             addr,
-            hits,
-            seen,
-            accept_task,
+            hits: shared.hits.clone(),
+            seen: shared.seen.clone(),
+            delay_ms: shared.delay_ms.clone(),
+            accept_task: spawn_accept(listener, shared),
+            tls,
+            killed,
             cert,
             ca_pem,
         }
+    }
+
+    /// Stop as a crashed server would: the port refuses connections and
+    /// every open connection is dropped.
+    pub fn kill(&mut self) {
+        self.accept_task.abort();
+        let _ = self.killed.send(true);
+    }
+
+    /// Listen again on the same port after [`Upstream::kill`] (hits keep counting).
+    pub async fn revive(&mut self) {
+        let listener = TcpListener::bind(self.addr).await.expect("rebind upstream");
+        let (killed, killed_rx) = tokio::sync::watch::channel(false);
+        self.killed = killed;
+        let shared = Shared {
+            kind: self.kind,
+            hits: self.hits.clone(),
+            seen: self.seen.clone(),
+            tls: self.tls.clone(),
+            killed: killed_rx,
+            delay_ms: self.delay_ms.clone(),
+        };
+        self.accept_task = spawn_accept(listener, shared);
+    }
+
+    /// Make every response wait `delay` first.
+    pub fn set_delay(&self, delay: Duration) {
+        self.delay_ms.store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -170,13 +240,14 @@ impl Upstream {
 impl Drop for Upstream {
     fn drop(&mut self) {
         self.accept_task.abort();
+        let _ = self.killed.send(true);
     }
 }
 
 /// The requests an upstream received (`METHOD path?query`).
 type Seen = Arc<std::sync::Mutex<Vec<String>>>;
 
-async fn serve<I>(kind: UpstreamKind, io: TokioIo<I>, hits: Arc<AtomicUsize>, seen: Seen)
+async fn serve<I>(kind: UpstreamKind, io: TokioIo<I>, hits: Arc<AtomicUsize>, seen: Seen, delay_ms: Arc<AtomicU64>)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -185,7 +256,14 @@ where
         seen.lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(format!("{} {target}", req.method()));
-        handle(req, hits.clone())
+        let hits = hits.clone();
+        let delay = Duration::from_millis(delay_ms.load(Ordering::SeqCst));
+        async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            handle(req, hits).await
+        }
     });
     let _ = match kind {
         UpstreamKind::Http1 => hyper::server::conn::http1::Builder::new()

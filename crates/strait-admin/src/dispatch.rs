@@ -35,6 +35,22 @@ pub async fn handle(state: &AdminState, endpoint: Endpoint, request: &AdminReque
         Endpoint::ProxyCache => proxy_cache::flush_all(),
         Endpoint::ProxyCacheKey(key) => proxy_cache::by_key(&key, &request.method),
         Endpoint::ProxyCachePluginKey(plugin, key) => proxy_cache::by_plugin(state, &plugin, &key, &request.method),
+        Endpoint::UpstreamHealth(upstream) => crate::health::upstream_health(state, &upstream, &request.query),
+        Endpoint::TargetsAll(upstream) => {
+            let nested = Nested {
+                parent_kind: EntityKind::Upstreams,
+                parent_key: &upstream,
+                child: EntityKind::Targets,
+                field: "upstream",
+            };
+            children(state, nested, request).await
+        }
+        Endpoint::TargetHealth {
+            upstream,
+            target,
+            address,
+            healthy,
+        } => crate::health::set_target_health(state, &upstream, &target, address.as_deref(), healthy),
         Endpoint::Collection(kind) => collection(state, kind, request).await,
         Endpoint::Entity(EntityKind::ConsumerGroups, key) if request.method == Method::GET => {
             consumer_groups::get_group(state, &key, &request.query)

@@ -60,6 +60,17 @@ pub enum Endpoint {
     ConsumerGroupsOf(String),
     /// `/consumers/{c}/consumer_groups/{g}`.
     ConsumerGroupOf(String, String),
+    /// `/upstreams/{u}/health`.
+    UpstreamHealth(String),
+    /// `/upstreams/{u}/targets/all`: every target (Kong keeps history there; Strait has none).
+    TargetsAll(String),
+    /// `/upstreams/{u}/targets/{t}[/{address}]/healthy|unhealthy`.
+    TargetHealth {
+        upstream: String,
+        target: String,
+        address: Option<String>,
+        healthy: bool,
+    },
 }
 
 pub const READ_ONLY: &str = "GET, HEAD, OPTIONS";
@@ -69,6 +80,7 @@ pub const POST_ONLY: &str = "OPTIONS, POST";
 pub const DELETE_ONLY: &str = "DELETE, OPTIONS";
 pub const READ_DELETE: &str = "DELETE, GET, HEAD, OPTIONS";
 pub const MEMBERS: &str = "DELETE, GET, HEAD, OPTIONS, POST";
+pub const PUT_ONLY: &str = "OPTIONS, PUT";
 
 impl Endpoint {
     /// Kong's `Allow` value: the methods in alphabetical order.
@@ -80,6 +92,7 @@ impl Endpoint {
             Endpoint::ProxyCacheKey(_) | Endpoint::ProxyCachePluginKey(..) => READ_DELETE,
             Endpoint::GroupMembers(_) | Endpoint::ConsumerGroupsOf(_) => MEMBERS,
             Endpoint::GroupMember(..) | Endpoint::ConsumerGroupOf(..) => READ_DELETE,
+            Endpoint::TargetHealth { .. } => PUT_ONLY,
             // Kong serves targets only under their upstream; Strait keeps
             // the read-only top-level views.
             Endpoint::Collection(EntityKind::Targets) | Endpoint::Entity(EntityKind::Targets, _) => READ_ONLY,
@@ -136,6 +149,22 @@ pub fn parse(segments: &[String]) -> Option<Endpoint> {
         ["consumers", consumer, "consumer_groups"] => Endpoint::ConsumerGroupsOf(consumer.to_string()),
         ["consumers", consumer, "consumer_groups", group] => {
             Endpoint::ConsumerGroupOf(consumer.to_string(), group.to_string())
+        }
+        ["upstreams", upstream, "health"] => Endpoint::UpstreamHealth(upstream.to_string()),
+        ["upstreams", upstream, "targets", "all"] => Endpoint::TargetsAll(upstream.to_string()),
+        ["upstreams", upstream, "targets", target, state @ ("healthy" | "unhealthy")] => Endpoint::TargetHealth {
+            upstream: upstream.to_string(),
+            target: target.to_string(),
+            address: None,
+            healthy: *state == "healthy",
+        },
+        ["upstreams", upstream, "targets", target, address, state @ ("healthy" | "unhealthy")] => {
+            Endpoint::TargetHealth {
+                upstream: upstream.to_string(),
+                target: target.to_string(),
+                address: Some(address.to_string()),
+                healthy: *state == "healthy",
+            }
         }
         _ => return parse_entity_path(&parts),
     };
@@ -211,6 +240,18 @@ pub fn templates() -> Vec<(String, &'static str)> {
         ("/metrics".into(), READ_ONLY),
         ("/tags".into(), READ_ONLY),
         ("/tags/{tags}".into(), READ_ONLY),
+        ("/upstreams/{upstreams}/health".into(), READ_ONLY),
+        ("/upstreams/{upstreams}/targets/all".into(), READ_ONLY),
+        ("/upstreams/{upstreams}/targets/{targets}/healthy".into(), PUT_ONLY),
+        ("/upstreams/{upstreams}/targets/{targets}/unhealthy".into(), PUT_ONLY),
+        (
+            "/upstreams/{upstreams}/targets/{targets}/{address}/healthy".into(),
+            PUT_ONLY,
+        ),
+        (
+            "/upstreams/{upstreams}/targets/{targets}/{address}/unhealthy".into(),
+            PUT_ONLY,
+        ),
     ];
     out.extend([
         ("/consumer_groups/{consumer_groups}/consumers".into(), MEMBERS),

@@ -14,6 +14,7 @@ mod dispatch;
 pub mod endpoints;
 mod errors;
 pub mod fuzzing;
+mod health;
 mod meta;
 mod metrics;
 pub mod openapi;

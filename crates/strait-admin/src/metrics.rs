@@ -266,11 +266,10 @@ pub fn render(state: &AdminState) -> String {
             "gauge",
             "Health status of targets of upstream. States = healthchecks_off|healthy|unhealthy|dns_error, value is 1 when state is populated.",
         );
-        // Health checks are not run yet: every target is `healthchecks_off`.
-        for (upstream, target) in snapshot.upstream_targets() {
+        for (upstream, target, state) in snapshot.target_states() {
             let (upstream, target) = (escape(&upstream), escape(&target));
             for state_name in ["healthchecks_off", "healthy", "unhealthy", "dns_error"] {
-                let value = u8::from(state_name == "healthchecks_off");
+                let value = u8::from(state_name == state);
                 let _ = writeln!(
                     out,
                     "kong_upstream_target_health{{upstream=\"{upstream}\",target=\"{target}\",address=\"{target}\",state=\"{state_name}\",subsystem=\"http\"}} {value}"

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
+use strait_runtime::health::InFlight;
 use tokio::time::{sleep, Sleep};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -35,6 +36,9 @@ pub struct IdleTimeoutBody<B> {
     inner: Pin<Box<B>>,
     timeout: Duration,
     timer: Pin<Box<Sleep>>,
+    /// Counts the request in flight to its target until the body is done
+    /// or dropped (least-connections and latency balancing read it).
+    _in_flight: Option<InFlight>,
 }
 
 impl<B> IdleTimeoutBody<B> {
@@ -43,7 +47,14 @@ impl<B> IdleTimeoutBody<B> {
             inner: Box::pin(inner),
             timeout,
             timer: Box::pin(sleep(timeout)),
+            _in_flight: None,
         }
+    }
+
+    /// Keep `in_flight` until the body is dropped.
+    pub fn holding(mut self, in_flight: Option<InFlight>) -> IdleTimeoutBody<B> {
+        self._in_flight = in_flight;
+        self
     }
 }
 

@@ -27,6 +27,8 @@ pub enum ErrorKind {
     RequestTimeout,
     HeadersTooLarge,
     UpstreamConnect,
+    /// No connection within the service's `connect_timeout`.
+    UpstreamConnectTimeout,
     UpstreamTimeout,
     UpstreamInvalid,
     NoPeer,
@@ -52,7 +54,10 @@ impl ProxyError {
 
     /// A connect failure can be retried on the next target.
     pub fn retryable(&self) -> bool {
-        matches!(self.kind, ErrorKind::UpstreamConnect)
+        matches!(
+            self.kind,
+            ErrorKind::UpstreamConnect | ErrorKind::UpstreamConnectTimeout
+        )
     }
 }
 
@@ -67,6 +72,7 @@ impl ErrorKind {
             | ErrorKind::HeadersTooLarge => ErrorSource::Client,
             ErrorKind::UpstreamConnect
             | ErrorKind::UpstreamTimeout
+            | ErrorKind::UpstreamConnectTimeout
             | ErrorKind::UpstreamInvalid
             | ErrorKind::NoPeer
             | ErrorKind::NameResolution => ErrorSource::Upstream,
@@ -94,7 +100,9 @@ impl ErrorKind {
                 StatusCode::BAD_GATEWAY,
                 "An invalid response was received from the upstream server",
             ),
-            ErrorKind::UpstreamTimeout => (StatusCode::GATEWAY_TIMEOUT, "The upstream server is timing out"),
+            ErrorKind::UpstreamTimeout | ErrorKind::UpstreamConnectTimeout => {
+                (StatusCode::GATEWAY_TIMEOUT, "The upstream server is timing out")
+            }
             ErrorKind::NoPeer => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "failure to get a peer from the ring-balancer",

@@ -13,7 +13,10 @@ use http::{Request, Response, Uri, Version};
 use hyper::body::Incoming;
 use strait_core::ProtocolSet;
 use strait_router::{normalize_path, upstream_path, HeaderLookup, InvalidPath, RequestFacts, RouteMatch};
+use strait_runtime::health::{InFlight, Report};
 
+use crate::balancer::hashing::HashInput;
+use crate::balancer::{Algorithm, Attempts};
 use crate::body::{boxed, full, IdleTimeoutBody, ProxyBody};
 use crate::error::{error_response, ErrorKind, ProxyError};
 use crate::kong_headers::{HeaderSwitches, RequestId};
@@ -298,6 +301,7 @@ async fn proxy(
         request_id,
         None,
         false,
+        None,
     )
     .await
 }
@@ -328,6 +332,7 @@ impl Exchange<'_> {
         request: Request<ProxyBody>,
         host_override: Option<HeaderValue>,
         detailed: bool,
+        consumer: Option<uuid::Uuid>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let service = self
             .matched
@@ -348,6 +353,7 @@ impl Exchange<'_> {
             self.request_id,
             host_override,
             detailed,
+            consumer,
         )
         .await
     }
@@ -467,6 +473,7 @@ async fn forward(
     request_id: &RequestId,
     host_override: Option<HeaderValue>,
     detailed: bool,
+    consumer: Option<uuid::Uuid>,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let service = &runtime.service;
     let route = matched.facts;
@@ -510,16 +517,75 @@ async fn forward(
     let tls = runtime.tls.is_some();
     let connect_timeout = millis(service.connect_timeout);
     let attempts = service.retries.max(0) as usize + 1;
+    let balancer = runtime.balancer.as_deref();
+    // A request that went out and met a reset before any response byte is
+    // sent again only when it is idempotent and has no body to stream
+    // again; keeping its headers for that costs a copy, so only where a
+    // retry could reach another target.
+    let replay = (attempts > 1
+        && balancer.is_some_and(|b| b.target_count() > 1)
+        && parts.method.is_idempotent()
+        && http_body::Body::is_end_stream(&body))
+    .then(|| parts.headers.clone());
+    let client_path = parts.uri.path().to_string();
+    let client_query = parts.uri.query().map(str::to_string);
+    let method = parts.method;
+    let mut pending = Some(Request::new(body));
+    {
+        let request = pending.as_mut().expect("just set");
+        *request.method_mut() = method.clone();
+        *request.headers_mut() = parts.headers;
+    }
+    let mut picks = Attempts::default();
+    let mut set_cookie: Option<String> = None;
     let mut last_error = ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made");
     let mut tries: Vec<strait_plugins::UpstreamTry> = Vec::new();
     for _ in 0..attempts {
-        let balancer_start = detailed.then(|| (epoch_ms(), Instant::now()));
-        let (target_host, target_port) = match &runtime.balancer {
-            Some(balancer) => match balancer.pick() {
-                Some(t) => (t.host.clone(), t.port),
-                None => return Err(ProxyError::new(ErrorKind::NoPeer, "upstream has no targets")),
+        let mut upstream_request = match pending.take() {
+            Some(request) => request,
+            None => match &replay {
+                Some(headers) => {
+                    let mut request = Request::new(crate::body::full(bytes::Bytes::new()));
+                    *request.method_mut() = method.clone();
+                    *request.headers_mut() = headers.clone();
+                    request
+                }
+                None => break,
             },
-            None => (service.host.clone(), service.port as u16),
+        };
+        let balancer_start = detailed.then(|| (epoch_ms(), Instant::now()));
+        let (target_host, target_port, peer) = match balancer {
+            Some(balancer) => {
+                let input = HashInput {
+                    client_ip: conn.client.ip(),
+                    consumer,
+                    headers: upstream_request.headers(),
+                    path: &client_path,
+                    query: client_query.as_deref(),
+                    captures: &matched.captures,
+                };
+                match balancer.pick(&input, &mut picks) {
+                    Some(pick) => {
+                        set_cookie = pick.set_cookie.or(set_cookie);
+                        let target = &balancer.peer(pick.index).address;
+                        (target.host.clone(), target.port, Some(pick.index))
+                    }
+                    None => {
+                        return Err(ProxyError::new(
+                            ErrorKind::NoPeer,
+                            format!("upstream {}: no healthy target", balancer.upstream_name),
+                        ))
+                    }
+                }
+            }
+            None => (service.host.clone(), service.port as u16, None),
+        };
+        let report = |error: &ProxyError| {
+            if let (Some(balancer), Some(index)) = (balancer, peer) {
+                if let Some(report) = passive_report(error.kind) {
+                    balancer.report(index, report);
+                }
+            }
         };
         if let Some((start, at)) = balancer_start {
             tries.push(strait_plugins::UpstreamTry {
@@ -535,9 +601,7 @@ async fn forward(
         } else if route.preserve_host {
             original_host.clone().or_else(|| HeaderValue::from_str(host).ok())
         } else {
-            let name = runtime
-                .balancer
-                .as_ref()
+            let name = balancer
                 .and_then(|b| b.host_header.clone())
                 .unwrap_or_else(|| target_host.clone());
             let with_port = if target_port == default_port(tls) {
@@ -573,18 +637,17 @@ async fn forward(
             Ok(lease) => lease,
             Err(error) if error.retryable() => {
                 tracing::debug!(cause = %error.cause, "upstream connect failed, retrying");
+                report(&error);
                 if let Some(last) = tries.last_mut() {
                     last.failure = Some(error.cause.to_string());
                 }
                 last_error = error;
+                pending = Some(upstream_request);
                 continue;
             }
             Err(error) => return Err(error),
         };
         let connected = connect_start.map(|start| (start, Instant::now(), lease.reused()));
-        let mut upstream_request = Request::new(body);
-        *upstream_request.method_mut() = parts.method;
-        *upstream_request.headers_mut() = parts.headers;
         if http2 {
             *upstream_request.version_mut() = Version::HTTP_2;
             upstream_request.headers_mut().remove(header::HOST);
@@ -599,6 +662,44 @@ async fn forward(
                 .map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
         }
         let upstream_started = Instant::now();
+        let in_flight = match (balancer, peer) {
+            (Some(balancer), Some(index)) if balancer.counts_in_flight() => Some(balancer.peer(index).health.begin()),
+            _ => None,
+        };
+        let sent = shared
+            .pool()
+            .dispatch(
+                lease,
+                &endpoint,
+                upstream_request,
+                connect_timeout,
+                millis(service.read_timeout),
+            )
+            .await;
+        let mut response = match sent {
+            Ok(response) => response,
+            Err(failed) => {
+                report(&failed.error);
+                if let Some(last) = tries.last_mut() {
+                    last.failure = Some(failed.error.cause.to_string());
+                }
+                let again =
+                    failed.error.retryable() || (failed.error.kind == ErrorKind::UpstreamInvalid && replay.is_some());
+                if !again {
+                    return Err(failed.error);
+                }
+                tracing::debug!(cause = %failed.error.cause, "upstream request failed, retrying");
+                pending = failed.unsent;
+                last_error = failed.error;
+                continue;
+            }
+        };
+        if let (Some(balancer), Some(index)) = (balancer, peer) {
+            balancer.report_status(index, response.status().as_u16());
+            if balancer.algorithm == Algorithm::Latency {
+                balancer.peer(index).health.record_latency(upstream_started.elapsed());
+            }
+        }
         let detail = connected.map(|(connect_start, connect_end, reused)| {
             Box::new(ProxiedDetail {
                 upstream_uri: path_and_query,
@@ -613,16 +714,6 @@ async fn forward(
                 }),
             })
         });
-        let mut response = shared
-            .pool()
-            .dispatch(
-                lease,
-                &endpoint,
-                upstream_request,
-                connect_timeout,
-                millis(service.read_timeout),
-            )
-            .await?;
         let switched = upgrade
             .take()
             .and_then(|upgrade| upgrade.start(&mut response, millis(service.read_timeout)));
@@ -633,13 +724,26 @@ async fn forward(
             upstream_started,
             &shared.headers,
             detail,
+            in_flight,
         );
         if let Some(protocol) = switched {
             crate::tunnel::set_headers(response.headers_mut(), protocol);
         }
+        if let Some(cookie) = set_cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+            response.headers_mut().append(header::SET_COOKIE, cookie);
+        }
         return Ok(response);
     }
     Err(last_error)
+}
+
+/// What a failed exchange tells passive health checks.
+fn passive_report(kind: ErrorKind) -> Option<Report> {
+    match kind {
+        ErrorKind::UpstreamConnect | ErrorKind::UpstreamInvalid => Some(Report::TcpFailure),
+        ErrorKind::UpstreamConnectTimeout | ErrorKind::UpstreamTimeout => Some(Report::Timeout),
+        _ => None,
+    }
 }
 
 fn finish_response(
@@ -649,6 +753,7 @@ fn finish_response(
     upstream_started: Instant,
     switches: &HeaderSwitches,
     detail: Option<Box<ProxiedDetail>>,
+    in_flight: Option<InFlight>,
 ) -> Response<ProxyBody> {
     let head = Instant::now();
     let upstream_ms = head.duration_since(upstream_started).as_millis();
@@ -684,7 +789,7 @@ fn finish_response(
         kong_ms: proxy_ms as u64,
         detail,
     });
-    let body = boxed(IdleTimeoutBody::new(body, millis(read_timeout_ms)));
+    let body = boxed(IdleTimeoutBody::new(body, millis(read_timeout_ms)).holding(in_flight));
     Response::from_parts(parts, body)
 }
 

@@ -194,7 +194,14 @@ pub(crate) async fn run(
                 (None, None) => full(Bytes::new()),
             };
             match exchange
-                .forward(Request::from_parts(parts, body), upstream_host, serializes)
+                .forward(
+                    Request::from_parts(parts, body),
+                    upstream_host,
+                    serializes,
+                    summary
+                        .consumer_id
+                        .or_else(|| summary.credential.as_ref().map(|c| c.id)),
+                )
                 .await
             {
                 Ok(response) => (response, ResponseSource::Service),

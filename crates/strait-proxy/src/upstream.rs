@@ -70,6 +70,12 @@ pub struct Pool {
     http2: Mutex<HashMap<PoolKey, http2::SendRequest<ProxyBody>>>,
 }
 
+/// A request that failed; `unsent` holds it when none of it left.
+pub struct DispatchFailure {
+    pub error: ProxyError,
+    pub unsent: Option<Request<ProxyBody>>,
+}
+
 /// A connection checked out for one request.
 pub struct Lease {
     key: PoolKey,
@@ -153,7 +159,8 @@ impl Pool {
 
     /// Send `request` on a leased connection. A request that never left
     /// because the pooled connection had just closed is resent once on a
-    /// fresh connection.
+    /// fresh connection. A failure hands back the request when none of it
+    /// was sent, so a retry can send it elsewhere.
     pub async fn dispatch(
         &self,
         lease: Lease,
@@ -161,25 +168,38 @@ impl Pool {
         request: Request<ProxyBody>,
         connect_timeout: Duration,
         read_timeout: Duration,
-    ) -> Result<Response<Incoming>, ProxyError> {
+    ) -> Result<Response<Incoming>, DispatchFailure> {
+        let lost = |error| DispatchFailure { error, unsent: None };
         let Lease { key, sender, pooled } = lease;
-        let request = match self.try_send(key.clone(), sender, request, read_timeout).await? {
+        let request = match self
+            .try_send(key.clone(), sender, request, read_timeout)
+            .await
+            .map_err(lost)?
+        {
             Ok(response) => return Ok(response),
             Err(unsent) if pooled => unsent,
-            Err(_) => {
-                return Err(ProxyError::new(
-                    ErrorKind::UpstreamInvalid,
-                    "upstream connection closed",
-                ))
+            Err(unsent) => {
+                return Err(DispatchFailure {
+                    error: ProxyError::new(ErrorKind::UpstreamConnect, "upstream connection closed"),
+                    unsent: Some(unsent),
+                })
             }
         };
-        let sender = connect(endpoint, connect_timeout).await?;
-        match self.try_send(key, sender, request, read_timeout).await? {
+        let sender = match connect(endpoint, connect_timeout).await {
+            Ok(sender) => sender,
+            Err(error) => {
+                return Err(DispatchFailure {
+                    error,
+                    unsent: Some(request),
+                })
+            }
+        };
+        match self.try_send(key, sender, request, read_timeout).await.map_err(lost)? {
             Ok(response) => Ok(response),
-            Err(_) => Err(ProxyError::new(
-                ErrorKind::UpstreamInvalid,
-                "fresh upstream connection closed",
-            )),
+            Err(unsent) => Err(DispatchFailure {
+                error: ProxyError::new(ErrorKind::UpstreamConnect, "fresh upstream connection closed"),
+                unsent: Some(unsent),
+            }),
         }
     }
 
@@ -260,7 +280,7 @@ async fn connect(endpoint: &Endpoint, connect_timeout: Duration) -> Result<Sende
     match timeout(connect_timeout, attempt).await {
         Ok(result) => result,
         Err(_) => Err(ProxyError::new(
-            ErrorKind::UpstreamConnect,
+            ErrorKind::UpstreamConnectTimeout,
             format!("connect {addr}: timed out"),
         )),
     }

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+pub mod health;
 pub mod logs;
 pub mod metrics;
 pub mod pace;

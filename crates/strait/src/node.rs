@@ -116,6 +116,8 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         shutdown_rx.clone(),
     )
     .map_err(|e| anyhow!(e))?;
+    let health = strait_proxy::health_check::start(publisher.current(), shutdown_rx.clone())
+        .context("starting the health checker")?;
     let state = Arc::new(AdminState {
         store,
         publisher,
@@ -138,6 +140,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     let _ = shutdown_tx.send(true);
     workers.join();
     let _ = admin.join();
+    let _ = health.join();
     tracing::info!("stopped");
     strait_runtime::logs::files::flush();
     Ok(())

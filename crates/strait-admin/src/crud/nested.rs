@@ -58,7 +58,12 @@ pub async fn children(state: &AdminState, nested: Nested<'_>, request: &AdminReq
 
 /// A child by id or endpoint key; targets also by `host:port` within
 /// their upstream, ACLs by group within their consumer.
-fn find_child(state: &AdminState, kind: EntityKind, key: &str, parent: Uuid) -> Result<Option<Entity>, AdminResponse> {
+pub(crate) fn find_child(
+    state: &AdminState,
+    kind: EntityKind,
+    key: &str,
+    parent: Uuid,
+) -> Result<Option<Entity>, AdminResponse> {
     if path_id(key).is_some() {
         return find(state, kind, key);
     }

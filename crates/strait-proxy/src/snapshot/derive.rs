@@ -346,7 +346,7 @@ fn rebuild_balancers(compiled: &mut Compiled, state: &EntityState, names: &HashS
         let name = upstream.name.to_ascii_lowercase();
         if wanted(&name) {
             let weighted = targets.remove(&upstream.id).unwrap_or_default();
-            let balancer = Balancer::new(upstream.name.clone(), upstream.host_header.clone(), weighted);
+            let balancer = Balancer::new(upstream, weighted);
             compiled.balancers.insert(name, Arc::new(balancer));
         }
     }

@@ -98,6 +98,17 @@ impl Snapshot {
         self.compiled.services.get(&id)
     }
 
+    /// Every upstream's balancer (the health checker probes their targets).
+    pub fn balancers(&self) -> impl Iterator<Item = &Arc<Balancer>> {
+        self.compiled.balancers.values()
+    }
+
+    /// The balancer of the upstream with this id.
+    pub fn balancer(&self, upstream: Uuid) -> Option<&Arc<Balancer>> {
+        let name = self.entities.upstreams.get(&upstream)?.name.to_ascii_lowercase();
+        self.compiled.balancers.get(name.as_str())
+    }
+
     /// Labels for metrics (Kong's prometheus plugin): a route's name, else
     /// its id.
     pub fn route_label(&self, id: Uuid) -> Option<String> {
@@ -123,15 +134,20 @@ impl Snapshot {
         )
     }
 
-    /// Every target as `(upstream name, target)`, sorted.
-    pub fn upstream_targets(&self) -> Vec<(String, String)> {
-        let mut out: Vec<(String, String)> = self
+    /// Every target with its upstream's name and its health for metrics
+    /// (`healthy`, `unhealthy`, `healthchecks_off`), sorted.
+    pub fn target_states(&self) -> Vec<(String, String, &'static str)> {
+        let mut out: Vec<(String, String, &'static str)> = self
             .entities
             .targets
             .values()
             .filter_map(|t| {
                 let upstream = self.entities.upstreams.get(&t.upstream.id)?;
-                Some((upstream.name.clone(), t.target.clone()))
+                let state = self
+                    .balancer(upstream.id)
+                    .and_then(|b| b.peer_for(&t.target).map(|(_, peer)| b.state(peer)))
+                    .map_or("healthchecks_off", |state| state.metric_name());
+                Some((upstream.name.clone(), t.target.clone(), state))
             })
             .collect();
         out.sort();

@@ -1,0 +1,239 @@
+//! Active health checks: probes the targets of every upstream whose
+//! `healthchecks.active` sets an interval, on a thread of its own.
+//!
+//! Every [`TICK`] the checker loads the current snapshot and starts the
+//! probes that are due: a healthy target every `healthy.interval`, an
+//! unhealthy one every `unhealthy.interval` (0 never probes targets in that
+//! state), at most `concurrency` probes at a time per upstream. A probe is
+//! what Kong's checker sends: a TCP connect (`tcp`), or an HTTP/1.1
+//! `GET http_path` over plain TCP or TLS (`http`, `https`) whose status line
+//! is judged by the `http_statuses` lists. The result goes to the target's
+//! health ([`strait_runtime::health`]), which the balancers read; nothing is
+//! rebuilt.
+//!
+//! The thread keeps normal priority (unlike the compiler and the Admin
+//! API): a probe is small, and under saturation an idle-class checker would
+//! never re-admit a target that came back.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use strait_runtime::health::{Report, TargetHealth};
+use strait_runtime::tls::ClientTls;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{watch, Semaphore};
+
+use crate::balancer::{ActiveChecks, Balancer, ProbeKind, TargetAddress};
+use crate::snapshot::Snapshot;
+
+/// How often the checker looks for due probes.
+const TICK: Duration = Duration::from_millis(100);
+/// Most bytes read looking for the status line.
+const MAX_STATUS_LINE: usize = 8 * 1024;
+
+/// Start the checker thread; it stops when `shutdown` turns true.
+pub fn start(
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    shutdown: watch::Receiver<bool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new().name("strait-health".into()).spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                tracing::error!(%error, "could not start the health checker");
+                return;
+            }
+        };
+        runtime.block_on(run(snapshot, shutdown));
+    })
+}
+
+/// When a target is next due, and whether its last probe still runs.
+struct Schedule {
+    due: Instant,
+    running: Arc<AtomicBool>,
+}
+
+async fn run(snapshot: Arc<ArcSwap<Snapshot>>, mut shutdown: watch::Receiver<bool>) {
+    let mut schedules: HashMap<(uuid::Uuid, String), Schedule> = HashMap::new();
+    let mut limits: HashMap<uuid::Uuid, (usize, Arc<Semaphore>)> = HashMap::new();
+    let mut ticker = tokio::time::interval(TICK);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = crate::stopped(&mut shutdown) => return,
+        }
+        let current = snapshot.load_full();
+        let now = Instant::now();
+        let mut seen = HashSet::new();
+        for balancer in current.balancers() {
+            let Some(active) = &balancer.checks.active else {
+                continue;
+            };
+            let semaphore = match limits.get(&balancer.upstream_id) {
+                Some((size, semaphore)) if *size == active.concurrency => semaphore.clone(),
+                _ => {
+                    let semaphore = Arc::new(Semaphore::new(active.concurrency));
+                    limits.insert(balancer.upstream_id, (active.concurrency, semaphore.clone()));
+                    semaphore
+                }
+            };
+            for peer in balancer.peers() {
+                let key = (balancer.upstream_id, peer.name.clone());
+                seen.insert(key.clone());
+                let interval = if peer.health.is_healthy() {
+                    active.healthy_interval
+                } else {
+                    active.unhealthy_interval
+                };
+                if interval.is_zero() {
+                    continue;
+                }
+                let schedule = schedules.entry(key).or_insert_with(|| Schedule {
+                    due: now,
+                    running: Arc::new(AtomicBool::new(false)),
+                });
+                if schedule.due > now || schedule.running.load(Ordering::Relaxed) {
+                    continue;
+                }
+                schedule.due = now + interval;
+                schedule.running.store(true, Ordering::Relaxed);
+                let probe = Probe {
+                    upstream: balancer.upstream_name.clone(),
+                    target: peer.name.clone(),
+                    address: peer.address.clone(),
+                    host_header: host_header(balancer, &peer.address),
+                    checks: active.clone(),
+                    health: peer.health.clone(),
+                };
+                let running = schedule.running.clone();
+                let semaphore = semaphore.clone();
+                tokio::spawn(async move {
+                    if let Ok(_permit) = semaphore.acquire().await {
+                        probe.run().await;
+                    }
+                    running.store(false, Ordering::Relaxed);
+                });
+            }
+        }
+        schedules.retain(|key, _| seen.contains(key));
+        limits.retain(|id, _| seen.iter().any(|(upstream, _)| upstream == id));
+    }
+}
+
+/// The `Host` a probe sends: the upstream's `host_header`, else the target.
+fn host_header(balancer: &Balancer, address: &TargetAddress) -> String {
+    match &balancer.host_header {
+        Some(host) => host.clone(),
+        None => address.name(),
+    }
+}
+
+struct Probe {
+    upstream: String,
+    target: String,
+    address: TargetAddress,
+    host_header: String,
+    checks: ActiveChecks,
+    health: Arc<TargetHealth>,
+}
+
+impl Probe {
+    async fn run(self) {
+        let report = match tokio::time::timeout(self.checks.timeout, self.exchange()).await {
+            Err(_) => Some(Report::Timeout),
+            Ok(report) => report,
+        };
+        let Some(report) = report else {
+            return;
+        };
+        if let Some(healthy) = self.health.report(report, &self.checks.limits) {
+            tracing::warn!(
+                upstream = %self.upstream,
+                target = %self.target,
+                healthy,
+                ?report,
+                "active health check changed the target's health"
+            );
+        }
+    }
+
+    /// What one probe reports; `None` for a status in neither list.
+    async fn exchange(&self) -> Option<Report> {
+        let tls_name = self.checks.https_sni.as_deref().unwrap_or(&self.address.host);
+        let tls = (self.checks.kind == ProbeKind::Https).then_some(ClientTls {
+            server_name: tls_name,
+            verify: self.checks.verify_certificate,
+        });
+        let mut stream = match strait_runtime::tls::connect(&self.address.host, self.address.port, tls).await {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(target = %self.target, %error, "health probe could not connect");
+                return Some(Report::TcpFailure);
+            }
+        };
+        if self.checks.kind == ProbeKind::Tcp {
+            return Some(Report::Success);
+        }
+        let mut request = format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: strait-health-check\r\nConnection: close\r\n",
+            self.checks.http_path, self.host_header
+        );
+        for (name, value) in &self.checks.headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
+        if stream.write_all(request.as_bytes()).await.is_err() {
+            return Some(Report::TcpFailure);
+        }
+        match read_status(&mut stream).await {
+            Some(status) => self.checks.judge(status),
+            None => Some(Report::TcpFailure),
+        }
+    }
+}
+
+/// The status code of the first line the server sends.
+async fn read_status(stream: &mut Box<dyn strait_runtime::tls::Stream>) -> Option<u16> {
+    let mut buffer = Vec::with_capacity(256);
+    let mut chunk = [0u8; 512];
+    while !buffer.contains(&b'\n') {
+        if buffer.len() > MAX_STATUS_LINE {
+            return None;
+        }
+        let read = stream.read(&mut chunk).await.ok()?;
+        if read == 0 {
+            break;
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+    }
+    parse_status_line(&buffer)
+}
+
+/// `HTTP/1.x NNN ...` -> NNN.
+fn parse_status_line(bytes: &[u8]) -> Option<u16> {
+    let line = bytes.split(|b| *b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.split_whitespace();
+    if !words.next()?.starts_with("HTTP/") {
+        return None;
+    }
+    words.next()?.parse().ok().filter(|s| (100..=999).contains(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines_parse() {
+        assert_eq!(parse_status_line(b"HTTP/1.1 200 OK\r\nx: y"), Some(200));
+        assert_eq!(parse_status_line(b"HTTP/1.0 503\r\n"), Some(503));
+        assert_eq!(parse_status_line(b"SSH-2.0-OpenSSH\r\n"), None);
+        assert_eq!(parse_status_line(b"HTTP/1.1 abc\r\n"), None);
+    }
+}
