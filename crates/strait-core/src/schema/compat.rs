@@ -113,12 +113,12 @@ pub const EXTRA: &[(&str, &str, &str)] = &[
     (
         "upstreams",
         "sticky_sessions_cookie",
-        "Kong 3.10's cookie of the `sticky-sessions` algorithm (required with it; `hash_on` must then be `none`): accepted and stored; the balancer round-robins until issue 15 brings its algorithms, as for `consistent-hashing`, `least-connections` and `latency`",
+        "Kong 3.10's cookie of the `sticky-sessions` algorithm (required with it; `hash_on` must then be `none`): its value names the client's target; a client without it, or whose target is down, is balanced round-robin and gets the cookie (docs/upstreams.md)",
     ),
     (
         "upstreams",
         "sticky_sessions_cookie_path",
-        "that cookie's path (default `/`): accepted and stored, as above",
+        "that cookie's path (default `/`)",
     ),
     (
         "services",
