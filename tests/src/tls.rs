@@ -108,6 +108,23 @@ pub fn server_config(leaf: &LeafCert, alpn: &[&[u8]]) -> Arc<ServerConfig> {
     Arc::new(config)
 }
 
+/// [`server_config`] that also requires a client certificate issued by `client_ca`.
+pub fn mutual_server_config(leaf: &LeafCert, client_ca: &TestCa, alpn: &[&[u8]]) -> Arc<ServerConfig> {
+    let mut roots = RootCertStore::empty();
+    roots.add(client_ca.cert_der()).expect("client CA");
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .expect("client verifier");
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(vec![leaf.cert_der.clone()], leaf.key_der())
+        .expect("server cert");
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
 /// What a test client trusts.
 #[derive(Clone, Debug)]
 pub enum Trust {

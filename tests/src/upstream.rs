@@ -31,7 +31,7 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::tls::{server_config, LeafCert, TestCa};
+use crate::tls::{mutual_server_config, server_config, LeafCert, TestCa};
 
 type TestBody = BoxBody<Bytes, std::io::Error>;
 
@@ -138,6 +138,21 @@ impl Upstream {
     /// [`Upstream::start`] whose TLS certificate is for `names` (DNS names, IP addresses or
     /// URIs) instead of `localhost` and `127.0.0.1`.
     pub async fn start_named(kind: UpstreamKind, names: &[&str]) -> Upstream {
+        Upstream::start_with(kind, names, None).await
+    }
+
+    /// A TLS upstream (HTTP/1.1, certificate for `localhost`/`127.0.0.1`) that refuses
+    /// handshakes without a client certificate issued by `client_ca`.
+    pub async fn start_mutual(client_ca: &TestCa) -> Upstream {
+        Upstream::start_with(
+            UpstreamKind::Tls(Alpn::Http1),
+            &["localhost", "127.0.0.1"],
+            Some(client_ca),
+        )
+        .await
+    }
+
+    async fn start_with(kind: UpstreamKind, names: &[&str], client_ca: Option<&TestCa>) -> Upstream {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
         let addr = listener.local_addr().expect("upstream addr");
         let (cert, ca_pem) = match kind {
@@ -154,7 +169,11 @@ impl Upstream {
                     Alpn::Http1 => &[b"http/1.1"],
                     Alpn::Both => &[b"h2", b"http/1.1"],
                 };
-                Some(tokio_rustls::TlsAcceptor::from(server_config(cert, protocols)))
+                let config = match client_ca {
+                    Some(ca) => mutual_server_config(cert, ca, protocols),
+                    None => server_config(cert, protocols),
+                };
+                Some(tokio_rustls::TlsAcceptor::from(config))
             }
             _ => None,
         };

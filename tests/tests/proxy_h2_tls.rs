@@ -310,3 +310,51 @@ async fn tls_sans_widen_the_names_an_upstream_certificate_may_have() {
     assert_eq!(reply.status, 400, "{}", reply.text());
     assert!(reply.text().contains("invalid URI: not a uri"), "{}", reply.text());
 }
+
+/// An upstream that requires a client certificate (mTLS): the service's `client_certificate`,
+/// or its upstream's, is presented; without one the handshake fails (502). Verification is on
+/// with the upstream's CA, and off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_upstream_with_a_client_certificate() {
+    let client_ca = TestCa::new("client ca");
+    let client = client_ca.issue(&["strait-client"]);
+    let up = Upstream::start_mutual(&client_ca).await;
+    let ca_id = "1b2c3d4e-5f60-4a1b-8c2d-3e4f5a6b7c8d";
+    let cert_id = "2c3d4e5f-6071-4b2c-9d3e-4f5a6b7c8d9e";
+    let svc = |name: &str, host_url: &str, verify: bool, cert: bool| {
+        let mut svc = json!({ "name": name, "url": host_url, "tls_verify": verify,
+            "routes": [{ "name": name, "paths": [format!("/{name}")] }] });
+        if verify {
+            svc["ca_certificates"] = json!([ca_id]);
+        }
+        if cert {
+            svc["client_certificate"] = json!({ "id": cert_id });
+        }
+        svc
+    };
+    let target = format!("127.0.0.1:{}", up.port());
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    gw.apply(&json!({
+        "_format_version": "3.0",
+        "ca_certificates": [{ "id": ca_id, "cert": up.ca_pem.clone().expect("CA") }],
+        "certificates": [{ "id": cert_id, "cert": client.cert_pem, "key": client.key_pem }],
+        "upstreams": [{ "name": "mtls-pool", "client_certificate": { "id": cert_id },
+            "targets": [{ "target": target }] }],
+        "services": [
+            svc("verified", &up.url("https"), true, true),
+            svc("unverified", &up.url("https"), false, true),
+            svc("no-cert", &up.url("https"), true, false),
+            svc("by-upstream", "https://mtls-pool", true, false),
+        ]
+    }))
+    .await;
+    for (path, status) in [
+        ("/verified", 200),
+        ("/unverified", 200),
+        ("/no-cert", 502),
+        ("/by-upstream", 200),
+    ] {
+        let reply = gw.proxy(request("GET", &format!("{path}/echo"), &[], "")).await;
+        assert_eq!(reply.status, status, "{path}: {}", reply.text());
+    }
+}

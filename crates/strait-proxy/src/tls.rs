@@ -230,10 +230,18 @@ pub struct UpstreamTlsCache {
 }
 
 impl UpstreamTlsCache {
-    pub(crate) fn get(&mut self, service: &Service, state: &EntityState) -> Result<Arc<UpstreamTls>, String> {
+    /// The configurations for `service`; `upstream_client_cert` is the
+    /// `client_certificate` of the upstream its host names, used when the
+    /// service has none (Kong's order).
+    pub(crate) fn get(
+        &mut self,
+        service: &Service,
+        upstream_client_cert: Option<Uuid>,
+        state: &EntityState,
+    ) -> Result<Arc<UpstreamTls>, String> {
         let verify = service.tls_verify.unwrap_or(false);
         let cas = service.ca_certificates.clone().unwrap_or_default();
-        let client_cert = service.client_certificate.map(|c| c.id);
+        let client_cert = service.client_certificate.map(|c| c.id).or(upstream_client_cert);
         let sans = service.tls_sans.clone().filter(|_| verify);
         let key = (verify, cas.clone(), client_cert, sans.clone());
         if let Some(existing) = self.built.get(&key) {

@@ -359,8 +359,17 @@ fn rebuild_services(compiled: &mut Compiled, state: &EntityState, ids: &[Uuid], 
             compiled.services.remove(id);
             continue;
         };
+        let balancer = compiled
+            .balancers
+            .get(service.host.to_ascii_lowercase().as_str())
+            .cloned();
+        let upstream_cert = balancer
+            .as_ref()
+            .and_then(|b| state.upstreams.get(&b.upstream_id))
+            .and_then(|u| u.client_certificate.as_ref())
+            .map(|c| c.id);
         let tls = match service.protocol.as_str() {
-            "https" | "grpcs" | "tls" | "wss" => match tls_cache.get(service, state) {
+            "https" | "grpcs" | "tls" | "wss" => match tls_cache.get(service, upstream_cert, state) {
                 Ok(tls) => Some(tls),
                 Err(message) => {
                     problems.push(CompileProblem {
@@ -372,10 +381,6 @@ fn rebuild_services(compiled: &mut Compiled, state: &EntityState, ids: &[Uuid], 
             },
             _ => None,
         };
-        let balancer = compiled
-            .balancers
-            .get(service.host.to_ascii_lowercase().as_str())
-            .cloned();
         let runtime = ServiceRuntime {
             service: service.clone(),
             tls,
