@@ -152,8 +152,22 @@ impl Upstream {
         .await
     }
 
+    /// An HTTP/1.1 upstream listening on `addr` (e.g. another loopback address, `127.0.0.2:<port>`).
+    pub async fn start_at(addr: SocketAddr) -> Upstream {
+        Upstream::start_with_at(UpstreamKind::Http1, &[], None, addr).await
+    }
+
     async fn start_with(kind: UpstreamKind, names: &[&str], client_ca: Option<&TestCa>) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
+        Upstream::start_with_at(kind, names, client_ca, "127.0.0.1:0".parse().expect("address")).await
+    }
+
+    async fn start_with_at(
+        kind: UpstreamKind,
+        names: &[&str],
+        client_ca: Option<&TestCa>,
+        bind: SocketAddr,
+    ) -> Upstream {
+        let listener = TcpListener::bind(bind).await.expect("bind upstream");
         let addr = listener.local_addr().expect("upstream addr");
         let (cert, ca_pem) = match kind {
             UpstreamKind::Tls(_) => {

@@ -16,8 +16,8 @@ use tokio::sync::mpsc;
 /// What the scripted upstream saw of one connection.
 #[derive(Debug)]
 enum Seen {
-    /// Bytes of the request, as they arrived, with the time.
-    Bytes(Vec<u8>, Instant),
+    /// Bytes of the request, as they arrived.
+    Bytes(Vec<u8>),
     /// The peer closed the connection.
     Closed(Instant),
 }
@@ -54,7 +54,7 @@ async fn read_head(tcp: &mut TcpStream, tx: &mpsc::UnboundedSender<Seen>) -> Vec
             }
             Ok(n) => {
                 head.extend_from_slice(&buf[..n]);
-                let _ = tx.send(Seen::Bytes(buf[..n].to_vec(), Instant::now()));
+                let _ = tx.send(Seen::Bytes(buf[..n].to_vec()));
             }
         }
     }
@@ -71,7 +71,7 @@ async fn watch(tcp: &mut TcpStream, tx: &mpsc::UnboundedSender<Seen>) {
                 return;
             }
             Ok(n) => {
-                let _ = tx.send(Seen::Bytes(buf[..n].to_vec(), Instant::now()));
+                let _ = tx.send(Seen::Bytes(buf[..n].to_vec()));
             }
         }
     }
@@ -106,7 +106,7 @@ async fn a_client_that_disconnects_cancels_its_upstream_request() {
         .expect("write");
     loop {
         match next_event(&mut rx, Duration::from_secs(5)).await {
-            Some(Seen::Bytes(bytes, _)) if bytes.windows(4).any(|w| w == b"\r\n\r\n") => break,
+            Some(Seen::Bytes(bytes)) if bytes.windows(4).any(|w| w == b"\r\n\r\n") => break,
             Some(Seen::Bytes(..)) => continue,
             other => panic!("the request did not reach the upstream: {other:?}"),
         }
@@ -122,7 +122,8 @@ async fn a_client_that_disconnects_cancels_its_upstream_request() {
 /// An upstream answering server-sent events: one event, a pause, another, then the end.
 async fn events(mut tcp: TcpStream, tx: mpsc::UnboundedSender<Seen>, headers: &'static str) {
     read_head(&mut tcp, &tx).await;
-    let head = format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n{headers}transfer-encoding: chunked\r\n\r\n");
+    let head =
+        format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n{headers}transfer-encoding: chunked\r\n\r\n");
     let _ = tcp.write_all(head.as_bytes()).await;
     let _ = tcp.write_all(b"d\r\ndata: first\n\n\r\n").await;
     tokio::time::sleep(Duration::from_millis(800)).await;
@@ -146,7 +147,11 @@ async fn first_event_after(gw: &Gateway) -> Duration {
             .await
             .expect("an event within 5 s")
             .expect("read");
-        assert!(n > 0, "closed before the first event: {}", String::from_utf8_lossy(&seen));
+        assert!(
+            n > 0,
+            "closed before the first event: {}",
+            String::from_utf8_lossy(&seen)
+        );
         seen.extend_from_slice(&buf[..n]);
     }
     sent.elapsed()

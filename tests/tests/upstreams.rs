@@ -370,3 +370,89 @@ async fn a_reset_before_the_response_is_retried_only_for_idempotent_requests() {
     }
     assert!(failed > 0, "a POST that reached the upstream is not sent twice");
 }
+
+/// A DNS server on loopback: every A query is answered with `127.0.0.<last>` and a 1 s TTL,
+/// except names starting with `nx`, which do not exist. Counts the queries.
+async fn test_resolver(
+    last: std::sync::Arc<std::sync::atomic::AtomicU8>,
+) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::Ordering;
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+    let addr = socket.local_addr().expect("addr");
+    let queries = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = queries.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let mut reply = buf[..n].to_vec();
+            reply[2] |= 0x80;
+            if buf[13..15] == *b"nx" {
+                reply[3] = 3;
+            } else {
+                reply[7] = 1;
+                reply.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 127, 0, 0]);
+                reply.push(last.load(Ordering::SeqCst));
+            }
+            let _ = socket.send_to(&reply, peer).await;
+        }
+    });
+    (addr, queries)
+}
+
+/// A target named by a host name moves when its record changes: Strait uses the answer for its
+/// TTL (1 s here), then asks again; a name that does not exist is a 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_answers_are_used_for_their_ttl_and_then_resolved_again() {
+    use std::sync::atomic::Ordering;
+    let first = Upstream::start(UpstreamKind::Http1).await;
+    let port = first.port();
+    let second = Upstream::start_at(SocketAddr::from(([127, 0, 0, 2], port))).await;
+    let last = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(1));
+    let (resolver, queries) = test_resolver(last.clone()).await;
+    let gw = Gateway::start(GatewayOptions::new().setting("dns_resolver", &resolver.to_string())).await;
+    let upstream = json!({ "name": "pool", "targets": [{ "target": format!("backend.strait.test:{port}") }] });
+    let mut cfg = pool_config(upstream, 0);
+    let mut direct = service(
+        "direct",
+        &format!("http://svc.strait.test:{port}"),
+        vec![route("d", &["/direct"])],
+    );
+    direct["retries"] = json!(0);
+    let missing = service("missing", "http://nx.strait.test", vec![route("m", &["/missing"])]);
+    cfg["services"]
+        .as_array_mut()
+        .expect("services")
+        .extend([direct, missing]);
+    gw.apply(&cfg).await;
+
+    for path in ["/pool/echo", "/direct/echo"] {
+        for _ in 0..10 {
+            assert_eq!(gw.proxy(get(path)).await.status, 200);
+        }
+    }
+    assert_eq!(first.hits(), 20);
+    assert!(
+        queries.load(Ordering::SeqCst) <= 3,
+        "one query per name while the answer is fresh, not one per request: {}",
+        queries.load(Ordering::SeqCst)
+    );
+
+    last.store(2, Ordering::SeqCst);
+    eventually(Duration::from_secs(5), "both names move to 127.0.0.2", || {
+        let gw = &gw;
+        let second = &second;
+        async move {
+            let before = second.hits();
+            gw.proxy(get("/pool/echo")).await;
+            gw.proxy(get("/direct/echo")).await;
+            anyhow::ensure!(second.hits() == before + 2, "still on the old address");
+            Ok(())
+        }
+    })
+    .await;
+
+    let reply = gw.proxy(get("/missing")).await;
+    assert_eq!(reply.status, 503, "{}", reply.text());
+    assert_eq!(reply.message().as_deref(), Some("name resolution failed"));
+}

@@ -621,10 +621,24 @@ async fn forward(
             .map(|(n, _)| n)
             .unwrap_or(&authority)
             .to_string();
+        let addr = match crate::dns::resolve(&target_host, target_port).await {
+            Ok(addr) => addr,
+            Err(error) => {
+                let error = ProxyError::new(ErrorKind::NameResolution, error.to_string());
+                if let Some(last) = tries.last_mut() {
+                    last.failure = Some(error.cause.clone());
+                }
+                last_error = error;
+                pending = Some(upstream_request);
+                if balancer.is_some() {
+                    continue;
+                }
+                break;
+            }
+        };
         let endpoint = Endpoint {
             write_timeout: millis(service.write_timeout),
-            host: target_host,
-            port: target_port,
+            addr,
             http2,
             tls: runtime
                 .tls

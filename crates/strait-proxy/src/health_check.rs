@@ -169,7 +169,14 @@ impl Probe {
             server_name: tls_name,
             verify: self.checks.verify_certificate,
         });
-        let mut stream = match strait_runtime::tls::connect(&self.address.host, self.address.port, tls).await {
+        let addr = match crate::dns::resolve(&self.address.host, self.address.port).await {
+            Ok(addr) => addr,
+            Err(error) => {
+                tracing::debug!(target = %self.target, %error, "health probe could not resolve the target");
+                return Some(Report::TcpFailure);
+            }
+        };
+        let mut stream = match strait_runtime::tls::connect(&addr.ip().to_string(), addr.port(), tls).await {
             Ok(stream) => stream,
             Err(error) => {
                 tracing::debug!(target = %self.target, %error, "health probe could not connect");

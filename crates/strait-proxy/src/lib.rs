@@ -12,6 +12,7 @@ pub mod balancer;
 pub mod body;
 pub mod compiler;
 pub mod conn;
+pub mod dns;
 pub mod error;
 pub mod handler;
 pub mod health_check;

@@ -31,8 +31,9 @@ const MAX_IDLE_PER_KEY: usize = 512;
 pub struct Endpoint {
     /// Longest a write to the upstream may stay blocked (service `write_timeout`).
     pub write_timeout: Duration,
-    pub host: String,
-    pub port: u16,
+    /// The target's address, resolved (dns.rs); keep-alive connections are
+    /// kept per address, so a name that moves leaves its old connections.
+    pub addr: SocketAddr,
     pub http2: bool,
     /// TLS client configuration and the server name to send, when TLS.
     pub tls: Option<(Arc<ClientConfig>, String)>,
@@ -41,8 +42,7 @@ pub struct Endpoint {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct PoolKey {
     write_timeout: Duration,
-    host: String,
-    port: u16,
+    addr: SocketAddr,
     http2: bool,
     /// Identity of the TLS configuration (pointer) and SNI.
     tls: Option<(usize, String)>,
@@ -52,8 +52,7 @@ impl Endpoint {
     fn key(&self) -> PoolKey {
         PoolKey {
             write_timeout: self.write_timeout,
-            host: self.host.clone(),
-            port: self.port,
+            addr: self.addr,
             http2: self.http2,
             tls: self
                 .tls
@@ -237,19 +236,8 @@ impl Pool {
     }
 }
 
-async fn resolve(host: &str, port: u16) -> Result<SocketAddr, ProxyError> {
-    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
-        return Ok(SocketAddr::new(ip, port));
-    }
-    tokio::net::lookup_host((host, port))
-        .await
-        .ok()
-        .and_then(|mut addrs| addrs.next())
-        .ok_or_else(|| ProxyError::new(ErrorKind::NameResolution, format!("could not resolve {host}")))
-}
-
 async fn connect(endpoint: &Endpoint, connect_timeout: Duration) -> Result<Sender, ProxyError> {
-    let addr = resolve(&endpoint.host, endpoint.port).await?;
+    let addr = endpoint.addr;
     let attempt = async {
         let tcp = TcpStream::connect(addr)
             .await

@@ -17,7 +17,7 @@ const SECRETS: &[&str] = &["admin_token"];
 /// parsed `<name>ers` list beside them (`proxy_listen` -> `proxy_listeners`).
 const LISTEN_SETTINGS: &[&str] = &["proxy_listen", "admin_listen", "status_listen", "cluster_listen"];
 /// Comma-separated list settings Kong shows as arrays, besides the listeners.
-const LIST_SETTINGS: &[&str] = &["headers", "headers_upstream"];
+const LIST_SETTINGS: &[&str] = &["headers", "headers_upstream", "dns_resolver", "dns_order"];
 
 /// Kong's `configuration` object for this node's settings.
 pub fn configuration(settings: &NodeSettings) -> Value {

@@ -61,6 +61,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         }
     }
     strait_proxy::secrets::set_defaults(settings.vaults.clone());
+    strait_proxy::dns::configure(settings.dns.clone());
     std::fs::create_dir_all(&settings.prefix)
         .with_context(|| format!("creating prefix {}", settings.prefix.display()))?;
     let store: Arc<dyn Store> = Arc::new(

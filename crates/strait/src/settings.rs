@@ -52,6 +52,13 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("vault_env_prefix", ""),
     ("vault_file_base_path", ""),
     ("vault_refresh_interval", "60s"),
+    ("dns_resolver", ""),
+    ("dns_hostsfile", "/etc/hosts"),
+    ("dns_order", "LAST,SRV,A,CNAME"),
+    ("dns_valid_ttl", ""),
+    ("dns_stale_ttl", "3600"),
+    ("dns_not_found_ttl", "30"),
+    ("dns_error_ttl", "1"),
     ("headers", strait_proxy::kong_headers::DEFAULT_HEADERS),
     ("headers_upstream", strait_proxy::kong_headers::DEFAULT_HEADERS_UPSTREAM),
 ];
@@ -88,6 +95,8 @@ pub struct NodeSettings {
     pub vaults: strait_proxy::secrets::VaultDefaults,
     /// How often secret references are read again (zero: never).
     pub vault_refresh_interval: Duration,
+    /// `dns_*`: how service and target hosts are resolved.
+    pub dns: strait_proxy::dns::DnsSettings,
     pub raw: RawSettings,
 }
 
@@ -232,6 +241,52 @@ fn parse_number(key: &str, value: &str) -> Result<usize> {
         .map_err(|_| anyhow!("{key}: expected a number, got {value:?}"))
 }
 
+/// Kong's `dns_*` settings. `dns_order` may name `LAST`, `SRV`, `A`,
+/// `AAAA` and `CNAME`; Strait asks for A and AAAA records in the order
+/// given (CNAMEs are followed by the server; `LAST` and `SRV` are accepted
+/// and skipped).
+fn dns_settings(raw: &RawSettings) -> Result<strait_proxy::dns::DnsSettings> {
+    use strait_proxy::dns::{parse_server, read_hosts_file, system_servers, DnsSettings, RecordType};
+    let servers = match raw.get("dns_resolver").trim() {
+        "" => system_servers(),
+        list => list
+            .split(',')
+            .map(|entry| parse_server(entry).ok_or_else(|| anyhow!("dns_resolver: invalid address {:?}", entry.trim())))
+            .collect::<Result<Vec<_>>>()?,
+    };
+    let mut order = Vec::new();
+    for token in raw.get("dns_order").split(',').map(str::trim) {
+        match token.to_ascii_uppercase().as_str() {
+            "A" => order.push(RecordType::A),
+            "AAAA" => order.push(RecordType::Aaaa),
+            "LAST" | "SRV" | "CNAME" => {}
+            _ => bail!("dns_order: expected LAST, SRV, A, AAAA or CNAME (got {token:?})"),
+        }
+    }
+    if order.is_empty() {
+        bail!("dns_order: must name A or AAAA");
+    }
+    let seconds = |key: &str| parse_duration(key, raw.get(key));
+    let hosts_path = raw.get("dns_hostsfile");
+    Ok(DnsSettings {
+        servers,
+        hosts: if hosts_path.is_empty() {
+            Default::default()
+        } else {
+            read_hosts_file(std::path::Path::new(hosts_path))
+        },
+        order,
+        valid_ttl: match raw.get("dns_valid_ttl").trim() {
+            "" => None,
+            value => Some(parse_duration("dns_valid_ttl", value)?),
+        },
+        stale_ttl: seconds("dns_stale_ttl")?,
+        not_found_ttl: seconds("dns_not_found_ttl")?,
+        error_ttl: seconds("dns_error_ttl")?,
+        timeout: Duration::from_secs(2),
+    })
+}
+
 impl NodeSettings {
     pub fn from_raw(raw: RawSettings) -> Result<NodeSettings> {
         if raw.get("role") != "traditional" {
@@ -352,6 +407,7 @@ impl NodeSettings {
                 },
             },
             vault_refresh_interval: parse_duration("vault_refresh_interval", raw.get("vault_refresh_interval"))?,
+            dns: dns_settings(&raw)?,
             proxy,
             raw,
         })
