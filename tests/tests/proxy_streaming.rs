@@ -131,12 +131,12 @@ async fn events(mut tcp: TcpStream, tx: mpsc::UnboundedSender<Seen>, headers: &'
     watch(&mut tcp, &tx).await;
 }
 
-/// When the first event reached the client, counted from the request.
-async fn first_event_after(gw: &Gateway) -> Duration {
+/// When the first event reached the client, counted from the request, and what had arrived.
+async fn first_event_after(gw: &Gateway, host: &str) -> (Duration, String) {
     let mut client = RawConn::connect(gw.proxy_addr()).await.expect("connect");
     let sent = Instant::now();
     client
-        .write(b"GET /s/events HTTP/1.1\r\nHost: x\r\n\r\n")
+        .write(format!("GET /s/events HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes())
         .await
         .expect("write");
     let mut seen = Vec::new();
@@ -154,24 +154,108 @@ async fn first_event_after(gw: &Gateway) -> Duration {
         );
         seen.extend_from_slice(&buf[..n]);
     }
-    sent.elapsed()
+    (sent.elapsed(), String::from_utf8_lossy(&seen).into_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_sent_events_flush_at_once_without_response_buffering() {
-    let (addr, _rx) = scripted(|tcp, tx| events(tcp, tx, "")).await;
-    let streaming = Gateway::start(GatewayOptions::new()).await;
+    let (plain, _rx) = scripted(|tcp, tx| events(tcp, tx, "")).await;
+    let (opted_out, _rx2) = scripted(|tcp, tx| events(tcp, tx, "x-accel-buffering: no\r\n")).await;
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let route = |name: &str, buffering: bool| json!({ "name": name, "paths": ["/s"], "response_buffering": buffering });
+    let svc = |name: &str, addr: SocketAddr, host: &str, buffering: bool| {
+        let mut route = route(name, buffering);
+        route["hosts"] = json!([host]);
+        json!({ "name": name, "url": format!("http://{addr}"), "routes": [route] })
+    };
     let mut cfg = config(vec![]);
-    let mut svc = service("scripted", &format!("http://{addr}"), vec![]);
-    svc["routes"] = json!([
-        { "name": "unbuffered", "paths": ["/s"], "response_buffering": false },
-        { "name": "buffered", "paths": ["/b"], "response_buffering": true },
+    cfg["services"] = json!([
+        svc("unbuffered", plain, "unbuffered.test", false),
+        svc("buffered", plain, "buffered.test", true),
+        svc("opted-out", opted_out, "opted-out.test", true),
     ]);
-    cfg["services"] = json!([svc]);
-    streaming.apply(&cfg).await;
-    let unbuffered = first_event_after(&streaming).await;
+    gw.apply(&cfg).await;
+    let unbuffered = first_event_after(&gw, "unbuffered.test").await;
     assert!(
-        unbuffered < Duration::from_millis(500),
+        unbuffered.0 < Duration::from_millis(500),
         "with response_buffering=false the first event must not wait for the second: {unbuffered:?}"
+    );
+    let buffered = first_event_after(&gw, "buffered.test").await;
+    assert!(
+        buffered.0 >= Duration::from_millis(700) && buffered.1.contains("data: second"),
+        "response_buffering=true (Kong's default) passes small writes on in blocks: {buffered:?}"
+    );
+    let opted_out = first_event_after(&gw, "opted-out.test").await;
+    assert!(
+        opted_out.0 < Duration::from_millis(500),
+        "X-Accel-Buffering: no: {opted_out:?}"
+    );
+    assert!(
+        !opted_out.1.to_ascii_lowercase().contains("x-accel-buffering"),
+        "{}",
+        opted_out.1
+    );
+}
+
+/// The upstream's view of a request whose body the client sends in two parts, 600 ms
+/// apart: when the first body byte reached the upstream, counted from the first part.
+async fn first_body_byte_after(gw: &Gateway, rx: &mut mpsc::UnboundedReceiver<Seen>, host: &str) -> Duration {
+    let mut client = RawConn::connect(gw.proxy_addr()).await.expect("connect");
+    let head = format!("POST /s/upload HTTP/1.1\r\nHost: {host}\r\ncontent-length: 10\r\n\r\nhello");
+    let sent = Instant::now();
+    client.write(head.as_bytes()).await.expect("write");
+    let second = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        client.write(b"world").await.expect("write");
+        client
+    });
+    let mut seen = Vec::new();
+    let arrived = loop {
+        match next_event(rx, Duration::from_secs(5)).await {
+            Some(Seen::Bytes(bytes)) => {
+                seen.extend_from_slice(&bytes);
+                let text = String::from_utf8_lossy(&seen);
+                if let Some((_, body)) = text.split_once("\r\n\r\n") {
+                    if !body.is_empty() {
+                        break sent.elapsed();
+                    }
+                }
+            }
+            other => panic!("no body reached the upstream: {other:?}"),
+        }
+    };
+    drop(second.await);
+    arrived
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_buffering_holds_the_body_until_it_is_complete() {
+    let (addr, mut rx) = scripted(|mut tcp, tx| async move {
+        read_head(&mut tcp, &tx).await;
+        watch(&mut tcp, &tx).await;
+    })
+    .await;
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let svc = |name: &str, buffering: bool| {
+        json!({ "name": name, "url": format!("http://{addr}"), "retries": 0,
+            "routes": [{ "name": name, "paths": ["/s"], "hosts": [format!("{name}.test")],
+                "request_buffering": buffering }] })
+    };
+    let mut cfg = config(vec![]);
+    cfg["services"] = json!([svc("streamed", false), svc("buffered", true)]);
+    gw.apply(&cfg).await;
+    let streamed = first_body_byte_after(&gw, &mut rx, "streamed.test").await;
+    assert!(
+        streamed < Duration::from_millis(400),
+        "request_buffering=false streams: {streamed:?}"
+    );
+    // Drain the first connection's close before the next request.
+    while let Some(event) = next_event(&mut rx, Duration::from_millis(300)).await {
+        drop(event);
+    }
+    let buffered = first_body_byte_after(&gw, &mut rx, "buffered.test").await;
+    assert!(
+        buffered >= Duration::from_millis(550),
+        "request_buffering=true sends nothing before the whole body: {buffered:?}"
     );
 }

@@ -357,6 +357,15 @@ async fn a_reset_before_the_response_is_retried_only_for_idempotent_requests() {
         assert_eq!(reply.status, 200, "GET {i}: {}", reply.text());
     }
     assert_eq!(good.hits(), 10, "each GET reached the good target once");
+    // An idempotent request whose body was buffered (request_buffering, Kong's default) is
+    // sent again whole.
+    for i in 0..4 {
+        let reply = gw
+            .proxy(request("PUT", &format!("/pool/echo?put={i}"), &[], "the body"))
+            .await;
+        assert_eq!(reply.status, 200, "PUT {i}: {}", reply.text());
+        assert_eq!(reply.json()["body"], "the body");
+    }
     let mut failed = 0;
     for i in 0..10 {
         let reply = gw

@@ -89,4 +89,246 @@ where
     }
 }
 
+/// Bytes [`BlockBody`] gathers before passing data on: one nginx proxy
+/// buffer (`proxy_buffers 8 8k`).
+pub const RESPONSE_BLOCK: usize = 8 * 1024;
+
+/// Kong's `response_buffering = true` (nginx's `proxy_buffering on`): the
+/// upstream's data is passed on in blocks of [`RESPONSE_BLOCK`] bytes, or
+/// when the body ends, instead of write by write. Small writes (server-sent
+/// events) wait for the block to fill; routes that stream set
+/// `response_buffering = false`, or the upstream sends
+/// `X-Accel-Buffering: no`. A frame already as big as a block, or the last
+/// one with nothing held, passes without a copy.
+pub struct BlockBody<B> {
+    inner: Pin<Box<B>>,
+    held: bytes::BytesMut,
+    /// Trailers that arrived while data was held: sent after it.
+    trailers: Option<Frame<Bytes>>,
+    ended: bool,
+}
+
+impl<B> BlockBody<B> {
+    pub fn new(inner: B) -> BlockBody<B> {
+        BlockBody {
+            inner: Box::pin(inner),
+            held: bytes::BytesMut::new(),
+            trailers: None,
+            ended: false,
+        }
+    }
+
+    fn release(&mut self) -> Frame<Bytes> {
+        Frame::data(self.held.split().freeze())
+    }
+}
+
+impl<B> Body for BlockBody<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        loop {
+            if self.ended {
+                if !self.held.is_empty() {
+                    return Poll::Ready(Some(Ok(self.release())));
+                }
+                return Poll::Ready(self.trailers.take().map(Ok));
+            }
+            let frame = match self.inner.as_mut().poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    self.ended = true;
+                    continue;
+                }
+                Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error.into()))),
+                Poll::Ready(Some(Ok(frame))) => frame,
+            };
+            match frame.into_data() {
+                Ok(data) => {
+                    let last = self.inner.is_end_stream();
+                    if self.held.is_empty() && (last || data.len() >= RESPONSE_BLOCK) {
+                        self.ended = last;
+                        return Poll::Ready(Some(Ok(Frame::data(data))));
+                    }
+                    self.held.extend_from_slice(&data);
+                    if last {
+                        self.ended = true;
+                    } else if self.held.len() >= RESPONSE_BLOCK {
+                        return Poll::Ready(Some(Ok(self.release())));
+                    }
+                }
+                Err(trailers) => {
+                    self.trailers = Some(trailers);
+                    self.ended = true;
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.ended && self.held.is_empty() && self.trailers.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        if self.ended {
+            return SizeHint::with_exact(self.held.len() as u64);
+        }
+        let inner = self.inner.size_hint();
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower() + self.held.len() as u64);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + self.held.len() as u64);
+        }
+        hint
+    }
+}
+
+/// A body whose first bytes were already read (request buffering past its
+/// limit): those bytes, then the rest as it arrives.
+pub struct PrefixedBody {
+    prefix: Option<Bytes>,
+    /// Trailers read while buffering, sent after the prefix.
+    trailers: Option<Frame<Bytes>>,
+    rest: ProxyBody,
+}
+
+impl PrefixedBody {
+    pub fn new(prefix: Bytes, trailers: Option<Frame<Bytes>>, rest: ProxyBody) -> PrefixedBody {
+        PrefixedBody {
+            prefix: Some(prefix).filter(|p| !p.is_empty()),
+            trailers,
+            rest,
+        }
+    }
+}
+
+impl Body for PrefixedBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(prefix) = self.prefix.take() {
+            return Poll::Ready(Some(Ok(Frame::data(prefix))));
+        }
+        if let Some(trailers) = self.trailers.take() {
+            return Poll::Ready(Some(Ok(trailers)));
+        }
+        Pin::new(&mut self.rest).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.prefix.is_none() && self.trailers.is_none() && self.rest.is_end_stream()
+    }
+}
+
+/// What request buffering read of a body.
+pub enum Buffered {
+    /// The whole body.
+    Whole(Bytes),
+    /// What was read (more than the limit, or up to trailers); the rest streams.
+    Partial(PrefixedBody),
+}
+
+/// Read `body` until it ends or holds more than `limit` bytes. A body the
+/// client broke off is its error (400).
+pub async fn buffer_up_to(mut body: ProxyBody, limit: usize) -> Result<Buffered, BoxError> {
+    use http_body_util::BodyExt as _;
+    let mut held = bytes::BytesMut::new();
+    let mut single: Option<Bytes> = None;
+    while let Some(frame) = body.frame().await {
+        let data = match frame?.into_data() {
+            Ok(data) => data,
+            Err(trailers) => {
+                let prefix = single.take().unwrap_or_else(|| held.split().freeze());
+                return Ok(Buffered::Partial(PrefixedBody::new(prefix, Some(trailers), body)));
+            }
+        };
+        // One frame (the usual small body) is kept without a copy.
+        match single.take() {
+            None if held.is_empty() => single = Some(data),
+            Some(first) => {
+                held.extend_from_slice(&first);
+                held.extend_from_slice(&data);
+            }
+            None => held.extend_from_slice(&data),
+        }
+        let size = single.as_ref().map_or(held.len(), Bytes::len);
+        if size > limit {
+            let prefix = single.take().unwrap_or_else(|| held.split().freeze());
+            return Ok(Buffered::Partial(PrefixedBody::new(prefix, None, body)));
+        }
+    }
+    Ok(Buffered::Whole(single.unwrap_or_else(|| held.freeze())))
+}
+
 use std::future::Future;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use std::collections::VecDeque;
+
+    /// A body that yields `frames` one per poll.
+    struct Frames(VecDeque<Frame<Bytes>>);
+
+    impl Body for Frames {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            Poll::Ready(self.0.pop_front().map(Ok))
+        }
+    }
+
+    fn frames(parts: Vec<Frame<Bytes>>) -> ProxyBody {
+        boxed(Frames(parts.into()))
+    }
+
+    #[tokio::test]
+    async fn buffering_keeps_a_small_body_whole_and_streams_the_rest_of_a_big_one() {
+        let small = frames(vec![
+            Frame::data(Bytes::from_static(b"ab")),
+            Frame::data(Bytes::from_static(b"cd")),
+        ]);
+        match buffer_up_to(small, 10).await.expect("read") {
+            Buffered::Whole(bytes) => assert_eq!(&bytes[..], b"abcd"),
+            Buffered::Partial(_) => panic!("4 bytes fit in 10"),
+        }
+        let big = frames(vec![
+            Frame::data(Bytes::from_static(b"0123")),
+            Frame::data(Bytes::from_static(b"4567")),
+            Frame::data(Bytes::from_static(b"89")),
+        ]);
+        let Buffered::Partial(rest) = buffer_up_to(big, 5).await.expect("read") else {
+            panic!("8 bytes do not fit in 5");
+        };
+        let all = rest.collect().await.expect("rest").to_bytes();
+        assert_eq!(&all[..], b"0123456789", "nothing lost or reordered");
+    }
+
+    #[tokio::test]
+    async fn blocks_gather_small_writes_and_keep_trailers_last() {
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-t", http::HeaderValue::from_static("1"));
+        let body = frames(vec![
+            Frame::data(Bytes::from_static(b"a")),
+            Frame::data(Bytes::from_static(b"b")),
+            Frame::trailers(trailers),
+        ]);
+        let mut blocks = BlockBody::new(body);
+        let first = blocks.frame().await.expect("frame").expect("ok");
+        assert_eq!(first.into_data().expect("data"), Bytes::from_static(b"ab"));
+        let second = blocks.frame().await.expect("frame").expect("ok");
+        assert!(second.is_trailers());
+        assert!(blocks.frame().await.is_none());
+    }
+}

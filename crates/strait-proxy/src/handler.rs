@@ -17,7 +17,7 @@ use strait_runtime::health::{InFlight, Report};
 
 use crate::balancer::hashing::HashInput;
 use crate::balancer::{Algorithm, Attempts};
-use crate::body::{boxed, full, IdleTimeoutBody, ProxyBody};
+use crate::body::{boxed, buffer_up_to, full, BlockBody, Buffered, IdleTimeoutBody, ProxyBody};
 use crate::error::{error_response, ErrorKind, ProxyError};
 use crate::kong_headers::{HeaderSwitches, RequestId};
 use crate::snapshot::{ServiceRuntime, Snapshot};
@@ -132,6 +132,11 @@ fn add_kong_headers(
 }
 
 const X_KONG_REQUEST_ID: HeaderName = HeaderName::from_static("x-kong-request-id");
+const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
+
+/// Most of a request body `request_buffering` holds in memory; past it the
+/// rest streams (Strait does not spill bodies to disk as nginx does).
+pub const REQUEST_BUFFER: usize = 1024 * 1024;
 
 /// The response for a failed request: the error kind's Kong response, and
 /// on HTTP/1.1 a closed connection when the request's framing is suspect.
@@ -518,15 +523,35 @@ async fn forward(
     let connect_timeout = millis(service.connect_timeout);
     let attempts = service.retries.max(0) as usize + 1;
     let balancer = runtime.balancer.as_deref();
+    // `request_buffering`: the body is read before anything is sent
+    // upstream (up to REQUEST_BUFFER; a longer one streams after that), so
+    // a slow client never holds an upstream connection and the body can be
+    // sent again on a retry. gRPC and upgrades stream.
+    let (body, buffered) =
+        if route.request_buffering && !http2 && upgrade.is_none() && !http_body::Body::is_end_stream(&body) {
+            match buffer_up_to(body, REQUEST_BUFFER).await {
+                Ok(Buffered::Whole(bytes)) => {
+                    parts.headers.remove(header::TRANSFER_ENCODING);
+                    parts
+                        .headers
+                        .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+                    (full(bytes.clone()), Some(bytes))
+                }
+                Ok(Buffered::Partial(rest)) => (boxed(rest), None),
+                Err(error) => return Err(ProxyError::new(ErrorKind::BadRequest, format!("request body: {error}"))),
+            }
+        } else {
+            let empty = http_body::Body::is_end_stream(&body).then(bytes::Bytes::new);
+            (body, empty)
+        };
     // A request that went out and met a reset before any response byte is
-    // sent again only when it is idempotent and has no body to stream
-    // again; keeping its headers for that costs a copy, so only where a
-    // retry could reach another target.
-    let replay = (attempts > 1
-        && balancer.is_some_and(|b| b.target_count() > 1)
-        && parts.method.is_idempotent()
-        && http_body::Body::is_end_stream(&body))
-    .then(|| parts.headers.clone());
+    // sent again only when it is idempotent and its whole body is held (or
+    // it has none); keeping its headers for that costs a copy, so only
+    // where a retry could reach another target.
+    let replay = (attempts > 1 && balancer.is_some_and(|b| b.target_count() > 1) && parts.method.is_idempotent())
+        .then_some(buffered)
+        .flatten()
+        .map(|bytes| (parts.headers.clone(), bytes));
     let client_path = parts.uri.path().to_string();
     let client_query = parts.uri.query().map(str::to_string);
     let method = parts.method;
@@ -544,8 +569,8 @@ async fn forward(
         let mut upstream_request = match pending.take() {
             Some(request) => request,
             None => match &replay {
-                Some(headers) => {
-                    let mut request = Request::new(crate::body::full(bytes::Bytes::new()));
+                Some((headers, bytes)) => {
+                    let mut request = Request::new(full(bytes.clone()));
                     *request.method_mut() = method.clone();
                     *request.headers_mut() = headers.clone();
                     request
@@ -731,15 +756,12 @@ async fn forward(
         let switched = upgrade
             .take()
             .and_then(|upgrade| upgrade.start(&mut response, millis(service.read_timeout)));
-        let mut response = finish_response(
-            response,
-            service.read_timeout,
-            started,
-            upstream_started,
-            &shared.headers,
-            detail,
+        let body = ResponseBody {
+            read_timeout: millis(service.read_timeout),
             in_flight,
-        );
+            buffering: route.response_buffering && !http2,
+        };
+        let mut response = finish_response(response, body, started, upstream_started, &shared.headers, detail);
         if let Some(protocol) = switched {
             crate::tunnel::set_headers(response.headers_mut(), protocol);
         }
@@ -760,14 +782,23 @@ fn passive_report(kind: ErrorKind) -> Option<Report> {
     }
 }
 
+/// How the upstream's response body is passed on.
+struct ResponseBody {
+    /// Longest silence between two body frames (the service's `read_timeout`).
+    read_timeout: Duration,
+    /// Held until the body is done (least-connections and latency balancing).
+    in_flight: Option<InFlight>,
+    /// The route's `response_buffering`.
+    buffering: bool,
+}
+
 fn finish_response(
     response: Response<Incoming>,
-    read_timeout_ms: i64,
+    policy: ResponseBody,
     started: Instant,
     upstream_started: Instant,
     switches: &HeaderSwitches,
     detail: Option<Box<ProxiedDetail>>,
-    in_flight: Option<InFlight>,
 ) -> Response<ProxyBody> {
     let head = Instant::now();
     let upstream_ms = head.duration_since(upstream_started).as_millis();
@@ -803,7 +834,18 @@ fn finish_response(
         kong_ms: proxy_ms as u64,
         detail,
     });
-    let body = boxed(IdleTimeoutBody::new(body, millis(read_timeout_ms)).holding(in_flight));
+    // nginx's rule: the upstream may turn buffering off for one response;
+    // the header itself is not passed on.
+    let unbuffered = parts
+        .headers
+        .remove(X_ACCEL_BUFFERING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"no"));
+    let body = IdleTimeoutBody::new(body, policy.read_timeout).holding(policy.in_flight);
+    let body = if policy.buffering && !unbuffered {
+        boxed(BlockBody::new(body))
+    } else {
+        boxed(body)
+    };
     Response::from_parts(parts, body)
 }
 

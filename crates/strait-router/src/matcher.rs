@@ -72,6 +72,8 @@ pub struct RouteFacts {
     pub https_redirect_status_code: u16,
     /// The route's `path_handling` is `"v0"` (else `"v1"`).
     pub path_handling_v0: bool,
+    pub request_buffering: bool,
+    pub response_buffering: bool,
 }
 
 impl RouteFacts {
@@ -84,6 +86,8 @@ impl RouteFacts {
             https_redirect_status_code: route.https_redirect_status_code as u16,
             // Kong accepts only these two; the schema rejects anything else.
             path_handling_v0: route.path_handling == "v0",
+            request_buffering: route.request_buffering,
+            response_buffering: route.response_buffering,
         }
     }
 
