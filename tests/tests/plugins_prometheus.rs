@@ -135,22 +135,22 @@ async fn every_switch_adds_its_metrics_with_kongs_names_and_labels() {
     );
     assert!(ingress >= 4.0 * 20.0 + 12.0, "{ingress}");
 
-    // Upstream health: no health checks yet, so healthchecks_off.
+    // Upstream health: no health checks configured, so healthchecks_off; a target marked
+    // down through the Admin API reads unhealthy at the next scrape.
     let target = [("upstream", "pool"), ("target", "127.0.0.1:9")];
-    assert_eq!(
+    let health = |metrics: &Exposition, state: &str| {
         metrics.value(
             "kong_upstream_target_health",
-            &[target.as_slice(), &[("state", "healthchecks_off")]].concat()
-        ),
-        1.0
-    );
-    assert_eq!(
-        metrics.value(
-            "kong_upstream_target_health",
-            &[target.as_slice(), &[("state", "healthy")]].concat()
-        ),
-        0.0
-    );
+            &[target.as_slice(), &[("state", state)]].concat(),
+        )
+    };
+    assert_eq!(health(&metrics, "healthchecks_off"), 1.0);
+    assert_eq!(health(&metrics, "healthy"), 0.0);
+    let marked = gw.admin("PUT", "/upstreams/pool/targets/127.0.0.1:9/unhealthy", &[], "").await;
+    assert_eq!(marked.status, 204, "{}", marked.text());
+    let after = scrape(&gw).await;
+    assert_eq!(health(&after, "unhealthy"), 1.0);
+    assert_eq!(health(&after, "healthchecks_off"), 0.0);
 
     // Node-wide gauges.
     assert_eq!(metrics.value("kong_datastore_reachable", &[]), 1.0);
