@@ -67,6 +67,9 @@ pub struct Upstream {
     killed: tokio::sync::watch::Sender<bool>,
     /// Milliseconds every response waits first ([`Upstream::set_delay`]).
     delay_ms: Arc<AtomicU64>,
+    /// Connections accepted, and those still open.
+    accepted: Arc<AtomicUsize>,
+    open: Arc<AtomicUsize>,
     /// The certificate served by a TLS upstream (for `localhost` and `127.0.0.1` by default).
     pub cert: Option<LeafCert>,
     /// The PEM of the CA that issued `cert` (never trusted by the gateway unless configured).
@@ -87,6 +90,8 @@ struct Shared {
     tls: Option<tokio_rustls::TlsAcceptor>,
     killed: tokio::sync::watch::Receiver<bool>,
     delay_ms: Arc<AtomicU64>,
+    accepted: Arc<AtomicUsize>,
+    open: Arc<AtomicUsize>,
 }
 
 fn spawn_accept(listener: TcpListener, shared: Shared) -> JoinHandle<()> {
@@ -97,8 +102,11 @@ fn spawn_accept(listener: TcpListener, shared: Shared) -> JoinHandle<()> {
             };
             let _ = tcp.set_nodelay(true);
             let shared = shared.clone();
+            shared.accepted.fetch_add(1, Ordering::SeqCst);
+            shared.open.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
                 let mut killed = shared.killed.clone();
+                let open = shared.open.clone();
                 let connection = async move {
                     let Shared {
                         kind,
@@ -125,6 +133,7 @@ fn spawn_accept(listener: TcpListener, shared: Shared) -> JoinHandle<()> {
                     _ = connection => {}
                     _ = killed.wait_for(|k| *k) => {}
                 }
+                open.fetch_sub(1, Ordering::SeqCst);
             });
         }
     })
@@ -199,6 +208,8 @@ impl Upstream {
             tls: tls.clone(),
             killed: killed_rx,
             delay_ms: Arc::new(AtomicU64::new(0)),
+            accepted: Arc::new(AtomicUsize::new(0)),
+            open: Arc::new(AtomicUsize::new(0)),
         };
         Upstream {
             kind,
@@ -206,6 +217,8 @@ impl Upstream {
             hits: shared.hits.clone(),
             seen: shared.seen.clone(),
             delay_ms: shared.delay_ms.clone(),
+            accepted: shared.accepted.clone(),
+            open: shared.open.clone(),
             accept_task: spawn_accept(listener, shared),
             tls,
             killed,
@@ -233,8 +246,20 @@ impl Upstream {
             tls: self.tls.clone(),
             killed: killed_rx,
             delay_ms: self.delay_ms.clone(),
+            accepted: self.accepted.clone(),
+            open: self.open.clone(),
         };
         self.accept_task = spawn_accept(listener, shared);
+    }
+
+    /// Connections accepted so far.
+    pub fn connections_accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Connections open now.
+    pub fn connections_open(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
     }
 
     /// Make every response wait `delay` first.

@@ -146,7 +146,9 @@ async fn every_switch_adds_its_metrics_with_kongs_names_and_labels() {
     };
     assert_eq!(health(&metrics, "healthchecks_off"), 1.0);
     assert_eq!(health(&metrics, "healthy"), 0.0);
-    let marked = gw.admin("PUT", "/upstreams/pool/targets/127.0.0.1:9/unhealthy", &[], "").await;
+    let marked = gw
+        .admin("PUT", "/upstreams/pool/targets/127.0.0.1:9/unhealthy", &[], "")
+        .await;
     assert_eq!(marked.status, 204, "{}", marked.text());
     let after = scrape(&gw).await;
     assert_eq!(health(&after, "unhealthy"), 1.0);

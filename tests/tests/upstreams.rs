@@ -465,3 +465,58 @@ async fn dns_answers_are_used_for_their_ttl_and_then_resolved_again() {
     assert_eq!(reply.status, 503, "{}", reply.text());
     assert_eq!(reply.message().as_deref(), Some("name resolution failed"));
 }
+
+/// Kong's `upstream_keepalive_*`: a connection carries at most `max_requests` requests, an idle
+/// one is closed after `idle_timeout`, and a pool size of 0 keeps none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_keepalive_limits_requests_idle_time_and_pool_size() {
+    let up = Upstream::start(UpstreamKind::Http1).await;
+    let options = GatewayOptions::new()
+        .setting("upstream_keepalive_max_requests", "3")
+        .setting("upstream_keepalive_idle_timeout", "1")
+        .setting("worker_threads", "1");
+    let gw = Gateway::start(options).await;
+    let mut svc = service("kept", &up.url("http"), vec![route("k", &["/kept"])]);
+    svc["retries"] = json!(0);
+    gw.apply(&config(vec![svc])).await;
+    let before = up.connections_accepted();
+    let mut conn = Conn::h1(gw.proxy_addr()).await.expect("connect");
+    for _ in 0..10 {
+        assert_eq!(conn.send(get("/kept/echo")).await.expect("request").status, 200);
+    }
+    assert_eq!(
+        up.connections_accepted() - before,
+        4,
+        "10 requests, at most 3 per connection"
+    );
+    assert_eq!(up.connections_open(), 1, "the last connection idles in the pool");
+    let idle_since = std::time::Instant::now();
+    eventually(Duration::from_secs(4), "idle connections are closed", || {
+        let up = &up;
+        async move {
+            anyhow::ensure!(up.connections_open() == 0, "{} open", up.connections_open());
+            Ok(())
+        }
+    })
+    .await;
+    assert!(
+        idle_since.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        idle_since.elapsed()
+    );
+
+    let none = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(GatewayOptions::new().setting("upstream_keepalive_pool_size", "0")).await;
+    gw.apply(&config(vec![service(
+        "fresh",
+        &none.url("http"),
+        vec![route("f", &["/fresh"])],
+    )]))
+    .await;
+    let before = none.connections_accepted();
+    let mut conn = Conn::h1(gw.proxy_addr()).await.expect("connect");
+    for _ in 0..4 {
+        assert_eq!(conn.send(get("/fresh/echo")).await.expect("request").status, 200);
+    }
+    assert_eq!(none.connections_accepted() - before, 4, "a connection per request");
+}

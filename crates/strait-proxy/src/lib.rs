@@ -59,6 +59,8 @@ pub struct ProxySettings {
     pub headers: kong_headers::HeaderSwitches,
     /// `proxy_access_log` (None: `off`).
     pub access_log: Option<access_log::AccessLog>,
+    /// `upstream_keepalive_*`.
+    pub keepalive: upstream::Keepalive,
 }
 
 /// Everything a worker needs, shared by all of them.

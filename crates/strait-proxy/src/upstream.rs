@@ -23,9 +23,6 @@ use tokio::time::timeout;
 use crate::body::ProxyBody;
 use crate::error::{ErrorKind, ProxyError};
 
-/// Most idle HTTP/1.1 connections kept per upstream address and worker.
-const MAX_IDLE_PER_KEY: usize = 512;
-
 /// Which wire protocol and security an upstream connection uses.
 #[derive(Clone)]
 pub struct Endpoint {
@@ -62,11 +59,54 @@ impl Endpoint {
     }
 }
 
+/// Kong's `upstream_keepalive_*` settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Idle connections kept per upstream address (and TLS identity) and
+    /// worker; 0 keeps none (every request opens a connection).
+    pub pool_size: usize,
+    /// Requests one connection carries before it is closed (0: no limit).
+    pub max_requests: u32,
+    /// An idle connection not reused for this long is closed (zero: never).
+    pub idle_timeout: Duration,
+}
+
+impl Default for Keepalive {
+    /// Kong's defaults.
+    fn default() -> Keepalive {
+        Keepalive {
+            pool_size: 512,
+            max_requests: 10_000,
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Sweeps per idle timeout: a connection is closed after idling between
+/// the timeout and 5/4 of it.
+const SWEEPS_PER_TIMEOUT: u64 = 4;
+
+/// A pooled connection, the requests it carried and the sweep it was last
+/// used in (a counter, not a clock read per request).
+struct Idle<S> {
+    sender: S,
+    uses: u32,
+    epoch: u64,
+}
+
 /// Keep-alive connections of one worker.
-#[derive(Default)]
 pub struct Pool {
-    http1: Mutex<HashMap<PoolKey, Vec<http1::SendRequest<ProxyBody>>>>,
-    http2: Mutex<HashMap<PoolKey, http2::SendRequest<ProxyBody>>>,
+    keepalive: Keepalive,
+    http1: Mutex<HashMap<PoolKey, Vec<Idle<http1::SendRequest<ProxyBody>>>>>,
+    http2: Mutex<HashMap<PoolKey, Idle<http2::SendRequest<ProxyBody>>>>,
+    /// Advanced by [`Pool::sweep`].
+    epoch: std::sync::atomic::AtomicU64,
+}
+
+impl Default for Pool {
+    fn default() -> Pool {
+        Pool::new(Keepalive::default())
+    }
 }
 
 /// A request that failed; `unsent` holds it when none of it left.
@@ -80,6 +120,8 @@ pub struct Lease {
     key: PoolKey,
     sender: Sender,
     pooled: bool,
+    /// Requests the connection carried before this one.
+    uses: u32,
 }
 
 impl Lease {
@@ -99,11 +141,54 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Pool {
-    fn checkout(&self, key: &PoolKey) -> Option<Sender> {
+    pub fn new(keepalive: Keepalive) -> Pool {
+        Pool {
+            keepalive,
+            http1: Mutex::default(),
+            http2: Mutex::default(),
+            epoch: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// How often [`Pool::sweep`] should run; `None` when idle connections never expire.
+    pub fn sweep_interval(&self) -> Option<Duration> {
+        let timeout = self.keepalive.idle_timeout;
+        (!timeout.is_zero()).then(|| (timeout / SWEEPS_PER_TIMEOUT as u32).max(Duration::from_millis(50)))
+    }
+
+    /// Close idle connections not used for `idle_timeout` (dropping a
+    /// sender closes its connection once no request is in flight on it).
+    pub fn sweep(&self) {
+        let epoch = self.epoch.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let fresh = |used: u64| epoch.saturating_sub(used) <= SWEEPS_PER_TIMEOUT;
+        let mut http1 = lock(&self.http1);
+        for list in http1.values_mut() {
+            list.retain(|idle| !idle.sender.is_closed() && (fresh(idle.epoch) || !idle.sender.is_ready()));
+        }
+        http1.retain(|_, list| !list.is_empty());
+        drop(http1);
+        lock(&self.http2).retain(|_, idle| !idle.sender.is_closed() && fresh(idle.epoch));
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn checkout(&self, key: &PoolKey) -> Option<(Sender, u32)> {
         if key.http2 {
             let mut map = lock(&self.http2);
-            match map.get(key) {
-                Some(sender) if !sender.is_closed() => return Some(Sender::Http2(sender.clone())),
+            match map.get_mut(key) {
+                Some(idle) if !idle.sender.is_closed() => {
+                    let uses = idle.uses;
+                    idle.uses += 1;
+                    idle.epoch = self.now();
+                    let sender = idle.sender.clone();
+                    if self.spent(idle.uses) {
+                        // New streams go to a new connection; this one ends with its streams.
+                        map.remove(key);
+                    }
+                    return Some((Sender::Http2(sender), uses));
+                }
                 Some(_) => {
                     map.remove(key);
                 }
@@ -113,21 +198,34 @@ impl Pool {
         }
         let mut map = lock(&self.http1);
         let list = map.get_mut(key)?;
-        list.retain(|s| !s.is_closed());
-        let ready = list.iter().position(|s| s.is_ready())?;
-        Some(Sender::Http1(list.swap_remove(ready)))
+        list.retain(|idle| !idle.sender.is_closed());
+        let ready = list.iter().position(|idle| idle.sender.is_ready())?;
+        let idle = list.swap_remove(ready);
+        Some((Sender::Http1(idle.sender), idle.uses))
     }
 
-    fn checkin(&self, key: PoolKey, sender: Sender) {
+    /// The connection carried as many requests as it may.
+    fn spent(&self, uses: u32) -> bool {
+        self.keepalive.max_requests != 0 && uses >= self.keepalive.max_requests
+    }
+
+    /// Keep `sender` (which has now carried `uses` requests) for reuse, if
+    /// the limits allow.
+    fn checkin(&self, key: PoolKey, sender: Sender, uses: u32) {
+        if self.keepalive.pool_size == 0 || self.spent(uses) {
+            return;
+        }
+        let epoch = self.now();
         match sender {
-            Sender::Http2(s) => {
-                lock(&self.http2).insert(key, s);
+            Sender::Http2(sender) => {
+                let mut map = lock(&self.http2);
+                map.entry(key).or_insert(Idle { sender, uses, epoch });
             }
-            Sender::Http1(s) => {
+            Sender::Http1(sender) => {
                 let mut map = lock(&self.http1);
                 let list = map.entry(key).or_default();
-                if list.len() < MAX_IDLE_PER_KEY {
-                    list.push(s);
+                if list.len() < self.keepalive.pool_size {
+                    list.push(Idle { sender, uses, epoch });
                 }
             }
         }
@@ -141,11 +239,12 @@ impl Pool {
     /// A connection to `endpoint`: a ready pooled one, or a new one.
     pub async fn acquire(&self, endpoint: &Endpoint, connect_timeout: Duration) -> Result<Lease, ProxyError> {
         let key = endpoint.key();
-        if let Some(sender) = self.checkout(&key) {
+        if let Some((sender, uses)) = self.checkout(&key) {
             return Ok(Lease {
                 key,
                 sender,
                 pooled: true,
+                uses,
             });
         }
         let sender = connect(endpoint, connect_timeout).await?;
@@ -153,6 +252,7 @@ impl Pool {
             key,
             sender,
             pooled: false,
+            uses: 0,
         })
     }
 
@@ -169,9 +269,14 @@ impl Pool {
         read_timeout: Duration,
     ) -> Result<Response<Incoming>, DispatchFailure> {
         let lost = |error| DispatchFailure { error, unsent: None };
-        let Lease { key, sender, pooled } = lease;
+        let Lease {
+            key,
+            sender,
+            pooled,
+            uses,
+        } = lease;
         let request = match self
-            .try_send(key.clone(), sender, request, read_timeout)
+            .try_send(key.clone(), sender, uses, request, read_timeout)
             .await
             .map_err(lost)?
         {
@@ -193,7 +298,11 @@ impl Pool {
                 })
             }
         };
-        match self.try_send(key, sender, request, read_timeout).await.map_err(lost)? {
+        match self
+            .try_send(key, sender, 0, request, read_timeout)
+            .await
+            .map_err(lost)?
+        {
             Ok(response) => Ok(response),
             Err(unsent) => Err(DispatchFailure {
                 error: ProxyError::new(ErrorKind::UpstreamConnect, "fresh upstream connection closed"),
@@ -207,18 +316,19 @@ impl Pool {
         &self,
         key: PoolKey,
         sender: Sender,
+        uses: u32,
         request: Request<ProxyBody>,
         read_timeout: Duration,
     ) -> Result<Result<Response<Incoming>, Request<ProxyBody>>, ProxyError> {
         let result = match sender {
             Sender::Http1(mut s) => {
                 let future = s.try_send_request(request);
-                self.checkin(key, Sender::Http1(s));
+                self.checkin(key, Sender::Http1(s), uses + 1);
                 timeout(read_timeout, future).await
             }
             Sender::Http2(mut s) => {
                 let future = s.try_send_request(request);
-                self.checkin(key, Sender::Http2(s));
+                self.checkin(key, Sender::Http2(s), uses + 1);
                 timeout(read_timeout, future).await
             }
         };

@@ -126,8 +126,19 @@ fn run_worker(
             limits: context.settings.limits.clone(),
             headers: context.settings.headers,
             access_log: context.settings.access_log.clone(),
-            pool: Pool::default(),
+            pool: Pool::new(context.settings.keepalive),
         });
+        if let Some(every) = shared.pool().sweep_interval() {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let mut ticks = tokio::time::interval(every);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    ticks.tick().await;
+                    shared.pool().sweep();
+                }
+            });
+        }
         for (spec, socket) in sockets {
             let listener = match TcpListener::from_std(socket) {
                 Ok(listener) => listener,

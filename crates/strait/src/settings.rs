@@ -52,6 +52,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("vault_env_prefix", ""),
     ("vault_file_base_path", ""),
     ("vault_refresh_interval", "60s"),
+    ("upstream_keepalive_pool_size", "512"),
+    ("upstream_keepalive_max_requests", "10000"),
+    ("upstream_keepalive_idle_timeout", "60"),
     ("dns_resolver", ""),
     ("dns_hostsfile", "/etc/hosts"),
     ("dns_order", "LAST,SRV,A,CNAME"),
@@ -365,6 +368,18 @@ impl NodeSettings {
             )?,
             headers: strait_proxy::kong_headers::HeaderSwitches::parse(raw.get("headers"), raw.get("headers_upstream"))
                 .map_err(|e| anyhow!(e))?,
+            keepalive: strait_proxy::upstream::Keepalive {
+                pool_size: parse_number("upstream_keepalive_pool_size", raw.get("upstream_keepalive_pool_size"))?,
+                max_requests: u32::try_from(parse_number(
+                    "upstream_keepalive_max_requests",
+                    raw.get("upstream_keepalive_max_requests"),
+                )?)
+                .map_err(|_| anyhow!("upstream_keepalive_max_requests: too large"))?,
+                idle_timeout: parse_duration(
+                    "upstream_keepalive_idle_timeout",
+                    raw.get("upstream_keepalive_idle_timeout"),
+                )?,
+            },
         };
         let optional = |key: &str| Some(raw.get(key).to_string()).filter(|v| !v.is_empty());
         if optional("admin_ssl_cert").is_some() != optional("admin_ssl_cert_key").is_some() {
