@@ -49,6 +49,23 @@ impl TestCa {
         self.cert.pem()
     }
 
+    /// An intermediate CA signed by this one.
+    pub fn intermediate(&self, common_name: &str) -> TestCa {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+        params.distinguished_name.push(DnType::CommonName, common_name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let key = KeyPair::generate().expect("intermediate key");
+        let cert = params
+            .signed_by(&key, &self.cert, &self.key)
+            .expect("sign intermediate");
+        TestCa { cert, key }
+    }
+
     pub fn cert_der(&self) -> CertificateDer<'static> {
         self.cert.der().clone()
     }
@@ -103,6 +120,20 @@ pub fn server_config(leaf: &LeafCert, alpn: &[&[u8]]) -> Arc<ServerConfig> {
         .expect("protocol versions")
         .with_no_client_auth()
         .with_single_cert(vec![leaf.cert_der.clone()], leaf.key_der())
+        .expect("server cert");
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+/// A server config presenting `leaf` followed by the `chain` certificates.
+pub fn chain_server_config(leaf: &LeafCert, chain: &[CertificateDer<'static>], alpn: &[&[u8]]) -> Arc<ServerConfig> {
+    let mut certs = vec![leaf.cert_der.clone()];
+    certs.extend(chain.iter().cloned());
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, leaf.key_der())
         .expect("server cert");
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Arc::new(config)

@@ -166,6 +166,56 @@ impl Upstream {
         Upstream::start_with_at(UpstreamKind::Http1, &[], None, addr).await
     }
 
+    /// A TLS upstream (HTTP/1.1) whose certificate, for `localhost`/`127.0.0.1`, is issued by
+    /// `intermediates` intermediate CAs below a root; it presents them all. `ca_pem` is the root.
+    pub async fn start_chained(intermediates: usize) -> Upstream {
+        let root = TestCa::new("upstream root ca");
+        let mut issuers = vec![];
+        for level in 0..intermediates {
+            let parent = issuers.last().unwrap_or(&root);
+            let next = parent.intermediate(&format!("upstream intermediate {level}"));
+            issuers.push(next);
+        }
+        let leaf = issuers.last().unwrap_or(&root).issue(&["localhost", "127.0.0.1"]);
+        let chain: Vec<_> = issuers.iter().rev().map(TestCa::cert_der).collect();
+        let config = crate::tls::chain_server_config(&leaf, &chain, &[b"http/1.1"]);
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
+        let mut up = Upstream::serve_tls(listener, tokio_rustls::TlsAcceptor::from(config));
+        up.cert = Some(leaf);
+        up.ca_pem = Some(root.cert_pem());
+        up
+    }
+
+    fn serve_tls(listener: TcpListener, acceptor: tokio_rustls::TlsAcceptor) -> Upstream {
+        let kind = UpstreamKind::Tls(Alpn::Http1);
+        let addr = listener.local_addr().expect("upstream addr");
+        let (killed, killed_rx) = tokio::sync::watch::channel(false);
+        let shared = Shared {
+            kind,
+            hits: Arc::new(AtomicUsize::new(0)),
+            seen: Seen::default(),
+            tls: Some(acceptor.clone()),
+            killed: killed_rx,
+            delay_ms: Arc::new(AtomicU64::new(0)),
+            accepted: Arc::new(AtomicUsize::new(0)),
+            open: Arc::new(AtomicUsize::new(0)),
+        };
+        Upstream {
+            kind,
+            addr,
+            hits: shared.hits.clone(),
+            seen: shared.seen.clone(),
+            delay_ms: shared.delay_ms.clone(),
+            accepted: shared.accepted.clone(),
+            open: shared.open.clone(),
+            accept_task: spawn_accept(listener, shared),
+            tls: Some(acceptor),
+            killed,
+            cert: None,
+            ca_pem: None,
+        }
+    }
+
     async fn start_with(kind: UpstreamKind, names: &[&str], client_ca: Option<&TestCa>) -> Upstream {
         Upstream::start_with_at(kind, names, client_ca, "127.0.0.1:0".parse().expect("address")).await
     }

@@ -358,3 +358,26 @@ async fn https_upstream_with_a_client_certificate() {
         assert_eq!(reply.status, status, "{path}: {}", reply.text());
     }
 }
+
+/// `tls_verify_depth`: at most that many intermediate certificates between the upstream's
+/// certificate and the trusted CA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_verify_depth_limits_the_intermediates() {
+    let up = Upstream::start_chained(2).await;
+    let ca_id = "3d4e5f60-7182-4c3d-8e4f-5a6b7c8d9e0f";
+    let svc = |name: &str, depth: Value| {
+        json!({ "name": name, "url": up.url("https"), "tls_verify": true, "tls_verify_depth": depth,
+            "ca_certificates": [ca_id], "routes": [{ "name": name, "paths": [format!("/{name}")] }] })
+    };
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    gw.apply(&json!({
+        "_format_version": "3.0",
+        "ca_certificates": [{ "id": ca_id, "cert": up.ca_pem.clone().expect("root") }],
+        "services": [svc("unlimited", Value::Null), svc("two", json!(2)), svc("one", json!(1))],
+    }))
+    .await;
+    for (path, status) in [("/unlimited", 200), ("/two", 200), ("/one", 502)] {
+        let reply = gw.proxy(request("GET", &format!("{path}/echo"), &[], "")).await;
+        assert_eq!(reply.status, status, "{path}: {}", reply.text());
+    }
+}

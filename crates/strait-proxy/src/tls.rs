@@ -1,7 +1,7 @@
 //! TLS material: the certificate index by SNI (server side), the default
 //! self-signed certificate, and upstream client configurations.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -243,11 +243,12 @@ impl UpstreamTlsCache {
         let cas = service.ca_certificates.clone().unwrap_or_default();
         let client_cert = service.client_certificate.map(|c| c.id).or(upstream_client_cert);
         let sans = service.tls_sans.clone().filter(|_| verify);
-        let key = (verify, cas.clone(), client_cert, sans.clone());
+        let depth = service.tls_verify_depth.filter(|_| verify).map(|d| d.max(0) as usize);
+        let key = (verify, cas.clone(), client_cert, sans.clone(), depth);
         if let Some(existing) = self.built.get(&key) {
             return Ok(existing.clone());
         }
-        let base = client_config(verify, &cas, client_cert, sans.as_ref(), state)?;
+        let base = client_config(verify, &cas, client_cert, sans.as_ref(), depth, state)?;
         let mut http1 = base.clone();
         http1.alpn_protocols = vec![b"http/1.1".to_vec()];
         let mut http2 = base;
@@ -266,6 +267,7 @@ fn client_config(
     cas: &[Uuid],
     client_cert: Option<Uuid>,
     sans: Option<&TlsSans>,
+    depth: Option<usize>,
     state: &EntityState,
 ) -> Result<ClientConfig, String> {
     let builder = ClientConfig::builder_with_provider(provider())
@@ -273,24 +275,35 @@ fn client_config(
         .map_err(|e| e.to_string())?;
     let builder = if verify {
         let mut roots = RootCertStore::empty();
+        let mut anchors: Vec<CertificateDer<'static>> = Vec::new();
         if cas.is_empty() {
-            roots.add_parsable_certificates(strait_runtime::tls::native_roots().iter().cloned());
+            anchors.extend(strait_runtime::tls::native_roots().iter().cloned());
+            roots.add_parsable_certificates(anchors.iter().cloned());
         }
         for id in cas {
             let ca = state
                 .ca_certificate(*id)
                 .ok_or_else(|| format!("ca_certificates: {id} not found"))?;
             for cert in parse_certs(&ca.cert)? {
+                anchors.push(cert.clone());
                 roots.add(cert).map_err(|e| format!("ca_certificates: {id}: {e}"))?;
             }
         }
-        match sans {
-            None => builder.with_root_certificates(roots),
-            Some(sans) => {
-                let verifier = SanVerifier::new(roots, sans)?;
-                builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier))
-            }
-        }
+        let verifier: Arc<dyn ServerCertVerifier> = match sans {
+            None => rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+                .build()
+                .map_err(|e| format!("ca_certificates: {e}"))?,
+            Some(sans) => Arc::new(SanVerifier::new(roots, sans)?),
+        };
+        let verifier = match depth {
+            None => verifier,
+            Some(depth) => Arc::new(DepthVerifier {
+                inner: verifier,
+                depth,
+                anchors: anchors.into_iter().map(|c| c.as_ref().to_vec()).collect(),
+            }),
+        };
+        builder.dangerous().with_custom_certificate_verifier(verifier)
     } else {
         builder
             .dangerous()
@@ -312,7 +325,64 @@ fn client_config(
 
 /// What an upstream TLS config is built from: `tls_verify`, the CA
 /// certificates, the client certificate, `tls_sans`.
-type TlsKey = (bool, Vec<Uuid>, Option<Uuid>, Option<TlsSans>);
+type TlsKey = (bool, Vec<Uuid>, Option<Uuid>, Option<TlsSans>, Option<usize>);
+
+/// `tls_verify_depth` (nginx's `proxy_ssl_verify_depth`): at most `depth`
+/// intermediate certificates between the upstream's certificate and a
+/// trusted CA. Counted over the certificates the upstream presents, less
+/// any that is itself a trusted CA; then the usual verification runs.
+#[derive(Debug)]
+struct DepthVerifier {
+    inner: Arc<dyn ServerCertVerifier>,
+    depth: usize,
+    anchors: HashSet<Vec<u8>>,
+}
+
+impl ServerCertVerifier for DepthVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let counted = intermediates
+            .iter()
+            .filter(|cert| !self.anchors.contains(cert.as_ref()))
+            .count();
+        if counted > self.depth {
+            return Err(rustls::Error::General(format!(
+                "the certificate chain has {counted} intermediate certificates, more than tls_verify_depth {}",
+                self.depth
+            )));
+        }
+        self.inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
 
 /// Verification with a service's `tls_sans` (Kong 3.10): the chain must be
 /// trusted as usual; the certificate must be valid for the service's host,

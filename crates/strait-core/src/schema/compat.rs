@@ -24,23 +24,7 @@ use crate::entities::EntityKind;
 pub const KONG_FIELDS: &str = include_str!("kong_fields.json");
 
 /// Fields Strait stores and returns but does not act on yet.
-pub const IGNORED: &[(&str, &str, &str)] = &[
-    (
-        "routes",
-        "request_buffering",
-        "stored; bodies always stream (full-body reads not switched on yet)",
-    ),
-    (
-        "routes",
-        "response_buffering",
-        "stored; bodies always stream (full-body reads not switched on yet)",
-    ),
-    (
-        "services",
-        "tls_verify_depth",
-        "stored; verification uses the service's CA certificates or the system roots at any depth",
-    ),
-];
+pub const IGNORED: &[(&str, &str, &str)] = &[];
 
 /// Kong entities Strait does not have: a file or write using them is
 /// refused (`unknown field` at the top level; 404 on the Admin API).
