@@ -74,10 +74,11 @@ def tool_versions(bench_dir: Path) -> dict:
     }
 
 
-def _nginx_conf(work: Path, servers: str, upstreams: str = "") -> str:
+def _nginx_conf(work: Path, servers: str, upstreams: str = "", master: bool = True) -> str:
+    """One worker; with `master=False` a single process (SIGKILL leaves nothing behind)."""
     return f"""worker_processes 1;
 daemon off;
-master_process on;
+master_process {"on" if master else "off"};
 pid {work}/nginx.pid;
 error_log {work}/error.log warn;
 events {{ worker_connections 8192; }}

@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from lab import loadgen
+from lab import loadgen, systems
 from lab.context import RunContext
 from lab.procs import Managed, free_port, wait_for_port
 from lab.registry import Goal, Rendered
@@ -54,25 +54,8 @@ PHASES = ("steady", "fault-settle", "fault", "recover-settle", "recovered")
 
 def _origin_conf(work: Path, port: int) -> str:
     body = ORIGIN_BODY.replace("\n", "\\n")
-    return f"""worker_processes 1;
-daemon off;
-master_process off;
-pid {work}/nginx.pid;
-error_log {work}/error.log warn;
-events {{ worker_connections 8192; }}
-http {{
-  access_log off;
-  default_type text/plain;
-  keepalive_requests 1000000;
-  keepalive_timeout 120s;
-  client_body_temp_path {work}/tmp-body;
-  proxy_temp_path {work}/tmp-proxy;
-  fastcgi_temp_path {work}/tmp-fastcgi;
-  uwsgi_temp_path {work}/tmp-uwsgi;
-  scgi_temp_path {work}/tmp-scgi;
-  server {{ listen 127.0.0.1:{port} backlog=4096 reuseport; location / {{ return 200 "{body}"; }} }}
-}}
-"""
+    server = f'  server {{ listen 127.0.0.1:{port} backlog=4096 reuseport; location / {{ return 200 "{body}"; }} }}\n'
+    return systems._nginx_conf(work, server, master=False)
 
 
 def _start_origin(ctx: RunContext, folder: Path, index: int, port: int) -> Managed:

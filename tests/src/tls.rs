@@ -22,6 +22,19 @@ pub struct TestCa {
     key: KeyPair,
 }
 
+/// A CA certificate's parameters (any path length, may sign certificates and CRLs).
+fn ca_params(common_name: &str) -> CertificateParams {
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    params.distinguished_name.push(DnType::CommonName, common_name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    params
+}
+
 /// A certificate with its private key, in both PEM (for declarative configs) and DER (for rustls).
 pub struct LeafCert {
     pub cert_pem: String,
@@ -32,16 +45,8 @@ pub struct LeafCert {
 
 impl TestCa {
     pub fn new(common_name: &str) -> TestCa {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-        params.distinguished_name.push(DnType::CommonName, common_name);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
         let key = KeyPair::generate().expect("ca key");
-        let cert = params.self_signed(&key).expect("self-sign ca");
+        let cert = ca_params(common_name).self_signed(&key).expect("self-sign ca");
         TestCa { cert, key }
     }
 
@@ -51,16 +56,8 @@ impl TestCa {
 
     /// An intermediate CA signed by this one.
     pub fn intermediate(&self, common_name: &str) -> TestCa {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-        params.distinguished_name.push(DnType::CommonName, common_name);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
         let key = KeyPair::generate().expect("intermediate key");
-        let cert = params
+        let cert = ca_params(common_name)
             .signed_by(&key, &self.cert, &self.key)
             .expect("sign intermediate");
         TestCa { cert, key }

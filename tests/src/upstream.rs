@@ -180,76 +180,16 @@ impl Upstream {
         let chain: Vec<_> = issuers.iter().rev().map(TestCa::cert_der).collect();
         let config = crate::tls::chain_server_config(&leaf, &chain, &[b"http/1.1"]);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
-        let mut up = Upstream::serve_tls(listener, tokio_rustls::TlsAcceptor::from(config));
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+        let mut up = Upstream::serve(listener, UpstreamKind::Tls(Alpn::Http1), Some(acceptor));
         up.cert = Some(leaf);
         up.ca_pem = Some(root.cert_pem());
         up
     }
 
-    fn serve_tls(listener: TcpListener, acceptor: tokio_rustls::TlsAcceptor) -> Upstream {
-        let kind = UpstreamKind::Tls(Alpn::Http1);
+    /// Serve `kind` on `listener` (over TLS with `tls`).
+    fn serve(listener: TcpListener, kind: UpstreamKind, tls: Option<tokio_rustls::TlsAcceptor>) -> Upstream {
         let addr = listener.local_addr().expect("upstream addr");
-        let (killed, killed_rx) = tokio::sync::watch::channel(false);
-        let shared = Shared {
-            kind,
-            hits: Arc::new(AtomicUsize::new(0)),
-            seen: Seen::default(),
-            tls: Some(acceptor.clone()),
-            killed: killed_rx,
-            delay_ms: Arc::new(AtomicU64::new(0)),
-            accepted: Arc::new(AtomicUsize::new(0)),
-            open: Arc::new(AtomicUsize::new(0)),
-        };
-        Upstream {
-            kind,
-            addr,
-            hits: shared.hits.clone(),
-            seen: shared.seen.clone(),
-            delay_ms: shared.delay_ms.clone(),
-            accepted: shared.accepted.clone(),
-            open: shared.open.clone(),
-            accept_task: spawn_accept(listener, shared),
-            tls: Some(acceptor),
-            killed,
-            cert: None,
-            ca_pem: None,
-        }
-    }
-
-    async fn start_with(kind: UpstreamKind, names: &[&str], client_ca: Option<&TestCa>) -> Upstream {
-        Upstream::start_with_at(kind, names, client_ca, "127.0.0.1:0".parse().expect("address")).await
-    }
-
-    async fn start_with_at(
-        kind: UpstreamKind,
-        names: &[&str],
-        client_ca: Option<&TestCa>,
-        bind: SocketAddr,
-    ) -> Upstream {
-        let listener = TcpListener::bind(bind).await.expect("bind upstream");
-        let addr = listener.local_addr().expect("upstream addr");
-        let (cert, ca_pem) = match kind {
-            UpstreamKind::Tls(_) => {
-                let ca = TestCa::new("upstream test ca");
-                (Some(ca.issue(names)), Some(ca.cert_pem()))
-            }
-            _ => (None, None),
-        };
-        let tls = match (kind, &cert) {
-            (UpstreamKind::Tls(alpn), Some(cert)) => {
-                let protocols: &[&[u8]] = match alpn {
-                    Alpn::H2 => &[b"h2"],
-                    Alpn::Http1 => &[b"http/1.1"],
-                    Alpn::Both => &[b"h2", b"http/1.1"],
-                };
-                let config = match client_ca {
-                    Some(ca) => mutual_server_config(cert, ca, protocols),
-                    None => server_config(cert, protocols),
-                };
-                Some(tokio_rustls::TlsAcceptor::from(config))
-            }
-            _ => None,
-        };
         let (killed, killed_rx) = tokio::sync::watch::channel(false);
         let shared = Shared {
             kind,
@@ -272,9 +212,48 @@ impl Upstream {
             accept_task: spawn_accept(listener, shared),
             tls,
             killed,
-            cert,
-            ca_pem,
+            cert: None,
+            ca_pem: None,
         }
+    }
+
+    async fn start_with(kind: UpstreamKind, names: &[&str], client_ca: Option<&TestCa>) -> Upstream {
+        Upstream::start_with_at(kind, names, client_ca, "127.0.0.1:0".parse().expect("address")).await
+    }
+
+    async fn start_with_at(
+        kind: UpstreamKind,
+        names: &[&str],
+        client_ca: Option<&TestCa>,
+        bind: SocketAddr,
+    ) -> Upstream {
+        let listener = TcpListener::bind(bind).await.expect("bind upstream");
+        let (cert, ca_pem) = match kind {
+            UpstreamKind::Tls(_) => {
+                let ca = TestCa::new("upstream test ca");
+                (Some(ca.issue(names)), Some(ca.cert_pem()))
+            }
+            _ => (None, None),
+        };
+        let tls = match (kind, &cert) {
+            (UpstreamKind::Tls(alpn), Some(cert)) => {
+                let protocols: &[&[u8]] = match alpn {
+                    Alpn::H2 => &[b"h2"],
+                    Alpn::Http1 => &[b"http/1.1"],
+                    Alpn::Both => &[b"h2", b"http/1.1"],
+                };
+                let config = match client_ca {
+                    Some(ca) => mutual_server_config(cert, ca, protocols),
+                    None => server_config(cert, protocols),
+                };
+                Some(tokio_rustls::TlsAcceptor::from(config))
+            }
+            _ => None,
+        };
+        let mut up = Upstream::serve(listener, kind, tls);
+        up.cert = cert;
+        up.ca_pem = ca_pem;
+        up
     }
 
     /// Stop as a crashed server would: the port refuses connections and
