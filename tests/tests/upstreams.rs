@@ -381,9 +381,12 @@ async fn a_reset_before_the_response_is_retried_only_for_idempotent_requests() {
 }
 
 /// A DNS server on loopback: every A query is answered with `127.0.0.<last>` and a 1 s TTL,
-/// except names starting with `nx`, which do not exist. Counts the queries.
+/// except names starting with `nx`, which do not exist. An SRV query for a name starting with
+/// `_` is answered with `backend.strait.test` and port `srv_port`; other SRV queries have no
+/// answer. Counts the queries.
 async fn test_resolver(
     last: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    srv_port: u16,
 ) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::Ordering;
     let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("bind");
@@ -396,8 +399,19 @@ async fn test_resolver(
             counted.fetch_add(1, Ordering::SeqCst);
             let mut reply = buf[..n].to_vec();
             reply[2] |= 0x80;
+            let qtype = u16::from_be_bytes([buf[n - 4], buf[n - 3]]);
             if buf[13..15] == *b"nx" {
                 reply[3] = 3;
+            } else if qtype == 33 && buf[13] == b'_' {
+                reply[7] = 1;
+                let target: &[u8] = b"\x07backend\x06strait\x04test\x00";
+                reply.extend_from_slice(&[0xc0, 12, 0, 33, 0, 1, 0, 0, 0, 1]);
+                reply.extend_from_slice(&(6 + target.len() as u16).to_be_bytes());
+                reply.extend_from_slice(&[0, 1, 0, 1]);
+                reply.extend_from_slice(&srv_port.to_be_bytes());
+                reply.extend_from_slice(target);
+            } else if qtype == 33 {
+                // No SRV records: an empty answer.
             } else {
                 reply[7] = 1;
                 reply.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 1, 0, 4, 127, 0, 0]);
@@ -418,7 +432,7 @@ async fn dns_answers_are_used_for_their_ttl_and_then_resolved_again() {
     let port = first.port();
     let second = Upstream::start_at(SocketAddr::from(([127, 0, 0, 2], port))).await;
     let last = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(1));
-    let (resolver, queries) = test_resolver(last.clone()).await;
+    let (resolver, queries) = test_resolver(last.clone(), port).await;
     let gw = Gateway::start(GatewayOptions::new().setting("dns_resolver", &resolver.to_string())).await;
     let upstream = json!({ "name": "pool", "targets": [{ "target": format!("backend.strait.test:{port}") }] });
     let mut cfg = pool_config(upstream, 0);
@@ -429,21 +443,30 @@ async fn dns_answers_are_used_for_their_ttl_and_then_resolved_again() {
     );
     direct["retries"] = json!(0);
     let missing = service("missing", "http://nx.strait.test", vec![route("m", &["/missing"])]);
+    // An SRV name: the record's host and port replace the service's (port 1 here).
+    let by_srv = service(
+        "by-srv",
+        "http://_http._tcp.svc.strait.test:1",
+        vec![route("v", &["/srv"])],
+    );
     cfg["services"]
         .as_array_mut()
         .expect("services")
-        .extend([direct, missing]);
+        .extend([direct, missing, by_srv]);
     gw.apply(&cfg).await;
 
-    for path in ["/pool/echo", "/direct/echo"] {
+    for path in ["/pool/echo", "/direct/echo", "/srv/echo"] {
         for _ in 0..10 {
-            assert_eq!(gw.proxy(get(path)).await.status, 200);
+            let reply = gw.proxy(get(path)).await;
+            assert_eq!(reply.status, 200, "{path}: {}", reply.text());
         }
     }
-    assert_eq!(first.hits(), 20);
+    assert_eq!(first.hits(), 30);
+    // Kong's dns_order (LAST,SRV,A,CNAME): SRV then A for each of the two plain names, and
+    // SRV for the service name plus SRV then A for its record's host (asked already).
     assert!(
-        queries.load(Ordering::SeqCst) <= 3,
-        "one query per name while the answer is fresh, not one per request: {}",
+        queries.load(Ordering::SeqCst) <= 6,
+        "a few queries per name while the answers are fresh, not one per request: {}",
         queries.load(Ordering::SeqCst)
     );
 

@@ -27,6 +27,8 @@ use tokio::net::UdpSocket;
 pub enum RecordType {
     A,
     Aaaa,
+    /// A service record: a host name, port and weight per answer.
+    Srv,
 }
 
 impl RecordType {
@@ -34,7 +36,30 @@ impl RecordType {
         match self {
             RecordType::A => 1,
             RecordType::Aaaa => 28,
+            RecordType::Srv => 33,
         }
+    }
+}
+
+/// One SRV answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Service {
+    pub priority: u16,
+    pub weight: u16,
+    pub port: u16,
+    pub target: String,
+}
+
+/// What one answer held: addresses, or service records.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Records {
+    pub addresses: Vec<IpAddr>,
+    pub services: Vec<Service>,
+}
+
+impl Records {
+    fn is_empty(&self) -> bool {
+        self.addresses.is_empty() && self.services.is_empty()
     }
 }
 
@@ -78,8 +103,11 @@ pub enum DnsError {
 }
 
 struct Entry {
-    /// Empty when the answer was a failure (`error`).
-    addresses: Arc<[IpAddr]>,
+    /// Empty when the answer was a failure (`error`); else addresses, or
+    /// service records (only those of the best priority are kept).
+    records: Records,
+    /// The record type that answered (asked first next time).
+    record_type: Option<RecordType>,
     error: Option<DnsError>,
     expires: Instant,
     stale_until: Instant,
@@ -105,13 +133,21 @@ pub fn resolver() -> &'static Resolver {
     RESOLVER.get_or_init(|| Resolver::new(DnsSettings::default()))
 }
 
-/// `host:port` as a socket address, resolving a name through the node's resolver.
+/// `host:port` as a socket address, resolving a name through the node's
+/// resolver. A name with SRV records gives one of their hosts, and its port
+/// unless the record's port is 0.
 pub async fn resolve(host: &str, port: u16) -> Result<SocketAddr, DnsError> {
     if let Ok(ip) = host.parse::<IpAddr>() {
         return Ok(SocketAddr::new(ip, port));
     }
-    let ip = resolver().lookup(host).await?;
-    Ok(SocketAddr::new(ip, port))
+    let (ip, service_port) = resolver().lookup(host).await?;
+    Ok(SocketAddr::new(ip, service_port.unwrap_or(port)))
+}
+
+/// What a cached answer hands out for one connection.
+enum Picked {
+    Address(IpAddr),
+    Service(Service),
 }
 
 impl Resolver {
@@ -128,12 +164,26 @@ impl Resolver {
         self.queries.load(Ordering::Relaxed)
     }
 
-    /// One address of `name`.
-    pub async fn lookup(&'static self, name: &str) -> Result<IpAddr, DnsError> {
+    /// One address of `name`, with the port of the SRV record it came
+    /// from, if any (0 in the record: none).
+    pub async fn lookup(&'static self, name: &str) -> Result<(IpAddr, Option<u16>), DnsError> {
+        match self.lookup_records(name).await? {
+            Picked::Address(ip) => Ok((ip, None)),
+            Picked::Service(service) => match self.lookup_records(&service.target).await? {
+                Picked::Address(ip) => Ok((ip, (service.port != 0).then_some(service.port))),
+                Picked::Service(_) => Err(DnsError::Failed(
+                    name.to_string(),
+                    format!("SRV target {} has SRV records itself", service.target),
+                )),
+            },
+        }
+    }
+
+    async fn lookup_records(&'static self, name: &str) -> Result<Picked, DnsError> {
         let name = name.trim_end_matches('.').to_ascii_lowercase();
         if let Some(addresses) = self.settings.hosts.get(&name) {
             if let Some(ip) = addresses.first() {
-                return Ok(*ip);
+                return Ok(Picked::Address(*ip));
             }
         }
         let now = Instant::now();
@@ -172,10 +222,15 @@ impl Resolver {
         let outcome = self.query(name).await;
         let now = Instant::now();
         let entry = match outcome {
-            Ok((addresses, ttl)) => {
+            Ok((mut records, ttl, record_type)) => {
                 let ttl = self.settings.valid_ttl.unwrap_or(ttl);
+                // Kong's rule: only the best (lowest) priority is used.
+                if let Some(best) = records.services.iter().map(|s| s.priority).min() {
+                    records.services.retain(|s| s.priority == best);
+                }
                 Entry {
-                    addresses: addresses.into(),
+                    records,
+                    record_type: Some(record_type),
                     error: None,
                     expires: now + ttl,
                     stale_until: now + ttl + self.settings.stale_ttl,
@@ -197,7 +252,8 @@ impl Resolver {
                     return stale.clone();
                 }
                 Entry {
-                    addresses: Arc::from(Vec::new()),
+                    records: Records::default(),
+                    record_type: None,
                     error: Some(error),
                     expires: now + ttl,
                     stale_until: now + ttl,
@@ -212,15 +268,20 @@ impl Resolver {
         entry
     }
 
-    /// Every record type in order until one has addresses.
-    async fn query(&self, name: &str) -> Result<(Vec<IpAddr>, Duration), DnsError> {
+    /// Every record type in order until one has answers; the type that
+    /// answered last time first (Kong's `LAST`).
+    async fn query(&self, name: &str) -> Result<(Records, Duration, RecordType), DnsError> {
         if self.settings.servers.is_empty() {
             return Err(DnsError::Failed(name.to_string(), "no DNS server configured".into()));
         }
+        let last_type = self.read_cache().get(name).and_then(|entry| entry.record_type);
+        let order = last_type
+            .into_iter()
+            .chain(self.settings.order.iter().copied().filter(|t| Some(*t) != last_type));
         let mut last = DnsError::NotFound(name.to_string());
-        for record in &self.settings.order {
-            match self.ask_servers(name, *record).await {
-                Ok((addresses, ttl)) if !addresses.is_empty() => return Ok((addresses, ttl)),
+        for record in order {
+            match self.ask_servers(name, record).await {
+                Ok((records, ttl)) if !records.is_empty() => return Ok((records, ttl, record)),
                 Ok(_) => {}
                 Err(error) => last = error,
             }
@@ -228,7 +289,7 @@ impl Resolver {
         Err(last)
     }
 
-    async fn ask_servers(&self, name: &str, record: RecordType) -> Result<(Vec<IpAddr>, Duration), DnsError> {
+    async fn ask_servers(&self, name: &str, record: RecordType) -> Result<(Records, Duration), DnsError> {
         let mut last = DnsError::Failed(name.to_string(), "no answer".into());
         for server in &self.settings.servers {
             self.queries.fetch_add(1, Ordering::Relaxed);
@@ -242,15 +303,29 @@ impl Resolver {
     }
 }
 
-fn pick(entry: &Entry) -> Result<IpAddr, DnsError> {
+/// The next address (or service record, in proportion to the records'
+/// weights) of an answer, in turn.
+fn pick(entry: &Entry) -> Result<Picked, DnsError> {
     if let Some(error) = &entry.error {
         return Err(error.clone());
     }
-    let index = entry.next.fetch_add(1, Ordering::Relaxed) % entry.addresses.len().max(1);
-    entry
-        .addresses
-        .get(index)
-        .copied()
+    let turn = entry.next.fetch_add(1, Ordering::Relaxed);
+    let services = &entry.records.services;
+    if !services.is_empty() {
+        let total: usize = services.iter().map(|s| usize::from(s.weight.max(1))).sum();
+        let mut slot = turn % total;
+        for service in services {
+            let weight = usize::from(service.weight.max(1));
+            if slot < weight {
+                return Ok(Picked::Service(service.clone()));
+            }
+            slot -= weight;
+        }
+    }
+    let addresses = &entry.records.addresses;
+    addresses
+        .get(turn % addresses.len().max(1))
+        .map(|ip| Picked::Address(*ip))
         .ok_or_else(|| DnsError::Failed(String::new(), "empty answer".into()))
 }
 
@@ -260,7 +335,7 @@ async fn ask(
     server: SocketAddr,
     name: &str,
     record: RecordType,
-) -> std::io::Result<Result<(Vec<IpAddr>, Duration), DnsError>> {
+) -> std::io::Result<Result<(Records, Duration), DnsError>> {
     let bind: SocketAddr = if server.is_ipv4() {
         (Ipv4Addr::UNSPECIFIED, 0).into()
     } else {
@@ -275,7 +350,7 @@ async fn ask(
     loop {
         let n = socket.recv(&mut buffer).await?;
         match parse_answer(&buffer[..n], id, record) {
-            Some(Parsed::Addresses(addresses, ttl)) => return Ok(Ok((addresses, ttl))),
+            Some(Parsed::Answer(records, ttl)) => return Ok(Ok((records, ttl))),
             Some(Parsed::NotFound) => return Ok(Err(DnsError::NotFound(name.to_string()))),
             Some(Parsed::ServerError(code)) => {
                 return Err(std::io::Error::other(format!("server answered rcode {code}")))
@@ -317,8 +392,8 @@ pub fn encode_query(id: u16, name: &str, record: RecordType) -> Result<Vec<u8>, 
 
 #[derive(Debug, PartialEq)]
 pub enum Parsed {
-    /// The addresses of the asked type, and the smallest TTL among them.
-    Addresses(Vec<IpAddr>, Duration),
+    /// The records of the asked type, and the smallest TTL among them.
+    Answer(Records, Duration),
     NotFound,
     ServerError(u8),
 }
@@ -339,7 +414,7 @@ pub fn parse_answer(message: &[u8], id: u16, record: RecordType) -> Option<Parse
     for _ in 0..questions {
         at = skip_name(message, at)? + 4;
     }
-    let mut addresses = Vec::new();
+    let mut records = Records::default();
     let mut ttl = u32::MAX;
     for _ in 0..answers {
         at = skip_name(message, at)?;
@@ -349,20 +424,56 @@ pub fn parse_answer(message: &[u8], id: u16, record: RecordType) -> Option<Parse
         let length = u16::from_be_bytes([fixed[8], fixed[9]]) as usize;
         let data = message.get(at + 10..at + 10 + length)?;
         at += 10 + length;
-        let address = match (kind, data.len()) {
-            (1, 4) if record == RecordType::A => IpAddr::from([data[0], data[1], data[2], data[3]]),
+        let data_at = at - length;
+        match (kind, data.len()) {
+            (1, 4) if record == RecordType::A => records
+                .addresses
+                .push(IpAddr::from([data[0], data[1], data[2], data[3]])),
             (28, 16) if record == RecordType::Aaaa => {
                 let bytes: [u8; 16] = data.try_into().ok()?;
-                IpAddr::from(bytes)
+                records.addresses.push(IpAddr::from(bytes));
+            }
+            (33, 7..) if record == RecordType::Srv => {
+                let number = |i: usize| u16::from_be_bytes([data[i], data[i + 1]]);
+                records.services.push(Service {
+                    priority: number(0),
+                    weight: number(2),
+                    port: number(4),
+                    target: read_name(message, data_at + 6)?,
+                });
             }
             // CNAMEs and other records on the way: the addresses follow.
             _ => continue,
-        };
-        addresses.push(address);
+        }
         ttl = ttl.min(record_ttl);
     }
-    let ttl = if addresses.is_empty() { 0 } else { ttl };
-    Some(Parsed::Addresses(addresses, Duration::from_secs(u64::from(ttl))))
+    let ttl = if records.is_empty() { 0 } else { ttl };
+    Some(Parsed::Answer(records, Duration::from_secs(u64::from(ttl))))
+}
+
+/// The (possibly compressed) name at `at`, dotted, lower case.
+fn read_name(message: &[u8], mut at: usize) -> Option<String> {
+    let mut labels: Vec<String> = Vec::new();
+    // Pointers may only go back; a bound stops loops in a malformed message.
+    for _ in 0..128 {
+        let length = *message.get(at)?;
+        match length {
+            0 => return Some(labels.join(".").to_ascii_lowercase()),
+            l if l & 0xc0 == 0xc0 => {
+                let pointer = (usize::from(l & 0x3f) << 8) | usize::from(*message.get(at + 1)?);
+                if pointer >= at {
+                    return None;
+                }
+                at = pointer;
+            }
+            l => {
+                let label = message.get(at + 1..at + 1 + usize::from(l))?;
+                labels.push(String::from_utf8_lossy(label).into_owned());
+                at += 1 + usize::from(l);
+            }
+        }
+    }
+    None
 }
 
 /// The offset just past a (possibly compressed) name.
@@ -460,9 +571,34 @@ mod tests {
         );
         assert_eq!(
             parse_answer(&reply, 7, RecordType::A),
-            Some(Parsed::Addresses(
-                vec!["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()],
+            Some(Parsed::Answer(
+                Records {
+                    addresses: vec!["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()],
+                    services: vec![],
+                },
                 Duration::from_secs(10)
+            ))
+        );
+        // SRV: priority, weight, port, then the target, here by a pointer to the question's
+        // `example.com` behind a label of its own.
+        let srv_query = encode_query(9, "_http._tcp.example.com", RecordType::Srv).unwrap();
+        let mut srv = vec![0, 1, 0, 5, 0x1f, 0x90, 3, b'a', b'p', b'p', 0xc0];
+        srv.push(12 + 1 + 5 + 1 + 4);
+        let srv_reply = answer(&srv_query, 0, &[(33, 60, srv), (1, 60, vec![10, 0, 0, 9])]);
+        let service = Service {
+            priority: 1,
+            weight: 5,
+            port: 8080,
+            target: "app.example.com".into(),
+        };
+        assert_eq!(
+            parse_answer(&srv_reply, 9, RecordType::Srv),
+            Some(Parsed::Answer(
+                Records {
+                    addresses: vec![],
+                    services: vec![service]
+                },
+                Duration::from_secs(60)
             ))
         );
         assert_eq!(parse_answer(&reply, 8, RecordType::A), None, "another id");
@@ -518,19 +654,29 @@ mod tests {
             timeout: Duration::from_secs(1),
         })));
         let first: IpAddr = "10.0.0.1".parse().unwrap();
-        assert_eq!(resolver.lookup("svc.test").await, Ok(first));
+        assert_eq!(resolver.lookup("svc.test").await, Ok((first, None)));
         assert_eq!(
             resolver.lookup("SVC.test.").await,
-            Ok(first),
+            Ok((first, None)),
             "cached, case and dot ignored"
         );
         assert_eq!(resolver.queries(), 1);
-        assert_eq!(resolver.lookup("pinned.test").await, Ok("192.0.2.9".parse().unwrap()));
+        assert_eq!(
+            resolver.lookup("pinned.test").await,
+            Ok(("192.0.2.9".parse().unwrap(), None))
+        );
         assert_eq!(resolver.queries(), 1, "hosts file names are not queried");
         tokio::time::sleep(Duration::from_millis(1100)).await;
-        assert_eq!(resolver.lookup("svc.test").await, Ok(first), "stale while refreshing");
+        assert_eq!(
+            resolver.lookup("svc.test").await,
+            Ok((first, None)),
+            "stale while refreshing"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(resolver.lookup("svc.test").await, Ok("10.0.0.2".parse().unwrap()));
+        assert_eq!(
+            resolver.lookup("svc.test").await,
+            Ok(("10.0.0.2".parse().unwrap(), None))
+        );
         assert_eq!(resolver.queries(), 2);
     }
 }

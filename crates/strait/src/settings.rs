@@ -245,9 +245,9 @@ fn parse_number(key: &str, value: &str) -> Result<usize> {
 }
 
 /// Kong's `dns_*` settings. `dns_order` may name `LAST`, `SRV`, `A`,
-/// `AAAA` and `CNAME`; Strait asks for A and AAAA records in the order
-/// given (CNAMEs are followed by the server; `LAST` and `SRV` are accepted
-/// and skipped).
+/// `AAAA` and `CNAME`; Strait asks for SRV, A and AAAA records in the
+/// order given, the type that answered a name last time first (`LAST`
+/// always applies; CNAMEs are followed by the server).
 fn dns_settings(raw: &RawSettings) -> Result<strait_proxy::dns::DnsSettings> {
     use strait_proxy::dns::{parse_server, read_hosts_file, system_servers, DnsSettings, RecordType};
     let servers = match raw.get("dns_resolver").trim() {
@@ -262,11 +262,13 @@ fn dns_settings(raw: &RawSettings) -> Result<strait_proxy::dns::DnsSettings> {
         match token.to_ascii_uppercase().as_str() {
             "A" => order.push(RecordType::A),
             "AAAA" => order.push(RecordType::Aaaa),
-            "LAST" | "SRV" | "CNAME" => {}
+            "SRV" => order.push(RecordType::Srv),
+            // The type that answered last is always asked first; servers follow CNAMEs.
+            "LAST" | "CNAME" => {}
             _ => bail!("dns_order: expected LAST, SRV, A, AAAA or CNAME (got {token:?})"),
         }
     }
-    if order.is_empty() {
+    if !order.iter().any(|t| matches!(t, RecordType::A | RecordType::Aaaa)) {
         bail!("dns_order: must name A or AAAA");
     }
     let seconds = |key: &str| parse_duration(key, raw.get(key));
