@@ -79,6 +79,7 @@ pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared
         .as_ref()
         .map(|log| crate::access_log::Pending::new(log, &request, conn.client.ip(), started));
     let http1 = request.version() < Version::HTTP_2;
+    let grpc = crate::grpc::is_grpc(request.headers());
     // HTTP/1.1 framing was settled by hyper's parser; only HTTP/2 can still
     // carry lengths that would be forwarded ambiguously.
     let framing = if http1 {
@@ -94,6 +95,11 @@ pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared
         Ok(response) => response,
         Err(error) => error_to_response(error, http1, conn, &request_id),
     };
+    // What Strait or a plugin answered a gRPC client goes as a gRPC status.
+    let produced_here = response.extensions().get::<Proxied>().is_none();
+    if grpc && produced_here && !crate::grpc::is_grpc(response.headers()) {
+        response = crate::grpc::to_grpc(response).await;
+    }
     add_kong_headers(&mut response, &shared.headers, &request_id, started);
     match access {
         Some(pending) => pending.follow(response, request_id.as_str()),

@@ -14,6 +14,7 @@ pub mod compiler;
 pub mod conn;
 pub mod dns;
 pub mod error;
+pub mod grpc;
 pub mod handler;
 pub mod health_check;
 pub mod kong_headers;
