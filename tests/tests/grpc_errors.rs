@@ -48,6 +48,10 @@ async fn gateway_errors_reach_grpc_clients_as_grpc_statuses() {
         ),
         grpc_service("slow", &up.url("grpc"), "/hang", json!({})),
         grpc_service("fine", &up.url("grpc"), "/status", json!({})),
+        // Waits a minute for headers unless the call's grpc-timeout says less.
+        json!({ "name": "patient", "url": up.url("grpc"), "read_timeout": 60_000,
+            "routes": [{ "name": "patient", "paths": ["/hang"], "headers": { "x-patient": ["yes"] },
+                "protocols": ["grpc"], "strip_path": false }] }),
         keyed,
         limited,
     ]);
@@ -74,6 +78,25 @@ async fn gateway_errors_reach_grpc_clients_as_grpc_statuses() {
     assert_eq!(call(&mut conn, "/limited.Service/Call").await.status, 200);
     let limited = call(&mut conn, "/limited.Service/Call").await;
     assert_eq!(status_of(&limited), (200, some("8"), some("API rate limit exceeded")));
+
+    // grpc-timeout is the call's deadline.
+    let started = std::time::Instant::now();
+    let headers = [
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+        ("grpc-timeout", "300m"),
+        ("x-patient", "yes"),
+    ];
+    let late = conn
+        .send(request("POST", "/hang", &headers, "\0\0\0\0\0"))
+        .await
+        .expect("grpc call");
+    assert_eq!(status_of(&late).1, some("4"), "{:?}", status_of(&late));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 
     // The upstream's own answer, even an error, is not rewritten.
     let passed = call(&mut conn, "/status/503").await;

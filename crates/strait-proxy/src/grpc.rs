@@ -56,6 +56,28 @@ pub fn status_for(http: StatusCode) -> u8 {
     }
 }
 
+/// The `grpc-timeout` of a request: up to 8 digits and a unit (`H`, `M`,
+/// `S`, `m`, `u`, `n`); `None` when absent or malformed (then the
+/// service's timeouts alone apply).
+pub fn timeout(headers: &http::HeaderMap) -> Option<std::time::Duration> {
+    use std::time::Duration;
+    let value = headers.get("grpc-timeout")?.to_str().ok()?.trim();
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
 /// `grpc-message` encoding: printable ASCII except `%` as is, the rest
 /// percent-encoded (UTF-8 bytes).
 pub fn encode_message(message: &str) -> String {
@@ -119,6 +141,24 @@ mod tests {
         assert_eq!(status(504), DEADLINE_EXCEEDED);
         assert_eq!(status(418), INVALID_ARGUMENT);
         assert_eq!(status(507), INTERNAL);
+    }
+
+    #[test]
+    fn grpc_timeouts_parse() {
+        use std::time::Duration;
+        let of = |v: &'static str| {
+            let mut headers = http::HeaderMap::new();
+            headers.insert("grpc-timeout", HeaderValue::from_static(v));
+            timeout(&headers)
+        };
+        assert_eq!(of("200m"), Some(Duration::from_millis(200)));
+        assert_eq!(of("2S"), Some(Duration::from_secs(2)));
+        assert_eq!(of("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(of("5u"), Some(Duration::from_micros(5)));
+        assert_eq!(of("123456789m"), None, "more than 8 digits");
+        assert_eq!(of("m"), None);
+        assert_eq!(of("10x"), None);
+        assert_eq!(timeout(&http::HeaderMap::new()), None);
     }
 
     #[test]

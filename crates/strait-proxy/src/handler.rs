@@ -527,6 +527,12 @@ async fn forward(
     }
     let tls = runtime.tls.is_some();
     let connect_timeout = millis(service.connect_timeout);
+    // A gRPC call's `grpc-timeout` is its deadline: no response headers by
+    // then is a 504 (DEADLINE_EXCEEDED to the client), as a read timeout is.
+    let read_timeout = match http2.then(|| crate::grpc::timeout(&parts.headers)).flatten() {
+        Some(deadline) => millis(service.read_timeout).min(deadline.max(Duration::from_millis(1))),
+        None => millis(service.read_timeout),
+    };
     let attempts = service.retries.max(0) as usize + 1;
     let balancer = runtime.balancer.as_deref();
     // `request_buffering`: the body is read before anything is sent
@@ -713,13 +719,7 @@ async fn forward(
         };
         let sent = shared
             .pool()
-            .dispatch(
-                lease,
-                &endpoint,
-                upstream_request,
-                connect_timeout,
-                millis(service.read_timeout),
-            )
+            .dispatch(lease, &endpoint, upstream_request, connect_timeout, read_timeout)
             .await;
         let mut response = match sent {
             Ok(response) => response,
