@@ -36,6 +36,13 @@ pub struct ClientLimits {
     /// Streams one HTTP/2 connection may have open at once; more are
     /// refused with RST_STREAM(REFUSED_STREAM).
     pub http2_max_concurrent_streams: u32,
+    /// A client connection older than this (±10% jitter) is asked to go:
+    /// GOAWAY on HTTP/2, `Connection: close` on the next HTTP/1.1 response.
+    pub max_connection_age: Option<Duration>,
+    /// How long requests in flight may take to finish after that.
+    pub max_connection_age_grace: Duration,
+    /// Requests one client connection carries before it is asked to go (0: no limit).
+    pub max_requests_per_connection: u64,
 }
 
 impl Default for ClientLimits {
@@ -47,6 +54,9 @@ impl Default for ClientLimits {
             max_headers: 100,
             max_connections_per_worker: 16384,
             http2_max_concurrent_streams: 128,
+            max_connection_age: None,
+            max_connection_age_grace: Duration::from_secs(30),
+            max_requests_per_connection: 0,
         }
     }
 }
@@ -274,22 +284,81 @@ async fn serve_stream<IO>(
 }
 
 macro_rules! request_service {
-    ($info:expr, $shared:expr) => {{
+    ($info:expr, $shared:expr, $retire:expr) => {{
         let info = Arc::new($info);
         let shared = $shared.clone();
+        let retire = $retire.clone();
         service_fn(move |request| {
             let info = info.clone();
             let shared = shared.clone();
+            retire.count_request();
             async move { Ok::<_, Infallible>(handle(request, &info, &shared).await) }
         })
     }};
+}
+
+/// When a client connection should be asked to go: at its (jittered) age,
+/// or after its last allowed request.
+struct Retire {
+    requests: std::sync::atomic::AtomicU64,
+    max_requests: u64,
+    spent: tokio::sync::Notify,
+}
+
+impl Retire {
+    fn new(limits: &ClientLimits) -> Arc<Retire> {
+        Arc::new(Retire {
+            requests: std::sync::atomic::AtomicU64::new(0),
+            max_requests: limits.max_requests_per_connection,
+            spent: tokio::sync::Notify::new(),
+        })
+    }
+
+    fn count_request(&self) {
+        let count = self.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if self.max_requests != 0 && count == self.max_requests {
+            self.spent.notify_one();
+        }
+    }
+
+    /// Resolves when the connection should go.
+    async fn due(&self, limits: &ClientLimits) {
+        let age = async {
+            match limits.max_connection_age {
+                Some(age) => tokio::time::sleep(jittered(age)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = age => {}
+            _ = self.spent.notified() => {}
+        }
+    }
+}
+
+/// `age` ±10%, uniformly, so a fleet of clients that connected together does
+/// not reconnect in one wave.
+pub fn jittered(age: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut x = u64::from(nanos) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    // A fraction in [0.9, 1.1).
+    let fraction = 0.9 + 0.2 * ((x >> 11) as f64 / (1u64 << 53) as f64);
+    age.mul_f64(fraction)
 }
 
 async fn run_http1<IO>(io: TokioIo<IO>, info: ConnInfo, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = request_service!(info, shared);
+    let retire = Retire::new(&shared.limits);
+    let service = request_service!(info, shared, retire);
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -305,6 +374,13 @@ where
             connection.as_mut().graceful_shutdown();
             log_end(connection.await);
         }
+        _ = retire.due(&shared.limits) => {
+            // The response in flight (if any) carries `Connection: close`.
+            connection.as_mut().graceful_shutdown();
+            if let Ok(result) = timeout(shared.limits.max_connection_age_grace, connection.as_mut()).await {
+                log_end(result);
+            }
+        }
     }
 }
 
@@ -312,7 +388,8 @@ async fn run_http2<IO>(io: TokioIo<IO>, info: ConnInfo, shared: Arc<Shared>, mut
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = request_service!(info, shared);
+    let retire = Retire::new(&shared.limits);
+    let service = request_service!(info, shared, retire);
     let mut builder = http2::Builder::new(TokioExecutor::new());
     builder
         .timer(TokioTimer::new())
@@ -326,6 +403,13 @@ where
             connection.as_mut().graceful_shutdown();
             log_end(connection.await);
         }
+        _ = retire.due(&shared.limits) => {
+            // GOAWAY with the last stream id; streams in flight finish within the grace.
+            connection.as_mut().graceful_shutdown();
+            if let Ok(result) = timeout(shared.limits.max_connection_age_grace, connection.as_mut()).await {
+                log_end(result);
+            }
+        }
     }
 }
 
@@ -338,6 +422,18 @@ fn log_end(result: Result<(), hyper::Error>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connection_ages_spread_ten_percent_either_way() {
+        let age = Duration::from_secs(100);
+        let samples: Vec<f64> = (0..2000).map(|_| jittered(age).as_secs_f64()).collect();
+        let min = samples.iter().copied().fold(f64::MAX, f64::min);
+        let max = samples.iter().copied().fold(f64::MIN, f64::max);
+        assert!(min >= 90.0 && max < 110.0, "{min} .. {max}");
+        assert!(min < 91.0 && max > 109.0, "the whole range is used: {min} .. {max}");
+        let below = samples.iter().filter(|s| **s < 100.0).count();
+        assert!((800..=1200).contains(&below), "{below} of 2000 below the age");
+    }
 
     fn limits() -> ClientLimits {
         ClientLimits {

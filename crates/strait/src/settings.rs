@@ -38,6 +38,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("admin_token", ""),
     ("worker_connections", "16384"),
     ("http2_max_concurrent_streams", "128"),
+    ("http2_max_connection_age", "0"),
+    ("http2_max_connection_age_grace", "30s"),
+    ("http2_max_requests_per_connection", "0"),
     ("router_flavor", "traditional_compatible"),
     ("ssl_cipher_suite", "intermediate"),
     ("ssl_protocols", "TLSv1.2 TLSv1.3"),
@@ -358,6 +361,19 @@ impl NodeSettings {
                 )?)
                 .map_err(|_| anyhow!("http2_max_concurrent_streams: too large"))?
                 .max(1),
+                max_connection_age: Some(parse_duration(
+                    "http2_max_connection_age",
+                    raw.get("http2_max_connection_age"),
+                )?)
+                .filter(|age| !age.is_zero()),
+                max_connection_age_grace: parse_duration(
+                    "http2_max_connection_age_grace",
+                    raw.get("http2_max_connection_age_grace"),
+                )?,
+                max_requests_per_connection: parse_number(
+                    "http2_max_requests_per_connection",
+                    raw.get("http2_max_requests_per_connection"),
+                )? as u64,
             },
             worker_model: raw
                 .get("worker_model")
