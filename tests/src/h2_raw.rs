@@ -16,6 +16,7 @@ pub const HEADERS: u8 = 0x1;
 pub const RST_STREAM: u8 = 0x3;
 pub const SETTINGS: u8 = 0x4;
 pub const GOAWAY: u8 = 0x7;
+pub const WINDOW_UPDATE: u8 = 0x8;
 
 pub const END_STREAM: u8 = 0x1;
 pub const END_HEADERS: u8 = 0x4;
@@ -98,6 +99,53 @@ impl RawH2 {
 
     pub async fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes).await
+    }
+
+    /// The parameters (id, value) of the server's first SETTINGS frame, and the increment of
+    /// its WINDOW_UPDATE on stream 0 if one follows within `wait` (the connection window past
+    /// the protocol's 65,535 bytes).
+    pub async fn server_settings(&mut self, wait: Duration) -> (Vec<(u16, u32)>, Option<u32>) {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut settings = Vec::new();
+        let mut window = None;
+        while window.is_none() {
+            let mut head = [0u8; 9];
+            if !matches!(
+                tokio::time::timeout_at(deadline, self.stream.read_exact(&mut head)).await,
+                Ok(Ok(_))
+            ) {
+                break;
+            }
+            let length = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            let (kind, flags) = (head[3], head[4]);
+            let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+            let mut payload = vec![0u8; length];
+            if !matches!(
+                tokio::time::timeout_at(deadline, self.stream.read_exact(&mut payload)).await,
+                Ok(Ok(_))
+            ) {
+                break;
+            }
+            match kind {
+                SETTINGS if flags & 0x1 == 0 && settings.is_empty() => {
+                    settings = payload
+                        .chunks_exact(6)
+                        .map(|p| {
+                            (
+                                u16::from_be_bytes([p[0], p[1]]),
+                                u32::from_be_bytes([p[2], p[3], p[4], p[5]]),
+                            )
+                        })
+                        .collect();
+                    let _ = self.stream.write_all(&frame(SETTINGS, 0x1, 0, &[])).await;
+                }
+                WINDOW_UPDATE if stream == 0 && payload.len() == 4 => {
+                    window = Some(u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & 0x7fff_ffff);
+                }
+                _ => {}
+            }
+        }
+        (settings, window)
     }
 
     /// Reads frames until the server answers stream 1, resets it, goes away, or closes.

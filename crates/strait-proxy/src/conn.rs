@@ -43,6 +43,47 @@ pub struct ClientLimits {
     pub max_connection_age_grace: Duration,
     /// Requests one client connection carries before it is asked to go (0: no limit).
     pub max_requests_per_connection: u64,
+    /// HTTP/2 client connections' flow control, framing, keep-alive pings
+    /// and abuse limits.
+    pub http2: Http2Settings,
+}
+
+/// The HTTP/2 settings of client connections (docs/grpc.md#http2-settings).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Http2Settings {
+    /// SETTINGS_INITIAL_WINDOW_SIZE: bytes a stream may send before it is read.
+    pub initial_stream_window: u32,
+    /// The connection's window (a WINDOW_UPDATE on stream 0).
+    pub initial_connection_window: u32,
+    /// Grow windows to the measured bandwidth-delay product instead.
+    pub adaptive_window: bool,
+    /// SETTINGS_MAX_FRAME_SIZE.
+    pub max_frame_size: u32,
+    /// PING an idle-looking connection this often (None: never) ...
+    pub keepalive_interval: Option<Duration>,
+    /// ... and close it when the PONG takes longer than this.
+    pub keepalive_timeout: Duration,
+    /// Streams a client may open and reset before they are accepted
+    /// (the rapid-reset attack, CVE-2023-44487); past it, GOAWAY.
+    pub max_pending_accept_reset_streams: usize,
+    /// Streams Strait may reset for the client's protocol errors over a
+    /// connection's life; past it, GOAWAY.
+    pub max_local_error_reset_streams: usize,
+}
+
+impl Default for Http2Settings {
+    fn default() -> Http2Settings {
+        Http2Settings {
+            initial_stream_window: 1 << 20,
+            initial_connection_window: 1 << 20,
+            adaptive_window: false,
+            max_frame_size: 16_384,
+            keepalive_interval: None,
+            keepalive_timeout: Duration::from_secs(20),
+            max_pending_accept_reset_streams: 20,
+            max_local_error_reset_streams: 1024,
+        }
+    }
 }
 
 impl Default for ClientLimits {
@@ -57,6 +98,7 @@ impl Default for ClientLimits {
             max_connection_age: None,
             max_connection_age_grace: Duration::from_secs(30),
             max_requests_per_connection: 0,
+            http2: Http2Settings::default(),
         }
     }
 }
@@ -391,10 +433,19 @@ where
     let retire = Retire::new(&shared.limits);
     let service = request_service!(info, shared, retire);
     let mut builder = http2::Builder::new(TokioExecutor::new());
+    let h2 = &shared.limits.http2;
     builder
         .timer(TokioTimer::new())
         .max_header_list_size(shared.limits.max_header_bytes as u32)
-        .max_concurrent_streams(shared.limits.http2_max_concurrent_streams);
+        .max_concurrent_streams(shared.limits.http2_max_concurrent_streams)
+        .initial_stream_window_size(h2.initial_stream_window)
+        .initial_connection_window_size(h2.initial_connection_window)
+        .adaptive_window(h2.adaptive_window)
+        .max_frame_size(h2.max_frame_size)
+        .keep_alive_interval(h2.keepalive_interval)
+        .keep_alive_timeout(h2.keepalive_timeout)
+        .max_pending_accept_reset_streams(h2.max_pending_accept_reset_streams)
+        .max_local_error_reset_streams(h2.max_local_error_reset_streams);
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     tokio::select! {

@@ -41,6 +41,14 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("http2_max_connection_age", "0"),
     ("http2_max_connection_age_grace", "30s"),
     ("http2_max_requests_per_connection", "0"),
+    ("http2_initial_stream_window_size", "1m"),
+    ("http2_initial_connection_window_size", "1m"),
+    ("http2_adaptive_window", "off"),
+    ("http2_max_frame_size", "16k"),
+    ("http2_keepalive_interval", "0"),
+    ("http2_keepalive_timeout", "20s"),
+    ("http2_max_pending_accept_reset_streams", "20"),
+    ("http2_max_local_error_reset_streams", "1024"),
     ("router_flavor", "traditional_compatible"),
     ("ssl_cipher_suite", "intermediate"),
     ("ssl_protocols", "TLSv1.2 TLSv1.3"),
@@ -247,6 +255,39 @@ fn parse_number(key: &str, value: &str) -> Result<usize> {
         .map_err(|_| anyhow!("{key}: expected a number, got {value:?}"))
 }
 
+/// The `http2_*` settings of client connections, checked against the
+/// ranges RFC 9113 allows.
+fn http2_settings(raw: &RawSettings) -> Result<strait_proxy::conn::Http2Settings> {
+    let window = |key: &str| -> Result<u32> {
+        let size = parse_size(key, raw.get(key))?;
+        match u32::try_from(size) {
+            Ok(size) if (1..=0x7fff_ffff).contains(&size) => Ok(size),
+            _ => bail!("{key}: must be between 1 byte and 2147483647 bytes (got {size})"),
+        }
+    };
+    let frame = parse_size("http2_max_frame_size", raw.get("http2_max_frame_size"))?;
+    if !(16_384..=16_777_215).contains(&frame) {
+        bail!("http2_max_frame_size: must be between 16k and 16777215 bytes (got {frame})");
+    }
+    let interval = parse_duration("http2_keepalive_interval", raw.get("http2_keepalive_interval"))?;
+    Ok(strait_proxy::conn::Http2Settings {
+        initial_stream_window: window("http2_initial_stream_window_size")?,
+        initial_connection_window: window("http2_initial_connection_window_size")?,
+        adaptive_window: parse_switch("http2_adaptive_window", raw.get("http2_adaptive_window"))?,
+        max_frame_size: frame as u32,
+        keepalive_interval: (!interval.is_zero()).then_some(interval),
+        keepalive_timeout: parse_duration("http2_keepalive_timeout", raw.get("http2_keepalive_timeout"))?,
+        max_pending_accept_reset_streams: parse_number(
+            "http2_max_pending_accept_reset_streams",
+            raw.get("http2_max_pending_accept_reset_streams"),
+        )?,
+        max_local_error_reset_streams: parse_number(
+            "http2_max_local_error_reset_streams",
+            raw.get("http2_max_local_error_reset_streams"),
+        )?,
+    })
+}
+
 /// Kong's `dns_*` settings. `dns_order` may name `LAST`, `SRV`, `A`,
 /// `AAAA` and `CNAME`; Strait asks for SRV, A and AAAA records in the
 /// order given, the type that answered a name last time first (`LAST`
@@ -374,6 +415,7 @@ impl NodeSettings {
                     "http2_max_requests_per_connection",
                     raw.get("http2_max_requests_per_connection"),
                 )? as u64,
+                http2: http2_settings(&raw)?,
             },
             worker_model: raw
                 .get("worker_model")
@@ -480,5 +522,17 @@ mod tests {
             .expect_err("bad listen")
             .to_string()
             .starts_with("proxy_listen:"));
+        for (key, value) in [
+            ("http2_max_frame_size", "1k"),
+            ("http2_initial_stream_window_size", "0"),
+            ("http2_adaptive_window", "maybe"),
+            ("dns_order", "SRV,MX"),
+            ("upstream_keepalive_max_requests", "lots"),
+        ] {
+            let mut raw = RawSettings::load(None, std::iter::empty()).expect("defaults");
+            raw.0.insert(key.into(), value.into());
+            let error = NodeSettings::from_raw(raw).expect_err(key).to_string();
+            assert!(error.starts_with(&format!("{key}:")), "{key}: {error}");
+        }
     }
 }
