@@ -1,5 +1,6 @@
-//! The `http2_*` settings reach the wire: what a client reads in the gateway's SETTINGS frame
-//! and its connection WINDOW_UPDATE.
+//! The `http2_*` settings reach the wire (what a client reads in the gateway's SETTINGS frame
+//! and its connection WINDOW_UPDATE), and the HTTP/2 attacks they bound: rapid reset and
+//! CONTINUATION floods.
 
 use std::time::Duration;
 
@@ -28,4 +29,101 @@ async fn every_http2_setting_is_in_the_settings_frame() {
     assert_eq!(value(MAX_FRAME_SIZE), Some(32 * 1024), "{settings:?}");
     assert_eq!(value(MAX_HEADER_LIST_SIZE), Some(16384), "{settings:?}");
     assert_eq!(window, Some(4 * 1024 * 1024 - 65_535), "the connection window");
+}
+
+const RST_STREAM: u8 = 0x3;
+const CONTINUATION: u8 = 0x9;
+const ENHANCE_YOUR_CALM: u32 = 0xb;
+
+/// One client, one connection: `pairs` streams opened and reset at once (CVE-2023-44487).
+/// The gateway goes away from that connection, sends few of the calls upstream, and keeps
+/// serving others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rapid_reset_is_bounded() {
+    use strait_e2e::declarative::{config, route, service};
+    use strait_e2e::h2_raw::{frame, header_block, StreamOutcome, END_HEADERS, END_STREAM, HEADERS};
+    let origin = strait_e2e::Upstream::start(strait_e2e::UpstreamKind::Http1).await;
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    gw.apply(&config(vec![service(
+        "s",
+        &origin.url("http"),
+        vec![route("s", &["/s"])],
+    )]))
+    .await;
+    let before = origin.hits();
+    let mut attacker = RawH2::connect(gw.proxy_addr()).await.expect("connect");
+    let _ = attacker.server_settings(Duration::from_millis(300)).await;
+    let block = header_block(&[
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":path", "/s/slow?ms=200"),
+        (":authority", "a"),
+    ]);
+    let mut burst = Vec::new();
+    for n in 0..2000u32 {
+        let id = 2 * n + 1;
+        burst.extend(frame(HEADERS, END_HEADERS | END_STREAM, id, &block));
+        burst.extend(frame(RST_STREAM, 0, id, &0x8u32.to_be_bytes()));
+    }
+    let _ = attacker.send(&burst).await;
+    let outcome = attacker.outcome_of(u32::MAX, Duration::from_secs(5)).await;
+    assert!(
+        matches!(
+            outcome,
+            StreamOutcome::GoAway(ENHANCE_YOUR_CALM) | StreamOutcome::Closed
+        ),
+        "the attacking connection is closed: {outcome:?}"
+    );
+    let reached = origin.hits() - before;
+    eprintln!("rapid reset: {outcome:?}; {reached} of 2000 calls reached the upstream");
+    assert!(reached < 2000, "{reached} of 2000 reset calls reached the upstream");
+    let reply = gw.proxy(strait_e2e::get("/s/echo")).await;
+    assert_eq!(reply.status, 200, "others are still served");
+}
+
+/// A header block that never ends (HEADERS without END_HEADERS, then CONTINUATION frames past
+/// the header list limit, CVE-2024-27316): the connection is dropped, not buffered without end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continuation_flood_is_bounded() {
+    use strait_e2e::h2_raw::{frame, header_block, StreamOutcome, HEADERS};
+    let gw = Gateway::start(GatewayOptions::new().setting("client_max_header_size", "8192")).await;
+    let rss_before = gw.rss_kib();
+    let mut attacker = RawH2::connect(gw.proxy_addr()).await.expect("connect");
+    let _ = attacker.server_settings(Duration::from_millis(300)).await;
+    let start = header_block(&[
+        (":method", "GET"),
+        (":scheme", "http"),
+        (":path", "/"),
+        (":authority", "a"),
+    ]);
+    let _ = attacker.send(&frame(HEADERS, 0, 1, &start)).await;
+    let filler = "v".repeat(4000);
+    let chunk = header_block(&[("x-flood", filler.as_str())]);
+    let mut sent = 0usize;
+    let mut refused = false;
+    // Up to 64 MB of header block; the gateway must stop taking it long before.
+    for _ in 0..16_000 {
+        if attacker.send(&frame(CONTINUATION, 0, 1, &chunk)).await.is_err() {
+            refused = true;
+            break;
+        }
+        sent += chunk.len();
+    }
+    let outcome = attacker.outcome_of(1, Duration::from_secs(3)).await;
+    assert!(
+        refused
+            || matches!(
+                outcome,
+                StreamOutcome::GoAway(_) | StreamOutcome::Closed | StreamOutcome::Reset(_)
+            ),
+        "the flood is cut off: {outcome:?} after {sent} bytes"
+    );
+    let grown = gw.rss_kib().saturating_sub(rss_before);
+    eprintln!("continuation flood: {outcome:?} after {sent} bytes (refused: {refused}); RSS +{grown} KiB");
+    assert!(grown < 32 * 1024, "gateway memory grew by {grown} KiB");
+    let mut other = RawH2::connect(gw.proxy_addr()).await.expect("connect");
+    assert!(
+        !other.server_settings(Duration::from_secs(1)).await.0.is_empty(),
+        "others are still served"
+    );
 }
