@@ -127,3 +127,63 @@ async fn continuation_flood_is_bounded() {
         "others are still served"
     );
 }
+
+/// The `upstream_http2_*` settings, as an HTTP/2 upstream reads them from Strait's SETTINGS
+/// frame and connection WINDOW_UPDATE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_http2_settings_reach_the_upstream() {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen = tokio::spawn(async move {
+        let (mut tcp, _) = listener.accept().await.expect("accept");
+        let mut preface = [0u8; 24];
+        tcp.read_exact(&mut preface).await.expect("preface");
+        let (mut settings, mut window) = (Vec::new(), None);
+        while settings.is_empty() || window.is_none() {
+            let mut head = [0u8; 9];
+            if tcp.read_exact(&mut head).await.is_err() {
+                break;
+            }
+            let length = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+            let mut payload = vec![0u8; length];
+            tcp.read_exact(&mut payload).await.expect("payload");
+            match head[3] {
+                0x4 if head[4] & 0x1 == 0 => {
+                    settings = payload
+                        .chunks_exact(6)
+                        .map(|p| {
+                            (
+                                u16::from_be_bytes([p[0], p[1]]),
+                                u32::from_be_bytes([p[2], p[3], p[4], p[5]]),
+                            )
+                        })
+                        .collect::<Vec<_>>();
+                }
+                0x8 => window = Some(u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]])),
+                _ => {}
+            }
+        }
+        (settings, window)
+    });
+    let options = GatewayOptions::new()
+        .setting("upstream_http2_initial_stream_window_size", "256k")
+        .setting("upstream_http2_initial_connection_window_size", "4m")
+        .setting("upstream_http2_max_frame_size", "32k");
+    let gw = Gateway::start(options).await;
+    let mut cfg = strait_e2e::declarative::config(vec![]);
+    cfg["services"] = serde_json::json!([{ "name": "g", "url": format!("grpc://{addr}"), "read_timeout": 500,
+        "retries": 0, "routes": [{ "name": "g", "paths": ["/g"], "protocols": ["grpc"] }] }]);
+    gw.apply(&cfg).await;
+    let mut conn = strait_e2e::Conn::h2c(gw.proxy_addr()).await.expect("h2c");
+    let headers = [("content-type", "application/grpc"), ("te", "trailers")];
+    let _ = conn.send(strait_e2e::request("POST", "/g/Call", &headers, "")).await;
+    let (settings, window) = tokio::time::timeout(Duration::from_secs(5), seen)
+        .await
+        .expect("the upstream saw Strait's SETTINGS")
+        .expect("task");
+    let value = |id: u16| settings.iter().find(|(key, _)| *key == id).map(|(_, v)| *v);
+    assert_eq!(value(INITIAL_WINDOW_SIZE), Some(256 * 1024), "{settings:?}");
+    assert_eq!(value(MAX_FRAME_SIZE), Some(32 * 1024), "{settings:?}");
+    assert_eq!(window, Some(4 * 1024 * 1024 - 65_535));
+}

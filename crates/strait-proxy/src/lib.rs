@@ -62,6 +62,8 @@ pub struct ProxySettings {
     pub access_log: Option<access_log::AccessLog>,
     /// `upstream_keepalive_*`.
     pub keepalive: upstream::Keepalive,
+    /// `upstream_http2_*`: HTTP/2 connections to upstreams.
+    pub upstream_http2: conn::Http2Settings,
 }
 
 /// Everything a worker needs, shared by all of them.

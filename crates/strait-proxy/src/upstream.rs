@@ -97,6 +97,9 @@ struct Idle<S> {
 /// Keep-alive connections of one worker.
 pub struct Pool {
     keepalive: Keepalive,
+    /// Flow control, framing and pings of HTTP/2 upstream connections
+    /// (the `upstream_http2_*` settings; the reset limits do not apply).
+    http2_settings: crate::conn::Http2Settings,
     http1: Mutex<HashMap<PoolKey, Vec<Idle<http1::SendRequest<ProxyBody>>>>>,
     http2: Mutex<HashMap<PoolKey, Idle<http2::SendRequest<ProxyBody>>>>,
     /// Advanced by [`Pool::sweep`].
@@ -105,7 +108,7 @@ pub struct Pool {
 
 impl Default for Pool {
     fn default() -> Pool {
-        Pool::new(Keepalive::default())
+        Pool::new(Keepalive::default(), crate::conn::Http2Settings::default())
     }
 }
 
@@ -141,9 +144,10 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Pool {
-    pub fn new(keepalive: Keepalive) -> Pool {
+    pub fn new(keepalive: Keepalive, http2_settings: crate::conn::Http2Settings) -> Pool {
         Pool {
             keepalive,
+            http2_settings,
             http1: Mutex::default(),
             http2: Mutex::default(),
             epoch: std::sync::atomic::AtomicU64::new(0),
@@ -247,7 +251,7 @@ impl Pool {
                 uses,
             });
         }
-        let sender = connect(endpoint, connect_timeout).await?;
+        let sender = connect(endpoint, connect_timeout, &self.http2_settings).await?;
         Ok(Lease {
             key,
             sender,
@@ -289,7 +293,7 @@ impl Pool {
                 })
             }
         };
-        let sender = match connect(endpoint, connect_timeout).await {
+        let sender = match connect(endpoint, connect_timeout, &self.http2_settings).await {
             Ok(sender) => sender,
             Err(error) => {
                 return Err(DispatchFailure {
@@ -346,7 +350,11 @@ impl Pool {
     }
 }
 
-async fn connect(endpoint: &Endpoint, connect_timeout: Duration) -> Result<Sender, ProxyError> {
+async fn connect(
+    endpoint: &Endpoint,
+    connect_timeout: Duration,
+    http2: &crate::conn::Http2Settings,
+) -> Result<Sender, ProxyError> {
     let addr = endpoint.addr;
     let attempt = async {
         let tcp = TcpStream::connect(addr)
@@ -358,6 +366,7 @@ async fn connect(endpoint: &Endpoint, connect_timeout: Duration) -> Result<Sende
                 handshake(
                     TokioIo::new(WriteTimeoutIo::new(tcp, endpoint.write_timeout)),
                     endpoint.http2,
+                    http2,
                 )
                 .await
             }
@@ -371,7 +380,7 @@ async fn connect(endpoint: &Endpoint, connect_timeout: Duration) -> Result<Sende
                     .map_err(|e| {
                         ProxyError::new(ErrorKind::UpstreamConnect, format!("TLS handshake with {addr}: {e}"))
                     })?;
-                handshake(TokioIo::new(tls), endpoint.http2).await
+                handshake(TokioIo::new(tls), endpoint.http2, http2).await
             }
         }
     };
@@ -384,7 +393,11 @@ async fn connect(endpoint: &Endpoint, connect_timeout: Duration) -> Result<Sende
     }
 }
 
-async fn handshake<T>(io: TokioIo<T>, use_http2: bool) -> Result<Sender, ProxyError>
+async fn handshake<T>(
+    io: TokioIo<T>,
+    use_http2: bool,
+    settings: &crate::conn::Http2Settings,
+) -> Result<Sender, ProxyError>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -392,6 +405,12 @@ where
     if use_http2 {
         let (sender, connection) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
+            .initial_stream_window_size(settings.initial_stream_window)
+            .initial_connection_window_size(settings.initial_connection_window)
+            .adaptive_window(settings.adaptive_window)
+            .max_frame_size(settings.max_frame_size)
+            .keep_alive_interval(settings.keepalive_interval)
+            .keep_alive_timeout(settings.keepalive_timeout)
             .handshake(io)
             .await
             .map_err(failed)?;

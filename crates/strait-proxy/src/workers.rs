@@ -126,7 +126,7 @@ fn run_worker(
             limits: context.settings.limits.clone(),
             headers: context.settings.headers,
             access_log: context.settings.access_log.clone(),
-            pool: Pool::new(context.settings.keepalive),
+            pool: Pool::new(context.settings.keepalive, context.settings.upstream_http2.clone()),
         });
         if let Some(every) = shared.pool().sweep_interval() {
             let shared = shared.clone();

@@ -49,6 +49,12 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("http2_keepalive_timeout", "20s"),
     ("http2_max_pending_accept_reset_streams", "20"),
     ("http2_max_local_error_reset_streams", "1024"),
+    ("upstream_http2_initial_stream_window_size", "1m"),
+    ("upstream_http2_initial_connection_window_size", "1m"),
+    ("upstream_http2_adaptive_window", "off"),
+    ("upstream_http2_max_frame_size", "16k"),
+    ("upstream_http2_keepalive_interval", "0"),
+    ("upstream_http2_keepalive_timeout", "20s"),
     ("router_flavor", "traditional_compatible"),
     ("ssl_cipher_suite", "intermediate"),
     ("ssl_protocols", "TLSv1.2 TLSv1.3"),
@@ -257,34 +263,47 @@ fn parse_number(key: &str, value: &str) -> Result<usize> {
 
 /// The `http2_*` settings of client connections, checked against the
 /// ranges RFC 9113 allows.
-fn http2_settings(raw: &RawSettings) -> Result<strait_proxy::conn::Http2Settings> {
-    let window = |key: &str| -> Result<u32> {
-        let size = parse_size(key, raw.get(key))?;
+fn http2_settings(raw: &RawSettings, prefix: &str) -> Result<strait_proxy::conn::Http2Settings> {
+    let key = |name: &str| format!("{prefix}{name}");
+    let window = |name: &str| -> Result<u32> {
+        let key = key(name);
+        let size = parse_size(&key, raw.get(&key))?;
         match u32::try_from(size) {
             Ok(size) if (1..=0x7fff_ffff).contains(&size) => Ok(size),
             _ => bail!("{key}: must be between 1 byte and 2147483647 bytes (got {size})"),
         }
     };
-    let frame = parse_size("http2_max_frame_size", raw.get("http2_max_frame_size"))?;
+    let frame_key = key("max_frame_size");
+    let frame = parse_size(&frame_key, raw.get(&frame_key))?;
     if !(16_384..=16_777_215).contains(&frame) {
-        bail!("http2_max_frame_size: must be between 16k and 16777215 bytes (got {frame})");
+        bail!("{frame_key}: must be between 16k and 16777215 bytes (got {frame})");
     }
-    let interval = parse_duration("http2_keepalive_interval", raw.get("http2_keepalive_interval"))?;
+    let duration = |name: &str| {
+        let key = key(name);
+        parse_duration(&key, raw.get(&key))
+    };
+    let interval = duration("keepalive_interval")?;
+    let defaults = strait_proxy::conn::Http2Settings::default();
+    // The reset limits are settings of client connections only.
+    let number = |name: &str, default: usize| {
+        let key = key(name);
+        match raw.0.get(&key) {
+            Some(value) => parse_number(&key, value),
+            None => Ok(default),
+        }
+    };
     Ok(strait_proxy::conn::Http2Settings {
-        initial_stream_window: window("http2_initial_stream_window_size")?,
-        initial_connection_window: window("http2_initial_connection_window_size")?,
-        adaptive_window: parse_switch("http2_adaptive_window", raw.get("http2_adaptive_window"))?,
+        initial_stream_window: window("initial_stream_window_size")?,
+        initial_connection_window: window("initial_connection_window_size")?,
+        adaptive_window: parse_switch(&key("adaptive_window"), raw.get(&key("adaptive_window")))?,
         max_frame_size: frame as u32,
         keepalive_interval: (!interval.is_zero()).then_some(interval),
-        keepalive_timeout: parse_duration("http2_keepalive_timeout", raw.get("http2_keepalive_timeout"))?,
-        max_pending_accept_reset_streams: parse_number(
-            "http2_max_pending_accept_reset_streams",
-            raw.get("http2_max_pending_accept_reset_streams"),
+        keepalive_timeout: duration("keepalive_timeout")?,
+        max_pending_accept_reset_streams: number(
+            "max_pending_accept_reset_streams",
+            defaults.max_pending_accept_reset_streams,
         )?,
-        max_local_error_reset_streams: parse_number(
-            "http2_max_local_error_reset_streams",
-            raw.get("http2_max_local_error_reset_streams"),
-        )?,
+        max_local_error_reset_streams: number("max_local_error_reset_streams", defaults.max_local_error_reset_streams)?,
     })
 }
 
@@ -415,7 +434,7 @@ impl NodeSettings {
                     "http2_max_requests_per_connection",
                     raw.get("http2_max_requests_per_connection"),
                 )? as u64,
-                http2: http2_settings(&raw)?,
+                http2: http2_settings(&raw, "http2_")?,
             },
             worker_model: raw
                 .get("worker_model")
@@ -428,6 +447,7 @@ impl NodeSettings {
             )?,
             headers: strait_proxy::kong_headers::HeaderSwitches::parse(raw.get("headers"), raw.get("headers_upstream"))
                 .map_err(|e| anyhow!(e))?,
+            upstream_http2: http2_settings(&raw, "upstream_http2_")?,
             keepalive: strait_proxy::upstream::Keepalive {
                 pool_size: parse_number("upstream_keepalive_pool_size", raw.get("upstream_keepalive_pool_size"))?,
                 max_requests: u32::try_from(parse_number(
