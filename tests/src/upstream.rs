@@ -65,8 +65,8 @@ pub struct Upstream {
     tls: Option<tokio_rustls::TlsAcceptor>,
     /// Turned true by [`Upstream::kill`]: every open connection drops.
     killed: tokio::sync::watch::Sender<bool>,
-    /// Milliseconds every response waits first ([`Upstream::set_delay`]).
-    delay_ms: Arc<AtomicU64>,
+    /// What the test may change while the upstream runs.
+    knobs: Arc<Knobs>,
     /// Connections accepted, and those still open.
     accepted: Arc<AtomicUsize>,
     open: Arc<AtomicUsize>,
@@ -81,6 +81,15 @@ pub fn refusing_addr() -> SocketAddr {
     crate::local(crate::free_port())
 }
 
+/// Behaviour a test can change while the upstream runs.
+#[derive(Default)]
+struct Knobs {
+    /// Milliseconds every response waits first ([`Upstream::set_delay`]).
+    delay_ms: AtomicU64,
+    /// [`Upstream::set_grpc_serving`].
+    grpc_not_serving: std::sync::atomic::AtomicBool,
+}
+
 /// What every connection of one upstream shares.
 #[derive(Clone)]
 struct Shared {
@@ -89,7 +98,7 @@ struct Shared {
     seen: Seen,
     tls: Option<tokio_rustls::TlsAcceptor>,
     killed: tokio::sync::watch::Receiver<bool>,
-    delay_ms: Arc<AtomicU64>,
+    knobs: Arc<Knobs>,
     accepted: Arc<AtomicUsize>,
     open: Arc<AtomicUsize>,
 }
@@ -113,11 +122,11 @@ fn spawn_accept(listener: TcpListener, shared: Shared) -> JoinHandle<()> {
                         hits,
                         seen,
                         tls,
-                        delay_ms,
+                        knobs,
                         ..
                     } = shared;
                     match tls {
-                        None => serve(kind, TokioIo::new(tcp), hits, seen, delay_ms).await,
+                        None => serve(kind, TokioIo::new(tcp), hits, seen, knobs).await,
                         Some(acceptor) => {
                             let Ok(stream) = acceptor.accept(tcp).await else { return };
                             let negotiated = match stream.get_ref().1.alpn_protocol() {
@@ -125,7 +134,7 @@ fn spawn_accept(listener: TcpListener, shared: Shared) -> JoinHandle<()> {
                                 Some(_) => UpstreamKind::Http1,
                                 None => UpstreamKind::Auto,
                             };
-                            serve(negotiated, TokioIo::new(stream), hits, seen, delay_ms).await
+                            serve(negotiated, TokioIo::new(stream), hits, seen, knobs).await
                         }
                     }
                 };
@@ -197,7 +206,7 @@ impl Upstream {
             seen: Seen::default(),
             tls: tls.clone(),
             killed: killed_rx,
-            delay_ms: Arc::new(AtomicU64::new(0)),
+            knobs: Arc::new(Knobs::default()),
             accepted: Arc::new(AtomicUsize::new(0)),
             open: Arc::new(AtomicUsize::new(0)),
         };
@@ -206,7 +215,7 @@ impl Upstream {
             addr,
             hits: shared.hits.clone(),
             seen: shared.seen.clone(),
-            delay_ms: shared.delay_ms.clone(),
+            knobs: shared.knobs.clone(),
             accepted: shared.accepted.clone(),
             open: shared.open.clone(),
             accept_task: spawn_accept(listener, shared),
@@ -274,7 +283,7 @@ impl Upstream {
             seen: self.seen.clone(),
             tls: self.tls.clone(),
             killed: killed_rx,
-            delay_ms: self.delay_ms.clone(),
+            knobs: self.knobs.clone(),
             accepted: self.accepted.clone(),
             open: self.open.clone(),
         };
@@ -291,9 +300,14 @@ impl Upstream {
         self.open.load(Ordering::SeqCst)
     }
 
+    /// Answer `grpc.health.v1.Health/Check` with SERVING (true, the default) or NOT_SERVING.
+    pub fn set_grpc_serving(&self, serving: bool) {
+        self.knobs.grpc_not_serving.store(!serving, Ordering::SeqCst);
+    }
+
     /// Make every response wait `delay` first.
     pub fn set_delay(&self, delay: Duration) {
-        self.delay_ms.store(delay.as_millis() as u64, Ordering::SeqCst);
+        self.knobs.delay_ms.store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -334,7 +348,7 @@ impl Drop for Upstream {
 /// The requests an upstream received (`METHOD path?query`).
 type Seen = Arc<std::sync::Mutex<Vec<String>>>;
 
-async fn serve<I>(kind: UpstreamKind, io: TokioIo<I>, hits: Arc<AtomicUsize>, seen: Seen, delay_ms: Arc<AtomicU64>)
+async fn serve<I>(kind: UpstreamKind, io: TokioIo<I>, hits: Arc<AtomicUsize>, seen: Seen, knobs: Arc<Knobs>)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -344,12 +358,13 @@ where
             .unwrap_or_else(|p| p.into_inner())
             .push(format!("{} {target}", req.method()));
         let hits = hits.clone();
-        let delay = Duration::from_millis(delay_ms.load(Ordering::SeqCst));
+        let delay = Duration::from_millis(knobs.delay_ms.load(Ordering::SeqCst));
+        let knobs = knobs.clone();
         async move {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            handle(req, hits).await
+            handle(req, hits, knobs).await
         }
     });
     let _ = match kind {
@@ -379,11 +394,18 @@ fn query_number(req: &Request<Incoming>, key: &str) -> Option<u64> {
     })
 }
 
-async fn handle(req: Request<Incoming>, hits: Arc<AtomicUsize>) -> Result<Response<TestBody>, Infallible> {
+async fn handle(
+    req: Request<Incoming>,
+    hits: Arc<AtomicUsize>,
+    knobs: Arc<Knobs>,
+) -> Result<Response<TestBody>, Infallible> {
     hits.fetch_add(1, Ordering::SeqCst);
     let path = req.uri().path().to_string();
     let response = if path == "/trailers" {
         trailers_response(req).await
+    } else if path == "/grpc.health.v1.Health/Check" {
+        let serving = !knobs.grpc_not_serving.load(Ordering::SeqCst);
+        grpc_health_response(req, serving).await
     } else if path == "/slow" {
         let ms = query_number(&req, "ms").unwrap_or(1000);
         tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -505,6 +527,26 @@ async fn trailers_response(req: Request<Incoming>) -> Response<TestBody> {
         builder = builder.header("x-received-te", te);
     }
     builder.body(body).expect("response")
+}
+
+/// `grpc.health.v1.Health/Check`: a HealthCheckResponse with status SERVING (1) or
+/// NOT_SERVING (2), `grpc-status: 0` in the trailers.
+async fn grpc_health_response(req: Request<Incoming>, serving: bool) -> Response<TestBody> {
+    let _ = req.into_body().collect().await;
+    let (tx, body) = channel_body();
+    tokio::spawn(async move {
+        let status = if serving { 1 } else { 2 };
+        let message = Bytes::from(vec![0, 0, 0, 0, 2, 0x08, status]);
+        let _ = tx.send(Ok(Frame::data(message))).await;
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", HeaderValue::from_static("0"));
+        let _ = tx.send(Ok(Frame::trailers(trailers))).await;
+    });
+    Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .body(body)
+        .expect("response")
 }
 
 fn reset_response() -> Response<TestBody> {

@@ -543,3 +543,40 @@ async fn upstream_keepalive_limits_requests_idle_time_and_pool_size() {
     }
     assert_eq!(none.connections_accepted() - before, 4, "a connection per request");
 }
+
+/// Active checks of `type: grpc` speak the gRPC health-checking protocol
+/// (`grpc.health.v1.Health/Check`): NOT_SERVING takes the target out, SERVING brings it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_health_checks_follow_the_serving_status() {
+    let up = Upstream::start(UpstreamKind::H2c).await;
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let upstream = json!({ "name": "pool", "targets": [{ "target": host(&up) }],
+        "healthchecks": { "active": { "type": "grpc", "timeout": 1,
+            "healthy": { "interval": 0.2, "successes": 1 },
+            "unhealthy": { "interval": 0.2, "http_failures": 1 } } } });
+    let mut svc = service("pool", "grpc://pool", vec![]);
+    svc["routes"] = json!([{ "name": "g", "paths": ["/g"], "protocols": ["grpc"] }]);
+    let mut cfg = config(vec![svc]);
+    cfg["upstreams"] = json!([upstream]);
+    gw.apply(&cfg).await;
+    let expect = |state: &'static str| {
+        let gw = &gw;
+        let target = host(&up);
+        async move {
+            eventually(Duration::from_secs(5), state, || {
+                let target = target.clone();
+                async move {
+                    let health = health_of(gw).await;
+                    anyhow::ensure!(health[&target] == state, "{health:?}");
+                    Ok(())
+                }
+            })
+            .await
+        }
+    };
+    expect("HEALTHY").await;
+    up.set_grpc_serving(false);
+    expect("UNHEALTHY").await;
+    up.set_grpc_serving(true);
+    expect("HEALTHY").await;
+}

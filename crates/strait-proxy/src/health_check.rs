@@ -164,6 +164,9 @@ impl Probe {
 
     /// What one probe reports; `None` for a status in neither list.
     async fn exchange(&self) -> Option<Report> {
+        if matches!(self.checks.kind, ProbeKind::Grpc | ProbeKind::Grpcs) {
+            return self.grpc_exchange().await;
+        }
         let tls_name = self.checks.https_sni.as_deref().unwrap_or(&self.address.host);
         let tls = (self.checks.kind == ProbeKind::Https).then_some(ClientTls {
             server_name: tls_name,
@@ -204,6 +207,124 @@ impl Probe {
     }
 }
 
+impl Probe {
+    /// The gRPC health-checking protocol: `grpc.health.v1.Health/Check`
+    /// with an empty request (the server's overall health). SERVING is a
+    /// success; another status, a `grpc-status` other than 0 or an HTTP
+    /// status in the unhealthy list is an HTTP failure.
+    async fn grpc_exchange(&self) -> Option<Report> {
+        use http_body_util::{BodyExt, Full};
+        let addr = match crate::dns::resolve(&self.address.host, self.address.port).await {
+            Ok(addr) => addr,
+            Err(_) => return Some(Report::TcpFailure),
+        };
+        let Ok(tcp) = tokio::net::TcpStream::connect(addr).await else {
+            return Some(Report::TcpFailure);
+        };
+        let _ = tcp.set_nodelay(true);
+        let io: Box<dyn strait_runtime::tls::Stream> = if self.checks.kind == ProbeKind::Grpcs {
+            let name = self
+                .checks
+                .https_sni
+                .clone()
+                .unwrap_or_else(|| self.address.host.clone());
+            let Ok(config) = strait_runtime::tls::client_config(self.checks.verify_certificate) else {
+                return Some(Report::TcpFailure);
+            };
+            let mut config = (*config).clone();
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            let Ok(server_name) = rustls::pki_types::ServerName::try_from(name) else {
+                return Some(Report::TcpFailure);
+            };
+            match tokio_rustls::TlsConnector::from(Arc::new(config))
+                .connect(server_name, tcp)
+                .await
+            {
+                Ok(tls) => Box::new(tls),
+                Err(_) => return Some(Report::TcpFailure),
+            }
+        } else {
+            Box::new(tcp)
+        };
+        let handshake = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(io),
+        );
+        let Ok((mut sender, connection)) = handshake.await else {
+            return Some(Report::TcpFailure);
+        };
+        tokio::spawn(connection);
+        let scheme = if self.checks.kind == ProbeKind::Grpcs {
+            "https"
+        } else {
+            "http"
+        };
+        let mut request = http::Request::post(format!("{scheme}://{}/grpc.health.v1.Health/Check", self.host_header))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers");
+        for (name, value) in &self.checks.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        // One gRPC message: not compressed, length 0 (an empty HealthCheckRequest).
+        let request = request
+            .body(Full::new(bytes::Bytes::from_static(&[0, 0, 0, 0, 0])))
+            .ok()?;
+        let Ok(response) = sender.send_request(request).await else {
+            return Some(Report::TcpFailure);
+        };
+        if response.status() != http::StatusCode::OK {
+            return self.checks.judge(response.status().as_u16());
+        }
+        let header_status = response.headers().get("grpc-status").cloned();
+        let Ok(collected) = response.into_body().collect().await else {
+            return Some(Report::TcpFailure);
+        };
+        let grpc_status = collected
+            .trailers()
+            .and_then(|t| t.get("grpc-status").cloned())
+            .or(header_status);
+        if grpc_status.as_ref().map(|v| v.as_bytes()) != Some(b"0") {
+            return Some(Report::HttpFailure);
+        }
+        match serving_status(&collected.to_bytes()) {
+            Some(1) => Some(Report::Success),
+            _ => Some(Report::HttpFailure),
+        }
+    }
+}
+
+/// The `status` (field 1) of a HealthCheckResponse in one gRPC message.
+fn serving_status(message: &[u8]) -> Option<u64> {
+    let body = message.get(5..)?;
+    let mut at = 0;
+    while at < body.len() {
+        let key = body[at];
+        at += 1;
+        let (value, used) = varint(body.get(at..)?)?;
+        at += used;
+        match (key >> 3, key & 0x7) {
+            (1, 0) => return Some(value),
+            (_, 0) => {}
+            // Length-delimited fields (none in this message today): skip them.
+            (_, 2) => at += value as usize,
+            _ => return None,
+        }
+    }
+    // Field 1 absent: its default, UNKNOWN (0).
+    Some(0)
+}
+
+fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (i, byte) in bytes.iter().take(10).enumerate() {
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
 /// The status code of the first line the server sends.
 async fn read_status(stream: &mut Box<dyn strait_runtime::tls::Stream>) -> Option<u16> {
     let mut buffer = Vec::with_capacity(256);
@@ -235,6 +356,14 @@ fn parse_status_line(bytes: &[u8]) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn health_responses_parse() {
+        assert_eq!(serving_status(&[0, 0, 0, 0, 2, 0x08, 0x01]), Some(1));
+        assert_eq!(serving_status(&[0, 0, 0, 0, 2, 0x08, 0x02]), Some(2));
+        assert_eq!(serving_status(&[0, 0, 0, 0, 0]), Some(0), "UNKNOWN by default");
+        assert_eq!(serving_status(&[0, 0, 0]), None);
+    }
 
     #[test]
     fn status_lines_parse() {

@@ -13,6 +13,10 @@ pub enum ProbeKind {
     Tcp,
     Http,
     Https,
+    /// `grpc.health.v1.Health/Check` over h2c.
+    Grpc,
+    /// The same over TLS (ALPN `h2`).
+    Grpcs,
 }
 
 /// `healthchecks.active`, when either interval is set.
@@ -62,7 +66,9 @@ impl HealthChecks {
         let active = (!healthy_interval.is_zero() || !unhealthy_interval.is_zero()).then(|| ActiveChecks {
             kind: match active["type"].as_str() {
                 Some("tcp") => ProbeKind::Tcp,
-                Some("https") | Some("grpcs") => ProbeKind::Https,
+                Some("https") => ProbeKind::Https,
+                Some("grpc") => ProbeKind::Grpc,
+                Some("grpcs") => ProbeKind::Grpcs,
                 _ => ProbeKind::Http,
             },
             timeout: match seconds(&active["timeout"]) {
