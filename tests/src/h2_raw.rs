@@ -83,6 +83,19 @@ pub enum StreamOutcome {
     Silent,
 }
 
+/// The (id, value) parameters of a SETTINGS frame's payload.
+pub fn settings_params(payload: &[u8]) -> Vec<(u16, u32)> {
+    payload
+        .chunks_exact(6)
+        .map(|p| {
+            (
+                u16::from_be_bytes([p[0], p[1]]),
+                u32::from_be_bytes([p[2], p[3], p[4], p[5]]),
+            )
+        })
+        .collect()
+}
+
 /// A raw h2c connection that has sent the preface and an empty SETTINGS frame.
 pub struct RawH2 {
     stream: TcpStream,
@@ -128,15 +141,7 @@ impl RawH2 {
             }
             match kind {
                 SETTINGS if flags & 0x1 == 0 && settings.is_empty() => {
-                    settings = payload
-                        .chunks_exact(6)
-                        .map(|p| {
-                            (
-                                u16::from_be_bytes([p[0], p[1]]),
-                                u32::from_be_bytes([p[2], p[3], p[4], p[5]]),
-                            )
-                        })
-                        .collect();
+                    settings = settings_params(&payload);
                     let _ = self.stream.write_all(&frame(SETTINGS, 0x1, 0, &[])).await;
                 }
                 WINDOW_UPDATE if stream == 0 && payload.len() == 4 => {

@@ -149,17 +149,7 @@ async fn upstream_http2_settings_reach_the_upstream() {
             let mut payload = vec![0u8; length];
             tcp.read_exact(&mut payload).await.expect("payload");
             match head[3] {
-                0x4 if head[4] & 0x1 == 0 => {
-                    settings = payload
-                        .chunks_exact(6)
-                        .map(|p| {
-                            (
-                                u16::from_be_bytes([p[0], p[1]]),
-                                u32::from_be_bytes([p[2], p[3], p[4], p[5]]),
-                            )
-                        })
-                        .collect::<Vec<_>>();
-                }
+                0x4 if head[4] & 0x1 == 0 => settings = strait_e2e::h2_raw::settings_params(&payload),
                 0x8 => window = Some(u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]])),
                 _ => {}
             }
