@@ -357,8 +357,11 @@ impl Retire {
     }
 
     fn count_request(&self) {
+        if self.max_requests == 0 {
+            return;
+        }
         let count = self.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        if self.max_requests != 0 && count == self.max_requests {
+        if count == self.max_requests {
             self.spent.notify_one();
         }
     }
@@ -381,17 +384,8 @@ impl Retire {
 /// `age` ±10%, uniformly, so a fleet of clients that connected together does
 /// not reconnect in one wave.
 pub fn jittered(age: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut x = u64::from(nanos) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    // A fraction in [0.9, 1.1).
-    let fraction = 0.9 + 0.2 * ((x >> 11) as f64 / (1u64 << 53) as f64);
+    // A fraction in [0.9, 1.1), from the top 53 bits.
+    let fraction = 0.9 + 0.2 * ((crate::kong_headers::next_u64() >> 11) as f64 / (1u64 << 53) as f64);
     age.mul_f64(fraction)
 }
 

@@ -180,26 +180,33 @@ impl Resolver {
     }
 
     async fn lookup_records(&'static self, name: &str) -> Result<Picked, DnsError> {
-        let name = name.trim_end_matches('.').to_ascii_lowercase();
-        if let Some(addresses) = self.settings.hosts.get(&name) {
+        // Names are kept in lower case; most arrive that way (no copy then).
+        let name = name.trim_end_matches('.');
+        let name: std::borrow::Cow<'_, str> = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            name.to_ascii_lowercase().into()
+        } else {
+            name.into()
+        };
+        let name = name.as_ref();
+        if let Some(addresses) = self.settings.hosts.get(name) {
             if let Some(ip) = addresses.first() {
                 return Ok(Picked::Address(*ip));
             }
         }
         let now = Instant::now();
-        let cached = self.read_cache().get(&name).cloned();
+        let cached = self.read_cache().get(name).cloned();
         if let Some(entry) = cached {
             if now < entry.expires {
                 return pick(&entry);
             }
             if now < entry.stale_until && entry.error.is_none() {
                 if !entry.refreshing.swap(true, Ordering::AcqRel) {
-                    self.refresh_in_background(name.clone(), entry.refreshing.clone());
+                    self.refresh_in_background(name.to_string(), entry.refreshing.clone());
                 }
                 return pick(&entry);
             }
         }
-        let entry = self.query_and_store(&name).await;
+        let entry = self.query_and_store(name).await;
         pick(&entry)
     }
 
@@ -361,15 +368,10 @@ async fn ask(
     }
 }
 
-/// A query id: the clock's nanoseconds mixed with a counter (each query has
-/// a socket of its own, so the id only guards against stray datagrams).
+/// A query id (each query has a socket of its own, so the id only guards
+/// against stray datagrams).
 fn random_id() -> u16 {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed) as u32;
-    ((nanos ^ n.wrapping_mul(0x9e37_79b9)) >> 7) as u16
+    crate::kong_headers::next_u64() as u16
 }
 
 /// A standard query with recursion desired.

@@ -564,8 +564,6 @@ async fn forward(
         .then_some(buffered)
         .flatten()
         .map(|bytes| (parts.headers.clone(), bytes));
-    let client_path = parts.uri.path().to_string();
-    let client_query = parts.uri.query().map(str::to_string);
     let method = parts.method;
     let mut pending = Some(Request::new(body));
     {
@@ -591,21 +589,21 @@ async fn forward(
             },
         };
         let balancer_start = detailed.then(|| (epoch_ms(), Instant::now()));
-        let (target_host, target_port, peer) = match balancer {
+        let (target_host, target_port, peer, ip) = match balancer {
             Some(balancer) => {
                 let input = HashInput {
                     client_ip: conn.client.ip(),
                     consumer,
                     headers: upstream_request.headers(),
-                    path: &client_path,
-                    query: client_query.as_deref(),
+                    path: parts.uri.path(),
+                    query: parts.uri.query(),
                     captures: &matched.captures,
                 };
                 match balancer.pick(&input, &mut picks) {
                     Some(pick) => {
                         set_cookie = pick.set_cookie.or(set_cookie);
-                        let target = &balancer.peer(pick.index).address;
-                        (target.host.clone(), target.port, Some(pick.index))
+                        let peer = balancer.peer(pick.index);
+                        (peer.address.host.clone(), peer.address.port, Some(pick.index), peer.ip)
                     }
                     None => {
                         return Err(ProxyError::new(
@@ -615,7 +613,7 @@ async fn forward(
                     }
                 }
             }
-            None => (service.host.clone(), service.port as u16, None),
+            None => (service.host.clone(), service.port as u16, None, runtime.host_ip),
         };
         let report = |error: &ProxyError| {
             if let (Some(balancer), Some(index)) = (balancer, peer) {
@@ -658,7 +656,11 @@ async fn forward(
             .map(|(n, _)| n)
             .unwrap_or(&authority)
             .to_string();
-        let addr = match crate::dns::resolve(&target_host, target_port).await {
+        let resolved = match ip {
+            Some(ip) => Ok(std::net::SocketAddr::new(ip, target_port)),
+            None => crate::dns::resolve(&target_host, target_port).await,
+        };
+        let addr = match resolved {
             Ok(addr) => addr,
             Err(error) => {
                 let error = ProxyError::new(ErrorKind::NameResolution, error.to_string());

@@ -15,7 +15,7 @@
 //! API): a probe is small, and under saturation an idle-class checker would
 //! never re-admit a target that came back.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,15 +51,24 @@ pub fn start(
     })
 }
 
-/// When a target is next due, and whether its last probe still runs.
+/// When a target is next due, whether its last probe still runs, and the
+/// tick that last saw it (entries not seen are dropped).
 struct Schedule {
     due: Instant,
     running: Arc<AtomicBool>,
+    seen: u64,
+}
+
+/// A target's key: its health object, which the registry hands every
+/// balancer of the same upstream and target (no string built per tick).
+fn target_key(health: &Arc<TargetHealth>) -> usize {
+    Arc::as_ptr(health) as usize
 }
 
 async fn run(snapshot: Arc<ArcSwap<Snapshot>>, mut shutdown: watch::Receiver<bool>) {
-    let mut schedules: HashMap<(uuid::Uuid, String), Schedule> = HashMap::new();
-    let mut limits: HashMap<uuid::Uuid, (usize, Arc<Semaphore>)> = HashMap::new();
+    let mut schedules: HashMap<usize, Schedule> = HashMap::new();
+    let mut limits: HashMap<uuid::Uuid, (usize, Arc<Semaphore>, u64)> = HashMap::new();
+    let mut tick = 0u64;
     let mut ticker = tokio::time::interval(TICK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -67,36 +76,39 @@ async fn run(snapshot: Arc<ArcSwap<Snapshot>>, mut shutdown: watch::Receiver<boo
             _ = ticker.tick() => {}
             _ = crate::stopped(&mut shutdown) => return,
         }
+        tick += 1;
         let current = snapshot.load_full();
         let now = Instant::now();
-        let mut seen = HashSet::new();
         for balancer in current.balancers() {
             let Some(active) = &balancer.checks.active else {
                 continue;
             };
-            let semaphore = match limits.get(&balancer.upstream_id) {
-                Some((size, semaphore)) if *size == active.concurrency => semaphore.clone(),
+            let semaphore = match limits.get_mut(&balancer.upstream_id) {
+                Some((size, semaphore, seen)) if *size == active.concurrency => {
+                    *seen = tick;
+                    semaphore.clone()
+                }
                 _ => {
                     let semaphore = Arc::new(Semaphore::new(active.concurrency));
-                    limits.insert(balancer.upstream_id, (active.concurrency, semaphore.clone()));
+                    limits.insert(balancer.upstream_id, (active.concurrency, semaphore.clone(), tick));
                     semaphore
                 }
             };
             for peer in balancer.peers() {
-                let key = (balancer.upstream_id, peer.name.clone());
-                seen.insert(key.clone());
                 let interval = if peer.health.is_healthy() {
                     active.healthy_interval
                 } else {
                     active.unhealthy_interval
                 };
+                let schedule = schedules.entry(target_key(&peer.health)).or_insert_with(|| Schedule {
+                    due: now,
+                    running: Arc::new(AtomicBool::new(false)),
+                    seen: tick,
+                });
+                schedule.seen = tick;
                 if interval.is_zero() {
                     continue;
                 }
-                let schedule = schedules.entry(key).or_insert_with(|| Schedule {
-                    due: now,
-                    running: Arc::new(AtomicBool::new(false)),
-                });
                 if schedule.due > now || schedule.running.load(Ordering::Relaxed) {
                     continue;
                 }
@@ -120,8 +132,8 @@ async fn run(snapshot: Arc<ArcSwap<Snapshot>>, mut shutdown: watch::Receiver<boo
                 });
             }
         }
-        schedules.retain(|key, _| seen.contains(key));
-        limits.retain(|id, _| seen.iter().any(|(upstream, _)| upstream == id));
+        schedules.retain(|_, schedule| schedule.seen == tick);
+        limits.retain(|_, (_, _, seen)| *seen == tick);
     }
 }
 

@@ -123,7 +123,9 @@ thread_local! {
     });
 }
 
-fn next_u64() -> u64 {
+/// A fast per-thread random number (splitmix64): request ids, the
+/// balancer's draws, connection-age jitter, DNS query ids.
+pub(crate) fn next_u64() -> u64 {
     ID_STATE.with(|state| {
         let next = state.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
         state.set(next);

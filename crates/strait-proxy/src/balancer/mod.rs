@@ -18,7 +18,6 @@
 mod checks;
 pub mod hashing;
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -128,6 +127,8 @@ impl TargetState {
 #[derive(Debug)]
 pub struct Peer {
     pub address: TargetAddress,
+    /// The target's host, when it is an IP address (read once here, not per request).
+    pub ip: Option<std::net::IpAddr>,
     /// `host:port`: the health registry's key and the name in reports.
     pub name: String,
     pub weight: u64,
@@ -198,6 +199,7 @@ impl Balancer {
                 let name = address.name();
                 Peer {
                     health: strait_runtime::health::registry().target(upstream.id.as_u128(), &name),
+                    ip: address.host.parse().ok(),
                     sticky_id: format!("{:016x}", hash64(name.as_bytes())),
                     address,
                     name,
@@ -385,9 +387,10 @@ impl Balancer {
     /// the one with the lower `cost` (a fraction numerator / denominator).
     fn two_choices(&self, attempts: &Attempts, cost: impl Fn(&Peer) -> (u128, u128)) -> Option<usize> {
         let len = self.ring.len();
-        let first = (random() % len as u64) as usize;
+        let first = (crate::kong_headers::next_u64() % len as u64) as usize;
         let a = self.ring[first] as usize;
-        let mut second = (first + 1 + (random() % (len as u64).max(2).saturating_sub(1)) as usize) % len;
+        let mut second =
+            (first + 1 + (crate::kong_headers::next_u64() % (len as u64).max(2).saturating_sub(1)) as usize) % len;
         for _ in 0..16 {
             if self.ring[second] as usize != a {
                 break;
@@ -458,28 +461,6 @@ fn weighted_ring(peers: &[Peer]) -> Vec<u32> {
             .then(a.2.cmp(&b.2))
     });
     entries.into_iter().map(|(_, _, index)| index).collect()
-}
-
-/// A fast per-thread pseudo-random number (xorshift64*), for draws that
-/// only need to be spread out.
-fn random() -> u64 {
-    thread_local! {
-        static STATE: Cell<u64> = Cell::new({
-            let seed = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
-            let local = 0u8;
-            (seed ^ (&local as *const u8 as u64)) | 1
-        });
-    }
-    STATE.with(|state| {
-        let mut x = state.get();
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        state.set(x);
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    })
 }
 
 #[cfg(test)]

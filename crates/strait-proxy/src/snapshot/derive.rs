@@ -385,6 +385,7 @@ fn rebuild_services(compiled: &mut Compiled, state: &EntityState, ids: &[Uuid], 
             service: service.clone(),
             tls,
             balancer,
+            host_ip: service.host.parse().ok(),
         };
         compiled.services.insert(*id, Arc::new(runtime));
     }

@@ -51,6 +51,8 @@ pub struct ServiceRuntime {
     pub tls: Option<Arc<UpstreamTls>>,
     /// Present when the service host names an upstream entity.
     pub balancer: Option<Arc<Balancer>>,
+    /// The service host, when it is an IP address (read once here, not per request).
+    pub host_ip: Option<std::net::IpAddr>,
 }
 
 /// What the proxy needs for one matched route.
