@@ -101,7 +101,8 @@ pub const RESPONSE_BLOCK: usize = 8 * 1024;
 /// `X-Accel-Buffering: no`. A frame already as big as a block, or the last
 /// one with nothing held, passes without a copy.
 pub struct BlockBody<B> {
-    inner: Pin<Box<B>>,
+    /// Held inline (the bodies it wraps are `Unpin`): no allocation of its own.
+    inner: B,
     held: bytes::BytesMut,
     /// Trailers that arrived while data was held: sent after it.
     trailers: Option<Frame<Bytes>>,
@@ -111,7 +112,7 @@ pub struct BlockBody<B> {
 impl<B> BlockBody<B> {
     pub fn new(inner: B) -> BlockBody<B> {
         BlockBody {
-            inner: Box::pin(inner),
+            inner,
             held: bytes::BytesMut::new(),
             trailers: None,
             ended: false,
@@ -125,7 +126,7 @@ impl<B> BlockBody<B> {
 
 impl<B> Body for BlockBody<B>
 where
-    B: Body<Data = Bytes>,
+    B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
 {
     type Data = Bytes;
@@ -139,7 +140,7 @@ where
                 }
                 return Poll::Ready(self.trailers.take().map(Ok));
             }
-            let frame = match self.inner.as_mut().poll_frame(cx) {
+            let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => {
                     self.ended = true;
