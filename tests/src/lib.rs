@@ -11,6 +11,7 @@ pub mod client;
 pub mod deck;
 pub mod declarative;
 pub mod gateway;
+pub mod grpc;
 pub mod h2_raw;
 pub mod otlp;
 pub mod plugins;

@@ -246,6 +246,18 @@ pub fn render(state: &AdminState) -> String {
         get("total_requests")
     );
 
+    family(
+        &mut out,
+        "strait_http2_buffered_bytes",
+        "gauge",
+        "Bytes of HTTP/2 request bodies received from clients and not yet taken on upstream (bounded by the stream and connection windows)",
+    );
+    let _ = writeln!(
+        out,
+        "strait_http2_buffered_bytes{{node_id=\"{node}\"}} {}",
+        strait_proxy::h2_server::BUFFERED_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+    );
+
     family(&mut out, "kong_node_info", "gauge", "Kong Node metadata information");
     let _ = writeln!(
         out,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Empty, Full};
 use strait_runtime::health::InFlight;
 use tokio::time::{sleep, Sleep};
 
@@ -17,6 +17,10 @@ pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
 
 pub fn full(bytes: impl Into<Bytes>) -> ProxyBody {
     Full::new(bytes.into()).map_err(|never| match never {}).boxed_unsync()
+}
+
+pub fn empty() -> ProxyBody {
+    Empty::new().map_err(|never| match never {}).boxed_unsync()
 }
 
 pub fn boxed<B>(body: B) -> ProxyBody

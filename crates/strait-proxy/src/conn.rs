@@ -10,16 +10,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use hyper::server::conn::{http1, http2};
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::timeout;
 
 use crate::error::{raw_error_response, ErrorKind};
-use crate::handler::{handle, ConnInfo};
+use crate::handler::{handle, incoming_body, ConnInfo};
 use crate::Shared;
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -319,8 +319,7 @@ async fn serve_stream<IO>(
             run_http1(io, info, shared, shutdown).await;
         }
         Preread::Http2(prefix) => {
-            let io = TokioIo::new(Rewind { prefix, inner: io });
-            run_http2(io, info, shared, shutdown).await;
+            crate::h2_server::serve(Rewind { prefix, inner: io }, info, shared, shutdown).await;
         }
     }
 }
@@ -334,21 +333,21 @@ macro_rules! request_service {
             let info = info.clone();
             let shared = shared.clone();
             retire.count_request();
-            async move { Ok::<_, Infallible>(handle(request, &info, &shared).await) }
+            async move { Ok::<_, Infallible>(handle(request.map(incoming_body), &info, &shared).await) }
         })
     }};
 }
 
 /// When a client connection should be asked to go: at its (jittered) age,
 /// or after its last allowed request.
-struct Retire {
+pub(crate) struct Retire {
     requests: std::sync::atomic::AtomicU64,
     max_requests: u64,
     spent: tokio::sync::Notify,
 }
 
 impl Retire {
-    fn new(limits: &ClientLimits) -> Arc<Retire> {
+    pub(crate) fn new(limits: &ClientLimits) -> Arc<Retire> {
         Arc::new(Retire {
             requests: std::sync::atomic::AtomicU64::new(0),
             max_requests: limits.max_requests_per_connection,
@@ -356,7 +355,7 @@ impl Retire {
         })
     }
 
-    fn count_request(&self) {
+    pub(crate) fn count_request(&self) {
         if self.max_requests == 0 {
             return;
         }
@@ -367,7 +366,7 @@ impl Retire {
     }
 
     /// Resolves when the connection should go.
-    async fn due(&self, limits: &ClientLimits) {
+    pub(crate) async fn due(&self, limits: &ClientLimits) {
         let age = async {
             match limits.max_connection_age {
                 Some(age) => tokio::time::sleep(jittered(age)).await,
@@ -412,44 +411,6 @@ where
         }
         _ = retire.due(&shared.limits) => {
             // The response in flight (if any) carries `Connection: close`.
-            connection.as_mut().graceful_shutdown();
-            if let Ok(result) = timeout(shared.limits.max_connection_age_grace, connection.as_mut()).await {
-                log_end(result);
-            }
-        }
-    }
-}
-
-async fn run_http2<IO>(io: TokioIo<IO>, info: ConnInfo, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let retire = Retire::new(&shared.limits);
-    let service = request_service!(info, shared, retire);
-    let mut builder = http2::Builder::new(TokioExecutor::new());
-    let h2 = &shared.limits.http2;
-    builder
-        .timer(TokioTimer::new())
-        .max_header_list_size(shared.limits.max_header_bytes as u32)
-        .max_concurrent_streams(shared.limits.http2_max_concurrent_streams)
-        .initial_stream_window_size(h2.initial_stream_window)
-        .initial_connection_window_size(h2.initial_connection_window)
-        .adaptive_window(h2.adaptive_window)
-        .max_frame_size(h2.max_frame_size)
-        .keep_alive_interval(h2.keepalive_interval)
-        .keep_alive_timeout(h2.keepalive_timeout)
-        .max_pending_accept_reset_streams(h2.max_pending_accept_reset_streams)
-        .max_local_error_reset_streams(h2.max_local_error_reset_streams);
-    let connection = builder.serve_connection(io, service);
-    tokio::pin!(connection);
-    tokio::select! {
-        result = connection.as_mut() => log_end(result),
-        _ = crate::stopped(&mut shutdown) => {
-            connection.as_mut().graceful_shutdown();
-            log_end(connection.await);
-        }
-        _ = retire.due(&shared.limits) => {
-            // GOAWAY with the last stream id; streams in flight finish within the grace.
             connection.as_mut().graceful_shutdown();
             if let Ok(result) = timeout(shared.limits.max_connection_age_grace, connection.as_mut()).await {
                 log_end(result);

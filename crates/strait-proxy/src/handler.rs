@@ -69,7 +69,7 @@ pub(crate) fn epoch_ms() -> u64 {
 }
 
 /// Handle one request end to end; never fails (errors become responses).
-pub async fn handle(request: Request<Incoming>, conn: &ConnInfo, shared: &Shared) -> Response<ProxyBody> {
+pub async fn handle(request: Request<ProxyBody>, conn: &ConnInfo, shared: &Shared) -> Response<ProxyBody> {
     let started = Instant::now();
     shared.stats.request_started();
     let request_id = RequestId::new();
@@ -190,7 +190,7 @@ fn ambiguous_framing(headers: &HeaderMap) -> Option<&'static str> {
 }
 
 /// Host (lower case, without port) and port the client addressed.
-fn requested_host(request: &Request<Incoming>, conn: &ConnInfo) -> (String, u16) {
+fn requested_host(request: &Request<ProxyBody>, conn: &ConnInfo) -> (String, u16) {
     let raw = request
         .uri()
         .authority()
@@ -217,7 +217,7 @@ fn requested_host(request: &Request<Incoming>, conn: &ConnInfo) -> (String, u16)
 /// Replaces the request's path by its normal form (strait_router::normalize_path)
 /// when that differs, so routing, plugins and the upstream all see the path
 /// the route was chosen for. A malformed percent-escape is a 400.
-fn normalize_request_path(request: &mut Request<Incoming>) -> Result<(), ProxyError> {
+fn normalize_request_path(request: &mut Request<ProxyBody>) -> Result<(), ProxyError> {
     let normalized = match normalize_path(request.uri().path()) {
         Ok(Cow::Borrowed(_)) => return Ok(()),
         Ok(Cow::Owned(path)) => path,
@@ -240,7 +240,7 @@ fn normalize_request_path(request: &mut Request<Incoming>) -> Result<(), ProxyEr
 }
 
 async fn proxy(
-    mut request: Request<Incoming>,
+    mut request: Request<ProxyBody>,
     conn: &ConnInfo,
     shared: &Shared,
     snapshot: &Arc<Snapshot>,
@@ -293,7 +293,7 @@ async fn proxy(
             started,
             request_id,
         };
-        return Ok(crate::phases::run(request.map(incoming_body), chain, exchange, http1).await);
+        return Ok(crate::phases::run(request, chain, exchange, http1).await);
     }
     let service = facts
         .service
@@ -301,25 +301,14 @@ async fn proxy(
         .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?
         .clone();
     forward(
-        request.map(incoming_body),
-        conn,
-        shared,
-        &matched,
-        &service,
-        &host,
-        port,
-        started,
-        request_id,
-        None,
-        false,
-        None,
+        request, conn, shared, &matched, &service, &host, port, started, request_id, None, false, None,
     )
     .await
 }
 
 /// The client's body as the proxy's boxed body type (a plain function: a
 /// generic one passed by name trips the compiler's `Send` inference).
-fn incoming_body(body: Incoming) -> ProxyBody {
+pub(crate) fn incoming_body(body: Incoming) -> ProxyBody {
     boxed(body)
 }
 

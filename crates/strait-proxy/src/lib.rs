@@ -15,6 +15,7 @@ pub mod conn;
 pub mod dns;
 pub mod error;
 pub mod grpc;
+pub mod h2_server;
 pub mod handler;
 pub mod health_check;
 pub mod kong_headers;

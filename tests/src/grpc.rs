@@ -1,0 +1,397 @@
+//! A real gRPC upstream and client, built with tonic, for end-to-end tests.
+//!
+//! The service `strait.test.Stream` has one method of each kind:
+//! `Unary` echoes a message, `Collect` (client streaming) counts what it
+//! reads, optionally at a limited rate (a slow reader), `Emit` (server
+//! streaming) sends `count` messages of `size` bytes, and `Ack` (bidi)
+//! answers every message with its sequence number.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::uri::PathAndQuery;
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio_stream::{Stream, StreamExt};
+use tonic::body::Body;
+use tonic::server::NamedService;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status, Streaming};
+use tonic_prost::ProstCodec;
+
+use crate::tls::{client_config, server_config, LeafCert, Trust};
+
+/// One message of any method: a sequence number and a payload.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Msg {
+    #[prost(uint64, tag = "1")]
+    pub seq: u64,
+    #[prost(bytes = "bytes", tag = "2")]
+    pub payload: Bytes,
+}
+
+/// What `Collect` read.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Summary {
+    #[prost(uint64, tag = "1")]
+    pub count: u64,
+    #[prost(uint64, tag = "2")]
+    pub bytes: u64,
+    #[prost(uint64, tag = "3")]
+    pub last_seq: u64,
+}
+
+/// What `Emit` is asked to send.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EmitRequest {
+    #[prost(uint64, tag = "1")]
+    pub count: u64,
+    #[prost(uint64, tag = "2")]
+    pub size: u64,
+}
+
+pub const SERVICE: &str = "strait.test.Stream";
+
+/// Shared state of the upstream: what it saw and how fast it reads.
+#[derive(Debug, Default)]
+pub struct State {
+    /// `Collect` reads at most this many payload bytes a second (0: no limit).
+    pub read_rate: AtomicU64,
+    /// Calls started, any method.
+    pub calls: AtomicU64,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+type MsgStream = Pin<Box<dyn Stream<Item = Result<Msg, Status>> + Send>>;
+
+#[derive(Clone)]
+struct StreamServer(Arc<State>);
+
+impl NamedService for StreamServer {
+    const NAME: &'static str = SERVICE;
+}
+
+struct Unary;
+struct Collect(Arc<State>);
+struct Emit;
+struct Ack;
+
+impl tonic::server::UnaryService<Msg> for Unary {
+    type Response = Msg;
+    type Future = BoxFuture<Result<Response<Msg>, Status>>;
+    fn call(&mut self, request: Request<Msg>) -> Self::Future {
+        Box::pin(async move { Ok(Response::new(request.into_inner())) })
+    }
+}
+
+impl tonic::server::ClientStreamingService<Msg> for Collect {
+    type Response = Summary;
+    type Future = BoxFuture<Result<Response<Summary>, Status>>;
+    fn call(&mut self, request: Request<Streaming<Msg>>) -> Self::Future {
+        let state = self.0.clone();
+        Box::pin(async move {
+            let mut stream = request.into_inner();
+            let mut summary = Summary::default();
+            let started = Instant::now();
+            while let Some(msg) = stream.message().await? {
+                summary.count += 1;
+                summary.bytes += msg.payload.len() as u64;
+                summary.last_seq = msg.seq;
+                let rate = state.read_rate.load(Ordering::Relaxed);
+                if rate > 0 {
+                    let due = started + Duration::from_secs_f64(summary.bytes as f64 / rate as f64);
+                    tokio::time::sleep_until(due.into()).await;
+                }
+            }
+            Ok(Response::new(summary))
+        })
+    }
+}
+
+impl tonic::server::ServerStreamingService<EmitRequest> for Emit {
+    type Response = Msg;
+    type ResponseStream = MsgStream;
+    type Future = BoxFuture<Result<Response<MsgStream>, Status>>;
+    fn call(&mut self, request: Request<EmitRequest>) -> Self::Future {
+        let asked = request.into_inner();
+        let payload = Bytes::from(vec![b'e'; asked.size as usize]);
+        let stream = tokio_stream::iter(0..asked.count).map(move |seq| {
+            Ok(Msg {
+                seq,
+                payload: payload.clone(),
+            })
+        });
+        Box::pin(async move { Ok(Response::new(Box::pin(stream) as MsgStream)) })
+    }
+}
+
+impl tonic::server::StreamingService<Msg> for Ack {
+    type Response = Msg;
+    type ResponseStream = MsgStream;
+    type Future = BoxFuture<Result<Response<MsgStream>, Status>>;
+    fn call(&mut self, request: Request<Streaming<Msg>>) -> Self::Future {
+        let stream = request.into_inner().map(|msg| {
+            msg.map(|msg| Msg {
+                seq: msg.seq,
+                payload: Bytes::new(),
+            })
+        });
+        Box::pin(async move { Ok(Response::new(Box::pin(stream) as MsgStream)) })
+    }
+}
+
+impl<B> tonic::codegen::Service<http::Request<B>> for StreamServer
+where
+    B: http_body::Body + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError> + Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let state = self.0.clone();
+        state.calls.fetch_add(1, Ordering::Relaxed);
+        let method = request.uri().path().rsplit('/').next().unwrap_or("").to_string();
+        Box::pin(async move {
+            let response = match method.as_str() {
+                "Unary" => {
+                    let mut grpc = tonic::server::Grpc::new(ProstCodec::<Msg, Msg>::default());
+                    grpc.unary(Unary, request).await
+                }
+                "Collect" => {
+                    let mut grpc = tonic::server::Grpc::new(ProstCodec::<Summary, Msg>::default());
+                    grpc.client_streaming(Collect(state), request).await
+                }
+                "Emit" => {
+                    let mut grpc = tonic::server::Grpc::new(ProstCodec::<Msg, EmitRequest>::default());
+                    grpc.server_streaming(Emit, request).await
+                }
+                "Ack" => {
+                    let mut grpc = tonic::server::Grpc::new(ProstCodec::<Msg, Msg>::default());
+                    grpc.streaming(Ack, request).await
+                }
+                _ => Status::unimplemented(method).into_http(),
+            };
+            Ok(response)
+        })
+    }
+}
+
+/// A tonic server for `strait.test.Stream`, over h2c or TLS (ALPN `h2`).
+pub struct GrpcUpstream {
+    pub addr: SocketAddr,
+    pub state: Arc<State>,
+    tls: bool,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl GrpcUpstream {
+    /// Over h2c (prior knowledge), as `grpc://` services reach it.
+    pub async fn start() -> GrpcUpstream {
+        GrpcUpstream::start_with(None).await
+    }
+
+    /// Over TLS with a self-signed certificate, as `grpcs://` services reach it.
+    pub async fn start_tls() -> GrpcUpstream {
+        GrpcUpstream::start_with(Some(LeafCert::self_signed(&["localhost", "127.0.0.1"]))).await
+    }
+
+    async fn start_with(leaf: Option<LeafCert>) -> GrpcUpstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind gRPC upstream");
+        let addr = listener.local_addr().expect("local addr");
+        let state = Arc::new(State::default());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let service = StreamServer(state.clone());
+        let tls = leaf.is_some();
+        let acceptor = leaf.map(|leaf| tokio_rustls::TlsAcceptor::from(server_config(&leaf, &[b"h2"])));
+        tokio::spawn(async move {
+            let accepted = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            let server = tonic::transport::Server::builder().add_service(service);
+            let signal = async {
+                let _ = stopped.await;
+            };
+            let result = match acceptor {
+                None => server.serve_with_incoming_shutdown(accepted, signal).await,
+                Some(acceptor) => {
+                    let handshakes = accepted
+                        .filter_map(|tcp| tcp.ok())
+                        .then(move |tcp| {
+                            let acceptor = acceptor.clone();
+                            async move { acceptor.accept(tcp).await }
+                        })
+                        .filter(|tls| tls.is_ok());
+                    server.serve_with_incoming_shutdown(handshakes, signal).await
+                }
+            };
+            if let Err(error) = result {
+                eprintln!("gRPC upstream stopped: {error}");
+            }
+        });
+        GrpcUpstream {
+            addr,
+            state,
+            tls,
+            stop: Some(stop),
+        }
+    }
+
+    /// The service URL for the gateway (`grpc://` or `grpcs://`).
+    pub fn url(&self) -> String {
+        let scheme = if self.tls { "grpcs" } else { "grpc" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// Make `Collect` read at most `bytes_per_second` of payload.
+    pub fn set_read_rate(&self, bytes_per_second: u64) {
+        self.state.read_rate.store(bytes_per_second, Ordering::Relaxed);
+    }
+
+    pub fn calls(&self) -> u64 {
+        self.state.calls.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for GrpcUpstream {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Opens TLS connections (ALPN `h2`, any server certificate) for tonic.
+#[derive(Clone)]
+struct TlsConnector(SocketAddr);
+
+impl tonic::codegen::Service<http::Uri> for TlsConnector {
+    type Response = TokioIo<tokio_rustls::client::TlsStream<TcpStream>>;
+    type Error = std::io::Error;
+    type Future = BoxFuture<Result<Self::Response, std::io::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _uri: http::Uri) -> Self::Future {
+        let addr = self.0;
+        Box::pin(async move {
+            let tcp = TcpStream::connect(addr).await?;
+            let config = client_config(&Trust::Anything, &[b"h2".to_vec()]);
+            let name = rustls::pki_types::ServerName::try_from("localhost").expect("server name");
+            let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await?;
+            Ok(TokioIo::new(tls))
+        })
+    }
+}
+
+/// A tonic client of `strait.test.Stream`.
+#[derive(Clone)]
+pub struct GrpcClient {
+    grpc: tonic::client::Grpc<Channel>,
+}
+
+fn path(method: &str) -> PathAndQuery {
+    PathAndQuery::try_from(format!("/{SERVICE}/{method}")).expect("path")
+}
+
+impl GrpcClient {
+    /// Over h2c (prior knowledge).
+    pub async fn h2c(addr: SocketAddr) -> GrpcClient {
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("gRPC connect");
+        GrpcClient {
+            grpc: tonic::client::Grpc::new(channel),
+        }
+    }
+
+    /// Over TLS (ALPN `h2`), trusting any certificate.
+    pub async fn tls(addr: SocketAddr) -> GrpcClient {
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .expect("endpoint")
+            .connect_with_connector(TlsConnector(addr))
+            .await
+            .expect("gRPC TLS connect");
+        GrpcClient {
+            grpc: tonic::client::Grpc::new(channel),
+        }
+    }
+
+    async fn ready(&mut self) -> Result<(), Status> {
+        self.grpc
+            .ready()
+            .await
+            .map_err(|error| Status::unavailable(format!("not ready: {error}")))
+    }
+
+    pub async fn unary(&mut self, msg: Msg) -> Result<Msg, Status> {
+        self.ready().await?;
+        let codec = ProstCodec::<Msg, Msg>::default();
+        Ok(self
+            .grpc
+            .unary(Request::new(msg), path("Unary"), codec)
+            .await?
+            .into_inner())
+    }
+
+    pub async fn collect(&mut self, msgs: impl Stream<Item = Msg> + Send + 'static) -> Result<Summary, Status> {
+        self.ready().await?;
+        let codec = ProstCodec::<Msg, Summary>::default();
+        Ok(self
+            .grpc
+            .client_streaming(Request::new(msgs), path("Collect"), codec)
+            .await?
+            .into_inner())
+    }
+
+    pub async fn emit(&mut self, count: u64, size: u64) -> Result<Streaming<Msg>, Status> {
+        self.ready().await?;
+        let codec = ProstCodec::<EmitRequest, Msg>::default();
+        Ok(self
+            .grpc
+            .server_streaming(Request::new(EmitRequest { count, size }), path("Emit"), codec)
+            .await?
+            .into_inner())
+    }
+
+    pub async fn ack(&mut self, msgs: impl Stream<Item = Msg> + Send + 'static) -> Result<Streaming<Msg>, Status> {
+        self.ready().await?;
+        let codec = ProstCodec::<Msg, Msg>::default();
+        Ok(self
+            .grpc
+            .streaming(Request::new(msgs), path("Ack"), codec)
+            .await?
+            .into_inner())
+    }
+}
+
+/// One gRPC message as it goes on the wire: uncompressed flag, length, bytes.
+pub fn frame(msg: &Msg) -> Bytes {
+    let encoded = prost::Message::encode_to_vec(msg);
+    let mut framed = Vec::with_capacity(5 + encoded.len());
+    framed.push(0);
+    framed.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+    framed.extend_from_slice(&encoded);
+    Bytes::from(framed)
+}
+
+/// Decode one `Summary` from a unary gRPC response body.
+pub fn summary_of(body: &[u8]) -> Option<Summary> {
+    let length = u32::from_be_bytes(body.get(1..5)?.try_into().ok()?) as usize;
+    prost::Message::decode(body.get(5..5 + length)?).ok()
+}

@@ -1,0 +1,250 @@
+//! gRPC through the gateway against a real gRPC upstream (tonic): every kind of call
+//! over h2c and TLS, long bidi streams acknowledged in order, many small messages to a
+//! slow upstream, and a fast client streaming 200 MB to a slow reader with the gateway's
+//! memory bounded by flow control.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use strait_e2e::declarative::config;
+use strait_e2e::grpc::{frame, summary_of, GrpcClient, GrpcUpstream, Msg, SERVICE};
+use strait_e2e::{Gateway, GatewayOptions};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+
+fn grpc_config(upstream: &GrpcUpstream) -> Value {
+    let mut cfg = config(vec![]);
+    cfg["services"] = json!([{ "name": "stream", "url": upstream.url(), "read_timeout": 60_000,
+        "write_timeout": 60_000,
+        "routes": [{ "name": "stream", "paths": [format!("/{SERVICE}/")],
+            "protocols": ["grpc", "grpcs"], "strip_path": false }] }]);
+    cfg
+}
+
+async fn gateway_for(upstream: &GrpcUpstream) -> Gateway {
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    gw.apply(&grpc_config(upstream)).await;
+    gw
+}
+
+fn msg(seq: u64, size: usize) -> Msg {
+    Msg {
+        seq,
+        payload: Bytes::from(vec![b'm'; size]),
+    }
+}
+
+/// Unary, client-streaming, server-streaming and bidi calls, all answered by the upstream.
+async fn every_kind_of_call(mut client: GrpcClient, upstream: &GrpcUpstream) {
+    let echoed = client.unary(msg(7, 300)).await.expect("unary");
+    assert_eq!((echoed.seq, echoed.payload.len()), (7, 300));
+
+    let sent = tokio_stream::iter((0..500).map(|seq| msg(seq, 1000)));
+    let summary = client.collect(sent).await.expect("client streaming");
+    assert_eq!((summary.count, summary.bytes, summary.last_seq), (500, 500_000, 499));
+
+    let mut emitted = client.emit(2000, 700).await.expect("server streaming");
+    let mut next = 0;
+    while let Some(msg) = emitted.message().await.expect("server stream message") {
+        assert_eq!((msg.seq, msg.payload.len()), (next, 700));
+        next += 1;
+    }
+    assert_eq!(next, 2000);
+
+    let mut acks = client
+        .ack(tokio_stream::iter((0..300).map(|seq| msg(seq, 64))))
+        .await
+        .expect("bidi");
+    let mut acked = 0;
+    while let Some(ack) = acks.message().await.expect("ack") {
+        assert_eq!(ack.seq, acked);
+        acked += 1;
+    }
+    assert_eq!(acked, 300);
+    assert_eq!(upstream.calls(), 4, "every call reached the upstream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_call_over_h2c() {
+    let upstream = GrpcUpstream::start().await;
+    let gw = gateway_for(&upstream).await;
+    every_kind_of_call(GrpcClient::h2c(gw.proxy_addr()).await, &upstream).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_call_over_tls_to_a_tls_upstream() {
+    let upstream = GrpcUpstream::start_tls().await;
+    let gw = gateway_for(&upstream).await;
+    every_kind_of_call(GrpcClient::tls(gw.proxy_tls_addr()).await, &upstream).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_messages_on_one_bidi_stream_are_acked_in_order() {
+    let upstream = GrpcUpstream::start().await;
+    let gw = gateway_for(&upstream).await;
+    let mut client = GrpcClient::h2c(gw.proxy_addr()).await;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let sender = tokio::spawn(async move {
+        for seq in 0..10_000 {
+            if tx.send(msg(seq, 32)).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut acks = client.ack(ReceiverStream::new(rx)).await.expect("bidi call");
+    let mut expected = 0;
+    while let Some(ack) = acks.message().await.expect("ack") {
+        assert_eq!(ack.seq, expected, "acks arrive in order");
+        expected += 1;
+    }
+    assert_eq!(expected, 10_000);
+    sender.await.expect("sender");
+}
+
+/// A client that sends every message in its own small DATA frame, faster than the
+/// upstream reads: the frames wait in the gateway (in bytes, bounded by the stream's
+/// window), and the connection is never closed with GOAWAY `too_many_data_frames`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_small_frames_to_a_slow_upstream_keep_the_connection() {
+    let upstream = GrpcUpstream::start().await;
+    upstream.set_read_rate(400_000);
+    let gw = gateway_for(&upstream).await;
+    let tcp = tokio::net::TcpStream::connect(gw.proxy_addr()).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    let driver = tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let request = http::Request::post(format!("http://gateway/{SERVICE}/Collect"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("request");
+    let (response, mut send) = client.send_request(request, false).expect("send request");
+    const MESSAGES: u64 = 40_000;
+    let started = Instant::now();
+    for seq in 0..MESSAGES {
+        let framed = frame(&msg(seq + 1, 8));
+        send.reserve_capacity(framed.len());
+        while send.capacity() < framed.len() {
+            match std::future::poll_fn(|cx| send.poll_capacity(cx)).await {
+                Some(Ok(_)) => {}
+                other => {
+                    let reset = std::future::poll_fn(|cx| send.poll_reset(cx)).await;
+                    panic!(
+                        "stream closed after {seq} messages: {other:?}, {reset:?}\n{}",
+                        gw.log_tail()
+                    )
+                }
+            }
+        }
+        send.send_data(framed, false).expect("send a small DATA frame");
+    }
+    send.send_data(Bytes::new(), true).expect("end the stream");
+    let sent_in = started.elapsed();
+    let response = response.await.expect("response: the connection was kept");
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.expect("response body");
+        let _ = body.flow_control().release_capacity(chunk.len());
+        bytes.extend_from_slice(&chunk);
+    }
+    let trailers = body.trailers().await.expect("trailers").expect("grpc trailers");
+    assert_eq!(trailers.get("grpc-status").map(|v| v.as_bytes()), Some(&b"0"[..]));
+    let summary = summary_of(&bytes).expect("a Summary");
+    assert_eq!((summary.count, summary.last_seq), (MESSAGES, MESSAGES));
+    // The slow reader did hold the sender back for a while: frames really waited.
+    assert!(
+        started.elapsed() >= Duration::from_millis(600),
+        "{:?}",
+        started.elapsed()
+    );
+    // The same connection still takes calls.
+    let again = http::Request::post(format!("http://gateway/{SERVICE}/Unary"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("request");
+    let mut client = client.ready().await.expect("connection still usable");
+    let (response, mut send) = client.send_request(again, false).expect("second call");
+    send.send_data(frame(&msg(1, 1)), true).expect("send");
+    assert_eq!(response.await.expect("second response").status(), 200);
+    eprintln!(
+        "{MESSAGES} small frames sent in {sent_in:?}, answered after {:?}",
+        started.elapsed()
+    );
+    driver.abort();
+}
+
+/// A client streams 200 MB as fast as it can to an upstream that reads 40 MB/s: flow
+/// control holds the client back, and the gateway's memory stays within 64 MB of what
+/// it was before the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fast_client_and_a_slow_reader_keep_gateway_memory_bounded() {
+    let upstream = GrpcUpstream::start().await;
+    let rate = 40_000_000;
+    upstream.set_read_rate(rate);
+    let gw = Arc::new(gateway_for(&upstream).await);
+    let mut client = GrpcClient::h2c(gw.proxy_addr()).await;
+    // Warm the path up, then take the baseline.
+    client.unary(msg(0, 10)).await.expect("warm-up call");
+    let base = gw.rss_kib();
+    let peak = Arc::new(AtomicU64::new(base));
+    let peak_buffered = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let gw = gw.clone();
+        let peak = peak.clone();
+        let peak_buffered = peak_buffered.clone();
+        tokio::spawn(async move {
+            loop {
+                peak.fetch_max(gw.rss_kib(), Ordering::Relaxed);
+                peak_buffered.fetch_max(buffered_bytes(&gw).await, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    const SIZE: usize = 16 * 1024;
+    const COUNT: u64 = 200 * 1024 * 1024 / SIZE as u64;
+    let payload = Bytes::from(vec![b'p'; SIZE]);
+    let msgs = tokio_stream::iter(0..COUNT).map(move |seq| Msg {
+        seq,
+        payload: payload.clone(),
+    });
+    let started = Instant::now();
+    let summary = client.collect(msgs).await.expect("200 MB client stream");
+    let took = started.elapsed();
+    sampler.abort();
+    assert_eq!(summary.count, COUNT);
+    assert_eq!(summary.bytes, COUNT * SIZE as u64);
+    let expected = Duration::from_secs_f64((COUNT * SIZE as u64) as f64 / rate as f64);
+    assert!(
+        took >= expected.mul_f64(0.9),
+        "the reader's pace bounds the call: {took:?}"
+    );
+    let grown_mib = (peak.load(Ordering::Relaxed) - base) / 1024;
+    let buffered = peak_buffered.load(Ordering::Relaxed);
+    eprintln!(
+        "200 MB in {took:?}; gateway RSS {base} KiB before, peak +{grown_mib} MiB; {buffered} bytes buffered at most"
+    );
+    assert!(grown_mib < 64, "gateway RSS grew by {grown_mib} MiB");
+    // The metric saw the stream's inbox fill, never past the stream's 1 MiB window,
+    // and empty again once the call was over.
+    assert!(buffered > 0 && buffered <= 1 << 20, "{buffered}");
+    assert_eq!(buffered_bytes(&gw).await, 0);
+}
+
+/// `strait_http2_buffered_bytes` from the status listener's `/metrics`.
+async fn buffered_bytes(gw: &Gateway) -> u64 {
+    let reply = strait_e2e::send_h1(gw.status_addr(), strait_e2e::get("/metrics"))
+        .await
+        .expect("scrape");
+    reply
+        .text()
+        .lines()
+        .find(|line| line.starts_with("strait_http2_buffered_bytes{"))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .expect("strait_http2_buffered_bytes in /metrics")
+}
