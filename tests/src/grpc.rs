@@ -56,6 +56,10 @@ pub struct EmitRequest {
     pub count: u64,
     #[prost(uint64, tag = "2")]
     pub size: u64,
+    /// Let the server's task yield between messages, so each goes out in
+    /// its own small DATA frame (else tonic batches ready messages).
+    #[prost(bool, tag = "3")]
+    pub spaced: bool,
 }
 
 pub const SERVICE: &str = "strait.test.Stream";
@@ -123,11 +127,15 @@ impl tonic::server::ServerStreamingService<EmitRequest> for Emit {
     fn call(&mut self, request: Request<EmitRequest>) -> Self::Future {
         let asked = request.into_inner();
         let payload = Bytes::from(vec![b'e'; asked.size as usize]);
-        let stream = tokio_stream::iter(0..asked.count).map(move |seq| {
-            Ok(Msg {
-                seq,
-                payload: payload.clone(),
-            })
+        let spaced = asked.spaced;
+        let stream = tokio_stream::iter(0..asked.count).then(move |seq| {
+            let payload = payload.clone();
+            async move {
+                if spaced {
+                    tokio::task::yield_now().await;
+                }
+                Ok(Msg { seq, payload })
+            }
         });
         Box::pin(async move { Ok(Response::new(Box::pin(stream) as MsgStream)) })
     }
@@ -364,7 +372,15 @@ impl GrpcClient {
         let codec = ProstCodec::<EmitRequest, Msg>::default();
         Ok(self
             .grpc
-            .server_streaming(Request::new(EmitRequest { count, size }), path("Emit"), codec)
+            .server_streaming(
+                Request::new(EmitRequest {
+                    count,
+                    size,
+                    spaced: false,
+                }),
+                path("Emit"),
+                codec,
+            )
             .await?
             .into_inner())
     }
@@ -380,14 +396,23 @@ impl GrpcClient {
     }
 }
 
-/// One gRPC message as it goes on the wire: uncompressed flag, length, bytes.
-pub fn frame(msg: &Msg) -> Bytes {
-    let encoded = prost::Message::encode_to_vec(msg);
+/// An `EmitRequest` as a framed gRPC message.
+pub fn emit_request(count: u64, size: u64, spaced: bool) -> Bytes {
+    let encoded = prost::Message::encode_to_vec(&EmitRequest { count, size, spaced });
+    framed(&encoded)
+}
+
+fn framed(encoded: &[u8]) -> Bytes {
     let mut framed = Vec::with_capacity(5 + encoded.len());
     framed.push(0);
     framed.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
-    framed.extend_from_slice(&encoded);
+    framed.extend_from_slice(encoded);
     Bytes::from(framed)
+}
+
+/// One gRPC message as it goes on the wire: uncompressed flag, length, bytes.
+pub fn frame(msg: &Msg) -> Bytes {
+    framed(&prost::Message::encode_to_vec(msg))
 }
 
 /// Decode one `Summary` from a unary gRPC response body.

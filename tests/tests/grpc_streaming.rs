@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde_json::{json, Value};
 use strait_e2e::declarative::config;
-use strait_e2e::grpc::{frame, summary_of, GrpcClient, GrpcUpstream, Msg, SERVICE};
+use strait_e2e::grpc::{emit_request, frame, summary_of, GrpcClient, GrpcUpstream, Msg, SERVICE};
 use strait_e2e::{Gateway, GatewayOptions};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
@@ -177,6 +177,66 @@ async fn many_small_frames_to_a_slow_upstream_keep_the_connection() {
         started.elapsed()
     );
     driver.abort();
+}
+
+/// The other way: an upstream streaming small messages, each in its own DATA frame, to a
+/// client that does not read for a while. The frames wait in the gateway in bytes (the
+/// upstream stream's window), the upstream connection is not closed with GOAWAY
+/// `too_many_data_frames`, and every message arrives once the client reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_frames_from_the_upstream_to_a_slow_client_keep_the_upstream_connection() {
+    let upstream = GrpcUpstream::start().await;
+    let gw = gateway_for(&upstream).await;
+    let tcp = tokio::net::TcpStream::connect(gw.proxy_addr()).await.expect("connect");
+    // This client takes any number of small frames: only the gateway's own limits are tested.
+    let (client, connection) = h2::client::Builder::new()
+        .data_frame_budget(usize::MAX / 2)
+        .handshake::<_, Bytes>(tcp)
+        .await
+        .expect("h2 handshake");
+    let driver = tokio::spawn(connection);
+    let mut client = client.ready().await.expect("ready");
+    let request = http::Request::post(format!("http://gateway/{SERVICE}/Emit"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("request");
+    let (response, mut send) = client.send_request(request, false).expect("send request");
+    const MESSAGES: u64 = 100_000;
+    send.send_data(emit_request(MESSAGES, 8, true), true).expect("send");
+    let response = response.await.expect("response head");
+    assert_eq!(response.status(), 200);
+    // Not reading: the client's 64 KiB window fills, then the gateway's inbox for the
+    // upstream stream fills to its window, and the upstream waits.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut body = response.into_body();
+    let mut bytes = 0usize;
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap_or_else(|e| panic!("response body: {e:?}\n{}", gw.log_tail()));
+        let _ = body.flow_control().release_capacity(chunk.len());
+        bytes += chunk.len();
+    }
+    let trailers = body.trailers().await.expect("trailers").expect("grpc trailers");
+    assert_eq!(
+        trailers.get("grpc-status").map(|v| v.as_bytes()),
+        Some(&b"0"[..]),
+        "{trailers:?}"
+    );
+    // Every message: 5 bytes of gRPC framing, then seq (tag + varint) and 8 bytes of payload.
+    let expected: usize = (0..MESSAGES)
+        .map(|seq| 5 + if seq == 0 { 0 } else { 1 + varint_len(seq) } + 2 + 8)
+        .sum();
+    assert_eq!(bytes, expected);
+    driver.abort();
+}
+
+fn varint_len(mut value: u64) -> usize {
+    let mut len = 1;
+    while value >= 0x80 {
+        value >>= 7;
+        len += 1;
+    }
+    len
 }
 
 /// A client streams 200 MB as fast as it can to an upstream that reads 40 MB/s: flow

@@ -255,7 +255,7 @@ pub fn render(state: &AdminState) -> String {
     let _ = writeln!(
         out,
         "strait_http2_buffered_bytes{{node_id=\"{node}\"}} {}",
-        strait_proxy::h2_server::BUFFERED_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+        strait_proxy::h2_body::BUFFERED_BYTES.load(std::sync::atomic::Ordering::Relaxed)
     );
 
     family(&mut out, "kong_node_info", "gauge", "Kong Node metadata information");

@@ -790,7 +790,7 @@ struct ResponseBody {
 }
 
 fn finish_response(
-    response: Response<Incoming>,
+    response: Response<crate::upstream::UpstreamBody>,
     policy: ResponseBody,
     started: Instant,
     upstream_started: Instant,

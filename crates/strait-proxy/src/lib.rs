@@ -15,6 +15,8 @@ pub mod conn;
 pub mod dns;
 pub mod error;
 pub mod grpc;
+pub mod h2_body;
+pub mod h2_client;
 pub mod h2_server;
 pub mod handler;
 pub mod health_check;

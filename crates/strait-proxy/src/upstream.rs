@@ -12,16 +12,58 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper::client::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
-use crate::body::ProxyBody;
+use crate::body::{BoxError, ProxyBody};
 use crate::error::{ErrorKind, ProxyError};
+use crate::h2_body::StreamBody;
+use crate::h2_client::H2Conn;
+
+/// An upstream response's body: hyper's for HTTP/1.1, the stream's inbox
+/// for HTTP/2 (h2_body.rs), or nothing when the head ended the stream.
+pub enum UpstreamBody {
+    Http1(Incoming),
+    Http2(StreamBody),
+    Empty,
+}
+
+impl http_body::Body for UpstreamBody {
+    type Data = bytes::Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, BoxError>>> {
+        match self.get_mut() {
+            UpstreamBody::Http1(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            UpstreamBody::Http2(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            UpstreamBody::Empty => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            UpstreamBody::Http1(body) => body.is_end_stream(),
+            UpstreamBody::Http2(body) => body.is_end_stream(),
+            UpstreamBody::Empty => true,
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            UpstreamBody::Http1(body) => body.size_hint(),
+            UpstreamBody::Http2(body) => body.size_hint(),
+            UpstreamBody::Empty => http_body::SizeHint::with_exact(0),
+        }
+    }
+}
 
 /// Which wire protocol and security an upstream connection uses.
 #[derive(Clone)]
@@ -101,7 +143,10 @@ pub struct Pool {
     /// (the `upstream_http2_*` settings; the reset limits do not apply).
     http2_settings: crate::conn::Http2Settings,
     http1: Mutex<HashMap<PoolKey, Vec<Idle<http1::SendRequest<ProxyBody>>>>>,
-    http2: Mutex<HashMap<PoolKey, Idle<http2::SendRequest<ProxyBody>>>>,
+    /// HTTP/2 connections per upstream: requests share the first with a
+    /// free stream; another opens when all are at the upstream's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS.
+    http2: Mutex<HashMap<PoolKey, Vec<Idle<H2Conn>>>>,
     /// Advanced by [`Pool::sweep`].
     epoch: std::sync::atomic::AtomicU64,
 }
@@ -136,7 +181,7 @@ impl Lease {
 
 enum Sender {
     Http1(http1::SendRequest<ProxyBody>),
-    Http2(http2::SendRequest<ProxyBody>),
+    Http2(H2Conn),
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -171,7 +216,11 @@ impl Pool {
         }
         http1.retain(|_, list| !list.is_empty());
         drop(http1);
-        lock(&self.http2).retain(|_, idle| !idle.sender.is_closed() && fresh(idle.epoch));
+        let mut http2 = lock(&self.http2);
+        for list in http2.values_mut() {
+            list.retain(|idle| !idle.sender.is_closed() && fresh(idle.epoch));
+        }
+        http2.retain(|_, list| !list.is_empty());
     }
 
     fn now(&self) -> u64 {
@@ -181,24 +230,19 @@ impl Pool {
     fn checkout(&self, key: &PoolKey) -> Option<(Sender, u32)> {
         if key.http2 {
             let mut map = lock(&self.http2);
-            match map.get_mut(key) {
-                Some(idle) if !idle.sender.is_closed() => {
-                    let uses = idle.uses;
-                    idle.uses += 1;
-                    idle.epoch = self.now();
-                    let sender = idle.sender.clone();
-                    if self.spent(idle.uses) {
-                        // New streams go to a new connection; this one ends with its streams.
-                        map.remove(key);
-                    }
-                    return Some((Sender::Http2(sender), uses));
-                }
-                Some(_) => {
-                    map.remove(key);
-                }
-                None => {}
+            let list = map.get_mut(key)?;
+            list.retain(|idle| !idle.sender.is_closed());
+            let at = list.iter().position(|idle| idle.sender.has_room())?;
+            let idle = &mut list[at];
+            let uses = idle.uses;
+            idle.uses += 1;
+            idle.epoch = self.now();
+            let sender = idle.sender.clone();
+            if self.spent(idle.uses) {
+                // New streams go to another connection; this one ends with its streams.
+                list.swap_remove(at);
             }
-            return None;
+            return Some((Sender::Http2(sender), uses));
         }
         let mut map = lock(&self.http1);
         let list = map.get_mut(key)?;
@@ -223,7 +267,10 @@ impl Pool {
         match sender {
             Sender::Http2(sender) => {
                 let mut map = lock(&self.http2);
-                map.entry(key).or_insert(Idle { sender, uses, epoch });
+                let list = map.entry(key).or_default();
+                if !list.iter().any(|idle| idle.sender.same(&sender)) && list.len() < self.keepalive.pool_size {
+                    list.push(Idle { sender, uses, epoch });
+                }
             }
             Sender::Http1(sender) => {
                 let mut map = lock(&self.http1);
@@ -271,7 +318,7 @@ impl Pool {
         request: Request<ProxyBody>,
         connect_timeout: Duration,
         read_timeout: Duration,
-    ) -> Result<Response<Incoming>, DispatchFailure> {
+    ) -> Result<Response<UpstreamBody>, DispatchFailure> {
         let lost = |error| DispatchFailure { error, unsent: None };
         let Lease {
             key,
@@ -323,29 +370,32 @@ impl Pool {
         uses: u32,
         request: Request<ProxyBody>,
         read_timeout: Duration,
-    ) -> Result<Result<Response<Incoming>, Request<ProxyBody>>, ProxyError> {
-        let result = match sender {
+    ) -> Result<Result<Response<UpstreamBody>, Request<ProxyBody>>, ProxyError> {
+        let timed_out = || ProxyError::new(ErrorKind::UpstreamTimeout, "no response headers within read_timeout");
+        match sender {
             Sender::Http1(mut s) => {
                 let future = s.try_send_request(request);
                 self.checkin(key, Sender::Http1(s), uses + 1);
-                timeout(read_timeout, future).await
+                match timeout(read_timeout, future).await {
+                    Err(_) => Err(timed_out()),
+                    Ok(Ok(response)) => Ok(Ok(response.map(UpstreamBody::Http1))),
+                    Ok(Err(mut err)) => match err.take_message() {
+                        Some(unsent) => Ok(Err(unsent)),
+                        None => Err(upstream_failure(err.into_error())),
+                    },
+                }
             }
-            Sender::Http2(mut s) => {
-                let future = s.try_send_request(request);
-                self.checkin(key, Sender::Http2(s), uses + 1);
-                timeout(read_timeout, future).await
+            Sender::Http2(conn) => {
+                self.checkin(key, Sender::Http2(conn.clone()), uses + 1);
+                match timeout(read_timeout, conn.send(request)).await {
+                    Err(_) => Err(timed_out()),
+                    Ok(Ok(Ok(response))) => Ok(Ok(
+                        response.map(|body| body.map_or(UpstreamBody::Empty, UpstreamBody::Http2))
+                    )),
+                    Ok(Ok(Err(unsent))) => Ok(Err(unsent)),
+                    Ok(Err(error)) => Err(error),
+                }
             }
-        };
-        match result {
-            Err(_) => Err(ProxyError::new(
-                ErrorKind::UpstreamTimeout,
-                "no response headers within read_timeout",
-            )),
-            Ok(Ok(response)) => Ok(Ok(response)),
-            Ok(Err(mut err)) => match err.take_message() {
-                Some(unsent) => Ok(Err(unsent)),
-                None => Err(upstream_failure(err.into_error())),
-            },
         }
     }
 }
@@ -403,23 +453,9 @@ where
 {
     let failed = |e: hyper::Error| ProxyError::new(ErrorKind::UpstreamConnect, format!("handshake: {e}"));
     if use_http2 {
-        let (sender, connection) = http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .initial_stream_window_size(settings.initial_stream_window)
-            .initial_connection_window_size(settings.initial_connection_window)
-            .adaptive_window(settings.adaptive_window)
-            .max_frame_size(settings.max_frame_size)
-            .keep_alive_interval(settings.keepalive_interval)
-            .keep_alive_timeout(settings.keepalive_timeout)
-            .handshake(io)
-            .await
-            .map_err(failed)?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "upstream http2 connection ended");
-            }
-        });
-        Ok(Sender::Http2(sender))
+        Ok(Sender::Http2(
+            crate::h2_client::handshake(io.into_inner(), settings).await?,
+        ))
     } else {
         let (sender, connection) = http1::Builder::new().handshake(io).await.map_err(failed)?;
         tokio::spawn(async move {

@@ -1,0 +1,230 @@
+//! Upstream HTTP/2 connections on the `h2` codec directly, so response
+//! bodies leave the codec the way client request bodies do (h2_body.rs): a
+//! server streaming small messages to a slow client fills the stream's
+//! inbox, in bytes, up to its window, and no longer gets the whole upstream
+//! connection closed with GOAWAY `too_many_data_frames`.
+//!
+//! Each request is one task: it sends the request body as the upstream's
+//! window allows, hands the response head to the proxy, then moves the
+//! response body's frames out of the codec until the stream ends or nobody
+//! reads it.
+
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+
+use bytes::Bytes;
+use h2::client::{ResponseFuture, SendRequest};
+use h2::SendStream;
+use http::header::CONTENT_LENGTH;
+use http::{Request, Response};
+use http_body::Body;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::oneshot;
+
+use crate::body::ProxyBody;
+use crate::conn::Http2Settings;
+use crate::error::{ErrorKind, ProxyError};
+use crate::h2_body::{
+    data_frame_budget, inbox, send_body, strip_connection_headers, PingEvent, Pinger, StreamBody, SEND_BUFFER,
+};
+
+/// What one upstream HTTP/2 connection's requests share.
+#[derive(Debug, Default)]
+struct State {
+    closed: AtomicBool,
+    /// Streams open on it (requests whose task has not ended).
+    streams: AtomicUsize,
+    /// DATA bytes received, for adaptive windows.
+    received: Arc<AtomicU64>,
+}
+
+/// A handle on one upstream HTTP/2 connection (cheap to clone).
+#[derive(Clone)]
+pub struct H2Conn {
+    send: SendRequest<Bytes>,
+    state: Arc<State>,
+}
+
+/// Open an HTTP/2 connection over `io` with Strait's `upstream_http2_*` settings.
+pub async fn handshake<T>(io: T, settings: &Http2Settings) -> Result<H2Conn, ProxyError>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut builder = h2::client::Builder::new();
+    builder
+        .initial_window_size(settings.initial_stream_window)
+        .initial_connection_window_size(settings.initial_connection_window)
+        .max_frame_size(settings.max_frame_size)
+        .max_send_buffer_size(SEND_BUFFER)
+        .enable_push(false)
+        .data_frame_budget(data_frame_budget(settings.initial_connection_window));
+    let (send, mut connection) = builder
+        .handshake::<_, Bytes>(io)
+        .await
+        .map_err(|e| ProxyError::new(ErrorKind::UpstreamConnect, format!("handshake: {e}")))?;
+    let state = Arc::new(State::default());
+    let mut pinger = connection
+        .ping_pong()
+        .map(|pong| Pinger::new(pong, settings, state.received.clone()));
+    let driven = state.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                ended = &mut connection => {
+                    if let Err(error) = ended {
+                        tracing::debug!(%error, "upstream http2 connection ended");
+                    }
+                    break;
+                }
+                event = poll_fn(|cx| pinger.as_mut().map_or(Poll::Pending, |p| p.poll_event(cx))) => match event {
+                    PingEvent::TimedOut => {
+                        tracing::debug!("upstream keep-alive ping not answered; closing");
+                        break;
+                    }
+                    PingEvent::Window(window) => {
+                        connection.set_target_window_size(window);
+                        let _ = connection.set_initial_window_size(window);
+                    }
+                },
+            }
+        }
+        driven.closed.store(true, Ordering::Relaxed);
+    });
+    Ok(H2Conn { send, state })
+}
+
+/// Decrements the connection's open streams when a request's task ends.
+struct Open(Arc<State>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.streams.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What the request's task hands back once the response head arrived.
+type Head = Result<Response<Option<StreamBody>>, ProxyError>;
+
+impl H2Conn {
+    pub fn is_closed(&self) -> bool {
+        self.state.closed.load(Ordering::Relaxed)
+    }
+
+    /// The upstream's SETTINGS_MAX_CONCURRENT_STREAMS leaves room for one more.
+    pub fn has_room(&self) -> bool {
+        self.state.streams.load(Ordering::Relaxed) < self.send.current_max_send_streams()
+    }
+
+    pub fn same(&self, other: &H2Conn) -> bool {
+        Arc::ptr_eq(&self.state, &other.state)
+    }
+
+    /// Send `request`: Ok(Ok(response head)), Ok(Err(request)) when the
+    /// connection closed before any of it was sent, or an error.
+    pub async fn send(
+        &self,
+        request: Request<ProxyBody>,
+    ) -> Result<Result<Response<Option<StreamBody>>, Request<ProxyBody>>, ProxyError> {
+        let mut send = match self.send.clone().ready().await {
+            Ok(send) => send,
+            Err(_) => return Ok(Err(request)),
+        };
+        let (mut parts, body) = request.into_parts();
+        strip_connection_headers(&mut parts.headers);
+        let end = body.is_end_stream();
+        let (response, stream) = match send.send_request(Request::from_parts(parts, ()), end) {
+            Ok(sent) => sent,
+            Err(error) => return Err(upstream_error(&error, false)),
+        };
+        self.state.streams.fetch_add(1, Ordering::Relaxed);
+        let open = Open(self.state.clone());
+        let (tx, rx) = oneshot::channel();
+        let stream = (!end).then_some(stream);
+        tokio::spawn(exchange(body, stream, response, tx, open));
+        match rx.await {
+            Ok(Ok(head)) => Ok(Ok(head)),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Err(ProxyError::new(ErrorKind::UpstreamInvalid, "upstream stream ended")),
+        }
+    }
+}
+
+/// One request's task: the request body up, the response head back to the
+/// proxy, then the response body out of the codec.
+async fn exchange(
+    body: ProxyBody,
+    stream: Option<SendStream<Bytes>>,
+    response: ResponseFuture,
+    mut tx: oneshot::Sender<Head>,
+    open: Open,
+) {
+    let sending = stream.is_some();
+    let mut pipe = pin!(async move {
+        match stream {
+            Some(stream) => send_body(body, stream).await,
+            None => true,
+        }
+    });
+    let mut response = pin!(response);
+    let mut piped: Option<bool> = (!sending).then_some(true);
+    let head = loop {
+        tokio::select! {
+            head = &mut response => break head,
+            clean = &mut pipe, if piped.is_none() => piped = Some(clean),
+            _ = tx.closed() => return,
+        }
+    };
+    let head = match head {
+        Ok(head) => head,
+        Err(error) => {
+            let _ = tx.send(Err(upstream_error(&error, piped == Some(false))));
+            return;
+        }
+    };
+    let (parts, recv) = head.into_parts();
+    let length = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let (body, pump) = inbox(recv, length, open.0.received.clone());
+    if tx.send(Ok(Response::from_parts(parts, body))).is_err() {
+        return;
+    }
+    let mut pump = pump;
+    poll_fn(|cx| {
+        if let Some(running) = pump.as_mut() {
+            if running.poll(cx).is_ready() {
+                pump = None;
+            }
+        }
+        if piped.is_none() {
+            if let Poll::Ready(clean) = pipe.as_mut().poll(cx) {
+                piped = Some(clean);
+            }
+        }
+        if pump.is_none() && piped.is_some() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    drop(open);
+}
+
+/// 400 when the client's own request body failed while it was sent (its
+/// error, not the upstream's); 504 for a write that timed out; else 502.
+fn upstream_error(error: &h2::Error, body_failed: bool) -> ProxyError {
+    if body_failed {
+        return ProxyError::new(ErrorKind::BadRequest, format!("request body: {error}"));
+    }
+    if let Some(io) = error.get_io() {
+        if io.kind() == std::io::ErrorKind::TimedOut {
+            return ProxyError::new(ErrorKind::UpstreamTimeout, error.to_string());
+        }
+    }
+    ProxyError::new(ErrorKind::UpstreamInvalid, error.to_string())
+}
