@@ -71,6 +71,8 @@ pub struct State {
     pub read_rate: AtomicU64,
     /// Calls started, any method.
     pub calls: AtomicU64,
+    /// Connections accepted.
+    pub connections: AtomicU64,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -209,15 +211,21 @@ pub struct GrpcUpstream {
 impl GrpcUpstream {
     /// Over h2c (prior knowledge), as `grpc://` services reach it.
     pub async fn start() -> GrpcUpstream {
-        GrpcUpstream::start_with(None).await
+        GrpcUpstream::start_with(None, None).await
+    }
+
+    /// Over h2c, allowing `streams` concurrent streams per connection
+    /// (SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub async fn start_limited(streams: u32) -> GrpcUpstream {
+        GrpcUpstream::start_with(None, Some(streams)).await
     }
 
     /// Over TLS with a self-signed certificate, as `grpcs://` services reach it.
     pub async fn start_tls() -> GrpcUpstream {
-        GrpcUpstream::start_with(Some(LeafCert::self_signed(&["localhost", "127.0.0.1"]))).await
+        GrpcUpstream::start_with(Some(LeafCert::self_signed(&["localhost", "127.0.0.1"])), None).await
     }
 
-    async fn start_with(leaf: Option<LeafCert>) -> GrpcUpstream {
+    async fn start_with(leaf: Option<LeafCert>, max_streams: Option<u32>) -> GrpcUpstream {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind gRPC upstream");
         let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(State::default());
@@ -225,9 +233,15 @@ impl GrpcUpstream {
         let service = StreamServer(state.clone());
         let tls = leaf.is_some();
         let acceptor = leaf.map(|leaf| tokio_rustls::TlsAcceptor::from(server_config(&leaf, &[b"h2"])));
+        let counted = state.clone();
         tokio::spawn(async move {
-            let accepted = tokio_stream::wrappers::TcpListenerStream::new(listener);
-            let server = tonic::transport::Server::builder().add_service(service);
+            let accepted = tokio_stream::wrappers::TcpListenerStream::new(listener).map(move |tcp| {
+                counted.connections.fetch_add(1, Ordering::Relaxed);
+                tcp
+            });
+            let server = tonic::transport::Server::builder()
+                .max_concurrent_streams(max_streams)
+                .add_service(service);
             let signal = async {
                 let _ = stopped.await;
             };
@@ -269,6 +283,10 @@ impl GrpcUpstream {
 
     pub fn calls(&self) -> u64 {
         self.state.calls.load(Ordering::Relaxed)
+    }
+
+    pub fn connections(&self) -> u64 {
+        self.state.connections.load(Ordering::Relaxed)
     }
 }
 

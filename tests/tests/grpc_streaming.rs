@@ -104,6 +104,40 @@ async fn ten_thousand_messages_on_one_bidi_stream_are_acked_in_order() {
     sender.await.expect("sender");
 }
 
+/// An upstream that takes two streams per connection: six bidi streams held open at once
+/// through the gateway all make progress, on three upstream connections (a stream over
+/// the limit does not wait for another to end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_past_the_upstreams_limit_open_another_connection() {
+    let upstream = GrpcUpstream::start_limited(2).await;
+    let gw = Gateway::start(GatewayOptions::new().setting("worker_threads", "1")).await;
+    gw.apply(&grpc_config(&upstream)).await;
+    let client = GrpcClient::h2c(gw.proxy_addr()).await;
+    let mut held = Vec::new();
+    for stream in 0..6u64 {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.send(msg(stream, 8)).await.expect("queue");
+        let mut acks = client.clone().ack(ReceiverStream::new(rx)).await.expect("bidi call");
+        let first = tokio::time::timeout(Duration::from_secs(5), acks.message())
+            .await
+            .unwrap_or_else(|_| panic!("stream {stream} waited for a free upstream stream"))
+            .expect("ack")
+            .expect("an ack");
+        assert_eq!(first.seq, stream);
+        held.push((tx, acks));
+    }
+    assert_eq!(upstream.connections(), 3, "two streams per upstream connection");
+    for (stream, (tx, mut acks)) in held.into_iter().enumerate() {
+        tx.send(msg(100 + stream as u64, 8)).await.expect("queue");
+        drop(tx);
+        assert_eq!(
+            acks.message().await.expect("ack").expect("an ack").seq,
+            100 + stream as u64
+        );
+        assert!(acks.message().await.expect("end").is_none());
+    }
+}
+
 /// A client that sends every message in its own small DATA frame, faster than the
 /// upstream reads: the frames wait in the gateway (in bytes, bounded by the stream's
 /// window), and the connection is never closed with GOAWAY `too_many_data_frames`.
