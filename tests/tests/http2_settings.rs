@@ -177,3 +177,37 @@ async fn upstream_http2_settings_reach_the_upstream() {
     assert_eq!(value(MAX_FRAME_SIZE), Some(32 * 1024), "{settings:?}");
     assert_eq!(window, Some(4 * 1024 * 1024 - 65_535));
 }
+
+/// With `http2_keepalive_interval` on, a client that stops answering PINGs is closed after
+/// the interval and `http2_keepalive_timeout`; one that answers (the h2 crate does) stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalive_pings_close_clients_that_stop_answering() {
+    let gw = Gateway::start(
+        GatewayOptions::new()
+            .setting("http2_keepalive_interval", "300ms")
+            .setting("http2_keepalive_timeout", "300ms"),
+    )
+    .await;
+    let mut silent = RawH2::connect(gw.proxy_addr()).await.expect("connect");
+    let started = std::time::Instant::now();
+    let outcome = silent.outcome(Duration::from_secs(5)).await;
+    let closed_after = started.elapsed();
+    assert!(
+        matches!(outcome, strait_e2e::h2_raw::StreamOutcome::Closed),
+        "{outcome:?}"
+    );
+    assert!(
+        closed_after >= Duration::from_millis(550) && closed_after < Duration::from_secs(3),
+        "{closed_after:?}"
+    );
+
+    let tcp = tokio::net::TcpStream::connect(gw.proxy_addr()).await.expect("connect");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    let driver = tokio::spawn(connection);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut client = client.ready().await.expect("an answering client is kept");
+    let request = http::Request::get("http://gateway/nowhere").body(()).expect("request");
+    let (response, _) = client.send_request(request, true).expect("send");
+    assert_eq!(response.await.expect("response").status(), 404);
+    driver.abort();
+}
