@@ -30,6 +30,15 @@ async fn gateway_for(upstream: &GrpcUpstream) -> Gateway {
     gw
 }
 
+/// The head of a gRPC call to `method`, for a raw HTTP/2 client.
+fn raw_call(method: &str) -> http::Request<()> {
+    http::Request::post(format!("http://gateway/{SERVICE}/{method}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .expect("request")
+}
+
 fn msg(seq: u64, size: usize) -> Msg {
     Msg {
         seq,
@@ -150,11 +159,7 @@ async fn many_small_frames_to_a_slow_upstream_keep_the_connection() {
     let (client, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
     let driver = tokio::spawn(connection);
     let mut client = client.ready().await.expect("ready");
-    let request = http::Request::post(format!("http://gateway/{SERVICE}/Collect"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .expect("request");
+    let request = raw_call("Collect");
     let (response, mut send) = client.send_request(request, false).expect("send request");
     const MESSAGES: u64 = 40_000;
     let started = Instant::now();
@@ -197,11 +202,7 @@ async fn many_small_frames_to_a_slow_upstream_keep_the_connection() {
         started.elapsed()
     );
     // The same connection still takes calls.
-    let again = http::Request::post(format!("http://gateway/{SERVICE}/Unary"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .expect("request");
+    let again = raw_call("Unary");
     let mut client = client.ready().await.expect("connection still usable");
     let (response, mut send) = client.send_request(again, false).expect("second call");
     send.send_data(frame(&msg(1, 1)), true).expect("send");
@@ -230,11 +231,7 @@ async fn small_frames_from_the_upstream_to_a_slow_client_keep_the_upstream_conne
         .expect("h2 handshake");
     let driver = tokio::spawn(connection);
     let mut client = client.ready().await.expect("ready");
-    let request = http::Request::post(format!("http://gateway/{SERVICE}/Emit"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .expect("request");
+    let request = raw_call("Emit");
     let (response, mut send) = client.send_request(request, false).expect("send request");
     const MESSAGES: u64 = 100_000;
     send.send_data(emit_request(MESSAGES, 8, true), true).expect("send");
