@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use h2::{FlowControl, Ping, PingPong, Reason, RecvStream, SendStream};
-use http::header::{HeaderMap, HeaderName, CONNECTION, TE, TRANSFER_ENCODING, UPGRADE};
+use http::header::{HeaderMap, CONTENT_LENGTH};
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::sleep_until;
 
@@ -148,16 +148,18 @@ fn lock(inbox: &Mutex<Inbox>) -> std::sync::MutexGuard<'_, Inbox> {
     inbox.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The body of a stream whose head arrived: `None` when the head ended the
-/// stream, else the body the proxy reads and the pump its stream's task polls.
+/// The body of a stream whose head (`headers`) arrived: `None` when the
+/// head ended the stream, else the body the proxy reads and the pump its
+/// stream's task polls.
 pub(crate) fn inbox(
     recv: RecvStream,
-    length: Option<u64>,
+    headers: &HeaderMap,
     received: Arc<AtomicU64>,
 ) -> (Option<StreamBody>, Option<Pump>) {
     if recv.is_end_stream() {
         return (None, None);
     }
+    let length = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse().ok());
     let inbox = Arc::new(Mutex::new(Inbox::new()));
     let mut recv = recv;
     let flow = recv.flow_control().clone();
@@ -341,27 +343,6 @@ where
         }
     })
     .await
-}
-
-/// HTTP/2 forbids connection-specific header fields (RFC 9113 §8.2.2).
-pub(crate) fn strip_connection_headers(headers: &mut HeaderMap) {
-    if let Some(listed) = headers.remove(CONNECTION) {
-        if let Ok(listed) = listed.to_str() {
-            for name in listed.split(',') {
-                if let Ok(name) = HeaderName::from_bytes(name.trim().as_bytes()) {
-                    headers.remove(name);
-                }
-            }
-        }
-    }
-    for name in ["keep-alive", "proxy-connection"] {
-        headers.remove(name);
-    }
-    headers.remove(TRANSFER_ENCODING);
-    headers.remove(UPGRADE);
-    if headers.get(TE).is_some_and(|te| te != "trailers") {
-        headers.remove(TE);
-    }
 }
 
 // ---------------------------------------------------------------------------

@@ -18,7 +18,6 @@ use std::task::Poll;
 use bytes::Bytes;
 use h2::client::{ResponseFuture, SendRequest};
 use h2::SendStream;
-use http::header::CONTENT_LENGTH;
 use http::{Request, Response};
 use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -27,9 +26,8 @@ use tokio::sync::oneshot;
 use crate::body::ProxyBody;
 use crate::conn::Http2Settings;
 use crate::error::{ErrorKind, ProxyError};
-use crate::h2_body::{
-    data_frame_budget, inbox, send_body, strip_connection_headers, PingEvent, Pinger, StreamBody, SEND_BUFFER,
-};
+use crate::h2_body::{data_frame_budget, inbox, send_body, PingEvent, Pinger, StreamBody, SEND_BUFFER};
+use crate::handler::strip_hop_by_hop;
 
 /// What one upstream HTTP/2 connection's requests share.
 #[derive(Debug, Default)]
@@ -133,7 +131,7 @@ impl H2Conn {
             Err(_) => return Ok(Err(request)),
         };
         let (mut parts, body) = request.into_parts();
-        strip_connection_headers(&mut parts.headers);
+        strip_hop_by_hop(&mut parts.headers);
         let end = body.is_end_stream();
         let (response, stream) = match send.send_request(Request::from_parts(parts, ()), end) {
             Ok(sent) => sent,
@@ -185,11 +183,7 @@ async fn exchange(
         }
     };
     let (parts, recv) = head.into_parts();
-    let length = parts
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse().ok());
-    let (body, pump) = inbox(recv, length, open.0.received.clone());
+    let (body, pump) = inbox(recv, &parts.headers, open.0.received.clone());
     if tx.send(Ok(Response::from_parts(parts, body))).is_err() {
         return;
     }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::RecvStream;
-use http::header::{HeaderMap, HeaderValue, CONTENT_LENGTH, DATE};
+use http::header::{HeaderValue, DATE};
 use http::{Request, Response};
 use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -27,8 +27,8 @@ use tokio::time::timeout;
 
 use crate::body::ProxyBody;
 use crate::conn::{ClientLimits, Retire};
-use crate::h2_body::{data_frame_budget, inbox, send_body, strip_connection_headers, PingEvent, Pinger, SEND_BUFFER};
-use crate::handler::{handle, ConnInfo};
+use crate::h2_body::{data_frame_budget, inbox, send_body, PingEvent, Pinger, SEND_BUFFER};
+use crate::handler::{handle, strip_hop_by_hop, ConnInfo};
 use crate::Shared;
 
 /// Serve one client HTTP/2 connection until it closes, Strait stops, or its
@@ -118,16 +118,13 @@ fn spawn_stream(
 ) {
     tokio::spawn(async move {
         let (parts, recv) = request.into_parts();
-        let length = content_length(&parts.headers);
-        let (body, pump) = inbox(recv, length, received);
+        let (body, mut pump) = inbox(recv, &parts.headers, received);
         let body = body.map_or_else(crate::body::empty, crate::body::boxed);
         let request = Request::from_parts(parts, body);
-        let work = pin!(async {
+        let mut work = pin!(async {
             let response = handle(request, &info, &shared).await;
             respond_with(respond, response).await;
         });
-        let mut work = work;
-        let mut pump = pump;
         poll_fn(|cx| {
             if let Some(running) = pump.as_mut() {
                 if running.poll(cx).is_ready() {
@@ -140,15 +137,12 @@ fn spawn_stream(
     });
 }
 
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers.get(CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
-}
-
 /// Send `response` on the stream: its head, then its body as the client's
 /// window allows.
 async fn respond_with(mut respond: SendResponse<Bytes>, response: Response<ProxyBody>) {
     let (mut parts, body) = response.into_parts();
-    strip_connection_headers(&mut parts.headers);
+    // HTTP/2 forbids connection-specific fields (RFC 9113 §8.2.2).
+    strip_hop_by_hop(&mut parts.headers);
     if !parts.headers.contains_key(DATE) {
         parts.headers.insert(DATE, http_date());
     }
