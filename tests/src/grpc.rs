@@ -438,3 +438,17 @@ pub fn summary_of(body: &[u8]) -> Option<Summary> {
     let length = u32::from_be_bytes(body.get(1..5)?.try_into().ok()?) as usize;
     prost::Message::decode(body.get(5..5 + length)?).ok()
 }
+
+/// Whether a failed call never left the client: hyper cancels a request still queued for a
+/// connection that closed (after a GOAWAY) without writing it. gRPC clients retry such calls
+/// transparently (gRFC A6, "transparent retry"); tonic leaves that to its caller.
+pub fn never_sent(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if let Some(hyper) = error.downcast_ref::<hyper::Error>() {
+            return hyper.is_canceled();
+        }
+        source = error.source();
+    }
+    false
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde_json::{json, Value};
 use strait_e2e::declarative::config;
-use strait_e2e::grpc::{emit_request, frame, summary_of, GrpcClient, GrpcUpstream, Msg, SERVICE};
+use strait_e2e::grpc::{emit_request, frame, never_sent, summary_of, GrpcClient, GrpcUpstream, Msg, SERVICE};
 use strait_e2e::{Gateway, GatewayOptions};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
@@ -338,4 +338,87 @@ async fn buffered_bytes(gw: &Gateway) -> u64 {
         .find(|line| line.starts_with("strait_http2_buffered_bytes{"))
         .and_then(|line| line.rsplit(' ').next()?.parse().ok())
         .expect("strait_http2_buffered_bytes in /metrics")
+}
+
+/// `http2_max_connection_age`: a tonic channel making calls without pause across several
+/// ages gets GOAWAY, reconnects, and loses no call; a bidi stream in flight across the age
+/// is acknowledged to its end within the grace. A call hyper queued for the old connection
+/// and cancelled unsent is retried, as gRPC clients do (transparent retry); every call
+/// reaches the upstream exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnecting_client_loses_no_call_at_max_age() {
+    let upstream = GrpcUpstream::start().await;
+    let gw = Gateway::start(
+        GatewayOptions::new()
+            .setting("http2_max_connection_age", "1")
+            .setting("http2_max_connection_age_grace", "5s"),
+    )
+    .await;
+    gw.apply(&grpc_config(&upstream)).await;
+    let accepted = |status: Value| status["server"]["connections_accepted"].as_u64().unwrap_or(0);
+    let before = accepted(gw.admin_get("/status").await.json());
+    let client = GrpcClient::h2c(gw.proxy_addr()).await;
+
+    // A bidi stream spread over 1.8 s: 90 messages, one every 20 ms.
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let mut acks = client.clone().ack(ReceiverStream::new(rx)).await.expect("bidi call");
+    let pacer = tokio::spawn(async move {
+        for seq in 0..90 {
+            tx.send(msg(seq, 16)).await.expect("queue");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+
+    // Four callers, unary calls back to back for 3.5 s (three ages and more).
+    let ok = Arc::new(AtomicU64::new(0));
+    let mut callers = Vec::new();
+    for caller in 0..4u64 {
+        let mut client = client.clone();
+        let ok = ok.clone();
+        callers.push(tokio::spawn(async move {
+            let until = Instant::now() + Duration::from_millis(3500);
+            let (mut failed, mut retried) = (Vec::new(), 0u64);
+            let mut seq = 0;
+            while Instant::now() < until {
+                match client.unary(msg(caller * 1_000_000 + seq, 32)).await {
+                    Ok(echo) if echo.seq == caller * 1_000_000 + seq => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(status) if never_sent(&status) => {
+                        retried += 1;
+                        continue;
+                    }
+                    other => failed.push(format!("{other:?}")),
+                }
+                seq += 1;
+            }
+            (failed, retried)
+        }));
+    }
+    let mut acked = 0;
+    while let Some(ack) = acks.message().await.expect("the stream in flight is not cut") {
+        assert_eq!(ack.seq, acked);
+        acked += 1;
+    }
+    assert_eq!(acked, 90, "every message of the stream across the age is acked");
+    pacer.await.expect("pacer");
+    let mut retried = 0;
+    for caller in callers {
+        let (failed, unsent) = caller.await.expect("caller");
+        assert!(failed.is_empty(), "failed calls: {failed:?}");
+        retried += unsent;
+    }
+    let reconnects = accepted(gw.admin_get("/status").await.json()) - before;
+    let ok = ok.load(Ordering::Relaxed);
+    eprintln!("max age 1 s: {ok} calls, {reconnects} connections, {retried} retried unsent");
+    assert_eq!(
+        upstream.calls(),
+        ok + 1,
+        "each call (and the bidi stream) reached the upstream once"
+    );
+    assert!(ok > 100, "the callers kept calling");
+    assert!(
+        reconnects >= 3,
+        "the client was made to reconnect: {reconnects} connections"
+    );
 }

@@ -211,3 +211,54 @@ async fn keepalive_pings_close_clients_that_stop_answering() {
     assert_eq!(response.await.expect("response").status(), 404);
     driver.abort();
 }
+
+const PING: u8 = 0x6;
+
+/// SETTINGS and PING floods from a client that never reads the acknowledgements: the gateway
+/// holds at most one unsent acknowledgement of each per connection and stops reading the
+/// connection while it cannot write, so the flood is pushed back onto the attacker's socket;
+/// gateway memory stays flat and other clients are served during the flood.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_and_ping_floods_are_bounded() {
+    use strait_e2e::h2_raw::{frame, SETTINGS};
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let rss_before = gw.rss_kib();
+    let mut attacker = RawH2::connect(gw.proxy_addr()).await.expect("connect");
+    let mut chunk = Vec::new();
+    for n in 0..2000u64 {
+        chunk.extend(frame(PING, 0, 0, &n.to_be_bytes()));
+        chunk.extend(frame(SETTINGS, 0, 0, &[]));
+    }
+    let mut sent = 0usize;
+    let mut pushed_back = false;
+    // Up to 200 MB of control frames (8 million acknowledgements owed).
+    while sent < 200 << 20 {
+        match tokio::time::timeout(Duration::from_millis(500), attacker.send(&chunk)).await {
+            Ok(Ok(())) => sent += chunk.len(),
+            Ok(Err(_)) => break,
+            Err(_) => {
+                pushed_back = true;
+                break;
+            }
+        }
+    }
+    eprintln!("control-frame flood: {sent} bytes taken before the gateway pushed back ({pushed_back})");
+    assert!(pushed_back, "the gateway stopped reading the flood");
+    assert!(sent < 64 << 20, "{sent} bytes of flood were read");
+    // While the attacker holds its connection, stuck, others are served at once.
+    let started = std::time::Instant::now();
+    let mut other = RawH2::connect(gw.proxy_addr()).await.expect("connect");
+    assert!(
+        !other.server_settings(Duration::from_secs(1)).await.0.is_empty(),
+        "others are served during the flood"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    let grown = gw.rss_kib().saturating_sub(rss_before);
+    eprintln!("control-frame flood: RSS +{grown} KiB");
+    assert!(grown < 16 * 1024, "gateway memory grew by {grown} KiB");
+    drop(attacker);
+}
