@@ -124,6 +124,9 @@ pub struct RequestCtx<'a> {
     pub shared: SharedStore,
     /// Headers to add to the response to the client, whatever produces it.
     pub response_headers: Vec<(HeaderName, HeaderValue)>,
+    /// Send `uri`'s path upstream as it is: no `strip_path`, no service path
+    /// (a plugin that chose the upstream's path itself, as gRPC transcoders do).
+    pub exact_path: bool,
 }
 
 impl std::fmt::Debug for RequestCtx<'_> {
@@ -244,6 +247,10 @@ pub struct BodyChunk {
     pub data: Bytes,
     /// This is the last piece.
     pub end: bool,
+    /// On the last piece of a streamed body, the upstream's trailers (gRPC's
+    /// `grpc-status`). A filter that takes them (leaving `None`) keeps them
+    /// from the client; what it puts in `data` goes before any left.
+    pub trailers: Option<http::HeaderMap>,
 }
 
 /// What the `log` phase receives after the response was sent.

@@ -15,6 +15,7 @@ mod config;
 mod context;
 mod directory;
 pub mod form;
+pub mod grpc;
 pub mod observability;
 mod phase;
 mod registry;

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::phase::Plugin;
 pub use crate::traffic::rate_limiting::PluginScope;
-use crate::{auth, observability, security, traffic, transform, PluginError};
+use crate::{auth, grpc, observability, security, traffic, transform, PluginError};
 
 /// Plugins this build can run.
 pub const AVAILABLE: &[&str] = &[
@@ -17,6 +17,8 @@ pub const AVAILABLE: &[&str] = &[
     "correlation-id",
     "cors",
     "file-log",
+    "grpc-gateway",
+    "grpc-web",
     "hmac-auth",
     "http-log",
     "ip-restriction",
@@ -112,6 +114,8 @@ pub fn build_scoped_plugin(
         "syslog" => Arc::new(observability::syslog::Syslog::from_config(config)?),
         "tcp-log" => Arc::new(observability::tcp_log::TcpLog::from_config(config)?),
         "udp-log" => Arc::new(observability::udp_log::UdpLog::from_config(config)?),
+        "grpc-gateway" => Arc::new(grpc::gateway::GrpcGateway::from_config(config)?),
+        "grpc-web" => Arc::new(grpc::web::GrpcWeb::from_config(config)?),
         "hmac-auth" => Arc::new(auth::hmac_auth::HmacAuth::from_config(config)?),
         "ip-restriction" => Arc::new(security::ip_restriction::IpRestriction::from_config(config)?),
         "jwt" => Arc::new(auth::jwt::Jwt::from_config(config)?),

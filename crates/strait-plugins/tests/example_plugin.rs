@@ -52,6 +52,7 @@ fn run(chain: &PluginChain, headers: &mut HeaderMap) -> Flow {
         authenticated_groups: None,
         shared: SharedStore::default(),
         response_headers: Vec::new(),
+        exact_path: false,
     };
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
     runtime.block_on(chain.access(&mut ctx))

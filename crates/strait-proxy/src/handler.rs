@@ -313,6 +313,11 @@ pub(crate) fn incoming_body(body: Incoming) -> ProxyBody {
 }
 
 /// What the plugin path needs of the request beyond the request itself.
+/// On a request a plugin gave its upstream path itself (`RequestCtx::exact_path`):
+/// that path goes upstream as it is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ExactPath;
+
 pub(crate) struct Exchange<'a> {
     pub conn: &'a ConnInfo,
     pub shared: &'a Shared,
@@ -485,13 +490,17 @@ async fn forward(
     };
     let (mut parts, body) = request.into_parts();
     let original_host = parts.headers.get(header::HOST).cloned();
-    let path = upstream_path(
-        service.path.as_deref(),
-        parts.uri.path(),
-        matched.matched_path.as_deref(),
-        route.strip_path,
-        route.path_handling(),
-    );
+    let path = if parts.extensions.get::<ExactPath>().is_some() {
+        parts.uri.path().to_string()
+    } else {
+        upstream_path(
+            service.path.as_deref(),
+            parts.uri.path(),
+            matched.matched_path.as_deref(),
+            route.strip_path,
+            route.path_handling(),
+        )
+    };
     let path_and_query = match parts.uri.query() {
         Some(q) => format!("{path}?{q}"),
         None => path,

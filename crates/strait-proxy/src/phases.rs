@@ -141,6 +141,7 @@ pub(crate) async fn run(
         authenticated_groups: None,
         shared: SharedStore::default(),
         response_headers: Vec::new(),
+        exact_path: false,
     };
     let flow = chain.access(&mut ctx).await;
     let summary = RequestSummary {
@@ -154,6 +155,9 @@ pub(crate) async fn run(
         request_headers,
     };
     let mut new_body = ctx.body.take();
+    if ctx.exact_path {
+        parts.extensions.insert(crate::handler::ExactPath);
+    }
     let body_limit = ctx.request_body_limit.take();
     let upstream_host = ctx.upstream_host.take();
     let mut shared = std::mem::take(&mut ctx.shared);
@@ -318,6 +322,8 @@ struct FollowedBody {
     started: Instant,
     sent: u64,
     done: bool,
+    /// Trailers to send after the data the last filter produced.
+    pending: Option<Frame<Bytes>>,
 }
 
 impl FollowedBody {
@@ -340,16 +346,28 @@ impl FollowedBody {
             started,
             sent: 0,
             done: false,
+            pending: None,
         }
     }
 
     fn filter(&mut self, data: Bytes, end: bool) -> Bytes {
-        let mut chunk = BodyChunk { data, end };
+        self.filter_last(data, end, None).0
+    }
+
+    /// Filters a piece, the last one with the body's trailers; returns what
+    /// the filters left of both.
+    fn filter_last(
+        &mut self,
+        data: Bytes,
+        end: bool,
+        trailers: Option<http::HeaderMap>,
+    ) -> (Bytes, Option<http::HeaderMap>) {
+        let mut chunk = BodyChunk { data, end, trailers };
         for plugin in self.plugins.iter().filter(|p| p.filters_body()) {
             plugin.body_filter(&mut self.shared, &mut chunk);
         }
         self.sent += chunk.data.len() as u64;
-        chunk.data
+        (chunk.data, chunk.trailers)
     }
 
     /// Runs the log phase once.
@@ -391,7 +409,7 @@ impl Body for FollowedBody {
         let this = &mut *self;
         loop {
             if this.done {
-                return Poll::Ready(None);
+                return Poll::Ready(this.pending.take().map(Ok));
             }
             match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
@@ -424,7 +442,16 @@ impl Body for FollowedBody {
                                 let _ = trailers;
                                 return Poll::Ready(Some(Ok(Frame::data(data))));
                             }
-                            trailers
+                            // The body's end: the filters see the trailers.
+                            let trailers = trailers.into_trailers().unwrap_or_default();
+                            let (data, trailers) = this.filter_last(Bytes::new(), true, Some(trailers));
+                            this.done = true;
+                            this.finish();
+                            this.pending = trailers.map(Frame::trailers);
+                            if data.is_empty() {
+                                return Poll::Ready(this.pending.take().map(Ok));
+                            }
+                            Frame::data(data)
                         }
                     };
                     return Poll::Ready(Some(Ok(frame)));
@@ -444,7 +471,7 @@ impl Body for FollowedBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done
+        self.done && self.pending.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {

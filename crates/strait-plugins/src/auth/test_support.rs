@@ -187,6 +187,7 @@ impl TestRequest {
             authenticated_groups: None,
             shared: SharedStore::default(),
             response_headers: Vec::new(),
+            exact_path: false,
         };
         let flow = plugin.access(&mut ctx);
         Outcome {

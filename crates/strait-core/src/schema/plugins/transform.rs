@@ -162,3 +162,17 @@ pub(super) fn response_transformer() -> PluginDef {
         ("append", response_record(true, colon_pair, true)),
     ])
 }
+
+/// Kong's `grpc-gateway`: `proto`, the path of the `.proto` file on the node.
+pub(super) fn grpc_gateway() -> PluginDef {
+    PluginDef::new(vec![("proto", Field::string())])
+}
+
+/// Kong's `grpc-web`.
+pub(super) fn grpc_web() -> PluginDef {
+    PluginDef::new(vec![
+        ("proto", Field::string()),
+        ("pass_stripped_path", Field::boolean()),
+        ("allow_origin_header", Field::string().default(json!("*"))),
+    ])
+}
