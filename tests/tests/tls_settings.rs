@@ -227,6 +227,16 @@ async fn settings_tls_cannot_honour_are_refused_at_start() {
             "ssl_prefer_server_ciphers: expected on or off",
         ),
         (
+            "ssl_verify_client",
+            "optional",
+            "ssl_verify_client = optional needs ssl_client_ca",
+        ),
+        (
+            "ssl_verify_client",
+            "maybe",
+            "ssl_verify_client: expected off, optional or on",
+        ),
+        (
             "admin_ssl_cert",
             "/nonexistent.crt",
             "admin_ssl_cert and admin_ssl_cert_key",

@@ -124,6 +124,8 @@ pub struct RequestCtx<'a> {
     pub shared: SharedStore,
     /// Headers to add to the response to the client, whatever produces it.
     pub response_headers: Vec<(HeaderName, HeaderValue)>,
+    /// The client's TLS certificate, verified by the listener.
+    pub client_cert: Option<std::sync::Arc<crate::auth::x509::ClientCert>>,
     /// Send `uri`'s path upstream as it is: no `strip_path`, no service path
     /// (a plugin that chose the upstream's path itself, as gRPC transcoders do).
     pub exact_path: bool,

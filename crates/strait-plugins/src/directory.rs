@@ -80,6 +80,14 @@ pub trait Directory: Sync {
     fn consumer(&self, id: Uuid) -> Option<&Consumer>;
     /// A consumer by id or, failing that, by username (Kong's `anonymous`).
     fn consumer_by_id_or_username(&self, value: &str) -> Option<&Consumer>;
+    /// The PEM of the CA certificate entity `id`.
+    fn ca_certificate_pem(&self, _id: Uuid) -> Option<&str> {
+        None
+    }
+    /// The consumer with this `custom_id` (an index, not a scan).
+    fn consumer_by_custom_id(&self, _custom_id: &str) -> Option<&Consumer> {
+        None
+    }
     fn keyauth_credential(&self, key: &str) -> Option<&KeyauthCredential>;
     /// The credential holding `key`, as key-auth needs it.
     fn keyauth_key(&self, key: &str) -> Option<KeyauthKey> {

@@ -24,6 +24,7 @@ pub const AVAILABLE: &[&str] = &[
     "ip-restriction",
     "jwt",
     "key-auth",
+    "mtls-auth",
     "opentelemetry",
     "prometheus",
     "proxy-cache",
@@ -49,6 +50,7 @@ pub fn priority_of(name: &str) -> Option<i32> {
         "session" => 1900,
         "acme" => 1705,
         "jwt" => 1450,
+        "mtls-auth" => 1600,
         "oauth2" => 1400,
         "key-auth" => 1250,
         "ldap-auth" => 1200,
@@ -120,6 +122,7 @@ pub fn build_scoped_plugin(
         "ip-restriction" => Arc::new(security::ip_restriction::IpRestriction::from_config(config)?),
         "jwt" => Arc::new(auth::jwt::Jwt::from_config(config)?),
         "key-auth" => Arc::new(auth::key_auth::KeyAuth::from_config(config)?),
+        "mtls-auth" => Arc::new(auth::mtls_auth::MtlsAuth::from_config(config)?),
         "proxy-cache" => Arc::new(traffic::proxy_cache::ProxyCache::from_config(config)?),
         "request-size-limiting" => Arc::new(security::request_size_limiting::RequestSizeLimiting::from_config(
             config,

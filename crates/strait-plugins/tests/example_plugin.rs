@@ -53,6 +53,7 @@ fn run(chain: &PluginChain, headers: &mut HeaderMap) -> Flow {
         shared: SharedStore::default(),
         response_headers: Vec::new(),
         exact_path: false,
+        client_cert: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
     runtime.block_on(chain.access(&mut ctx))

@@ -31,6 +31,9 @@ pub struct ConnInfo {
     pub local: SocketAddr,
     pub tls: bool,
     pub sni: Option<String>,
+    /// The client's certificate, when the listener asked for one
+    /// (`ssl_verify_client`) and it verified.
+    pub client_cert: Option<std::sync::Arc<strait_plugins::auth::x509::ClientCert>>,
 }
 
 #[derive(Debug)]

@@ -142,6 +142,7 @@ pub(crate) async fn run(
         shared: SharedStore::default(),
         response_headers: Vec::new(),
         exact_path: false,
+        client_cert: exchange.conn.client_cert.clone(),
     };
     let flow = chain.access(&mut ctx).await;
     let summary = RequestSummary {

@@ -162,17 +162,46 @@ impl ResolvesServerCert for SnapshotCertResolver {
     }
 }
 
+/// `ssl_verify_client` on the proxy's `ssl` listeners, with the CA bundle
+/// (PEM, `ssl_client_ca`) a client certificate must chain to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum ClientVerify {
+    /// No certificate asked for.
+    #[default]
+    Off,
+    /// Asked for; a client without one is served (an auth plugin decides),
+    /// one with a certificate that does not verify is refused.
+    Optional(String),
+    /// Required of every client.
+    On(String),
+}
+
 /// The server TLS configuration for `ssl` proxy listeners, under `policy`:
-/// certificates by SNI from the snapshot, ALPN h2 then http/1.1.
+/// certificates by SNI from the snapshot, ALPN h2 then http/1.1, and client
+/// certificates as `client_verify` says.
 pub fn server_config(
     snapshot: Arc<ArcSwap<Snapshot>>,
     default: Arc<CertifiedKey>,
     policy: &TlsPolicy,
+    client_verify: &ClientVerify,
 ) -> Result<Arc<ServerConfig>, String> {
-    let mut config = policy
-        .builder()?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(SnapshotCertResolver { snapshot, default }));
+    let builder = policy.builder()?;
+    let builder = match client_verify {
+        ClientVerify::Off => builder.with_no_client_auth(),
+        ClientVerify::Optional(pem) | ClientVerify::On(pem) => {
+            let mut roots = RootCertStore::empty();
+            for cert in parse_certs(pem).map_err(|e| format!("ssl_client_ca: {e}"))? {
+                roots.add(cert).map_err(|e| format!("ssl_client_ca: {e}"))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
+            let verifier = match client_verify {
+                ClientVerify::Optional(_) => verifier.allow_unauthenticated(),
+                _ => verifier,
+            };
+            builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("ssl_client_ca: {e}"))?)
+        }
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(SnapshotCertResolver { snapshot, default }));
     policy.finish(&mut config)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))

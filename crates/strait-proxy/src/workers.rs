@@ -204,6 +204,7 @@ async fn accept_loop(
             local,
             tls: acceptor.is_some(),
             sni: None,
+            client_cert: None,
         };
         let shared = shared.clone();
         let shutdown = shutdown.clone();

@@ -103,7 +103,19 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     let stats = Arc::new(ProxyStats::default());
     let default_cert =
         load_or_create_default_certificate(&settings.prefix).map_err(|e| anyhow!("default certificate: {e}"))?;
-    let tls = server_config(publisher.current(), default_cert.clone(), &settings.tls)
+    let client_verify = match &settings.client_verify {
+        (mode, Some(path)) if mode != "off" => {
+            let pem =
+                std::fs::read_to_string(path).with_context(|| format!("ssl_client_ca: reading {}", path.display()))?;
+            if mode == "on" {
+                strait_proxy::tls::ClientVerify::On(pem)
+            } else {
+                strait_proxy::tls::ClientVerify::Optional(pem)
+            }
+        }
+        _ => strait_proxy::tls::ClientVerify::Off,
+    };
+    let tls = server_config(publisher.current(), default_cert.clone(), &settings.tls, &client_verify)
         .map_err(|e| anyhow!("TLS setup: {e}"))?;
     let admin_tls = admin_tls_config(&settings, default_cert)?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);

@@ -66,6 +66,8 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("admin_ssl_cert", ""),
     ("admin_ssl_cert_key", ""),
     ("admin_ssl_client_ca", ""),
+    ("ssl_verify_client", "off"),
+    ("ssl_client_ca", ""),
     ("vault_env_prefix", ""),
     ("vault_file_base_path", ""),
     ("vault_refresh_interval", "60s"),
@@ -108,6 +110,9 @@ pub struct NodeSettings {
     pub router_flavor: RouterFlavor,
     /// Server TLS of the proxy's and the Admin API's `ssl` listeners.
     pub tls: TlsPolicy,
+    /// `ssl_verify_client` (`off`, `optional`, `on`) and `ssl_client_ca`,
+    /// the CA bundle's path, for the proxy's `ssl` listeners.
+    pub client_verify: (String, Option<PathBuf>),
     /// `mem_cache_size`: the most bytes each proxy-cache memory store holds.
     pub mem_cache_size: usize,
     pub admin_tls: AdminTls,
@@ -488,6 +493,17 @@ impl NodeSettings {
             admin_token: optional("admin_token"),
             router_flavor,
             tls: tls_policy(&raw)?,
+            client_verify: {
+                let mode = raw.get("ssl_verify_client").to_string();
+                let ca = optional("ssl_client_ca").map(PathBuf::from);
+                match (mode.as_str(), &ca) {
+                    ("off", _) => {}
+                    ("optional" | "on", Some(_)) => {}
+                    ("optional" | "on", None) => bail!("ssl_verify_client = {mode} needs ssl_client_ca (a CA bundle)"),
+                    (other, _) => bail!("ssl_verify_client: expected off, optional or on, got {other:?}"),
+                }
+                (mode, ca)
+            },
             mem_cache_size: parse_size("mem_cache_size", raw.get("mem_cache_size"))?,
             admin_tls: AdminTls {
                 cert: optional("admin_ssl_cert").map(PathBuf::from),

@@ -9,7 +9,8 @@ use super::proxy::{has, PROTOCOLS};
 use super::{auto_fields, tags_field, EntityDef};
 use crate::error::FieldError;
 
-/// Kong's bundled plugin names (kong/constants.lua).
+/// Kong's bundled plugin names (kong/constants.lua), and the Kong Enterprise
+/// plugins Strait runs (`mtls-auth`).
 pub const BUNDLED_PLUGINS: &[&str] = &[
     "jwt",
     "acl",
@@ -56,6 +57,7 @@ pub const BUNDLED_PLUGINS: &[&str] = &[
     "ai-response-transformer",
     "standard-webhooks",
     "redirect",
+    "mtls-auth",
 ];
 
 pub(crate) fn consumer() -> EntityDef {

@@ -7,9 +7,11 @@ pub mod basic_auth;
 pub mod hmac_auth;
 pub mod jwt;
 pub mod key_auth;
+pub mod mtls_auth;
 mod nginx_base64;
 #[cfg(test)]
 mod test_support;
+pub mod x509;
 
 use http::{HeaderName, HeaderValue};
 use strait_core::Consumer;

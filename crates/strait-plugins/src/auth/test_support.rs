@@ -188,6 +188,7 @@ impl TestRequest {
             shared: SharedStore::default(),
             response_headers: Vec::new(),
             exact_path: false,
+            client_cert: None,
         };
         let flow = plugin.access(&mut ctx);
         Outcome {

@@ -20,6 +20,7 @@ pub(crate) type ConsumerScopedNames = HashMap<String, (usize, Arc<dyn Plugin>)>;
 #[derive(Clone, Default)]
 pub(crate) struct Identities {
     pub consumers_by_username: CowMap<String, Uuid>,
+    pub consumers_by_custom_id: CowMap<String, Uuid>,
     pub keyauth_by_key: CowMap<String, KeyauthKey>,
     pub basicauth_by_username: CowMap<String, Uuid>,
     pub jwt_by_key: CowMap<String, Uuid>,
@@ -55,6 +56,9 @@ impl Identities {
         for consumer in state.consumers.values() {
             if let Some(username) = &consumer.username {
                 identities.consumers_by_username.insert(username.clone(), consumer.id);
+            }
+            if let Some(custom_id) = &consumer.custom_id {
+                identities.consumers_by_custom_id.insert(custom_id.clone(), consumer.id);
             }
             identities.set_view(consumer.id, Some(consumer), Vec::new(), Vec::new());
         }
@@ -398,6 +402,15 @@ impl Identities {
                     .get(&id)
                     .and_then(|c| c.username.as_deref().map(|u| (u, id)));
                 swap_key(&mut self.consumers_by_username, old, new);
+                let old = match previous {
+                    Some(Entity::Consumer(c)) => c.custom_id.as_deref(),
+                    _ => None,
+                };
+                let new = state
+                    .consumers
+                    .get(&id)
+                    .and_then(|c| c.custom_id.as_deref().map(|u| (u, id)));
+                swap_key(&mut self.consumers_by_custom_id, old, new);
                 self.note_consumer(state, id);
             }
             EntityKind::KeyauthCredentials => {

@@ -433,6 +433,15 @@ impl strait_plugins::Directory for Snapshot {
         })
     }
 
+    fn ca_certificate_pem(&self, id: Uuid) -> Option<&str> {
+        self.entities.ca_certificates.get(&id).map(|ca| ca.cert.as_str())
+    }
+
+    fn consumer_by_custom_id(&self, custom_id: &str) -> Option<&strait_core::Consumer> {
+        let id = self.compiled.identities.consumers_by_custom_id.get(custom_id)?;
+        self.entities.consumers.get(id)
+    }
+
     fn keyauth_credential(&self, key: &str) -> Option<&strait_core::KeyauthCredential> {
         let found = self.compiled.identities.keyauth_by_key.get(key)?;
         self.entities.keyauth_credentials.get(&found.credential)
