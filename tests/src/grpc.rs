@@ -439,14 +439,20 @@ pub fn summary_of(body: &[u8]) -> Option<Summary> {
     prost::Message::decode(body.get(5..5 + length)?).ok()
 }
 
-/// Whether a failed call never left the client: hyper cancels a request still queued for a
-/// connection that closed (after a GOAWAY) without writing it. gRPC clients retry such calls
-/// transparently (gRFC A6, "transparent retry"); tonic leaves that to its caller.
-pub fn never_sent(status: &Status) -> bool {
+/// Whether a failed call was never processed by the server, so a gRPC client may send it
+/// again (gRFC A6, "transparent retry"; tonic leaves that to its caller): hyper cancelled it
+/// unsent (queued for a connection that closed after a GOAWAY), or the server's GOAWAY named
+/// a last stream below it (h2 fails such a stream with the GOAWAY's NO_ERROR).
+pub fn unprocessed(status: &Status) -> bool {
     let mut source = std::error::Error::source(status);
     while let Some(error) = source {
         if let Some(hyper) = error.downcast_ref::<hyper::Error>() {
-            return hyper.is_canceled();
+            if hyper.is_canceled() {
+                return true;
+            }
+        }
+        if let Some(h2) = error.downcast_ref::<h2::Error>() {
+            return h2.is_go_away() && h2.is_remote() && h2.reason() == Some(h2::Reason::NO_ERROR);
         }
         source = error.source();
     }

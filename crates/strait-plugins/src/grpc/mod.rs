@@ -49,6 +49,15 @@ impl Unframer {
     }
 }
 
+/// Whether a response (by its head) is a gRPC answer, the only kind the
+/// transcoders rewrite: errors Strait produces are left to become gRPC
+/// statuses or Kong's JSON as usual.
+pub(crate) fn is_grpc_answer(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
 /// Kong's HTTP status for a gRPC status (google.rpc.Code's mapping).
 pub(crate) fn http_status_of(grpc_status: u32) -> u16 {
     match grpc_status {

@@ -187,11 +187,7 @@ impl Plugin for GrpcWeb {
         let Some(call) = ctx.shared.get_mut::<Call>() else {
             return;
         };
-        let grpc = ctx
-            .headers
-            .get(header::CONTENT_TYPE)
-            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
-        if !grpc {
+        if !super::is_grpc_answer(ctx.headers) {
             return;
         }
         call.transcoding = true;
