@@ -47,13 +47,17 @@ pub(crate) const COALESCE_BELOW: usize = 1024;
 const ADAPTIVE_WINDOW_LIMIT: u32 = 16 << 20;
 
 /// The codec's budget for small DATA frames queued inside it, in its units
-/// (a frame of `n < 256` bytes costs `256 - n`). Frames only wait there
-/// between two runs of their stream's task (a burst read from the socket in
-/// one go), so the budget covers one connection window of 64-byte frames;
-/// at the default 1 MiB window that is 16,384 frames, about 3 MiB of queue
-/// entries at most, against the codec's own default of about 2,000.
+/// (a frame of `n < 256` bytes costs `256 - n`). Frames wait there only
+/// until their stream's task runs, but on a loaded machine that task can
+/// lag a burst read from the socket. So the budget covers a whole
+/// connection window of 8-byte frames: a client whose DATA frames carry 8
+/// bytes or more (a gRPC message frame alone is 5) cannot reach it within
+/// its flow-control window, however late the task runs, while a flood of
+/// empty frames (which take no window) still meets it. At the default
+/// 1 MiB window that is 131,072 frames, about 16 MiB of queue entries in
+/// the worst case, against the codec's own default of about 2,000.
 pub fn data_frame_budget(connection_window: u32) -> usize {
-    (connection_window as usize / 64).max(100) * 256
+    (connection_window as usize / 8).max(100) * 256
 }
 
 // ---------------------------------------------------------------------------

@@ -184,9 +184,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_budget_covers_a_window_of_64_byte_frames() {
-        assert_eq!(data_frame_budget(1 << 20) / 256, 16_384);
-        assert_eq!(data_frame_budget(65_535) / 256, 1023);
+    fn the_budget_covers_a_window_of_8_byte_frames() {
+        assert_eq!(data_frame_budget(1 << 20) / 256, 131_072);
+        assert_eq!(data_frame_budget(65_535) / 256, 8191);
         assert_eq!(data_frame_budget(1), 100 * 256);
+        // A whole window of frames of any size from 8 bytes up fits: n-byte frames
+        // cost 256 - n each, and a window holds window / n of them.
+        let window = 1usize << 20;
+        for n in 8..256 {
+            assert!(
+                window / n * (256 - n) <= data_frame_budget(window as u32),
+                "{n}-byte frames"
+            );
+        }
     }
 }
