@@ -58,8 +58,12 @@ struct Setup {
     _dir: TempDir,
 }
 
+const CLIENT_CA_ID: &str = "00000000-0000-4000-8000-0000000000c1";
+const OTHER_CA_ID: &str = "00000000-0000-4000-8000-0000000000c2";
+
 async fn setup(verify: &str) -> Setup {
     let ca = TestCa::new("Strait Test Client CA");
+    let other = TestCa::new("Another CA");
     let dir = TempDir::new();
     let bundle = dir.path().join("client-ca.pem");
     std::fs::write(&bundle, ca.cert_pem()).expect("write CA");
@@ -76,11 +80,19 @@ async fn setup(verify: &str) -> Setup {
         "services": [{ "name": "api", "url": upstream.url("http"), "routes": [
             { "name": "mtls", "paths": ["/mtls"], "plugins": [{ "name": "mtls-auth" }] },
             { "name": "jwt", "paths": ["/jwt"], "plugins": [{ "name": "jwt" }] },
+            { "name": "pinned", "paths": ["/pinned"],
+              "plugins": [{ "name": "mtls-auth", "config": { "ca_certificates": [CLIENT_CA_ID] } }] },
+            { "name": "other-ca", "paths": ["/other-ca"],
+              "plugins": [{ "name": "mtls-auth", "config": { "ca_certificates": [OTHER_CA_ID] } }] },
             { "name": "either", "paths": ["/either"], "plugins": [
                 { "name": "mtls-auth", "config": { "anonymous": anonymous } },
                 { "name": "jwt", "config": { "anonymous": anonymous } },
             ] },
         ] }],
+        "ca_certificates": [
+            { "id": CLIENT_CA_ID, "cert": ca.cert_pem() },
+            { "id": OTHER_CA_ID, "cert": other.cert_pem() },
+        ],
         "consumers": [
             { "username": "alice" },
             { "username": "robot", "custom_id": "build-bot.internal" },
@@ -155,6 +167,15 @@ async fn mtls_only_jwt_only_and_either_or_routes() {
     let stranger = LeafCert::self_signed(&["alice"]);
     let with_stranger = custom_client_config(&[&TLS13], &SUITES, Some(&stranger), &[b"http/1.1"]);
     assert_eq!(call(addr, &with_stranger, "/either/echo", Some(&token)).await, None);
+
+    // `ca_certificates` narrows a route to what those CAs issued.
+    for _ in 0..2 {
+        let (status, body) = call(addr, &with_alice, "/pinned/echo", None).await.expect("answer");
+        assert_eq!((status, consumer_of(&body).as_deref()), (200, Some("alice")), "{body}");
+        let (status, body) = call(addr, &with_alice, "/other-ca/echo", None).await.expect("answer");
+        assert_eq!(status, 401, "{body}");
+        assert!(body.contains("TLS certificate failed verification"), "{body}");
+    }
 
     // A verified certificate naming no consumer is refused.
     let nobody = s.ca.issue(&["nobody"]);

@@ -188,18 +188,8 @@ pub fn server_config(
     let builder = policy.builder()?;
     let builder = match client_verify {
         ClientVerify::Off => builder.with_no_client_auth(),
-        ClientVerify::Optional(pem) | ClientVerify::On(pem) => {
-            let mut roots = RootCertStore::empty();
-            for cert in parse_certs(pem).map_err(|e| format!("ssl_client_ca: {e}"))? {
-                roots.add(cert).map_err(|e| format!("ssl_client_ca: {e}"))?;
-            }
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
-            let verifier = match client_verify {
-                ClientVerify::Optional(_) => verifier.allow_unauthenticated(),
-                _ => verifier,
-            };
-            builder.with_client_cert_verifier(verifier.build().map_err(|e| format!("ssl_client_ca: {e}"))?)
-        }
+        ClientVerify::Optional(pem) => builder.with_client_cert_verifier(client_verifier(pem, "ssl_client_ca", true)?),
+        ClientVerify::On(pem) => builder.with_client_cert_verifier(client_verifier(pem, "ssl_client_ca", false)?),
     };
     let mut config = builder.with_cert_resolver(Arc::new(SnapshotCertResolver { snapshot, default }));
     policy.finish(&mut config)?;
@@ -217,6 +207,27 @@ impl ResolvesServerCert for FixedCert {
     }
 }
 
+/// A verifier of client certificates chaining to the CA bundle `pem` (the
+/// setting `setting`, named in errors); with `optional`, clients without a
+/// certificate pass the handshake.
+fn client_verifier(
+    pem: &str,
+    setting: &str,
+    optional: bool,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, String> {
+    let mut roots = RootCertStore::empty();
+    for cert in parse_certs(pem).map_err(|e| format!("{setting}: {e}"))? {
+        roots.add(cert).map_err(|e| format!("{setting}: {e}"))?;
+    }
+    let builder = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
+    let builder = if optional {
+        builder.allow_unauthenticated()
+    } else {
+        builder
+    };
+    builder.build().map_err(|e| format!("{setting}: {e}"))
+}
+
 /// The server TLS configuration for `ssl` Admin API listeners: `certificate`,
 /// HTTP/1.1, and with `client_ca` (PEM) a client certificate signed by it
 /// required of every client.
@@ -228,16 +239,7 @@ pub fn admin_server_config(
     let builder = policy.builder()?;
     let builder = match client_ca {
         None => builder.with_no_client_auth(),
-        Some(pem) => {
-            let mut roots = RootCertStore::empty();
-            for cert in parse_certs(pem)? {
-                roots.add(cert).map_err(|e| format!("admin_ssl_client_ca: {e}"))?;
-            }
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-                .build()
-                .map_err(|e| format!("admin_ssl_client_ca: {e}"))?;
-            builder.with_client_cert_verifier(verifier)
-        }
+        Some(pem) => builder.with_client_cert_verifier(client_verifier(pem, "admin_ssl_client_ca", false)?),
     };
     let mut config = builder.with_cert_resolver(Arc::new(FixedCert(certificate)));
     policy.finish(&mut config)?;

@@ -5,7 +5,7 @@
 //! `custom_id`). `ca_certificates` narrows which CAs a route accepts;
 //! `anonymous` and Kong's "logical OR" combine it with other auth plugins.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -23,6 +23,9 @@ enum ConsumerBy {
     CustomId,
 }
 
+/// A CA certificate's id, the PEM text read, and its subject (DER).
+type CaSubject = (Uuid, String, Option<Vec<u8>>);
+
 #[derive(Debug)]
 pub struct MtlsAuth {
     ca_certificates: Vec<Uuid>,
@@ -31,6 +34,9 @@ pub struct MtlsAuth {
     anonymous: Option<String>,
     default_consumer: Option<String>,
     group_by_dn: bool,
+    /// Subjects of `ca_certificates`, read once per CA certificate text:
+    /// (id, the PEM they were read from, the subject).
+    ca_subjects: RwLock<Vec<CaSubject>>,
 }
 
 impl MtlsAuth {
@@ -93,22 +99,34 @@ impl MtlsAuth {
             anonymous: c.string("anonymous")?.filter(|a| !a.is_empty()),
             default_consumer: c.string("default_consumer")?.filter(|a| !a.is_empty()),
             group_by_dn,
+            ca_subjects: RwLock::new(Vec::new()),
         })
     }
 
     /// Whether one of `ca_certificates` issued `cert` (any CA the listener
     /// trusts when the list is empty).
     fn issued_by_allowed_ca(&self, ctx: &RequestCtx<'_>, cert: &ClientCert) -> bool {
-        if self.ca_certificates.is_empty() {
-            return true;
+        self.ca_certificates.is_empty()
+            || self.ca_certificates.iter().any(|id| {
+                ctx.directory
+                    .ca_certificate_pem(*id)
+                    .is_some_and(|pem| self.ca_subject(*id, pem).is_some_and(|s| s == cert.issuer))
+            })
+    }
+
+    /// The subject of CA certificate `id` whose text is `pem`, read once
+    /// per text (a changed certificate is read again).
+    fn ca_subject(&self, id: Uuid, pem: &str) -> Option<Vec<u8>> {
+        let known = self.ca_subjects.read().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, subject)) = known.iter().find(|(known, text, _)| *known == id && text == pem) {
+            return subject.clone();
         }
-        self.ca_certificates.iter().any(|id| {
-            ctx.directory
-                .ca_certificate_pem(*id)
-                .and_then(x509::first_pem_der)
-                .and_then(|der| x509::subject(&der))
-                .is_some_and(|subject| subject == cert.issuer)
-        })
+        drop(known);
+        let subject = x509::first_pem_der(pem).and_then(|der| x509::subject(&der));
+        let mut known = self.ca_subjects.write().unwrap_or_else(|e| e.into_inner());
+        known.retain(|(known, _, _)| *known != id);
+        known.push((id, pem.to_string(), subject.clone()));
+        subject
     }
 
     fn authenticate<'a>(&self, ctx: &mut RequestCtx<'a>) -> Result<(), PluginResponse> {

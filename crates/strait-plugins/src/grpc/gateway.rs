@@ -43,10 +43,7 @@ struct Call {
 impl GrpcGateway {
     pub fn from_config(config: &Map<String, Value>) -> Result<GrpcGateway, PluginError> {
         let reader = ConfigReader::new(config);
-        let protos = match reader.string("proto")? {
-            Some(path) => Some(proto::load(&path).map_err(|error| PluginError::invalid("proto", error))?),
-            None => None,
-        };
+        let protos = proto::configured(&reader)?;
         Ok(GrpcGateway { protos })
     }
 }

@@ -111,6 +111,16 @@ impl Protos {
 /// Compiled files by path, with the modification time they were compiled at.
 type Compiled = HashMap<PathBuf, (Option<SystemTime>, Arc<Protos>)>;
 
+/// The compiled file a plugin's `config.proto` names, if any.
+pub(crate) fn configured(reader: &crate::config::ConfigReader<'_>) -> Result<Option<Arc<Protos>>, crate::PluginError> {
+    match reader.string("proto")? {
+        Some(path) => Ok(Some(
+            load(&path).map_err(|error| crate::PluginError::invalid("proto", error))?,
+        )),
+        None => Ok(None),
+    }
+}
+
 /// Compiles `path` (cached while the file's modification time stays).
 pub fn load(path: &str) -> Result<Arc<Protos>, String> {
     static CACHE: OnceLock<Mutex<Compiled>> = OnceLock::new();

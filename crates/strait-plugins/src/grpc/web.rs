@@ -44,10 +44,7 @@ struct Call {
 impl GrpcWeb {
     pub fn from_config(config: &Map<String, Value>) -> Result<GrpcWeb, PluginError> {
         let reader = ConfigReader::new(config);
-        let protos = match reader.string("proto")? {
-            Some(path) => Some(proto::load(&path).map_err(|error| PluginError::invalid("proto", error))?),
-            None => None,
-        };
+        let protos = proto::configured(&reader)?;
         let origin = reader.string("allow_origin_header")?.unwrap_or_else(|| "*".into());
         let allow_origin = HeaderValue::from_str(&origin)
             .map_err(|_| PluginError::invalid("allow_origin_header", "not a valid header value"))?;
