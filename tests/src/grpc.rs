@@ -73,6 +73,24 @@ pub struct State {
     pub calls: AtomicU64,
     /// Connections accepted.
     pub connections: AtomicU64,
+    /// `Ack` streams open now (their response stream not yet dropped).
+    pub open_acks: AtomicU64,
+}
+
+/// Counts an `Ack` stream open while it lives.
+struct OpenAck(Arc<State>);
+
+impl OpenAck {
+    fn new(state: Arc<State>) -> OpenAck {
+        state.open_acks.fetch_add(1, Ordering::Relaxed);
+        OpenAck(state)
+    }
+}
+
+impl Drop for OpenAck {
+    fn drop(&mut self) {
+        self.0.open_acks.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -88,7 +106,7 @@ impl NamedService for StreamServer {
 struct Unary;
 struct Collect(Arc<State>);
 struct Emit;
-struct Ack;
+struct Ack(Arc<State>);
 
 impl tonic::server::UnaryService<Msg> for Unary {
     type Response = Msg;
@@ -148,7 +166,9 @@ impl tonic::server::StreamingService<Msg> for Ack {
     type ResponseStream = MsgStream;
     type Future = BoxFuture<Result<Response<MsgStream>, Status>>;
     fn call(&mut self, request: Request<Streaming<Msg>>) -> Self::Future {
-        let stream = request.into_inner().map(|msg| {
+        let open = OpenAck::new(self.0.clone());
+        let stream = request.into_inner().map(move |msg| {
+            let _open = &open;
             msg.map(|msg| Msg {
                 seq: msg.seq,
                 payload: Bytes::new(),
@@ -191,7 +211,7 @@ where
                 }
                 "Ack" => {
                     let mut grpc = tonic::server::Grpc::new(ProstCodec::<Msg, Msg>::default());
-                    grpc.streaming(Ack, request).await
+                    grpc.streaming(Ack(state), request).await
                 }
                 _ => Status::unimplemented(method).into_http(),
             };
@@ -283,6 +303,11 @@ impl GrpcUpstream {
 
     pub fn calls(&self) -> u64 {
         self.state.calls.load(Ordering::Relaxed)
+    }
+
+    /// `Ack` streams the upstream still serves.
+    pub fn open_acks(&self) -> u64 {
+        self.state.open_acks.load(Ordering::Relaxed)
     }
 
     pub fn connections(&self) -> u64 {
@@ -404,13 +429,23 @@ impl GrpcClient {
     }
 
     pub async fn ack(&mut self, msgs: impl Stream<Item = Msg> + Send + 'static) -> Result<Streaming<Msg>, Status> {
+        self.ack_within(msgs, None).await
+    }
+
+    /// `Ack` with a `grpc-timeout` of `deadline` (tonic sends the header and
+    /// leaves enforcing it to the server side: here, the gateway).
+    pub async fn ack_within(
+        &mut self,
+        msgs: impl Stream<Item = Msg> + Send + 'static,
+        deadline: Option<Duration>,
+    ) -> Result<Streaming<Msg>, Status> {
         self.ready().await?;
         let codec = ProstCodec::<Msg, Msg>::default();
-        Ok(self
-            .grpc
-            .streaming(Request::new(msgs), path("Ack"), codec)
-            .await?
-            .into_inner())
+        let mut request = Request::new(msgs);
+        if let Some(deadline) = deadline {
+            request.set_timeout(deadline);
+        }
+        Ok(self.grpc.streaming(request, path("Ack"), codec).await?.into_inner())
     }
 }
 

@@ -113,6 +113,48 @@ async fn ten_thousand_messages_on_one_bidi_stream_are_acked_in_order() {
     sender.await.expect("sender");
 }
 
+/// `grpc-timeout` bounds the whole call: a bidi stream still open at its deadline ends
+/// with DEADLINE_EXCEEDED (after the messages acked before it), the upstream's stream is
+/// cancelled rather than left running, and the connection serves the next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bidi_stream_open_at_its_deadline_ends_with_deadline_exceeded() {
+    let upstream = GrpcUpstream::start().await;
+    let gw = gateway_for(&upstream).await;
+    let mut client = GrpcClient::h2c(gw.proxy_addr()).await;
+    let started = Instant::now();
+    // One message, then the client keeps its side open and says nothing more.
+    let held_open = tokio_stream::iter([msg(1, 16)]).chain(tokio_stream::pending());
+    let mut acks = client
+        .ack_within(held_open, Some(Duration::from_millis(600)))
+        .await
+        .expect("bidi call");
+    let first = acks.message().await.expect("first ack").expect("an ack");
+    assert_eq!(first.seq, 1);
+    assert_eq!(upstream.open_acks(), 1);
+    let ended = acks.message().await.expect_err("the deadline ends the call");
+    let elapsed = started.elapsed();
+    assert_eq!(ended.code(), tonic::Code::DeadlineExceeded, "{ended:?}");
+    assert!(
+        elapsed >= Duration::from_millis(550) && elapsed < Duration::from_secs(5),
+        "ended after {elapsed:?}"
+    );
+    let cancelled = Instant::now() + Duration::from_secs(5);
+    while upstream.open_acks() > 0 {
+        assert!(Instant::now() < cancelled, "the upstream stream was never cancelled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A call without a deadline on the same connection runs to its end.
+    let mut acks = client
+        .ack(tokio_stream::iter((0..3).map(|seq| msg(seq, 8))))
+        .await
+        .expect("next call");
+    let mut acked = 0;
+    while acks.message().await.expect("ack").is_some() {
+        acked += 1;
+    }
+    assert_eq!(acked, 3);
+}
+
 /// An upstream that takes two streams per connection: six bidi streams held open at once
 /// through the gateway all make progress, on three upstream connections (a stream over
 /// the limit does not wait for another to end).

@@ -11,12 +11,18 @@
 //! what gRPC clients retry on. The message is the one the JSON body would
 //! have carried.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
-use http::{Response, StatusCode};
+use http::{HeaderMap, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
+use tokio::time::{sleep_until, Instant, Sleep};
 
-use crate::body::{full, ProxyBody};
+use crate::body::{full, BoxError, ProxyBody};
 
 /// gRPC status codes and their names.
 pub const OK: u8 = 0;
@@ -76,6 +82,65 @@ pub fn timeout(headers: &http::HeaderMap) -> Option<std::time::Duration> {
         "n" => Duration::from_nanos(n),
         _ => return None,
     })
+}
+
+/// A gRPC response body cut at the call's deadline: when the deadline
+/// passes before the upstream's stream ends, the upstream stream is dropped
+/// (h2 resets it with CANCEL, so the server stops working for nobody) and
+/// the client's stream ends with `grpc-status: 4` (DEADLINE_EXCEEDED)
+/// trailers, as a gRPC server ends a call past its deadline.
+pub struct DeadlineBody {
+    inner: Option<ProxyBody>,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl DeadlineBody {
+    pub fn new(inner: ProxyBody, deadline: Instant) -> DeadlineBody {
+        DeadlineBody {
+            inner: Some(inner),
+            timer: Box::pin(sleep_until(deadline)),
+        }
+    }
+}
+
+/// The trailers that end a call at its deadline.
+fn deadline_trailers() -> HeaderMap {
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", HeaderValue::from(u16::from(DEADLINE_EXCEEDED)));
+    trailers.insert("grpc-message", HeaderValue::from_static("Deadline exceeded"));
+    trailers
+}
+
+impl Body for DeadlineBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let Some(inner) = self.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if let Poll::Ready(frame) = Pin::new(inner).poll_frame(cx) {
+            if frame.is_none() {
+                self.inner = None;
+            }
+            return Poll::Ready(frame);
+        }
+        match self.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                self.inner = None;
+                Poll::Ready(Some(Ok(Frame::trailers(deadline_trailers()))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.as_ref().is_none_or(|inner| inner.is_end_stream())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.as_ref().map(|inner| inner.size_hint()).unwrap_or_default()
+    }
 }
 
 /// `grpc-message` encoding: printable ASCII except `%` as is, the rest

@@ -176,7 +176,25 @@ pub(crate) fn inbox(
     (Some(body), Some(pump))
 }
 
+impl Drop for Pump {
+    /// A stream's task that ends before its body did (its exchange is over:
+    /// the response went out, or the caller gave up) cancels what the body's
+    /// reader waits for, so the reader fails instead of waiting forever.
+    fn drop(&mut self) {
+        let mut inbox = lock(&self.inbox);
+        if matches!(inbox.end, End::Open) {
+            inbox.end = End::Failed(h2::Error::from(Reason::CANCEL));
+            inbox.wake_reader();
+        }
+    }
+}
+
 impl Pump {
+    /// Whether the body's reader dropped it before its end.
+    pub(crate) fn reader_gone(&self) -> bool {
+        lock(&self.inbox).reader_gone
+    }
+
     /// Ready when the body has ended or nobody reads it any more.
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {

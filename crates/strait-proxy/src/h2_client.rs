@@ -191,6 +191,13 @@ async fn exchange(
     poll_fn(|cx| {
         if let Some(running) = pump.as_mut() {
             if running.poll(cx).is_ready() {
+                // The proxy dropped the response before its end (the client
+                // went away, or its deadline passed): the request body is
+                // for nobody either. Dropping both halves makes h2 reset the
+                // stream with CANCEL, so the upstream stops the call.
+                if running.reader_gone() {
+                    return Poll::Ready(());
+                }
                 pump = None;
             }
         }

@@ -528,12 +528,14 @@ async fn forward(
     }
     let tls = runtime.tls.is_some();
     let connect_timeout = millis(service.connect_timeout);
-    // A gRPC call's `grpc-timeout` is its deadline: no response headers by
-    // then is a 504 (DEADLINE_EXCEEDED to the client), as a read timeout is.
-    let read_timeout = match http2.then(|| crate::grpc::timeout(&parts.headers)).flatten() {
-        Some(deadline) => millis(service.read_timeout).min(deadline.max(Duration::from_millis(1))),
-        None => millis(service.read_timeout),
-    };
+    // A gRPC call's `grpc-timeout` is its deadline, counted from the
+    // request's arrival: no response headers by then is a 504
+    // (DEADLINE_EXCEEDED to the client), as a read timeout is; a response
+    // stream still open then is ended with DEADLINE_EXCEEDED trailers.
+    let deadline = http2
+        .then(|| crate::grpc::timeout(&parts.headers))
+        .flatten()
+        .and_then(|timeout| started.checked_add(timeout));
     let attempts = service.retries.max(0) as usize + 1;
     let balancer = runtime.balancer.as_deref();
     // `request_buffering`: the body is read before anything is sent
@@ -720,6 +722,14 @@ async fn forward(
             (Some(balancer), Some(index)) if balancer.counts_in_flight() => Some(balancer.peer(index).health.begin()),
             _ => None,
         };
+        let read_timeout = match deadline {
+            Some(deadline) => millis(service.read_timeout).min(
+                deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1)),
+            ),
+            None => millis(service.read_timeout),
+        };
         let sent = shared
             .pool()
             .dispatch(lease, &endpoint, upstream_request, connect_timeout, read_timeout)
@@ -769,6 +779,7 @@ async fn forward(
             read_timeout: millis(service.read_timeout),
             in_flight,
             buffering: route.response_buffering && !http2,
+            deadline: deadline.filter(|_| crate::grpc::is_grpc(response.headers())),
         };
         let mut response = finish_response(response, body, started, upstream_started, &shared.headers, detail);
         if let Some(protocol) = switched {
@@ -799,6 +810,8 @@ struct ResponseBody {
     in_flight: Option<InFlight>,
     /// The route's `response_buffering`.
     buffering: bool,
+    /// A gRPC call's deadline (`grpc-timeout`): the stream ends there.
+    deadline: Option<Instant>,
 }
 
 fn finish_response(
@@ -854,6 +867,10 @@ fn finish_response(
         boxed(BlockBody::new(body))
     } else {
         boxed(body)
+    };
+    let body = match policy.deadline {
+        Some(deadline) => boxed(crate::grpc::DeadlineBody::new(body, deadline.into())),
+        None => body,
     };
     Response::from_parts(parts, body)
 }
