@@ -206,7 +206,9 @@ impl Resolver {
                 return pick(&entry);
             }
         }
-        let entry = self.query_and_store(name).await;
+        // Boxed: a miss is rare, and its future (the queries) is large;
+        // inline, every request's future would carry its size.
+        let entry = Box::pin(self.query_and_store(name)).await;
         pick(&entry)
     }
 

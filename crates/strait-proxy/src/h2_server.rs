@@ -121,7 +121,10 @@ fn spawn_stream(
         let (body, mut pump) = inbox(recv, &parts.headers, received);
         let body = body.map_or_else(crate::body::empty, crate::body::boxed);
         let request = Request::from_parts(parts, body);
-        let mut work = pin!(async {
+        // The request's handling is a future of kilobytes: boxed, it is
+        // written once, where inline the task would copy it whole when
+        // spawned and again when it completes.
+        let mut work = Box::pin(async move {
             let response = handle(request, &info, &shared).await;
             respond_with(respond, response).await;
         });

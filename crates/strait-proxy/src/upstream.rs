@@ -400,7 +400,19 @@ impl Pool {
     }
 }
 
-async fn connect(
+/// A new connection to `endpoint`. Boxed: connecting is the rare path (most
+/// requests reuse a pooled connection), and its future (a TLS handshake
+/// among others) is kilobytes that every request's future would otherwise
+/// carry and copy.
+fn connect<'a>(
+    endpoint: &'a Endpoint,
+    connect_timeout: Duration,
+    http2: &'a crate::conn::Http2Settings,
+) -> Pin<Box<dyn Future<Output = Result<Sender, ProxyError>> + Send + 'a>> {
+    Box::pin(open_connection(endpoint, connect_timeout, http2))
+}
+
+async fn open_connection(
     endpoint: &Endpoint,
     connect_timeout: Duration,
     http2: &crate::conn::Http2Settings,
