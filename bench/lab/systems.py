@@ -127,7 +127,9 @@ def start_nginx_proxy(procs: Processes, work: Path, cpus: str, origin: System) -
     return System("nginx", h1, h2, process)
 
 
-def _envoy_yaml(port: int, origin_port: int) -> str:
+def _envoy_yaml(port: int, origin_port: int, grpc: bool = False) -> str:
+    """One listener (HTTP/1.1 and h2c, codec AUTO) routing everything to the origin; with
+    `grpc`, gRPC requests only, no route timeout (streams), HTTP/2 to the origin."""
     hcm = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
     router = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
     return f"""static_resources:
@@ -146,8 +148,8 @@ def _envoy_yaml(port: int, origin_port: int) -> str:
             - name: all
               domains: ["*"]
               routes:
-              - match: {{prefix: "/"}}
-                route: {{cluster: origin}}
+              - match: {{prefix: "/"{', grpc: {}' if grpc else ''}}}
+                route: {{cluster: origin{', timeout: 0s' if grpc else ''}}}
           http_filters:
           - name: envoy.filters.http.router
             typed_config: {{"@type": {router}}}
@@ -155,7 +157,7 @@ def _envoy_yaml(port: int, origin_port: int) -> str:
   - name: origin
     type: STATIC
     connect_timeout: 1s
-    load_assignment:
+{_ENVOY_H2_UPSTREAM if grpc else ""}    load_assignment:
       cluster_name: origin
       endpoints:
       - lb_endpoints:
@@ -163,11 +165,19 @@ def _envoy_yaml(port: int, origin_port: int) -> str:
 """
 
 
-def start_envoy(procs: Processes, work: Path, cpus: str, origin: System, binary: str) -> System:
+_ENVOY_H2_UPSTREAM = """    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}
+"""
+
+
+def start_envoy(procs: Processes, work: Path, cpus: str, origin: System, binary: str,
+                grpc: bool = False) -> System:
     port = free_port()
     folder = work / "envoy"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "envoy.yaml").write_text(_envoy_yaml(port, origin.h1_port))
+    (folder / "envoy.yaml").write_text(_envoy_yaml(port, origin.h1_port, grpc))
     argv = [binary, "-c", str(folder / "envoy.yaml"), "--concurrency", "1", "--log-level", "warn",
             "--disable-hot-restart", "--base-id", str(port)]
     process = procs.start("envoy", argv, cpus)

@@ -234,6 +234,11 @@ impl GrpcUpstream {
         GrpcUpstream::start_with(None, None).await
     }
 
+    /// Over h2c on `listener` (the lab's origin, `grpc-origin`).
+    pub async fn serve(listener: TcpListener) -> GrpcUpstream {
+        GrpcUpstream::serve_with(listener, None, None).await
+    }
+
     /// Over h2c, allowing `streams` concurrent streams per connection
     /// (SETTINGS_MAX_CONCURRENT_STREAMS).
     pub async fn start_limited(streams: u32) -> GrpcUpstream {
@@ -247,6 +252,10 @@ impl GrpcUpstream {
 
     async fn start_with(leaf: Option<LeafCert>, max_streams: Option<u32>) -> GrpcUpstream {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind gRPC upstream");
+        GrpcUpstream::serve_with(listener, leaf, max_streams).await
+    }
+
+    async fn serve_with(listener: TcpListener, leaf: Option<LeafCert>, max_streams: Option<u32>) -> GrpcUpstream {
         let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(State::default());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -257,6 +266,11 @@ impl GrpcUpstream {
         tokio::spawn(async move {
             let accepted = tokio_stream::wrappers::TcpListenerStream::new(listener).map(move |tcp| {
                 counted.connections.fetch_add(1, Ordering::Relaxed);
+                // As gRPC servers do: a small message goes out at once, not
+                // after the peer's delayed ACK (Nagle).
+                if let Ok(tcp) = &tcp {
+                    let _ = tcp.set_nodelay(true);
+                }
                 tcp
             });
             let server = tonic::transport::Server::builder()

@@ -151,3 +151,39 @@ class FlameTest(unittest.TestCase):
         shares = dict(flame.leaf_layers(PERF_SCRIPT.splitlines(), thread="strait-worker-0"))
         self.assertEqual(shares, {"kernel (syscalls, TCP/IP on loopback)": 50.0,
                                   "HTTP codec (hyper, h2, httparse, http, bytes)": 50.0})
+
+
+def _grpc_scenario():
+    from lab import registry
+    return registry.discover()["grpc"].module
+
+
+class GrpcScenarioTest(unittest.TestCase):
+    def test_the_proto_loses_its_http_options_and_keeps_every_method(self):
+        grpc = _grpc_scenario()
+        source = Path(__file__).resolve().parents[3] / "tests" / "proto" / "stream.proto"
+        with tempfile.TemporaryDirectory() as folder:
+            text = grpc.plain_proto(source, Path(folder) / "s.proto").read_text()
+        self.assertNotIn("option (google.api.http)", text)
+        self.assertNotIn("import ", text)
+        for method in ("rpc Unary(Msg) returns (Msg)", "rpc Collect(stream Msg) returns (Summary);",
+                       "rpc Ack(stream Msg) returns (stream Msg);", "rpc Missing(Msg) returns (Msg)"):
+            self.assertIn(method, text)
+        self.assertEqual(text.count("{"), text.count("}"))
+
+    def test_only_calls_ghz_cut_at_the_end_are_not_errors(self):
+        grpc = _grpc_scenario()
+        report = {"count": 1010, "total": 2e9,
+                  "statusCodeDistribution": {"OK": 1000, "Canceled": 4, "Unavailable": 6},
+                  "errorDistribution": {
+                      "rpc error: code = Canceled desc = grpc: the client connection is closing": 4,
+                      "rpc error: code = Unavailable desc = error reading from server: read tcp "
+                      "1->2: use of closed network connection": 4,
+                      "rpc error: code = Unavailable desc = no healthy upstream": 2},
+                  "latencyDistribution": [{"percentage": 50, "latency": 1e6},
+                                          {"percentage": 99, "latency": 4e6}]}
+        sample = grpc._sample(report, grpc.LOADS["bidi"])
+        self.assertEqual((sample["ok_calls"], sample["cut_at_end"], sample["errors"]), (1000, 8, 2))
+        self.assertEqual(sample["requests"], 1000 * grpc.STREAM_MESSAGES)
+        self.assertAlmostEqual(sample["rps"], 50_000)
+        self.assertAlmostEqual(sample["p99_us"], 4000)
