@@ -30,6 +30,11 @@ def fmt(value, digits: int = 0, suffix: str = "") -> str:
     return f"{value:,.{digits}f}{suffix}"
 
 
+def percent(value: float | None) -> str:
+    """A share (0..1) as a whole percentage; '–' for missing values."""
+    return f"{value * 100:.0f}%" if value is not None else "–"
+
+
 def table(header: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]

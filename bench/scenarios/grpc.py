@@ -47,7 +47,7 @@ from lab import plots, stats, systems
 from lab.context import REPO_DIR, RunContext
 from lab.procs import CpuMeter, CpuQuota, free_port, memory_kib, running, wait_for_port
 from lab.registry import Goal, Rendered
-from lab.report import fmt, table
+from lab.report import fmt, percent, table
 from lab.rounds import good_samples, run_rounds, summarize_contender
 
 NAME = "grpc"
@@ -289,10 +289,6 @@ def run(ctx: RunContext) -> dict:
 
 # ---------------------------------------------------------------- report
 
-def _percent(value: float | None) -> str:
-    return f"{value * 100:.0f}%" if value is not None else "–"
-
-
 def _rows(data: dict) -> list[list]:
     rows = []
     for name, summary in data["summary"].items():
@@ -302,7 +298,7 @@ def _rows(data: dict) -> list[list]:
                      f"{fmt(rate['min'])} – {fmt(rate['max'])}",
                      *(fmt((summary[key]["median"] or 0) / 1000, 2) for key in ("p50_us", "p90_us", "p99_us")),
                      fmt(cpu["mean"], 2), fmt(per_core["mean"]),
-                     _percent(summary.get("gateway_core_busy", {}).get("mean")),
+                     percent(summary.get("gateway_core_busy", {}).get("mean")),
                      fmt((summary["peak_rss_kib"] or 0) / 1024, 1) if summary["peak_rss_kib"] else "–",
                      summary["errors"]])
     return rows
@@ -317,7 +313,7 @@ def _validity(data: dict) -> str:
             busy = data["summary"][gateway].get("gateway_core_busy", {}).get("mean")
             verdict = ("valid: the gateway is the limit" if value >= VALID_DIRECT_RATIO
                        else "**not valid**: the load core is the limit, not the gateway")
-            notes.append(f"- direct / {gateway} = {value:.2f}x (gateway used {_percent(busy)} of a core): "
+            notes.append(f"- direct / {gateway} = {value:.2f}x (gateway used {percent(busy)} of a core): "
                          f"{verdict}")
     return "\n".join(notes) + "\n" if notes else ""
 

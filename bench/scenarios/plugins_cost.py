@@ -27,7 +27,7 @@ from lab import loadgen, stats, systems
 from lab.configgen import ConfigSpec, route_path, consumer_key, write_config
 from lab.context import RunContext
 from lab.registry import Goal, Rendered
-from lab.report import fmt, table
+from lab.report import fmt, percent, table
 from lab.rounds import run_rounds, summarize_contender
 from lab.strait_admin import request
 
@@ -104,10 +104,6 @@ def run(ctx: RunContext) -> dict:
 
 # ---------------------------------------------------------------- report
 
-def _percent(value: float | None) -> str:
-    return f"{value * 100:.0f}%" if value is not None else "–"
-
-
 def render(result: dict, plot_dir: Path) -> Rendered:
     rows = []
     for name in CONTENDERS:
@@ -115,7 +111,7 @@ def render(result: dict, plot_dir: Path) -> Rendered:
         cpu = summary["cpu_us_per_request"]["mean"]
         rows.append([name, fmt(summary["rps"]["mean"]), f"{fmt(summary['rps']['min'])} – "
                      f"{fmt(summary['rps']['max'])}", fmt(summary["p99_us"]["median"]),
-                     fmt(cpu, 1) if cpu else "–", _percent(summary.get("gateway_core_busy", {}).get("mean")),
+                     fmt(cpu, 1) if cpu else "–", percent(summary.get("gateway_core_busy", {}).get("mean")),
                      summary["errors"] + summary["non_2xx"]])
     text = (f"Load: {result['load']}; {result['duration_s']} s per sample, {result['rounds_count']} "
             "interleaved rounds. Both nodes: one worker on the gateway core, 100 routes on one service "

@@ -13,7 +13,7 @@ from pathlib import Path
 from lab import loadgen, plots, stats, systems
 from lab.context import RunContext
 from lab.registry import Goal, Rendered
-from lab.report import fmt, table
+from lab.report import fmt, percent, table
 from lab.rounds import good_samples, run_rounds, summarize_contender
 from lab.strait_admin import request
 
@@ -105,14 +105,10 @@ def _system_rows(data: dict) -> list[list]:
                      fmt(rps["mean"]), fmt(rps["median"]), fmt(rps["stdev"]),
                      f"{fmt(rps['min'])} – {fmt(rps['max'])}",
                      *(fmt(summary[key]["median"]) for key in ("p50_us", "p90_us", "p99_us", "p99_9_us")),
-                     fmt(cpu["mean"], 1), _percent(summary.get("gateway_core_busy", {}).get("mean")),
+                     fmt(cpu["mean"], 1), percent(summary.get("gateway_core_busy", {}).get("mean")),
                      fmt((summary["peak_rss_kib"] or 0) / 1024, 1) if summary["peak_rss_kib"] else "–",
                      summary["errors"] + summary["non_2xx"]])
     return rows
-
-
-def _percent(value: float | None) -> str:
-    return f"{value * 100:.0f}%" if value is not None else "–"
 
 
 def _ratio_rows(data: dict) -> list[list]:
