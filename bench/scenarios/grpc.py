@@ -85,15 +85,11 @@ def _ghz_binary(bench_dir: Path) -> tuple[str | None, str]:
 def _origin_binary(ctx: RunContext) -> Path:
     """`grpc-origin` beside the Strait binary, built unless the lab was told not to build."""
     binary = ctx.strait_bin.parent / "grpc-origin"
-    if not (binary.exists() and _no_build()):
+    if not (binary.exists() and os.environ.get("STRAIT_BENCH_NO_BUILD")):
         ctx.log(f"{NAME}: cargo build --release -p strait-e2e --bin grpc-origin")
         subprocess.run(["cargo", "build", "--release", "-p", "strait-e2e", "--bin", "grpc-origin"],
                        cwd=REPO_DIR, check=True, timeout=3600, stdout=subprocess.DEVNULL)
     return binary
-
-
-def _no_build() -> bool:
-    return bool(os.environ.get("STRAIT_BENCH_NO_BUILD"))
 
 
 def plain_proto(source: Path, target: Path) -> Path:
