@@ -28,6 +28,9 @@ use crate::{Shared, SERVER_HEADER, VIA_VALUE};
 #[derive(Debug, Clone)]
 pub struct ConnInfo {
     pub client: SocketAddr,
+    /// The client's address as a header value (`X-Real-IP`,
+    /// `X-Forwarded-For`), formatted once per connection.
+    pub client_ip: HeaderValue,
     pub local: SocketAddr,
     pub tls: bool,
     pub sni: Option<String>,
@@ -131,8 +134,8 @@ fn add_kong_headers(
             headers.remove(header::SERVER);
         }
         if switches.response_latency {
-            let latency = started.elapsed().as_millis().to_string();
-            set(headers, "x-kong-response-latency", &latency);
+            let latency = started.elapsed().as_millis() as u64;
+            headers.insert(X_KONG_RESPONSE_LATENCY, HeaderValue::from(latency));
         }
     }
     if switches.request_id {
@@ -393,7 +396,20 @@ const HOP_BY_HOP: [HeaderName; 6] = [
 /// Remove hop-by-hop headers (and those named by `Connection`), keeping `te: trailers`.
 /// Allocates only for names a `Connection` header lists (every request
 /// passes here twice, and with many routes an allocation is a cache miss).
+/// Most messages carry none of them, or only gRPC's `te: trailers`: one
+/// pass over the names tells, and nothing is removed or re-inserted.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let clean = headers.keys().all(|name| {
+        if name == header::TE {
+            let mut values = headers.get_all(header::TE).iter();
+            values.next().is_some_and(|v| v.as_bytes() == b"trailers") && values.next().is_none()
+        } else {
+            !HOP_BY_HOP.contains(name)
+        }
+    });
+    if clean {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -421,11 +437,23 @@ pub(crate) fn lists_token(headers: &HeaderMap, name: &HeaderName, token: &str) -
         .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
 }
 
-fn set(headers: &mut HeaderMap, name: &'static str, value: &str) {
+fn set(headers: &mut HeaderMap, name: HeaderName, value: &str) {
     if let Ok(value) = HeaderValue::from_str(value) {
-        headers.insert(HeaderName::from_static(name), value);
+        headers.insert(name, value);
     }
 }
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
+const X_FORWARDED_PATH: HeaderName = HeaderName::from_static("x-forwarded-path");
+const X_FORWARDED_PREFIX: HeaderName = HeaderName::from_static("x-forwarded-prefix");
+const X_KONG_UPSTREAM_LATENCY: HeaderName = HeaderName::from_static("x-kong-upstream-latency");
+const X_KONG_PROXY_LATENCY: HeaderName = HeaderName::from_static("x-kong-proxy-latency");
+const X_KONG_UPSTREAM_STATUS: HeaderName = HeaderName::from_static("x-kong-upstream-status");
+const X_KONG_RESPONSE_LATENCY: HeaderName = HeaderName::from_static("x-kong-response-latency");
 
 /// Kong's forwarding headers for a client that is not a trusted proxy.
 fn add_forwarding_headers(
@@ -436,21 +464,25 @@ fn add_forwarding_headers(
     path: &str,
     prefix: Option<&str>,
 ) {
-    let client_ip = conn.client.ip().to_string();
-    let forwarded_for = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(existing) => format!("{existing}, {client_ip}"),
-        None => client_ip.clone(),
+    let forwarded_for = match headers.get(X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(existing) => HeaderValue::from_str(&format!("{existing}, {}", conn.client.ip())).ok(),
+        None => Some(conn.client_ip.clone()),
     };
-    set(headers, "x-forwarded-for", &forwarded_for);
-    set(headers, "x-real-ip", &client_ip);
-    set(headers, "x-forwarded-proto", if conn.tls { "https" } else { "http" });
-    set(headers, "x-forwarded-host", host);
-    set(headers, "x-forwarded-port", &port.to_string());
-    set(headers, "x-forwarded-path", path);
+    if let Some(value) = forwarded_for {
+        headers.insert(X_FORWARDED_FOR, value);
+    }
+    headers.insert(X_REAL_IP, conn.client_ip.clone());
+    headers.insert(
+        X_FORWARDED_PROTO,
+        HeaderValue::from_static(if conn.tls { "https" } else { "http" }),
+    );
+    set(headers, X_FORWARDED_HOST, host);
+    headers.insert(X_FORWARDED_PORT, HeaderValue::from(port));
+    set(headers, X_FORWARDED_PATH, path);
     match prefix {
-        Some(prefix) => set(headers, "x-forwarded-prefix", prefix),
+        Some(prefix) => set(headers, X_FORWARDED_PREFIX, prefix),
         None => {
-            headers.remove("x-forwarded-prefix");
+            headers.remove(X_FORWARDED_PREFIX);
         }
     }
     headers.append(header::VIA, HeaderValue::from_static(VIA_VALUE));
@@ -837,13 +869,19 @@ fn finish_response(
         parts.headers.append(header::VIA, HeaderValue::from_static(VIA_VALUE));
     }
     if switches.upstream_latency {
-        set(&mut parts.headers, "x-kong-upstream-latency", &upstream_ms.to_string());
+        parts
+            .headers
+            .insert(X_KONG_UPSTREAM_LATENCY, HeaderValue::from(upstream_ms as u64));
     }
     if switches.proxy_latency {
-        set(&mut parts.headers, "x-kong-proxy-latency", &proxy_ms.to_string());
+        parts
+            .headers
+            .insert(X_KONG_PROXY_LATENCY, HeaderValue::from(proxy_ms as u64));
     }
     if switches.upstream_status {
-        set(&mut parts.headers, "x-kong-upstream-status", parts.status.as_str());
+        parts
+            .headers
+            .insert(X_KONG_UPSTREAM_STATUS, HeaderValue::from(parts.status.as_u16()));
     }
     let detail = detail.map(|mut detail| {
         if let Some(timing) = detail.timing.as_mut() {
@@ -903,6 +941,23 @@ mod tests {
             .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
             .collect();
         assert_eq!(left, [("x-end-to-end", "kept"), ("te", "trailers")]);
+    }
+
+    #[test]
+    fn only_te_trailers_is_kept_as_it_is_and_other_te_values_are_cut_to_it() {
+        let mut map = headers(&[("te", "trailers"), ("content-type", "application/grpc")]);
+        strip_hop_by_hop(&mut map);
+        assert_eq!(map.get_all("te").iter().collect::<Vec<_>>(), ["trailers"]);
+        assert_eq!(map.len(), 2);
+        for extra in [("te", "gzip"), ("proxy-connection", "keep-alive")] {
+            let mut map = headers(&[("te", "trailers"), extra]);
+            strip_hop_by_hop(&mut map);
+            assert_eq!(map.get_all("te").iter().collect::<Vec<_>>(), ["trailers"], "{extra:?}");
+            assert_eq!(map.len(), 1, "{extra:?}");
+        }
+        let mut map = headers(&[("te", "Trailers, deflate")]);
+        strip_hop_by_hop(&mut map);
+        assert_eq!(map.get_all("te").iter().collect::<Vec<_>>(), ["trailers"]);
     }
 
     #[test]

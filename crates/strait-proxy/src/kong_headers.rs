@@ -157,8 +157,15 @@ impl RequestId {
         std::str::from_utf8(&self.0).unwrap_or_default()
     }
 
+    /// The id as a header value, marked sensitive: HTTP/2's HPACK then
+    /// writes it as a never-indexed literal. A value unique to one request
+    /// gains nothing from the dynamic table and, indexed, would push out
+    /// the entries that repeat on every request (both on Strait's encoder
+    /// and the peer's decoder).
     pub fn header_value(&self) -> HeaderValue {
-        HeaderValue::from_bytes(&self.0).expect("hex digits are a valid header value")
+        let mut value = HeaderValue::from_bytes(&self.0).expect("hex digits are a valid header value");
+        value.set_sensitive(true);
+        value
     }
 }
 
@@ -192,6 +199,14 @@ impl std::fmt::Debug for RequestId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_id_is_never_indexed_by_hpack() {
+        let id = RequestId::new();
+        let value = id.header_value();
+        assert!(value.is_sensitive());
+        assert_eq!(value.to_str().unwrap(), id.as_str());
+    }
 
     #[test]
     fn defaults_are_kongs() {

@@ -201,6 +201,8 @@ async fn accept_loop(
         }
         let info = ConnInfo {
             client,
+            client_ip: http::HeaderValue::from_str(&client.ip().to_string())
+                .expect("an IP address is a valid header value"),
             local,
             tls: acceptor.is_some(),
             sni: None,
