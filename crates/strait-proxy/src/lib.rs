@@ -15,6 +15,7 @@ pub mod conn;
 pub mod dns;
 pub mod error;
 pub mod grpc;
+pub mod h1_client;
 pub mod h2_body;
 pub mod h2_client;
 pub mod h2_server;

@@ -10,8 +10,9 @@
 //! way for the service's `read_timeout` (nginx closes an idle WebSocket
 //! after `proxy_read_timeout`, which Kong sets from the same field). Any
 //! other answer goes to the client as a normal response, and the client's
-//! connection stays HTTP. The upstream connection of a tunnel is never
-//! pooled again. HTTP/2 clients cannot upgrade (HTTP/2 has no `Upgrade`).
+//! connection stays HTTP. The upstream connection of a tunnel (handed over
+//! by h1_client.rs with whatever it read past the 101) is never pooled
+//! again. HTTP/2 clients cannot upgrade (HTTP/2 has no `Upgrade`).
 
 use std::io;
 use std::pin::Pin;
@@ -25,6 +26,8 @@ use http::{Request, Response, StatusCode, Version};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::h1_client::{Io, Switched, SwitchedSlot};
 
 /// A client's request to switch protocols.
 pub(crate) struct Upgrade {
@@ -68,7 +71,12 @@ impl Upgrade {
             .get(header::UPGRADE)
             .cloned()
             .unwrap_or(self.protocol);
-        let upstream = hyper::upgrade::on(response);
+        let slot = response.extensions_mut().remove::<SwitchedSlot>()?;
+        let upstream = slot
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()?;
         tokio::spawn(run(self.client, upstream, idle));
         Some(protocol)
     }
@@ -81,18 +89,22 @@ pub(crate) fn set_headers(headers: &mut HeaderMap, protocol: HeaderValue) {
     headers.insert(header::UPGRADE, protocol);
 }
 
-async fn run(client: OnUpgrade, upstream: OnUpgrade, idle: Duration) {
-    let (client, upstream) = match tokio::try_join!(client, upstream) {
-        Ok(pair) => pair,
+async fn run(client: OnUpgrade, upstream: Switched, idle: Duration) {
+    let client = match client.await {
+        Ok(client) => client,
         Err(error) => {
             tracing::debug!(%error, "upgrade not completed");
             return;
         }
     };
+    let upstream = Prefixed {
+        read: upstream.read,
+        io: upstream.io,
+    };
     let started = Instant::now();
     let last = Arc::new(AtomicU64::new(0));
     let mut client = Active::new(TokioIo::new(client), started, last.clone());
-    let mut upstream = Active::new(TokioIo::new(upstream), started, last.clone());
+    let mut upstream = Active::new(upstream, started, last.clone());
     let copy = tokio::io::copy_bidirectional(&mut client, &mut upstream);
     tokio::pin!(copy);
     loop {
@@ -159,5 +171,38 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Active<T> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The upstream side of a tunnel: first the bytes read past the 101, then
+/// the connection.
+struct Prefixed {
+    read: bytes::Bytes,
+    io: Io,
+}
+
+impl AsyncRead for Prefixed {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if !self.read.is_empty() {
+            let n = self.read.len().min(buf.remaining());
+            let head = self.read.split_to(n);
+            buf.put_slice(&head);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Prefixed {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }

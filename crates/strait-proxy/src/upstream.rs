@@ -11,9 +11,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
-use hyper::body::Incoming;
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -22,13 +19,15 @@ use tokio::time::timeout;
 
 use crate::body::{BoxError, ProxyBody};
 use crate::error::{ErrorKind, ProxyError};
+use crate::h1_client::{H1Body, H1Conn, Io};
 use crate::h2_body::StreamBody;
 use crate::h2_client::H2Conn;
 
-/// An upstream response's body: hyper's for HTTP/1.1, the stream's inbox
-/// for HTTP/2 (h2_body.rs), or nothing when the head ended the stream.
+/// An upstream response's body: read from the connection for HTTP/1.1
+/// (h1_client.rs), the stream's inbox for HTTP/2 (h2_body.rs), or nothing
+/// when the head ended the stream.
 pub enum UpstreamBody {
-    Http1(Incoming),
+    Http1(Box<H1Body>),
     Http2(StreamBody),
     Empty,
 }
@@ -42,7 +41,7 @@ impl http_body::Body for UpstreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, BoxError>>> {
         match self.get_mut() {
-            UpstreamBody::Http1(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            UpstreamBody::Http1(body) => Pin::new(body.as_mut()).poll_frame(cx),
             UpstreamBody::Http2(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
             UpstreamBody::Empty => Poll::Ready(None),
         }
@@ -79,7 +78,7 @@ pub struct Endpoint {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct PoolKey {
+pub(crate) struct PoolKey {
     write_timeout: Duration,
     addr: SocketAddr,
     http2: bool,
@@ -136,19 +135,66 @@ struct Idle<S> {
     epoch: u64,
 }
 
+/// Idle HTTP/1.1 connections of one worker, shared with the response
+/// bodies that hand their connection back when they end.
+pub(crate) struct Http1Idle {
+    keepalive: Keepalive,
+    map: Mutex<HashMap<PoolKey, Vec<Idle<H1Conn>>>>,
+    /// Advanced by [`Pool::sweep`].
+    epoch: std::sync::atomic::AtomicU64,
+}
+
+impl Http1Idle {
+    fn now(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The connection carried as many requests as it may.
+    fn spent(&self, uses: u32) -> bool {
+        self.keepalive.max_requests != 0 && uses >= self.keepalive.max_requests
+    }
+}
+
+/// Where an HTTP/1.1 connection goes back once its exchange ended cleanly.
+pub(crate) struct Home {
+    idle: Arc<Http1Idle>,
+    key: PoolKey,
+    /// Requests the connection carried, this one included.
+    uses: u32,
+}
+
+impl Home {
+    /// Keep `conn` for reuse, if the limits allow.
+    pub(crate) fn checkin(self, mut conn: H1Conn) {
+        let idle = &self.idle;
+        if idle.keepalive.pool_size == 0 || idle.spent(self.uses) {
+            return;
+        }
+        conn.uses = self.uses;
+        let epoch = idle.now();
+        let mut map = lock(&idle.map);
+        let list = map.entry(self.key).or_default();
+        if list.len() < idle.keepalive.pool_size {
+            list.push(Idle {
+                sender: conn,
+                uses: self.uses,
+                epoch,
+            });
+        }
+    }
+}
+
 /// Keep-alive connections of one worker.
 pub struct Pool {
     keepalive: Keepalive,
     /// Flow control, framing and pings of HTTP/2 upstream connections
     /// (the `upstream_http2_*` settings; the reset limits do not apply).
     http2_settings: crate::conn::Http2Settings,
-    http1: Mutex<HashMap<PoolKey, Vec<Idle<http1::SendRequest<ProxyBody>>>>>,
+    http1: Arc<Http1Idle>,
     /// HTTP/2 connections per upstream: requests share the first with a
     /// free stream; another opens when all are at the upstream's
     /// SETTINGS_MAX_CONCURRENT_STREAMS.
     http2: Mutex<HashMap<PoolKey, Vec<Idle<H2Conn>>>>,
-    /// Advanced by [`Pool::sweep`].
-    epoch: std::sync::atomic::AtomicU64,
 }
 
 impl Default for Pool {
@@ -180,7 +226,7 @@ impl Lease {
 }
 
 enum Sender {
-    Http1(http1::SendRequest<ProxyBody>),
+    Http1(H1Conn),
     Http2(H2Conn),
 }
 
@@ -193,9 +239,12 @@ impl Pool {
         Pool {
             keepalive,
             http2_settings,
-            http1: Mutex::default(),
+            http1: Arc::new(Http1Idle {
+                keepalive,
+                map: Mutex::default(),
+                epoch: std::sync::atomic::AtomicU64::new(0),
+            }),
             http2: Mutex::default(),
-            epoch: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -208,11 +257,11 @@ impl Pool {
     /// Close idle connections not used for `idle_timeout` (dropping a
     /// sender closes its connection once no request is in flight on it).
     pub fn sweep(&self) {
-        let epoch = self.epoch.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let epoch = self.http1.epoch.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let fresh = |used: u64| epoch.saturating_sub(used) <= SWEEPS_PER_TIMEOUT;
-        let mut http1 = lock(&self.http1);
+        let mut http1 = lock(&self.http1.map);
         for list in http1.values_mut() {
-            list.retain(|idle| !idle.sender.is_closed() && (fresh(idle.epoch) || !idle.sender.is_ready()));
+            list.retain_mut(|idle| fresh(idle.epoch) && idle.sender.is_usable());
         }
         http1.retain(|_, list| !list.is_empty());
         drop(http1);
@@ -224,7 +273,7 @@ impl Pool {
     }
 
     fn now(&self) -> u64 {
-        self.epoch.load(std::sync::atomic::Ordering::Relaxed)
+        self.http1.now()
     }
 
     fn checkout(&self, key: &PoolKey) -> Option<(Sender, u32)> {
@@ -244,12 +293,16 @@ impl Pool {
             }
             return Some((Sender::Http2(sender), uses));
         }
-        let mut map = lock(&self.http1);
+        let mut map = lock(&self.http1.map);
         let list = map.get_mut(key)?;
-        list.retain(|idle| !idle.sender.is_closed());
-        let ready = list.iter().position(|idle| idle.sender.is_ready())?;
-        let idle = list.swap_remove(ready);
-        Some((Sender::Http1(idle.sender), idle.uses))
+        // The most recently used first; one the upstream closed (or that
+        // has bytes nobody asked for) is dropped on the way.
+        while let Some(mut idle) = list.pop() {
+            if idle.sender.is_usable() {
+                return Some((Sender::Http1(idle.sender), idle.uses));
+            }
+        }
+        None
     }
 
     /// The connection carried as many requests as it may.
@@ -272,19 +325,14 @@ impl Pool {
                     list.push(Idle { sender, uses, epoch });
                 }
             }
-            Sender::Http1(sender) => {
-                let mut map = lock(&self.http1);
-                let list = map.entry(key).or_default();
-                if list.len() < self.keepalive.pool_size {
-                    list.push(Idle { sender, uses, epoch });
-                }
-            }
+            // Handed back by its response body when the exchange ended (Home).
+            Sender::Http1(_) => {}
         }
     }
 
     /// Number of pooled HTTP/1.1 connections (diagnostics).
     pub fn idle_http1(&self) -> usize {
-        lock(&self.http1).values().map(Vec::len).sum()
+        lock(&self.http1.map).values().map(Vec::len).sum()
     }
 
     /// A connection to `endpoint`: a ready pooled one, or a new one.
@@ -373,16 +421,15 @@ impl Pool {
     ) -> Result<Result<Response<UpstreamBody>, Request<ProxyBody>>, ProxyError> {
         let timed_out = || ProxyError::new(ErrorKind::UpstreamTimeout, "no response headers within read_timeout");
         match sender {
-            Sender::Http1(mut s) => {
-                let future = s.try_send_request(request);
-                self.checkin(key, Sender::Http1(s), uses + 1);
-                match timeout(read_timeout, future).await {
+            Sender::Http1(conn) => {
+                let home = Home {
+                    idle: self.http1.clone(),
+                    key,
+                    uses: uses + 1,
+                };
+                match timeout(read_timeout, conn.send(request, home)).await {
                     Err(_) => Err(timed_out()),
-                    Ok(Ok(response)) => Ok(Ok(response.map(UpstreamBody::Http1))),
-                    Ok(Err(mut err)) => match err.take_message() {
-                        Some(unsent) => Ok(Err(unsent)),
-                        None => Err(upstream_failure(err.into_error())),
-                    },
+                    Ok(result) => result,
                 }
             }
             Sender::Http2(conn) => {
@@ -423,27 +470,24 @@ async fn open_connection(
             .await
             .map_err(|e| ProxyError::new(ErrorKind::UpstreamConnect, format!("connect {addr}: {e}")))?;
         let _ = tcp.set_nodelay(true);
-        match &endpoint.tls {
-            None => {
-                handshake(
-                    TokioIo::new(WriteTimeoutIo::new(tcp, endpoint.write_timeout)),
-                    endpoint.http2,
-                    http2,
-                )
-                .await
-            }
-            Some((config, sni)) => {
-                let name = ServerName::try_from(sni.clone()).map_err(|e| {
-                    ProxyError::new(ErrorKind::UpstreamConnect, format!("invalid server name {sni}: {e}"))
-                })?;
-                let tls = tokio_rustls::TlsConnector::from(config.clone())
-                    .connect(name, WriteTimeoutIo::new(tcp, endpoint.write_timeout))
-                    .await
-                    .map_err(|e| {
-                        ProxyError::new(ErrorKind::UpstreamConnect, format!("TLS handshake with {addr}: {e}"))
-                    })?;
-                handshake(TokioIo::new(tls), endpoint.http2, http2).await
-            }
+        let tcp = WriteTimeoutIo::new(tcp, endpoint.write_timeout);
+        let Some((config, sni)) = &endpoint.tls else {
+            return if endpoint.http2 {
+                Ok(Sender::Http2(crate::h2_client::handshake(tcp, http2).await?))
+            } else {
+                Ok(Sender::Http1(H1Conn::new(Io::Plain(tcp))))
+            };
+        };
+        let name = ServerName::try_from(sni.clone())
+            .map_err(|e| ProxyError::new(ErrorKind::UpstreamConnect, format!("invalid server name {sni}: {e}")))?;
+        let tls = tokio_rustls::TlsConnector::from(config.clone())
+            .connect(name, tcp)
+            .await
+            .map_err(|e| ProxyError::new(ErrorKind::UpstreamConnect, format!("TLS handshake with {addr}: {e}")))?;
+        if endpoint.http2 {
+            Ok(Sender::Http2(crate::h2_client::handshake(tls, http2).await?))
+        } else {
+            Ok(Sender::Http1(H1Conn::new(Io::Tls(Box::new(tls)))))
         }
     };
     match timeout(connect_timeout, attempt).await {
@@ -455,41 +499,16 @@ async fn open_connection(
     }
 }
 
-async fn handshake<T>(
-    io: TokioIo<T>,
-    use_http2: bool,
-    settings: &crate::conn::Http2Settings,
-) -> Result<Sender, ProxyError>
-where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let failed = |e: hyper::Error| ProxyError::new(ErrorKind::UpstreamConnect, format!("handshake: {e}"));
-    if use_http2 {
-        Ok(Sender::Http2(
-            crate::h2_client::handshake(io.into_inner(), settings).await?,
-        ))
-    } else {
-        let (sender, connection) = http1::Builder::new().handshake(io).await.map_err(failed)?;
-        tokio::spawn(async move {
-            // A 101 hands the connection to a tunnel (tunnel.rs).
-            if let Err(error) = connection.with_upgrades().await {
-                tracing::debug!(%error, "upstream http1 connection ended");
-            }
-        });
-        Ok(Sender::Http1(sender))
-    }
-}
-
 /// Fails a write that stays blocked (the upstream not reading) for longer
 /// than the service's `write_timeout`, as Kong's `proxy_send_timeout` does.
-struct WriteTimeoutIo<T> {
+pub(crate) struct WriteTimeoutIo<T> {
     inner: T,
     timeout: Duration,
     pending_since: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<T> WriteTimeoutIo<T> {
-    fn new(inner: T, timeout: Duration) -> WriteTimeoutIo<T> {
+    pub(crate) fn new(inner: T, timeout: Duration) -> WriteTimeoutIo<T> {
         WriteTimeoutIo {
             inner,
             timeout,
@@ -540,24 +559,4 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for WriteTimeoutIo<T> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
-}
-
-/// 504 when the failure was a timeout (e.g. `write_timeout`); 400 when the
-/// client's own request body failed while it was being forwarded (a bad
-/// chunk size, a body cut short): the client's error, not the upstream's;
-/// else 502.
-fn upstream_failure(error: hyper::Error) -> ProxyError {
-    if error.is_user() {
-        return ProxyError::new(ErrorKind::BadRequest, format!("request body: {error}"));
-    }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
-    while let Some(current) = source {
-        if let Some(io_error) = current.downcast_ref::<io::Error>() {
-            if io_error.kind() == io::ErrorKind::TimedOut {
-                return ProxyError::new(ErrorKind::UpstreamTimeout, error.to_string());
-            }
-        }
-        source = current.source();
-    }
-    ProxyError::new(ErrorKind::UpstreamInvalid, error.to_string())
 }

@@ -1,0 +1,1053 @@
+//! Upstream HTTP/1.1 connections on Strait's own codec.
+//!
+//! hyper's client gives each connection a task of its own and reaches it
+//! through a channel: every request is a message to that task and every
+//! response a message back, two task wakes per request on top of the
+//! socket's (docs/architecture.md#http1-codec-spike). Here a request's own
+//! task does the exchange: it writes the head (and the first body bytes
+//! when they are ready, in the same write), reads the response head while
+//! it sends the rest of the body, and the response body reads straight from
+//! the socket. When both bodies ended cleanly on a connection that may be
+//! kept alive, the body hands the connection back to the worker's pool.
+//!
+//! Framing follows RFC 9112: requests are sent with `Content-Length` when
+//! the length is known and chunked otherwise; responses to `HEAD` and
+//! `1xx`/`204`/`304` have no body, `Transfer-Encoding` ending in `chunked`
+//! beats `Content-Length` (and the connection is not reused), differing or
+//! malformed lengths are an invalid response, and anything else is read
+//! until the upstream closes. Informational responses other than `101` are
+//! skipped; `101` hands the connection to a tunnel (tunnel.rs).
+
+use std::future::poll_fn;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Version};
+use http_body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use crate::body::{BoxError, ProxyBody};
+use crate::error::{ErrorKind, ProxyError};
+use crate::upstream::{Home, WriteTimeoutIo};
+
+/// Longest response head accepted from an upstream (nginx's
+/// `proxy_buffer_size` is 4–8 KiB; hyper's limit is larger still).
+const MAX_HEAD: usize = 64 * 1024;
+/// Most header fields in an upstream response head.
+const MAX_HEADERS: usize = 128;
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 16 * 1024;
+/// Longest chunk-size line (size, extensions) accepted.
+const MAX_CHUNK_LINE: usize = 4096;
+
+/// The socket under an upstream HTTP/1.1 connection.
+pub(crate) enum Io {
+    Plain(WriteTimeoutIo<TcpStream>),
+    Tls(Box<tokio_rustls::client::TlsStream<WriteTimeoutIo<TcpStream>>>),
+}
+
+impl AsyncRead for Io {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(io) => Pin::new(io).poll_read(cx, buf),
+            Io::Tls(io) => Pin::new(io.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(io) => Pin::new(io).poll_write(cx, buf),
+            Io::Tls(io) => Pin::new(io.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(io) => Pin::new(io).poll_flush(cx),
+            Io::Tls(io) => Pin::new(io.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(io) => Pin::new(io).poll_shutdown(cx),
+            Io::Tls(io) => Pin::new(io.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// One upstream HTTP/1.1 connection, idle or carrying one exchange.
+pub struct H1Conn {
+    io: Io,
+    /// Bytes read and not yet parsed.
+    buf: BytesMut,
+    /// Requests it carried before the one in flight.
+    pub(crate) uses: u32,
+}
+
+/// A connection after a `101 Switching Protocols`: the socket and what was
+/// read past the response head (tunnel.rs).
+pub(crate) struct Switched {
+    pub io: Io,
+    pub read: Bytes,
+}
+
+/// The `101` response's hold on the switched connection, taken by the tunnel.
+#[derive(Clone)]
+pub(crate) struct SwitchedSlot(pub Arc<std::sync::Mutex<Option<Switched>>>);
+
+impl H1Conn {
+    pub(crate) fn new(io: Io) -> H1Conn {
+        H1Conn {
+            io,
+            buf: BytesMut::new(),
+            uses: 0,
+        }
+    }
+
+    /// Whether an idle connection can carry a request: the upstream has
+    /// neither closed it nor sent anything unasked (checked without waiting).
+    pub(crate) fn is_usable(&mut self) -> bool {
+        if !self.buf.is_empty() {
+            return false;
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut scratch = [0u8; 64];
+        let mut read = ReadBuf::new(&mut scratch);
+        matches!(Pin::new(&mut self.io).poll_read(&mut cx, &mut read), Poll::Pending)
+    }
+
+    /// Send `request` and return the response head with its body.
+    /// Ok(Err(request)) when the head could not be written at all (the
+    /// connection had closed), so it can go out on another connection.
+    pub(crate) async fn send(
+        mut self,
+        request: Request<ProxyBody>,
+        home: Home,
+    ) -> Result<Result<Response<crate::upstream::UpstreamBody>, Request<ProxyBody>>, ProxyError> {
+        let (mut parts, body) = request.into_parts();
+        let head_request = parts.method == Method::HEAD;
+        let framing = request_framing(&mut parts.headers, &body);
+        let mut out = BytesMut::with_capacity(512);
+        encode_head(&parts.method, &parts.uri, &parts.headers, &mut out);
+        let mut writer = Writer {
+            body: Some(body),
+            framing,
+            out,
+            done: false,
+            taken: None,
+            failed: None,
+            consumed: false,
+        };
+        // The head goes out before anything else is awaited, so a
+        // connection found closed hands the request back untouched. When the
+        // body's first bytes are already here they share the write.
+        writer.take_ready_frame();
+        let first = poll_fn(|cx| Pin::new(&mut self.io).poll_write(cx, &writer.out)).await;
+        match first {
+            Ok(n) if n > 0 => {
+                writer.out.advance(n);
+                writer.taken = None;
+            }
+            _ => {
+                let Some(body) = writer.hand_back() else {
+                    return Err(match first {
+                        Err(error) => io_failure(error),
+                        Ok(_) => invalid("upstream connection closed while the request was sent"),
+                    });
+                };
+                return Ok(Err(Request::from_parts(parts, body)));
+            }
+        }
+        // A write the upstream refused (it answered early and closed, a 413
+        // say) still lets its response through.
+        let mut write_failed: Option<ProxyError> = None;
+        let parsed = poll_fn(|cx| {
+            if !writer.done {
+                if let Poll::Ready(Err(failure)) = writer.poll_send(&mut self.io, cx) {
+                    // The client's body failing, or a write blocked past
+                    // write_timeout, ends the exchange.
+                    if matches!(failure.kind, ErrorKind::BadRequest | ErrorKind::UpstreamTimeout) {
+                        return Poll::Ready(Err(failure));
+                    }
+                    writer.done = true;
+                    write_failed = Some(failure);
+                }
+            }
+            match self.poll_head(cx) {
+                Poll::Ready(Err(error)) => Poll::Ready(Err(write_failed.take().unwrap_or(error))),
+                other => other,
+            }
+        })
+        .await?;
+        let Parsed { mut response, kind } = parsed;
+        if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+            let read = self.buf.split().freeze();
+            let slot = SwitchedSlot(Arc::new(std::sync::Mutex::new(Some(Switched { io: self.io, read }))));
+            response.extensions_mut().insert(slot);
+            return Ok(Ok(response.map(|()| crate::upstream::UpstreamBody::Empty)));
+        }
+        let kind = if head_request { BodyKind::Length(0) } else { kind };
+        let reusable = kind.reusable() && keeps_alive(&response) && write_failed.is_none();
+        let body = H1Body {
+            conn: Some(self),
+            kind,
+            writer: (!writer.done).then_some(writer),
+            reusable,
+            home: Some(home),
+            chunk: ChunkState::Size,
+            trailers_done: false,
+        };
+        let body = if body.finished() {
+            body.release();
+            crate::upstream::UpstreamBody::Empty
+        } else {
+            crate::upstream::UpstreamBody::Http1(Box::new(body))
+        };
+        Ok(Ok(response.map(|()| body)))
+    }
+
+    /// Read until a final response head is parsed; informational heads
+    /// other than `101` are skipped.
+    fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Parsed, ProxyError>> {
+        loop {
+            if !self.buf.is_empty() {
+                match parse_head(&mut self.buf)? {
+                    Some(parsed)
+                        if parsed.response.status().is_informational()
+                            && parsed.response.status() != StatusCode::SWITCHING_PROTOCOLS =>
+                    {
+                        continue
+                    }
+                    Some(parsed) => return Poll::Ready(Ok(parsed)),
+                    None if self.buf.len() >= MAX_HEAD => {
+                        return Poll::Ready(Err(invalid("upstream response head too large")))
+                    }
+                    None => {}
+                }
+            }
+            match ready_read(&mut self.io, &mut self.buf, cx) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(invalid("upstream closed the connection before a response")))
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(io_failure(error))),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+/// Read what the socket has into `buf`.
+fn ready_read(io: &mut Io, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        buf.reserve(READ_CHUNK);
+    }
+    tokio_util::io::poll_read_buf(Pin::new(io), cx, buf)
+}
+
+/// How a request body goes out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// No body.
+    None,
+    /// `Content-Length`: this many bytes still to send.
+    Length(u64),
+    Chunked,
+}
+
+/// Set the request's framing headers as hyper's client does: an ended body
+/// has none; a given `Content-Length` is kept; else the body's exact size;
+/// else chunked.
+fn request_framing(headers: &mut HeaderMap, body: &ProxyBody) -> Framing {
+    if body.is_end_stream() {
+        headers.remove(header::TRANSFER_ENCODING);
+        return Framing::None;
+    }
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        headers.remove(header::CONTENT_LENGTH);
+        headers.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        return Framing::Chunked;
+    }
+    if let Some(length) = content_length(headers) {
+        return Framing::Length(length);
+    }
+    match body.size_hint().exact() {
+        Some(length) => {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+            Framing::Length(length)
+        }
+        None => {
+            headers.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+            Framing::Chunked
+        }
+    }
+}
+
+/// The single `Content-Length` value (equal repeats allowed), if valid.
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    let mut found = None;
+    for value in headers.get_all(header::CONTENT_LENGTH) {
+        for part in value.to_str().ok()?.split(',') {
+            let part = part.trim();
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let n: u64 = part.parse().ok()?;
+            if found.is_some_and(|f| f != n) {
+                return None;
+            }
+            found = Some(n);
+        }
+    }
+    found
+}
+
+fn encode_head(method: &Method, uri: &http::Uri, headers: &HeaderMap, out: &mut BytesMut) {
+    out.put_slice(method.as_str().as_bytes());
+    out.put_u8(b' ');
+    out.put_slice(uri.path_and_query().map_or("/", |p| p.as_str()).as_bytes());
+    out.put_slice(b" HTTP/1.1\r\n");
+    for (name, value) in headers {
+        out.put_slice(name.as_str().as_bytes());
+        out.put_slice(b": ");
+        out.put_slice(value.as_bytes());
+        out.put_slice(b"\r\n");
+    }
+    out.put_slice(b"\r\n");
+}
+
+/// The request body on its way up.
+struct Writer {
+    body: Option<ProxyBody>,
+    framing: Framing,
+    /// Encoded bytes not yet written.
+    out: BytesMut,
+    done: bool,
+    /// The first frame, when the whole body was taken into the first
+    /// write (kept until that write succeeds, so the request can be sent
+    /// again on another connection).
+    taken: Option<Bytes>,
+    /// The body failed while its first frame was taken.
+    failed: Option<ProxyError>,
+    /// Some of the body was taken from it.
+    consumed: bool,
+}
+
+impl Writer {
+    /// The request body as it was before anything was written, when it
+    /// can still be had: untouched, or taken whole into the first write.
+    fn hand_back(&mut self) -> Option<ProxyBody> {
+        if let Some(whole) = self.taken.take() {
+            return Some(crate::body::full(whole));
+        }
+        if self.framing == Framing::None {
+            return Some(crate::body::empty());
+        }
+        if self.consumed {
+            return None;
+        }
+        self.body.take()
+    }
+
+    /// Append the body's first frame when it is ready now, so it leaves
+    /// with the head. A body that is one frame (a buffered request body)
+    /// is kept until that write succeeds, so the request can still be
+    /// sent again on another connection.
+    fn take_ready_frame(&mut self) {
+        if self.framing == Framing::None {
+            self.done = true;
+            self.body = None;
+            return;
+        }
+        let Some(body) = self.body.as_mut() else {
+            return;
+        };
+        // A body not ready yet is polled again, with the task's waker, by poll_send.
+        let mut cx = Context::from_waker(Waker::noop());
+        let polled = match Pin::new(&mut *body).poll_frame(&mut cx) {
+            Poll::Ready(polled) => polled,
+            Poll::Pending => return,
+        };
+        let whole = body.is_end_stream();
+        if let Some(Ok(frame)) = &polled {
+            if let (Some(data), true) = (frame.data_ref(), whole) {
+                if self.framing == Framing::Length(data.len() as u64) {
+                    self.taken = Some(data.clone());
+                }
+            }
+        }
+        if let Err(error) = self.encode(polled) {
+            self.failed = Some(error);
+        }
+    }
+
+    /// Poll the body for its next frame and encode it; Ready(Ok) once
+    /// something was appended or the body ended.
+    fn next_frame(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ProxyError>> {
+        let Some(body) = self.body.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        match Pin::new(body).poll_frame(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(polled) => Poll::Ready(self.encode(polled)),
+        }
+    }
+
+    /// Encode what the body gave: data (within its length, or as a chunk),
+    /// trailers (chunked only), or its end.
+    fn encode(&mut self, polled: Option<Result<Frame<Bytes>, BoxError>>) -> Result<(), ProxyError> {
+        self.consumed = true;
+        let frame = match polled {
+            None => {
+                self.body = None;
+                if let Framing::Length(left) = self.framing {
+                    if left > 0 {
+                        return Err(ProxyError::new(
+                            ErrorKind::BadRequest,
+                            "request body: shorter than its content-length",
+                        ));
+                    }
+                }
+                if self.framing == Framing::Chunked {
+                    self.out.put_slice(b"0\r\n\r\n");
+                }
+                return Ok(());
+            }
+            Some(Err(error)) => {
+                self.body = None;
+                return Err(ProxyError::new(ErrorKind::BadRequest, format!("request body: {error}")));
+            }
+            Some(Ok(frame)) => frame,
+        };
+        match frame.into_data() {
+            Ok(data) if data.is_empty() => {}
+            Ok(data) => match &mut self.framing {
+                Framing::Length(left) => {
+                    if data.len() as u64 > *left {
+                        self.body = None;
+                        return Err(ProxyError::new(
+                            ErrorKind::BadRequest,
+                            "request body: longer than its content-length",
+                        ));
+                    }
+                    *left -= data.len() as u64;
+                    self.out.put_slice(&data);
+                }
+                Framing::Chunked => {
+                    self.out.put_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                    self.out.put_slice(&data);
+                    self.out.put_slice(b"\r\n");
+                }
+                Framing::None => {}
+            },
+            Err(frame) => {
+                // Trailers: sent with a chunked body, dropped otherwise
+                // (HTTP/1.1 has nowhere else to put them); the body ends.
+                if let (Ok(trailers), Framing::Chunked) = (frame.into_trailers(), self.framing) {
+                    self.out.put_slice(b"0\r\n");
+                    for (name, value) in &trailers {
+                        self.out.put_slice(name.as_str().as_bytes());
+                        self.out.put_slice(b": ");
+                        self.out.put_slice(value.as_bytes());
+                        self.out.put_slice(b"\r\n");
+                    }
+                    self.out.put_slice(b"\r\n");
+                    self.body = None;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Write what is encoded and read on; Ready(Ok) when the whole body is
+    /// out, Pending while waiting for the socket or the body.
+    fn poll_send(&mut self, io: &mut Io, cx: &mut Context<'_>) -> Poll<Result<(), ProxyError>> {
+        if let Some(error) = self.failed.take() {
+            return Poll::Ready(Err(error));
+        }
+        loop {
+            while !self.out.is_empty() {
+                match Pin::new(&mut *io).poll_write(cx, &self.out) {
+                    Poll::Ready(Ok(0)) => {
+                        return Poll::Ready(Err(invalid("upstream connection closed while the request was sent")))
+                    }
+                    Poll::Ready(Ok(n)) => self.out.advance(n),
+                    Poll::Ready(Err(error)) => return Poll::Ready(Err(io_failure(error))),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            // TLS holds written bytes in its own buffer until flushed.
+            match Pin::new(&mut *io).poll_flush(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(io_failure(error))),
+                Poll::Pending => return Poll::Pending,
+            }
+            if self.body.is_none() {
+                self.done = true;
+                return Poll::Ready(Ok(()));
+            }
+            match self.next_frame(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+/// How a response body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyKind {
+    Length(u64),
+    Chunked,
+    /// Chunked while a `Content-Length` was also given: read as chunked,
+    /// never reused.
+    ChunkedOverLength,
+    /// Until the upstream closes.
+    Close,
+}
+
+impl BodyKind {
+    fn reusable(self) -> bool {
+        matches!(self, BodyKind::Length(_) | BodyKind::Chunked)
+    }
+}
+
+struct Parsed {
+    response: Response<()>,
+    kind: BodyKind,
+}
+
+/// Parse a response head off the front of `buf`; None when incomplete.
+fn parse_head(buf: &mut BytesMut) -> Result<Option<Parsed>, ProxyError> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut parsed = httparse::Response::new(&mut fields);
+    let length = match parsed.parse(buf) {
+        Ok(httparse::Status::Complete(length)) => length,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(error) => return Err(invalid(&format!("invalid upstream response head: {error}"))),
+    };
+    let code = parsed.code.unwrap_or(0);
+    let status = StatusCode::from_u16(code).map_err(|_| invalid("invalid upstream status code"))?;
+    let version = if parsed.version == Some(0) {
+        Version::HTTP_10
+    } else {
+        Version::HTTP_11
+    };
+    let count = parsed.headers.len();
+    // Offsets of each name and value in the head, so the values can share
+    // its bytes instead of being copied.
+    let base = buf.as_ptr() as usize;
+    let spans: Vec<(usize, usize, usize, usize)> = parsed
+        .headers
+        .iter()
+        .map(|h| {
+            let name = h.name.as_ptr() as usize - base;
+            let value = h.value.as_ptr() as usize - base;
+            (name, h.name.len(), value, h.value.len())
+        })
+        .collect();
+    let head = buf.split_to(length).freeze();
+    let mut headers = HeaderMap::with_capacity(count);
+    for (name, name_len, value, value_len) in spans {
+        let name = HeaderName::from_bytes(&head[name..name + name_len])
+            .map_err(|_| invalid("invalid upstream header name"))?;
+        let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len))
+            .map_err(|_| invalid("invalid upstream header value"))?;
+        headers.append(name, value);
+    }
+    let kind = if status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        BodyKind::Length(0)
+    } else if headers.contains_key(header::TRANSFER_ENCODING) {
+        let chunked = headers
+            .get_all(header::TRANSFER_ENCODING)
+            .iter()
+            .next_back()
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit(',').next())
+            .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
+        if headers.remove(header::CONTENT_LENGTH).is_some() {
+            if chunked {
+                BodyKind::ChunkedOverLength
+            } else {
+                BodyKind::Close
+            }
+        } else if chunked {
+            BodyKind::Chunked
+        } else {
+            BodyKind::Close
+        }
+    } else if headers.contains_key(header::CONTENT_LENGTH) {
+        match content_length(&headers) {
+            Some(length) => BodyKind::Length(length),
+            None => return Err(invalid("invalid upstream content-length")),
+        }
+    } else {
+        BodyKind::Close
+    };
+    let mut response = Response::new(());
+    *response.status_mut() = status;
+    *response.version_mut() = version;
+    *response.headers_mut() = headers;
+    Ok(Some(Parsed { response, kind }))
+}
+
+/// Whether the upstream lets the connection carry another request.
+fn keeps_alive(response: &Response<()>) -> bool {
+    let close = crate::handler::lists_token(response.headers(), &header::CONNECTION, "close");
+    if response.version() == Version::HTTP_10 {
+        return !close && crate::handler::lists_token(response.headers(), &header::CONNECTION, "keep-alive");
+    }
+    !close
+}
+
+#[derive(Debug, Clone, Copy)]
+enum ChunkState {
+    /// Expecting a chunk-size line.
+    Size,
+    /// Inside a chunk: this many data bytes left.
+    Data(u64),
+    /// After a chunk's data: expecting CRLF.
+    DataEnd,
+    /// After the last chunk: trailer fields until an empty line.
+    Trailers,
+}
+
+/// A response body read straight from the connection.
+pub struct H1Body {
+    conn: Option<H1Conn>,
+    kind: BodyKind,
+    /// The request body, when the response started before it was all sent.
+    writer: Option<Writer>,
+    reusable: bool,
+    home: Option<Home>,
+    chunk: ChunkState,
+    trailers_done: bool,
+}
+
+impl H1Body {
+    fn finished(&self) -> bool {
+        match self.kind {
+            BodyKind::Length(left) => left == 0,
+            _ => self.trailers_done,
+        }
+    }
+
+    /// The body ended: the connection goes back to the pool when it can
+    /// carry another request.
+    fn release(mut self) {
+        self.give_back();
+    }
+
+    fn give_back(&mut self) {
+        let writer_done = self.writer.as_ref().is_none_or(|w| w.done);
+        if let (Some(conn), Some(home)) = (self.conn.take(), self.home.take()) {
+            if self.reusable && writer_done && conn.buf.is_empty() {
+                home.checkin(conn);
+            }
+        }
+    }
+
+    fn read_more(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BoxError>> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Poll::Ready(Ok(0));
+        };
+        match ready_read(&mut conn.io, &mut conn.buf, cx) {
+            Poll::Ready(Ok(n)) => Poll::Ready(Ok(n)),
+            Poll::Ready(Err(error)) => Poll::Ready(Err(Box::new(error))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_chunked(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        loop {
+            let Some(conn) = self.conn.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match self.chunk {
+                ChunkState::Size => {
+                    if let Some(end) = find_crlf(&conn.buf) {
+                        let line = conn.buf.split_to(end + 2);
+                        let size = parse_chunk_size(&line[..end]).ok_or("invalid chunk size in upstream response")?;
+                        self.chunk = if size == 0 {
+                            ChunkState::Trailers
+                        } else {
+                            ChunkState::Data(size)
+                        };
+                        continue;
+                    }
+                    if conn.buf.len() > MAX_CHUNK_LINE {
+                        return Poll::Ready(Some(Err("chunk size line too long in upstream response".into())));
+                    }
+                }
+                ChunkState::Data(left) => {
+                    if !conn.buf.is_empty() {
+                        let take = (conn.buf.len() as u64).min(left) as usize;
+                        let data = conn.buf.split_to(take).freeze();
+                        let left = left - take as u64;
+                        self.chunk = if left == 0 {
+                            ChunkState::DataEnd
+                        } else {
+                            ChunkState::Data(left)
+                        };
+                        return Poll::Ready(Some(Ok(Frame::data(data))));
+                    }
+                }
+                ChunkState::DataEnd => {
+                    if conn.buf.len() >= 2 {
+                        if &conn.buf[..2] != b"\r\n" {
+                            return Poll::Ready(Some(Err("chunk not ended by CRLF in upstream response".into())));
+                        }
+                        conn.buf.advance(2);
+                        self.chunk = ChunkState::Size;
+                        continue;
+                    }
+                }
+                ChunkState::Trailers => {
+                    if conn.buf.starts_with(b"\r\n") {
+                        conn.buf.advance(2);
+                        self.trailers_done = true;
+                        return Poll::Ready(None);
+                    }
+                    if let Some(end) = find_double_crlf(&conn.buf) {
+                        let block = conn.buf.split_to(end + 4);
+                        let trailers = parse_trailers(&block)?;
+                        self.trailers_done = true;
+                        return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+                    }
+                    if conn.buf.len() > MAX_HEAD {
+                        return Poll::Ready(Some(Err("upstream trailers too large".into())));
+                    }
+                }
+            }
+            match self.read_more(cx) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Some(Err("upstream closed the connection inside a chunked body".into())))
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(error)) => return Poll::Ready(Some(Err(error))),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+fn find_crlf(buf: &[u8]) -> Option<usize> {
+    buf.windows(2).position(|w| w == b"\r\n")
+}
+
+fn find_double_crlf(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n")
+}
+
+/// A chunk-size line: hex digits, then optional `;extensions`.
+fn parse_chunk_size(line: &[u8]) -> Option<u64> {
+    let digits = line.split(|&b| b == b';').next()?;
+    let digits = digits.strip_suffix(b" ").unwrap_or(digits);
+    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+}
+
+fn parse_trailers(block: &[u8]) -> Result<HeaderMap, BoxError> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    match httparse::parse_headers(block, &mut fields) {
+        Ok(httparse::Status::Complete((_, fields))) => {
+            let mut trailers = HeaderMap::with_capacity(fields.len());
+            for field in fields {
+                let name = HeaderName::from_bytes(field.name.as_bytes())?;
+                let value = HeaderValue::from_bytes(field.value)?;
+                trailers.append(name, value);
+            }
+            Ok(trailers)
+        }
+        _ => Err("invalid trailers in upstream response".into()),
+    }
+}
+
+impl Body for H1Body {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        // The request body still going up (the upstream answered early)
+        // moves on whenever the response is read.
+        if let (Some(writer), Some(conn)) = (this.writer.as_mut(), this.conn.as_mut()) {
+            if !writer.done {
+                if let Poll::Ready(Err(error)) = writer.poll_send(&mut conn.io, cx) {
+                    tracing::debug!(cause = %error.cause, "request body not sent after the response began");
+                    writer.done = true;
+                    this.reusable = false;
+                }
+            }
+        }
+        let polled = match this.kind {
+            BodyKind::Length(0) => Poll::Ready(None),
+            BodyKind::Length(left) => loop {
+                let Some(conn) = this.conn.as_mut() else {
+                    break Poll::Ready(None);
+                };
+                if !conn.buf.is_empty() {
+                    let take = (conn.buf.len() as u64).min(left) as usize;
+                    let data = conn.buf.split_to(take).freeze();
+                    this.kind = BodyKind::Length(left - take as u64);
+                    break Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                match this.read_more(cx) {
+                    Poll::Ready(Ok(0)) => {
+                        break Poll::Ready(Some(Err("upstream closed the connection before the body's end".into())))
+                    }
+                    Poll::Ready(Ok(_)) => {}
+                    Poll::Ready(Err(error)) => break Poll::Ready(Some(Err(error))),
+                    Poll::Pending => break Poll::Pending,
+                }
+            },
+            BodyKind::Chunked | BodyKind::ChunkedOverLength => this.poll_chunked(cx),
+            BodyKind::Close => loop {
+                let Some(conn) = this.conn.as_mut() else {
+                    break Poll::Ready(None);
+                };
+                if !conn.buf.is_empty() {
+                    break Poll::Ready(Some(Ok(Frame::data(conn.buf.split().freeze()))));
+                }
+                match this.read_more(cx) {
+                    Poll::Ready(Ok(0)) => {
+                        this.trailers_done = true;
+                        this.conn = None;
+                        break Poll::Ready(None);
+                    }
+                    Poll::Ready(Ok(_)) => {}
+                    Poll::Ready(Err(error)) => break Poll::Ready(Some(Err(error))),
+                    Poll::Pending => break Poll::Pending,
+                }
+            },
+        };
+        if this.finished() {
+            this.give_back();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.finished()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.kind {
+            BodyKind::Length(left) => SizeHint::with_exact(left),
+            _ => SizeHint::default(),
+        }
+    }
+}
+
+fn invalid(message: &str) -> ProxyError {
+    ProxyError::new(ErrorKind::UpstreamInvalid, message.to_string())
+}
+
+/// 504 for a write that timed out (`write_timeout`), else 502.
+fn io_failure(error: io::Error) -> ProxyError {
+    if error.kind() == io::ErrorKind::TimedOut {
+        return ProxyError::new(ErrorKind::UpstreamTimeout, error.to_string());
+    }
+    ProxyError::new(ErrorKind::UpstreamInvalid, error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(bytes: &[u8]) -> Result<Option<Parsed>, ProxyError> {
+        parse_head(&mut BytesMut::from(bytes))
+    }
+
+    #[test]
+    fn framing_of_response_heads() {
+        let kind = |bytes: &[u8]| head(bytes).unwrap().unwrap().kind;
+        assert_eq!(
+            kind(b"HTTP/1.1 200 OK\r\ncontent-length: 12\r\n\r\n"),
+            BodyKind::Length(12)
+        );
+        assert_eq!(
+            kind(b"HTTP/1.1 200 OK\r\ncontent-length: 5, 5\r\n\r\n"),
+            BodyKind::Length(5)
+        );
+        assert_eq!(
+            kind(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"),
+            BodyKind::Chunked
+        );
+        assert_eq!(
+            kind(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n"),
+            BodyKind::ChunkedOverLength
+        );
+        assert_eq!(
+            kind(b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n"),
+            BodyKind::Close
+        );
+        assert_eq!(kind(b"HTTP/1.1 200 OK\r\n\r\n"), BodyKind::Close);
+        assert_eq!(
+            kind(b"HTTP/1.1 204 No Content\r\ncontent-length: 3\r\n\r\n"),
+            BodyKind::Length(0)
+        );
+        assert_eq!(kind(b"HTTP/1.1 304 Not Modified\r\n\r\n"), BodyKind::Length(0));
+        assert!(head(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\n").is_err());
+        assert!(head(b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n").is_err());
+        assert!(head(b"HTTP/1.1 200 OK\r\ncontent-length: 0x5\r\n\r\n").is_err());
+        assert!(head(b"HTTP/1.1 200 OK\r\ncontent-le").unwrap().is_none());
+        assert!(head(b"HTTP/1.1 2000 OK\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn head_values_keep_their_bytes_and_what_follows_stays() {
+        let mut buf =
+            BytesMut::from(&b"HTTP/1.1 201 Created\r\nX-A: one\r\nx-a: two\r\ncontent-length: 2\r\n\r\nhi"[..]);
+        let parsed = parse_head(&mut buf).unwrap().unwrap();
+        assert_eq!(parsed.response.status(), 201);
+        let values: Vec<_> = parsed.response.headers().get_all("x-a").iter().collect();
+        assert_eq!(values, ["one", "two"]);
+        assert_eq!(&buf[..], b"hi");
+    }
+
+    #[test]
+    fn chunk_sizes() {
+        assert_eq!(parse_chunk_size(b"1a"), Some(26));
+        assert_eq!(parse_chunk_size(b"0"), Some(0));
+        assert_eq!(parse_chunk_size(b"A;name=value"), Some(10));
+        assert_eq!(parse_chunk_size(b""), None);
+        assert_eq!(parse_chunk_size(b"-1"), None);
+        assert_eq!(parse_chunk_size(b"+1"), None);
+        assert_eq!(parse_chunk_size(b"fffffffffffffffff"), None);
+    }
+
+    #[test]
+    fn request_framing_as_hyper_sets_it() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(request_framing(&mut headers, &crate::body::empty()), Framing::None);
+        assert!(headers.is_empty());
+        let mut headers = HeaderMap::new();
+        let body = crate::body::full(Bytes::from_static(b"abc"));
+        assert_eq!(request_framing(&mut headers, &body), Framing::Length(3));
+        assert_eq!(headers[header::CONTENT_LENGTH], "3");
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("7"));
+        assert_eq!(request_framing(&mut headers, &body), Framing::Length(7));
+    }
+
+    /// A raw origin: answers each request on a connection with the next
+    /// canned response; returns how many connections it accepted.
+    async fn origin(responses: Vec<&'static [u8]>) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = accepted.clone();
+        tokio::spawn(async move {
+            let mut responses = responses.into_iter();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = socket.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    // One response per request head (the bodies here are tiny).
+                    while let Some(end) = find_double_crlf(&seen) {
+                        let head = String::from_utf8_lossy(&seen[..end]).to_lowercase();
+                        let body = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length: "))
+                            .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+                        if seen.len() < end + 4 + body {
+                            break;
+                        }
+                        seen.drain(..end + 4 + body);
+                        let Some(response) = responses.next() else { return };
+                        socket.write_all(response).await.unwrap();
+                    }
+                }
+            }
+        });
+        (addr, accepted)
+    }
+
+    async fn exchange(
+        pool: &crate::upstream::Pool,
+        addr: std::net::SocketAddr,
+        request: Request<ProxyBody>,
+    ) -> (StatusCode, Bytes, Option<HeaderMap>) {
+        use http_body_util::BodyExt;
+        let endpoint = crate::upstream::Endpoint {
+            write_timeout: std::time::Duration::from_secs(5),
+            addr,
+            http2: false,
+            tls: None,
+        };
+        let timeout = std::time::Duration::from_secs(5);
+        let lease = pool.acquire(&endpoint, timeout).await.unwrap();
+        let response = pool
+            .dispatch(lease, &endpoint, request, timeout, timeout)
+            .await
+            .map_err(|f| f.error)
+            .unwrap();
+        let status = response.status();
+        let collected = response.into_body().collect().await.unwrap();
+        let trailers = collected.trailers().cloned();
+        (status, collected.to_bytes(), trailers)
+    }
+
+    #[tokio::test]
+    async fn chunked_bodies_trailers_and_informational_heads_then_the_connection_is_reused() {
+        let (addr, accepted) = origin(vec![
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nx-t: 1\r\n\r\n",
+            b"HTTP/1.1 201 Created\r\ncontent-length: 2\r\n\r\nok",
+            b"HTTP/1.1 204 No Content\r\n\r\n",
+        ])
+        .await;
+        let pool = crate::upstream::Pool::default();
+        let get = || Request::get("/a").body(crate::body::empty()).unwrap();
+        let (status, body, trailers) = exchange(&pool, addr, get()).await;
+        assert_eq!(status, 200);
+        assert_eq!(&body[..], b"abcde");
+        assert_eq!(trailers.unwrap()["x-t"], "1");
+        let post = Request::post("/b")
+            .body(crate::body::full(Bytes::from_static(b"hello")))
+            .unwrap();
+        let (status, body, _) = exchange(&pool, addr, post).await;
+        assert_eq!((status, &body[..]), (StatusCode::CREATED, &b"ok"[..]));
+        let (status, body, _) = exchange(&pool, addr, get()).await;
+        assert_eq!((status, body.len()), (StatusCode::NO_CONTENT, 0));
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "one kept-alive connection"
+        );
+        assert_eq!(pool.idle_http1(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_response_read_to_the_close_is_not_kept_and_the_next_request_opens_a_connection() {
+        let (addr, accepted) = origin(vec![
+            b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 1\r\n\r\nx",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\ny",
+        ])
+        .await;
+        let pool = crate::upstream::Pool::default();
+        let get = || Request::get("/").body(crate::body::empty()).unwrap();
+        assert_eq!(&exchange(&pool, addr, get()).await.1[..], b"x");
+        assert_eq!(pool.idle_http1(), 0);
+        assert_eq!(&exchange(&pool, addr, get()).await.1[..], b"y");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+}
