@@ -18,6 +18,7 @@
 //! until the upstream closes. Informational responses other than `101` are
 //! skipped; `101` hands the connection to a tunnel (tunnel.rs).
 
+use std::fmt::Write as _;
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
@@ -88,8 +89,6 @@ pub struct H1Conn {
     io: Io,
     /// Bytes read and not yet parsed.
     buf: BytesMut,
-    /// Requests it carried before the one in flight.
-    pub(crate) uses: u32,
 }
 
 /// A connection after a `101 Switching Protocols`: the socket and what was
@@ -108,7 +107,6 @@ impl H1Conn {
         H1Conn {
             io,
             buf: BytesMut::new(),
-            uses: 0,
         }
     }
 
@@ -315,7 +313,12 @@ fn encode_head(method: &Method, uri: &http::Uri, headers: &HeaderMap, out: &mut 
     out.put_u8(b' ');
     out.put_slice(uri.path_and_query().map_or("/", |p| p.as_str()).as_bytes());
     out.put_slice(b" HTTP/1.1\r\n");
-    for (name, value) in headers {
+    put_fields(headers, out);
+}
+
+/// Header (or trailer) fields, then the empty line that ends them.
+fn put_fields(fields: &HeaderMap, out: &mut BytesMut) {
+    for (name, value) in fields {
         out.put_slice(name.as_str().as_bytes());
         out.put_slice(b": ");
         out.put_slice(value.as_bytes());
@@ -442,7 +445,8 @@ impl Writer {
                     self.out.put_slice(&data);
                 }
                 Framing::Chunked => {
-                    self.out.put_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                    // Writing into a BytesMut cannot fail.
+                    let _ = write!(self.out, "{:x}\r\n", data.len());
                     self.out.put_slice(&data);
                     self.out.put_slice(b"\r\n");
                 }
@@ -453,13 +457,7 @@ impl Writer {
                 // (HTTP/1.1 has nowhere else to put them); the body ends.
                 if let (Ok(trailers), Framing::Chunked) = (frame.into_trailers(), self.framing) {
                     self.out.put_slice(b"0\r\n");
-                    for (name, value) in &trailers {
-                        self.out.put_slice(name.as_str().as_bytes());
-                        self.out.put_slice(b": ");
-                        self.out.put_slice(value.as_bytes());
-                        self.out.put_slice(b"\r\n");
-                    }
-                    self.out.put_slice(b"\r\n");
+                    put_fields(&trailers, &mut self.out);
                     self.body = None;
                 }
             }
@@ -656,6 +654,15 @@ impl H1Body {
         }
     }
 
+    /// Ready(Ok(true)) once bytes are buffered, Ready(Ok(false)) when the
+    /// upstream closed the connection first.
+    fn poll_buffered(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool, BoxError>> {
+        if self.conn.as_ref().is_some_and(|conn| !conn.buf.is_empty()) {
+            return Poll::Ready(Ok(true));
+        }
+        self.read_more(cx).map_ok(|n| n > 0)
+    }
+
     fn read_more(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BoxError>> {
         let Some(conn) = self.conn.as_mut() else {
             return Poll::Ready(Ok(0));
@@ -793,43 +800,33 @@ impl Body for H1Body {
         }
         let polled = match this.kind {
             BodyKind::Length(0) => Poll::Ready(None),
-            BodyKind::Length(left) => loop {
-                let Some(conn) = this.conn.as_mut() else {
-                    break Poll::Ready(None);
-                };
-                if !conn.buf.is_empty() {
-                    let take = (conn.buf.len() as u64).min(left) as usize;
-                    let data = conn.buf.split_to(take).freeze();
+            BodyKind::Length(left) => match this.poll_buffered(cx) {
+                Poll::Ready(Ok(true)) => {
+                    let buf = &mut this.conn.as_mut().expect("bytes are buffered on it").buf;
+                    let take = (buf.len() as u64).min(left) as usize;
+                    let data = buf.split_to(take).freeze();
                     this.kind = BodyKind::Length(left - take as u64);
-                    break Poll::Ready(Some(Ok(Frame::data(data))));
+                    Poll::Ready(Some(Ok(Frame::data(data))))
                 }
-                match this.read_more(cx) {
-                    Poll::Ready(Ok(0)) => {
-                        break Poll::Ready(Some(Err("upstream closed the connection before the body's end".into())))
-                    }
-                    Poll::Ready(Ok(_)) => {}
-                    Poll::Ready(Err(error)) => break Poll::Ready(Some(Err(error))),
-                    Poll::Pending => break Poll::Pending,
+                Poll::Ready(Ok(false)) => {
+                    Poll::Ready(Some(Err("upstream closed the connection before the body's end".into())))
                 }
+                Poll::Ready(Err(error)) => Poll::Ready(Some(Err(error))),
+                Poll::Pending => Poll::Pending,
             },
             BodyKind::Chunked | BodyKind::ChunkedOverLength => this.poll_chunked(cx),
-            BodyKind::Close => loop {
-                let Some(conn) = this.conn.as_mut() else {
-                    break Poll::Ready(None);
-                };
-                if !conn.buf.is_empty() {
-                    break Poll::Ready(Some(Ok(Frame::data(conn.buf.split().freeze()))));
+            BodyKind::Close => match this.poll_buffered(cx) {
+                Poll::Ready(Ok(true)) => {
+                    let buf = &mut this.conn.as_mut().expect("bytes are buffered on it").buf;
+                    Poll::Ready(Some(Ok(Frame::data(buf.split().freeze()))))
                 }
-                match this.read_more(cx) {
-                    Poll::Ready(Ok(0)) => {
-                        this.trailers_done = true;
-                        this.conn = None;
-                        break Poll::Ready(None);
-                    }
-                    Poll::Ready(Ok(_)) => {}
-                    Poll::Ready(Err(error)) => break Poll::Ready(Some(Err(error))),
-                    Poll::Pending => break Poll::Pending,
+                Poll::Ready(Ok(false)) => {
+                    this.trailers_done = true;
+                    this.conn = None;
+                    Poll::Ready(None)
                 }
+                Poll::Ready(Err(error)) => Poll::Ready(Some(Err(error))),
+                Poll::Pending => Poll::Pending,
             },
         };
         if this.finished() {

@@ -143,7 +143,7 @@ fn add_kong_headers(
     }
 }
 
-const X_KONG_REQUEST_ID: HeaderName = HeaderName::from_static("x-kong-request-id");
+pub(crate) const X_KONG_REQUEST_ID: HeaderName = HeaderName::from_static("x-kong-request-id");
 const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 
 /// Most of a request body `request_buffering` holds in memory; past it the

@@ -266,10 +266,9 @@ pub(crate) async fn run(
         details.response_headers = head.headers.clone();
         // Added to every response after this point (handler.rs).
         if exchange.shared.headers.request_id {
-            details.response_headers.insert(
-                http::HeaderName::from_static("x-kong-request-id"),
-                exchange.request_id.header_value(),
-            );
+            details
+                .response_headers
+                .insert(crate::handler::X_KONG_REQUEST_ID, exchange.request_id.header_value());
         }
     }
     let outcome = Outcome {

@@ -165,12 +165,11 @@ pub(crate) struct Home {
 
 impl Home {
     /// Keep `conn` for reuse, if the limits allow.
-    pub(crate) fn checkin(self, mut conn: H1Conn) {
+    pub(crate) fn checkin(self, conn: H1Conn) {
         let idle = &self.idle;
         if idle.keepalive.pool_size == 0 || idle.spent(self.uses) {
             return;
         }
-        conn.uses = self.uses;
         let epoch = idle.now();
         let mut map = lock(&idle.map);
         let list = map.entry(self.key).or_default();
@@ -307,7 +306,7 @@ impl Pool {
 
     /// The connection carried as many requests as it may.
     fn spent(&self, uses: u32) -> bool {
-        self.keepalive.max_requests != 0 && uses >= self.keepalive.max_requests
+        self.http1.spent(uses)
     }
 
     /// Keep `sender` (which has now carried `uses` requests) for reuse, if
