@@ -1,6 +1,7 @@
 //! The HTTP/1 request head as the proxy front reads it: the preread decision (HTTP/1, HTTP/2
-//! preface, refusal), then hyper's parser (httparse) on an accepted head, then the path
-//! normalization routing sees. None of it may panic on any bytes.
+//! preface, refusal), then Strait's HTTP/1.1 server codec on an accepted head (httparse, the
+//! request it builds and its framing rules), then the path normalization routing sees. None of
+//! it may panic on any bytes.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -16,12 +17,7 @@ fuzz_target!(|data: &[u8]| {
     if examine_head(data, &limits) != Some(HeadDecision::Http1) {
         return;
     }
-    let mut headers = [httparse::EMPTY_HEADER; 100];
-    let mut request = httparse::Request::new(&mut headers);
-    if let Ok(httparse::Status::Complete(_)) = request.parse(data) {
-        if let Some(path) = request.path {
-            let raw = path.split('?').next().unwrap_or(path);
-            let _ = strait_router::normalize_path(raw);
-        }
+    if let Ok(Some(request)) = strait_proxy::parse_request_head(data, &limits) {
+        let _ = strait_router::normalize_path(request.uri().path());
     }
 });

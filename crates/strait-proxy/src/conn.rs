@@ -2,7 +2,6 @@
 //! size/count/time limits before any parser runs, protocol choice (HTTP/1.1,
 //! h2c prior knowledge, h2 via ALPN), and graceful shutdown.
 
-use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -10,16 +9,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::timeout;
 
 use crate::error::{raw_error_response, ErrorKind};
-use crate::handler::{handle, incoming_body, ConnInfo};
+use crate::handler::ConnInfo;
 use crate::Shared;
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -106,7 +102,7 @@ impl Default for ClientLimits {
 /// What the pre-read decided.
 #[derive(Debug, PartialEq)]
 enum Preread {
-    Http1(Bytes),
+    Http1(BytesMut),
     Http2(Bytes),
     /// Peer closed before sending a request.
     Closed,
@@ -195,7 +191,7 @@ async fn preread<IO: AsyncRead + Unpin>(io: &mut IO, limits: &ClientLimits) -> P
     let read_headers = async {
         loop {
             match examine_head(&buf, limits) {
-                Some(HeadDecision::Http1) => return Preread::Http1(buf.split().freeze()),
+                Some(HeadDecision::Http1) => return Preread::Http1(buf.split()),
                 Some(HeadDecision::Http2) => return Preread::Http2(buf.split().freeze()),
                 Some(HeadDecision::Reject(kind)) => return Preread::Reject(kind),
                 Some(HeadDecision::InvalidPreface) => return Preread::InvalidPreface,
@@ -319,28 +315,11 @@ async fn serve_stream<IO>(
             let _ = timeout(Duration::from_secs(1), io.write_all(&GOAWAY_PROTOCOL_ERROR)).await;
             let _ = timeout(Duration::from_secs(1), io.shutdown()).await;
         }
-        Preread::Http1(prefix) => {
-            let io = TokioIo::new(Rewind { prefix, inner: io });
-            run_http1(io, info, shared, shutdown).await;
-        }
+        Preread::Http1(read) => crate::h1_server::serve(io, read, info, shared, shutdown).await,
         Preread::Http2(prefix) => {
             crate::h2_server::serve(Rewind { prefix, inner: io }, info, shared, shutdown).await;
         }
     }
-}
-
-macro_rules! request_service {
-    ($info:expr, $shared:expr, $retire:expr) => {{
-        let info = Arc::new($info);
-        let shared = $shared.clone();
-        let retire = $retire.clone();
-        service_fn(move |request| {
-            let info = info.clone();
-            let shared = shared.clone();
-            retire.count_request();
-            async move { Ok::<_, Infallible>(handle(request.map(incoming_body), &info, &shared).await) }
-        })
-    }};
 }
 
 /// When a client connection should be asked to go: at its (jittered) age,
@@ -393,43 +372,6 @@ pub fn jittered(age: Duration) -> Duration {
     age.mul_f64(fraction)
 }
 
-async fn run_http1<IO>(io: TokioIo<IO>, info: ConnInfo, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let retire = Retire::new(&shared.limits);
-    let service = request_service!(info, shared, retire);
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(shared.limits.header_timeout)
-        .max_buf_size(shared.limits.max_header_bytes.max(8192))
-        .max_headers(shared.limits.max_headers)
-        .keep_alive(true);
-    let connection = builder.serve_connection(io, service).with_upgrades();
-    tokio::pin!(connection);
-    tokio::select! {
-        result = connection.as_mut() => log_end(result),
-        _ = crate::stopped(&mut shutdown) => {
-            connection.as_mut().graceful_shutdown();
-            log_end(connection.await);
-        }
-        _ = retire.due(&shared.limits) => {
-            // The response in flight (if any) carries `Connection: close`.
-            connection.as_mut().graceful_shutdown();
-            if let Ok(result) = timeout(shared.limits.max_connection_age_grace, connection.as_mut()).await {
-                log_end(result);
-            }
-        }
-    }
-}
-
-fn log_end(result: Result<(), hyper::Error>) {
-    if let Err(error) = result {
-        tracing::debug!(%error, "client connection ended with an error");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -465,7 +407,7 @@ mod tests {
         let outcome = run(b"GET / HTTP/1.1\r\nHost: a\r\n\r\nextra").await;
         assert_eq!(
             outcome,
-            Preread::Http1(Bytes::from_static(b"GET / HTTP/1.1\r\nHost: a\r\n\r\nextra"))
+            Preread::Http1(BytesMut::from(&b"GET / HTTP/1.1\r\nHost: a\r\n\r\nextra"[..]))
         );
     }
 

@@ -18,7 +18,6 @@
 //! until the upstream closes. Informational responses other than `101` are
 //! skipped; `101` hands the connection to a tunnel (tunnel.rs).
 
-use std::fmt::Write as _;
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
@@ -34,6 +33,7 @@ use tokio::net::TcpStream;
 
 use crate::body::{BoxError, ProxyBody};
 use crate::error::{ErrorKind, ProxyError};
+use crate::h1_codec::{content_length, put_chunk, put_fields, put_last_chunk, ready_read, BodyKind, Decoder};
 use crate::upstream::{Home, WriteTimeoutIo};
 
 /// Longest response head accepted from an upstream (nginx's
@@ -41,10 +41,6 @@ use crate::upstream::{Home, WriteTimeoutIo};
 const MAX_HEAD: usize = 64 * 1024;
 /// Most header fields in an upstream response head.
 const MAX_HEADERS: usize = 128;
-/// Bytes read from the socket at a time.
-const READ_CHUNK: usize = 16 * 1024;
-/// Longest chunk-size line (size, extensions) accepted.
-const MAX_CHUNK_LINE: usize = 4096;
 
 /// The socket under an upstream HTTP/1.1 connection.
 pub(crate) enum Io {
@@ -193,17 +189,15 @@ impl H1Conn {
             return Ok(Ok(response.map(|()| crate::upstream::UpstreamBody::Empty)));
         }
         let kind = if head_request { BodyKind::Length(0) } else { kind };
-        let reusable = kind.reusable() && keeps_alive(&response) && write_failed.is_none();
+        let reusable = reusable(kind) && keeps_alive(&response) && write_failed.is_none();
         let body = H1Body {
             conn: Some(self),
-            kind,
+            decoder: Decoder::new(kind, "upstream response"),
             writer: (!writer.done).then_some(writer),
             reusable,
             home: Some(home),
-            chunk: ChunkState::Size,
-            trailers_done: false,
         };
-        let body = if body.finished() {
+        let body = if body.decoder.finished() {
             body.release();
             crate::upstream::UpstreamBody::Empty
         } else {
@@ -241,14 +235,6 @@ impl H1Conn {
             }
         }
     }
-}
-
-/// Read what the socket has into `buf`.
-fn ready_read(io: &mut Io, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-        buf.reserve(READ_CHUNK);
-    }
-    tokio_util::io::poll_read_buf(Pin::new(io), cx, buf)
 }
 
 /// How a request body goes out.
@@ -289,42 +275,12 @@ fn request_framing(headers: &mut HeaderMap, body: &ProxyBody) -> Framing {
     }
 }
 
-/// The single `Content-Length` value (equal repeats allowed), if valid.
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    let mut found = None;
-    for value in headers.get_all(header::CONTENT_LENGTH) {
-        for part in value.to_str().ok()?.split(',') {
-            let part = part.trim();
-            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            let n: u64 = part.parse().ok()?;
-            if found.is_some_and(|f| f != n) {
-                return None;
-            }
-            found = Some(n);
-        }
-    }
-    found
-}
-
 fn encode_head(method: &Method, uri: &http::Uri, headers: &HeaderMap, out: &mut BytesMut) {
     out.put_slice(method.as_str().as_bytes());
     out.put_u8(b' ');
     out.put_slice(uri.path_and_query().map_or("/", |p| p.as_str()).as_bytes());
     out.put_slice(b" HTTP/1.1\r\n");
     put_fields(headers, out);
-}
-
-/// Header (or trailer) fields, then the empty line that ends them.
-fn put_fields(fields: &HeaderMap, out: &mut BytesMut) {
-    for (name, value) in fields {
-        out.put_slice(name.as_str().as_bytes());
-        out.put_slice(b": ");
-        out.put_slice(value.as_bytes());
-        out.put_slice(b"\r\n");
-    }
-    out.put_slice(b"\r\n");
 }
 
 /// The request body on its way up.
@@ -420,7 +376,7 @@ impl Writer {
                     }
                 }
                 if self.framing == Framing::Chunked {
-                    self.out.put_slice(b"0\r\n\r\n");
+                    put_last_chunk(None, &mut self.out);
                 }
                 return Ok(());
             }
@@ -444,20 +400,14 @@ impl Writer {
                     *left -= data.len() as u64;
                     self.out.put_slice(&data);
                 }
-                Framing::Chunked => {
-                    // Writing into a BytesMut cannot fail.
-                    let _ = write!(self.out, "{:x}\r\n", data.len());
-                    self.out.put_slice(&data);
-                    self.out.put_slice(b"\r\n");
-                }
+                Framing::Chunked => put_chunk(&data, &mut self.out),
                 Framing::None => {}
             },
             Err(frame) => {
                 // Trailers: sent with a chunked body, dropped otherwise
                 // (HTTP/1.1 has nowhere else to put them); the body ends.
                 if let (Ok(trailers), Framing::Chunked) = (frame.into_trailers(), self.framing) {
-                    self.out.put_slice(b"0\r\n");
-                    put_fields(&trailers, &mut self.out);
+                    put_last_chunk(Some(&trailers), &mut self.out);
                     self.body = None;
                 }
             }
@@ -501,22 +451,9 @@ impl Writer {
     }
 }
 
-/// How a response body is delimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BodyKind {
-    Length(u64),
-    Chunked,
-    /// Chunked while a `Content-Length` was also given: read as chunked,
-    /// never reused.
-    ChunkedOverLength,
-    /// Until the upstream closes.
-    Close,
-}
-
-impl BodyKind {
-    fn reusable(self) -> bool {
-        matches!(self, BodyKind::Length(_) | BodyKind::Chunked)
-    }
+/// Whether a connection can carry another exchange after a body of this kind.
+fn reusable(kind: BodyKind) -> bool {
+    matches!(kind, BodyKind::Length(_) | BodyKind::Chunked)
 }
 
 struct Parsed {
@@ -607,38 +544,17 @@ fn keeps_alive(response: &Response<()>) -> bool {
     !close
 }
 
-#[derive(Debug, Clone, Copy)]
-enum ChunkState {
-    /// Expecting a chunk-size line.
-    Size,
-    /// Inside a chunk: this many data bytes left.
-    Data(u64),
-    /// After a chunk's data: expecting CRLF.
-    DataEnd,
-    /// After the last chunk: trailer fields until an empty line.
-    Trailers,
-}
-
 /// A response body read straight from the connection.
 pub struct H1Body {
     conn: Option<H1Conn>,
-    kind: BodyKind,
+    decoder: Decoder,
     /// The request body, when the response started before it was all sent.
     writer: Option<Writer>,
     reusable: bool,
     home: Option<Home>,
-    chunk: ChunkState,
-    trailers_done: bool,
 }
 
 impl H1Body {
-    fn finished(&self) -> bool {
-        match self.kind {
-            BodyKind::Length(left) => left == 0,
-            _ => self.trailers_done,
-        }
-    }
-
     /// The body ended: the connection goes back to the pool when it can
     /// carry another request.
     fn release(mut self) {
@@ -652,132 +568,6 @@ impl H1Body {
                 home.checkin(conn);
             }
         }
-    }
-
-    /// Ready(Ok(true)) once bytes are buffered, Ready(Ok(false)) when the
-    /// upstream closed the connection first.
-    fn poll_buffered(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool, BoxError>> {
-        if self.conn.as_ref().is_some_and(|conn| !conn.buf.is_empty()) {
-            return Poll::Ready(Ok(true));
-        }
-        self.read_more(cx).map_ok(|n| n > 0)
-    }
-
-    fn read_more(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, BoxError>> {
-        let Some(conn) = self.conn.as_mut() else {
-            return Poll::Ready(Ok(0));
-        };
-        match ready_read(&mut conn.io, &mut conn.buf, cx) {
-            Poll::Ready(Ok(n)) => Poll::Ready(Ok(n)),
-            Poll::Ready(Err(error)) => Poll::Ready(Err(Box::new(error))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn poll_chunked(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        loop {
-            let Some(conn) = self.conn.as_mut() else {
-                return Poll::Ready(None);
-            };
-            match self.chunk {
-                ChunkState::Size => {
-                    if let Some(end) = find_crlf(&conn.buf) {
-                        let line = conn.buf.split_to(end + 2);
-                        let size = parse_chunk_size(&line[..end]).ok_or("invalid chunk size in upstream response")?;
-                        self.chunk = if size == 0 {
-                            ChunkState::Trailers
-                        } else {
-                            ChunkState::Data(size)
-                        };
-                        continue;
-                    }
-                    if conn.buf.len() > MAX_CHUNK_LINE {
-                        return Poll::Ready(Some(Err("chunk size line too long in upstream response".into())));
-                    }
-                }
-                ChunkState::Data(left) => {
-                    if !conn.buf.is_empty() {
-                        let take = (conn.buf.len() as u64).min(left) as usize;
-                        let data = conn.buf.split_to(take).freeze();
-                        let left = left - take as u64;
-                        self.chunk = if left == 0 {
-                            ChunkState::DataEnd
-                        } else {
-                            ChunkState::Data(left)
-                        };
-                        return Poll::Ready(Some(Ok(Frame::data(data))));
-                    }
-                }
-                ChunkState::DataEnd => {
-                    if conn.buf.len() >= 2 {
-                        if &conn.buf[..2] != b"\r\n" {
-                            return Poll::Ready(Some(Err("chunk not ended by CRLF in upstream response".into())));
-                        }
-                        conn.buf.advance(2);
-                        self.chunk = ChunkState::Size;
-                        continue;
-                    }
-                }
-                ChunkState::Trailers => {
-                    if conn.buf.starts_with(b"\r\n") {
-                        conn.buf.advance(2);
-                        self.trailers_done = true;
-                        return Poll::Ready(None);
-                    }
-                    if let Some(end) = find_double_crlf(&conn.buf) {
-                        let block = conn.buf.split_to(end + 4);
-                        let trailers = parse_trailers(&block)?;
-                        self.trailers_done = true;
-                        return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
-                    }
-                    if conn.buf.len() > MAX_HEAD {
-                        return Poll::Ready(Some(Err("upstream trailers too large".into())));
-                    }
-                }
-            }
-            match self.read_more(cx) {
-                Poll::Ready(Ok(0)) => {
-                    return Poll::Ready(Some(Err("upstream closed the connection inside a chunked body".into())))
-                }
-                Poll::Ready(Ok(_)) => {}
-                Poll::Ready(Err(error)) => return Poll::Ready(Some(Err(error))),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-    }
-}
-
-fn find_crlf(buf: &[u8]) -> Option<usize> {
-    buf.windows(2).position(|w| w == b"\r\n")
-}
-
-fn find_double_crlf(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n")
-}
-
-/// A chunk-size line: hex digits, then optional `;extensions`.
-fn parse_chunk_size(line: &[u8]) -> Option<u64> {
-    let digits = line.split(|&b| b == b';').next()?;
-    let digits = digits.strip_suffix(b" ").unwrap_or(digits);
-    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_hexdigit) {
-        return None;
-    }
-    u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
-}
-
-fn parse_trailers(block: &[u8]) -> Result<HeaderMap, BoxError> {
-    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    match httparse::parse_headers(block, &mut fields) {
-        Ok(httparse::Status::Complete((_, fields))) => {
-            let mut trailers = HeaderMap::with_capacity(fields.len());
-            for field in fields {
-                let name = HeaderName::from_bytes(field.name.as_bytes())?;
-                let value = HeaderValue::from_bytes(field.value)?;
-                trailers.append(name, value);
-            }
-            Ok(trailers)
-        }
-        _ => Err("invalid trailers in upstream response".into()),
     }
 }
 
@@ -798,52 +588,22 @@ impl Body for H1Body {
                 }
             }
         }
-        let polled = match this.kind {
-            BodyKind::Length(0) => Poll::Ready(None),
-            BodyKind::Length(left) => match this.poll_buffered(cx) {
-                Poll::Ready(Ok(true)) => {
-                    let buf = &mut this.conn.as_mut().expect("bytes are buffered on it").buf;
-                    let take = (buf.len() as u64).min(left) as usize;
-                    let data = buf.split_to(take).freeze();
-                    this.kind = BodyKind::Length(left - take as u64);
-                    Poll::Ready(Some(Ok(Frame::data(data))))
-                }
-                Poll::Ready(Ok(false)) => {
-                    Poll::Ready(Some(Err("upstream closed the connection before the body's end".into())))
-                }
-                Poll::Ready(Err(error)) => Poll::Ready(Some(Err(error))),
-                Poll::Pending => Poll::Pending,
-            },
-            BodyKind::Chunked | BodyKind::ChunkedOverLength => this.poll_chunked(cx),
-            BodyKind::Close => match this.poll_buffered(cx) {
-                Poll::Ready(Ok(true)) => {
-                    let buf = &mut this.conn.as_mut().expect("bytes are buffered on it").buf;
-                    Poll::Ready(Some(Ok(Frame::data(buf.split().freeze()))))
-                }
-                Poll::Ready(Ok(false)) => {
-                    this.trailers_done = true;
-                    this.conn = None;
-                    Poll::Ready(None)
-                }
-                Poll::Ready(Err(error)) => Poll::Ready(Some(Err(error))),
-                Poll::Pending => Poll::Pending,
-            },
+        let polled = match this.conn.as_mut() {
+            Some(conn) => this.decoder.poll_frame(&mut conn.io, &mut conn.buf, cx),
+            None => Poll::Ready(None),
         };
-        if this.finished() {
+        if this.decoder.finished() {
             this.give_back();
         }
         polled
     }
 
     fn is_end_stream(&self) -> bool {
-        self.finished()
+        self.decoder.finished()
     }
 
     fn size_hint(&self) -> SizeHint {
-        match self.kind {
-            BodyKind::Length(left) => SizeHint::with_exact(left),
-            _ => SizeHint::default(),
-        }
+        self.decoder.size_hint()
     }
 }
 
@@ -862,6 +622,7 @@ fn io_failure(error: io::Error) -> ProxyError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::h1_codec::find_double_crlf;
 
     fn head(bytes: &[u8]) -> Result<Option<Parsed>, ProxyError> {
         parse_head(&mut BytesMut::from(bytes))
@@ -912,17 +673,6 @@ mod tests {
         let values: Vec<_> = parsed.response.headers().get_all("x-a").iter().collect();
         assert_eq!(values, ["one", "two"]);
         assert_eq!(&buf[..], b"hi");
-    }
-
-    #[test]
-    fn chunk_sizes() {
-        assert_eq!(parse_chunk_size(b"1a"), Some(26));
-        assert_eq!(parse_chunk_size(b"0"), Some(0));
-        assert_eq!(parse_chunk_size(b"A;name=value"), Some(10));
-        assert_eq!(parse_chunk_size(b""), None);
-        assert_eq!(parse_chunk_size(b"-1"), None);
-        assert_eq!(parse_chunk_size(b"+1"), None);
-        assert_eq!(parse_chunk_size(b"fffffffffffffffff"), None);
     }
 
     #[test]

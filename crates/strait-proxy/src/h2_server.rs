@@ -164,7 +164,7 @@ async fn respond_with(mut respond: SendResponse<Bytes>, response: Response<Proxy
 }
 
 /// The `Date` header's value, formatted once a second per thread.
-fn http_date() -> HeaderValue {
+pub(crate) fn http_date() -> HeaderValue {
     thread_local! {
         static CACHED: std::cell::RefCell<(u64, HeaderValue)> =
             const { std::cell::RefCell::new((u64::MAX, HeaderValue::from_static(""))) };

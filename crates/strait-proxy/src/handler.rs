@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{Request, Response, Uri, Version};
-use hyper::body::Incoming;
 use strait_core::ProtocolSet;
 use strait_router::{normalize_path, upstream_path, HeaderLookup, InvalidPath, RequestFacts, RouteMatch};
 use strait_runtime::health::{InFlight, Report};
@@ -310,12 +309,6 @@ async fn proxy(
         request, conn, shared, &matched, &service, &host, port, started, request_id, None, false, None,
     )
     .await
-}
-
-/// The client's body as the proxy's boxed body type (a plain function: a
-/// generic one passed by name trips the compiler's `Send` inference).
-pub(crate) fn incoming_body(body: Incoming) -> ProxyBody {
-    boxed(body)
 }
 
 /// What the plugin path needs of the request beyond the request itself.

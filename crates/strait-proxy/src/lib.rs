@@ -16,6 +16,8 @@ pub mod dns;
 pub mod error;
 pub mod grpc;
 pub mod h1_client;
+pub(crate) mod h1_codec;
+pub(crate) mod h1_server;
 pub mod h2_body;
 pub mod h2_client;
 pub mod h2_server;
@@ -40,6 +42,7 @@ use arc_swap::ArcSwap;
 
 pub use compiler::{PublishError, SnapshotPublisher};
 pub use conn::ClientLimits;
+pub use h1_server::parse_request_head;
 pub use listen::{parse_listen, ListenSpec};
 pub use snapshot::{compile_snapshot, compile_snapshot_hashed, config_hash, CompileError, Snapshot};
 pub use stats::ProxyStats;

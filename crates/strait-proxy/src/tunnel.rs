@@ -23,18 +23,51 @@ use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode, Version};
-use hyper::upgrade::OnUpgrade;
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::oneshot;
 
-use crate::h1_client::{Io, Switched, SwitchedSlot};
+use crate::h1_client::{Switched, SwitchedSlot};
 
 /// A client's request to switch protocols.
 pub(crate) struct Upgrade {
     /// The client's `Upgrade` header (`websocket`).
     protocol: HeaderValue,
     /// Resolves to the client's connection once the 101 is written.
-    client: OnUpgrade,
+    client: oneshot::Receiver<Upgraded>,
+}
+
+/// A client connection after the `101` went out on it: what was read past
+/// the request's head, then the socket.
+pub(crate) type Upgraded = Prefixed<Box<dyn Stream>>;
+
+/// A socket of any kind.
+pub(crate) trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
+
+/// The request's hold on its connection once switched, put on requests that
+/// carry `Upgrade` by the HTTP/1.1 server (h1_server.rs).
+#[derive(Clone)]
+pub(crate) struct ClientUpgrade(Arc<std::sync::Mutex<Option<oneshot::Receiver<Upgraded>>>>);
+
+/// The server's side of a [`ClientUpgrade`].
+pub(crate) struct Handover(oneshot::Sender<Upgraded>);
+
+impl ClientUpgrade {
+    pub(crate) fn new() -> (ClientUpgrade, Handover) {
+        let (sender, receiver) = oneshot::channel();
+        (
+            ClientUpgrade(Arc::new(std::sync::Mutex::new(Some(receiver)))),
+            Handover(sender),
+        )
+    }
+}
+
+impl Handover {
+    /// The 101 is written: the connection goes to the tunnel.
+    pub(crate) fn complete<T: Stream + 'static>(self, io: T, read: bytes::Bytes) {
+        let _ = self.0.send(Prefixed { read, io: Box::new(io) });
+    }
 }
 
 /// The upgrade a request asks for, taken from it (HTTP/1.1 only).
@@ -47,10 +80,13 @@ pub(crate) fn requested<B>(request: &mut Request<B>) -> Option<Upgrade> {
     if !crate::handler::lists_token(request.headers(), &header::CONNECTION, "upgrade") {
         return None;
     }
-    Some(Upgrade {
-        protocol,
-        client: hyper::upgrade::on(request),
-    })
+    let slot = request.extensions_mut().remove::<ClientUpgrade>()?;
+    let client = slot
+        .0
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()?;
+    Some(Upgrade { protocol, client })
 }
 
 impl Upgrade {
@@ -89,13 +125,10 @@ pub(crate) fn set_headers(headers: &mut HeaderMap, protocol: HeaderValue) {
     headers.insert(header::UPGRADE, protocol);
 }
 
-async fn run(client: OnUpgrade, upstream: Switched, idle: Duration) {
-    let client = match client.await {
-        Ok(client) => client,
-        Err(error) => {
-            tracing::debug!(%error, "upgrade not completed");
-            return;
-        }
+async fn run(client: oneshot::Receiver<Upgraded>, upstream: Switched, idle: Duration) {
+    let Ok(client) = client.await else {
+        tracing::debug!("upgrade not completed: the 101 did not reach the client");
+        return;
     };
     let upstream = Prefixed {
         read: upstream.read,
@@ -103,7 +136,7 @@ async fn run(client: OnUpgrade, upstream: Switched, idle: Duration) {
     };
     let started = Instant::now();
     let last = Arc::new(AtomicU64::new(0));
-    let mut client = Active::new(TokioIo::new(client), started, last.clone());
+    let mut client = Active::new(client, started, last.clone());
     let mut upstream = Active::new(upstream, started, last.clone());
     let copy = tokio::io::copy_bidirectional(&mut client, &mut upstream);
     tokio::pin!(copy);
@@ -174,14 +207,14 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Active<T> {
     }
 }
 
-/// The upstream side of a tunnel: first the bytes read past the 101, then
-/// the connection.
-struct Prefixed {
+/// Either side of a tunnel: first the bytes read past the head, then the
+/// connection.
+pub(crate) struct Prefixed<T> {
     read: bytes::Bytes,
-    io: Io,
+    io: T,
 }
 
-impl AsyncRead for Prefixed {
+impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         if !self.read.is_empty() {
             let n = self.read.len().min(buf.remaining());
@@ -193,7 +226,7 @@ impl AsyncRead for Prefixed {
     }
 }
 
-impl AsyncWrite for Prefixed {
+impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.io).poll_write(cx, buf)
     }

@@ -1,0 +1,376 @@
+//! HTTP/1.1 framing shared by Strait's two HTTP/1.1 codecs: the upstream
+//! client (h1_client.rs) and the client-facing server (h1_server.rs).
+//!
+//! Both read bodies the same way (RFC 9112 §6, §7): a known length, chunked
+//! coding with trailers, or until the peer closes, straight off the bytes a
+//! connection has buffered and then off its socket, and both write header
+//! fields and chunks the same way.
+
+use std::fmt::Write as _;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http_body::{Frame, SizeHint};
+use tokio::io::AsyncRead;
+
+use crate::body::BoxError;
+
+/// Bytes read from a socket at a time.
+pub(crate) const READ_CHUNK: usize = 16 * 1024;
+/// Longest chunk-size line (size, extensions) accepted.
+const MAX_CHUNK_LINE: usize = 4096;
+/// Largest trailer section accepted.
+const MAX_TRAILERS: usize = 64 * 1024;
+/// Most trailer fields accepted.
+const MAX_TRAILER_FIELDS: usize = 128;
+
+/// How a body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyKind {
+    Length(u64),
+    Chunked,
+    /// Chunked while a `Content-Length` was also given: read as chunked,
+    /// and the connection is not used again.
+    ChunkedOverLength,
+    /// Until the peer closes.
+    Close,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum ChunkState {
+    /// Expecting a chunk-size line.
+    Size,
+    /// Inside a chunk: this many data bytes left.
+    Data(u64),
+    /// After a chunk's data: expecting CRLF.
+    DataEnd,
+    /// After the last chunk: trailer fields until an empty line.
+    Trailers,
+}
+
+/// Reads one body off a connection's buffer and socket.
+#[derive(Debug)]
+pub(crate) struct Decoder {
+    kind: BodyKind,
+    chunk: ChunkState,
+    done: bool,
+    /// Whose body this is, for error messages: "upstream response",
+    /// "client request".
+    what: &'static str,
+}
+
+impl Decoder {
+    pub(crate) fn new(kind: BodyKind, what: &'static str) -> Decoder {
+        Decoder {
+            kind,
+            chunk: ChunkState::Size,
+            done: kind == BodyKind::Length(0),
+            what,
+        }
+    }
+
+    /// The whole body was read.
+    pub(crate) fn finished(&self) -> bool {
+        self.done
+    }
+
+    pub(crate) fn size_hint(&self) -> SizeHint {
+        match self.kind {
+            BodyKind::Length(left) => SizeHint::with_exact(left),
+            _ => SizeHint::default(),
+        }
+    }
+
+    fn fail(&self, problem: &str) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Poll::Ready(Some(Err(format!("{}: {problem}", self.what).into())))
+    }
+
+    /// The body's next frame: data (what is buffered, up to the body's
+    /// end), trailers, or its end.
+    pub(crate) fn poll_frame<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        buf: &mut BytesMut,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        loop {
+            match self.kind {
+                BodyKind::Length(left) => {
+                    if !buf.is_empty() {
+                        let take = (buf.len() as u64).min(left) as usize;
+                        let data = buf.split_to(take).freeze();
+                        let left = left - take as u64;
+                        self.kind = BodyKind::Length(left);
+                        self.done = left == 0;
+                        return Poll::Ready(Some(Ok(Frame::data(data))));
+                    }
+                }
+                BodyKind::Close => {
+                    if !buf.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(buf.split().freeze()))));
+                    }
+                }
+                BodyKind::Chunked | BodyKind::ChunkedOverLength => match self.chunk {
+                    ChunkState::Size => {
+                        if let Some(end) = find_crlf(buf) {
+                            let Some(size) = parse_chunk_size(&buf[..end]) else {
+                                return self.fail("invalid chunk size");
+                            };
+                            buf.advance(end + 2);
+                            self.chunk = if size == 0 {
+                                ChunkState::Trailers
+                            } else {
+                                ChunkState::Data(size)
+                            };
+                            continue;
+                        }
+                        if buf.len() > MAX_CHUNK_LINE {
+                            return self.fail("chunk size line too long");
+                        }
+                    }
+                    ChunkState::Data(left) => {
+                        if !buf.is_empty() {
+                            let take = (buf.len() as u64).min(left) as usize;
+                            let data = buf.split_to(take).freeze();
+                            let left = left - take as u64;
+                            self.chunk = if left == 0 {
+                                ChunkState::DataEnd
+                            } else {
+                                ChunkState::Data(left)
+                            };
+                            return Poll::Ready(Some(Ok(Frame::data(data))));
+                        }
+                    }
+                    ChunkState::DataEnd => {
+                        if buf.len() >= 2 {
+                            if &buf[..2] != b"\r\n" {
+                                return self.fail("chunk not ended by CRLF");
+                            }
+                            buf.advance(2);
+                            self.chunk = ChunkState::Size;
+                            continue;
+                        }
+                    }
+                    ChunkState::Trailers => {
+                        if buf.starts_with(b"\r\n") {
+                            buf.advance(2);
+                            self.done = true;
+                            return Poll::Ready(None);
+                        }
+                        if let Some(end) = find_double_crlf(buf) {
+                            let trailers = parse_trailers(&buf[..end + 4]);
+                            buf.advance(end + 4);
+                            self.done = true;
+                            return match trailers {
+                                Some(trailers) => Poll::Ready(Some(Ok(Frame::trailers(trailers)))),
+                                None => self.fail("invalid trailers"),
+                            };
+                        }
+                        if buf.len() > MAX_TRAILERS {
+                            return self.fail("trailers too large");
+                        }
+                    }
+                },
+            }
+            match ready_read(io, buf, cx) {
+                Poll::Ready(Ok(0)) => {
+                    if self.kind == BodyKind::Close {
+                        self.done = true;
+                        return Poll::Ready(None);
+                    }
+                    return self.fail("connection closed before the body's end");
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(error)) => return Poll::Ready(Some(Err(Box::new(error)))),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+/// Read what the socket has into `buf`.
+pub(crate) fn ready_read<R: AsyncRead + Unpin>(
+    io: &mut R,
+    buf: &mut BytesMut,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<usize>> {
+    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        buf.reserve(READ_CHUNK);
+    }
+    tokio_util::io::poll_read_buf(Pin::new(io), cx, buf)
+}
+
+fn find_crlf(buf: &[u8]) -> Option<usize> {
+    buf.windows(2).position(|w| w == b"\r\n")
+}
+
+pub(crate) fn find_double_crlf(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n")
+}
+
+/// A chunk-size line: hex digits, then optional `;extensions`.
+fn parse_chunk_size(line: &[u8]) -> Option<u64> {
+    let digits = line.split(|&b| b == b';').next()?;
+    let digits = digits.strip_suffix(b" ").unwrap_or(digits);
+    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+}
+
+fn parse_trailers(block: &[u8]) -> Option<HeaderMap> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_TRAILER_FIELDS];
+    match httparse::parse_headers(block, &mut fields) {
+        Ok(httparse::Status::Complete((_, fields))) => {
+            let mut trailers = HeaderMap::with_capacity(fields.len());
+            for field in fields {
+                let name = HeaderName::from_bytes(field.name.as_bytes()).ok()?;
+                let value = HeaderValue::from_bytes(field.value).ok()?;
+                trailers.append(name, value);
+            }
+            Some(trailers)
+        }
+        _ => None,
+    }
+}
+
+/// The single `Content-Length` value (equal repeats allowed, also within
+/// one comma-separated field), if every value is plain digits.
+pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
+    let mut found = None;
+    for value in headers.get_all(header::CONTENT_LENGTH) {
+        for part in value.to_str().ok()?.split(',') {
+            let part = part.trim();
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let n: u64 = part.parse().ok()?;
+            if found.is_some_and(|f| f != n) {
+                return None;
+            }
+            found = Some(n);
+        }
+    }
+    found
+}
+
+/// Header (or trailer) fields, then the empty line that ends them.
+pub(crate) fn put_fields(fields: &HeaderMap, out: &mut BytesMut) {
+    for (name, value) in fields {
+        out.put_slice(name.as_str().as_bytes());
+        out.put_slice(b": ");
+        out.put_slice(value.as_bytes());
+        out.put_slice(b"\r\n");
+    }
+    out.put_slice(b"\r\n");
+}
+
+/// One chunk of a chunked body (`data` must not be empty: an empty chunk
+/// is the body's end).
+pub(crate) fn put_chunk(data: &[u8], out: &mut BytesMut) {
+    put_chunk_size(data.len(), out);
+    out.put_slice(data);
+    out.put_slice(b"\r\n");
+}
+
+/// A chunk's size line; its data and CRLF follow.
+pub(crate) fn put_chunk_size(len: usize, out: &mut BytesMut) {
+    // Writing into a BytesMut cannot fail.
+    let _ = write!(out, "{len:x}\r\n");
+}
+
+/// The last chunk, with trailers when there are any.
+pub(crate) fn put_last_chunk(trailers: Option<&HeaderMap>, out: &mut BytesMut) {
+    out.put_slice(b"0\r\n");
+    match trailers {
+        Some(trailers) => put_fields(trailers, out),
+        None => out.put_slice(b"\r\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(kind: BodyKind, input: &[u8]) -> Result<(Vec<u8>, Option<HeaderMap>), String> {
+        let mut io: &[u8] = &[];
+        let mut buf = BytesMut::from(input);
+        let mut decoder = Decoder::new(kind, "test body");
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut data = Vec::new();
+        let mut trailers = None;
+        loop {
+            match decoder.poll_frame(&mut io, &mut buf, &mut cx) {
+                Poll::Ready(None) => return Ok((data, trailers)),
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(bytes) => data.extend_from_slice(&bytes),
+                    Err(frame) => trailers = frame.into_trailers().ok(),
+                },
+                Poll::Ready(Some(Err(error))) => return Err(error.to_string()),
+                Poll::Pending => return Err("pending".into()),
+            }
+        }
+    }
+
+    #[test]
+    fn chunked_bodies_decode_with_extensions_and_trailers() {
+        let (data, trailers) =
+            decode_all(BodyKind::Chunked, b"3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nx-sum: 9\r\n\r\n").expect("decodes");
+        assert_eq!(data, b"abcde");
+        assert_eq!(trailers.expect("trailers")["x-sum"], "9");
+        let (data, trailers) = decode_all(BodyKind::Chunked, b"1\r\nz\r\n0\r\n\r\nnext").expect("decodes");
+        assert_eq!((data.as_slice(), trailers.is_none()), (&b"z"[..], true));
+    }
+
+    #[test]
+    fn broken_chunked_bodies_and_short_lengths_are_errors() {
+        let error = decode_all(BodyKind::Chunked, b"3x\r\nabc\r\n0\r\n\r\n").unwrap_err();
+        assert_eq!(error, "test body: invalid chunk size");
+        let error = decode_all(BodyKind::Chunked, b"3\r\nabcd\r\n0\r\n\r\n").unwrap_err();
+        assert_eq!(error, "test body: chunk not ended by CRLF");
+        let error = decode_all(BodyKind::Chunked, b"ffffffffffffffffffff\r\n").unwrap_err();
+        assert_eq!(error, "test body: invalid chunk size");
+        let error = decode_all(BodyKind::Length(5), b"abc").unwrap_err();
+        assert_eq!(error, "test body: connection closed before the body's end");
+        let (data, _) = decode_all(BodyKind::Length(2), b"abc").expect("decodes");
+        assert_eq!(data, b"ab", "a length body stops at its length");
+        let (data, _) = decode_all(BodyKind::Close, b"until close").expect("decodes");
+        assert_eq!(data, b"until close");
+    }
+
+    #[test]
+    fn chunk_sizes() {
+        assert_eq!(parse_chunk_size(b"1a"), Some(26));
+        assert_eq!(parse_chunk_size(b"0"), Some(0));
+        assert_eq!(parse_chunk_size(b"A;name=value"), Some(10));
+        assert_eq!(parse_chunk_size(b""), None);
+        assert_eq!(parse_chunk_size(b"-1"), None);
+        assert_eq!(parse_chunk_size(b"+1"), None);
+        assert_eq!(parse_chunk_size(b"fffffffffffffffff"), None);
+    }
+
+    #[test]
+    fn content_lengths_must_be_digits_and_agree() {
+        let lengths = |values: &[&str]| {
+            let mut headers = HeaderMap::new();
+            for value in values {
+                headers.append(header::CONTENT_LENGTH, HeaderValue::from_str(value).expect("value"));
+            }
+            content_length(&headers)
+        };
+        assert_eq!(lengths(&["3"]), Some(3));
+        assert_eq!(lengths(&["3", "3"]), Some(3));
+        assert_eq!(lengths(&["3, 3"]), Some(3));
+        assert_eq!(lengths(&["3", "40"]), None);
+        assert_eq!(lengths(&["+3"]), None);
+        assert_eq!(lengths(&["-1"]), None);
+        assert_eq!(lengths(&["1 0"]), None);
+        assert_eq!(lengths(&[]), None);
+    }
+}
