@@ -491,7 +491,9 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Parsed>, ProxyError> {
         })
         .collect();
     let head = buf.split_to(length).freeze();
-    let mut headers = HeaderMap::with_capacity(count);
+    // Room for Kong's response headers (`Via`, the latencies, the request
+    // id, `Server`), so the map is not grown while they go in.
+    let mut headers = HeaderMap::with_capacity(count + 6);
     for (name, name_len, value, value_len) in spans {
         let name = HeaderName::from_bytes(&head[name..name + name_len])
             .map_err(|_| invalid("invalid upstream header name"))?;

@@ -59,6 +59,9 @@ const STACK_FIELDS: usize = 128;
 const COPY_LIMIT: usize = 4096;
 /// Encoded response bytes gathered before they are written.
 const WRITE_BATCH: usize = 64 * 1024;
+/// Fields the proxy adds to a request on its way up (`X-Forwarded-*`,
+/// `X-Real-IP`, `Via`, `X-Kong-Request-Id`).
+const FORWARDING_FIELDS: usize = 9;
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// A client connection: its socket and the bytes read from it and not yet
@@ -445,7 +448,9 @@ fn parse_request(
     }));
     let head = buf.split_to(length).freeze();
     let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1)).map_err(|_| ErrorKind::BadRequest)?;
-    let mut headers = HeaderMap::with_capacity(spans.len());
+    // Room for the forwarding headers the proxy adds, so the map is not
+    // grown (re-hashed) while they go in.
+    let mut headers = HeaderMap::with_capacity(spans.len() + FORWARDING_FIELDS);
     for &(name, name_len, value, value_len) in spans.iter() {
         let name = HeaderName::from_bytes(&head[name..name + name_len]).map_err(|_| ErrorKind::BadRequest)?;
         let value =
