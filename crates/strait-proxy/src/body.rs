@@ -10,7 +10,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 use strait_runtime::health::InFlight;
-use tokio::time::{sleep, Sleep};
+use tokio::time::{sleep_until, Sleep};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
@@ -35,11 +35,19 @@ where
 #[error("upstream body read timed out after {0:?}")]
 pub struct BodyTimeout(pub Duration);
 
-/// Fails the body if no frame arrives within `timeout` of the previous one.
+/// Fails the body if no frame arrives within `timeout` of starting to wait
+/// for it (nginx's `proxy_read_timeout`: between two reads, not counting
+/// the time the client took to take the previous frame).
+///
+/// The timer is made and set only when a poll finds no frame ready, so a
+/// body whose frames are all there when asked for (most small responses)
+/// costs no timer and no clock read.
 pub struct IdleTimeoutBody<B> {
     inner: Pin<Box<B>>,
     timeout: Duration,
-    timer: Pin<Box<Sleep>>,
+    timer: Option<Pin<Box<Sleep>>>,
+    /// The timer is set for the current wait.
+    armed: bool,
     /// Counts the request in flight to its target until the body is done
     /// or dropped (least-connections and latency balancing read it).
     _in_flight: Option<InFlight>,
@@ -50,7 +58,8 @@ impl<B> IdleTimeoutBody<B> {
         IdleTimeoutBody {
             inner: Box::pin(inner),
             timeout,
-            timer: Box::pin(sleep(timeout)),
+            timer: None,
+            armed: false,
             _in_flight: None,
         }
     }
@@ -71,16 +80,29 @@ where
     type Error = BoxError;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.inner.as_mut().poll_frame(cx) {
+        let this = &mut *self;
+        match this.inner.as_mut().poll_frame(cx) {
             Poll::Ready(frame) => {
-                let deadline = tokio::time::Instant::now() + self.timeout;
-                self.timer.as_mut().reset(deadline);
+                this.armed = false;
                 Poll::Ready(frame.map(|f| f.map_err(Into::into)))
             }
-            Poll::Pending => match self.timer.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimeout(self.timeout))))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending => {
+                let deadline = || tokio::time::Instant::now() + this.timeout;
+                let timer = match &mut this.timer {
+                    Some(timer) => {
+                        if !this.armed {
+                            timer.as_mut().reset(deadline());
+                        }
+                        timer
+                    }
+                    None => this.timer.insert(Box::pin(sleep_until(deadline()))),
+                };
+                this.armed = true;
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimeout(this.timeout))))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
         }
     }
 
@@ -318,6 +340,47 @@ mod tests {
         };
         let all = rest.collect().await.expect("rest").to_bytes();
         assert_eq!(&all[..], b"0123456789", "nothing lost or reordered");
+    }
+
+    /// A body that yields `left` frames, each after `gap` of silence.
+    struct Paced {
+        left: usize,
+        gap: Duration,
+        wait: Option<Pin<Box<Sleep>>>,
+    }
+
+    impl Body for Paced {
+        type Data = Bytes;
+        type Error = BoxError;
+
+        fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+            if self.left == 0 {
+                return Poll::Ready(None);
+            }
+            let gap = self.gap;
+            let wait = self.wait.get_or_insert_with(|| Box::pin(tokio::time::sleep(gap)));
+            std::task::ready!(wait.as_mut().poll(cx));
+            self.wait = None;
+            self.left -= 1;
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"x")))))
+        }
+    }
+
+    fn paced(left: usize, gap: Duration) -> ProxyBody {
+        boxed(Paced { left, gap, wait: None })
+    }
+
+    #[tokio::test]
+    async fn an_idle_body_times_out_and_a_steady_one_does_not() {
+        // Five frames 20 ms apart, 90 ms allowed between two: all arrive,
+        // though together they take longer than a single gap may.
+        let steady = IdleTimeoutBody::new(paced(5, Duration::from_millis(20)), Duration::from_millis(90));
+        let all = steady.collect().await.expect("no timeout").to_bytes();
+        assert_eq!(&all[..], b"xxxxx");
+        // A frame 500 ms late is past a 50 ms timeout.
+        let late = IdleTimeoutBody::new(paced(2, Duration::from_millis(500)), Duration::from_millis(50));
+        let error = late.collect().await.expect_err("timed out");
+        assert!(error.downcast_ref::<BodyTimeout>().is_some(), "{error}");
     }
 
     #[tokio::test]
