@@ -109,6 +109,32 @@ async fn an_unread_body_gets_the_answer_and_a_closed_connection() {
     assert_eq!(origin.requests(), Vec::<String>::new());
 }
 
+/// The same without `Expect`: the body arrived with the head, so it is read and dropped, and the
+/// connection carries the next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unread_body_already_sent_is_discarded_and_the_connection_kept() {
+    let origin = Upstream::start(UpstreamKind::Http1).await;
+    let gw = gateway_to(&origin).await;
+    let raw = RawConn::connect(gw.proxy_addr()).await.expect("connect");
+    let mut responses = Responses::new(raw);
+    responses
+        .raw
+        .write(b"POST /closed HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nabcde")
+        .await
+        .expect("write");
+    let reply = responses.next().await;
+    assert!(reply.starts_with("HTTP/1.1 403 "), "{reply}");
+    assert!(!reply.to_ascii_lowercase().contains("connection: close"), "{reply}");
+    responses
+        .raw
+        .write(b"GET /echo/after HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .expect("write");
+    let reply = responses.next().await;
+    assert!(reply.contains(r#""path":"/echo/after""#), "{reply}");
+    assert_eq!(origin.requests(), vec!["GET /echo/after"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_requests_are_answered_in_order_on_one_connection() {
     let origin = Upstream::start(UpstreamKind::Http1).await;

@@ -62,6 +62,9 @@ const WRITE_BATCH: usize = 64 * 1024;
 /// Fields the proxy adds to a request on its way up (`X-Forwarded-*`,
 /// `X-Real-IP`, `Via`, `X-Kong-Request-Id`).
 const FORWARDING_FIELDS: usize = 9;
+/// Most bytes of an unread request body read and dropped to keep its
+/// connection.
+const DISCARD_LIMIT: usize = 64 * 1024;
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// A client connection: its socket and the bytes read from it and not yet
@@ -524,13 +527,36 @@ enum Lent<IO> {
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> Lent<IO> {
-    /// The request body was read to its end (or there was none).
+    /// The request body was read to its end (or there was none). A body
+    /// nobody holds any more (a plugin answered without reading it) is
+    /// read to its end here when the rest has already arrived, up to
+    /// `DISCARD_LIMIT` bytes, so the connection can carry the next request
+    /// (nginx's discarded request body); never while something still
+    /// holds the body and may read it.
     fn body_read(&self) -> bool {
-        match self {
-            Lent::Home(_) => true,
-            Lent::Out(link) => lock(link).decoder.finished(),
-            Lent::Gone => false,
+        let link = match self {
+            Lent::Home(_) => return true,
+            Lent::Out(link) => link,
+            Lent::Gone => return false,
+        };
+        let unheld = Arc::strong_count(link) == 1;
+        let mut guard = lock(link);
+        let link = &mut *guard;
+        if link.decoder.finished() || !unheld {
+            return link.decoder.finished();
         }
+        let Some(conn) = link.conn.as_mut() else {
+            return false;
+        };
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut discarded = 0;
+        while !link.decoder.finished() && discarded <= DISCARD_LIMIT {
+            match link.decoder.poll_frame(&mut conn.io, &mut conn.buf, &mut cx) {
+                Poll::Ready(Some(Ok(frame))) => discarded += frame.data_ref().map_or(0, Bytes::len),
+                _ => break,
+            }
+        }
+        link.decoder.finished()
     }
 
     fn sink(&mut self) -> Sink<'_, IO> {
