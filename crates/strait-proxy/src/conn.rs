@@ -134,8 +134,8 @@ fn has_http_version(line: &[u8]) -> bool {
 }
 
 /// The end of a request head: the first empty line, ended by CRLF or by a
-/// bare LF, which RFC 9112 §2.2 lets a recipient accept and hyper's parser
-/// accepts (the request is re-serialized with CRLF before it goes upstream).
+/// bare LF, which RFC 9112 §2.2 lets a recipient accept and the HTTP/1.1
+/// codec's parser (httparse) accepts (the request is re-serialized with CRLF before it goes upstream).
 fn find_header_end(buf: &[u8]) -> Option<usize> {
     let mut at = 0;
     while let Some(offset) = buf[at..].iter().position(|b| *b == b'\n') {
@@ -211,10 +211,17 @@ async fn preread<IO: AsyncRead + Unpin>(io: &mut IO, limits: &ClientLimits) -> P
     }
 }
 
-/// An IO that first yields bytes already read from the inner IO.
-struct Rewind<IO> {
+/// An IO that first yields bytes already read from the inner IO (the
+/// protocol sniffing's read, an upgraded connection's read-ahead).
+pub(crate) struct Rewind<IO> {
     prefix: Bytes,
     inner: IO,
+}
+
+impl<IO> Rewind<IO> {
+    pub(crate) fn new(prefix: Bytes, inner: IO) -> Rewind<IO> {
+        Rewind { prefix, inner }
+    }
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Rewind<IO> {
@@ -302,24 +309,25 @@ async fn serve_stream<IO>(
     };
     match decision {
         Preread::Closed => {}
-        Preread::Reject(kind) => {
-            shared.stats.request_started();
-            let _ = timeout(
-                Duration::from_secs(1),
-                io.write_all(&raw_error_response(kind, &shared.headers)),
-            )
-            .await;
-            let _ = timeout(Duration::from_secs(1), io.shutdown()).await;
-        }
+        Preread::Reject(kind) => refuse(&mut io, kind, &shared).await,
         Preread::InvalidPreface => {
             let _ = timeout(Duration::from_secs(1), io.write_all(&GOAWAY_PROTOCOL_ERROR)).await;
             let _ = timeout(Duration::from_secs(1), io.shutdown()).await;
         }
         Preread::Http1(read) => crate::h1_server::serve(io, read, info, shared, shutdown).await,
         Preread::Http2(prefix) => {
-            crate::h2_server::serve(Rewind { prefix, inner: io }, info, shared, shutdown).await;
+            crate::h2_server::serve(Rewind::new(prefix, io), info, shared, shutdown).await;
         }
     }
+}
+
+/// Answer a request refused before it was parsed whole (a head too large,
+/// too slow, malformed) with its Kong error, then close.
+pub(crate) async fn refuse<IO: AsyncWrite + Unpin>(io: &mut IO, kind: ErrorKind, shared: &Shared) {
+    shared.stats.request_started();
+    let response = raw_error_response(kind, &shared.headers);
+    let _ = timeout(Duration::from_secs(1), io.write_all(&response)).await;
+    let _ = timeout(Duration::from_secs(1), io.shutdown()).await;
 }
 
 /// When a client connection should be asked to go: at its (jittered) age,

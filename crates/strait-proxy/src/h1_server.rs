@@ -44,7 +44,7 @@ use tokio::time::{timeout, Sleep};
 
 use crate::body::{BoxError, ProxyBody};
 use crate::conn::{jittered, ClientLimits};
-use crate::error::{raw_error_response, ErrorKind};
+use crate::error::ErrorKind;
 use crate::h1_codec::{
     content_length, put_chunk, put_chunk_size, put_fields, put_last_chunk, ready_read, BodyKind, Decoder,
 };
@@ -169,13 +169,7 @@ impl Session<'_> {
                 return None;
             }
             Next::Reject(kind) => {
-                self.shared.stats.request_started();
-                let _ = timeout(
-                    Duration::from_secs(1),
-                    conn.io.write_all(&raw_error_response(kind, &self.shared.headers)),
-                )
-                .await;
-                close(conn).await;
+                crate::conn::refuse(&mut conn.io, kind, self.shared).await;
                 return None;
             }
         };

@@ -85,7 +85,7 @@ pub async fn handle(request: Request<ProxyBody>, conn: &ConnInfo, shared: &Share
         .map(|log| crate::access_log::Pending::new(log, &request, conn.client.ip(), started));
     let http1 = request.version() < Version::HTTP_2;
     let grpc = crate::grpc::is_grpc(request.headers());
-    // HTTP/1.1 framing was settled by hyper's parser; only HTTP/2 can still
+    // HTTP/1.1 framing was settled by the HTTP/1.1 codec (h1_server.rs); only HTTP/2 can still
     // carry lengths that would be forwarded ambiguously.
     let framing = if http1 {
         None
@@ -178,7 +178,7 @@ pub(crate) fn error_to_response(
 /// A request whose body length two parsers could read differently (the
 /// ground of request smuggling): `Content-Length` beside
 /// `Transfer-Encoding`, or more than one `Content-Length`, even with equal
-/// values. The codecs settle most of this first (hyper's HTTP/1 parser
+/// values. The codecs settle most of this first (the HTTP/1.1 server codec
 /// refuses conflicting lengths, follows `chunked` over a length and closes
 /// after; h2 resets a stream whose lengths disagree), so this is the last
 /// guard before such headers would be forwarded upstream, e.g. identical
@@ -853,7 +853,7 @@ fn finish_response(
     let (mut parts, body) = response.into_parts();
     // The client's connection keeps its own protocol: an HTTP/1.0 (or
     // HTTP/2) upstream must not turn an HTTP/1.1 client's response into
-    // `HTTP/1.0` and close its connection. hyper writes HTTP/1.0 clients'
+    // `HTTP/1.0` and close its connection. h1_server.rs writes HTTP/1.0 clients'
     // responses as HTTP/1.0 whatever this says, and HTTP/2 ignores it.
     parts.version = Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers);

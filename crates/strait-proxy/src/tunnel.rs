@@ -5,7 +5,7 @@
 //! an `Upgrade` header keeps both when it goes upstream (they are hop-by-hop
 //! and otherwise stripped). When the upstream answers `101 Switching
 //! Protocols`, the client gets the 101 with the upstream's `Upgrade`, and
-//! both connections, once hyper hands them over, are joined: bytes are
+//! both connections, once the 101 is written to the client, are joined: bytes are
 //! copied both ways until either side closes, or until nothing moved either
 //! way for the service's `read_timeout` (nginx closes an idle WebSocket
 //! after `proxy_read_timeout`, which Kong sets from the same field). Any
@@ -26,6 +26,7 @@ use http::{Request, Response, StatusCode, Version};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
+use crate::conn::Rewind;
 use crate::h1_client::{Switched, SwitchedSlot};
 
 /// A client's request to switch protocols.
@@ -38,7 +39,7 @@ pub(crate) struct Upgrade {
 
 /// A client connection after the `101` went out on it: what was read past
 /// the request's head, then the socket.
-pub(crate) type Upgraded = Prefixed<Box<dyn Stream>>;
+pub(crate) type Upgraded = Rewind<Box<dyn Stream>>;
 
 /// A socket of any kind.
 pub(crate) trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -66,7 +67,7 @@ impl ClientUpgrade {
 impl Handover {
     /// The 101 is written: the connection goes to the tunnel.
     pub(crate) fn complete<T: Stream + 'static>(self, io: T, read: bytes::Bytes) {
-        let _ = self.0.send(Prefixed { read, io: Box::new(io) });
+        let _ = self.0.send(Rewind::new(read, Box::new(io)));
     }
 }
 
@@ -96,7 +97,7 @@ impl Upgrade {
     }
 
     /// When the upstream switched protocols, start the tunnel (it runs once
-    /// hyper has handed over both connections) and return the `Upgrade`
+    /// the 101 has gone out on the client connection) and return the `Upgrade`
     /// value to answer the client with; `None` for any other response.
     pub(crate) fn start<B>(self, response: &mut Response<B>, idle: Duration) -> Option<HeaderValue> {
         if response.status() != StatusCode::SWITCHING_PROTOCOLS {
@@ -130,10 +131,7 @@ async fn run(client: oneshot::Receiver<Upgraded>, upstream: Switched, idle: Dura
         tracing::debug!("upgrade not completed: the 101 did not reach the client");
         return;
     };
-    let upstream = Prefixed {
-        read: upstream.read,
-        io: upstream.io,
-    };
+    let upstream = Rewind::new(upstream.read, upstream.io);
     let started = Instant::now();
     let last = Arc::new(AtomicU64::new(0));
     let mut client = Active::new(client, started, last.clone());
@@ -204,38 +202,5 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Active<T> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// Either side of a tunnel: first the bytes read past the head, then the
-/// connection.
-pub(crate) struct Prefixed<T> {
-    read: bytes::Bytes,
-    io: T,
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        if !self.read.is_empty() {
-            let n = self.read.len().min(buf.remaining());
-            let head = self.read.split_to(n);
-            buf.put_slice(&head);
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
