@@ -40,6 +40,7 @@ pub enum Entity {
     Acl(Acl),
     JwtSecret(JwtSecret),
     HmacauthCredential(HmacauthCredential),
+    Oauth2Credential(Oauth2Credential),
 }
 
 impl Entity {
@@ -64,6 +65,7 @@ impl Entity {
             Entity::Acl(_) => EntityKind::Acls,
             Entity::JwtSecret(_) => EntityKind::JwtSecrets,
             Entity::HmacauthCredential(_) => EntityKind::HmacauthCredentials,
+            Entity::Oauth2Credential(_) => EntityKind::Oauth2Credentials,
         }
     }
 
@@ -88,6 +90,7 @@ impl Entity {
             Entity::Acl(e) => e.id,
             Entity::JwtSecret(e) => e.id,
             Entity::HmacauthCredential(e) => e.id,
+            Entity::Oauth2Credential(e) => e.id,
         }
     }
 }
@@ -158,6 +161,7 @@ impl Config {
             Entity::Acl(e) => put(&mut self.acls, e, |x| x.id),
             Entity::JwtSecret(e) => put(&mut self.jwt_secrets, e, |x| x.id),
             Entity::HmacauthCredential(e) => put(&mut self.hmacauth_credentials, e, |x| x.id),
+            Entity::Oauth2Credential(e) => put(&mut self.oauth2_credentials, e, |x| x.id),
         }
     }
 
@@ -182,6 +186,7 @@ impl Config {
             EntityKind::Acls => self.acls.retain(|x| x.id != id),
             EntityKind::JwtSecrets => self.jwt_secrets.retain(|x| x.id != id),
             EntityKind::HmacauthCredentials => self.hmacauth_credentials.retain(|x| x.id != id),
+            EntityKind::Oauth2Credentials => self.oauth2_credentials.retain(|x| x.id != id),
         }
     }
 }

@@ -290,6 +290,23 @@ pub struct HmacauthCredential {
     pub tags: Option<Vec<String>>,
 }
 
+/// An OAuth2 client application (Kong's `oauth2_credentials`): `client_id`
+/// names it; `client_secret` is kept as given or, with `hash_secret`, as
+/// Kong's PBKDF2 PHC string.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Oauth2Credential {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub consumer: ForeignKey,
+    pub name: String,
+    pub client_id: String,
+    pub client_secret: String,
+    pub hash_secret: bool,
+    pub redirect_uris: Option<Vec<String>>,
+    pub client_type: String,
+    pub tags: Option<Vec<String>>,
+}
+
 /// A named group of consumers (Kong's `consumer_groups`): plugins may be
 /// scoped to it, and ACLs may count it as a group.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -380,11 +397,12 @@ pub enum EntityKind {
     Acls,
     JwtSecrets,
     HmacauthCredentials,
+    Oauth2Credentials,
     Plugins,
 }
 
 impl EntityKind {
-    pub const ALL: [EntityKind; 19] = [
+    pub const ALL: [EntityKind; 20] = [
         EntityKind::Vaults,
         EntityKind::CaCertificates,
         EntityKind::Certificates,
@@ -403,6 +421,7 @@ impl EntityKind {
         EntityKind::Acls,
         EntityKind::JwtSecrets,
         EntityKind::HmacauthCredentials,
+        EntityKind::Oauth2Credentials,
         EntityKind::Plugins,
     ];
 
@@ -427,6 +446,7 @@ impl EntityKind {
             EntityKind::Acls => "acls",
             EntityKind::JwtSecrets => "jwt_secrets",
             EntityKind::HmacauthCredentials => "hmacauth_credentials",
+            EntityKind::Oauth2Credentials => "oauth2_credentials",
             EntityKind::Plugins => "plugins",
         }
     }
@@ -452,6 +472,7 @@ impl EntityKind {
             EntityKind::Acls => "acl",
             EntityKind::JwtSecrets => "jwt_secret",
             EntityKind::HmacauthCredentials => "hmacauth_credential",
+            EntityKind::Oauth2Credentials => "oauth2_credential",
             EntityKind::Plugins => "plugin",
         }
     }
@@ -490,6 +511,8 @@ pub struct Config {
     pub acls: Vec<Acl>,
     pub jwt_secrets: Vec<JwtSecret>,
     pub hmacauth_credentials: Vec<HmacauthCredential>,
+    #[serde(default)]
+    pub oauth2_credentials: Vec<Oauth2Credential>,
 }
 
 impl Config {
@@ -514,6 +537,7 @@ impl Config {
             + self.acls.len()
             + self.jwt_secrets.len()
             + self.hmacauth_credentials.len()
+            + self.oauth2_credentials.len()
     }
 
     /// The entities of one kind as JSON objects, in stored order.
@@ -544,6 +568,7 @@ impl Config {
             EntityKind::Acls => to_values(&self.acls),
             EntityKind::JwtSecrets => to_values(&self.jwt_secrets),
             EntityKind::HmacauthCredentials => to_values(&self.hmacauth_credentials),
+            EntityKind::Oauth2Credentials => to_values(&self.oauth2_credentials),
         }
     }
 }

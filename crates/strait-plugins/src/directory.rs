@@ -4,7 +4,9 @@
 //! of consumers.
 
 use http::HeaderValue;
-use strait_core::{BasicauthCredential, Consumer, HmacauthCredential, JwtSecret, KeyauthCredential, Route, Service};
+use strait_core::{
+    BasicauthCredential, Consumer, HmacauthCredential, JwtSecret, KeyauthCredential, Oauth2Credential, Route, Service,
+};
 use uuid::Uuid;
 
 use crate::chain::ConsumerPlugin;
@@ -96,6 +98,14 @@ pub trait Directory: Sync {
     fn basicauth_credential(&self, username: &str) -> Option<&BasicauthCredential>;
     fn jwt_secret(&self, key: &str) -> Option<&JwtSecret>;
     fn hmacauth_credential(&self, username: &str) -> Option<&HmacauthCredential>;
+    /// The OAuth2 client application with this `client_id`.
+    fn oauth2_credential(&self, _client_id: &str) -> Option<&Oauth2Credential> {
+        None
+    }
+    /// The OAuth2 client application with this id (a token's credential).
+    fn oauth2_credential_by_id(&self, _id: Uuid) -> Option<&Oauth2Credential> {
+        None
+    }
     /// The prepared view of `consumer` (headers and ACL groups).
     fn consumer_view(&self, consumer: Uuid) -> Option<&ConsumerView>;
     /// The ACL groups of `consumer`, in the order they were added; `None`

@@ -3,12 +3,13 @@
 //! (pipelined, per worker, reconnecting with backoff) for cluster-wide
 //! counters, the TLS client pieces it shares with the proxy, and the queues
 //! and sinks that ship logs and traces off the proxy workers.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod clock;
 pub mod health;
 pub mod logs;
 pub mod metrics;
+pub mod oauth2;
 pub mod pace;
 pub mod redis;
 pub mod tls;

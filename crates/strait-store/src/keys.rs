@@ -29,6 +29,7 @@ pub const UNIQUE_FIELDS: &[(EntityKind, &str)] = &[
     (EntityKind::Acls, "cache_key"),
     (EntityKind::JwtSecrets, "key"),
     (EntityKind::HmacauthCredentials, "username"),
+    (EntityKind::Oauth2Credentials, "client_id"),
     (EntityKind::Plugins, "instance_name"),
     (EntityKind::Plugins, "cache_key"),
 ];
@@ -50,6 +51,7 @@ pub const FOREIGN_FIELDS: &[(EntityKind, &str, EntityKind)] = &[
     (EntityKind::Acls, "consumer", EntityKind::Consumers),
     (EntityKind::JwtSecrets, "consumer", EntityKind::Consumers),
     (EntityKind::HmacauthCredentials, "consumer", EntityKind::Consumers),
+    (EntityKind::Oauth2Credentials, "consumer", EntityKind::Consumers),
     (EntityKind::Plugins, "route", EntityKind::Routes),
     (EntityKind::Plugins, "service", EntityKind::Services),
     (EntityKind::Plugins, "consumer", EntityKind::Consumers),
@@ -124,6 +126,7 @@ pub fn unique_keys(entity: &Entity) -> Vec<UniqueKey> {
         Entity::Acl(e) => vec![Some(("cache_key", acl_cache_key(e.consumer.id, &e.group)))],
         Entity::JwtSecret(e) => vec![Some(("key", e.key.clone()))],
         Entity::HmacauthCredential(e) => vec![Some(("username", e.username.clone()))],
+        Entity::Oauth2Credential(e) => vec![Some(("client_id", e.client_id.clone()))],
         Entity::Plugin(e) => vec![
             some("instance_name", &e.instance_name),
             Some(("cache_key", plugin_cache_key(e))),
@@ -151,7 +154,8 @@ pub fn foreign_keys(entity: &Entity) -> Vec<ForeignRef> {
         | Entity::BasicauthCredential(BasicauthCredential { consumer, .. })
         | Entity::Acl(Acl { consumer, .. })
         | Entity::JwtSecret(JwtSecret { consumer, .. })
-        | Entity::HmacauthCredential(HmacauthCredential { consumer, .. }) => {
+        | Entity::HmacauthCredential(HmacauthCredential { consumer, .. })
+        | Entity::Oauth2Credential(Oauth2Credential { consumer, .. }) => {
             vec![Some(("consumer", EntityKind::Consumers, consumer.id))]
         }
         Entity::Plugin(e) => vec![
@@ -199,5 +203,6 @@ pub fn config_entities(config: &Config) -> impl Iterator<Item = Entity> + '_ {
         .chain(c.acls.iter().cloned().map(Entity::Acl))
         .chain(c.jwt_secrets.iter().cloned().map(Entity::JwtSecret))
         .chain(c.hmacauth_credentials.iter().cloned().map(Entity::HmacauthCredential))
+        .chain(c.oauth2_credentials.iter().cloned().map(Entity::Oauth2Credential))
         .chain(c.plugins.iter().cloned().map(Entity::Plugin))
 }

@@ -33,6 +33,7 @@ pub fn collection_name(kind: EntityKind) -> &'static str {
         EntityKind::BasicauthCredentials => "basic-auths",
         EntityKind::JwtSecrets => "jwts",
         EntityKind::HmacauthCredentials => "hmac-auths",
+        EntityKind::Oauth2Credentials => "oauth2",
         EntityKind::KeySets => "key-sets",
         other => other.table(),
     }

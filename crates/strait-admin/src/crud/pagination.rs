@@ -202,6 +202,7 @@ pub fn entity_tags(entity: &Entity) -> Option<&[String]> {
         Entity::Acl(e) => &e.tags,
         Entity::JwtSecret(e) => &e.tags,
         Entity::HmacauthCredential(e) => &e.tags,
+        Entity::Oauth2Credential(e) => &e.tags,
     };
     tags.as_deref()
 }

@@ -37,6 +37,7 @@ pub(super) fn nested_children(kind: EntityKind) -> &'static [(&'static str, Enti
             ("acls", Acls, "consumer"),
             ("jwt_secrets", JwtSecrets, "consumer"),
             ("hmacauth_credentials", HmacauthCredentials, "consumer"),
+            ("oauth2_credentials", Oauth2Credentials, "consumer"),
         ],
         Upstreams => &[("targets", Targets, "upstream")],
         Certificates => &[("snis", Snis, "certificate")],

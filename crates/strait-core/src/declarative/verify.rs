@@ -105,6 +105,7 @@ fn unique_text<'e>(entity: &'e Entity, field: &str) -> Option<Option<&'e str>> {
         (Entity::BasicauthCredential(e), "username") => Some(&e.username),
         (Entity::JwtSecret(e), "key") => Some(&e.key),
         (Entity::HmacauthCredential(e), "username") => Some(&e.username),
+        (Entity::Oauth2Credential(e), "client_id") => Some(&e.client_id),
         _ => return None,
     })
 }
@@ -259,6 +260,9 @@ pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
     config
         .hmacauth_credentials
         .reserve_exact(count(EntityKind::HmacauthCredentials));
+    config
+        .oauth2_credentials
+        .reserve_exact(count(EntityKind::Oauth2Credentials));
     for entity in entities.into_iter().flatten() {
         match entity {
             Entity::Vault(e) => config.vaults.push(e),
@@ -280,6 +284,7 @@ pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
             Entity::Acl(e) => config.acls.push(e),
             Entity::JwtSecret(e) => config.jwt_secrets.push(e),
             Entity::HmacauthCredential(e) => config.hmacauth_credentials.push(e),
+            Entity::Oauth2Credential(e) => config.oauth2_credentials.push(e),
         }
     }
     config

@@ -45,12 +45,14 @@ pub const REFUSED_ENTITIES: &[(&str, &str)] = &[
         "workspaces",
         "Kong OSS has the `default` workspace only: `_workspace: default` loads, there is no `/workspaces` API",
     ),
-    ("oauth2_credentials", "the oauth2 plugin is not built yet (issue 14)"),
     (
         "oauth2_authorization_codes",
-        "the oauth2 plugin is not built yet (issue 14)",
+        "runtime data of the oauth2 plugin, kept in the token store (docs/architecture.md#runtime-data-stores), never in configuration",
     ),
-    ("oauth2_tokens", "the oauth2 plugin is not built yet (issue 14)"),
+    (
+        "oauth2_tokens",
+        "runtime data of the oauth2 plugin, kept in the token store (docs/architecture.md#runtime-data-stores): save tokens through `POST /oauth2_tokens`",
+    ),
 ];
 
 /// Supported fields whose schema default reads differently from Kong's

@@ -136,6 +136,123 @@ pub(crate) fn hmacauth_credential() -> EntityDef {
     }
 }
 
+/// Kong's oauth2 `redirect_uris` element check: a URL with a scheme and a
+/// host, without a fragment.
+fn redirect_uri(value: &str) -> Result<(), String> {
+    let cannot = || format!("cannot parse '{value}'");
+    let (scheme, rest) = value.split_once("://").ok_or_else(cannot)?;
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("");
+    let host = host.strip_prefix('[').map_or_else(
+        || host.split(':').next().unwrap_or(""),
+        |v6| v6.split(']').next().unwrap_or(""),
+    );
+    if !scheme_ok || host.is_empty() || value.chars().any(|c| c.is_whitespace()) {
+        return Err(cannot());
+    }
+    if value.contains('#') {
+        return Err(format!("fragment not allowed in '{value}'"));
+    }
+    Ok(())
+}
+
+pub(crate) fn oauth2_credential() -> EntityDef {
+    let mut fields = credential_fields();
+    fields.extend([
+        ("name", Field::string().required()),
+        ("client_id", Field::string().unique().auto()),
+        ("client_secret", Field::string().auto()),
+        ("hash_secret", Field::boolean().required().default(json!(false))),
+        ("redirect_uris", Field::array(Field::string().check(redirect_uri))),
+        ("tags", tags_field()),
+        (
+            "client_type",
+            Field::string()
+                .required()
+                .one_of(&["confidential", "public"])
+                .default(json!("confidential")),
+        ),
+    ]);
+    EntityDef {
+        fields,
+        endpoint_key: Some("client_id"),
+        shorthand: |_, _| {},
+        finish: |out, _, _| {
+            fill_random(out, "client_id");
+            fill_random(out, "client_secret");
+        },
+        entity_checks: json!([]),
+    }
+}
+
+/// Kong's oauth2 secret hashing (kong/plugins/oauth2/secret.lua, PBKDF2 the
+/// one algorithm it enables): PBKDF2-HMAC-SHA512, 10,000 iterations, a
+/// 32-byte hash and a 16-byte random salt, written as a PHC string
+/// `$pbkdf2-sha512$i=10000,l=32$<salt>$<hash>` (unpadded base64).
+pub fn oauth2_secret_hash(secret: &str) -> String {
+    use base64::engine::general_purpose::STANDARD_NO_PAD;
+    use base64::Engine as _;
+    use ring::rand::SecureRandom as _;
+    let mut salt = [0u8; 16];
+    // The system's random source only fails when the OS has none.
+    let _ = ring::rand::SystemRandom::new().fill(&mut salt);
+    let mut hash = [0u8; 32];
+    ring::pbkdf2::derive(
+        ring::pbkdf2::PBKDF2_HMAC_SHA512,
+        std::num::NonZeroU32::new(10_000).unwrap_or(std::num::NonZeroU32::MIN),
+        &salt,
+        secret.as_bytes(),
+        &mut hash,
+    );
+    format!(
+        "$pbkdf2-sha512$i=10000,l=32${}${}",
+        STANDARD_NO_PAD.encode(salt),
+        STANDARD_NO_PAD.encode(hash)
+    )
+}
+
+/// Whether `secret` matches `stored`, a PHC string from
+/// [`oauth2_secret_hash`] (any iteration count and length it names).
+pub fn oauth2_secret_verify(secret: &str, stored: &str) -> bool {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
+    use base64::Engine as _;
+    let mut parts = stored.split('$');
+    let (Some(""), Some(id), Some(params), Some(salt), Some(hash), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return false;
+    };
+    let algorithm = match id {
+        "pbkdf2-sha512" => ring::pbkdf2::PBKDF2_HMAC_SHA512,
+        "pbkdf2-sha256" => ring::pbkdf2::PBKDF2_HMAC_SHA256,
+        _ => return false,
+    };
+    let iterations = params
+        .split(',')
+        .find_map(|p| p.trim().strip_prefix("i="))
+        .and_then(|i| i.trim().parse::<u32>().ok())
+        .and_then(std::num::NonZeroU32::new);
+    let decode = |text: &str| STANDARD_NO_PAD.decode(text).or_else(|_| STANDARD.decode(text)).ok();
+    let (Some(iterations), Some(salt), Some(hash)) = (iterations, decode(salt), decode(hash)) else {
+        return false;
+    };
+    ring::pbkdf2::verify(algorithm, iterations, &salt, secret.as_bytes(), &hash).is_ok()
+}
+
+/// True for a secret already in the stored form [`oauth2_secret_hash`] writes.
+pub fn is_oauth2_secret_hash(secret: &str) -> bool {
+    secret.starts_with("$pbkdf2-")
+}
+
 /// What Kong stores for a basic-auth password (kong/plugins/basic-auth/crypto.lua):
 /// the lowercase hex SHA-1 of the password followed by the consumer's id.
 pub fn basicauth_password_hash(password: &str, consumer: Uuid) -> String {
@@ -150,7 +267,7 @@ pub fn basicauth_password_hash(password: &str, consumer: Uuid) -> String {
 
 /// Whether [`transform_on_write`] reads what was given for entities of `kind`.
 pub fn transforms_on_write(kind: EntityKind) -> bool {
-    kind == EntityKind::BasicauthCredentials
+    matches!(kind, EntityKind::BasicauthCredentials | EntityKind::Oauth2Credentials)
 }
 
 /// Kong's schema `transformations` with `on_write`: a value stored other than
@@ -163,6 +280,15 @@ pub fn transform_on_write(entity: &mut Entity, given: &Map<String, Value>) {
     if let Entity::BasicauthCredential(credential) = entity {
         if given.get("password").is_some_and(|p| !p.is_null()) {
             credential.password = basicauth_password_hash(&credential.password, credential.consumer.id);
+        }
+    }
+    // Kong's oauth2 transformation: `hash_secret` in the write hashes the
+    // secret (given or generated). A secret already hashed stays as it is.
+    if let Entity::Oauth2Credential(credential) = entity {
+        let asked = given.get("hash_secret").and_then(Value::as_bool) == Some(true)
+            || (credential.hash_secret && given.get("client_secret").is_some_and(|s| !s.is_null()));
+        if asked && credential.hash_secret && !is_oauth2_secret_hash(&credential.client_secret) {
+            credential.client_secret = oauth2_secret_hash(&credential.client_secret);
         }
     }
 }

@@ -29,7 +29,8 @@ use field::Field;
 
 pub use balancer::default_healthchecks;
 pub use credentials::{
-    basicauth_password_hash, transform_on_write, transforms_on_write, JWT_ALGORITHMS, JWT_ALGORITHMS_NEEDING_PUBLIC_KEY,
+    basicauth_password_hash, is_oauth2_secret_hash, oauth2_secret_hash, oauth2_secret_verify, transform_on_write,
+    transforms_on_write, JWT_ALGORITHMS, JWT_ALGORITHMS_NEEDING_PUBLIC_KEY,
 };
 pub use formats::ROUTE_PATH_START;
 pub use identity::BUNDLED_PLUGINS;
@@ -90,6 +91,7 @@ fn build_definition(kind: EntityKind) -> EntityDef {
         EntityKind::Acls => credentials::acl(),
         EntityKind::JwtSecrets => credentials::jwt_secret(),
         EntityKind::HmacauthCredentials => credentials::hmacauth_credential(),
+        EntityKind::Oauth2Credentials => credentials::oauth2_credential(),
         EntityKind::Plugins => identity::plugin(),
         EntityKind::Certificates => identity::certificate(),
         EntityKind::Snis => identity::sni(),
@@ -242,6 +244,7 @@ fn to_entity(kind: EntityKind, value: Value) -> Result<Entity, serde_json::Error
         EntityKind::Acls => Entity::Acl(from_value(value)?),
         EntityKind::JwtSecrets => Entity::JwtSecret(from_value(value)?),
         EntityKind::HmacauthCredentials => Entity::HmacauthCredential(from_value(value)?),
+        EntityKind::Oauth2Credentials => Entity::Oauth2Credential(from_value(value)?),
         EntityKind::Plugins => Entity::Plugin(from_value(value)?),
         EntityKind::Certificates => Entity::Certificate(from_value(value)?),
         EntityKind::Snis => Entity::Sni(from_value(value)?),

@@ -161,7 +161,8 @@ pub(crate) fn note_change(
         | EntityKind::BasicauthCredentials
         | EntityKind::Acls
         | EntityKind::JwtSecrets
-        | EntityKind::HmacauthCredentials => {
+        | EntityKind::HmacauthCredentials
+        | EntityKind::Oauth2Credentials => {
             compiled
                 .identities
                 .note(state, &compiled.plugin_instances, kind, id, previous);

@@ -25,6 +25,7 @@ pub(crate) struct Identities {
     pub basicauth_by_username: CowMap<String, Uuid>,
     pub jwt_by_key: CowMap<String, Uuid>,
     pub hmacauth_by_username: CowMap<String, Uuid>,
+    pub oauth2_by_client_id: CowMap<String, Uuid>,
     /// Every consumer's prepared headers and ACL groups.
     pub consumer_views: CowMap<Uuid, Arc<ConsumerView>>,
     pub consumer_plugins: CowMap<Uuid, Arc<Vec<ConsumerPlugin>>>,
@@ -73,6 +74,9 @@ impl Identities {
         }
         for c in state.hmacauth_credentials.values() {
             identities.hmacauth_by_username.insert(c.username.clone(), c.id);
+        }
+        for c in state.oauth2_credentials.values() {
+            identities.oauth2_by_client_id.insert(c.client_id.clone(), c.id);
         }
         let mut acls: Vec<_> = state.acls.values().collect();
         acls.sort_by_key(|a| (a.created_at, a.id));
@@ -447,6 +451,14 @@ impl Identities {
                 };
                 let new = state.hmacauth_credentials.get(&id).map(|c| (c.username.as_str(), id));
                 swap_key(&mut self.hmacauth_by_username, old, new);
+            }
+            EntityKind::Oauth2Credentials => {
+                let old = match previous {
+                    Some(Entity::Oauth2Credential(c)) => Some(c.client_id.as_str()),
+                    _ => None,
+                };
+                let new = state.oauth2_credentials.get(&id).map(|c| (c.client_id.as_str(), id));
+                swap_key(&mut self.oauth2_by_client_id, old, new);
             }
             EntityKind::Acls => {
                 if let Some(Entity::Acl(old)) = previous {

@@ -266,6 +266,7 @@ impl Snapshot {
             + e.acls.len()
             + e.jwt_secrets.len()
             + e.hmacauth_credentials.len()
+            + e.oauth2_credentials.len()
     }
 }
 
@@ -464,6 +465,15 @@ impl strait_plugins::Directory for Snapshot {
     fn hmacauth_credential(&self, username: &str) -> Option<&strait_core::HmacauthCredential> {
         let id = self.compiled.identities.hmacauth_by_username.get(username)?;
         self.entities.hmacauth_credentials.get(id)
+    }
+
+    fn oauth2_credential(&self, client_id: &str) -> Option<&strait_core::Oauth2Credential> {
+        let id = self.compiled.identities.oauth2_by_client_id.get(client_id)?;
+        self.entities.oauth2_credentials.get(id)
+    }
+
+    fn oauth2_credential_by_id(&self, id: Uuid) -> Option<&strait_core::Oauth2Credential> {
+        self.entities.oauth2_credentials.get(&id)
     }
 
     fn consumer_view(&self, consumer: Uuid) -> Option<&strait_plugins::ConsumerView> {

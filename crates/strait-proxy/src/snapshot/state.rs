@@ -8,7 +8,7 @@ use strait_core::declarative::DeclarativeJson;
 use strait_core::{
     Acl, BasicauthCredential, CaCertificate, Certificate, Config, ConfigChange, Consumer, ConsumerGroup,
     ConsumerGroupConsumer, Entity, EntityKind, HmacauthCredential, JwtSecret, Key, KeySet, KeyauthCredential,
-    Plugin as PluginEntity, Route, Service, Sni, Target, Upstream, Vault,
+    Oauth2Credential, Plugin as PluginEntity, Route, Service, Sni, Target, Upstream, Vault,
 };
 use strait_router::CowMap;
 use uuid::Uuid;
@@ -34,6 +34,7 @@ pub(crate) struct EntityState {
     pub acls: CowMap<Uuid, Acl>,
     pub jwt_secrets: CowMap<Uuid, JwtSecret>,
     pub hmacauth_credentials: CowMap<Uuid, HmacauthCredential>,
+    pub oauth2_credentials: CowMap<Uuid, Oauth2Credential>,
 }
 
 /// The entity a change replaces or removes, if it existed.
@@ -89,6 +90,7 @@ impl EntityState {
                 .hmacauth_credentials
                 .insert(e.id, e)
                 .map(Entity::HmacauthCredential),
+            Entity::Oauth2Credential(e) => self.oauth2_credentials.insert(e.id, e).map(Entity::Oauth2Credential),
         }
     }
 
@@ -116,6 +118,7 @@ impl EntityState {
             EntityKind::Acls => self.acls.remove(&id).map(Entity::Acl),
             EntityKind::JwtSecrets => self.jwt_secrets.remove(&id).map(Entity::JwtSecret),
             EntityKind::HmacauthCredentials => self.hmacauth_credentials.remove(&id).map(Entity::HmacauthCredential),
+            EntityKind::Oauth2Credentials => self.oauth2_credentials.remove(&id).map(Entity::Oauth2Credential),
         }
     }
 
@@ -144,6 +147,7 @@ impl EntityState {
             acls: owned(by_creation(&self.acls, |e| (e.created_at, e.id))),
             jwt_secrets: owned(by_creation(&self.jwt_secrets, |e| (e.created_at, e.id))),
             hmacauth_credentials: owned(by_creation(&self.hmacauth_credentials, |e| (e.created_at, e.id))),
+            oauth2_credentials: owned(by_creation(&self.oauth2_credentials, |e| (e.created_at, e.id))),
         }
     }
 
@@ -188,6 +192,9 @@ impl EntityState {
                 EntityKind::JwtSecrets => out.list(kind, &by_creation(&self.jwt_secrets, |e| (e.created_at, e.id))),
                 EntityKind::HmacauthCredentials => {
                     out.list(kind, &by_creation(&self.hmacauth_credentials, |e| (e.created_at, e.id)))
+                }
+                EntityKind::Oauth2Credentials => {
+                    out.list(kind, &by_creation(&self.oauth2_credentials, |e| (e.created_at, e.id)))
                 }
             }
         }
@@ -275,6 +282,14 @@ pub(crate) fn config_upserts(config: &Config) -> Vec<ConfigChange> {
             .map(Entity::HmacauthCredential)
             .map(upsert),
     );
+    changes.extend(
+        config
+            .oauth2_credentials
+            .iter()
+            .cloned()
+            .map(Entity::Oauth2Credential)
+            .map(upsert),
+    );
     changes.extend(config.plugins.iter().cloned().map(Entity::Plugin).map(upsert));
     changes
 }
@@ -318,7 +333,7 @@ macro_rules! diffed {
 }
 
 diffed!(created and updated: Service, Route, Upstream, Consumer, PluginEntity, Certificate, Sni, CaCertificate, Vault, KeySet, Key, ConsumerGroup);
-diffed!(created: ConsumerGroupConsumer, KeyauthCredential, BasicauthCredential, Acl, JwtSecret, HmacauthCredential);
+diffed!(created: ConsumerGroupConsumer, KeyauthCredential, BasicauthCredential, Acl, JwtSecret, HmacauthCredential, Oauth2Credential);
 
 impl Diffed for Target {
     fn id(&self) -> Uuid {
@@ -414,6 +429,7 @@ impl EntityState {
                 EntityKind::Acls => gone(&self.acls, &config.acls),
                 EntityKind::JwtSecrets => gone(&self.jwt_secrets, &config.jwt_secrets),
                 EntityKind::HmacauthCredentials => gone(&self.hmacauth_credentials, &config.hmacauth_credentials),
+                EntityKind::Oauth2Credentials => gone(&self.oauth2_credentials, &config.oauth2_credentials),
             };
             changes.extend(gone.into_iter().map(|id| ConfigChange::Delete { kind, id }));
         }
@@ -468,15 +484,17 @@ impl EntityState {
             acls => Acl,
             jwt_secrets => JwtSecret,
             hmacauth_credentials => HmacauthCredential,
+            oauth2_credentials => Oauth2Credential,
             plugins => Plugin,
         );
     }
 }
 
 /// Kinds with children before their parents.
-const DELETE_ORDER: [EntityKind; 19] = [
+const DELETE_ORDER: [EntityKind; 20] = [
     EntityKind::Plugins,
     EntityKind::ConsumerGroupConsumers,
+    EntityKind::Oauth2Credentials,
     EntityKind::HmacauthCredentials,
     EntityKind::JwtSecrets,
     EntityKind::Acls,

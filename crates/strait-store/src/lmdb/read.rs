@@ -51,6 +51,7 @@ fn push_entity(config: &mut Config, entity: Entity) {
         Entity::Acl(e) => config.acls.push(e),
         Entity::JwtSecret(e) => config.jwt_secrets.push(e),
         Entity::HmacauthCredential(e) => config.hmacauth_credentials.push(e),
+        Entity::Oauth2Credential(e) => config.oauth2_credentials.push(e),
     }
 }
 

@@ -197,6 +197,7 @@ pub(super) fn encode_entity(entity: &Entity) -> Result<Vec<u8>, StoreError> {
         Entity::Acl(e) => serde_json::to_vec(e),
         Entity::JwtSecret(e) => serde_json::to_vec(e),
         Entity::HmacauthCredential(e) => serde_json::to_vec(e),
+        Entity::Oauth2Credential(e) => serde_json::to_vec(e),
     };
     encoded.map_err(StoreError::Encode)
 }
@@ -224,6 +225,7 @@ pub(super) fn decode_entity(kind: EntityKind, key: &[u8], bytes: &[u8]) -> Resul
         EntityKind::Acls => serde_json::from_slice(bytes).map(Entity::Acl),
         EntityKind::JwtSecrets => serde_json::from_slice(bytes).map(Entity::JwtSecret),
         EntityKind::HmacauthCredentials => serde_json::from_slice(bytes).map(Entity::HmacauthCredential),
+        EntityKind::Oauth2Credentials => serde_json::from_slice(bytes).map(Entity::Oauth2Credential),
     };
     let entity = decoded.map_err(|error| corrupt(table, key, error))?;
     if entity.id().as_bytes().as_slice() != key {

@@ -34,6 +34,8 @@ pub(super) struct PluginDef {
     pub http_only: bool,
     /// A plugin-specific default for `protocols`.
     pub protocols_default: Option<&'static [&'static str]>,
+    /// Fills Kong's `auto = true` config fields a write left out.
+    pub fill: fn(&mut Map<String, Value>),
 }
 
 impl PluginDef {
@@ -44,7 +46,13 @@ impl PluginDef {
             no_consumer: false,
             http_only: true,
             protocols_default: None,
+            fill: |_| {},
         }
+    }
+
+    pub fn fill(mut self, fill: fn(&mut Map<String, Value>)) -> PluginDef {
+        self.fill = fill;
+        self
     }
 
     pub fn no_consumer(mut self) -> PluginDef {
@@ -109,6 +117,7 @@ fn build_definition(name: &str) -> Option<PluginDef> {
         "jwt" => Some(signed::jwt()),
         "key-auth" => Some(auth::key_auth()),
         "mtls-auth" => Some(auth::mtls_auth()),
+        "oauth2" => Some(auth::oauth2()),
         "opentelemetry" => Some(observability::opentelemetry()),
         "prometheus" => Some(prometheus()),
         "proxy-cache" => Some(traffic::proxy_cache()),
@@ -141,6 +150,7 @@ pub const PLUGINS_WITH_SCHEMA: &[&str] = &[
     "jwt",
     "key-auth",
     "mtls-auth",
+    "oauth2",
     "opentelemetry",
     "prometheus",
     "proxy-cache",
@@ -175,6 +185,7 @@ fn request_termination() -> PluginDef {
         no_consumer: false,
         http_only: true,
         protocols_default: None,
+        fill: |_| {},
         config: vec![
             (
                 "status_code",
@@ -211,7 +222,16 @@ fn request_termination_check(config: &Map<String, Value>) -> Result<(), String> 
 pub(crate) fn validate_config(name: &str, config: Option<&Value>, errors: &mut Vec<FieldError>) -> Option<Value> {
     let Known { def, config: field } = known(name)?;
     let before = errors.len();
-    let out = engine::validate_value(field, config, &engine::At::Text("config"), errors);
+    let mut filled = match config {
+        Some(Value::Object(given)) => given.clone(),
+        _ => Map::new(),
+    };
+    (def.fill)(&mut filled);
+    let config = match config {
+        None | Some(Value::Null) | Some(Value::Object(_)) => Some(Value::Object(filled)),
+        other => other.cloned(),
+    };
+    let out = engine::validate_value(field, config.as_ref(), &engine::At::Text("config"), errors);
     if errors.len() == before {
         if let Err(message) = out.as_object().map_or(Ok(()), def.check) {
             errors.push(FieldError::new("config", message));
