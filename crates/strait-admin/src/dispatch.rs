@@ -51,6 +51,8 @@ pub async fn handle(state: &AdminState, endpoint: Endpoint, request: &AdminReque
             address,
             healthy,
         } => crate::health::set_target_health(state, &upstream, &target, address.as_deref(), healthy),
+        Endpoint::Oauth2Tokens => crate::oauth2_tokens::collection(state, request).await,
+        Endpoint::Oauth2Token(key) => crate::oauth2_tokens::entity(state, &key, request).await,
         Endpoint::Collection(kind) => collection(state, kind, request).await,
         Endpoint::Entity(EntityKind::ConsumerGroups, key) if request.method == Method::GET => {
             consumer_groups::get_group(state, &key, &request.query)

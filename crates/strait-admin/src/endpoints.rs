@@ -60,6 +60,10 @@ pub enum Endpoint {
     ConsumerGroupsOf(String),
     /// `/consumers/{c}/consumer_groups/{g}`.
     ConsumerGroupOf(String, String),
+    /// `/oauth2_tokens`: the token store (runtime data).
+    Oauth2Tokens,
+    /// `/oauth2_tokens/{id or access_token}`.
+    Oauth2Token(String),
     /// `/upstreams/{u}/health`.
     UpstreamHealth(String),
     /// `/upstreams/{u}/targets/all`: every target (Kong keeps history there; Strait has none).
@@ -96,7 +100,8 @@ impl Endpoint {
             // Kong serves targets only under their upstream; Strait keeps
             // the read-only top-level views.
             Endpoint::Collection(EntityKind::Targets) | Endpoint::Entity(EntityKind::Targets, _) => READ_ONLY,
-            Endpoint::Collection(_) | Endpoint::Children { .. } => COLLECTION,
+            Endpoint::Collection(_) | Endpoint::Children { .. } | Endpoint::Oauth2Tokens => COLLECTION,
+            Endpoint::Oauth2Token(_) => ENTITY,
             Endpoint::Entity(..) | Endpoint::Child { .. } | Endpoint::Parent { .. } => ENTITY,
             _ => READ_ONLY,
         }
@@ -150,6 +155,8 @@ pub fn parse(segments: &[String]) -> Option<Endpoint> {
         ["consumers", consumer, "consumer_groups", group] => {
             Endpoint::ConsumerGroupOf(consumer.to_string(), group.to_string())
         }
+        ["oauth2_tokens"] => Endpoint::Oauth2Tokens,
+        ["oauth2_tokens", key] => Endpoint::Oauth2Token(key.to_string()),
         ["upstreams", upstream, "health"] => Endpoint::UpstreamHealth(upstream.to_string()),
         ["upstreams", upstream, "targets", "all"] => Endpoint::TargetsAll(upstream.to_string()),
         ["upstreams", upstream, "targets", target, state @ ("healthy" | "unhealthy")] => Endpoint::TargetHealth {
@@ -238,6 +245,8 @@ pub fn templates() -> Vec<(String, &'static str)> {
         ("/status".into(), READ_ONLY),
         ("/status/ready".into(), READ_ONLY),
         ("/metrics".into(), READ_ONLY),
+        ("/oauth2_tokens".into(), COLLECTION),
+        ("/oauth2_tokens/{oauth2_tokens}".into(), ENTITY),
         ("/tags".into(), READ_ONLY),
         ("/tags/{tags}".into(), READ_ONLY),
         ("/upstreams/{upstreams}/health".into(), READ_ONLY),

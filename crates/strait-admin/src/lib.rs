@@ -17,6 +17,7 @@ pub mod fuzzing;
 mod health;
 mod meta;
 mod metrics;
+mod oauth2_tokens;
 pub mod openapi;
 mod proxy_cache;
 mod request;

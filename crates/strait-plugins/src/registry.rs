@@ -25,6 +25,7 @@ pub const AVAILABLE: &[&str] = &[
     "jwt",
     "key-auth",
     "mtls-auth",
+    "oauth2",
     "opentelemetry",
     "prometheus",
     "proxy-cache",
@@ -123,6 +124,7 @@ pub fn build_scoped_plugin(
         "jwt" => Arc::new(auth::jwt::Jwt::from_config(config)?),
         "key-auth" => Arc::new(auth::key_auth::KeyAuth::from_config(config)?),
         "mtls-auth" => Arc::new(auth::mtls_auth::MtlsAuth::from_config(config)?),
+        "oauth2" => Arc::new(auth::oauth2::OAuth2::from_config(config, scope.plugin)?),
         "proxy-cache" => Arc::new(traffic::proxy_cache::ProxyCache::from_config(config)?),
         "request-size-limiting" => Arc::new(security::request_size_limiting::RequestSizeLimiting::from_config(
             config,

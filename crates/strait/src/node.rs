@@ -51,6 +51,24 @@ fn start_secret_refresh(publisher: &SnapshotPublisher, interval: std::time::Dura
 }
 
 /// Run a node until a termination signal, then drain and return.
+/// Open the oauth2 plugin's token store and make it the node's.
+fn open_token_store(settings: &NodeSettings) -> Result<()> {
+    use crate::settings::TokenStoreSettings;
+    use strait_runtime::oauth2::{install, lmdb::LmdbTokens, redis::RedisTokens, TokenStore};
+    let store: Arc<dyn TokenStore> = match &settings.oauth2_tokens {
+        TokenStoreSettings::Embedded { map_size } => {
+            let dir = settings.prefix.join("oauth2_tokens");
+            Arc::new(LmdbTokens::open(&dir, *map_size).map_err(|e| anyhow!("opening the OAuth2 token store: {e}"))?)
+        }
+        TokenStoreSettings::Redis(config) => {
+            tracing::info!(redis = %config.label(), "OAuth2 tokens are kept in Redis");
+            Arc::new(RedisTokens::new(strait_runtime::redis::Redis::new(config.clone())))
+        }
+    };
+    install(store);
+    Ok(())
+}
+
 pub fn run(settings: NodeSettings) -> Result<()> {
     strait_plugins::traffic::proxy_cache::store::set_capacity(settings.mem_cache_size);
     strait_runtime::logs::set_syslog_socket(settings.syslog_socket.clone());
@@ -67,6 +85,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     let store: Arc<dyn Store> = Arc::new(
         LmdbStore::open(&settings.prefix.join("lmdb")).map_err(|e| anyhow!("opening the embedded store: {e}"))?,
     );
+    open_token_store(&settings)?;
     let (version, config) = store
         .load()
         .map_err(|e| anyhow!("loading the stored configuration: {e}"))?;

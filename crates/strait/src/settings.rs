@@ -81,6 +81,17 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("dns_stale_ttl", "3600"),
     ("dns_not_found_ttl", "30"),
     ("dns_error_ttl", "1"),
+    ("oauth2_token_store", "embedded"),
+    ("oauth2_token_store_size", "65536m"),
+    ("oauth2_redis_host", ""),
+    ("oauth2_redis_port", "6379"),
+    ("oauth2_redis_username", ""),
+    ("oauth2_redis_password", ""),
+    ("oauth2_redis_database", "0"),
+    ("oauth2_redis_ssl", "off"),
+    ("oauth2_redis_ssl_verify", "off"),
+    ("oauth2_redis_server_name", ""),
+    ("oauth2_redis_timeout", "2000"),
     ("headers", strait_proxy::kong_headers::DEFAULT_HEADERS),
     ("headers_upstream", strait_proxy::kong_headers::DEFAULT_HEADERS_UPSTREAM),
 ];
@@ -122,6 +133,8 @@ pub struct NodeSettings {
     pub vault_refresh_interval: Duration,
     /// `dns_*`: how service and target hosts are resolved.
     pub dns: strait_proxy::dns::DnsSettings,
+    /// Where the oauth2 plugin's tokens live.
+    pub oauth2_tokens: TokenStoreSettings,
     pub raw: RawSettings,
 }
 
@@ -519,9 +532,72 @@ impl NodeSettings {
             },
             vault_refresh_interval: parse_duration("vault_refresh_interval", raw.get("vault_refresh_interval"))?,
             dns: dns_settings(&raw)?,
+            oauth2_tokens: token_store_settings(&raw)?,
             proxy,
             raw,
         })
+    }
+}
+
+/// `oauth2_token_store`: the embedded LMDB store under the prefix, or a
+/// Redis server the nodes of a cluster share.
+#[derive(Debug, Clone)]
+pub enum TokenStoreSettings {
+    /// `map_size`: the most bytes the store's LMDB file may grow to.
+    Embedded {
+        map_size: usize,
+    },
+    Redis(strait_runtime::redis::RedisConfig),
+}
+
+fn on_off(key: &str, value: &str) -> Result<bool> {
+    match value {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        other => bail!("{key}: expected on or off (got {other:?})"),
+    }
+}
+
+fn token_store_settings(raw: &RawSettings) -> Result<TokenStoreSettings> {
+    let optional = |key: &str| Some(raw.get(key).to_string()).filter(|v| !v.is_empty());
+    match raw.get("oauth2_token_store") {
+        "embedded" => Ok(TokenStoreSettings::Embedded {
+            map_size: parse_size("oauth2_token_store_size", raw.get("oauth2_token_store_size"))?,
+        }),
+        "redis" => {
+            let host = optional("oauth2_redis_host")
+                .ok_or_else(|| anyhow!("oauth2_redis_host: required when oauth2_token_store = redis"))?;
+            let port: u16 = raw.get("oauth2_redis_port").trim().parse().map_err(|_| {
+                anyhow!(
+                    "oauth2_redis_port: expected a port (got {:?})",
+                    raw.get("oauth2_redis_port")
+                )
+            })?;
+            let database: i64 = raw.get("oauth2_redis_database").trim().parse().map_err(|_| {
+                anyhow!(
+                    "oauth2_redis_database: expected a number (got {:?})",
+                    raw.get("oauth2_redis_database")
+                )
+            })?;
+            let timeout_ms: u64 = raw.get("oauth2_redis_timeout").trim().parse().map_err(|_| {
+                anyhow!(
+                    "oauth2_redis_timeout: expected milliseconds (got {:?})",
+                    raw.get("oauth2_redis_timeout")
+                )
+            })?;
+            Ok(TokenStoreSettings::Redis(strait_runtime::redis::RedisConfig {
+                host,
+                port,
+                username: optional("oauth2_redis_username"),
+                password: optional("oauth2_redis_password"),
+                database,
+                ssl: on_off("oauth2_redis_ssl", raw.get("oauth2_redis_ssl"))?,
+                ssl_verify: on_off("oauth2_redis_ssl_verify", raw.get("oauth2_redis_ssl_verify"))?,
+                server_name: optional("oauth2_redis_server_name"),
+                timeout: Duration::from_millis(timeout_ms.max(1)),
+            }))
+        }
+        other => bail!("oauth2_token_store: expected embedded or redis (got {other:?})"),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod jwt;
 pub mod key_auth;
 pub mod mtls_auth;
 mod nginx_base64;
+pub mod oauth2;
 #[cfg(test)]
 mod test_support;
 pub mod x509;

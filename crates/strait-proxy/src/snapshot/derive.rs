@@ -226,6 +226,7 @@ pub(crate) fn build_plugin_instance(
         let scope = PluginScope {
             route: plugin.route.map(|r| r.id),
             service: plugin.service.map(|s| s.id),
+            plugin: Some(id),
         };
         match build_scoped_plugin(&plugin.name, config, scope) {
             Ok(instance) => {

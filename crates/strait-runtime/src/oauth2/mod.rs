@@ -45,14 +45,14 @@ pub struct OauthToken {
 }
 
 impl OauthToken {
-    /// When the row is removed: at its `ttl`; without one, when the access
-    /// token expires if there is no refresh token to use afterwards; never
-    /// otherwise.
+    /// When the row is removed: at its `ttl`; without one, the second after
+    /// the access token expires if there is no refresh token to use
+    /// afterwards; never otherwise.
     pub fn purge_at(&self) -> Option<i64> {
         match self.ttl {
             Some(ttl) if ttl > 0 => Some(self.created_at.saturating_add(ttl)),
             _ if self.expires_in > 0 && self.refresh_token.is_none() => {
-                Some(self.created_at.saturating_add(self.expires_in))
+                Some(self.created_at.saturating_add(self.expires_in).saturating_add(1))
             }
             _ => None,
         }

@@ -99,6 +99,7 @@ pub(super) fn oauth2() -> PluginDef {
                 .between(0, 100_000_000),
         ),
         ("reuse_refresh_token", bool_default(false)),
+        ("persistent_refresh_token", bool_default(false)),
         (
             "pkce",
             Field::string().one_of(&["none", "lax", "strict"]).default(json!("lax")),

@@ -293,3 +293,54 @@ fn credential_schemas_describe_kong_fields() {
         (&json!("consumers"), &json!(true))
     );
 }
+
+#[test]
+fn oauth2_credentials_generate_ids_check_uris_and_hash_secrets() {
+    let out = valid(
+        EntityKind::Oauth2Credentials,
+        json!({"consumer": {"id": CONSUMER_ID}, "name": "app", "redirect_uris": ["https://a.example/cb"]}),
+    );
+    assert!(is_random_hex(&out["client_id"]), "{out}");
+    assert!(is_random_hex(&out["client_secret"]), "{out}");
+    assert_eq!(out["client_type"], "confidential");
+    assert_eq!(out["hash_secret"], false);
+    let errors = invalid(
+        EntityKind::Oauth2Credentials,
+        json!({"consumer": {"id": CONSUMER_ID}, "name": "app", "redirect_uris": ["nope", "https://a.example/#x"]}),
+    );
+    assert_eq!(
+        errors,
+        vec![
+            pair("redirect_uris[0]", "cannot parse 'nope'"),
+            pair("redirect_uris[1]", "fragment not allowed in 'https://a.example/#x'"),
+        ]
+    );
+    assert_eq!(
+        invalid(
+            EntityKind::Oauth2Credentials,
+            json!({"consumer": {"id": CONSUMER_ID}, "name": "app", "client_type": "secret"})
+        ),
+        vec![pair("client_type", "expected one of: confidential, public")]
+    );
+
+    let input = json!({"consumer": {"id": CONSUMER_ID}, "name": "app", "client_secret": "s3cret", "hash_secret": true});
+    let mut entity = validate_entity(EntityKind::Oauth2Credentials, &input, NOW).unwrap();
+    transform_on_write(&mut entity, input.as_object().unwrap());
+    let Entity::Oauth2Credential(stored) = &entity else {
+        panic!("{entity:?}")
+    };
+    assert!(
+        stored.client_secret.starts_with("$pbkdf2-sha512$i=10000,l=32$"),
+        "{}",
+        stored.client_secret
+    );
+    assert!(oauth2_secret_verify("s3cret", &stored.client_secret));
+    assert!(!oauth2_secret_verify("other", &stored.client_secret));
+    // A write that leaves both fields out does not hash the hash again.
+    let hashed = stored.client_secret.clone();
+    transform_on_write(&mut entity, json!({"name": "renamed"}).as_object().unwrap());
+    let Entity::Oauth2Credential(stored) = &entity else {
+        panic!("{entity:?}")
+    };
+    assert_eq!(stored.client_secret, hashed);
+}

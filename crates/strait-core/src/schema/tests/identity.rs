@@ -48,12 +48,13 @@ fn plugin_defaults_and_known_names() {
     // Every bundled plugin validates with its defaults, except those whose
     // Kong schema demands a choice (acl and ip-restriction: allow or deny;
     // proxy-cache: strategy; rate-limiting and response-ratelimiting: a limit;
-    // the log plugins: where to send).
+    // the log plugins: where to send; oauth2: a grant).
     let demand_a_choice = [
         "acl",
         "file-log",
         "http-log",
         "ip-restriction",
+        "oauth2",
         "opentelemetry",
         "proxy-cache",
         "rate-limiting",
@@ -64,6 +65,24 @@ fn plugin_defaults_and_known_names() {
     for name in BUNDLED_PLUGINS.iter().filter(|n| !demand_a_choice.contains(n)) {
         valid(EntityKind::Plugins, json!({ "name": name }));
     }
+    let oauth2 = valid(
+        EntityKind::Plugins,
+        json!({"name": "oauth2", "config": {"enable_password_grant": true}}),
+    );
+    assert_eq!(oauth2["config"]["token_expiration"], 7200);
+    assert_eq!(oauth2["config"]["pkce"], "lax");
+    assert_eq!(
+        oauth2["config"]["provision_key"].as_str().map(str::len),
+        Some(32),
+        "a provision_key is generated"
+    );
+    assert_eq!(
+        invalid(EntityKind::Plugins, json!({"name": "oauth2"})),
+        vec![pair(
+            "config",
+            "at least one of these fields must be true: enable_authorization_code, enable_implicit_grant, enable_client_credentials, enable_password_grant"
+        )]
+    );
     assert_eq!(
         invalid(EntityKind::Plugins, json!({"name": "response-ratelimiting"})),
         vec![pair("config.limits", "required field missing")]

@@ -55,6 +55,8 @@ enum LimitBy {
 pub struct PluginScope {
     pub route: Option<Uuid>,
     pub service: Option<Uuid>,
+    /// The plugin entity's own id (oauth2 codes remember who issued them).
+    pub plugin: Option<Uuid>,
 }
 
 #[derive(Debug)]
@@ -409,6 +411,7 @@ mod tests {
         let limiter = RateLimiting::from_config(
             serde_json::json!({ "second": 5, "minute": 8 }).as_object().unwrap(),
             PluginScope {
+                plugin: None,
                 route: Some(Uuid::new_v4()),
                 service: None,
             },
@@ -439,6 +442,7 @@ mod tests {
                 PluginScope {
                     route: Some(Uuid::new_v4()),
                     service: None,
+                    plugin: None,
                 },
             )
             .unwrap(),
