@@ -97,6 +97,30 @@ async fn the_every_plugin_file_validates_loads_runs_and_round_trips_through_deck
     );
     assert_eq!(gw.proxy(get("/jwt")).await.status, 401);
     assert_eq!(gw.proxy(get("/hmac-auth")).await.status, 401);
+    let token = gw
+        .proxy(request(
+            "POST",
+            "/oauth2/oauth2/token",
+            &[
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("x-forwarded-proto", "https"),
+            ],
+            "grant_type=client_credentials&client_id=alice-client&client_secret=alice-client-secret",
+        ))
+        .await;
+    assert_eq!(token.status, 200, "{}", token.text());
+    let bearer = format!(
+        "Bearer {}",
+        token.json()["access_token"].as_str().expect("access_token")
+    );
+    assert_eq!(gw.proxy(get("/oauth2")).await.status, 401);
+    // Authenticated, the request goes on to the file's unreachable service.
+    assert_eq!(
+        gw.proxy(request("GET", "/oauth2", &[("authorization", &bearer)], ""))
+            .await
+            .status,
+        502
+    );
     assert_eq!(gw.proxy(get("/guarded")).await.status, 200);
     let bot = gw
         .proxy(request("GET", "/guarded", &[("user-agent", "BadBot/1.0")], ""))
