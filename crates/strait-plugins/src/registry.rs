@@ -100,10 +100,13 @@ pub fn build_scoped_plugin(
     config: &Map<String, Value>,
     scope: PluginScope,
 ) -> Result<Arc<dyn Plugin>, PluginError> {
+    // Counters are keyed by route and service as in Kong, never by the
+    // plugin entity's id: a config re-posted with new ids keeps them.
+    let counters = PluginScope { plugin: None, ..scope };
     Ok(match name {
-        "rate-limiting" => Arc::new(traffic::rate_limiting::RateLimiting::from_config(config, scope)?),
+        "rate-limiting" => Arc::new(traffic::rate_limiting::RateLimiting::from_config(config, counters)?),
         "response-ratelimiting" => Arc::new(traffic::response_ratelimiting::ResponseRateLimiting::from_config(
-            config, scope,
+            config, counters,
         )?),
         "acl" => Arc::new(auth::acl::Acl::from_config(config)?),
         "opentelemetry" => Arc::new(observability::opentelemetry::OpenTelemetry::from_config(config)?),
