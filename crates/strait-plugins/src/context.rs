@@ -164,6 +164,21 @@ impl<'a> RequestCtx<'a> {
             .map(|(_, v)| v)
     }
 
+    /// Remove every `name` argument from the query string sent upstream
+    /// (nothing changes when there is none).
+    pub fn remove_query_arg(&mut self, name: &str) {
+        let query = self.query();
+        if !crate::form::pairs(query).any(|(k, _)| k == name) {
+            return;
+        }
+        let kept: Vec<(String, String)> = crate::form::pairs(query)
+            .filter(|(k, _)| k != name)
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let query = crate::form::serialize(kept.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let _ = self.set_query(&query);
+    }
+
     /// Replace path and query (`query` empty: none).
     /// Replaces the query string, keeping the path.
     pub fn set_query(&mut self, query: &str) -> Result<(), http::Error> {

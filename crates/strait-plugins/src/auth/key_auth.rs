@@ -110,16 +110,7 @@ impl KeyAuth {
 
     fn hide(&self, ctx: &mut RequestCtx<'_>, name: &str, source: Source) {
         ctx.headers.remove(name);
-        let query = ctx.query();
-        if crate::form::pairs(query).any(|(k, _)| k == name) {
-            let kept: Vec<(String, String)> = crate::form::pairs(query)
-                .filter(|(k, _)| k != name)
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
-            let query = crate::form::serialize(kept.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            let path = ctx.path().to_string();
-            let _ = ctx.set_path_and_query(&path, &query);
-        }
+        ctx.remove_query_arg(name);
         if let Source::Body(mut parsed) = source {
             parsed.remove(name);
             ctx.body = Some(parsed.encode());

@@ -10,8 +10,6 @@
 //! node's token store ([`strait_runtime::oauth2`]), each found by the hash
 //! of its secret: saving one rebuilds nothing.
 
-use std::borrow::Cow;
-
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use bytes::Bytes;
@@ -21,7 +19,7 @@ use strait_core::Oauth2Credential;
 use strait_runtime::oauth2::{self as store, AuthCode, OauthToken, TokenStore};
 use uuid::Uuid;
 
-use super::{accept_credential, set_anonymous};
+use super::{accept_credential, set_anonymous, set_or_clear};
 use crate::body;
 use crate::config::ConfigReader;
 use crate::context::{AuthenticatedCredential, RequestCtx};
@@ -59,7 +57,9 @@ pub struct OAuth2 {
     accept_http_if_already_terminated: bool,
     anonymous: Option<String>,
     global_credentials: bool,
-    auth_header_name: String,
+    /// `auth_header_name`, parsed once (None: not a valid header name,
+    /// so never present).
+    auth_header: Option<http::HeaderName>,
     refresh_token_ttl: Option<i64>,
     reuse_refresh_token: bool,
     persistent_refresh_token: bool,
@@ -69,8 +69,19 @@ pub struct OAuth2 {
     plugin_id: Option<Uuid>,
 }
 
-const SCOPE_HEADER: &str = "x-authenticated-scope";
-const USERID_HEADER: &str = "x-authenticated-userid";
+const SCOPE_HEADER: http::HeaderName = http::HeaderName::from_static("x-authenticated-scope");
+const USERID_HEADER: http::HeaderName = http::HeaderName::from_static("x-authenticated-userid");
+const INVALID_REDIRECT: &str =
+    "Invalid redirect_uri that does not match with any redirect_uri created with the application";
+
+/// The `redirect_uri` asked for (the application's first when none was),
+/// when the application registered it.
+fn registered_redirect(params: &Params, uris: &[String]) -> Option<String> {
+    let wanted = params
+        .get("redirect_uri")
+        .or_else(|| uris.first().map(String::as_str))?;
+    uris.iter().find(|u| *u == wanted).cloned()
+}
 
 /// The request's OAuth2 parameters: the query, and for POST, PUT and
 /// PATCH the body over it (Kong's `retrieve_parameters`). A name given
@@ -287,10 +298,12 @@ impl OAuth2 {
             accept_http_if_already_terminated: c.bool("accept_http_if_already_terminated", false)?,
             anonymous: c.string("anonymous")?.filter(|a| !a.is_empty()),
             global_credentials: c.bool("global_credentials", false)?,
-            auth_header_name: c
-                .string("auth_header_name")?
-                .unwrap_or_else(|| "authorization".into())
-                .to_ascii_lowercase(),
+            auth_header: http::HeaderName::from_bytes(
+                c.string("auth_header_name")?
+                    .unwrap_or_else(|| "authorization".into())
+                    .as_bytes(),
+            )
+            .ok(),
             refresh_token_ttl: Some(refresh_token_ttl).filter(|t| *t > 0),
             reuse_refresh_token: c.bool("reuse_refresh_token", false)?,
             persistent_refresh_token: c.bool("persistent_refresh_token", false)?,
@@ -469,22 +482,13 @@ impl OAuth2 {
                 .and_then(|c| directory.oauth2_credential(c));
             match client.and_then(|c| c.redirect_uris.as_ref().map(|uris| (c, uris))) {
                 None => response = error("invalid_client", "Invalid client authentication"),
-                Some((_, uris)) => {
-                    let wanted = params
-                        .get("redirect_uri")
-                        .map(str::to_string)
-                        .or_else(|| uris.first().cloned());
-                    match wanted.filter(|w| uris.contains(w)) {
-                        Some(uri) => redirect_uri = Some(uri),
-                        None => {
-                            response = error(
-                                "invalid_request",
-                                "Invalid redirect_uri that does not match with any redirect_uri created with the application",
-                            );
-                            redirect_uri = uris.first().cloned();
-                        }
+                Some((_, uris)) => match registered_redirect(&params, uris) {
+                    Some(uri) => redirect_uri = Some(uri),
+                    None => {
+                        response = error("invalid_request", INVALID_REDIRECT);
+                        redirect_uri = uris.first().cloned();
                     }
-                }
+                },
             }
             let challenge = params.get("code_challenge");
             let method = params.get("code_challenge_method");
@@ -561,7 +565,12 @@ impl OAuth2 {
         if let (Some(id), Some(secret)) = (params.get("client_id"), params.get("client_secret")) {
             return (Some(id.into()), Some(secret.into()), false);
         }
-        if let Some(header) = ctx.header(&self.auth_header_name) {
+        if let Some(header) = self
+            .auth_header
+            .as_ref()
+            .and_then(|name| ctx.headers.get(name))
+            .and_then(|v| v.to_str().ok())
+        {
             let rest = header.trim_start();
             let basic = rest
                 .get(..5)
@@ -606,15 +615,8 @@ impl OAuth2 {
         if grant_type != Some("client_credentials") {
             match client.and_then(|c| c.redirect_uris.as_ref()) {
                 Some(uris) => {
-                    let wanted = params
-                        .get("redirect_uri")
-                        .map(str::to_string)
-                        .or_else(|| uris.first().cloned());
-                    if !wanted.is_some_and(|w| uris.contains(&w)) {
-                        response = error(
-                            "invalid_request",
-                            "Invalid redirect_uri that does not match with any redirect_uri created with the application",
-                        );
+                    if registered_redirect(&params, uris).is_none() {
+                        response = error("invalid_request", INVALID_REDIRECT);
                     }
                 }
                 None => {
@@ -824,22 +826,28 @@ impl OAuth2 {
     /// (or `Token <t>`), else the `access_token` parameter. Hidden from
     /// the upstream when `hide_credentials`.
     fn access_token(&self, ctx: &mut RequestCtx<'_>) -> Option<String> {
-        let header = ctx.header(&self.auth_header_name).map(str::to_string);
+        let header = self
+            .auth_header
+            .as_ref()
+            .and_then(|name| ctx.headers.get(name))
+            .and_then(|v| v.to_str().ok());
         let (token, in_header) = match header {
             Some(value) => {
-                let parts: Vec<&str> = value.split_whitespace().collect();
-                match parts.as_slice() {
-                    [kind, token] if kind.eq_ignore_ascii_case("bearer") || kind.eq_ignore_ascii_case("token") => {
+                let mut parts = value.split_whitespace();
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some(kind), Some(token), None)
+                        if kind.eq_ignore_ascii_case("bearer") || kind.eq_ignore_ascii_case("token") =>
+                    {
                         (Some(token.to_string()), true)
                     }
-                    _ => (Some(value.clone()), false),
+                    _ => (Some(value.to_string()), false),
                 }
             }
             None => (Params::of(ctx).get("access_token").map(str::to_string), false),
         };
         if self.hide_credentials {
-            if in_header {
-                ctx.headers.remove(self.auth_header_name.as_str());
+            if let (true, Some(name)) = (in_header, &self.auth_header) {
+                ctx.headers.remove(name);
             } else {
                 self.hide_parameter(ctx);
             }
@@ -848,15 +856,7 @@ impl OAuth2 {
     }
 
     fn hide_parameter(&self, ctx: &mut RequestCtx<'_>) {
-        let query = ctx.query();
-        if crate::form::pairs(query).any(|(k, _)| k == "access_token") {
-            let kept: Vec<(String, String)> = crate::form::pairs(query)
-                .filter(|(k, _)| k != "access_token")
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect();
-            let query = crate::form::serialize(kept.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            let _ = ctx.set_query(&query);
-        }
+        ctx.remove_query_arg("access_token");
         let form = body::kind_of(ctx.header("content-type")) == body::BodyKind::Form;
         if *ctx.method != Method::GET && form {
             if let Some(mut parsed) = ctx.body.as_deref().and_then(|b| body::parse(body::BodyKind::Form, b)) {
@@ -915,8 +915,8 @@ impl OAuth2 {
             plugin: "oauth2",
         };
         accept_credential(ctx, client.consumer.id, credential).map_err(Flow::Respond)?;
-        set_header(ctx, SCOPE_HEADER, token.scope.as_deref());
-        set_header(ctx, USERID_HEADER, token.authenticated_userid.as_deref());
+        set_or_clear(ctx, SCOPE_HEADER, token.scope.as_deref());
+        set_or_clear(ctx, USERID_HEADER, token.authenticated_userid.as_deref());
         Ok(())
     }
 
@@ -953,17 +953,16 @@ impl OAuth2 {
         match &self.anonymous {
             Some(anonymous) => {
                 if ctx.credential.is_some() {
-                    set_header(ctx, SCOPE_HEADER, None);
-                    set_header(ctx, USERID_HEADER, None);
+                    set_or_clear(ctx, SCOPE_HEADER, None);
+                    set_or_clear(ctx, USERID_HEADER, None);
                     return Flow::Continue;
                 }
                 match self.authenticate(tokens, ctx).await {
                     Ok(()) => Flow::Continue,
                     Err(_) => {
-                        let anonymous: Cow<'_, str> = Cow::Owned(anonymous.clone());
-                        set_header(ctx, SCOPE_HEADER, None);
-                        set_header(ctx, USERID_HEADER, None);
-                        set_anonymous(ctx, &anonymous)
+                        set_or_clear(ctx, SCOPE_HEADER, None);
+                        set_or_clear(ctx, USERID_HEADER, None);
+                        set_anonymous(ctx, anonymous)
                     }
                 }
             }
@@ -971,18 +970,6 @@ impl OAuth2 {
                 Ok(()) => Flow::Continue,
                 Err(flow) => flow,
             },
-        }
-    }
-}
-
-fn set_header(ctx: &mut RequestCtx<'_>, name: &'static str, value: Option<&str>) {
-    let name = http::HeaderName::from_static(name);
-    match value.and_then(|v| http::HeaderValue::from_str(v).ok()) {
-        Some(value) => {
-            ctx.headers.insert(name, value);
-        }
-        None => {
-            ctx.headers.remove(name);
         }
     }
 }
