@@ -2,7 +2,7 @@
 //! configuration's), under `<prefix>/oauth2_tokens`.
 //!
 //! Tables, every one keyed for a primary-key lookup:
-//! - `tokens`: SHA-256(access token) -> token (JSON);
+//! - `tokens`: SHA-256(access token) -> token (`row` format);
 //! - `token_ids`: token id -> SHA-256(access token) (Admin API by id);
 //! - `refresh`: SHA-256(refresh token) -> SHA-256(access token);
 //! - `codes`: SHA-256(code) -> authorization code (JSON);
@@ -154,7 +154,7 @@ impl LmdbTokens {
 }
 
 fn decode_token(bytes: &[u8]) -> Result<OauthToken, TokenStoreError> {
-    serde_json::from_slice(bytes).map_err(|e| failed(format!("a stored token does not decode: {e}")))
+    super::row::decode(bytes).map_err(|e| failed(format!("a stored token does not decode: {e}")))
 }
 
 fn decode_code(bytes: &[u8]) -> Result<AuthCode, TokenStoreError> {
@@ -433,8 +433,9 @@ fn check_free(
 
 fn put_token(txn: &mut RwTxn, t: Tables, token: &OauthToken) -> Result<(), TokenStoreError> {
     let access_key = key_of(&token.access_token);
-    let bytes = serde_json::to_vec(token).map_err(failed)?;
-    t.tokens.put(txn, &access_key, &bytes).map_err(failed)?;
+    t.tokens
+        .put(txn, &access_key, &super::row::encode(token))
+        .map_err(failed)?;
     t.ids.put(txn, token.id.as_bytes(), &access_key).map_err(failed)?;
     if let Some(refresh) = &token.refresh_token {
         t.refresh.put(txn, &key_of(refresh), &access_key).map_err(failed)?;

@@ -14,6 +14,7 @@
 
 pub mod lmdb;
 pub mod redis;
+mod row;
 
 use std::future::Future;
 use std::pin::Pin;
