@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +41,15 @@ class Load:
     # request, which caps the rate below the gateway's capacity (latency under a set load,
     # not at saturation). 0: closed loop, as fast as responses come.
     pace_ms: int = 0
+    # wrk only: a scenario's own Lua (request()/response() etc.) in place of the random
+    # route script, and the arguments after `--` that its init(args) reads.
+    lua: str = ""
+    script_args: list = field(default_factory=list)
+    # wrk only: a script that finishes its work before duration_s writes a line starting
+    # with this marker to stderr; the lab then interrupts wrk (SIGINT: it stops and
+    # reports what it did). The whole run is still bounded by timeout_s.
+    stop_marker: str = ""
+    timeout_s: float | None = None
 
     @property
     def url(self) -> str:
@@ -71,9 +82,32 @@ def _bounded(argv: list[str], timeout: float) -> str:
     return done.stdout
 
 
+def _until_marker(argv: list[str], marker: str, timeout: float) -> str:
+    """Run wrk until its script writes `marker` to stderr (then SIGINT) or it ends."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               stdin=subprocess.DEVNULL)
+    timer = threading.Timer(timeout, process.kill)
+    timer.start()
+    errors = []
+    try:
+        for line in process.stderr:
+            errors.append(line)
+            if line.startswith(marker):
+                process.send_signal(signal.SIGINT)
+        out = process.stdout.read()
+        process.wait()
+    finally:
+        timer.cancel()
+    if process.returncode != 0:
+        raise RuntimeError(f"{argv[2]} failed ({process.returncode}): {''.join(errors)[-2000:]}")
+    return out + "".join(errors)
+
+
 def _wrk_script(load: Load, tag: str) -> Path:
     parts = []
-    if load.targets:
+    if load.lua:
+        parts.append(load.lua)
+    elif load.targets:
         parts.append((LUA_DIR / "random_route.lua").read_text())
     elif load.headers:
         headers = "".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in load.headers.items())
@@ -90,9 +124,12 @@ def _run_wrk(load: Load, tag: str) -> dict:
     script = _wrk_script(load, tag)
     argv = ["taskset", "-c", load.cpus, "wrk", "-t1", f"-c{load.connections}",
             f"-d{load.duration_s}s", "--timeout", "5s", "-s", str(script), load.url]
-    if load.targets:
+    if load.lua:
+        argv += ["--", *(str(arg) for arg in load.script_args)]
+    elif load.targets:
         argv += ["--", str(load.targets)]
-    out = _bounded(argv, load.duration_s + 30)
+    timeout = load.timeout_s or load.duration_s + 30
+    out = _until_marker(argv, load.stop_marker, timeout) if load.stop_marker else _bounded(argv, timeout)
     match = re.search(r"^LAB_JSON (.*)$", out, re.M)
     if not match:
         raise RuntimeError(f"wrk printed no result:\n{out[-2000:]}")
