@@ -18,6 +18,11 @@ fi
 if ! need redis-server; then
   apt-get update -qq && apt-get install -y -qq redis-server
 fi
+# A real PostgreSQL for the postgres store (tests/src/postgres.rs runs initdb and its own
+# server on a free port per test; the package's own cluster, if it starts, is not used).
+if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && [[ -z "${STRAIT_PG_BINDIR:-}" ]]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql
+fi
 
 # decK (Kong's declarative CLI) for the dump/sync round-trip test: the release module from
 # the Go module proxy, built in a scratch copy into target/tools (kept between runs when

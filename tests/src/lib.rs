@@ -15,6 +15,7 @@ pub mod grpc;
 pub mod h2_raw;
 pub mod otlp;
 pub mod plugins;
+pub mod postgres;
 pub mod process;
 pub mod prometheus;
 pub mod redis;

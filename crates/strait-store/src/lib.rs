@@ -14,6 +14,7 @@
 
 pub mod keys;
 mod lmdb;
+pub mod pg;
 
 use serde::{Deserialize, Serialize};
 use strait_core::{Config, ConfigChange, ConfigVersion, Entity, EntityKind};

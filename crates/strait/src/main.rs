@@ -22,6 +22,7 @@ fn release_allocator_memory() {
 
 mod kong_configuration;
 mod logfile;
+mod migrations;
 mod node;
 mod settings;
 
@@ -40,6 +41,8 @@ Commands:
   start [--conf FILE] [--prefix DIR] [--declarative-config FILE]
                            start a node (settings: FILE, then STRAIT_<KEY> env vars)
   config validate FILE     check a Kong declarative config; prints every error
+  migrations COMMAND       manage the PostgreSQL schema (bootstrap, up, finish, list, reset,
+                           status); `strait migrations help` for the flags
   version                  print the version
 ";
 
@@ -60,6 +63,7 @@ fn run(args: &[String]) -> Result<ExitCode> {
     match args.first().map(String::as_str) {
         Some("start") => start(&args[1..]).map(|_| ExitCode::SUCCESS),
         Some("config") if args.get(1).map(String::as_str) == Some("validate") => validate(args.get(2)),
+        Some("migrations") => migrations::run(&args[1..]),
         Some("version") | Some("--version") => {
             println!("Strait {}", strait_proxy::VERSION);
             Ok(ExitCode::SUCCESS)

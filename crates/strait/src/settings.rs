@@ -92,6 +92,16 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("oauth2_redis_ssl_verify", "off"),
     ("oauth2_redis_server_name", ""),
     ("oauth2_redis_timeout", "2000"),
+    // database = postgres (Kong's names and defaults; pg_timeout in milliseconds).
+    ("pg_host", "127.0.0.1"),
+    ("pg_port", "5432"),
+    ("pg_user", "kong"),
+    ("pg_password", ""),
+    ("pg_database", "kong"),
+    ("pg_schema", ""),
+    ("pg_timeout", "5000"),
+    ("pg_ssl", "off"),
+    ("pg_ssl_verify", "off"),
     ("headers", strait_proxy::kong_headers::DEFAULT_HEADERS),
     ("headers_upstream", strait_proxy::kong_headers::DEFAULT_HEADERS_UPSTREAM),
 ];
@@ -216,6 +226,38 @@ impl RawSettings {
     fn get(&self, key: &str) -> &str {
         self.0.get(key).map(String::as_str).unwrap_or("")
     }
+}
+
+/// The `pg_*` settings as the PostgreSQL store's connection settings.
+pub fn pg_config(raw: &RawSettings) -> Result<strait_store::pg::PgConfig> {
+    let port: u16 = raw
+        .get("pg_port")
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("pg_port: expected a port number, got {:?}", raw.get("pg_port")))?;
+    let timeout_ms = parse_number("pg_timeout", raw.get("pg_timeout"))?;
+    if timeout_ms == 0 {
+        bail!("pg_timeout: must be at least 1 millisecond");
+    }
+    if parse_switch("pg_ssl", raw.get("pg_ssl"))? {
+        bail!("pg_ssl: TLS to PostgreSQL is not supported by this version");
+    }
+    parse_switch("pg_ssl_verify", raw.get("pg_ssl_verify"))?;
+    let text = |key: &str| Some(raw.get(key).trim().to_string()).filter(|v| !v.is_empty());
+    for key in ["pg_host", "pg_user", "pg_database"] {
+        if text(key).is_none() {
+            bail!("{key}: must not be empty");
+        }
+    }
+    Ok(strait_store::pg::PgConfig {
+        host: raw.get("pg_host").trim().to_string(),
+        port,
+        user: raw.get("pg_user").trim().to_string(),
+        password: Some(raw.get("pg_password").to_string()).filter(|v| !v.is_empty()),
+        database: raw.get("pg_database").trim().to_string(),
+        schema: text("pg_schema"),
+        timeout: Duration::from_millis(timeout_ms as u64),
+    })
 }
 
 /// `500ms`, `2s`, `1m`, or a bare number of seconds.
@@ -381,11 +423,12 @@ impl NodeSettings {
                 raw.get("role")
             );
         }
-        if raw.get("database") != "embedded" {
-            bail!(
-                "database: only 'embedded' is supported by this version (got {:?})",
-                raw.get("database")
-            );
+        match raw.get("database") {
+            "embedded" => {}
+            "postgres" => bail!(
+                "database: a node cannot serve from 'postgres' yet ('strait migrations' manages its schema; use 'embedded')"
+            ),
+            other => bail!("database: expected embedded or postgres (got {other:?})"),
         }
         // One indexed router serves every flavor; the flavor decides which
         // route fields writes may use (docs/admin-api.md#router-flavors).
@@ -645,6 +688,27 @@ mod tests {
             raw.0.insert(key.into(), value.into());
             let error = NodeSettings::from_raw(raw).expect_err(key).to_string();
             assert!(error.starts_with(&format!("{key}:")), "{key}: {error}");
+        }
+    }
+
+    #[test]
+    fn pg_settings_default_to_kongs_and_bad_ones_name_the_key() {
+        let raw = RawSettings::load(None, std::iter::empty()).expect("defaults");
+        let config = pg_config(&raw).expect("defaults are valid");
+        assert_eq!(config.label(), "kong@127.0.0.1:5432/kong");
+        assert_eq!(config.timeout, Duration::from_millis(5000));
+        assert_eq!((config.password, config.schema), (None, None));
+        for (key, value) in [
+            ("pg_port", "99999"),
+            ("pg_timeout", "0"),
+            ("pg_timeout", "soon"),
+            ("pg_ssl", "maybe"),
+            ("pg_host", " "),
+        ] {
+            let mut raw = RawSettings::load(None, std::iter::empty()).expect("defaults");
+            raw.0.insert(key.into(), value.into());
+            let error = pg_config(&raw).expect_err(key).to_string();
+            assert!(error.starts_with(&format!("{key}:")), "{key}={value}: {error}");
         }
     }
 }

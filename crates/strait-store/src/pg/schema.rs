@@ -1,0 +1,158 @@
+//! The PostgreSQL schema, as versioned migrations.
+//!
+//! One table per entity kind, named as Kong names it (`services`,
+//! `routes`, `keyauth_credentials`, ...): `id uuid PRIMARY KEY`, one `text
+//! UNIQUE` column per unique key ([`UNIQUE_FIELDS`]: names, keys, cache
+//! keys), one `<field>_id uuid` column per foreign key ([`FOREIGN_FIELDS`])
+//! with a real `REFERENCES` constraint and an index on `(<field>_id, id)`,
+//! and the entity itself as `entity jsonb`. Every lookup the proxy or the
+//! Admin API makes is a primary key or one of those indexes.
+//!
+//! Foreign keys are `DEFERRABLE INITIALLY DEFERRED`: a transaction may
+//! delete a parent before the children it lists with it (the Admin API
+//! computes Kong's cascades and writes them in the same transaction), and
+//! the database refuses at commit a transaction that would leave a child
+//! pointing at nothing.
+//!
+//! Beside them: `config_meta` (the configuration's version and hash, one
+//! row), `change_log` (what each version touched, for the other nodes),
+//! and Kong's own bookkeeping tables, `schema_meta` and `locks`.
+
+use strait_core::EntityKind;
+
+use crate::keys::{FOREIGN_FIELDS, UNIQUE_FIELDS};
+
+/// The subsystem every Strait migration belongs to (Kong's `core`).
+pub const SUBSYSTEM: &str = "core";
+
+/// One schema step. Migrations run in this order, each in a transaction
+/// of its own, and are recorded in `schema_meta` by name.
+pub struct Migration {
+    pub name: &'static str,
+    pub up: fn() -> String,
+}
+
+/// Every migration this build knows, oldest first.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    name: "000_base",
+    up: base,
+}];
+
+/// Kong's bookkeeping tables, made by `bootstrap` before any migration.
+pub const BOOKKEEPING: &str = "\
+CREATE TABLE IF NOT EXISTS schema_meta (
+  key text,
+  subsystem text,
+  last_executed text,
+  executed text[],
+  pending text[],
+  PRIMARY KEY (key, subsystem)
+);
+CREATE TABLE IF NOT EXISTS locks (
+  key text PRIMARY KEY,
+  owner text,
+  ttl timestamp with time zone
+);
+CREATE INDEX IF NOT EXISTS locks_ttl_idx ON locks (ttl);
+";
+
+/// The column a foreign key `field` lives in (Kong's `<field>_id`).
+pub fn foreign_column(field: &str) -> String {
+    format!("{field}_id")
+}
+
+/// The column a unique key `field` lives in.
+pub fn unique_column(field: &str) -> String {
+    field.to_string()
+}
+
+/// Quote an identifier (every name here is ours, but quoting keeps words
+/// such as `key` or `set` from meaning anything to SQL).
+pub fn ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn base() -> String {
+    let mut sql = String::new();
+    for kind in EntityKind::ALL {
+        let table = ident(kind.table());
+        sql.push_str(&format!("CREATE TABLE {table} (\n  id uuid PRIMARY KEY"));
+        for (_, field) in UNIQUE_FIELDS.iter().filter(|(k, _)| *k == kind) {
+            sql.push_str(&format!(",\n  {} text UNIQUE", ident(&unique_column(field))));
+        }
+        for (_, field, _) in FOREIGN_FIELDS.iter().filter(|(k, _, _)| *k == kind) {
+            sql.push_str(&format!(",\n  {} uuid", ident(&foreign_column(field))));
+        }
+        sql.push_str(",\n  entity jsonb NOT NULL\n);\n");
+    }
+    // Constraints after every table exists: parents are not always created
+    // before their children in EntityKind::ALL's order.
+    for (kind, field, parent) in FOREIGN_FIELDS {
+        let table = kind.table();
+        let column = foreign_column(field);
+        sql.push_str(&format!(
+            "ALTER TABLE {} ADD CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {} (id) DEFERRABLE INITIALLY DEFERRED;\n",
+            ident(table),
+            ident(&format!("{table}_{column}_fkey")),
+            ident(&column),
+            ident(parent.table()),
+        ));
+        sql.push_str(&format!(
+            "CREATE INDEX {} ON {} ({}, id);\n",
+            ident(&format!("{table}_{column}_idx")),
+            ident(table),
+            ident(&column),
+        ));
+    }
+    sql.push_str(
+        "\
+CREATE TABLE config_meta (
+  key text PRIMARY KEY,
+  version bigint NOT NULL,
+  hash text
+);
+INSERT INTO config_meta (key, version, hash) VALUES ('config', 0, NULL);
+CREATE TABLE change_log (
+  version bigint NOT NULL,
+  seq integer NOT NULL,
+  kind text NOT NULL,
+  op text NOT NULL,
+  id uuid,
+  PRIMARY KEY (version, seq)
+);
+",
+    );
+    sql
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_a_table_and_every_key_a_column() {
+        let sql = (MIGRATIONS[0].up)();
+        for kind in EntityKind::ALL {
+            assert!(
+                sql.contains(&format!("CREATE TABLE \"{}\" (", kind.table())),
+                "{kind:?}"
+            );
+        }
+        assert!(sql.contains("\"service_id\" uuid"));
+        assert!(sql.contains("\"name\" text UNIQUE"));
+        assert!(sql.contains(
+            "ALTER TABLE \"routes\" ADD CONSTRAINT \"routes_service_id_fkey\" FOREIGN KEY (\"service_id\") \
+             REFERENCES \"services\" (id) DEFERRABLE INITIALLY DEFERRED;"
+        ));
+        assert!(sql.contains("CREATE INDEX \"plugins_consumer_id_idx\" ON \"plugins\" (\"consumer_id\", id);"));
+    }
+
+    #[test]
+    fn migration_names_are_unique_and_ordered() {
+        let names: Vec<&str> = MIGRATIONS.iter().map(|m| m.name).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+    }
+}

@@ -1,0 +1,267 @@
+//! A real PostgreSQL server for one test: a cluster made with `initdb` in a
+//! temporary directory, served on a free port on 127.0.0.1 only (trust
+//! authentication, no Unix socket), killed (SIGKILL, as a crash) and started
+//! again on the same port on demand, killed on drop.
+//!
+//! The binaries: `$STRAIT_PG_BINDIR`, else the newest Debian
+//! `/usr/lib/postgresql/<version>/bin` (scripts/test.sh installs the
+//! `postgresql` package), else the PATH. PostgreSQL refuses to run as root;
+//! as root the server runs as the `postgres` user Debian's package creates.
+
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{free_port, TempDir};
+
+/// The superuser and the database every test server has.
+pub const USER: &str = "strait";
+pub const DATABASE: &str = "strait";
+
+pub struct PgServer {
+    port: u16,
+    dir: TempDir,
+    bin: PathBuf,
+    run_as: Option<(u32, u32)>,
+    child: Option<Child>,
+}
+
+fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("STRAIT_PG_BINDIR") {
+        return PathBuf::from(dir);
+    }
+    let newest = std::fs::read_dir("/usr/lib/postgresql").ok().and_then(|entries| {
+        entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let version: u32 = e.file_name().to_str()?.parse().ok()?;
+                Some((version, e.path().join("bin")))
+            })
+            .filter(|(_, bin)| bin.join("postgres").exists())
+            .max_by_key(|(version, _)| *version)
+    });
+    newest.map(|(_, bin)| bin).unwrap_or_default()
+}
+
+/// uid and gid of `name` from /etc/passwd.
+fn account(name: &str) -> Option<(u32, u32)> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.first() == Some(&name) && fields.len() > 3)
+            .then(|| Some((fields[2].parse().ok()?, fields[3].parse().ok()?)))
+            .flatten()
+    })
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
+        })
+        .unwrap_or(false)
+}
+
+impl PgServer {
+    /// initdb, start, create the `strait` database; panics with the server's
+    /// log when any step fails.
+    pub fn start() -> PgServer {
+        let run_as = if is_root() {
+            Some(account("postgres").expect("running as root needs the `postgres` user (apt-get install postgresql)"))
+        } else {
+            None
+        };
+        let mut server = PgServer {
+            port: free_port(),
+            dir: TempDir::new(),
+            bin: bin_dir(),
+            run_as,
+            child: None,
+        };
+        let data = server.data();
+        std::fs::create_dir_all(&data).expect("create the data directory");
+        if let Some((uid, gid)) = run_as {
+            std::os::unix::fs::chown(server.dir.path(), Some(uid), Some(gid)).expect("chown the test directory");
+            std::os::unix::fs::chown(&data, Some(uid), Some(gid)).expect("chown the data directory");
+        }
+        let out = server
+            .command("initdb")
+            .args([
+                "-D",
+                &data.display().to_string(),
+                "-U",
+                USER,
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ])
+            .args(["--locale=C"])
+            .output()
+            .expect("run initdb (is PostgreSQL installed? scripts/test.sh installs it)");
+        assert!(
+            out.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        server.launch();
+        let out = server
+            .command("createdb")
+            .args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "-U", USER, DATABASE])
+            .output()
+            .expect("run createdb");
+        assert!(
+            out.status.success(),
+            "createdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        server
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        let mut command = Command::new(if path.exists() { path } else { PathBuf::from(program) });
+        if let Some((uid, gid)) = self.run_as {
+            command.uid(uid).gid(gid);
+        }
+        command.current_dir(self.dir.path()).stdin(Stdio::null());
+        command
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's log (stderr of the postmaster).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
+    }
+
+    fn launch(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("postgres.log")).expect("create the server log");
+        if let Some((uid, gid)) = self.run_as {
+            let _ = std::os::unix::fs::chown(self.dir.path().join("postgres.log"), Some(uid), Some(gid));
+        }
+        let child = self
+            .command("postgres")
+            .args(["-D", &self.data().display().to_string(), "-p", &self.port.to_string()])
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="])
+            // Throwaway data: a killed server loses nothing it acknowledged
+            // (the OS keeps the writes), only an OS crash would.
+            .args(["-c", "fsync=off", "-c", "max_connections=200"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start postgres");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("postgres exited ({status}) at start:\n{}", self.log());
+                }
+            }
+            let listening = TcpStream::connect(("127.0.0.1", self.port)).is_ok();
+            let ready = listening
+                && self
+                    .command("pg_isready")
+                    .args([
+                        "-h",
+                        "127.0.0.1",
+                        "-p",
+                        &self.port.to_string(),
+                        "-U",
+                        USER,
+                        "-d",
+                        "postgres",
+                    ])
+                    .stdout(Stdio::null())
+                    .status()
+                    .map(|s| s.success())
+                    .unwrap_or(false);
+            if ready {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "postgres not ready after 60 s:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGKILL the postmaster (a crash); its backends exit when they notice.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Backends of a killed postmaster hold the port until they notice.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_ok() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = std::fs::remove_file(self.data().join("postmaster.pid"));
+    }
+
+    /// Start again on the same port after [`PgServer::kill`] (crash recovery
+    /// runs as after a real crash).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.launch();
+    }
+
+    /// Run one SQL script with `psql` as the superuser; its stdout.
+    pub fn psql(&self, sql: &str) -> String {
+        let out = self
+            .command("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                USER,
+                "-d",
+                DATABASE,
+            ])
+            .args(["-v", "ON_ERROR_STOP=1", "-At", "-c", sql])
+            .output()
+            .expect("run psql");
+        assert!(
+            out.status.success(),
+            "psql failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A data directory path, for tests that look at the files.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
