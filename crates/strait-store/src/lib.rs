@@ -12,6 +12,7 @@
 //! field report taught us.
 #![deny(unsafe_code)]
 
+mod codec;
 pub mod keys;
 mod lmdb;
 pub mod pg;
@@ -29,6 +30,9 @@ pub enum StoreError {
     Io(#[from] std::io::Error),
     #[error("LMDB error: {0}")]
     Lmdb(#[from] heed::Error),
+    /// The PostgreSQL store's server refused, failed or did not answer.
+    #[error("PostgreSQL error: {0}")]
+    Postgres(String),
     /// An entity could not be serialised (not expected for typed entities).
     #[error("cannot encode entity: {0}")]
     Encode(serde_json::Error),

@@ -9,6 +9,7 @@ use strait_core::{Config, ConfigChange, ConfigVersion, Entity, EntityKind};
 use uuid::Uuid;
 
 use super::tables::*;
+use crate::codec::*;
 use crate::keys::{children_of, config_entities, foreign_keys, unique_keys};
 use crate::{ChangeLogEntry, ChangeOp, StoreError};
 

@@ -7,6 +7,9 @@
 
 pub mod migrate;
 pub mod schema;
+mod store;
+
+pub use store::{PgStore, CHANNEL};
 
 use std::time::Duration;
 
