@@ -70,6 +70,13 @@ pub enum StoreError {
         child_kind: EntityKind,
         child: Uuid,
     },
+    /// Another node committed since the version the caller derived its
+    /// changes from; nothing was written. Catch up, derive again, retry.
+    #[error("the configuration moved on: expected version {expected}, found {found}")]
+    Stale {
+        expected: ConfigVersion,
+        found: ConfigVersion,
+    },
     /// `(kind, field)` is not a unique or foreign key this store indexes.
     #[error("'{field}' is not an indexed field of {}", kind.table())]
     UnknownIndex { kind: EntityKind, field: String },
@@ -134,6 +141,16 @@ pub trait Store: Send + Sync {
     /// differs from the running configuration in a few entities commits.
     /// With no changes only the hash is written and the version stays.
     fn apply_hashed(&self, changes: &[ConfigChange], hash: Option<&str>) -> Result<ConfigVersion, StoreError>;
+
+    /// `apply`, only while the committed version is still `base`, the
+    /// version the caller derived its snapshot from; else
+    /// [`StoreError::Stale`] and nothing is written. A dialect with one
+    /// writer (LMDB: one node owns its file) has nothing to race and
+    /// applies; a shared database checks in the write transaction.
+    fn apply_at(&self, base: ConfigVersion, changes: &[ConfigChange]) -> Result<ConfigVersion, StoreError> {
+        let _ = base;
+        self.apply(changes)
+    }
 
     /// One entity by primary key.
     fn get(&self, kind: EntityKind, id: Uuid) -> Result<Option<Entity>, StoreError>;

@@ -82,9 +82,23 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     strait_proxy::dns::configure(settings.dns.clone());
     std::fs::create_dir_all(&settings.prefix)
         .with_context(|| format!("creating prefix {}", settings.prefix.display()))?;
-    let store: Arc<dyn Store> = Arc::new(
-        LmdbStore::open(&settings.prefix.join("lmdb")).map_err(|e| anyhow!("opening the embedded store: {e}"))?,
-    );
+    let (store, postgres): (Arc<dyn Store>, _) = match &settings.postgres {
+        None => (
+            Arc::new(
+                LmdbStore::open(&settings.prefix.join("lmdb"))
+                    .map_err(|e| anyhow!("opening the embedded store: {e}"))?,
+            ),
+            None,
+        ),
+        Some(config) => {
+            let store = Arc::new(
+                strait_store::pg::PgStore::open(config.clone(), strait_store::DEFAULT_CHANGE_LOG_LIMIT)
+                    .map_err(|e| anyhow!("opening the PostgreSQL store {}: {e}", config.label()))?,
+            );
+            tracing::info!(database = %config.label(), "configuration is kept in PostgreSQL");
+            (store.clone() as Arc<dyn Store>, Some((store, config.clone())))
+        }
+    };
     open_token_store(&settings)?;
     let (version, config) = store
         .load()
@@ -96,6 +110,9 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         .map_err(|e| anyhow!("stored configuration does not compile: {e}"))?;
     tracing::info!(config_version = version, "stored configuration loaded");
     let publisher = SnapshotPublisher::start(initial);
+    if let Some((store, config)) = postgres {
+        crate::pg_follow::start(store, config, publisher.clone())?;
+    }
     start_secret_refresh(&publisher, settings.vault_refresh_interval);
     let control = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -163,6 +180,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         writes: Default::default(),
         declarative: std::sync::Mutex::new(memo),
         headers: settings.proxy.headers,
+        shared_database: settings.postgres.is_some(),
     });
     let admin = start_admin_thread(&settings, state, admin_tls, shutdown_rx)?;
     ready.store(true, Ordering::Release);

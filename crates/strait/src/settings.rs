@@ -114,6 +114,8 @@ pub struct RawSettings(pub BTreeMap<String, String>);
 #[derive(Debug, Clone)]
 pub struct NodeSettings {
     pub prefix: PathBuf,
+    /// `database = postgres`: the shared store's connection settings.
+    pub postgres: Option<strait_store::pg::PgConfig>,
     pub declarative_config: Option<PathBuf>,
     pub log_level: String,
     /// `proxy_error_log`: where the node's own log goes.
@@ -423,13 +425,19 @@ impl NodeSettings {
                 raw.get("role")
             );
         }
-        match raw.get("database") {
-            "embedded" => {}
-            "postgres" => bail!(
-                "database: a node cannot serve from 'postgres' yet ('strait migrations' manages its schema; use 'embedded')"
-            ),
+        let postgres = match raw.get("database") {
+            "embedded" => None,
+            "postgres" => {
+                if !raw.get("declarative_config").trim().is_empty() {
+                    bail!(
+                        "declarative_config: only with database = embedded (with postgres the database holds \
+                         the configuration every node serves)"
+                    );
+                }
+                Some(pg_config(&raw)?)
+            }
             other => bail!("database: expected embedded or postgres (got {other:?})"),
-        }
+        };
         // One indexed router serves every flavor; the flavor decides which
         // route fields writes may use (docs/admin-api.md#router-flavors).
         let router_flavor = RouterFlavor::parse(raw.get("router_flavor")).ok_or_else(|| {
@@ -531,6 +539,7 @@ impl NodeSettings {
             bail!("status_listen: ssl is not supported on the status listener");
         }
         Ok(NodeSettings {
+            postgres,
             error_log: LogTarget::parse(raw.get("proxy_error_log"), &prefix),
             json_logs,
             syslog_socket: PathBuf::from(raw.get("syslog_socket")),

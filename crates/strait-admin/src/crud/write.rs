@@ -278,6 +278,18 @@ fn violated_fields(subject: Option<&Entity>, kind: EntityKind, field: &str, valu
     fields
 }
 
+/// Derive-and-commit attempts a write makes while other nodes keep
+/// committing first.
+const STALE_RETRIES: usize = 20;
+
+/// Wait (at most 5 s) until this node serves `version` or a later one.
+async fn wait_for_version(state: &AdminState, version: strait_core::ConfigVersion) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while state.publisher.current().load().version < version && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
 /// Commits `changes` in one store transaction and publishes them; returns
 /// once the proxy serves them. The compiler derives the new snapshot first,
 /// so a change that cannot compile is never committed. `subject` explains
@@ -287,10 +299,36 @@ pub async fn commit(
     changes: Vec<ConfigChange>,
     subject: Option<&Entity>,
 ) -> Result<(), AdminResponse> {
-    let store = state.store.clone();
-    let to_commit = changes.clone();
-    let commit_fn: CommitFn = Box::new(move || store.apply(&to_commit).map_err(|e| Box::new(e) as CommitError));
-    match state.publisher.apply_changes(changes, commit_fn).await {
+    // On a shared database another node may have committed since the
+    // running snapshot: the store refuses (Stale), this node catches up
+    // (its follower applies the other writes), and the write is derived
+    // again from the caught-up snapshot.
+    let mut attempts = 0;
+    let result = loop {
+        let store = state.store.clone();
+        let current = state.publisher.current();
+        let to_commit = changes.clone();
+        let commit_fn: CommitFn = Box::new(move || {
+            // Runs on the compiler thread right after deriving from this
+            // very snapshot: its version is the base of the changes.
+            let base = current.load().version;
+            store.apply_at(base, &to_commit).map_err(|e| Box::new(e) as CommitError)
+        });
+        match state.publisher.apply_changes(changes.clone(), commit_fn).await {
+            Err(PublishError::Commit(error)) if attempts < STALE_RETRIES => match error.downcast::<StoreError>() {
+                Ok(failure) => match *failure {
+                    StoreError::Stale { found, .. } => {
+                        attempts += 1;
+                        wait_for_version(state, found).await;
+                    }
+                    other => break Err(PublishError::Commit(Box::new(other))),
+                },
+                Err(other) => break Err(PublishError::Commit(other)),
+            },
+            other => break other,
+        }
+    };
+    match result {
         Ok(_) => Ok(()),
         Err(PublishError::Commit(error)) => match error.downcast::<StoreError>() {
             Ok(store_failure) => Err(store_error(*store_failure, |kind, field, value| {

@@ -9,7 +9,7 @@ pub mod migrate;
 pub mod schema;
 mod store;
 
-pub use store::{PgStore, CHANNEL};
+pub use store::{listen, CatchUp, Listener, PgStore, CHANNEL};
 
 use std::time::Duration;
 
@@ -36,7 +36,7 @@ impl PgConfig {
         format!("{}@{}:{}/{}", self.user, self.host, self.port, self.database)
     }
 
-    fn client_config(&self) -> tokio_postgres::Config {
+    pub(crate) fn client_config(&self) -> tokio_postgres::Config {
         let mut config = tokio_postgres::Config::new();
         config
             .host(&self.host)

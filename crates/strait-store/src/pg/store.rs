@@ -491,50 +491,14 @@ impl Store for PgStore {
     }
 
     fn apply_hashed(&self, changes: &[ConfigChange], hash: Option<&str>) -> Result<ConfigVersion, StoreError> {
-        let changes = changes.to_vec();
-        let hash = hash.map(str::to_string);
-        let limit = self.change_log_limit;
-        self.run(move |pool| async move {
-            let mut conn = pool.get().await?;
-            let txn = conn.client().transaction().await.map_err(pg_error)?;
-            if changes.is_empty() {
-                // Only the hash: the version stays.
-                txn.execute("UPDATE config_meta SET hash = $1 WHERE key = 'config'", &[&hash])
-                    .await
-                    .map_err(pg_error)?;
-                let version = current_version(&txn).await?;
-                txn.commit().await.map_err(pg_error)?;
-                return Ok(version);
-            }
-            let version = next_version(&txn).await?;
-            let mut touched = BTreeSet::new();
-            let mut log = Vec::with_capacity(changes.len());
-            for change in &changes {
-                let (kind, id, op) = match change {
-                    ConfigChange::Upsert { entity } => {
-                        upsert(&txn, entity).await?;
-                        (entity.kind(), entity.id(), ChangeOp::Upsert)
-                    }
-                    ConfigChange::Delete { kind, id } => {
-                        delete(&txn, *kind, *id).await?;
-                        (*kind, *id, ChangeOp::Delete)
-                    }
-                };
-                touched.insert((kind, id));
-                log.push(ChangeLogEntry {
-                    version,
-                    kind,
-                    op,
-                    id: Some(id),
-                });
-            }
-            for (kind, id) in touched {
-                check_integrity(&txn, kind, id).await?;
-            }
-            finish_write(&txn, version, hash.as_deref(), &log, limit).await?;
-            txn.commit().await.map_err(pg_error)?;
-            Ok(version)
-        })
+        self.apply_inner(None, changes, hash)
+    }
+
+    fn apply_at(&self, base: ConfigVersion, changes: &[ConfigChange]) -> Result<ConfigVersion, StoreError> {
+        if changes.is_empty() {
+            return self.version();
+        }
+        self.apply_inner(Some(base), changes, None)
     }
 
     fn get(&self, kind: EntityKind, id: Uuid) -> Result<Option<Entity>, StoreError> {
@@ -659,4 +623,209 @@ impl Store for PgStore {
                 .collect()
         })
     }
+}
+
+impl PgStore {
+    /// The write behind `apply_hashed` and `apply_at`.
+    fn apply_inner(
+        &self,
+        base: Option<ConfigVersion>,
+        changes: &[ConfigChange],
+        hash: Option<&str>,
+    ) -> Result<ConfigVersion, StoreError> {
+        let changes = changes.to_vec();
+
+        let hash = hash.map(str::to_string);
+        let limit = self.change_log_limit;
+        self.run(move |pool| async move {
+            let mut conn = pool.get().await?;
+            let txn = conn.client().transaction().await.map_err(pg_error)?;
+            if changes.is_empty() {
+                // Only the hash: the version stays.
+                txn.execute("UPDATE config_meta SET hash = $1 WHERE key = 'config'", &[&hash])
+                    .await
+                    .map_err(pg_error)?;
+                let version = current_version(&txn).await?;
+                txn.commit().await.map_err(pg_error)?;
+                return Ok(version);
+            }
+            let version = next_version(&txn).await?;
+            if let Some(expected) = base {
+                if version - 1 != expected {
+                    return Err(StoreError::Stale {
+                        expected,
+                        found: version - 1,
+                    });
+                }
+            }
+            let mut touched = BTreeSet::new();
+            let mut log = Vec::with_capacity(changes.len());
+            for change in &changes {
+                let (kind, id, op) = match change {
+                    ConfigChange::Upsert { entity } => {
+                        upsert(&txn, entity).await?;
+                        (entity.kind(), entity.id(), ChangeOp::Upsert)
+                    }
+                    ConfigChange::Delete { kind, id } => {
+                        delete(&txn, *kind, *id).await?;
+                        (*kind, *id, ChangeOp::Delete)
+                    }
+                };
+                touched.insert((kind, id));
+                log.push(ChangeLogEntry {
+                    version,
+                    kind,
+                    op,
+                    id: Some(id),
+                });
+            }
+            for (kind, id) in touched {
+                check_integrity(&txn, kind, id).await?;
+            }
+            finish_write(&txn, version, hash.as_deref(), &log, limit).await?;
+            txn.commit().await.map_err(pg_error)?;
+            Ok(version)
+        })
+    }
+}
+
+/// What a node whose snapshot is at some version needs to catch up with
+/// the database.
+#[derive(Debug)]
+pub enum CatchUp {
+    UpToDate,
+    /// The entities the versions after the node's touched, as they are at
+    /// `version`: upserts of those that exist, deletes of those that don't.
+    Changes {
+        version: ConfigVersion,
+        changes: Vec<ConfigChange>,
+    },
+    /// Too far behind (the log was trimmed) or a whole replacement in
+    /// between: the whole configuration at `version`.
+    Whole {
+        version: ConfigVersion,
+        config: Box<Config>,
+        hash: Option<String>,
+    },
+}
+
+impl PgStore {
+    /// Everything after `base`, read in one repeatable-read transaction so
+    /// the version, the log and the rows agree.
+    pub fn catch_up(&self, base: ConfigVersion) -> Result<CatchUp, StoreError> {
+        self.run(move |pool| async move {
+            let mut conn = pool.get().await?;
+            let txn = conn
+                .client()
+                .build_transaction()
+                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(pg_error)?;
+            let version = current_version(&txn).await?;
+            if version == base {
+                return Ok(CatchUp::UpToDate);
+            }
+            let floor: i64 = txn
+                .query_opt("SELECT version FROM config_meta WHERE key = 'changelog_floor'", &[])
+                .await
+                .map_err(pg_error)?
+                .map(|r| r.get(0))
+                .unwrap_or(0);
+            let rows = if version < base || (base as i64) < floor {
+                None
+            } else {
+                Some(
+                    txn.query(
+                        "SELECT kind, op, id FROM change_log WHERE version > $1 AND version <= $2 ORDER BY version, seq",
+                        &[&(base as i64), &(version as i64)],
+                    )
+                    .await
+                    .map_err(pg_error)?,
+                )
+            };
+            let rows = rows.filter(|rows| rows.iter().all(|r| r.get::<_, String>(1) != "replace"));
+            let Some(rows) = rows else {
+                let mut config = Config::default();
+                for kind in EntityKind::ALL {
+                    let sql = format!("SELECT id, entity::text FROM {} ORDER BY id", ident(kind.table()));
+                    for row in txn.query(&sql, &[]).await.map_err(pg_error)? {
+                        let id: Uuid = row.get(0);
+                        let text: String = row.get(1);
+                        push_entity(&mut config, decode_entity(kind, id.as_bytes(), text.as_bytes())?);
+                    }
+                }
+                let hash: Option<String> = txn
+                    .query_one("SELECT hash FROM config_meta WHERE key = 'config'", &[])
+                    .await
+                    .map_err(pg_error)?
+                    .get(0);
+                return Ok(CatchUp::Whole {
+                    version,
+                    config: Box::new(config),
+                    hash,
+                });
+            };
+            let mut seen = HashSet::new();
+            let mut changes = Vec::new();
+            for row in rows {
+                let name: String = row.get(0);
+                let Some(kind) = EntityKind::from_table(&name) else {
+                    continue;
+                };
+                let Some(id) = row.get::<_, Option<Uuid>>(2) else {
+                    continue;
+                };
+                if !seen.insert((kind, id)) {
+                    continue;
+                }
+                changes.push(match read_entity(&txn, kind, id).await? {
+                    Some(entity) => ConfigChange::Upsert { entity },
+                    None => ConfigChange::Delete { kind, id },
+                });
+            }
+            Ok(CatchUp::Changes { version, changes })
+        })
+    }
+}
+
+/// A connection that `LISTEN`s on [`CHANNEL`]; dropping it ends it.
+pub struct Listener(Client);
+
+impl Listener {
+    /// The connection ended: listen again.
+    pub fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+/// Open a [`Listener`]: every notification (and the connection's end)
+/// wakes `wake`.
+pub async fn listen(config: &PgConfig, wake: Arc<tokio::sync::Notify>) -> Result<Listener, StoreError> {
+    let client_config = config.client_config();
+    let (client, mut connection) = tokio::time::timeout(config.timeout, client_config.connect(tokio_postgres::NoTls))
+        .await
+        .map_err(|_| StoreError::Postgres(format!("connecting to {} timed out", config.label())))?
+        .map_err(pg_error)?;
+    let woken = wake.clone();
+    tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(tokio_postgres::AsyncMessage::Notification(_))) => woken.notify_one(),
+                Some(Ok(_)) => {}
+                Some(Err(error)) => {
+                    tracing::warn!(%error, "the PostgreSQL LISTEN connection failed");
+                    break;
+                }
+                None => break,
+            }
+        }
+        woken.notify_one();
+    });
+    client
+        .batch_execute(&format!("LISTEN {CHANNEL}"))
+        .await
+        .map_err(pg_error)?;
+    Ok(Listener(client))
 }

@@ -1,0 +1,140 @@
+//! `database = postgres`: keep this node's snapshot at the database's
+//! version. A `LISTEN` connection wakes the follower at every commit of
+//! any node (`NOTIFY` in the write transaction); a poll every second
+//! covers a lost notification or a lost connection. Each round reads what
+//! changed after the running version in one consistent transaction and
+//! applies it through the snapshot path as deltas (cost in proportion to
+//! the change), or the whole configuration when the node is too far
+//! behind.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use strait_proxy::compiler::{CommitError, CommitFn, PublishError, ReplaceCommitFn};
+use strait_proxy::SnapshotPublisher;
+use strait_store::pg::{CatchUp, PgConfig, PgStore};
+use strait_store::Store;
+use tokio::sync::Notify;
+
+/// How often the follower looks even without a notification.
+const POLL: Duration = Duration::from_secs(1);
+
+pub fn start(store: Arc<PgStore>, config: PgConfig, publisher: SnapshotPublisher) -> Result<()> {
+    std::thread::Builder::new()
+        .name("strait-pg-follow".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    tracing::error!(%error, "the PostgreSQL follower could not start");
+                    return;
+                }
+            };
+            runtime.block_on(follow(store, config, publisher));
+        })
+        .context("starting the PostgreSQL follower")?;
+    Ok(())
+}
+
+async fn follow(store: Arc<PgStore>, config: PgConfig, publisher: SnapshotPublisher) {
+    let wake = Arc::new(Notify::new());
+    let mut listener = None;
+    let mut reachable = true;
+    loop {
+        if listener.as_ref().is_none_or(strait_store::pg::Listener::is_closed) {
+            listener = match strait_store::pg::listen(&config, wake.clone()).await {
+                Ok(client) => Some(client),
+                Err(error) => {
+                    if reachable {
+                        tracing::warn!(%error, "PostgreSQL is unreachable: serving the last configuration");
+                    }
+                    None
+                }
+            };
+        }
+        match catch_up(&store, &publisher).await {
+            Ok(()) => {
+                if !reachable {
+                    tracing::info!(
+                        version = publisher.current().load().version,
+                        "PostgreSQL is back: caught up"
+                    );
+                }
+                reachable = true;
+            }
+            Err(error) => {
+                if reachable {
+                    tracing::warn!(%error, "reading changes from PostgreSQL failed: serving the last configuration");
+                }
+                reachable = false;
+            }
+        }
+        tokio::select! {
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(POLL) => {}
+        }
+    }
+}
+
+/// Publish what the database has after the running version. A commit
+/// function that only checks the snapshot did not move on meanwhile (an
+/// admin write of this node publishes through the same compiler thread).
+async fn catch_up(store: &PgStore, publisher: &SnapshotPublisher) -> Result<(), strait_store::StoreError> {
+    let current = publisher.current();
+    let base = current.load().version;
+    let still_at = move |version| {
+        let current = current.clone();
+        move || -> Result<u64, CommitError> {
+            match current.load().version == base {
+                true => Ok(version),
+                false => Err("the running configuration moved on".into()),
+            }
+        }
+    };
+    match store.catch_up(base)? {
+        CatchUp::UpToDate => Ok(()),
+        CatchUp::Changes { version, changes } => {
+            let count = changes.len();
+            let commit: CommitFn = Box::new(still_at(version));
+            match publisher.apply_changes(changes, commit).await {
+                Ok(_) => {
+                    tracing::debug!(version, changes = count, "changes from PostgreSQL applied");
+                    Ok(())
+                }
+                Err(PublishError::Commit(_)) => Ok(()),
+                Err(error) => {
+                    tracing::warn!(%error, version, "changes from PostgreSQL do not derive; loading everything");
+                    let (version, config) = store.load()?;
+                    let hash = store.config_hash()?;
+                    whole(publisher, base, version, config, hash, still_at).await;
+                    Ok(())
+                }
+            }
+        }
+        CatchUp::Whole { version, config, hash } => {
+            whole(publisher, base, version, *config, hash, still_at).await;
+            Ok(())
+        }
+    }
+}
+
+async fn whole<F, C>(
+    publisher: &SnapshotPublisher,
+    base: u64,
+    version: u64,
+    config: strait_core::Config,
+    hash: Option<String>,
+    still_at: F,
+) where
+    F: Fn(u64) -> C,
+    C: Fn() -> Result<u64, CommitError> + Send + 'static,
+{
+    let check = still_at(version);
+    let commit: ReplaceCommitFn = Box::new(move |_| check());
+    match publisher.sync(Arc::new(config), hash, 0, commit).await {
+        Ok(_) => tracing::info!(from = base, version, "configuration reloaded from PostgreSQL"),
+        Err(PublishError::Commit(_)) => {}
+        Err(error) => tracing::error!(%error, version, "the configuration in PostgreSQL does not compile"),
+    }
+}

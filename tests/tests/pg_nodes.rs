@@ -1,0 +1,163 @@
+//! Two Strait nodes on one PostgreSQL database: a write through either
+//! node's Admin API is live on the other within a second, versions stay in
+//! step, `/config` is refused as Kong refuses it with a database, and a
+//! node will not start on a database that is not bootstrapped.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use strait_e2e::client::get;
+use strait_e2e::gateway::{Gateway, GatewayOptions};
+use strait_e2e::postgres::{PgServer, DATABASE, USER};
+use strait_e2e::process::strait_bin;
+use strait_e2e::upstream::{Upstream, UpstreamKind};
+
+fn pg_options(server: &PgServer) -> GatewayOptions {
+    GatewayOptions::new()
+        .setting("database", "postgres")
+        .setting("pg_host", "127.0.0.1")
+        .setting("pg_port", &server.port().to_string())
+        .setting("pg_user", USER)
+        .setting("pg_database", DATABASE)
+}
+
+fn bootstrap(server: &PgServer) {
+    let out = Command::new(strait_bin())
+        .args(["migrations", "bootstrap"])
+        .env("STRAIT_PG_PORT", server.port().to_string())
+        .env("STRAIT_PG_USER", USER)
+        .env("STRAIT_PG_DATABASE", DATABASE)
+        .output()
+        .expect("run strait migrations bootstrap");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Poll `node`'s proxy for `path` until it answers `status`; how long it took.
+async fn until_proxied(node: &Gateway, path: &str, status: u16) -> Duration {
+    let started = Instant::now();
+    loop {
+        let reply = node.proxy(get(path)).await;
+        if reply.status.as_u16() == status {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{path} never answered {status} (last {})",
+            reply.status
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_on_one_node_are_live_on_the_other_within_a_second() {
+    let server = PgServer::start();
+    bootstrap(&server);
+    let origin = Upstream::start(UpstreamKind::Http1).await;
+    let a = Gateway::start(pg_options(&server)).await;
+    let b = Gateway::start(pg_options(&server)).await;
+
+    let service = format!(r#"{{"name":"orders","url":"{}"}}"#, origin.url("http"));
+    let reply = a
+        .admin("POST", "/services", &[("content-type", "application/json")], service)
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    let reply = a
+        .admin(
+            "POST",
+            "/services/orders/routes",
+            &[("content-type", "application/json")],
+            r#"{"name":"orders-route","paths":["/orders"]}"#,
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(
+        a.proxy(get("/orders")).await.status,
+        200,
+        "live on the node that wrote it at once"
+    );
+    let took = until_proxied(&b, "/orders", 200).await;
+    eprintln!("route visible on node B after {took:?}");
+    assert!(took < Duration::from_secs(1), "the route reached node B after {took:?}");
+    assert_eq!(b.admin_get("/routes/orders-route").await.status, 200);
+
+    // And the other way, with a write that depends on the first node's.
+    let reply = b
+        .admin(
+            "POST",
+            "/services/orders/routes",
+            &[("content-type", "application/json")],
+            r#"{"name":"orders-v2","paths":["/v2/orders"]}"#,
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    let took = until_proxied(&a, "/v2/orders", 200).await;
+    assert!(
+        took < Duration::from_secs(1),
+        "node B's route reached node A after {took:?}"
+    );
+
+    // Deletes travel too; the route stops matching on both nodes.
+    assert_eq!(a.admin("DELETE", "/routes/orders-route", &[], "").await.status, 204);
+    let took = until_proxied(&b, "/orders", 404).await;
+    assert!(
+        took < Duration::from_secs(1),
+        "the delete reached node B after {took:?}"
+    );
+
+    // Writes interleaved from both nodes: every one lands, in one order.
+    for i in 0..20 {
+        let node = if i % 2 == 0 { &a } else { &b };
+        let body = format!(r#"{{"username":"user-{i}"}}"#);
+        let reply = node
+            .admin("POST", "/consumers", &[("content-type", "application/json")], body)
+            .await;
+        assert_eq!(reply.status, 201, "consumer {i}: {}", reply.text());
+    }
+    let started = Instant::now();
+    loop {
+        let count_a = a.admin_get("/consumers?size=100").await.json()["data"]
+            .as_array()
+            .map_or(0, Vec::len);
+        let count_b = b.admin_get("/consumers?size=100").await.json()["data"]
+            .as_array()
+            .map_or(0, Vec::len);
+        if count_a == 20 && count_b == 20 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "consumers: a {count_a}, b {count_b}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // /config belongs to DB-less nodes, as in Kong.
+    let reply = a.admin_get("/config").await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(
+        reply.json()["message"],
+        "this endpoint is only available when Kong is configured to not use a database"
+    );
+}
+
+#[tokio::test]
+async fn a_node_refuses_a_database_that_is_not_bootstrapped() {
+    let server = PgServer::start();
+    let dir = std::env::temp_dir().join(format!("strait-e2e-pg-refuse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new(strait_bin())
+        .arg("start")
+        .env("STRAIT_PREFIX", &dir)
+        .env("STRAIT_DATABASE", "postgres")
+        .env("STRAIT_PG_PORT", server.port().to_string())
+        .env("STRAIT_PG_USER", USER)
+        .env("STRAIT_PG_DATABASE", DATABASE)
+        .env("STRAIT_PROXY_ERROR_LOG", "stderr")
+        .output()
+        .expect("run strait start");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("strait migrations bootstrap"), "{err}");
+}
