@@ -11,7 +11,7 @@ use strait_proxy::{parse_listen, ListenSpec};
 use crate::settings::NodeSettings;
 
 /// Settings whose values never leave the node.
-const SECRETS: &[&str] = &["admin_token"];
+const SECRETS: &[&str] = &["admin_token", "pg_password", "oauth2_redis_password"];
 
 /// Settings that are Kong listen lists: shown as arrays of entries, with a
 /// parsed `<name>ers` list beside them (`proxy_listen` -> `proxy_listeners`).
@@ -102,12 +102,19 @@ mod tests {
 
     #[test]
     fn kong_fields_have_kong_types() {
-        let node = settings(&[("admin_token", "s3cret"), ("admin_listen", "127.0.0.1:8001 reuseport")]);
+        let node = settings(&[
+            ("admin_token", "s3cret"),
+            ("admin_listen", "127.0.0.1:8001 reuseport"),
+            ("pg_password", "pg-s3cret"),
+            ("oauth2_redis_password", "redis-s3cret"),
+        ]);
         let conf = configuration(&node);
         assert_eq!(conf["router_flavor"], "traditional_compatible");
         assert_eq!(conf["database"], "embedded");
         assert_eq!(conf["role"], "traditional");
         assert_eq!(conf["admin_token"], "******");
+        assert_eq!(conf["pg_password"], "******");
+        assert_eq!(conf["oauth2_redis_password"], "******");
         assert_eq!(conf["client_max_header_size"], 32768);
         assert_eq!(conf["admin_listen"], json!(["127.0.0.1:8001 reuseport"]));
         assert_eq!(conf["admin_listeners"][0]["port"], 8001);
