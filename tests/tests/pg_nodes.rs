@@ -161,3 +161,98 @@ async fn a_node_refuses_a_database_that_is_not_bootstrapped() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("strait migrations bootstrap"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_keep_serving_through_a_database_outage_and_catch_up_after() {
+    let mut server = PgServer::start();
+    bootstrap(&server);
+    let origin = Upstream::start(UpstreamKind::Http1).await;
+    let options = pg_options(&server).setting("pg_timeout", "1000");
+    let a = Gateway::start(options.clone()).await;
+    let b = Gateway::start(options).await;
+    let reply = a
+        .admin(
+            "POST",
+            "/services",
+            &[("content-type", "application/json")],
+            format!(r#"{{"name":"orders","url":"{}"}}"#, origin.url("http")),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    let reply = a
+        .admin(
+            "POST",
+            "/services/orders/routes",
+            &[("content-type", "application/json")],
+            r#"{"name":"r","paths":["/orders"]}"#,
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    until_proxied(&b, "/orders", 200).await;
+
+    server.kill();
+    // The proxies serve what they had.
+    for node in [&a, &b] {
+        assert_eq!(node.proxy(get("/orders")).await.status, 200);
+    }
+    // A write fails fast and clearly, and leaves nothing behind.
+    let started = Instant::now();
+    let reply = a
+        .admin(
+            "POST",
+            "/consumers",
+            &[("content-type", "application/json")],
+            r#"{"username":"lost"}"#,
+        )
+        .await;
+    assert_eq!(reply.status, 503, "{}", reply.text());
+    assert!(reply.json()["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("the database is unavailable"));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the write took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        a.proxy(get("/orders")).await.status,
+        200,
+        "still serving after the failed write"
+    );
+
+    server.restart();
+    // Writes resume once the pool reconnects; the other node catches up.
+    let started = Instant::now();
+    loop {
+        let reply = b
+            .admin(
+                "POST",
+                "/consumers",
+                &[("content-type", "application/json")],
+                r#"{"username":"back"}"#,
+            )
+            .await;
+        if reply.status == 201 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "writes did not resume: {}",
+            reply.text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let started = Instant::now();
+    while a.admin_get("/consumers/back").await.status != 200 {
+        assert!(started.elapsed() < Duration::from_secs(3), "node A never caught up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for node in [&a, &b] {
+        assert_eq!(
+            node.admin_get("/consumers/lost").await.status,
+            404,
+            "the failed write left nothing"
+        );
+    }
+}

@@ -374,6 +374,6 @@ pub async fn post_config(state: &AdminState, content_type: &str, query: Option<&
         Err(LoadError::Publish(PublishError::Compile(error))) => {
             json_response(StatusCode::BAD_REQUEST, &compile_error_body(&error))
         }
-        Err(LoadError::Publish(error)) => crate::response::internal_error(&error.to_string()),
+        Err(LoadError::Publish(error)) => crate::response::failure(&error),
     }
 }

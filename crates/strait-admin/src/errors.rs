@@ -207,6 +207,11 @@ pub fn store_error(
             ..
         } => foreign_key_violation(&field, parent_kind, parent),
         StoreError::StillReferenced { kind, child_kind, .. } => still_referenced(kind, child_kind),
+        // The shared database is away: the client may retry; nothing was written.
+        unavailable @ StoreError::Unavailable(_) => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({ "message": unavailable.to_string() }),
+        ),
         other => internal_error(&other.to_string()),
     }
 }

@@ -16,7 +16,7 @@ use crate::crud::nested::find_child;
 use crate::crud::pagination::{encode_offset, page_ids, parse_args};
 use crate::crud::{find, render};
 use crate::request::{escape, Query};
-use crate::response::{empty_response, internal_error, json_response, message, not_found, AdminResponse};
+use crate::response::{empty_response, failure, json_response, message, not_found, AdminResponse};
 use crate::AdminState;
 
 fn upstream(state: &AdminState, key: &str) -> Result<Entity, AdminResponse> {
@@ -52,7 +52,7 @@ pub fn upstream_health(state: &AdminState, key: &str, query: &Query) -> AdminRes
         .ids_by_foreign(EntityKind::Targets, "upstream", upstream.id())
     {
         Ok(ids) => ids,
-        Err(error) => return internal_error(&error.to_string()),
+        Err(error) => return failure(&error),
     };
     let page = match page_ids(state, EntityKind::Targets, ids, &args) {
         Ok(page) => page,

@@ -12,7 +12,7 @@ use crate::crud::certificates;
 use crate::crud::pagination::{encode_offset, entity_tags, parse_args, MAX_PAGE};
 use crate::crud::write::{prepare, Mode};
 use crate::request::{escape, AdminRequest, Query};
-use crate::response::{internal_error, json_response, message, AdminResponse};
+use crate::response::{failure, json_response, message, AdminResponse};
 use crate::AdminState;
 
 /// The Admin API's OpenAPI document, kept in the repository.
@@ -119,10 +119,7 @@ fn tag_rows(state: &AdminState, only: Option<&str>, after: &str, wanted: usize) 
     for (order, kind) in EntityKind::ALL.into_iter().enumerate() {
         let mut cursor = None;
         loop {
-            let batch = state
-                .store
-                .list(kind, cursor, MAX_PAGE)
-                .map_err(|e| internal_error(&e.to_string()))?;
+            let batch = state.store.list(kind, cursor, MAX_PAGE).map_err(|e| failure(&e))?;
             let exhausted = batch.len() < MAX_PAGE;
             for entity in &batch {
                 cursor = Some(entity.id());

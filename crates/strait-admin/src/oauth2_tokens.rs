@@ -13,7 +13,7 @@ use crate::crud::body::parse_body;
 use crate::crud::pagination::parse_args;
 use crate::errors::{foreign_key_violation, kong_error, schema_violation, unique_violation};
 use crate::request::AdminRequest;
-use crate::response::{empty_response, internal_error, json_response, not_found, AdminResponse};
+use crate::response::{empty_response, failure, internal_error, json_response, not_found, AdminResponse};
 use crate::AdminState;
 
 /// Kong's JSON of a token (`ttl`: the seconds the row has left, when it has
@@ -235,13 +235,13 @@ fn token_from(
                 token.credential,
             ))
         }
-        Err(error) => return Err(internal_error(&error.to_string())),
+        Err(error) => return Err(failure(&error)),
     }
     if let Some(service) = token.service {
         match state.store.get(EntityKind::Services, service) {
             Ok(Some(_)) => {}
             Ok(None) => return Err(foreign_key_violation("service", EntityKind::Services, service)),
-            Err(error) => return Err(internal_error(&error.to_string())),
+            Err(error) => return Err(failure(&error)),
         }
     }
     Ok(token)

@@ -10,7 +10,7 @@ use strait_core::{Entity, EntityKind};
 use strait_plugins::traffic::proxy_cache::store::{self, MemoryStore};
 use uuid::Uuid;
 
-use crate::response::{empty_response, internal_error, json_response, not_found, AdminResponse};
+use crate::response::{empty_response, failure, json_response, not_found, AdminResponse};
 use crate::AdminState;
 
 /// `DELETE /proxy-cache`.
@@ -46,7 +46,7 @@ pub fn by_plugin(state: &AdminState, plugin_id: &str, key: &str, method: &Method
     let plugin = match state.store.get(EntityKind::Plugins, id) {
         Ok(Some(Entity::Plugin(plugin))) if plugin.name == "proxy-cache" => plugin,
         Ok(_) => return not_found(),
-        Err(error) => return internal_error(&error.to_string()),
+        Err(error) => return failure(&error),
     };
     let dictionary = plugin
         .config

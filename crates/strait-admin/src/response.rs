@@ -47,6 +47,18 @@ pub fn method_not_allowed(allow: &'static str) -> AdminResponse {
     response
 }
 
+/// An error from below the Admin API: 503 when the shared database is
+/// unreachable (the client may retry; nothing was written), else 500.
+pub fn failure<E: std::fmt::Display + 'static>(error: &E) -> AdminResponse {
+    match (error as &dyn std::any::Any).downcast_ref::<strait_store::StoreError>() {
+        Some(unavailable @ strait_store::StoreError::Unavailable(_)) => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &serde_json::json!({ "message": unavailable.to_string() }),
+        ),
+        _ => internal_error(&error.to_string()),
+    }
+}
+
 pub fn internal_error(detail: &str) -> AdminResponse {
     tracing::error!(detail, "admin API internal error");
     message(StatusCode::INTERNAL_SERVER_ERROR, "An unexpected error occurred")

@@ -30,9 +30,13 @@ pub enum StoreError {
     Io(#[from] std::io::Error),
     #[error("LMDB error: {0}")]
     Lmdb(#[from] heed::Error),
-    /// The PostgreSQL store's server refused, failed or did not answer.
+    /// The PostgreSQL store's server refused or failed a statement.
     #[error("PostgreSQL error: {0}")]
     Postgres(String),
+    /// The shared database cannot be reached (connection refused or lost,
+    /// no answer within `pg_timeout`); nothing was written.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
     /// An entity could not be serialised (not expected for typed entities).
     #[error("cannot encode entity: {0}")]
     Encode(serde_json::Error),

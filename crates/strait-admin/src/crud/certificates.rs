@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::unix_now;
 use crate::errors::{field_violation, schema_violation, unique_violation};
-use crate::response::{internal_error, AdminResponse};
+use crate::response::{failure, AdminResponse};
 use crate::AdminState;
 
 /// The certificate's SNI names, sorted.
@@ -28,14 +28,10 @@ fn snis_of(state: &AdminState, certificate: Uuid) -> Result<Vec<(Uuid, String)>,
     let ids = state
         .store
         .ids_by_foreign(EntityKind::Snis, "certificate", certificate)
-        .map_err(|e| internal_error(&e.to_string()))?;
+        .map_err(|e| failure(&e))?;
     let mut snis = Vec::with_capacity(ids.len());
     for id in ids {
-        if let Some(Entity::Sni(sni)) = state
-            .store
-            .get(EntityKind::Snis, id)
-            .map_err(|e| internal_error(&e.to_string()))?
-        {
+        if let Some(Entity::Sni(sni)) = state.store.get(EntityKind::Snis, id).map_err(|e| failure(&e))? {
             snis.push((sni.id, sni.name));
         }
     }
@@ -47,12 +43,12 @@ pub fn by_sni_name(state: &AdminState, name: &str) -> Result<Option<Entity>, Adm
     let sni = state
         .store
         .get_by_unique(EntityKind::Snis, "name", name)
-        .map_err(|e| internal_error(&e.to_string()))?;
+        .map_err(|e| failure(&e))?;
     let Some(Entity::Sni(sni)) = sni else { return Ok(None) };
     state
         .store
         .get(EntityKind::Certificates, sni.certificate.id)
-        .map_err(|e| internal_error(&e.to_string()))
+        .map_err(|e| failure(&e))
 }
 
 /// Removes `snis` from a certificate's input. `None`: leave the SNIs as
@@ -115,7 +111,7 @@ pub fn sni_changes(
         let holder = state
             .store
             .get_by_unique(EntityKind::Snis, "name", &name)
-            .map_err(|e| internal_error(&e.to_string()))?;
+            .map_err(|e| failure(&e))?;
         if holder.is_some() {
             let mut fields = Map::new();
             fields.insert("name".into(), Value::String(name));

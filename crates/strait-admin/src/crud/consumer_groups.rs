@@ -16,7 +16,7 @@ use super::delete::cascade;
 use super::write::{commit, prepare, Mode};
 use super::{find, render};
 use crate::request::{AdminRequest, Query};
-use crate::response::{empty_response, internal_error, json_response, message, not_found, AdminResponse};
+use crate::response::{empty_response, failure, json_response, message, not_found, AdminResponse};
 use crate::AdminState;
 
 /// Which side of a membership the path starts from.
@@ -76,7 +76,7 @@ impl Side {
 }
 
 fn store<T>(result: Result<T, strait_store::StoreError>) -> Result<T, AdminResponse> {
-    result.map_err(|e| internal_error(&e.to_string()))
+    result.map_err(|e| failure(&e))
 }
 
 fn found(state: &AdminState, kind: EntityKind, key: &str) -> Result<Entity, AdminResponse> {

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::write::commit;
 use crate::errors::still_referenced;
-use crate::response::{empty_response, internal_error, AdminResponse};
+use crate::response::{empty_response, failure, AdminResponse};
 use crate::AdminState;
 
 /// Children that keep their parent alive instead of being deleted with it.
@@ -42,7 +42,7 @@ fn collect(
         let children = state
             .store
             .ids_by_foreign(child_kind, field, id)
-            .map_err(|e| internal_error(&e.to_string()))?;
+            .map_err(|e| failure(&e))?;
         if !children.is_empty() && restricts(kind, child_kind) {
             return Err(still_referenced(kind, child_kind));
         }

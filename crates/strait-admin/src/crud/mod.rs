@@ -23,7 +23,7 @@ use strait_core::{Entity, EntityKind};
 use strait_store::keys::FOREIGN_FIELDS;
 use uuid::Uuid;
 
-use crate::response::{internal_error, AdminResponse};
+use crate::response::{failure, AdminResponse};
 use crate::AdminState;
 
 /// The path segment of a kind's top-level collection (`/key-auths`).
@@ -76,7 +76,7 @@ pub fn parent_relation(kind: EntityKind, segment: &str) -> Option<(&'static str,
 
 /// The entity as Kong renders it (certificates also list their SNI names).
 pub fn render(state: &AdminState, entity: &Entity) -> Result<Value, AdminResponse> {
-    let tagged = serde_json::to_value(entity).map_err(|e| internal_error(&e.to_string()))?;
+    let tagged = serde_json::to_value(entity).map_err(|e| failure(&e))?;
     let mut value = tagged.get("entity").cloned().unwrap_or(Value::Null);
     if let Entity::Certificate(cert) = entity {
         value["snis"] = json!(certificates::sni_names(state, cert.id)?);
@@ -102,7 +102,7 @@ pub fn find(state: &AdminState, kind: EntityKind, key: &str) -> Result<Option<En
             None => Ok(None),
         },
     };
-    found.map_err(|e| internal_error(&e.to_string()))
+    found.map_err(|e| failure(&e))
 }
 
 /// The foreign key `field` of `entity`, when set.

@@ -16,7 +16,7 @@ use super::write::{commit, create, entity_object, prepare, respond, save, Mode};
 use super::{find, foreign_id, path_id, unix_now};
 use crate::errors::schema_violation;
 use crate::request::AdminRequest;
-use crate::response::{internal_error, message, not_found, AdminResponse};
+use crate::response::{failure, message, not_found, AdminResponse};
 use crate::AdminState;
 
 /// Where a nested request points.
@@ -82,7 +82,7 @@ pub(crate) fn find_child(
         let found = state
             .store
             .get_by_unique(kind, "cache_key", &candidate)
-            .map_err(|e| internal_error(&e.to_string()))?;
+            .map_err(|e| failure(&e))?;
         if found.is_some() {
             return Ok(found);
         }
@@ -166,7 +166,7 @@ pub async fn parent(
     let parent = match foreign_id(&entity, field) {
         Some(id) => match state.store.get(parent_kind, id) {
             Ok(found) => found,
-            Err(error) => return internal_error(&error.to_string()),
+            Err(error) => return failure(&error),
         },
         None => None,
     };

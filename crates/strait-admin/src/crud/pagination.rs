@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::errors::{kong_error, INVALID_OFFSET, INVALID_OPTIONS, INVALID_SIZE};
 use crate::request::{escape, Query};
-use crate::response::{internal_error, json_response, AdminResponse};
+use crate::response::{failure, json_response, AdminResponse};
 use crate::AdminState;
 
 pub const DEFAULT_PAGE: usize = 100;
@@ -233,10 +233,7 @@ pub fn page_kind(state: &AdminState, kind: EntityKind, args: &PageArgs) -> Resul
     let mut after = args.after_id()?;
     let mut found = Vec::with_capacity(args.size + 1);
     loop {
-        let entities = state
-            .store
-            .list(kind, after, batch)
-            .map_err(|e| internal_error(&e.to_string()))?;
+        let entities = state.store.list(kind, after, batch).map_err(|e| failure(&e))?;
         let exhausted = entities.len() < batch;
         for entity in entities {
             after = Some(entity.id());
@@ -258,7 +255,7 @@ pub fn page_ids(state: &AdminState, kind: EntityKind, ids: Vec<Uuid>, args: &Pag
     let after = args.after_id()?;
     let mut found = Vec::new();
     for id in ids.into_iter().filter(|id| after.is_none_or(|a| *id > a)) {
-        let entity = state.store.get(kind, id).map_err(|e| internal_error(&e.to_string()))?;
+        let entity = state.store.get(kind, id).map_err(|e| failure(&e))?;
         if let Some(entity) = entity.filter(|e| wanted(args, e)) {
             found.push(entity);
             if found.len() > args.size {

@@ -8,7 +8,7 @@ use strait_core::{Entity, EntityKind};
 use super::pagination::{encode_offset, page_ids, page_kind, parse_args, Page, PageArgs};
 use super::{collection_name, find, nested_name, render};
 use crate::request::Query;
-use crate::response::{internal_error, json_response, message, not_found, AdminResponse};
+use crate::response::{failure, json_response, message, not_found, AdminResponse};
 use crate::AdminState;
 
 /// `{"data": [...], "offset": ..., "next": ...}` for one page.
@@ -58,7 +58,7 @@ fn by_custom_id(state: &AdminState, custom_id: &str) -> AdminResponse {
             Err(response) => return response,
         },
         Ok(None) => Vec::new(),
-        Err(error) => return internal_error(&error.to_string()),
+        Err(error) => return failure(&error),
     };
     json_response(StatusCode::OK, &json!({ "data": data, "next": Value::Null }))
 }
@@ -94,7 +94,7 @@ pub fn list_children(
     };
     let ids = match state.store.ids_by_foreign(child, field, parent.id()) {
         Ok(ids) => ids,
-        Err(error) => return internal_error(&error.to_string()),
+        Err(error) => return failure(&error),
     };
     let path = format!(
         "/{}/{}/{}",

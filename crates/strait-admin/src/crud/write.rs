@@ -20,7 +20,7 @@ use crate::errors::{
     foreign_key_violation, foreign_keys_unresolved, primary_key_violation, schema_violation, store_error,
     unique_violation, Unresolved,
 };
-use crate::response::{internal_error, json_response, AdminResponse};
+use crate::response::{failure, internal_error, json_response, AdminResponse};
 use crate::AdminState;
 
 /// How the written entity relates to what is stored.
@@ -140,7 +140,7 @@ fn upsert_input(
     if let (Some(key), Some(field)) = (key, endpoint_key(kind)) {
         input.insert(field.into(), json!(key));
     }
-    let existing = state.store.get(kind, id).map_err(|e| internal_error(&e.to_string()))?;
+    let existing = state.store.get(kind, id).map_err(|e| failure(&e))?;
     if let Some(existing) = existing {
         if let Some(created) = entity_object(&existing).remove("created_at") {
             input.entry("created_at").or_insert(created);
@@ -172,10 +172,7 @@ fn resolve_foreign(
                 .map(|v| (*name, v.to_string()))
         });
         let Some((by, value)) = given else { continue };
-        let found = state
-            .store
-            .get_by_unique(parent, by, &value)
-            .map_err(|e| internal_error(&e.to_string()))?;
+        let found = state.store.get_by_unique(parent, by, &value).map_err(|e| failure(&e))?;
         match found {
             Some(entity) => {
                 input.insert(field.into(), json!({ "id": entity.id() }));
@@ -202,11 +199,7 @@ fn check_parents(state: &AdminState, entity: &Entity) -> Result<(), AdminRespons
             continue;
         };
         let Ok(id) = Uuid::try_parse(id) else { continue };
-        let exists = state
-            .store
-            .get(parent_kind, id)
-            .map_err(|e| internal_error(&e.to_string()))?
-            .is_some();
+        let exists = state.store.get(parent_kind, id).map_err(|e| failure(&e))?.is_some();
         if !exists {
             return Err(foreign_key_violation(field, parent_kind, id));
         }
@@ -235,10 +228,7 @@ pub fn check_plugin_builds(entity: &Entity) -> Result<(), AdminResponse> {
 /// `POST`: refuses an id that exists (Kong's primary key violation, or a
 /// unique violation on the name when the id was derived from it).
 pub fn check_new(state: &AdminState, entity: &Entity, explicit_id: bool) -> Result<(), AdminResponse> {
-    let existing = state
-        .store
-        .get(entity.kind(), entity.id())
-        .map_err(|e| internal_error(&e.to_string()))?;
+    let existing = state.store.get(entity.kind(), entity.id()).map_err(|e| failure(&e))?;
     if existing.is_none() {
         return Ok(());
     }
@@ -344,7 +334,7 @@ pub async fn commit(
                 .collect();
             Err(schema_violation(problems))
         }
-        Err(error) => Err(internal_error(&error.to_string())),
+        Err(error) => Err(failure(&error)),
     }
 }
 

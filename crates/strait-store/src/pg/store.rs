@@ -72,7 +72,7 @@ impl Pool {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let client = match idle {
             Some(client) if !client.is_closed() => client,
-            _ => super::connect(&self.config).await.map_err(StoreError::Postgres)?,
+            _ => super::connect(&self.config).await.map_err(StoreError::Unavailable)?,
         };
         Ok(Pooled {
             client: Some(client),
@@ -85,7 +85,8 @@ impl Pool {
 fn pg_error(error: tokio_postgres::Error) -> StoreError {
     match error.as_db_error() {
         Some(db) => StoreError::Postgres(format!("{} ({})", db.message(), db.code().code())),
-        None => StoreError::Postgres(error.to_string()),
+        // No answer from the server: the connection closed or broke.
+        None => StoreError::Unavailable(error.to_string()),
     }
 }
 
@@ -149,21 +150,40 @@ impl PgStore {
         Ok(store)
     }
 
-    /// Run `work` on the store's runtime and wait for it, at most the
-    /// timeout plus a margin per call.
+    /// Run `work` on the store's runtime and wait for it, at most
+    /// `pg_timeout`: a request never hangs on a database that went away.
     fn run<T, F, Fut>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(Arc<Pool>) -> Fut,
         Fut: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
     {
-        let timeout = self.pool.config.timeout;
+        self.run_within(self.pool.config.timeout, work)
+    }
+
+    /// [`PgStore::run`] for the whole configuration (load, replace): four
+    /// times `pg_timeout`.
+    fn run_bulk<T, F, Fut>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Pool>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        self.run_within(self.pool.config.timeout * 4, work)
+    }
+
+    fn run_within<T, F, Fut>(&self, limit: Duration, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Pool>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
         let future = work(self.pool.clone());
         let (reply, answer) = std::sync::mpsc::sync_channel(1);
         self.runtime.spawn(async move {
-            let result = match tokio::time::timeout(timeout * 4 + Duration::from_secs(1), future).await {
+            let result = match tokio::time::timeout(limit, future).await {
                 Ok(result) => result,
-                Err(_) => Err(StoreError::Postgres(format!("no answer within {:?}", timeout * 4))),
+                Err(_) => Err(StoreError::Unavailable(format!("no answer within {limit:?}"))),
             };
             let _ = reply.send(result);
         });
@@ -377,7 +397,7 @@ async fn finish_write(
 
 impl Store for PgStore {
     fn load(&self) -> Result<(ConfigVersion, Config), StoreError> {
-        self.run(|pool| async move {
+        self.run_bulk(|pool| async move {
             let mut conn = pool.get().await?;
             let txn = conn
                 .client()
@@ -448,7 +468,7 @@ impl Store for PgStore {
         let entities: Vec<Entity> = config_entities(config).collect();
         let hash = hash.map(str::to_string);
         let limit = self.change_log_limit;
-        self.run(move |pool| async move {
+        self.run_bulk(move |pool| async move {
             let mut conn = pool.get().await?;
             let txn = conn.client().transaction().await.map_err(pg_error)?;
             let version = next_version(&txn).await?;
@@ -713,7 +733,7 @@ impl PgStore {
     /// Everything after `base`, read in one repeatable-read transaction so
     /// the version, the log and the rows agree.
     pub fn catch_up(&self, base: ConfigVersion) -> Result<CatchUp, StoreError> {
-        self.run(move |pool| async move {
+        self.run_bulk(move |pool| async move {
             let mut conn = pool.get().await?;
             let txn = conn
                 .client()
