@@ -19,6 +19,8 @@ use tokio::sync::Notify;
 
 /// How often the follower looks even without a notification.
 const POLL: Duration = Duration::from_secs(1);
+/// How often it tries while the database is unreachable.
+const RETRY: Duration = Duration::from_millis(100);
 
 pub fn start(store: Arc<PgStore>, config: PgConfig, publisher: SnapshotPublisher) -> Result<()> {
     std::thread::Builder::new()
@@ -70,9 +72,12 @@ async fn follow(store: Arc<PgStore>, config: PgConfig, publisher: SnapshotPublis
                 reachable = false;
             }
         }
+        // Without a listening connection nothing wakes the follower: look
+        // more often until the database is back.
+        let pause = if reachable && listener.is_some() { POLL } else { RETRY };
         tokio::select! {
             _ = wake.notified() => {}
-            _ = tokio::time::sleep(POLL) => {}
+            _ = tokio::time::sleep(pause) => {}
         }
     }
 }
