@@ -272,3 +272,86 @@ async fn nodes_keep_serving_through_a_database_outage_and_catch_up_after() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_while_the_database_is_down_serves_its_cache() {
+    let mut server = PgServer::start();
+    bootstrap(&server);
+    let origin = Upstream::start(UpstreamKind::Http1).await;
+    let mut a = Gateway::start(pg_options(&server).setting("pg_timeout", "1000")).await;
+    let reply = a
+        .admin(
+            "POST",
+            "/services",
+            &[("content-type", "application/json")],
+            format!(r#"{{"name":"orders","url":"{}"}}"#, origin.url("http")),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    let reply = a
+        .admin(
+            "POST",
+            "/services/orders/routes",
+            &[("content-type", "application/json")],
+            r#"{"name":"r","paths":["/orders"]}"#,
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(a.proxy(get("/orders")).await.status, 200);
+
+    server.kill();
+    a.restart().await;
+    assert_eq!(a.proxy(get("/orders")).await.status, 200, "served from the cache");
+    let status = a.admin_get("/status").await.json();
+    assert_eq!(status["database"]["reachable"], false, "{status}");
+    assert_eq!(status["config_version"], 2, "{status}");
+
+    server.restart();
+    let started = Instant::now();
+    loop {
+        let reply = a
+            .admin(
+                "POST",
+                "/services/orders/routes",
+                &[("content-type", "application/json")],
+                r#"{"name":"r2","paths":["/after"]}"#,
+            )
+            .await;
+        if reply.status == 201 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "writes did not resume: {}",
+            reply.text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    until_proxied(&a, "/after", 200).await;
+    assert_eq!(a.admin_get("/status").await.json()["config_version"], 3);
+}
+
+#[test]
+fn a_node_without_a_cache_or_a_database_does_not_start() {
+    let server = PgServer::start();
+    let port = server.port();
+    drop(server);
+    let dir = std::env::temp_dir().join(format!("strait-e2e-pg-nocache-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new(strait_bin())
+        .arg("start")
+        .env("STRAIT_PREFIX", &dir)
+        .env("STRAIT_DATABASE", "postgres")
+        .env("STRAIT_PG_PORT", port.to_string())
+        .env("STRAIT_PG_TIMEOUT", "1000")
+        .env("STRAIT_PROXY_ERROR_LOG", "stderr")
+        .output()
+        .expect("run strait start");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unreachable") && err.contains("no cached configuration"),
+        "{err}"
+    );
+}

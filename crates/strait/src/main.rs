@@ -24,6 +24,7 @@ mod kong_configuration;
 mod logfile;
 mod migrations;
 mod node;
+mod pg_cache;
 mod pg_follow;
 mod settings;
 

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use strait_admin::{load_declarative, serve_admin, serve_status, AdminState};
 use strait_core::declarative::DeclarativeFormat;
 use strait_proxy::tls::{load_or_create_default_certificate, server_config};
@@ -82,7 +82,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     strait_proxy::dns::configure(settings.dns.clone());
     std::fs::create_dir_all(&settings.prefix)
         .with_context(|| format!("creating prefix {}", settings.prefix.display()))?;
-    let (store, postgres): (Arc<dyn Store>, _) = match &settings.postgres {
+    let (store, mut postgres): (Arc<dyn Store>, _) = match &settings.postgres {
         None => (
             Arc::new(
                 LmdbStore::open(&settings.prefix.join("lmdb"))
@@ -91,27 +91,61 @@ pub fn run(settings: NodeSettings) -> Result<()> {
             None,
         ),
         Some(config) => {
-            let store = Arc::new(
-                strait_store::pg::PgStore::open(config.clone(), strait_store::DEFAULT_CHANGE_LOG_LIMIT)
+            let pg = Arc::new(
+                strait_store::pg::PgStore::new(config.clone(), strait_store::DEFAULT_CHANGE_LOG_LIMIT)
                     .map_err(|e| anyhow!("opening the PostgreSQL store {}: {e}", config.label()))?,
             );
+            let cache = Arc::new(crate::pg_cache::PgCache::open(&settings.prefix)?);
+            let cached_start = match pg.check_schema() {
+                Ok(()) => None,
+                Err(strait_store::StoreError::Unavailable(detail)) => match cache.load() {
+                    Some(cached) => {
+                        tracing::warn!(
+                            database = %config.label(),
+                            %detail,
+                            config_version = cached.0,
+                            "PostgreSQL is unreachable: serving the cached configuration until it is back"
+                        );
+                        Some(cached)
+                    }
+                    None => bail!(
+                        "PostgreSQL {} is unreachable ({detail}) and this node has no cached configuration to serve",
+                        config.label()
+                    ),
+                },
+                Err(error) => bail!("opening the PostgreSQL store {}: {error}", config.label()),
+            };
             tracing::info!(database = %config.label(), "configuration is kept in PostgreSQL");
-            (store.clone() as Arc<dyn Store>, Some((store, config.clone())))
+            let store = Arc::new(crate::pg_cache::CachedPg {
+                pg: pg.clone(),
+                cache: cache.clone(),
+            });
+            (store as Arc<dyn Store>, Some((pg, cache, config.clone(), cached_start)))
         }
     };
     open_token_store(&settings)?;
-    let (version, config) = store
-        .load()
-        .map_err(|e| anyhow!("loading the stored configuration: {e}"))?;
-    let stored_hash = store
-        .config_hash()
-        .map_err(|e| anyhow!("reading the configuration hash: {e}"))?;
+    let cached = postgres.as_mut().and_then(|(_, _, _, cached)| cached.take());
+    let (version, config, stored_hash) = match cached {
+        Some(cached) => cached,
+        None => {
+            let (version, config) = store
+                .load()
+                .map_err(|e| anyhow!("loading the stored configuration: {e}"))?;
+            let stored_hash = store
+                .config_hash()
+                .map_err(|e| anyhow!("reading the configuration hash: {e}"))?;
+            if let Some((_, cache, _, _)) = &postgres {
+                cache.replace(version, &config, stored_hash.as_deref());
+            }
+            (version, config, stored_hash)
+        }
+    };
     let initial = compile_snapshot_hashed(version, Arc::new(config), stored_hash)
         .map_err(|e| anyhow!("stored configuration does not compile: {e}"))?;
     tracing::info!(config_version = version, "stored configuration loaded");
     let publisher = SnapshotPublisher::start(initial);
-    if let Some((store, config)) = postgres {
-        crate::pg_follow::start(store, config, publisher.clone())?;
+    if let Some((store, cache, config, _)) = postgres {
+        crate::pg_follow::start(store, cache, config, publisher.clone())?;
     }
     start_secret_refresh(&publisher, settings.vault_refresh_interval);
     let control = tokio::runtime::Builder::new_current_thread()

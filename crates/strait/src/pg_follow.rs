@@ -14,7 +14,9 @@ use anyhow::{Context, Result};
 use strait_proxy::compiler::{CommitError, CommitFn, PublishError, ReplaceCommitFn};
 use strait_proxy::SnapshotPublisher;
 use strait_store::pg::{CatchUp, PgConfig, PgStore};
-use strait_store::Store;
+
+use crate::pg_cache::PgCache;
+use strait_store::{Store, StoreError};
 use tokio::sync::Notify;
 
 /// How often the follower looks even without a notification.
@@ -22,7 +24,7 @@ const POLL: Duration = Duration::from_secs(1);
 /// How often it tries while the database is unreachable.
 const RETRY: Duration = Duration::from_millis(100);
 
-pub fn start(store: Arc<PgStore>, config: PgConfig, publisher: SnapshotPublisher) -> Result<()> {
+pub fn start(store: Arc<PgStore>, cache: Arc<PgCache>, config: PgConfig, publisher: SnapshotPublisher) -> Result<()> {
     std::thread::Builder::new()
         .name("strait-pg-follow".into())
         .spawn(move || {
@@ -33,16 +35,17 @@ pub fn start(store: Arc<PgStore>, config: PgConfig, publisher: SnapshotPublisher
                     return;
                 }
             };
-            runtime.block_on(follow(store, config, publisher));
+            runtime.block_on(follow(store, cache, config, publisher));
         })
         .context("starting the PostgreSQL follower")?;
     Ok(())
 }
 
-async fn follow(store: Arc<PgStore>, config: PgConfig, publisher: SnapshotPublisher) {
+async fn follow(store: Arc<PgStore>, cache: Arc<PgCache>, config: PgConfig, publisher: SnapshotPublisher) {
     let wake = Arc::new(Notify::new());
     let mut listener = None;
     let mut reachable = true;
+    let mut schema_checked = false;
     loop {
         if listener.as_ref().is_none_or(strait_store::pg::Listener::is_closed) {
             listener = match strait_store::pg::listen(&config, wake.clone()).await {
@@ -55,7 +58,23 @@ async fn follow(store: Arc<PgStore>, config: PgConfig, publisher: SnapshotPublis
                 }
             };
         }
-        match catch_up(&store, &publisher).await {
+        if !schema_checked {
+            match store.check_schema() {
+                Ok(()) => schema_checked = true,
+                Err(StoreError::Unavailable(_)) => {}
+                Err(error) => {
+                    // A database migrated by another version while this node
+                    // served its cache: keep serving, apply nothing.
+                    tracing::error!(%error, "the PostgreSQL schema does not match this node: serving the cache");
+                }
+            }
+        }
+        let round = if schema_checked {
+            catch_up(&store, &cache, &publisher).await
+        } else {
+            Err(StoreError::Unavailable("the schema is not checked yet".into()))
+        };
+        match round {
             Ok(()) => {
                 if !reachable {
                     tracing::info!(
@@ -82,26 +101,26 @@ async fn follow(store: Arc<PgStore>, config: PgConfig, publisher: SnapshotPublis
     }
 }
 
-/// Publish what the database has after the running version. A commit
-/// function that only checks the snapshot did not move on meanwhile (an
-/// admin write of this node publishes through the same compiler thread).
-async fn catch_up(store: &PgStore, publisher: &SnapshotPublisher) -> Result<(), strait_store::StoreError> {
+/// Publish what the database has after the running version. The commit
+/// functions only check that the snapshot did not move on meanwhile (an
+/// admin write of this node publishes through the same compiler thread)
+/// and write the local cache, in publish order.
+async fn catch_up(store: &PgStore, cache: &Arc<PgCache>, publisher: &SnapshotPublisher) -> Result<(), StoreError> {
     let current = publisher.current();
     let base = current.load().version;
-    let still_at = move |version| {
-        let current = current.clone();
-        move || -> Result<u64, CommitError> {
-            match current.load().version == base {
-                true => Ok(version),
-                false => Err("the running configuration moved on".into()),
-            }
-        }
-    };
+    let moved_on = move || current.load().version != base;
     match store.catch_up(base)? {
         CatchUp::UpToDate => Ok(()),
         CatchUp::Changes { version, changes } => {
             let count = changes.len();
-            let commit: CommitFn = Box::new(still_at(version));
+            let (cache_copy, copy, check) = (cache.clone(), changes.clone(), moved_on.clone());
+            let commit: CommitFn = Box::new(move || -> Result<u64, CommitError> {
+                if check() {
+                    return Err("the running configuration moved on".into());
+                }
+                cache_copy.apply(version, &copy);
+                Ok(version)
+            });
             match publisher.apply_changes(changes, commit).await {
                 Ok(_) => {
                     tracing::debug!(version, changes = count, "changes from PostgreSQL applied");
@@ -112,32 +131,37 @@ async fn catch_up(store: &PgStore, publisher: &SnapshotPublisher) -> Result<(), 
                     tracing::warn!(%error, version, "changes from PostgreSQL do not derive; loading everything");
                     let (version, config) = store.load()?;
                     let hash = store.config_hash()?;
-                    whole(publisher, base, version, config, hash, still_at).await;
+                    whole(publisher, cache, base, version, config, hash, moved_on).await;
                     Ok(())
                 }
             }
         }
         CatchUp::Whole { version, config, hash } => {
-            whole(publisher, base, version, *config, hash, still_at).await;
+            whole(publisher, cache, base, version, *config, hash, moved_on).await;
             Ok(())
         }
     }
 }
 
-async fn whole<F, C>(
+async fn whole(
     publisher: &SnapshotPublisher,
+    cache: &Arc<PgCache>,
     base: u64,
     version: u64,
     config: strait_core::Config,
     hash: Option<String>,
-    still_at: F,
-) where
-    F: Fn(u64) -> C,
-    C: Fn() -> Result<u64, CommitError> + Send + 'static,
-{
-    let check = still_at(version);
-    let commit: ReplaceCommitFn = Box::new(move |_| check());
-    match publisher.sync(Arc::new(config), hash, 0, commit).await {
+    moved_on: impl Fn() -> bool + Send + 'static,
+) {
+    let config = Arc::new(config);
+    let (cache_copy, copy, hash_copy) = (cache.clone(), config.clone(), hash.clone());
+    let commit: ReplaceCommitFn = Box::new(move |_| -> Result<u64, CommitError> {
+        if moved_on() {
+            return Err("the running configuration moved on".into());
+        }
+        cache_copy.replace(version, &copy, hash_copy.as_deref());
+        Ok(version)
+    });
+    match publisher.sync(config, hash, 0, commit).await {
         Ok(_) => tracing::info!(from = base, version, "configuration reloaded from PostgreSQL"),
         Err(PublishError::Commit(_)) => {}
         Err(error) => tracing::error!(%error, version, "the configuration in PostgreSQL does not compile"),

@@ -124,6 +124,14 @@ impl PgStore {
     /// Connect (once, to fail early) and check that the schema is this
     /// build's; the store keeps `change_log_limit` versions of change log.
     pub fn open(config: PgConfig, change_log_limit: usize) -> Result<PgStore, StoreError> {
+        let store = PgStore::new(config, change_log_limit)?;
+        store.check_schema()?;
+        Ok(store)
+    }
+
+    /// The store without touching the database yet (a node that starts
+    /// while the database is away serves its cache and checks later).
+    pub fn new(config: PgConfig, change_log_limit: usize) -> Result<PgStore, StoreError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("strait-pg")
@@ -138,16 +146,24 @@ impl PgStore {
             }),
             change_log_limit: change_log_limit.max(1) as u64,
         };
-        let state = store.run(|pool| async move {
-            let mut conn = pool.get().await?;
-            super::migrate::schema_state(conn.client())
-                .await
-                .map_err(|e| StoreError::Postgres(e.to_string()))
-        })?;
-        if let Some(refusal) = state.refusal() {
-            return Err(StoreError::Postgres(refusal));
-        }
         Ok(store)
+    }
+
+    /// Refuse a schema this build cannot serve (not bootstrapped, behind,
+    /// ahead); [`StoreError::Unavailable`] when the database cannot be
+    /// reached.
+    pub fn check_schema(&self) -> Result<(), StoreError> {
+        let state = self.run(|pool| async move {
+            let mut conn = pool.get().await?;
+            super::migrate::schema_state(conn.client()).await.map_err(|e| match e {
+                super::migrate::MigrateError::Postgres(error) => pg_error(error),
+                other => StoreError::Postgres(other.to_string()),
+            })
+        })?;
+        match state.refusal() {
+            Some(refusal) => Err(StoreError::Postgres(refusal)),
+            None => Ok(()),
+        }
     }
 
     /// Run `work` on the store's runtime and wait for it, at most

@@ -1,0 +1,163 @@
+//! `database = postgres`: the local copy of what the node serves, in an
+//! LMDB store of its own under `<prefix>/pg_cache`, so a node that starts
+//! while PostgreSQL is away serves its last configuration (as a data plane
+//! serves its cache) instead of nothing.
+//!
+//! Every publish that comes from PostgreSQL (an Admin API write of this
+//! node, or the follower applying other nodes' writes) also writes the
+//! cache, on the compiler thread, in publish order. The PostgreSQL version
+//! the cache holds is in `pg_version` beside it; without that file the
+//! cache is not used (a failed cache write removes it, and the next start
+//! with the database up rewrites everything).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, Result};
+use strait_core::{Config, ConfigChange, ConfigVersion, Entity, EntityKind};
+use strait_store::pg::PgStore;
+use strait_store::{ChangeLogEntry, LmdbStore, Store, StoreError};
+use uuid::Uuid;
+
+pub struct PgCache {
+    store: LmdbStore,
+    version_file: PathBuf,
+}
+
+impl PgCache {
+    pub fn open(prefix: &Path) -> Result<PgCache> {
+        let dir = prefix.join("pg_cache");
+        let store =
+            LmdbStore::open(&dir).map_err(|e| anyhow!("opening the PostgreSQL cache {}: {e}", dir.display()))?;
+        Ok(PgCache {
+            store,
+            version_file: dir.join("pg_version"),
+        })
+    }
+
+    /// The cached configuration, its PostgreSQL version and hash, when the
+    /// cache is complete.
+    pub fn load(&self) -> Option<(ConfigVersion, Config, Option<String>)> {
+        let version: ConfigVersion = std::fs::read_to_string(&self.version_file).ok()?.trim().parse().ok()?;
+        let (_, config) = self.store.load().ok()?;
+        let hash = self.store.config_hash().ok().flatten();
+        Some((version, config, hash))
+    }
+
+    fn record(&self, version: ConfigVersion) {
+        let temporary = self.version_file.with_extension("tmp");
+        let written = std::fs::write(&temporary, version.to_string())
+            .and_then(|_| std::fs::rename(&temporary, &self.version_file));
+        if let Err(error) = written {
+            tracing::warn!(%error, "the PostgreSQL cache's version could not be written");
+            self.invalidate();
+        }
+    }
+
+    fn invalidate(&self) {
+        let _ = std::fs::remove_file(&self.version_file);
+    }
+
+    /// The whole configuration at `version`.
+    pub fn replace(&self, version: ConfigVersion, config: &Config, hash: Option<&str>) {
+        match self.store.replace_hashed(config, hash) {
+            Ok(_) => self.record(version),
+            Err(error) => {
+                tracing::warn!(%error, "the PostgreSQL cache could not be written; it is not used until rewritten");
+                self.invalidate();
+            }
+        }
+    }
+
+    /// Changes that took PostgreSQL to `version`. A delete of what the cache
+    /// never held (created and deleted between two catch-ups) is nothing.
+    pub fn apply(&self, version: ConfigVersion, changes: &[ConfigChange]) {
+        let changes: Vec<ConfigChange> = changes
+            .iter()
+            .filter(|change| match change {
+                ConfigChange::Delete { kind, id } => !matches!(self.store.get(*kind, *id), Ok(None)),
+                ConfigChange::Upsert { .. } => true,
+            })
+            .cloned()
+            .collect();
+        match self.store.apply(&changes) {
+            Ok(_) => self.record(version),
+            Err(error) => {
+                tracing::warn!(%error, "the PostgreSQL cache fell out of step; it is not used until rewritten");
+                self.invalidate();
+            }
+        }
+    }
+}
+
+/// The PostgreSQL store, with every committed write copied to the cache.
+pub struct CachedPg {
+    pub pg: Arc<PgStore>,
+    pub cache: Arc<PgCache>,
+}
+
+impl Store for CachedPg {
+    fn load(&self) -> Result<(ConfigVersion, Config), StoreError> {
+        self.pg.load()
+    }
+
+    fn version(&self) -> Result<ConfigVersion, StoreError> {
+        self.pg.version()
+    }
+
+    fn replace(&self, config: &Config) -> Result<ConfigVersion, StoreError> {
+        self.replace_hashed(config, None)
+    }
+
+    fn replace_hashed(&self, config: &Config, hash: Option<&str>) -> Result<ConfigVersion, StoreError> {
+        let version = self.pg.replace_hashed(config, hash)?;
+        self.cache.replace(version, config, hash);
+        Ok(version)
+    }
+
+    fn config_hash(&self) -> Result<Option<String>, StoreError> {
+        self.pg.config_hash()
+    }
+
+    fn apply(&self, changes: &[ConfigChange]) -> Result<ConfigVersion, StoreError> {
+        let version = self.pg.apply(changes)?;
+        if !changes.is_empty() {
+            self.cache.apply(version, changes);
+        }
+        Ok(version)
+    }
+
+    fn apply_hashed(&self, changes: &[ConfigChange], hash: Option<&str>) -> Result<ConfigVersion, StoreError> {
+        let version = self.pg.apply_hashed(changes, hash)?;
+        self.cache.apply(version, changes);
+        Ok(version)
+    }
+
+    fn apply_at(&self, base: ConfigVersion, changes: &[ConfigChange]) -> Result<ConfigVersion, StoreError> {
+        let version = self.pg.apply_at(base, changes)?;
+        if !changes.is_empty() {
+            self.cache.apply(version, changes);
+        }
+        Ok(version)
+    }
+
+    fn get(&self, kind: EntityKind, id: Uuid) -> Result<Option<Entity>, StoreError> {
+        self.pg.get(kind, id)
+    }
+
+    fn get_by_unique(&self, kind: EntityKind, field: &str, value: &str) -> Result<Option<Entity>, StoreError> {
+        self.pg.get_by_unique(kind, field, value)
+    }
+
+    fn ids_by_foreign(&self, kind: EntityKind, field: &str, parent: Uuid) -> Result<Vec<Uuid>, StoreError> {
+        self.pg.ids_by_foreign(kind, field, parent)
+    }
+
+    fn list(&self, kind: EntityKind, after: Option<Uuid>, size: usize) -> Result<Vec<Entity>, StoreError> {
+        self.pg.list(kind, after, size)
+    }
+
+    fn changes_since(&self, version: ConfigVersion) -> Result<Vec<ChangeLogEntry>, StoreError> {
+        self.pg.changes_since(version)
+    }
+}
