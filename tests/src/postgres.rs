@@ -138,8 +138,51 @@ impl PgServer {
         command
     }
 
+    /// A client program (`psql`, `pg_isready`, ...) pointed at this server
+    /// as the superuser, on `database`.
+    fn client(&self, program: &str, database: &str) -> Command {
+        let mut command = self.command(program);
+        command.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            USER,
+            "-d",
+            database,
+        ]);
+        command
+    }
+
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// `strait migrations bootstrap` against this server (panics with its
+    /// output when it fails).
+    pub fn bootstrap(&self) {
+        let out = Command::new(crate::process::strait_bin())
+            .args(["migrations", "bootstrap"])
+            .env("STRAIT_PG_PORT", self.port.to_string())
+            .env("STRAIT_PG_USER", USER)
+            .env("STRAIT_PG_DATABASE", DATABASE)
+            .output()
+            .expect("run strait migrations bootstrap");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// The store's connection settings for this server.
+    pub fn config(&self) -> strait_store::pg::PgConfig {
+        strait_store::pg::PgConfig {
+            host: "127.0.0.1".into(),
+            port: self.port,
+            user: USER.into(),
+            password: None,
+            database: DATABASE.into(),
+            schema: None,
+            timeout: Duration::from_secs(5),
+        }
     }
 
     /// The server's log (stderr of the postmaster).
@@ -178,17 +221,7 @@ impl PgServer {
             let listening = TcpStream::connect(("127.0.0.1", self.port)).is_ok();
             let ready = listening
                 && self
-                    .command("pg_isready")
-                    .args([
-                        "-h",
-                        "127.0.0.1",
-                        "-p",
-                        &self.port.to_string(),
-                        "-U",
-                        USER,
-                        "-d",
-                        "postgres",
-                    ])
+                    .client("pg_isready", "postgres")
                     .stdout(Stdio::null())
                     .status()
                     .map(|s| s.success())
@@ -229,17 +262,7 @@ impl PgServer {
     /// Run one SQL script with `psql` as the superuser; its stdout.
     pub fn psql(&self, sql: &str) -> String {
         let out = self
-            .command("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                USER,
-                "-d",
-                DATABASE,
-            ])
+            .client("psql", DATABASE)
             .args(["-v", "ON_ERROR_STOP=1", "-At", "-c", sql])
             .output()
             .expect("run psql");

@@ -21,15 +21,23 @@ fn pg_options(server: &PgServer) -> GatewayOptions {
         .setting("pg_database", DATABASE)
 }
 
-fn bootstrap(server: &PgServer) {
-    let out = Command::new(strait_bin())
-        .args(["migrations", "bootstrap"])
-        .env("STRAIT_PG_PORT", server.port().to_string())
-        .env("STRAIT_PG_USER", USER)
-        .env("STRAIT_PG_DATABASE", DATABASE)
-        .output()
-        .expect("run strait migrations bootstrap");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+/// The `orders` service on `origin` with a route on `path`, through `node`.
+async fn create_orders(node: &Gateway, origin: &Upstream, route: &str, path: &str) {
+    let service = format!(r#"{{"name":"orders","url":"{}"}}"#, origin.url("http"));
+    let reply = node
+        .admin("POST", "/services", &[("content-type", "application/json")], service)
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    let route = format!(r#"{{"name":"{route}","paths":["{path}"]}}"#);
+    let reply = node
+        .admin(
+            "POST",
+            "/services/orders/routes",
+            &[("content-type", "application/json")],
+            route,
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
 }
 
 /// Poll `node`'s proxy for `path` until it answers `status`; how long it took.
@@ -52,25 +60,12 @@ async fn until_proxied(node: &Gateway, path: &str, status: u16) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_on_one_node_are_live_on_the_other_within_a_second() {
     let server = PgServer::start();
-    bootstrap(&server);
+    server.bootstrap();
     let origin = Upstream::start(UpstreamKind::Http1).await;
     let a = Gateway::start(pg_options(&server)).await;
     let b = Gateway::start(pg_options(&server)).await;
 
-    let service = format!(r#"{{"name":"orders","url":"{}"}}"#, origin.url("http"));
-    let reply = a
-        .admin("POST", "/services", &[("content-type", "application/json")], service)
-        .await;
-    assert_eq!(reply.status, 201, "{}", reply.text());
-    let reply = a
-        .admin(
-            "POST",
-            "/services/orders/routes",
-            &[("content-type", "application/json")],
-            r#"{"name":"orders-route","paths":["/orders"]}"#,
-        )
-        .await;
-    assert_eq!(reply.status, 201, "{}", reply.text());
+    create_orders(&a, &origin, "orders-route", "/orders").await;
     assert_eq!(
         a.proxy(get("/orders")).await.status,
         200,
@@ -165,29 +160,12 @@ async fn a_node_refuses_a_database_that_is_not_bootstrapped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_keep_serving_through_a_database_outage_and_catch_up_after() {
     let mut server = PgServer::start();
-    bootstrap(&server);
+    server.bootstrap();
     let origin = Upstream::start(UpstreamKind::Http1).await;
     let options = pg_options(&server).setting("pg_timeout", "1000");
     let a = Gateway::start(options.clone()).await;
     let b = Gateway::start(options).await;
-    let reply = a
-        .admin(
-            "POST",
-            "/services",
-            &[("content-type", "application/json")],
-            format!(r#"{{"name":"orders","url":"{}"}}"#, origin.url("http")),
-        )
-        .await;
-    assert_eq!(reply.status, 201, "{}", reply.text());
-    let reply = a
-        .admin(
-            "POST",
-            "/services/orders/routes",
-            &[("content-type", "application/json")],
-            r#"{"name":"r","paths":["/orders"]}"#,
-        )
-        .await;
-    assert_eq!(reply.status, 201, "{}", reply.text());
+    create_orders(&a, &origin, "r", "/orders").await;
     until_proxied(&b, "/orders", 200).await;
 
     server.kill();
@@ -276,27 +254,10 @@ async fn nodes_keep_serving_through_a_database_outage_and_catch_up_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_restarted_while_the_database_is_down_serves_its_cache() {
     let mut server = PgServer::start();
-    bootstrap(&server);
+    server.bootstrap();
     let origin = Upstream::start(UpstreamKind::Http1).await;
     let mut a = Gateway::start(pg_options(&server).setting("pg_timeout", "1000")).await;
-    let reply = a
-        .admin(
-            "POST",
-            "/services",
-            &[("content-type", "application/json")],
-            format!(r#"{{"name":"orders","url":"{}"}}"#, origin.url("http")),
-        )
-        .await;
-    assert_eq!(reply.status, 201, "{}", reply.text());
-    let reply = a
-        .admin(
-            "POST",
-            "/services/orders/routes",
-            &[("content-type", "application/json")],
-            r#"{"name":"r","paths":["/orders"]}"#,
-        )
-        .await;
-    assert_eq!(reply.status, 201, "{}", reply.text());
+    create_orders(&a, &origin, "r", "/orders").await;
     assert_eq!(a.proxy(get("/orders")).await.status, 200);
 
     server.kill();

@@ -3,35 +3,16 @@
 //! keys, all or nothing), and two stores on one database seeing each
 //! other's writes.
 
-use std::process::Command;
-use std::time::Duration;
-
 use strait_core::declarative::{parse_declarative, DeclarativeFormat};
 use strait_core::{Config, ConfigChange, Entity, EntityKind};
-use strait_e2e::postgres::{PgServer, DATABASE, USER};
-use strait_e2e::process::strait_bin;
+use strait_e2e::postgres::PgServer;
 use strait_store::pg::{PgConfig, PgStore};
 use strait_store::{ChangeOp, Store, StoreError};
 
 fn bootstrapped() -> (PgServer, PgConfig) {
     let server = PgServer::start();
-    let out = Command::new(strait_bin())
-        .args(["migrations", "bootstrap"])
-        .env("STRAIT_PG_PORT", server.port().to_string())
-        .env("STRAIT_PG_USER", USER)
-        .env("STRAIT_PG_DATABASE", DATABASE)
-        .output()
-        .expect("run strait migrations bootstrap");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let config = PgConfig {
-        host: "127.0.0.1".into(),
-        port: server.port(),
-        user: USER.into(),
-        password: None,
-        database: DATABASE.into(),
-        schema: None,
-        timeout: Duration::from_secs(5),
-    };
+    server.bootstrap();
+    let config = server.config();
     (server, config)
 }
 
@@ -227,15 +208,7 @@ fn two_stores_on_one_database_see_each_others_writes_and_the_log_is_trimmed() {
 #[test]
 fn a_database_not_bootstrapped_is_refused_with_the_reason() {
     let server = PgServer::start();
-    let config = PgConfig {
-        host: "127.0.0.1".into(),
-        port: server.port(),
-        user: USER.into(),
-        password: None,
-        database: DATABASE.into(),
-        schema: None,
-        timeout: Duration::from_secs(5),
-    };
+    let config = server.config();
     let error = PgStore::open(config, 100).expect_err("not bootstrapped");
     assert!(error.to_string().contains("strait migrations bootstrap"), "{error}");
 }

@@ -411,28 +411,38 @@ async fn finish_write(
     Ok(())
 }
 
+/// A read-only transaction that sees one committed state throughout.
+async fn snapshot_read(client: &mut Client) -> Result<Transaction<'_>, StoreError> {
+    client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(pg_error)
+}
+
+/// Every entity, kind by kind in id order.
+async fn read_config(txn: &Transaction<'_>) -> Result<Config, StoreError> {
+    let mut config = Config::default();
+    for kind in EntityKind::ALL {
+        let sql = format!("SELECT id, entity::text FROM {} ORDER BY id", ident(kind.table()));
+        for row in txn.query(&sql, &[]).await.map_err(pg_error)? {
+            let id: Uuid = row.get(0);
+            let text: String = row.get(1);
+            push_entity(&mut config, decode_entity(kind, id.as_bytes(), text.as_bytes())?);
+        }
+    }
+    Ok(config)
+}
+
 impl Store for PgStore {
     fn load(&self) -> Result<(ConfigVersion, Config), StoreError> {
         self.run_bulk(|pool| async move {
             let mut conn = pool.get().await?;
-            let txn = conn
-                .client()
-                .build_transaction()
-                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await
-                .map_err(pg_error)?;
+            let txn = snapshot_read(conn.client()).await?;
             let version = current_version(&txn).await?;
-            let mut config = Config::default();
-            for kind in EntityKind::ALL {
-                let sql = format!("SELECT id, entity::text FROM {} ORDER BY id", ident(kind.table()));
-                for row in txn.query(&sql, &[]).await.map_err(pg_error)? {
-                    let id: Uuid = row.get(0);
-                    let text: String = row.get(1);
-                    push_entity(&mut config, decode_entity(kind, id.as_bytes(), text.as_bytes())?);
-                }
-            }
+            let config = read_config(&txn).await?;
             txn.commit().await.map_err(pg_error)?;
             Ok((version, config))
         })
@@ -751,14 +761,7 @@ impl PgStore {
     pub fn catch_up(&self, base: ConfigVersion) -> Result<CatchUp, StoreError> {
         self.run_bulk(move |pool| async move {
             let mut conn = pool.get().await?;
-            let txn = conn
-                .client()
-                .build_transaction()
-                .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await
-                .map_err(pg_error)?;
+            let txn = snapshot_read(conn.client()).await?;
             let version = current_version(&txn).await?;
             if version == base {
                 return Ok(CatchUp::UpToDate);
@@ -783,15 +786,7 @@ impl PgStore {
             };
             let rows = rows.filter(|rows| rows.iter().all(|r| r.get::<_, String>(1) != "replace"));
             let Some(rows) = rows else {
-                let mut config = Config::default();
-                for kind in EntityKind::ALL {
-                    let sql = format!("SELECT id, entity::text FROM {} ORDER BY id", ident(kind.table()));
-                    for row in txn.query(&sql, &[]).await.map_err(pg_error)? {
-                        let id: Uuid = row.get(0);
-                        let text: String = row.get(1);
-                        push_entity(&mut config, decode_entity(kind, id.as_bytes(), text.as_bytes())?);
-                    }
-                }
+                let config = read_config(&txn).await?;
                 let hash: Option<String> = txn
                     .query_one("SELECT hash FROM config_meta WHERE key = 'config'", &[])
                     .await
