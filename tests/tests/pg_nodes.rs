@@ -40,6 +40,26 @@ async fn create_orders(node: &Gateway, origin: &Upstream, route: &str, path: &st
     assert_eq!(reply.status, 201, "{}", reply.text());
 }
 
+/// POST `body` to `path` on `node` until the database is back to take it
+/// (at most 10 s).
+async fn post_once_back(node: &Gateway, path: &str, body: &'static str) {
+    let started = Instant::now();
+    loop {
+        let reply = node
+            .admin("POST", path, &[("content-type", "application/json")], body)
+            .await;
+        if reply.status == 201 {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "writes did not resume: {}",
+            reply.text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Poll `node`'s proxy for `path` until it answers `status`; how long it took.
 async fn until_proxied(node: &Gateway, path: &str, status: u16) -> Duration {
     let started = Instant::now();
@@ -204,26 +224,7 @@ async fn nodes_keep_serving_through_a_database_outage_and_catch_up_after() {
 
     server.restart();
     // Writes resume once the pool reconnects; the other node catches up.
-    let started = Instant::now();
-    loop {
-        let reply = b
-            .admin(
-                "POST",
-                "/consumers",
-                &[("content-type", "application/json")],
-                r#"{"username":"back"}"#,
-            )
-            .await;
-        if reply.status == 201 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "writes did not resume: {}",
-            reply.text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    post_once_back(&b, "/consumers", r#"{"username":"back"}"#).await;
     let started = Instant::now();
     // Admin reads go to the database; what node A *serves* is its
     // snapshot, which its follower brings up to the new version.
@@ -268,26 +269,7 @@ async fn a_node_restarted_while_the_database_is_down_serves_its_cache() {
     assert_eq!(status["config_version"], 2, "{status}");
 
     server.restart();
-    let started = Instant::now();
-    loop {
-        let reply = a
-            .admin(
-                "POST",
-                "/services/orders/routes",
-                &[("content-type", "application/json")],
-                r#"{"name":"r2","paths":["/after"]}"#,
-            )
-            .await;
-        if reply.status == 201 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "writes did not resume: {}",
-            reply.text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    post_once_back(&a, "/services/orders/routes", r#"{"name":"r2","paths":["/after"]}"#).await;
     until_proxied(&a, "/after", 200).await;
     assert_eq!(a.admin_get("/status").await.json()["config_version"], 3);
 }
