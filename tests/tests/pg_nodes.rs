@@ -156,10 +156,9 @@ async fn writes_on_one_node_are_live_on_the_other_within_a_second() {
     );
 }
 
-#[tokio::test]
-async fn a_node_refuses_a_database_that_is_not_bootstrapped() {
-    let server = PgServer::start();
-    let dir = std::env::temp_dir().join(format!("strait-e2e-pg-refuse-{}", std::process::id()));
+/// `strait start` on `server`'s database; the node's stderr when it fails.
+fn failed_start(server: &PgServer) -> String {
+    let dir = std::env::temp_dir().join(format!("strait-e2e-pg-refuse-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = Command::new(strait_bin())
         .arg("start")
@@ -172,9 +171,32 @@ async fn a_node_refuses_a_database_that_is_not_bootstrapped() {
         .output()
         .expect("run strait start");
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("strait migrations bootstrap"), "{err}");
+    assert!(!out.status.success(), "the node started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_node_refuses_a_schema_that_is_missing_behind_or_ahead() {
+    let server = PgServer::start();
+    let missing = failed_start(&server);
+    assert!(missing.contains("strait migrations bootstrap"), "{missing}");
+
+    server.bootstrap();
+    // Behind: a migration this version has is not recorded as run.
+    server.psql("UPDATE schema_meta SET executed = '{}' WHERE key = 'schema_meta'");
+    let behind = failed_start(&server);
+    assert!(
+        behind.contains("New migrations available; run 'strait migrations up'"),
+        "{behind}"
+    );
+
+    // Ahead: a newer Strait ran a migration this one does not know.
+    server.psql("UPDATE schema_meta SET executed = '{000_base,999_newer}' WHERE key = 'schema_meta'");
+    let ahead = failed_start(&server);
+    assert!(
+        ahead.contains("newer than this Strait") && ahead.contains("999_newer"),
+        "{ahead}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
