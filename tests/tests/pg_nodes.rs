@@ -320,3 +320,108 @@ fn a_node_without_a_cache_or_a_database_does_not_start() {
         "{err}"
     );
 }
+
+/// Writes that cascade (a consumer deleted with its key) in flight while
+/// the database is killed: each one is all there or not at all, in the
+/// database and on both nodes, and the nodes agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_killed_mid_write_leaves_no_partial_change() {
+    let mut server = PgServer::start();
+    server.bootstrap();
+    let origin = Upstream::start(UpstreamKind::Http1).await;
+    let options = pg_options(&server).setting("pg_timeout", "1000");
+    let a = Gateway::start(options.clone()).await;
+    let b = Gateway::start(options).await;
+    create_orders(&a, &origin, "r", "/orders").await;
+    let plugin = r#"{"name":"key-auth","config":{"key_names":["apikey"]}}"#;
+    let json = [("content-type", "application/json")];
+    assert_eq!(a.admin("POST", "/routes/r/plugins", &json, plugin).await.status, 201);
+    const USERS: usize = 30;
+    for i in 0..USERS {
+        let reply = a
+            .admin("POST", "/consumers", &json, format!(r#"{{"username":"u{i}"}}"#))
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+        let key = format!(r#"{{"key":"key-{i}"}}"#);
+        let reply = a.admin("POST", &format!("/consumers/u{i}/key-auth"), &json, key).await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+    }
+    let keyed = |i: usize| {
+        http::Request::get("/orders")
+            .header("apikey", format!("key-{i}"))
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .expect("request")
+    };
+    let started = Instant::now();
+    while b.proxy(keyed(USERS - 1)).await.status != 200 {
+        assert!(started.elapsed() < Duration::from_secs(2), "node B never saw the keys");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // Delete every consumer (each with its key, one transaction each) at
+    // once through both nodes, and kill the database while they are in
+    // flight.
+    let (a, b) = (std::sync::Arc::new(a), std::sync::Arc::new(b));
+    let mut deletes = tokio::task::JoinSet::new();
+    for i in 0..USERS {
+        let node = if i % 2 == 0 { a.clone() } else { b.clone() };
+        deletes.spawn(async move {
+            (
+                i,
+                node.admin("DELETE", &format!("/consumers/u{i}"), &[], "").await.status,
+            )
+        });
+    }
+    // The first answer means the rest are queued or in flight.
+    let mut answers = vec![0u16; USERS];
+    let (i, status) = deletes.join_next().await.expect("a delete").expect("delete task");
+    answers[i] = status.as_u16();
+    server.kill();
+    while let Some(done) = deletes.join_next().await {
+        let (i, status) = done.expect("delete task");
+        answers[i] = status.as_u16();
+    }
+    assert!(answers.iter().all(|s| *s == 204 || *s == 503), "{answers:?}");
+    eprintln!("answers with the database killed mid-flight: {answers:?}");
+    server.restart();
+
+    // In the database: a consumer and its key both gone or both there, and
+    // gone wherever the client was told 204. (A 503 may still have
+    // committed: the commit can land as the connection dies.)
+    let mut gone = [false; USERS];
+    for i in 0..USERS {
+        let consumer = server.psql(&format!("SELECT count(*) FROM consumers WHERE username = 'u{i}'"));
+        let key = server.psql(&format!(
+            "SELECT count(*) FROM keyauth_credentials WHERE key = 'key-{i}'"
+        ));
+        assert_eq!(
+            consumer.trim(),
+            key.trim(),
+            "u{i}: a consumer and its key, not one of them"
+        );
+        gone[i] = consumer.trim() == "0";
+        if answers[i] == 204 {
+            assert!(gone[i], "u{i} was acknowledged deleted");
+        }
+    }
+    // On both nodes, once caught up: the deleted keys are refused, the
+    // others still work.
+    for node in [&*a, &*b] {
+        let started = Instant::now();
+        loop {
+            let mut agree = true;
+            for (i, gone) in gone.iter().enumerate() {
+                let expected = if *gone { 401 } else { 200 };
+                agree &= node.proxy(keyed(i)).await.status.as_u16() == expected;
+            }
+            if agree {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "a node never agreed with the database"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}

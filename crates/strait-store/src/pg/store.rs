@@ -84,6 +84,12 @@ impl Pool {
 
 fn pg_error(error: tokio_postgres::Error) -> StoreError {
     match error.as_db_error() {
+        // Class 08 (connection exception) and 57P (the server shutting
+        // down, crashed, starting): the database is away, not the request
+        // at fault.
+        Some(db) if db.code().code().starts_with("08") || db.code().code().starts_with("57P") => {
+            StoreError::Unavailable(format!("{} ({})", db.message(), db.code().code()))
+        }
         Some(db) => StoreError::Postgres(format!("{} ({})", db.message(), db.code().code())),
         // No answer from the server: the connection closed or broke.
         None => StoreError::Unavailable(error.to_string()),
