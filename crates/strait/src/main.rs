@@ -20,6 +20,7 @@ fn release_allocator_memory() {
     unsafe { mi_collect(true) }
 }
 
+mod db_config;
 mod kong_configuration;
 mod logfile;
 mod migrations;
@@ -43,6 +44,10 @@ Commands:
   start [--conf FILE] [--prefix DIR] [--declarative-config FILE]
                            start a node (settings: FILE, then STRAIT_<KEY> env vars)
   config validate FILE     check a Kong declarative config; prints every error
+  config db_import FILE [--conf F]
+                           add and update the file's entities in PostgreSQL (never deletes)
+  config db_export FILE [--conf F]
+                           write PostgreSQL's configuration as a declarative file
   migrations COMMAND       manage the PostgreSQL schema (bootstrap, up, finish, list, reset,
                            status); `strait migrations help` for the flags
   version                  print the version
@@ -65,6 +70,8 @@ fn run(args: &[String]) -> Result<ExitCode> {
     match args.first().map(String::as_str) {
         Some("start") => start(&args[1..]).map(|_| ExitCode::SUCCESS),
         Some("config") if args.get(1).map(String::as_str) == Some("validate") => validate(args.get(2)),
+        Some("config") if args.get(1).map(String::as_str) == Some("db_import") => db_config::import(&args[2..]),
+        Some("config") if args.get(1).map(String::as_str) == Some("db_export") => db_config::export(&args[2..]),
         Some("migrations") => migrations::run(&args[1..]),
         Some("version") | Some("--version") => {
             println!("Strait {}", strait_proxy::VERSION);
