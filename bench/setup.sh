@@ -16,6 +16,8 @@ command -v wrk >/dev/null || missing+=(wrk)
 command -v h2load >/dev/null || missing+=(nghttp2-client)
 command -v nginx >/dev/null || missing+=(nginx)
 command -v taskset >/dev/null || missing+=(util-linux)
+# pg-propagation runs its own throwaway PostgreSQL server.
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 if ((${#missing[@]})); then
     echo "setup: apt-get install ${missing[*]}" >&2
     "${sudo_cmd[@]}" apt-get update -qq >&2 || echo "setup: apt-get update failed" >&2
