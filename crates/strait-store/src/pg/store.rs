@@ -689,7 +689,10 @@ impl PgStore {
 
         let hash = hash.map(str::to_string);
         let limit = self.change_log_limit;
-        self.run(move |pool| async move {
+        // A big batch (an import) gets a pg_timeout per thousand changes; a
+        // database that went away still fails at its first statement.
+        let within = self.pool.config.timeout * (1 + changes.len() / 1000).min(1000) as u32;
+        self.run_within(within, move |pool| async move {
             let mut conn = pool.get().await?;
             let txn = conn.client().transaction().await.map_err(pg_error)?;
             if changes.is_empty() {
