@@ -110,3 +110,10 @@ echo "== bench harness unit tests"
 python3 -m unittest discover -s bench/lab/tests -t bench
 echo "== tests"
 cargo test --workspace -- --test-threads="${STRAIT_TEST_THREADS:-4}"
+# One suite, two stores: the Admin API CRUD suites again with every gateway on a
+# PostgreSQL server of its own (tests/src/gateway.rs reads STRAIT_E2E_STORE).
+echo "== Admin API CRUD suites on PostgreSQL"
+STRAIT_E2E_STORE=postgres cargo test -p strait-e2e \
+  --test admin_crud --test admin_crud_errors --test admin_crud_lists --test admin_crud_live \
+  --test admin_credentials --test admin_validate_agreement \
+  -- --test-threads="${STRAIT_TEST_THREADS:-4}"

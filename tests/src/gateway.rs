@@ -69,6 +69,8 @@ pub struct Ports {
 
 /// A running `strait start`.
 pub struct Gateway {
+    /// `STRAIT_E2E_STORE=postgres`: this gateway's own PostgreSQL server.
+    postgres: Option<crate::postgres::PgServer>,
     child: Option<Child>,
     dir: PathBuf,
     conf: PathBuf,
@@ -89,7 +91,19 @@ impl Gateway {
             status: free_port(),
         };
         let conf = dir.join("strait.conf");
+        // One suite, two stores: with STRAIT_E2E_STORE=postgres every
+        // gateway that does not choose its own store (nor a declarative
+        // file, which is DB-less) runs on a PostgreSQL server of its own.
+        let on_postgres = std::env::var("STRAIT_E2E_STORE").as_deref() == Ok("postgres")
+            && options.declarative_config.is_none()
+            && !options.settings.iter().any(|(key, _)| key == "database");
+        let postgres = on_postgres.then(|| {
+            let server = crate::postgres::PgServer::start();
+            server.bootstrap();
+            server
+        });
         let mut gateway = Gateway {
+            postgres,
             child: None,
             dir,
             conf,
@@ -132,6 +146,12 @@ impl Gateway {
             ("proxy_error_log".into(), "stderr".into()),
             ("worker_threads".into(), "2".into()),
         ];
+        if let Some(server) = &self.postgres {
+            entries.push(("database".into(), "postgres".into()));
+            entries.push(("pg_port".into(), server.port().to_string()));
+            entries.push(("pg_user".into(), crate::postgres::USER.into()));
+            entries.push(("pg_database".into(), crate::postgres::DATABASE.into()));
+        }
         if let Some(contents) = &self.options.declarative_config {
             let path = self.dir.join("kong.yml");
             fs::write(&path, contents).expect("write declarative config");
@@ -183,6 +203,11 @@ impl Gateway {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Whether this gateway runs on PostgreSQL (`STRAIT_E2E_STORE=postgres`).
+    pub fn on_postgres(&self) -> bool {
+        self.postgres.is_some()
     }
 
     pub fn ports(&self) -> Ports {

@@ -482,7 +482,9 @@ async fn credentials_go_with_their_consumer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn declarative_credentials_nested_under_a_consumer_load_via_post_config() {
-    let gw = Gateway::start(GatewayOptions::new()).await;
+    // `/config` is the embedded store's (Kong's DB-less) path: refused on
+    // PostgreSQL, so this test keeps the embedded store in every run.
+    let gw = Gateway::start(GatewayOptions::new().setting("database", "embedded")).await;
     let document = json!({
         "_format_version": "3.0",
         "consumers": [{
