@@ -60,6 +60,19 @@ async fn post_once_back(node: &Gateway, path: &str, body: &'static str) {
     }
 }
 
+/// A bootstrapped server, an origin, and two nodes on it (`pg_timeout` 1 s)
+/// serving the `orders` service's route `r` on `/orders`.
+async fn two_nodes_with_orders() -> (PgServer, Upstream, Gateway, Gateway) {
+    let server = PgServer::start();
+    server.bootstrap();
+    let origin = Upstream::start(UpstreamKind::Http1).await;
+    let options = pg_options(&server).setting("pg_timeout", "1000");
+    let a = Gateway::start(options.clone()).await;
+    let b = Gateway::start(options).await;
+    create_orders(&a, &origin, "r", "/orders").await;
+    (server, origin, a, b)
+}
+
 /// Poll `node`'s proxy for `path` until it answers `status`; how long it took.
 async fn until_proxied(node: &Gateway, path: &str, status: u16) -> Duration {
     let started = Instant::now();
@@ -158,16 +171,22 @@ async fn writes_on_one_node_are_live_on_the_other_within_a_second() {
 
 /// `strait start` on `server`'s database; the node's stderr when it fails.
 fn failed_start(server: &PgServer) -> String {
+    failed_start_on(server.port(), &[])
+}
+
+/// `strait start` on the database at `port`, with `env` besides.
+fn failed_start_on(port: u16, env: &[(&str, &str)]) -> String {
     let dir = std::env::temp_dir().join(format!("strait-e2e-pg-refuse-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = Command::new(strait_bin())
         .arg("start")
         .env("STRAIT_PREFIX", &dir)
         .env("STRAIT_DATABASE", "postgres")
-        .env("STRAIT_PG_PORT", server.port().to_string())
+        .env("STRAIT_PG_PORT", port.to_string())
         .env("STRAIT_PG_USER", USER)
         .env("STRAIT_PG_DATABASE", DATABASE)
         .env("STRAIT_PROXY_ERROR_LOG", "stderr")
+        .envs(env.iter().copied())
         .output()
         .expect("run strait start");
     let _ = std::fs::remove_dir_all(&dir);
@@ -201,13 +220,7 @@ fn a_node_refuses_a_schema_that_is_missing_behind_or_ahead() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_keep_serving_through_a_database_outage_and_catch_up_after() {
-    let mut server = PgServer::start();
-    server.bootstrap();
-    let origin = Upstream::start(UpstreamKind::Http1).await;
-    let options = pg_options(&server).setting("pg_timeout", "1000");
-    let a = Gateway::start(options.clone()).await;
-    let b = Gateway::start(options).await;
-    create_orders(&a, &origin, "r", "/orders").await;
+    let (mut server, _origin, a, b) = two_nodes_with_orders().await;
     until_proxied(&b, "/orders", 200).await;
 
     server.kill();
@@ -301,20 +314,7 @@ fn a_node_without_a_cache_or_a_database_does_not_start() {
     let server = PgServer::start();
     let port = server.port();
     drop(server);
-    let dir = std::env::temp_dir().join(format!("strait-e2e-pg-nocache-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = Command::new(strait_bin())
-        .arg("start")
-        .env("STRAIT_PREFIX", &dir)
-        .env("STRAIT_DATABASE", "postgres")
-        .env("STRAIT_PG_PORT", port.to_string())
-        .env("STRAIT_PG_TIMEOUT", "1000")
-        .env("STRAIT_PROXY_ERROR_LOG", "stderr")
-        .output()
-        .expect("run strait start");
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = failed_start_on(port, &[("STRAIT_PG_TIMEOUT", "1000")]);
     assert!(
         err.contains("unreachable") && err.contains("no cached configuration"),
         "{err}"
@@ -326,13 +326,7 @@ fn a_node_without_a_cache_or_a_database_does_not_start() {
 /// database and on both nodes, and the nodes agree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_killed_mid_write_leaves_no_partial_change() {
-    let mut server = PgServer::start();
-    server.bootstrap();
-    let origin = Upstream::start(UpstreamKind::Http1).await;
-    let options = pg_options(&server).setting("pg_timeout", "1000");
-    let a = Gateway::start(options.clone()).await;
-    let b = Gateway::start(options).await;
-    create_orders(&a, &origin, "r", "/orders").await;
+    let (mut server, _origin, a, b) = two_nodes_with_orders().await;
     let plugin = r#"{"name":"key-auth","config":{"key_names":["apikey"]}}"#;
     let json = [("content-type", "application/json")];
     assert_eq!(a.admin("POST", "/routes/r/plugins", &json, plugin).await.status, 201);
