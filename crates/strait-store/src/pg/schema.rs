@@ -72,16 +72,126 @@ pub fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// One entity kind's table: its key columns and every statement the store
+/// runs on it, written once (not per entity written or read).
+pub struct Table {
+    pub kind: EntityKind,
+    /// Unique keys, in column order: `(field, column)`.
+    pub unique: Vec<(&'static str, String)>,
+    /// Foreign keys, in column order: `(field, column)`.
+    pub foreign: Vec<(&'static str, String)>,
+    /// `$1` id, then one parameter per unique and foreign column, then the
+    /// entity's JSON as text.
+    pub upsert: String,
+    pub select_by_id: String,
+    pub exists: String,
+    pub delete: String,
+    pub select_all: String,
+    pub page_first: String,
+    pub page_after: String,
+    /// Per unique field: the entity holding a value.
+    pub by_unique: Vec<(&'static str, String)>,
+    /// Per foreign field: the children's ids in id order, and the first one.
+    pub ids_by: Vec<(&'static str, String)>,
+    pub first_child_by: Vec<(&'static str, String)>,
+}
+
+impl Table {
+    fn new(kind: EntityKind) -> Table {
+        let name = ident(kind.table());
+        let unique: Vec<(&'static str, String)> = UNIQUE_FIELDS
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, field)| (*field, ident(&unique_column(field))))
+            .collect();
+        let foreign: Vec<(&'static str, String)> = FOREIGN_FIELDS
+            .iter()
+            .filter(|(k, _, _)| *k == kind)
+            .map(|(_, field, _)| (*field, ident(&foreign_column(field))))
+            .collect();
+        let columns: Vec<&str> = std::iter::once("id")
+            .chain(unique.iter().chain(&foreign).map(|(_, column)| column.as_str()))
+            .chain(std::iter::once("entity"))
+            .collect();
+        let placeholders: Vec<String> = (1..=columns.len())
+            .map(|n| match n == columns.len() {
+                true => format!("${n}::text::jsonb"),
+                false => format!("${n}"),
+            })
+            .collect();
+        let updates: Vec<String> = columns[1..].iter().map(|c| format!("{c} = EXCLUDED.{c}")).collect();
+        let upsert = format!(
+            "INSERT INTO {name} ({}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}",
+            columns.join(", "),
+            placeholders.join(", "),
+            updates.join(", ")
+        );
+        let by_unique = unique
+            .iter()
+            .map(|(field, column)| {
+                (
+                    *field,
+                    format!("SELECT id, entity::text FROM {name} WHERE {column} = $1"),
+                )
+            })
+            .collect();
+        let ids_by = foreign
+            .iter()
+            .map(|(field, column)| (*field, format!("SELECT id FROM {name} WHERE {column} = $1 ORDER BY id")))
+            .collect();
+        let first_child_by = foreign
+            .iter()
+            .map(|(field, column)| {
+                let sql = format!("SELECT id FROM {name} WHERE {column} = $1 ORDER BY id LIMIT 1");
+                (*field, sql)
+            })
+            .collect();
+        Table {
+            kind,
+            upsert,
+            select_by_id: format!("SELECT entity::text FROM {name} WHERE id = $1"),
+            exists: format!("SELECT 1 FROM {name} WHERE id = $1"),
+            delete: format!("DELETE FROM {name} WHERE id = $1"),
+            select_all: format!("SELECT id, entity::text FROM {name} ORDER BY id"),
+            page_first: format!("SELECT id, entity::text FROM {name} ORDER BY id LIMIT $1"),
+            page_after: format!("SELECT id, entity::text FROM {name} WHERE id > $1 ORDER BY id LIMIT $2"),
+            by_unique,
+            ids_by,
+            first_child_by,
+            unique,
+            foreign,
+        }
+    }
+
+    /// The statement for `field` in one of the per-field lists.
+    pub fn for_field<'t>(list: &'t [(&'static str, String)], field: &str) -> Option<&'t str> {
+        list.iter().find(|(f, _)| *f == field).map(|(_, sql)| sql.as_str())
+    }
+}
+
+/// The table of `kind`.
+pub fn table(kind: EntityKind) -> &'static Table {
+    static TABLES: std::sync::LazyLock<Vec<Table>> =
+        std::sync::LazyLock::new(|| EntityKind::ALL.iter().map(|kind| Table::new(*kind)).collect());
+    TABLES
+        .iter()
+        .find(|t| t.kind == kind)
+        .expect("every kind in EntityKind::ALL has a table")
+}
+
 fn base() -> String {
     let mut sql = String::new();
     for kind in EntityKind::ALL {
-        let table = ident(kind.table());
-        sql.push_str(&format!("CREATE TABLE {table} (\n  id uuid PRIMARY KEY"));
-        for (_, field) in UNIQUE_FIELDS.iter().filter(|(k, _)| *k == kind) {
-            sql.push_str(&format!(",\n  {} text UNIQUE", ident(&unique_column(field))));
+        let t = table(kind);
+        sql.push_str(&format!(
+            "CREATE TABLE {} (\n  id uuid PRIMARY KEY",
+            ident(kind.table())
+        ));
+        for (_, column) in &t.unique {
+            sql.push_str(&format!(",\n  {column} text UNIQUE"));
         }
-        for (_, field, _) in FOREIGN_FIELDS.iter().filter(|(k, _, _)| *k == kind) {
-            sql.push_str(&format!(",\n  {} uuid", ident(&foreign_column(field))));
+        for (_, column) in &t.foreign {
+            sql.push_str(&format!(",\n  {column} uuid"));
         }
         sql.push_str(",\n  entity jsonb NOT NULL\n);\n");
     }

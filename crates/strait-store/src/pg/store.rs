@@ -22,10 +22,10 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, GenericClient, Transaction};
 use uuid::Uuid;
 
-use super::schema::{foreign_column, ident, unique_column};
+use super::schema::{ident, table, unique_column, Table};
 use super::PgConfig;
 use crate::codec::{decode_entity, encode_entity, push_entity};
-use crate::keys::{children_of, config_entities, foreign_keys, unique_keys, FOREIGN_FIELDS, UNIQUE_FIELDS};
+use crate::keys::{children_of, config_entities, foreign_keys, unique_keys};
 use crate::{ChangeLogEntry, ChangeOp, Store, StoreError};
 
 /// Connections the store keeps at most (and opens on demand).
@@ -224,8 +224,10 @@ async fn current_version(client: &impl GenericClient) -> Result<ConfigVersion, S
 }
 
 async fn read_entity(client: &impl GenericClient, kind: EntityKind, id: Uuid) -> Result<Option<Entity>, StoreError> {
-    let sql = format!("SELECT entity::text FROM {} WHERE id = $1", ident(kind.table()));
-    let row = client.query_opt(&sql, &[&id]).await.map_err(pg_error)?;
+    let row = client
+        .query_opt(&table(kind).select_by_id, &[&id])
+        .await
+        .map_err(pg_error)?;
     match row {
         Some(row) => {
             let text: String = row.get(0);
@@ -239,42 +241,22 @@ async fn read_entity(client: &impl GenericClient, kind: EntityKind, id: Uuid) ->
 /// unique key another entity holds is [`StoreError::UniqueViolation`].
 async fn upsert(txn: &Transaction<'_>, entity: &Entity) -> Result<(), StoreError> {
     let kind = entity.kind();
+    let t = table(kind);
     let uniques = unique_keys(entity);
     let foreigns = foreign_keys(entity);
     let json = String::from_utf8(encode_entity(entity)?).map_err(|e| StoreError::Postgres(e.to_string()))?;
-    let mut columns = vec!["id".to_string()];
     let mut params: Vec<Box<dyn ToSql + Sync + Send>> = vec![Box::new(entity.id())];
-    for (_, field) in UNIQUE_FIELDS.iter().filter(|(k, _)| *k == kind) {
+    for (field, _) in &t.unique {
         let value = uniques.iter().find(|(f, _)| f == field).map(|(_, v)| v.clone());
-        columns.push(ident(&unique_column(field)));
         params.push(Box::new(value));
     }
-    for (_, field, _) in FOREIGN_FIELDS.iter().filter(|(k, _, _)| *k == kind) {
+    for (field, _) in &t.foreign {
         let value = foreigns.iter().find(|(f, _, _)| f == field).map(|(_, _, id)| *id);
-        columns.push(ident(&foreign_column(field)));
         params.push(Box::new(value));
     }
-    columns.push("entity".into());
     params.push(Box::new(json));
-    let placeholders: Vec<String> = (1..=params.len())
-        .map(|n| {
-            if n == params.len() {
-                format!("${n}::text::jsonb")
-            } else {
-                format!("${n}")
-            }
-        })
-        .collect();
-    let updates: Vec<String> = columns[1..].iter().map(|c| format!("{c} = EXCLUDED.{c}")).collect();
-    let sql = format!(
-        "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}",
-        ident(kind.table()),
-        columns.join(", "),
-        placeholders.join(", "),
-        updates.join(", ")
-    );
     let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
-    match txn.execute(&sql, &refs).await {
+    match txn.execute(&t.upsert, &refs).await {
         Ok(_) => Ok(()),
         Err(error) if error.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
             // `<table>_<column>_key`: which unique key another entity holds.
@@ -298,8 +280,7 @@ async fn upsert(txn: &Transaction<'_>, entity: &Entity) -> Result<(), StoreError
 }
 
 async fn delete(txn: &Transaction<'_>, kind: EntityKind, id: Uuid) -> Result<(), StoreError> {
-    let sql = format!("DELETE FROM {} WHERE id = $1", ident(kind.table()));
-    match txn.execute(&sql, &[&id]).await.map_err(pg_error)? {
+    match txn.execute(&table(kind).delete, &[&id]).await.map_err(pg_error)? {
         0 => Err(StoreError::NotFound { kind, id }),
         _ => Ok(()),
     }
@@ -311,18 +292,23 @@ async fn first_child(
     field: &str,
     parent: Uuid,
 ) -> Result<Option<Uuid>, StoreError> {
-    let sql = format!(
-        "SELECT id FROM {} WHERE {} = $1 ORDER BY id LIMIT 1",
-        ident(child_kind.table()),
-        ident(&foreign_column(field))
-    );
-    let row = client.query_opt(&sql, &[&parent]).await.map_err(pg_error)?;
+    let Some(sql) = Table::for_field(&table(child_kind).first_child_by, field) else {
+        let field = field.to_string();
+        return Err(StoreError::UnknownIndex {
+            kind: child_kind,
+            field,
+        });
+    };
+    let row = client.query_opt(sql, &[&parent]).await.map_err(pg_error)?;
     Ok(row.map(|r| r.get(0)))
 }
 
 async fn exists(client: &impl GenericClient, kind: EntityKind, id: Uuid) -> Result<bool, StoreError> {
-    let sql = format!("SELECT 1 FROM {} WHERE id = $1", ident(kind.table()));
-    Ok(client.query_opt(&sql, &[&id]).await.map_err(pg_error)?.is_some())
+    Ok(client
+        .query_opt(&table(kind).exists, &[&id])
+        .await
+        .map_err(pg_error)?
+        .is_some())
 }
 
 /// The LMDB dialect's checks: an entity still there has its parents, a
@@ -432,8 +418,7 @@ async fn snapshot_read(client: &mut Client) -> Result<Transaction<'_>, StoreErro
 async fn read_config(txn: &Transaction<'_>) -> Result<Config, StoreError> {
     let mut config = Config::default();
     for kind in EntityKind::ALL {
-        let sql = format!("SELECT id, entity::text FROM {} ORDER BY id", ident(kind.table()));
-        for row in txn.query(&sql, &[]).await.map_err(pg_error)? {
+        for row in txn.query(&table(kind).select_all, &[]).await.map_err(pg_error)? {
             let id: Uuid = row.get(0);
             let text: String = row.get(1);
             push_entity(&mut config, decode_entity(kind, id.as_bytes(), text.as_bytes())?);
@@ -558,19 +543,14 @@ impl Store for PgStore {
     }
 
     fn get_by_unique(&self, kind: EntityKind, field: &str, value: &str) -> Result<Option<Entity>, StoreError> {
-        if !UNIQUE_FIELDS.contains(&(kind, field)) {
+        let Some(sql) = Table::for_field(&table(kind).by_unique, field) else {
             let field = field.to_string();
             return Err(StoreError::UnknownIndex { kind, field });
-        }
-        let sql = format!(
-            "SELECT id, entity::text FROM {} WHERE {} = $1",
-            ident(kind.table()),
-            ident(&unique_column(field))
-        );
+        };
         let value = value.to_string();
         self.run(move |pool| async move {
             let mut conn = pool.get().await?;
-            let row = conn.client().query_opt(&sql, &[&value]).await.map_err(pg_error)?;
+            let row = conn.client().query_opt(sql, &[&value]).await.map_err(pg_error)?;
             match row {
                 Some(row) => {
                     let id: Uuid = row.get(0);
@@ -583,36 +563,25 @@ impl Store for PgStore {
     }
 
     fn ids_by_foreign(&self, kind: EntityKind, field: &str, parent: Uuid) -> Result<Vec<Uuid>, StoreError> {
-        if !FOREIGN_FIELDS.iter().any(|(k, f, _)| *k == kind && *f == field) {
+        let Some(sql) = Table::for_field(&table(kind).ids_by, field) else {
             let field = field.to_string();
             return Err(StoreError::UnknownIndex { kind, field });
-        }
-        let sql = format!(
-            "SELECT id FROM {} WHERE {} = $1 ORDER BY id",
-            ident(kind.table()),
-            ident(&foreign_column(field))
-        );
+        };
         self.run(move |pool| async move {
             let mut conn = pool.get().await?;
-            let rows = conn.client().query(&sql, &[&parent]).await.map_err(pg_error)?;
+            let rows = conn.client().query(sql, &[&parent]).await.map_err(pg_error)?;
             Ok(rows.iter().map(|r| r.get(0)).collect())
         })
     }
 
     fn list(&self, kind: EntityKind, after: Option<Uuid>, size: usize) -> Result<Vec<Entity>, StoreError> {
-        let table = ident(kind.table());
+        let t = table(kind);
         let size = size.min(i64::MAX as usize) as i64;
         self.run(move |pool| async move {
             let mut conn = pool.get().await?;
             let rows = match after {
-                Some(after) => {
-                    let sql = format!("SELECT id, entity::text FROM {table} WHERE id > $1 ORDER BY id LIMIT $2");
-                    conn.client().query(&sql, &[&after, &size]).await
-                }
-                None => {
-                    let sql = format!("SELECT id, entity::text FROM {table} ORDER BY id LIMIT $1");
-                    conn.client().query(&sql, &[&size]).await
-                }
+                Some(after) => conn.client().query(&t.page_after, &[&after, &size]).await,
+                None => conn.client().query(&t.page_first, &[&size]).await,
             }
             .map_err(pg_error)?;
             rows.iter()
