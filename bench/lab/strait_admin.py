@@ -29,6 +29,31 @@ def request(port: int, method: str, path: str, body: bytes | None = None,
         connection.close()
 
 
+class KeepAlive:
+    """One keep-alive HTTP/1.1 connection; reconnects after an error."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.connection: http.client.HTTPConnection | None = None
+
+    def send(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+        payload = json.dumps(body).encode() if body is not None else None
+        headers = {"content-type": "application/json"} if payload is not None else {}
+        for attempt in range(2):
+            if self.connection is None:
+                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            try:
+                self.connection.request(method, path, body=payload, headers=headers)
+                response = self.connection.getresponse()
+                return response.status, response.read()
+            except (OSError, http.client.HTTPException):
+                self.connection.close()
+                self.connection = None
+                if attempt:
+                    raise
+        raise RuntimeError("unreachable")
+
+
 def post_config(admin_port: int, document: bytes) -> tuple[int, bytes, float]:
     """POST /config; returns (status, body, seconds until the response arrived)."""
     started = time.monotonic()

@@ -18,8 +18,6 @@ Run alone: `bench/run admin-write-loop` (`--quick`: 5,000 routes, 400 writes, sh
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import threading
 import time
@@ -29,6 +27,7 @@ from lab import loadgen, stats, systems
 from lab.configgen import ConfigSpec, write_config
 from lab.context import RunContext
 from lab.procs import memory_kib
+from lab.strait_admin import KeepAlive
 from lab.registry import Goal, Rendered
 from lab.report import fmt, table
 from lab.rounds import run_rounds, summarize_contender
@@ -40,37 +39,12 @@ WRITES = 10_000
 WRITES_PER_ITERATION = 4  # POST service, POST route, DELETE route, DELETE service
 
 
-class Client:
-    """One keep-alive HTTP/1.1 connection; reconnects after an error."""
-
-    def __init__(self, port: int):
-        self.port = port
-        self.connection: http.client.HTTPConnection | None = None
-
-    def send(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
-        payload = json.dumps(body).encode() if body is not None else None
-        headers = {"content-type": "application/json"} if payload is not None else {}
-        for attempt in range(2):
-            if self.connection is None:
-                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-            try:
-                self.connection.request(method, path, body=payload, headers=headers)
-                response = self.connection.getresponse()
-                return response.status, response.read()
-            except (OSError, http.client.HTTPException):
-                self.connection.close()
-                self.connection = None
-                if attempt:
-                    raise
-        raise RuntimeError("unreachable")
-
-
 class Writer(threading.Thread):
     """The write loop, pinned to the load core, until stopped or `limit` writes are done."""
 
     def __init__(self, node: systems.System, origin_url: str, cpus: str, first: int = 0):
         super().__init__(daemon=True)
-        self.admin, self.proxy = Client(node.admin_port), Client(node.h1_port)
+        self.admin, self.proxy = KeepAlive(node.admin_port), KeepAlive(node.h1_port)
         self.origin_url = origin_url
         self.cpus = {int(c) for c in cpus.replace("-", ",").split(",") if c.strip().isdigit()}
         self.stop_event = threading.Event()

@@ -24,8 +24,6 @@ writes).
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import pwd
 import shutil
@@ -39,6 +37,7 @@ from lab.configgen import ConfigSpec, write_config
 from lab.context import RunContext
 from lab.procs import free_port
 from lab.registry import Goal, Rendered
+from lab.strait_admin import KeepAlive
 from lab.report import fmt, table
 
 NAME = "pg-propagation"
@@ -94,26 +93,11 @@ class PgServer:
                 "STRAIT_PG_USER": USER, "STRAIT_PG_DATABASE": DATABASE}
 
 
-class Client:
-    """One keep-alive HTTP/1.1 connection."""
-
-    def __init__(self, port: int):
-        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-
-    def send(self, method: str, path: str, body: dict | None = None) -> int:
-        payload = json.dumps(body).encode() if body is not None else None
-        headers = {"content-type": "application/json"} if payload is not None else {}
-        self.connection.request(method, path, body=payload, headers=headers)
-        response = self.connection.getresponse()
-        response.read()
-        return response.status
-
-
-def _until_live(proxy: Client, path: str, limit_s: float = 10.0) -> float:
+def _until_live(proxy: KeepAlive, path: str, limit_s: float = 10.0) -> float:
     """Poll `path` until it answers 200; the time it did (perf_counter)."""
     deadline = time.perf_counter() + limit_s
     while True:
-        if proxy.send("GET", path) == 200:
+        if proxy.send("GET", path)[0] == 200:
             return time.perf_counter()
         if time.perf_counter() > deadline:
             raise RuntimeError(f"{path} never went live")
@@ -152,15 +136,16 @@ def run(ctx: RunContext) -> dict:
                                   extra_env=pg.env()) for n in ("a", "b")]
     a, b = nodes
     _pin(ctx.load_cpus)
-    writer, proxy = Client(a.admin_port), Client(b.h1_port)
-    if writer.send("POST", "/services", {"name": "prop", "url": origin_url}) != 201:
+    writer, proxy = KeepAlive(a.admin_port), KeepAlive(b.h1_port)
+    if writer.send("POST", "/services", {"name": "prop", "url": origin_url})[0] != 201:
         raise RuntimeError("could not create the service")
 
     # 1. single writes
     single_ms = []
     for i in range(singles):
         sent = time.perf_counter()
-        status = writer.send("POST", "/services/prop/routes", {"name": f"single-{i}", "paths": [f"/single/{i}/"]})
+        status, _ = writer.send("POST", "/services/prop/routes",
+                                {"name": f"single-{i}", "paths": [f"/single/{i}/"]})
         if status != 201:
             raise RuntimeError(f"write {i}: {status}")
         single_ms.append((_until_live(proxy, f"/single/{i}/") - sent) * 1000)
@@ -173,14 +158,15 @@ def run(ctx: RunContext) -> dict:
 
     def write_loop() -> None:
         _pin(ctx.load_cpus)
-        client = Client(a.admin_port)
+        client = KeepAlive(a.admin_port)
         start = time.perf_counter() + 0.05
         for i in range(count):
             due[i] = start + i / 100
             delay = due[i] - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-            status = client.send("POST", "/services/prop/routes", {"name": f"rate-{i}", "paths": [f"/rate/{i}/"]})
+            status, _ = client.send("POST", "/services/prop/routes",
+                                    {"name": f"rate-{i}", "paths": [f"/rate/{i}/"]})
             if status != 201 and len(failures) < 10:
                 failures.append(f"write {i}: {status}")
 
