@@ -95,6 +95,10 @@ fi
 # The flood tests hold 10,000 client connections open (and the gateway as many).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
+# Free disk where the build goes: a link that runs out of space dies with SIGBUS in the linker,
+# which says nothing about the cause, so print it up front.
+mkdir -p "${CARGO_TARGET_DIR:-target}"
+echo "== disk free for ${CARGO_TARGET_DIR:-target}: $(df -h --output=avail "${CARGO_TARGET_DIR:-target}" | tail -1 | tr -d ' ')"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings"
