@@ -114,10 +114,8 @@ echo "== bench harness unit tests"
 python3 -m unittest discover -s bench/lab/tests -t bench
 echo "== tests"
 cargo test --workspace -- --test-threads="${STRAIT_TEST_THREADS:-4}"
-# One suite, two stores: the Admin API CRUD suites again with every gateway on a
+# One suite, two stores: every end-to-end suite again, with every gateway that
+# does not choose its store (nor a declarative file, which makes it DB-less) on a
 # PostgreSQL server of its own (tests/src/gateway.rs reads STRAIT_E2E_STORE).
-echo "== Admin API CRUD suites on PostgreSQL"
-STRAIT_E2E_STORE=postgres cargo test -p strait-e2e \
-  --test admin_crud --test admin_crud_errors --test admin_crud_lists --test admin_crud_live \
-  --test admin_credentials --test admin_validate_agreement \
-  -- --test-threads="${STRAIT_TEST_THREADS:-4}"
+echo "== end-to-end suites on PostgreSQL"
+STRAIT_E2E_STORE=postgres cargo test -p strait-e2e -- --test-threads="${STRAIT_TEST_THREADS:-4}"

@@ -146,7 +146,12 @@ impl Gateway {
             ("proxy_error_log".into(), "stderr".into()),
             ("worker_threads".into(), "2".into()),
         ];
-        if let Some(server) = &self.postgres {
+        // A declarative file makes a DB-less node (a restart may switch to one).
+        let server = self
+            .postgres
+            .as_ref()
+            .filter(|_| self.options.declarative_config.is_none());
+        if let Some(server) = server {
             entries.push(("database".into(), "postgres".into()));
             entries.push(("pg_port".into(), server.port().to_string()));
             entries.push(("pg_user".into(), crate::postgres::USER.into()));
@@ -208,6 +213,20 @@ impl Gateway {
     /// Whether this gateway runs on PostgreSQL (`STRAIT_E2E_STORE=postgres`).
     pub fn on_postgres(&self) -> bool {
         self.postgres.is_some()
+    }
+
+    /// What this gateway has stored, as bytes to search: the LMDB file; on
+    /// PostgreSQL, the database's rows (`pg_dump`) and the node's local cache.
+    pub fn stored_bytes(&self) -> Vec<u8> {
+        let read = |path: PathBuf| fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        match &self.postgres {
+            None => read(self.dir.join("lmdb").join("data.mdb")),
+            Some(server) => {
+                let mut bytes = server.dump().into_bytes();
+                bytes.extend(read(self.dir.join("pg_cache").join("data.mdb")));
+                bytes
+            }
+        }
     }
 
     pub fn ports(&self) -> Ports {

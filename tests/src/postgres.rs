@@ -274,6 +274,22 @@ impl PgServer {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Every row of the database as `pg_dump --data-only` writes it (plain
+    /// SQL text: what a TOAST-compressed data file would hide, this shows).
+    pub fn dump(&self) -> String {
+        let out = self
+            .client("pg_dump", DATABASE)
+            .args(["--data-only", "--no-owner"])
+            .output()
+            .expect("run pg_dump");
+        assert!(
+            out.status.success(),
+            "pg_dump failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// A data directory path, for tests that look at the files.
     pub fn dir(&self) -> &Path {
         self.dir.path()

@@ -59,16 +59,6 @@ async fn a_2xx_means_the_proxy_serves_the_change() {
     assert_eq!(gw.proxy(get("/moved")).await.status, 404);
 
     // /config still replaces everything at once; entity writes continue from it.
-    // With a shared database it is refused, as Kong refuses it.
-    if gw.on_postgres() {
-        let (status, body) = gw.post_config(r#"{"_format_version": "3.0"}"#).await;
-        assert_eq!(status, 400, "{body}");
-        assert!(
-            body.contains("only available when Kong is configured to not use a database"),
-            "{body}"
-        );
-        return;
-    }
     let config = json!({"_format_version": "3.0", "services": [{"name": "only", "url": "http://127.0.0.1:9",
         "routes": [{"name": "cfg", "paths": ["/cfg"], "plugins": [{"name": "request-termination",
         "config": {"status_code": 200, "message": "from config"}}]}]}]});

@@ -1,6 +1,6 @@
 //! Two Strait nodes on one PostgreSQL database: a write through either
 //! node's Admin API is live on the other within a second, versions stay in
-//! step, `/config` is refused as Kong refuses it with a database, and a
+//! step, `POST /config` on one node replaces the store for both, and a
 //! node will not start on a database that is not bootstrapped.
 
 use std::process::Command;
@@ -160,13 +160,83 @@ async fn writes_on_one_node_are_live_on_the_other_within_a_second() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
-    // /config belongs to DB-less nodes, as in Kong.
-    let reply = a.admin_get("/config").await;
-    assert_eq!(reply.status, 400);
-    assert_eq!(
-        reply.json()["message"],
-        "this endpoint is only available when Kong is configured to not use a database"
+    // POST /config on one node replaces the shared store whole: the other
+    // node serves exactly that document within a second.
+    let doc = serde_json::json!({"_format_version": "3.0", "services": [{"name": "whole",
+        "url": origin.url("http"), "routes": [{"name": "w", "paths": ["/whole"]}]}]});
+    let (status, body) = a.post_config(&doc.to_string()).await;
+    assert_eq!(status, 201, "{body}");
+    let took = until_proxied(&b, "/whole", 200).await;
+    assert!(took < Duration::from_secs(1), "/config reached node B after {took:?}");
+    until_proxied(&b, "/v2/orders", 404).await;
+    assert_eq!(b.admin_get("/consumers").await.json()["data"], serde_json::json!([]));
+
+    // Node B writes after it; the same document posted again on node A is
+    // not taken as "no change" to what A posted before: it replaces the
+    // store again, so B's route goes on both nodes.
+    let reply = b
+        .admin(
+            "POST",
+            "/services/whole/routes",
+            &[("content-type", "application/json")],
+            r#"{"name":"extra","paths":["/extra"]}"#,
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    until_proxied(&a, "/extra", 200).await;
+    let (status, body) = a.post_config(&doc.to_string()).await;
+    assert_eq!(status, 201, "{body}");
+    until_proxied(&a, "/extra", 404).await;
+    until_proxied(&b, "/extra", 404).await;
+    assert_eq!(b.proxy(get("/whole")).await.status, 200);
+
+    // And when node A posts before it has seen node B's write: its changes
+    // from its own (older) snapshot are refused by the database, and the
+    // document goes in whole. Either way the store is the document.
+    for round in 0..5 {
+        let name = format!("late-{round}");
+        let route = format!(r#"{{"name":"{name}","paths":["/{name}"]}}"#);
+        let reply = b
+            .admin(
+                "POST",
+                "/services/whole/routes",
+                &[("content-type", "application/json")],
+                route,
+            )
+            .await;
+        assert_eq!(reply.status, 201, "{}", reply.text());
+        let (status, body) = a.post_config(&doc.to_string()).await;
+        assert_eq!(status, 201, "{body}");
+        for node in [&a, &b] {
+            until_proxied(node, &format!("/{name}"), 404).await;
+            let routes = node.admin_get("/routes").await.json()["data"].clone();
+            assert_eq!(routes.as_array().map(Vec::len), Some(1), "round {round}: {routes}");
+        }
+    }
+
+    // The same with a write whose notification never came (committed by
+    // hand, without NOTIFY): node A's snapshot is certainly older than the
+    // database when it posts, and only the poll would tell it.
+    server.psql(
+        "BEGIN; \
+         UPDATE config_meta SET version = version + 1 WHERE key = 'config'; \
+         INSERT INTO routes (id, name, service_id, entity) \
+           SELECT gen_random_uuid(), 'silent', service_id, \
+                  entity || '{\"name\": \"silent\", \"paths\": [\"/silent\"]}'::jsonb \
+           FROM routes WHERE name = 'w'; \
+         INSERT INTO change_log (version, seq, kind, op, id) \
+           SELECT (SELECT version FROM config_meta WHERE key = 'config'), 0, 'routes', 'upsert', id \
+           FROM routes WHERE name = 'silent'; \
+         COMMIT;",
     );
+    let (status, body) = a.post_config(&doc.to_string()).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(server.psql("SELECT count(*) FROM routes").trim(), "1");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for node in [&a, &b] {
+        assert_eq!(node.proxy(get("/silent")).await.status, 404);
+        assert_eq!(node.proxy(get("/whole")).await.status, 200);
+    }
 }
 
 /// `strait start` on `server`'s database; the node's stderr when it fails.

@@ -146,7 +146,7 @@ async fn referenced_tls_material_serves_rotates_and_never_leaks() {
 
     // Nothing secret in the log or in the store file.
     let log = gw.log();
-    let store = std::fs::read(gw.prefix().join("lmdb").join("data.mdb")).expect("data.mdb");
+    let store = gw.stored_bytes();
     for body in [
         pem_body(&first.key_pem),
         pem_body(&second.key_pem),

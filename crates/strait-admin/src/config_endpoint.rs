@@ -207,7 +207,7 @@ fn committer(store: &Arc<dyn Store>, hash: &str) -> ReplaceCommitFn {
     Box::new(move |what: ReplaceCommit<'_>| {
         let committed = match what {
             ReplaceCommit::Whole(config) => store.replace_hashed(config, Some(&hash)),
-            ReplaceCommit::Changes(changes) => store.apply_hashed(changes, Some(&hash)),
+            ReplaceCommit::Changes { base, changes } => store.apply_hashed_at(base, changes, Some(&hash)),
         };
         committed.map_err(|e| Box::new(e) as strait_proxy::compiler::CommitError)
     })

@@ -18,12 +18,6 @@ pub async fn handle(state: &AdminState, endpoint: Endpoint, request: &AdminReque
         Endpoint::Status => root::status(state),
         Endpoint::StatusReady => root::ready(state),
         Endpoint::Metrics => crate::metrics::metrics(state),
-        Endpoint::Config if state.shared_database => crate::response::json_response(
-            http::StatusCode::BAD_REQUEST,
-            &serde_json::json!({
-                "message": "this endpoint is only available when Kong is configured to not use a database"
-            }),
-        ),
         Endpoint::Config if request.method == Method::POST => {
             let query = request.raw_query.as_deref();
             config_endpoint::post_config(state, &request.content_type, query, &request.body).await

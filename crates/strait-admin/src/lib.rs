@@ -63,9 +63,6 @@ pub struct AdminState {
     pub declarative: std::sync::Mutex<Option<strait_core::Memo>>,
     /// Kong's `headers` setting (`Server`, `X-Kong-Admin-Latency`).
     pub headers: strait_proxy::kong_headers::HeaderSwitches,
-    /// `database = postgres`: several nodes share the store, so `/config`
-    /// is refused as Kong refuses it outside DB-less mode.
-    pub shared_database: bool,
 }
 
 impl AdminState {

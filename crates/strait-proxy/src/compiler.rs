@@ -32,7 +32,13 @@ pub type CommitFn = Box<dyn FnOnce() -> Result<ConfigVersion, CommitError> + Sen
 #[derive(Debug)]
 pub enum ReplaceCommit<'a> {
     Whole(&'a Config),
-    Changes(&'a [ConfigChange]),
+    /// The changes from the running snapshot, whose version is `base`: a
+    /// shared store must refuse them when another writer moved it past
+    /// `base` (then the whole configuration is committed instead).
+    Changes {
+        base: ConfigVersion,
+        changes: &'a [ConfigChange],
+    },
 }
 
 /// The commit step of a replacement; called a second time with
@@ -311,7 +317,12 @@ fn sync(
         let changes = running.diff(&mut config, generated);
         if few(changes.len()) {
             let derived = derive_snapshot(&running, &changes).ok().and_then(|mut snapshot| {
-                snapshot.version = commit(ReplaceCommit::Changes(&changes)).ok()?;
+                let base = running.version;
+                snapshot.version = commit(ReplaceCommit::Changes {
+                    base,
+                    changes: &changes,
+                })
+                .ok()?;
                 if let Some(hash) = &hash {
                     snapshot.hash = hash.clone();
                 }
@@ -358,7 +369,12 @@ fn sync_part(
     let result = derive_snapshot(&running, &changes)
         .map_err(PublishError::from)
         .and_then(|mut snapshot| {
-            snapshot.version = commit(ReplaceCommit::Changes(&changes)).map_err(PublishError::Commit)?;
+            let base = running.version;
+            snapshot.version = commit(ReplaceCommit::Changes {
+                base,
+                changes: &changes,
+            })
+            .map_err(PublishError::Commit)?;
             if let Some(hash) = hash {
                 snapshot.hash = hash;
             }

@@ -156,6 +156,19 @@ pub trait Store: Send + Sync {
         self.apply(changes)
     }
 
+    /// `apply_hashed` at `base`, as [`Store::apply_at`] is `apply` at it:
+    /// what a `/config` post committed as its changes from the running
+    /// snapshot writes. With no changes, the hash only, still at `base`.
+    fn apply_hashed_at(
+        &self,
+        base: ConfigVersion,
+        changes: &[ConfigChange],
+        hash: Option<&str>,
+    ) -> Result<ConfigVersion, StoreError> {
+        let _ = base;
+        self.apply_hashed(changes, hash)
+    }
+
     /// One entity by primary key.
     fn get(&self, kind: EntityKind, id: Uuid) -> Result<Option<Entity>, StoreError>;
 

@@ -214,7 +214,6 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         writes: Default::default(),
         declarative: std::sync::Mutex::new(memo),
         headers: settings.proxy.headers,
-        shared_database: settings.postgres.is_some(),
     });
     let admin = start_admin_thread(&settings, state, admin_tls, shutdown_rx)?;
     ready.store(true, Ordering::Release);

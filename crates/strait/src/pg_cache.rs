@@ -141,6 +141,17 @@ impl Store for CachedPg {
         Ok(version)
     }
 
+    fn apply_hashed_at(
+        &self,
+        base: ConfigVersion,
+        changes: &[ConfigChange],
+        hash: Option<&str>,
+    ) -> Result<ConfigVersion, StoreError> {
+        let version = self.pg.apply_hashed_at(base, changes, hash)?;
+        self.cache.apply(version, changes);
+        Ok(version)
+    }
+
     fn get(&self, kind: EntityKind, id: Uuid) -> Result<Option<Entity>, StoreError> {
         self.pg.get(kind, id)
     }

@@ -538,6 +538,15 @@ impl Store for PgStore {
         self.apply_inner(Some(base), changes, None)
     }
 
+    fn apply_hashed_at(
+        &self,
+        base: ConfigVersion,
+        changes: &[ConfigChange],
+        hash: Option<&str>,
+    ) -> Result<ConfigVersion, StoreError> {
+        self.apply_inner(Some(base), changes, hash)
+    }
+
     fn get(&self, kind: EntityKind, id: Uuid) -> Result<Option<Entity>, StoreError> {
         self.run(move |pool| async move { read_entity(pool.get().await?.client(), kind, id).await })
     }
@@ -647,7 +656,7 @@ impl Store for PgStore {
 }
 
 impl PgStore {
-    /// The write behind `apply_hashed` and `apply_at`.
+    /// The write behind `apply_hashed`, `apply_at` and `apply_hashed_at`.
     fn apply_inner(
         &self,
         base: Option<ConfigVersion>,
@@ -665,11 +674,18 @@ impl PgStore {
             let mut conn = pool.get().await?;
             let txn = conn.client().transaction().await.map_err(pg_error)?;
             if changes.is_empty() {
-                // Only the hash: the version stays.
+                // Only the hash: the version stays. Locked as a write is, so
+                // the check against `base` holds until the commit.
+                let version = next_version(&txn).await? - 1;
+                if let Some(expected) = base.filter(|expected| *expected != version) {
+                    return Err(StoreError::Stale {
+                        expected,
+                        found: version,
+                    });
+                }
                 txn.execute("UPDATE config_meta SET hash = $1 WHERE key = 'config'", &[&hash])
                     .await
                     .map_err(pg_error)?;
-                let version = current_version(&txn).await?;
                 txn.commit().await.map_err(pg_error)?;
                 return Ok(version);
             }
