@@ -132,7 +132,9 @@ impl PgServer {
         let path = self.bin.join(program);
         let mut command = Command::new(if path.exists() { path } else { PathBuf::from(program) });
         if let Some((uid, gid)) = self.run_as {
-            command.uid(uid).gid(gid);
+            // And a home of its own: libpq looks for ~/.postgresql's client
+            // certificate, which root's home would deny to that account.
+            command.uid(uid).gid(gid).env("HOME", self.dir.path());
         }
         command.current_dir(self.dir.path()).stdin(Stdio::null());
         command
@@ -182,6 +184,10 @@ impl PgServer {
             database: DATABASE.into(),
             schema: None,
             timeout: Duration::from_secs(5),
+            tls: None,
+            max_concurrent_queries: 0,
+            semaphore_timeout: Duration::from_secs(60),
+            pool_size: 256,
         }
     }
 
@@ -250,6 +256,30 @@ impl PgServer {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = std::fs::remove_file(self.data().join("postmaster.pid"));
+    }
+
+    /// Serve TLS with `cert_pem`/`key_pem` and accept TCP sessions only over
+    /// it (`hostssl` in pg_hba.conf: a plaintext session is refused with
+    /// `no encryption`); restarts the server.
+    pub fn require_tls(&mut self, cert_pem: &str, key_pem: &str) {
+        let data = self.data();
+        for (name, contents) in [("server.crt", cert_pem), ("server.key", key_pem)] {
+            let path = data.join(name);
+            std::fs::write(&path, contents).expect("write the server's TLS files");
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .expect("chmod the TLS files");
+            if let Some((uid, gid)) = self.run_as {
+                std::os::unix::fs::chown(&path, Some(uid), Some(gid)).expect("chown the TLS files");
+            }
+        }
+        let hba = "local all all trust\nhostssl all all 127.0.0.1/32 trust\n";
+        std::fs::write(data.join("pg_hba.conf"), hba).expect("write pg_hba.conf");
+        let mut conf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .expect("open postgresql.conf");
+        std::io::Write::write_all(&mut conf, b"\nssl = on\n").expect("write postgresql.conf");
+        self.restart();
     }
 
     /// Start again on the same port after [`PgServer::kill`] (crash recovery

@@ -212,3 +212,52 @@ fn a_database_not_bootstrapped_is_refused_with_the_reason() {
     let error = PgStore::open(config, 100).expect_err("not bootstrapped");
     assert!(error.to_string().contains("strait migrations bootstrap"), "{error}");
 }
+
+/// `pg_max_concurrent_queries`: with one slot, a statement stuck behind a
+/// lock holds it, and the next one fails after `pg_semaphore_timeout`
+/// (instead of opening another connection) with a message naming the
+/// setting; once the slot frees, statements run again.
+#[test]
+fn max_concurrent_queries_bounds_the_connections_in_use() {
+    let (server, mut pg) = bootstrapped();
+    pg.max_concurrent_queries = 1;
+    pg.semaphore_timeout = std::time::Duration::from_millis(200);
+    let store = std::sync::Arc::new(PgStore::open(pg, 100).expect("open"));
+    std::thread::scope(|scope| {
+        let locker = scope
+            .spawn(|| server.psql("BEGIN; LOCK TABLE services IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(2); COMMIT;"));
+        let started = std::time::Instant::now();
+        while server
+            .psql("SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'services' AND l.granted")
+            .trim()
+            == "0"
+        {
+            assert!(started.elapsed() < std::time::Duration::from_secs(5), "the lock was never taken");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let blocked = {
+            let store = store.clone();
+            scope.spawn(move || store.list(EntityKind::Services, None, 10))
+        };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let waited = std::time::Instant::now();
+        let error = store
+            .get(EntityKind::Routes, uuid::Uuid::nil())
+            .expect_err("the only slot is taken");
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            waited.elapsed()
+        );
+        assert!(
+            matches!(&error, StoreError::Unavailable(m) if m.contains("pg_max_concurrent_queries = 1")),
+            "{error}"
+        );
+        assert_eq!(blocked.join().unwrap().expect("the blocked list ends").len(), 0);
+        locker.join().unwrap();
+    });
+    assert_eq!(
+        store.get(EntityKind::Routes, uuid::Uuid::nil()).expect("a free slot"),
+        None
+    );
+}

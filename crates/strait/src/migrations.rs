@@ -102,9 +102,12 @@ pub fn run(args: &[String]) -> Result<ExitCode> {
         .build()
         .map_err(|e| anyhow!("starting the runtime: {e}"))?;
     runtime.block_on(async {
-        let mut client = pg::connect(&config)
-            .await
-            .map_err(|e| anyhow!("[PostgreSQL error] {e}"))?;
+        let mut client = pg::connect(&config).await.map_err(|e| match e {
+            strait_store::StoreError::Postgres(detail) | strait_store::StoreError::Unavailable(detail) => {
+                anyhow!("[PostgreSQL error] {detail}")
+            }
+            other => anyhow!("[PostgreSQL error] {other}"),
+        })?;
         let owner = owner();
         let database = config.database.clone();
         let print = |report: migrate::Report| {

@@ -102,6 +102,9 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("pg_timeout", "5000"),
     ("pg_ssl", "off"),
     ("pg_ssl_verify", "off"),
+    ("pg_max_concurrent_queries", "0"),
+    ("pg_semaphore_timeout", "60000"),
+    ("pg_pool_size", "256"),
     ("headers", strait_proxy::kong_headers::DEFAULT_HEADERS),
     ("headers_upstream", strait_proxy::kong_headers::DEFAULT_HEADERS_UPSTREAM),
 ];
@@ -241,10 +244,23 @@ pub fn pg_config(raw: &RawSettings) -> Result<strait_store::pg::PgConfig> {
     if timeout_ms == 0 {
         bail!("pg_timeout: must be at least 1 millisecond");
     }
-    if parse_switch("pg_ssl", raw.get("pg_ssl"))? {
-        bail!("pg_ssl: TLS to PostgreSQL is not supported by this version");
+    let max_concurrent_queries = parse_number("pg_max_concurrent_queries", raw.get("pg_max_concurrent_queries"))?;
+    let semaphore_timeout_ms = parse_number("pg_semaphore_timeout", raw.get("pg_semaphore_timeout"))?;
+    if semaphore_timeout_ms == 0 {
+        bail!("pg_semaphore_timeout: must be at least 1 millisecond");
     }
-    parse_switch("pg_ssl_verify", raw.get("pg_ssl_verify"))?;
+    let pool_size = parse_number("pg_pool_size", raw.get("pg_pool_size"))?;
+    let ssl = parse_switch("pg_ssl", raw.get("pg_ssl"))?;
+    let verify = parse_switch("pg_ssl_verify", raw.get("pg_ssl_verify"))?;
+    // `pg_ssl_verify` checks the chain against the system's roots
+    // (`SSL_CERT_FILE` / `SSL_CERT_DIR` name others) and the name against
+    // `pg_host`; off, the session is encrypted but the server unchecked.
+    let tls = match ssl {
+        true => Some(strait_store::pg::PgTls(
+            strait_runtime::tls::client_config(verify).map_err(|e| anyhow!("pg_ssl: {e}"))?,
+        )),
+        false => None,
+    };
     let text = |key: &str| Some(raw.get(key).trim().to_string()).filter(|v| !v.is_empty());
     for key in ["pg_host", "pg_user", "pg_database"] {
         if text(key).is_none() {
@@ -259,6 +275,10 @@ pub fn pg_config(raw: &RawSettings) -> Result<strait_store::pg::PgConfig> {
         database: raw.get("pg_database").trim().to_string(),
         schema: text("pg_schema"),
         timeout: Duration::from_millis(timeout_ms as u64),
+        tls,
+        max_concurrent_queries: max_concurrent_queries as usize,
+        semaphore_timeout: Duration::from_millis(semaphore_timeout_ms as u64),
+        pool_size: pool_size as usize,
     })
 }
 
@@ -707,12 +727,19 @@ mod tests {
         assert_eq!(config.label(), "kong@127.0.0.1:5432/kong");
         assert_eq!(config.timeout, Duration::from_millis(5000));
         assert_eq!((config.password, config.schema), (None, None));
+        assert_eq!((config.max_concurrent_queries, config.pool_size), (0, 256));
+        assert_eq!(config.semaphore_timeout, Duration::from_millis(60000));
+        assert!(config.tls.is_none());
         for (key, value) in [
             ("pg_port", "99999"),
             ("pg_timeout", "0"),
             ("pg_timeout", "soon"),
             ("pg_ssl", "maybe"),
+            ("pg_ssl_verify", "yes please"),
             ("pg_host", " "),
+            ("pg_max_concurrent_queries", "-1"),
+            ("pg_semaphore_timeout", "0"),
+            ("pg_pool_size", "many"),
         ] {
             let mut raw = RawSettings::load(None, std::iter::empty()).expect("defaults");
             raw.0.insert(key.into(), value.into());

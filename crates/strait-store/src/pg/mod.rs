@@ -8,12 +8,16 @@
 pub mod migrate;
 pub mod schema;
 mod store;
+mod tls;
 
 pub use store::{listen, CatchUp, Listener, PgStore, CHANNEL};
+pub use tls::PgTls;
 
 use std::time::Duration;
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
+
+use crate::StoreError;
 
 /// Kong's `pg_*` settings that reach the connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +32,17 @@ pub struct PgConfig {
     pub schema: Option<String>,
     /// `pg_timeout`: connecting, and any one query, at most this long.
     pub timeout: Duration,
+    /// `pg_ssl = on`: TLS is required (the server must accept it), with
+    /// this client configuration; `None`: plaintext.
+    pub tls: Option<PgTls>,
+    /// `pg_max_concurrent_queries`: statements in flight at once, each on a
+    /// connection of its own; 0: no limit.
+    pub max_concurrent_queries: usize,
+    /// `pg_semaphore_timeout`: how long a statement waits for one of those
+    /// slots before it fails (503 on the Admin API).
+    pub semaphore_timeout: Duration,
+    /// `pg_pool_size`: idle connections kept for reuse.
+    pub pool_size: usize,
 }
 
 impl PgConfig {
@@ -44,7 +59,11 @@ impl PgConfig {
             .user(&self.user)
             .dbname(&self.database)
             .application_name("strait")
-            .connect_timeout(self.timeout);
+            .connect_timeout(self.timeout)
+            .ssl_mode(match self.tls {
+                Some(_) => tokio_postgres::config::SslMode::Require,
+                None => tokio_postgres::config::SslMode::Disable,
+            });
         if let Some(password) = &self.password {
             config.password(password);
         }
@@ -57,16 +76,65 @@ impl PgConfig {
 }
 
 /// Connect; the connection's I/O runs as a task on the current runtime.
-pub async fn connect(config: &PgConfig) -> Result<Client, String> {
+/// [`StoreError::Unavailable`] when the server cannot be reached (down,
+/// starting, a timeout); [`StoreError::Postgres`] when it answered and
+/// refused this node (credentials, pg_hba.conf, no such database, a TLS
+/// certificate it fails to check), which waiting would not change.
+pub async fn connect(config: &PgConfig) -> Result<Client, StoreError> {
     let client_config = config.client_config();
-    let (client, connection) = tokio::time::timeout(config.timeout, client_config.connect(NoTls))
+    let tls = tls::MakeRustls(config.tls.clone());
+    let (client, connection) = tokio::time::timeout(config.timeout, client_config.connect(tls))
         .await
-        .map_err(|_| format!("connecting to {} timed out after {:?}", config.label(), config.timeout))?
-        .map_err(|e| format!("connecting to {}: {e}", config.label()))?;
+        .map_err(|_| {
+            StoreError::Unavailable(format!(
+                "connecting to {} timed out after {:?}",
+                config.label(),
+                config.timeout
+            ))
+        })?
+        .map_err(|e| connect_error(config, &e))?;
     tokio::spawn(async move {
         if let Err(error) = connection.await {
             tracing::warn!(%error, "PostgreSQL connection closed");
         }
     });
     Ok(client)
+}
+
+/// What a failed connection attempt says, every cause included
+/// (tokio-postgres's own message is only its kind, "db error"), and
+/// whether it is the server being away or refusing this node.
+pub(crate) fn connect_error(config: &PgConfig, error: &tokio_postgres::Error) -> StoreError {
+    let mut detail = match error.as_db_error() {
+        Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+        None => error.to_string(),
+    };
+    // TLS failing (a server without it, a certificate that fails the
+    // check) is the server refusing this node's settings, not an outage.
+    let mut tls_refused = error.to_string().contains("TLS");
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        // tokio-rustls wraps its error in an io::Error (whose `source` skips it).
+        let in_io = cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .is_some_and(|inner| inner.is::<rustls::Error>());
+        if in_io || cause.is::<rustls::Error>() {
+            tls_refused = true;
+        }
+        if error.as_db_error().is_none() {
+            detail.push_str(&format!(": {cause}"));
+        }
+        source = cause.source();
+    }
+    let detail = format!("connecting to {}: {detail}", config.label());
+    let away = match error.as_db_error() {
+        // Connection exceptions and a server shutting down or starting.
+        Some(db) => db.code().code().starts_with("08") || db.code().code().starts_with("57P"),
+        None => !tls_refused,
+    };
+    match away {
+        true => StoreError::Unavailable(detail),
+        false => StoreError::Postgres(detail),
+    }
 }

@@ -28,8 +28,6 @@ use crate::codec::{decode_entity, encode_entity, push_entity};
 use crate::keys::{children_of, config_entities, foreign_keys, unique_keys};
 use crate::{ChangeLogEntry, ChangeOp, Store, StoreError};
 
-/// Connections the store keeps at most (and opens on demand).
-const POOL_SIZE: usize = 8;
 /// The channel every write notifies (its payload: the new version).
 pub const CHANNEL: &str = "strait_config";
 
@@ -48,8 +46,9 @@ struct Pooled {
 impl Drop for Pooled {
     fn drop(&mut self) {
         if let Some(client) = self.client.take() {
-            if !client.is_closed() {
-                self.pool.idle.lock().unwrap_or_else(|p| p.into_inner()).push(client);
+            let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if !client.is_closed() && idle.len() < self.pool.config.pool_size {
+                idle.push(client);
             }
         }
     }
@@ -63,16 +62,20 @@ impl Pooled {
 
 impl Pool {
     async fn get(self: &Arc<Pool>) -> Result<Pooled, StoreError> {
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
+        let waited = self.config.semaphore_timeout;
+        let permit = tokio::time::timeout(waited, self.permits.clone().acquire_owned())
             .await
+            .map_err(|_| {
+                StoreError::Unavailable(format!(
+                    "no free PostgreSQL connection within {waited:?} (pg_max_concurrent_queries = {})",
+                    self.config.max_concurrent_queries
+                ))
+            })?
             .map_err(|_| StoreError::Postgres("the connection pool is closed".into()))?;
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let client = match idle {
             Some(client) if !client.is_closed() => client,
-            _ => super::connect(&self.config).await.map_err(StoreError::Unavailable)?,
+            _ => super::connect(&self.config).await?,
         };
         Ok(Pooled {
             client: Some(client),
@@ -138,6 +141,10 @@ impl PgStore {
     /// The store without touching the database yet (a node that starts
     /// while the database is away serves its cache and checks later).
     pub fn new(config: PgConfig, change_log_limit: usize) -> Result<PgStore, StoreError> {
+        let permits = match config.max_concurrent_queries {
+            0 => tokio::sync::Semaphore::MAX_PERMITS,
+            limit => limit.min(tokio::sync::Semaphore::MAX_PERMITS),
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("strait-pg")
@@ -148,7 +155,7 @@ impl PgStore {
             pool: Arc::new(Pool {
                 config,
                 idle: Mutex::new(Vec::new()),
-                permits: Arc::new(tokio::sync::Semaphore::new(POOL_SIZE)),
+                permits: Arc::new(tokio::sync::Semaphore::new(permits)),
             }),
             change_log_limit: change_log_limit.max(1) as u64,
         };
@@ -829,10 +836,11 @@ impl Listener {
 /// wakes `wake`.
 pub async fn listen(config: &PgConfig, wake: Arc<tokio::sync::Notify>) -> Result<Listener, StoreError> {
     let client_config = config.client_config();
-    let (client, mut connection) = tokio::time::timeout(config.timeout, client_config.connect(tokio_postgres::NoTls))
+    let tls = super::tls::MakeRustls(config.tls.clone());
+    let (client, mut connection) = tokio::time::timeout(config.timeout, client_config.connect(tls))
         .await
         .map_err(|_| StoreError::Postgres(format!("connecting to {} timed out", config.label())))?
-        .map_err(pg_error)?;
+        .map_err(|e| super::connect_error(config, &e))?;
     let woken = wake.clone();
     tokio::spawn(async move {
         loop {
