@@ -258,6 +258,43 @@ impl PgServer {
         let _ = std::fs::remove_file(self.data().join("postmaster.pid"));
     }
 
+    /// A streaming replica of this server (`pg_basebackup -R`): a hot
+    /// standby on a port of its own that replays what the primary commits.
+    pub fn start_replica(&self) -> PgServer {
+        let mut replica = PgServer {
+            port: free_port(),
+            dir: TempDir::new(),
+            bin: self.bin.clone(),
+            run_as: self.run_as,
+            child: None,
+        };
+        if let Some((uid, gid)) = self.run_as {
+            std::os::unix::fs::chown(replica.dir.path(), Some(uid), Some(gid)).expect("chown the replica directory");
+        }
+        let out = self
+            .command("pg_basebackup")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", USER])
+            // A fast checkpoint: the default spreads it over minutes.
+            .args([
+                "-D",
+                &replica.data().display().to_string(),
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+            ])
+            .output()
+            .expect("run pg_basebackup");
+        assert!(
+            out.status.success(),
+            "pg_basebackup failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        replica.launch();
+        replica
+    }
+
     /// Serve TLS with `cert_pem`/`key_pem` and accept TCP sessions only over
     /// it (`hostssl` in pg_hba.conf: a plaintext session is refused with
     /// `no encryption`); restarts the server.

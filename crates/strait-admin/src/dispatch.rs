@@ -12,7 +12,25 @@ use crate::request::AdminRequest;
 use crate::response::AdminResponse;
 use crate::{config_endpoint, meta, proxy_cache, root, AdminState};
 
+tokio::task_local! {
+    /// Set while a GET (or HEAD) request is handled: its store reads may go
+    /// to a read-only replica (`pg_ro_*`); a write's reads never do.
+    static READ_REQUEST: bool;
+}
+
+/// Whether the store call being made serves a read-only request.
+pub fn in_read_request() -> bool {
+    READ_REQUEST.try_with(|read| *read).unwrap_or(false)
+}
+
 pub async fn handle(state: &AdminState, endpoint: Endpoint, request: &AdminRequest) -> AdminResponse {
+    let read = request.method == Method::GET || request.method == Method::HEAD;
+    READ_REQUEST
+        .scope(read, handle_endpoint(state, endpoint, request))
+        .await
+}
+
+async fn handle_endpoint(state: &AdminState, endpoint: Endpoint, request: &AdminRequest) -> AdminResponse {
     match endpoint {
         Endpoint::Root => root::root(state),
         Endpoint::Status => root::status(state),

@@ -10,7 +10,7 @@
 
 mod config_endpoint;
 mod crud;
-mod dispatch;
+pub mod dispatch;
 pub mod endpoints;
 mod errors;
 pub mod fuzzing;

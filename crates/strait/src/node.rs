@@ -116,9 +116,22 @@ pub fn run(settings: NodeSettings) -> Result<()> {
                 Err(error) => bail!("opening the PostgreSQL store {}: {error}", config.label()),
             };
             tracing::info!(database = %config.label(), "configuration is kept in PostgreSQL");
+            // The replica is not checked at start: while it is away, GET
+            // requests answer 503 and everything else goes on.
+            let replica = match &settings.postgres_ro {
+                Some(ro) => {
+                    tracing::info!(replica = %ro.label(), "Admin API reads go to the read-only replica");
+                    Some(
+                        strait_store::pg::PgStore::new(ro.clone(), strait_store::DEFAULT_CHANGE_LOG_LIMIT)
+                            .map_err(|e| anyhow!("opening the PostgreSQL replica {}: {e}", ro.label()))?,
+                    )
+                }
+                None => None,
+            };
             let store = Arc::new(crate::pg_cache::CachedPg {
                 pg: pg.clone(),
                 cache: cache.clone(),
+                replica,
             });
             (store as Arc<dyn Store>, Some((pg, cache, config.clone(), cached_start)))
         }

@@ -94,6 +94,19 @@ impl PgCache {
 pub struct CachedPg {
     pub pg: Arc<PgStore>,
     pub cache: Arc<PgCache>,
+    /// `pg_ro_*`: the replica an Admin API GET request reads from.
+    pub replica: Option<PgStore>,
+}
+
+impl CachedPg {
+    /// Where a read goes: the replica while an Admin API GET request is
+    /// handled (when there is one), else the primary.
+    fn reads(&self) -> &PgStore {
+        match &self.replica {
+            Some(replica) if strait_admin::dispatch::in_read_request() => replica,
+            _ => &self.pg,
+        }
+    }
 }
 
 impl Store for CachedPg {
@@ -153,19 +166,19 @@ impl Store for CachedPg {
     }
 
     fn get(&self, kind: EntityKind, id: Uuid) -> Result<Option<Entity>, StoreError> {
-        self.pg.get(kind, id)
+        self.reads().get(kind, id)
     }
 
     fn get_by_unique(&self, kind: EntityKind, field: &str, value: &str) -> Result<Option<Entity>, StoreError> {
-        self.pg.get_by_unique(kind, field, value)
+        self.reads().get_by_unique(kind, field, value)
     }
 
     fn ids_by_foreign(&self, kind: EntityKind, field: &str, parent: Uuid) -> Result<Vec<Uuid>, StoreError> {
-        self.pg.ids_by_foreign(kind, field, parent)
+        self.reads().ids_by_foreign(kind, field, parent)
     }
 
     fn list(&self, kind: EntityKind, after: Option<Uuid>, size: usize) -> Result<Vec<Entity>, StoreError> {
-        self.pg.list(kind, after, size)
+        self.reads().list(kind, after, size)
     }
 
     fn changes_since(&self, version: ConfigVersion) -> Result<Vec<ChangeLogEntry>, StoreError> {

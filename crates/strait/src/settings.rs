@@ -105,6 +105,20 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("pg_max_concurrent_queries", "0"),
     ("pg_semaphore_timeout", "60000"),
     ("pg_pool_size", "256"),
+    // A read-only replica for the Admin API's reads; every pg_ro_* key left
+    // empty takes its pg_* counterpart's value, as in Kong.
+    ("pg_ro_host", ""),
+    ("pg_ro_port", ""),
+    ("pg_ro_user", ""),
+    ("pg_ro_password", ""),
+    ("pg_ro_database", ""),
+    ("pg_ro_schema", ""),
+    ("pg_ro_timeout", ""),
+    ("pg_ro_ssl", ""),
+    ("pg_ro_ssl_verify", ""),
+    ("pg_ro_max_concurrent_queries", ""),
+    ("pg_ro_semaphore_timeout", ""),
+    ("pg_ro_pool_size", ""),
     ("headers", strait_proxy::kong_headers::DEFAULT_HEADERS),
     ("headers_upstream", strait_proxy::kong_headers::DEFAULT_HEADERS_UPSTREAM),
 ];
@@ -119,6 +133,9 @@ pub struct NodeSettings {
     pub prefix: PathBuf,
     /// `database = postgres`: the shared store's connection settings.
     pub postgres: Option<strait_store::pg::PgConfig>,
+    /// `pg_ro_host` set: the read-only replica the Admin API's GET
+    /// requests read from.
+    pub postgres_ro: Option<strait_store::pg::PgConfig>,
     pub declarative_config: Option<PathBuf>,
     pub log_level: String,
     /// `proxy_error_log`: where the node's own log goes.
@@ -279,6 +296,31 @@ pub fn pg_config(raw: &RawSettings) -> Result<strait_store::pg::PgConfig> {
         max_concurrent_queries: max_concurrent_queries as usize,
         semaphore_timeout: Duration::from_millis(semaphore_timeout_ms as u64),
         pool_size: pool_size as usize,
+    })
+}
+
+/// The `pg_ro_*` settings when `pg_ro_host` is set: each empty one takes
+/// its `pg_*` counterpart's value. Errors name the `pg_ro_*` key.
+pub fn pg_ro_config(raw: &RawSettings) -> Result<Option<strait_store::pg::PgConfig>> {
+    if raw.get("pg_ro_host").trim().is_empty() {
+        return Ok(None);
+    }
+    let mut merged = raw.clone();
+    let mut overridden = Vec::new();
+    for (key, value) in &raw.0 {
+        if let Some(name) = key.strip_prefix("pg_ro_") {
+            if !value.trim().is_empty() {
+                merged.0.insert(format!("pg_{name}"), value.clone());
+                overridden.push(format!("pg_{name}"));
+            }
+        }
+    }
+    pg_config(&merged).map(Some).map_err(|error| {
+        let text = error.to_string();
+        match overridden.iter().find(|key| text.starts_with(&format!("{key}:"))) {
+            Some(_) => anyhow!("pg_ro_{}", &text["pg_".len()..]),
+            None => error,
+        }
     })
 }
 
@@ -458,6 +500,10 @@ impl NodeSettings {
             }
             other => bail!("database: expected embedded or postgres (got {other:?})"),
         };
+        let postgres_ro = match postgres {
+            Some(_) => pg_ro_config(&raw)?,
+            None => None,
+        };
         // One indexed router serves every flavor; the flavor decides which
         // route fields writes may use (docs/admin-api.md#router-flavors).
         let router_flavor = RouterFlavor::parse(raw.get("router_flavor")).ok_or_else(|| {
@@ -560,6 +606,7 @@ impl NodeSettings {
         }
         Ok(NodeSettings {
             postgres,
+            postgres_ro,
             error_log: LogTarget::parse(raw.get("proxy_error_log"), &prefix),
             json_logs,
             syslog_socket: PathBuf::from(raw.get("syslog_socket")),
@@ -718,6 +765,21 @@ mod tests {
             let error = NodeSettings::from_raw(raw).expect_err(key).to_string();
             assert!(error.starts_with(&format!("{key}:")), "{key}: {error}");
         }
+    }
+
+    #[test]
+    fn pg_ro_settings_take_the_primarys_values_unless_set() {
+        let mut raw = RawSettings::load(None, std::iter::empty()).expect("defaults");
+        assert_eq!(pg_ro_config(&raw).expect("no replica"), None);
+        raw.0.insert("pg_port".into(), "5433".into());
+        raw.0.insert("pg_user".into(), "writer".into());
+        raw.0.insert("pg_ro_host".into(), "replica.internal".into());
+        raw.0.insert("pg_ro_user".into(), "reader".into());
+        let ro = pg_ro_config(&raw).expect("valid").expect("a replica");
+        assert_eq!(ro.label(), "reader@replica.internal:5433/kong");
+        raw.0.insert("pg_ro_port".into(), "nope".into());
+        let error = pg_ro_config(&raw).expect_err("bad port").to_string();
+        assert!(error.starts_with("pg_ro_port:"), "{error}");
     }
 
     #[test]
