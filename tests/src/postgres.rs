@@ -371,3 +371,25 @@ impl Drop for PgServer {
         }
     }
 }
+
+/// `strait start` on the database at `port` (user and database [`USER`],
+/// [`DATABASE`]), with `env` (`STRAIT_*` settings) besides: the node's
+/// stderr. It must fail to start.
+pub fn failed_start_on(port: u16, env: &[(&str, &str)]) -> String {
+    let dir = std::env::temp_dir().join(format!("strait-e2e-pg-refuse-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("create a prefix");
+    let out = Command::new(crate::process::strait_bin())
+        .arg("start")
+        .env("STRAIT_PREFIX", &dir)
+        .env("STRAIT_DATABASE", "postgres")
+        .env("STRAIT_PG_PORT", port.to_string())
+        .env("STRAIT_PG_USER", USER)
+        .env("STRAIT_PG_DATABASE", DATABASE)
+        .env("STRAIT_PROXY_ERROR_LOG", "stderr")
+        .envs(env.iter().copied())
+        .output()
+        .expect("run strait start");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!out.status.success(), "the node started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

@@ -3,13 +3,11 @@
 //! step, `POST /config` on one node replaces the store for both, and a
 //! node will not start on a database that is not bootstrapped.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use strait_e2e::client::get;
 use strait_e2e::gateway::{Gateway, GatewayOptions};
-use strait_e2e::postgres::{PgServer, DATABASE, USER};
-use strait_e2e::process::strait_bin;
+use strait_e2e::postgres::{failed_start_on, PgServer, DATABASE, USER};
 use strait_e2e::upstream::{Upstream, UpstreamKind};
 
 fn pg_options(server: &PgServer) -> GatewayOptions {
@@ -242,26 +240,6 @@ async fn writes_on_one_node_are_live_on_the_other_within_a_second() {
 /// `strait start` on `server`'s database; the node's stderr when it fails.
 fn failed_start(server: &PgServer) -> String {
     failed_start_on(server.port(), &[])
-}
-
-/// `strait start` on the database at `port`, with `env` besides.
-fn failed_start_on(port: u16, env: &[(&str, &str)]) -> String {
-    let dir = std::env::temp_dir().join(format!("strait-e2e-pg-refuse-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = Command::new(strait_bin())
-        .arg("start")
-        .env("STRAIT_PREFIX", &dir)
-        .env("STRAIT_DATABASE", "postgres")
-        .env("STRAIT_PG_PORT", port.to_string())
-        .env("STRAIT_PG_USER", USER)
-        .env("STRAIT_PG_DATABASE", DATABASE)
-        .env("STRAIT_PROXY_ERROR_LOG", "stderr")
-        .envs(env.iter().copied())
-        .output()
-        .expect("run strait start");
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(!out.status.success(), "the node started");
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]

@@ -3,33 +3,15 @@
 //! one with it talks TLS on every connection (pool and LISTEN), and with
 //! `pg_ssl_verify` the server's chain and name are checked.
 
-use std::process::Command;
-
 use strait_e2e::gateway::{Gateway, GatewayOptions};
-use strait_e2e::postgres::{PgServer, DATABASE, USER};
-use strait_e2e::process::strait_bin;
+use strait_e2e::postgres::{failed_start_on, PgServer, DATABASE, USER};
 use strait_e2e::tls::TestCa;
 
-/// `strait start` on `server` with `env` (STRAIT_* settings) besides; the
-/// node's stderr (it must fail).
+/// `strait start` on `server` with `env` besides; its stderr (it must fail).
 fn failed_start(server: &PgServer, env: &[(&str, &str)]) -> String {
-    let dir = std::env::temp_dir().join(format!("strait-e2e-pg-tls-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = Command::new(strait_bin())
-        .arg("start")
-        .env("STRAIT_PREFIX", &dir)
-        .env("STRAIT_DATABASE", "postgres")
-        .env("STRAIT_PG_PORT", server.port().to_string())
-        .env("STRAIT_PG_USER", USER)
-        .env("STRAIT_PG_DATABASE", DATABASE)
-        .env("STRAIT_PG_TIMEOUT", "3000")
-        .env("STRAIT_PROXY_ERROR_LOG", "stderr")
-        .envs(env.iter().copied())
-        .output()
-        .expect("run strait start");
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(!out.status.success(), "the node started");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    let mut env = env.to_vec();
+    env.push(("STRAIT_PG_TIMEOUT", "3000"));
+    failed_start_on(server.port(), &env)
 }
 
 fn options(server: &PgServer) -> GatewayOptions {
