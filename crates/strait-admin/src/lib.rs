@@ -10,7 +10,9 @@
 
 mod config_endpoint;
 mod crud;
-pub mod dispatch;
+mod dispatch;
+
+pub use dispatch::in_read_request;
 pub mod endpoints;
 mod errors;
 pub mod fuzzing;

@@ -103,7 +103,7 @@ impl CachedPg {
     /// handled (when there is one), else the primary.
     fn reads(&self) -> &PgStore {
         match &self.replica {
-            Some(replica) if strait_admin::dispatch::in_read_request() => replica,
+            Some(replica) if strait_admin::in_read_request() => replica,
             _ => &self.pg,
         }
     }

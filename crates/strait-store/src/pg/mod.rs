@@ -110,18 +110,11 @@ pub(crate) fn connect_error(config: &PgConfig, error: &tokio_postgres::Error) ->
         None => error.to_string(),
     };
     // TLS failing (a server without it, a certificate that fails the
-    // check) is the server refusing this node's settings, not an outage.
-    let mut tls_refused = error.to_string().contains("TLS");
+    // check: tokio-postgres's "error performing TLS handshake") is the
+    // server refusing this node's settings, not an outage.
+    let tls_refused = error.to_string().contains("TLS");
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
-        // tokio-rustls wraps its error in an io::Error (whose `source` skips it).
-        let in_io = cause
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .is_some_and(|inner| inner.is::<rustls::Error>());
-        if in_io || cause.is::<rustls::Error>() {
-            tls_refused = true;
-        }
         if error.as_db_error().is_none() {
             detail.push_str(&format!(": {cause}"));
         }
