@@ -23,6 +23,11 @@ harness on the load core. Per stage (full: 1,000,000 then 10,000,000 tokens stor
 
 Run alone: `bench/run oauth2-tokens` (about 20 minutes; `--quick` for the small stages;
 `STRAIT_BENCH_OAUTH2_STAGES=1000000` for other stages, comma-separated).
+
+`STRAIT_BENCH_OAUTH2_STORE=postgres` keeps the tokens in PostgreSQL instead of the embedded
+store: a throwaway server on the load core (lab.postgres), the node DB-less with
+`oauth2_token_store = postgres` (as a node sharing its tokens with others would run); disk is
+then the token tables' size (`pg_total_relation_size`, indexes included).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from pathlib import Path
 
 from lab import loadgen, stats, systems
 from lab.context import RunContext
+from lab.postgres import PgServer
 from lab.procs import memory_kib
 from lab.registry import Goal, Rendered
 from lab.report import fmt, table
@@ -254,8 +260,19 @@ class OpenLoopSaver(threading.Thread):
                 "over_20ms": self.slow}
 
 
-def _disk_bytes(prefix: Path) -> int:
-    """Blocks in use by the token store's files (the map is sparse: not its size)."""
+def _store() -> str:
+    store = os.environ.get("STRAIT_BENCH_OAUTH2_STORE", "embedded").strip() or "embedded"
+    if store not in ("embedded", "postgres"):
+        raise ValueError(f"STRAIT_BENCH_OAUTH2_STORE: expected embedded or postgres (got {store!r})")
+    return store
+
+
+def _disk_bytes(prefix: Path, pg: PgServer | None = None) -> int:
+    """Blocks in use by the token store's files (the map is sparse: not its size); on
+    PostgreSQL the token tables with their indexes and TOAST."""
+    if pg is not None:
+        return int(pg.sql("SELECT pg_total_relation_size('oauth2_tokens') "
+                          "+ pg_total_relation_size('oauth2_authorization_codes')"))
     total = 0
     for path in (prefix / "oauth2_tokens").glob("*.mdb"):
         total += path.stat().st_blocks * 512
@@ -284,7 +301,7 @@ def _preload(ctx: RunContext, node: systems.System, first: int, last: int, folde
 
 
 def _stage(ctx: RunContext, node: systems.System, prefix: Path, folder: Path, stored: int, preloaded: int,
-           index: int) -> dict:
+           index: int, pg: PgServer | None) -> dict:
     saver = OpenLoopSaver(node.admin_port, SAVE_RATE, f"sv{index}", _cpu_set(ctx.load_cpus))
     contenders = {}
     for name, lua, args in (("oauth2 bearer", BEARER_LUA, [preloaded]), ("key-auth", KEY_AUTH_LUA, [])):
@@ -311,7 +328,7 @@ def _stage(ctx: RunContext, node: systems.System, prefix: Path, folder: Path, st
         "stored": stored, "saves": saves, "rounds": rounds,
         "summary": {name: summarize_contender(rounds, name) for name in contenders},
         "p99_ratio": stats.paired_ratios(rounds, "oauth2 bearer", "key-auth", "p99_us"),
-        "disk_bytes": _disk_bytes(prefix), "memory_kib": memory_kib(node.pid),
+        "disk_bytes": _disk_bytes(prefix, pg), "memory_kib": memory_kib(node.pid),
     }
 
 
@@ -331,10 +348,15 @@ def run(ctx: RunContext) -> dict:
     origin = systems.start_origin(ctx.procs, folder, ctx.load_cpus)
     config = folder / "oauth2.json"
     config.write_text(json.dumps(_config(f"http://127.0.0.1:{origin.h1_port}")))
+    store, pg, extra_env = _store(), None, {}
+    if store == "postgres":
+        pg = PgServer(ctx, folder / "postgres")
+        pg.bootstrap(ctx.strait_bin)
+        extra_env = dict(pg.env(), STRAIT_DATABASE="embedded", STRAIT_OAUTH2_TOKEN_STORE="postgres")
     node = systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus, name="strait-oauth2",
-                                config=config)
+                                config=config, extra_env=extra_env)
     prefix = folder / "strait-oauth2-prefix"
-    baseline = {"disk_bytes": _disk_bytes(prefix), "memory_kib": memory_kib(node.pid)}
+    baseline = {"disk_bytes": _disk_bytes(prefix, pg), "memory_kib": memory_kib(node.pid)}
     stages, preloads, stored = [], [], 0
     for index, target in enumerate(_stages(ctx)):
         preloaded = sum(p["tokens"] for p in preloads)
@@ -343,12 +365,14 @@ def run(ctx: RunContext) -> dict:
             raise RuntimeError(f"preload failed: {preloads[-1]['non_2xx']} non-2xx, "
                                f"{preloads[-1]['errors']} errors (see the log)")
         stored = target + sum(s["saves"]["saves"] for s in stages)
-        stages.append(_stage(ctx, node, prefix, folder, stored, target, index))
+        stages.append(_stage(ctx, node, prefix, folder, stored, target, index, pg))
     ctx.procs.stop_all()
+    if pg is not None:
+        shutil.rmtree(folder / "postgres", ignore_errors=True)
     # Gigabytes at 10M tokens: measured above, not kept with the run's logs.
     shutil.rmtree(prefix / "oauth2_tokens", ignore_errors=True)
     return {
-        "baseline": baseline, "preloads": preloads, "stages": stages,
+        "store": store, "baseline": baseline, "preloads": preloads, "stages": stages,
         "save_rate": SAVE_RATE,
         "proxy_load": (f"wrk -t1 -c{PROXY_CONNECTIONS}, each connection pausing a random 0-{2 * PACE_MS} ms after "
                        "each response, "
@@ -393,7 +417,11 @@ def _goals(result: dict) -> list[Goal]:
 
 
 def render(result: dict, plot_dir: Path) -> Rendered:
-    text = (f"One Strait node (1 worker) on the gateway core; origin, wrk and the save client on the load "
+    store = result.get("store", "embedded")
+    where = ("the embedded store" if store == "embedded" else
+             "PostgreSQL (`oauth2_token_store = postgres`; the server on the load core)")
+    text = (f"Tokens in {where}. "
+            f"One Strait node (1 worker) on the gateway core; origin, wrk and the save client on the load "
             f"core. Saves: `POST /oauth2_tokens` at {result['save_rate']:,}/s, open loop, latency from each "
             f"save's due time. Proxy load: {result['proxy_load']}; bearer tokens picked at random among "
             f"every stored token.\n\n")

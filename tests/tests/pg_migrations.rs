@@ -1,6 +1,7 @@
 //! `strait migrations` against a real PostgreSQL server: a fresh database,
 //! repeated commands, a schema ahead of this build, the lock, reset, and
-//! every lookup the store makes served by an index (EXPLAIN).
+//! every lookup the store makes served by an index (EXPLAIN), and `up` on a
+//! schema an earlier build made.
 
 use std::process::Command;
 
@@ -46,7 +47,8 @@ fn bootstrap_up_list_and_reset_behave_as_kongs() {
     assert_eq!(boot.code, 0, "{}{}", boot.out, boot.err);
     assert!(boot.out.starts_with("Bootstrapping database...\n"), "{}", boot.out);
     assert!(
-        boot.out.contains("core migrated up to: 000_base (executed)"),
+        boot.out.contains("core migrated up to: 000_base (executed)")
+            && boot.out.contains("core migrated up to: 001_oauth2_tokens (executed)"),
         "{}",
         boot.out
     );
@@ -63,6 +65,8 @@ fn bootstrap_up_list_and_reset_behave_as_kongs() {
         "plugins",
         "change_log",
         "schema_meta",
+        "oauth2_tokens",
+        "oauth2_authorization_codes",
     ] {
         assert!(
             tables.split(',').any(|t| t.trim() == table),
@@ -80,12 +84,12 @@ fn bootstrap_up_list_and_reset_behave_as_kongs() {
     let list = migrations(&server, &["list"]);
     assert_eq!(
         (list.code, list.out.trim()),
-        (0, "Executed migrations:\ncore: 000_base")
+        (0, "Executed migrations:\ncore: 000_base, 001_oauth2_tokens")
     );
     let status = migrations(&server, &["status"]);
     let state: serde_json::Value = serde_json::from_str(&status.out).expect("status is JSON");
     assert_eq!(state["needs_bootstrap"], false);
-    assert_eq!(state["executed"], serde_json::json!(["000_base"]));
+    assert_eq!(state["executed"], serde_json::json!(["000_base", "001_oauth2_tokens"]));
 
     // Another node holds the lock: reset refuses and drops nothing.
     server.psql("INSERT INTO locks (key, owner, ttl) VALUES ('migrations', 'other-node', now() + interval '1 hour')");
@@ -141,6 +145,40 @@ fn bootstrap_up_list_and_reset_behave_as_kongs() {
     );
 }
 
+/// A database an earlier build bootstrapped (before the OAuth2 token
+/// tables) is behind: listed as such, refused by a node, brought up to
+/// date by `up`, which runs only the new migration.
+#[test]
+fn up_adds_the_oauth2_token_tables_to_an_earlier_schema() {
+    let server = PgServer::start();
+    assert_eq!(migrations(&server, &["bootstrap"]).code, 0);
+    server
+        .psql("INSERT INTO services (id, name, entity) VALUES ('00000000-0000-0000-0000-000000000001', 'kept', '{}')");
+    server.psql(
+        "DROP TABLE oauth2_tokens, oauth2_authorization_codes; \
+         UPDATE schema_meta SET executed = '{000_base}', last_executed = '000_base' WHERE key = 'schema_meta'",
+    );
+    let behind = migrations(&server, &["list"]);
+    assert_eq!(behind.code, 5, "{}{}", behind.out, behind.err);
+    assert!(
+        behind
+            .out
+            .contains("New migrations available:\ncore: 001_oauth2_tokens"),
+        "{}",
+        behind.out
+    );
+    let up = migrations(&server, &["up"]);
+    assert_eq!(up.code, 0, "{}{}", up.out, up.err);
+    assert!(
+        up.out.contains("core migrated up to: 001_oauth2_tokens (executed)") && !up.out.contains("000_base"),
+        "{}",
+        up.out
+    );
+    assert_eq!(server.psql("SELECT count(*) FROM oauth2_tokens").trim(), "0");
+    assert_eq!(server.psql("SELECT name FROM services").trim(), "kept");
+    assert_eq!(migrations(&server, &["list"]).code, 0);
+}
+
 #[test]
 fn a_database_that_cannot_be_reached_is_a_clear_error() {
     let server = PgServer::start();
@@ -184,10 +222,18 @@ fn every_unique_and_foreign_key_lookup_is_an_index_scan() {
         ("targets", "upstream_id = '00000000-0000-0000-0000-000000000001'"),
         ("snis", "name = 'x'"),
         ("services", "id = '00000000-0000-0000-0000-000000000001'"),
+        // The OAuth2 token store: every bearer request, refresh grant and
+        // code exchange, the Admin API by id, and the purge.
+        ("oauth2_tokens", "access_hash = '\\x00'"),
+        ("oauth2_tokens", "refresh_hash = '\\x00'"),
+        ("oauth2_tokens", "id = '00000000-0000-0000-0000-000000000001'"),
+        ("oauth2_tokens", "purge_at <= 5"),
+        ("oauth2_authorization_codes", "code_hash = '\\x00'"),
+        ("oauth2_authorization_codes", "expires_at <= 5"),
     ];
     for (table, condition) in lookups {
         let plan = server.psql(&format!(
-            "SET enable_seqscan = off; EXPLAIN SELECT entity FROM \"{table}\" WHERE {condition}"
+            "SET enable_seqscan = off; EXPLAIN SELECT * FROM \"{table}\" WHERE {condition}"
         ));
         assert!(
             !plan.contains("Seq Scan") && plan.contains("Index"),

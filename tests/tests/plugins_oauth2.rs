@@ -3,8 +3,8 @@
 //! client credentials, password, refresh token) and their error answers,
 //! the bearer token on proxied requests with Kong's upstream headers,
 //! Kong's migration API (`/oauth2_tokens`) with expiry, update and
-//! revocation, tokens surviving a restart (embedded LMDB), and two nodes
-//! sharing one Redis token store.
+//! revocation, tokens surviving a restart, and two nodes sharing one token
+//! store (Redis; PostgreSQL).
 
 use std::time::Duration;
 
@@ -807,16 +807,22 @@ async fn two_nodes_share_tokens_through_redis() {
     a.apply(&config).await;
     b.apply(&config).await;
 
-    let saved = post_token(&a, &migrated(Some("shared-token"), 0)).await;
+    nodes_share_tokens(&a, &b, "shared-token").await;
+}
+
+/// A token saved through `a`'s Admin API authenticates on `b`, one `b`
+/// issues works on `a`, and one revoked on `b` is refused on `a` at once.
+async fn nodes_share_tokens(a: &Gateway, b: &Gateway, token: &str) {
+    let saved = post_token(a, &migrated(Some(token), 0)).await;
     assert_eq!(saved.status, 201, "{}", saved.text());
     let id = saved.json()["id"].as_str().expect("id").to_string();
-    let on_b = bearer(&b, "shared-token").await;
+    let on_b = bearer(b, token).await;
     assert_eq!(on_b.status, 200, "{}", on_b.text());
     assert_eq!(echo_headers(&on_b)["x-authenticated-userid"], "migrated-user");
 
     // A token issued by B's endpoint works on A.
     let issued = post_form(
-        &b,
+        b,
         "/api/oauth2/token",
         &[
             ("grant_type", "client_credentials"),
@@ -828,12 +834,71 @@ async fn two_nodes_share_tokens_through_redis() {
     .await;
     assert_eq!(issued.status, 200, "{}", issued.text());
     let access = issued.json()["access_token"].as_str().expect("access").to_string();
-    assert_eq!(bearer(&a, &access).await.status, 200);
+    assert_eq!(bearer(a, &access).await.status, 200);
 
     // Revoked on B, refused on A.
     assert_eq!(
         b.admin("DELETE", &format!("/oauth2_tokens/{id}"), &[], "").await.status,
         204
     );
-    assert_eq!(bearer(&a, "shared-token").await.status, 401);
+    assert_eq!(bearer(a, token).await.status, 401);
+}
+
+/// PostgreSQL as the shared token store, for a node on that database
+/// (tokens follow `database = postgres` unless told otherwise) and a DB-less
+/// node that only keeps its tokens there. Tokens are runtime data: saving
+/// one moves no configuration version; rows are keyed by the token's hash;
+/// an expired row leaves the table through the purge.
+#[tokio::test]
+async fn two_nodes_share_tokens_through_postgres() {
+    use strait_e2e::postgres::{PgServer, DATABASE, USER};
+    let server = PgServer::start();
+    server.bootstrap();
+    let port = server.port().to_string();
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let plugin = plugin_config(json!({ "enable_client_credentials": true }));
+    let text = config(plugin).to_string().replace(UPSTREAM, &upstream.url("http"));
+    let config: Value = serde_json::from_str(&text).expect("config");
+    let pg = |options: GatewayOptions| {
+        options
+            .setting("pg_host", "127.0.0.1")
+            .setting("pg_port", &port)
+            .setting("pg_user", USER)
+            .setting("pg_database", DATABASE)
+    };
+    let a = Gateway::start(pg(GatewayOptions::new().setting("database", "postgres"))).await;
+    let b = Gateway::start(pg(GatewayOptions::new()
+        .setting("database", "embedded")
+        .setting("oauth2_token_store", "postgres")))
+    .await;
+    a.apply(&config).await;
+    b.apply(&config).await;
+    let version = || server.psql("SELECT version FROM config_meta WHERE key = 'config'");
+    let before = version();
+
+    nodes_share_tokens(&b, &a, "pg-shared-token").await;
+    let kept = post_token(&a, &migrated(Some("pg-kept"), 0)).await;
+    assert_eq!(kept.status, 201, "{}", kept.text());
+    assert_eq!(bearer(&b, "pg-kept").await.status, 200);
+    assert_eq!(version(), before, "a token save moved the configuration's version");
+    let by_hash = |token: &str| {
+        server.psql(&format!(
+            "SELECT count(*) FROM oauth2_tokens WHERE access_hash = sha256('{token}'::bytea)"
+        ))
+    };
+    assert_eq!(by_hash("pg-kept").trim(), "1");
+
+    // Expiry: refused after its second on both nodes, and gone from the
+    // table within the purge period.
+    let short = post_token(&b, &migrated(Some("pg-short"), 1)).await;
+    assert_eq!(short.status, 201, "{}", short.text());
+    assert_eq!(by_hash("pg-short").trim(), "1");
+    eventually(Duration::from_secs(6), "the 1 s token to leave the table", || async {
+        match (bearer(&a, "pg-short").await.status.as_u16(), by_hash("pg-short").trim()) {
+            (401, "0") => Ok(()),
+            (status, rows) => Err(anyhow::anyhow!("{status}, {rows} row(s)")),
+        }
+    })
+    .await;
+    assert_eq!(bearer(&a, "pg-kept").await.status, 200);
 }

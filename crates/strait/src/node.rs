@@ -64,6 +64,25 @@ fn open_token_store(settings: &NodeSettings) -> Result<()> {
             tracing::info!(redis = %config.label(), "OAuth2 tokens are kept in Redis");
             Arc::new(RedisTokens::new(strait_runtime::redis::Redis::new(config.clone())))
         }
+        TokenStoreSettings::Postgres(config) => {
+            tracing::info!(database = %config.label(), "OAuth2 tokens are kept in PostgreSQL");
+            let tokens = strait_store::pg::PgTokens::new(config.clone())
+                .map_err(|e| anyhow!("opening the OAuth2 token store on PostgreSQL {}: {e}", config.label()))?;
+            // With database = postgres the configuration store has checked
+            // this schema already.
+            if settings.postgres.is_none() {
+                match tokens.check_schema() {
+                    Ok(()) => {}
+                    Err(strait_store::StoreError::Unavailable(detail)) => tracing::warn!(
+                        database = %config.label(),
+                        %detail,
+                        "the OAuth2 token store's PostgreSQL is unreachable: token requests fail until it is back"
+                    ),
+                    Err(error) => bail!("the OAuth2 token store on PostgreSQL {}: {error}", config.label()),
+                }
+            }
+            Arc::new(tokens)
+        }
     };
     install(store);
     Ok(())

@@ -81,7 +81,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("dns_stale_ttl", "3600"),
     ("dns_not_found_ttl", "30"),
     ("dns_error_ttl", "1"),
-    ("oauth2_token_store", "embedded"),
+    ("oauth2_token_store", ""),
     ("oauth2_token_store_size", "65536m"),
     ("oauth2_redis_host", ""),
     ("oauth2_redis_port", "6379"),
@@ -659,7 +659,9 @@ impl NodeSettings {
 }
 
 /// `oauth2_token_store`: the embedded LMDB store under the prefix, or a
-/// Redis server the nodes of a cluster share.
+/// server the nodes of a cluster share (PostgreSQL, Redis). Unset: the
+/// configuration's database (`postgres` with `database = postgres`, as
+/// Kong keeps tokens in its database; `embedded` otherwise).
 #[derive(Debug, Clone)]
 pub enum TokenStoreSettings {
     /// `map_size`: the most bytes the store's LMDB file may grow to.
@@ -667,6 +669,8 @@ pub enum TokenStoreSettings {
         map_size: usize,
     },
     Redis(strait_runtime::redis::RedisConfig),
+    /// The `pg_*` database's `oauth2_tokens` tables.
+    Postgres(strait_store::pg::PgConfig),
 }
 
 fn on_off(key: &str, value: &str) -> Result<bool> {
@@ -679,7 +683,13 @@ fn on_off(key: &str, value: &str) -> Result<bool> {
 
 fn token_store_settings(raw: &RawSettings) -> Result<TokenStoreSettings> {
     let optional = |key: &str| Some(raw.get(key).to_string()).filter(|v| !v.is_empty());
-    match raw.get("oauth2_token_store") {
+    let store = match raw.get("oauth2_token_store") {
+        "" if raw.get("database") == "postgres" => "postgres",
+        "" => "embedded",
+        other => other,
+    };
+    match store {
+        "postgres" => Ok(TokenStoreSettings::Postgres(pg_config(raw)?)),
         "embedded" => Ok(TokenStoreSettings::Embedded {
             map_size: parse_size("oauth2_token_store_size", raw.get("oauth2_token_store_size"))?,
         }),
@@ -716,7 +726,7 @@ fn token_store_settings(raw: &RawSettings) -> Result<TokenStoreSettings> {
                 timeout: Duration::from_millis(timeout_ms.max(1)),
             }))
         }
-        other => bail!("oauth2_token_store: expected embedded or redis (got {other:?})"),
+        other => bail!("oauth2_token_store: expected embedded, postgres or redis (got {other:?})"),
     }
 }
 
@@ -765,6 +775,32 @@ mod tests {
             let error = NodeSettings::from_raw(raw).expect_err(key).to_string();
             assert!(error.starts_with(&format!("{key}:")), "{key}: {error}");
         }
+    }
+
+    #[test]
+    fn oauth2_tokens_follow_the_database_unless_told() {
+        let store = |pairs: &[(&str, &str)]| {
+            let mut raw = RawSettings::load(None, std::iter::empty()).expect("defaults");
+            for (key, value) in pairs {
+                raw.0.insert((*key).into(), (*value).into());
+            }
+            token_store_settings(&raw)
+        };
+        assert!(matches!(store(&[]), Ok(TokenStoreSettings::Embedded { .. })));
+        let on_pg = store(&[("database", "postgres"), ("pg_port", "5433")]);
+        assert!(
+            matches!(&on_pg, Ok(TokenStoreSettings::Postgres(c)) if c.port == 5433),
+            "{on_pg:?}"
+        );
+        let told = store(&[("database", "postgres"), ("oauth2_token_store", "embedded")]);
+        assert!(matches!(told, Ok(TokenStoreSettings::Embedded { .. })));
+        let shared = store(&[("oauth2_token_store", "postgres")]);
+        assert!(matches!(shared, Ok(TokenStoreSettings::Postgres(_))));
+        let error = store(&[("oauth2_token_store", "cassandra")]).expect_err("unknown store");
+        assert_eq!(
+            error.to_string(),
+            "oauth2_token_store: expected embedded, postgres or redis (got \"cassandra\")"
+        );
     }
 
     #[test]

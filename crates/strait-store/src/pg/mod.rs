@@ -9,9 +9,11 @@ pub mod migrate;
 pub mod schema;
 mod store;
 mod tls;
+mod tokens;
 
 pub use store::{listen, CatchUp, Listener, PgStore, CHANNEL};
 pub use tls::PgTls;
+pub use tokens::PgTokens;
 
 use std::time::Duration;
 

@@ -33,10 +33,59 @@ pub struct Migration {
 }
 
 /// Every migration this build knows, oldest first.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    name: "000_base",
-    up: base,
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        name: "000_base",
+        up: base,
+    },
+    Migration {
+        name: "001_oauth2_tokens",
+        up: oauth2_tokens,
+    },
+];
+
+/// The OAuth2 plugin's runtime tables (never configuration: no version,
+/// no change log). Every lookup the proxy makes is a primary key: the
+/// SHA-256 of the access token or the code. `id` and `refresh_hash` are
+/// unique indexes (the Admin API and the refresh grant); `purge_at` and
+/// `expires_at` are the TTL indexes expired rows leave through in batches.
+/// No foreign key to `oauth2_credentials`: replacing the configuration
+/// (`POST /config`) rewrites credential rows and must not take their
+/// tokens with them; a deleted application's tokens stop authenticating at
+/// once and leave with their TTL.
+pub const OAUTH2_TABLES: [&str; 2] = ["oauth2_tokens", "oauth2_authorization_codes"];
+
+fn oauth2_tokens() -> String {
+    "\
+CREATE TABLE oauth2_tokens (
+  access_hash bytea NOT NULL,
+  id uuid NOT NULL,
+  refresh_hash bytea,
+  created_at bigint NOT NULL,
+  service_id uuid,
+  credential_id uuid NOT NULL,
+  token_type text NOT NULL,
+  expires_in bigint NOT NULL,
+  access_token text NOT NULL,
+  refresh_token text,
+  authenticated_userid text,
+  scope text,
+  ttl bigint,
+  purge_at bigint,
+  CONSTRAINT oauth2_tokens_pkey PRIMARY KEY (access_hash),
+  CONSTRAINT oauth2_tokens_id_key UNIQUE (id),
+  CONSTRAINT oauth2_tokens_refresh_hash_key UNIQUE (refresh_hash)
+);
+CREATE INDEX oauth2_tokens_purge_at_idx ON oauth2_tokens (purge_at) WHERE purge_at IS NOT NULL;
+CREATE TABLE oauth2_authorization_codes (
+  code_hash bytea PRIMARY KEY,
+  expires_at bigint NOT NULL,
+  code jsonb NOT NULL
+);
+CREATE INDEX oauth2_authorization_codes_expires_at_idx ON oauth2_authorization_codes (expires_at);
+"
+    .to_string()
+}
 
 /// Kong's bookkeeping tables, made by `bootstrap` before any migration.
 pub const BOOKKEEPING: &str = "\

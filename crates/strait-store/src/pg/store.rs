@@ -31,13 +31,13 @@ use crate::{ChangeLogEntry, ChangeOp, Store, StoreError};
 /// The channel every write notifies (its payload: the new version).
 pub const CHANNEL: &str = "strait_config";
 
-struct Pool {
+pub(super) struct Pool {
     config: PgConfig,
     idle: Mutex<Vec<Client>>,
     permits: Arc<tokio::sync::Semaphore>,
 }
 
-struct Pooled {
+pub(super) struct Pooled {
     client: Option<Client>,
     pool: Arc<Pool>,
     _permit: tokio::sync::OwnedSemaphorePermit,
@@ -55,13 +55,32 @@ impl Drop for Pooled {
 }
 
 impl Pooled {
-    fn client(&mut self) -> &mut Client {
+    pub(super) fn client(&mut self) -> &mut Client {
         self.client.as_mut().expect("a pooled connection until dropped")
     }
 }
 
 impl Pool {
-    async fn get(self: &Arc<Pool>) -> Result<Pooled, StoreError> {
+    /// Connections open as statements need them, at most
+    /// `pg_max_concurrent_queries` at once (0: no limit); up to
+    /// `pg_pool_size` idle ones are kept.
+    pub(super) fn new(config: PgConfig) -> Pool {
+        let permits = match config.max_concurrent_queries {
+            0 => tokio::sync::Semaphore::MAX_PERMITS,
+            limit => limit.min(tokio::sync::Semaphore::MAX_PERMITS),
+        };
+        Pool {
+            config,
+            idle: Mutex::new(Vec::new()),
+            permits: Arc::new(tokio::sync::Semaphore::new(permits)),
+        }
+    }
+
+    pub(super) fn label(&self) -> String {
+        self.config.label()
+    }
+
+    pub(super) async fn get(self: &Arc<Pool>) -> Result<Pooled, StoreError> {
         let waited = self.config.semaphore_timeout;
         let permit = tokio::time::timeout(waited, self.permits.clone().acquire_owned())
             .await
@@ -85,7 +104,7 @@ impl Pool {
     }
 }
 
-fn pg_error(error: tokio_postgres::Error) -> StoreError {
+pub(super) fn pg_error(error: tokio_postgres::Error) -> StoreError {
     match error.as_db_error() {
         // Class 08 (connection exception) and 57P (the server shutting
         // down, crashed, starting): the database is away, not the request
@@ -141,10 +160,6 @@ impl PgStore {
     /// The store without touching the database yet (a node that starts
     /// while the database is away serves its cache and checks later).
     pub fn new(config: PgConfig, change_log_limit: usize) -> Result<PgStore, StoreError> {
-        let permits = match config.max_concurrent_queries {
-            0 => tokio::sync::Semaphore::MAX_PERMITS,
-            limit => limit.min(tokio::sync::Semaphore::MAX_PERMITS),
-        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("strait-pg")
@@ -152,11 +167,7 @@ impl PgStore {
             .build()?;
         let store = PgStore {
             runtime,
-            pool: Arc::new(Pool {
-                config,
-                idle: Mutex::new(Vec::new()),
-                permits: Arc::new(tokio::sync::Semaphore::new(permits)),
-            }),
+            pool: Arc::new(Pool::new(config)),
             change_log_limit: change_log_limit.max(1) as u64,
         };
         Ok(store)
