@@ -210,7 +210,7 @@ async fn policies_not_built_yet_are_refused_with_their_name() {
     assert!(
         error["fields"]["config"]["policy"]
             .as_str()
-            .is_some_and(|m| m.contains("'cluster' policy needs a PostgreSQL store")),
+            .is_some_and(|m| m.contains("'cluster' policy is not supported")),
         "{error}"
     );
     let reply = send_json(&gw, "POST", "/plugins", &json!({ "name": "rate-limiting" })).await;

@@ -118,7 +118,7 @@ impl ResponseRateLimiting {
                 return Err(PluginError::invalid(
                     "policy",
                     format!(
-                        "the '{other}' policy needs a PostgreSQL store, which this version of Strait does not have yet; use 'local' or 'redis'"
+                        "the '{other}' policy is not supported: it would write to the configuration database on every request; use 'redis' to share counters between nodes, or 'local'"
                     ),
                 ))
             }

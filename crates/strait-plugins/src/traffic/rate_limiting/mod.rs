@@ -104,7 +104,7 @@ impl RateLimiting {
                 return Err(PluginError::invalid(
                     "policy",
                     format!(
-                        "the '{other}' policy needs a PostgreSQL store, which this version of Strait does not have yet; use 'local' or 'redis'"
+                        "the '{other}' policy is not supported: it would write to the configuration database on every request; use 'redis' to share counters between nodes, or 'local'"
                     ),
                 ))
             }
@@ -472,7 +472,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            error.to_string().contains("'cluster' policy needs a PostgreSQL store"),
+            error.to_string().contains("'cluster' policy is not supported"),
             "{error}"
         );
     }
