@@ -195,12 +195,18 @@ impl Gateway {
         let guarded = self.options.settings.iter().any(|(key, _)| key == "admin_token");
         let admin = if guarded { self.status_addr() } else { self.admin_addr() };
         let (proxy, proxy_tls) = (self.proxy_addr(), self.proxy_tls_addr());
+        // A control plane opens no proxy listener.
+        let proxies = !self
+            .options
+            .settings
+            .iter()
+            .any(|(key, value)| key == "role" && value == "control_plane");
         let deadline = tokio::time::Instant::now() + START_TIMEOUT;
         loop {
             if let Some(status) = self.try_exit_status() {
                 panic!("strait exited during start with {status}\n{}", self.log_tail());
             }
-            if is_ready(admin, proxy, proxy_tls, needs_config).await {
+            if is_ready(admin, proxies.then_some((proxy, proxy_tls)), needs_config).await {
                 return;
             }
             if tokio::time::Instant::now() >= deadline {
@@ -452,7 +458,7 @@ impl Drop for Gateway {
     }
 }
 
-async fn is_ready(admin: SocketAddr, proxy: SocketAddr, proxy_tls: SocketAddr, needs_config: bool) -> bool {
+async fn is_ready(admin: SocketAddr, proxies: Option<(SocketAddr, SocketAddr)>, needs_config: bool) -> bool {
     let probe = Duration::from_secs(1);
     let Ok(Ok(ready)) = tokio::time::timeout(probe, send_h1(admin, crate::get("/status/ready"))).await else {
         return false;
@@ -462,7 +468,7 @@ async fn is_ready(admin: SocketAddr, proxy: SocketAddr, proxy_tls: SocketAddr, n
     if !up {
         return false;
     }
-    for addr in [proxy, proxy_tls] {
+    for addr in proxies.into_iter().flat_map(|(proxy, tls)| [proxy, tls]) {
         if !matches!(
             tokio::time::timeout(probe, tokio::net::TcpStream::connect(addr)).await,
             Ok(Ok(_))

@@ -34,6 +34,8 @@ async fn handle_endpoint(state: &AdminState, endpoint: Endpoint, request: &Admin
     match endpoint {
         Endpoint::Root => root::root(state),
         Endpoint::Status => root::status(state),
+        Endpoint::ClusteringDataPlanes => crate::clustering::data_planes(state),
+        Endpoint::ClusteringStatus => crate::clustering::status(state),
         Endpoint::StatusReady => root::ready(state),
         Endpoint::Metrics => crate::metrics::metrics(state),
         Endpoint::Config if request.method == Method::POST => {

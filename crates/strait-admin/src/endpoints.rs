@@ -12,6 +12,10 @@ use crate::crud::{child_relation, collection_name, kind_for_collection, nested_n
 pub enum Endpoint {
     Root,
     Status,
+    /// `/clustering/data-planes`: a control plane's data planes.
+    ClusteringDataPlanes,
+    /// `/clustering/status`: Kong's older view of the same, keyed by id.
+    ClusteringStatus,
     StatusReady,
     /// `/metrics`: the prometheus exposition.
     Metrics,
@@ -132,6 +136,8 @@ pub fn parse(segments: &[String]) -> Option<Endpoint> {
     let fixed = match parts.as_slice() {
         [] => Endpoint::Root,
         ["status"] => Endpoint::Status,
+        ["clustering", "data-planes"] => Endpoint::ClusteringDataPlanes,
+        ["clustering", "status"] => Endpoint::ClusteringStatus,
         ["status", "ready"] => Endpoint::StatusReady,
         ["metrics"] => Endpoint::Metrics,
         ["config"] => Endpoint::Config,
@@ -243,6 +249,8 @@ pub fn templates() -> Vec<(String, &'static str)> {
         ("/schemas/{db_entity_name}/validate".into(), POST_ONLY),
         ("/schemas/{name}".into(), READ_ONLY),
         ("/status".into(), READ_ONLY),
+        ("/clustering/data-planes".into(), READ_ONLY),
+        ("/clustering/status".into(), READ_ONLY),
         ("/status/ready".into(), READ_ONLY),
         ("/metrics".into(), READ_ONLY),
         ("/oauth2_tokens".into(), COLLECTION),

@@ -8,6 +8,7 @@
 // every response to satisfy the size lint would only add allocations.
 #![allow(clippy::result_large_err)]
 
+mod clustering;
 mod config_endpoint;
 mod crud;
 mod dispatch;
@@ -65,6 +66,19 @@ pub struct AdminState {
     pub declarative: std::sync::Mutex<Option<strait_core::Memo>>,
     /// Kong's `headers` setting (`Server`, `X-Kong-Admin-Latency`).
     pub headers: strait_proxy::kong_headers::HeaderSwitches,
+    /// The node's side in hybrid mode, if it has one.
+    pub cluster: Cluster,
+}
+
+/// What the Admin API knows of hybrid mode.
+pub enum Cluster {
+    /// `role = traditional`.
+    None,
+    /// The data planes this control plane serves.
+    ControlPlane(std::sync::Arc<strait_cluster::cp::DataPlanes>),
+    /// This data plane's link to its control plane; configuration writes
+    /// are refused.
+    DataPlane(std::sync::Arc<strait_cluster::dp::DataPlaneStatus>),
 }
 
 impl AdminState {

@@ -42,7 +42,7 @@ pub fn root(state: &AdminState) -> AdminResponse {
 pub fn status(state: &AdminState) -> AdminResponse {
     let snapshot = state.publisher.current().load_full();
     let reachable = state.store.version().is_ok();
-    let body = json!({
+    let mut body = json!({
         "server": state.stats.to_json(),
         "database": { "reachable": reachable },
         "configuration_hash": snapshot.hash,
@@ -58,6 +58,9 @@ pub fn status(state: &AdminState) -> AdminResponse {
             "write_failures_total": strait_runtime::logs::files::failed_total(),
         },
     });
+    if let crate::Cluster::DataPlane(link) = &state.cluster {
+        body["clustering"] = crate::clustering::link_json(link, snapshot.version);
+    }
     json_response(StatusCode::OK, &body)
 }
 

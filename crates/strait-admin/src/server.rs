@@ -167,6 +167,9 @@ async fn route(state: &AdminState, request: Request<Incoming>, status_only: bool
         Err(response) => return response,
     };
     if endpoint.writes(&method) {
+        if let crate::Cluster::DataPlane(link) = &state.cluster {
+            return crate::clustering::read_only(link);
+        }
         let _serialized = state.writes.lock().await;
         return dispatch::handle(state, endpoint, &admin_request).await;
     }

@@ -13,7 +13,7 @@ use strait_proxy::{compile_snapshot_hashed, start_workers, ProxyContext, ProxySt
 use strait_store::{LmdbStore, Store};
 use tokio::sync::watch;
 
-use crate::settings::NodeSettings;
+use crate::settings::{NodeSettings, Role};
 
 fn node_id(prefix: &std::path::Path) -> Result<String> {
     let path = prefix.join("node_id");
@@ -101,20 +101,35 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     strait_proxy::dns::configure(settings.dns.clone());
     std::fs::create_dir_all(&settings.prefix)
         .with_context(|| format!("creating prefix {}", settings.prefix.display()))?;
+    // A data plane's store is its cache of what the control plane sent.
+    let dp_cache = match &settings.role {
+        Role::DataPlane { .. } => Some(Arc::new(crate::pg_cache::LocalCache::open_data_plane(
+            &settings.prefix,
+        )?)),
+        _ => None,
+    };
     let (store, mut postgres): (Arc<dyn Store>, _) = match &settings.postgres {
+        _ if dp_cache.is_some() => (
+            dp_cache
+                .as_ref()
+                .map(|cache| cache.store())
+                .expect("a data plane's cache") as Arc<dyn Store>,
+            None,
+        ),
         None => (
             Arc::new(
                 LmdbStore::open(&settings.prefix.join("lmdb"))
-                    .map_err(|e| anyhow!("opening the embedded store: {e}"))?,
+                    .map_err(|e| anyhow!("opening the embedded store: {e}"))?
+                    .with_change_log_limit(settings.change_log_size),
             ),
             None,
         ),
         Some(config) => {
             let pg = Arc::new(
-                strait_store::pg::PgStore::new(config.clone(), strait_store::DEFAULT_CHANGE_LOG_LIMIT)
+                strait_store::pg::PgStore::new(config.clone(), settings.change_log_size)
                     .map_err(|e| anyhow!("opening the PostgreSQL store {}: {e}", config.label()))?,
             );
-            let cache = Arc::new(crate::pg_cache::PgCache::open(&settings.prefix)?);
+            let cache = Arc::new(crate::pg_cache::LocalCache::open(&settings.prefix)?);
             let cached_start = match pg.check_schema() {
                 Ok(()) => None,
                 Err(strait_store::StoreError::Unavailable(detail)) => match cache.load() {
@@ -156,7 +171,12 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         }
     };
     open_token_store(&settings)?;
-    let cached = postgres.as_mut().and_then(|(_, _, _, cached)| cached.take());
+    let cached = match &dp_cache {
+        // What the data plane served last, or nothing until the control
+        // plane sends the configuration.
+        Some(cache) => Some(cache.load().unwrap_or((0, strait_core::Config::default(), None))),
+        None => postgres.as_mut().and_then(|(_, _, _, cached)| cached.take()),
+    };
     let (version, config, stored_hash) = match cached {
         Some(cached) => cached,
         None => {
@@ -180,6 +200,45 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         crate::pg_follow::start(store, cache, config, publisher.clone())?;
     }
     start_secret_refresh(&publisher, settings.vault_refresh_interval);
+    let node_id = node_id(&settings.prefix)?;
+    let cluster = match &settings.role {
+        Role::Traditional => strait_admin::Cluster::None,
+        Role::ControlPlane {
+            listen,
+            tls,
+            purge_delay,
+        } => strait_admin::Cluster::ControlPlane(
+            strait_cluster::cp::ControlPlane {
+                listen: *listen,
+                tls: tls.clone(),
+                store: store.clone(),
+                publisher: publisher.clone(),
+                purge_delay: *purge_delay,
+            }
+            .start()
+            .map_err(|e| anyhow!(e))?,
+        ),
+        Role::DataPlane { control_plane, tls } => {
+            tracing::info!(
+                control_plane = %control_plane,
+                config_version = publisher.current().load().version,
+                "data plane: serving the cached configuration while following the control plane"
+            );
+            strait_admin::Cluster::DataPlane(
+                strait_cluster::dp::DataPlane {
+                    control_plane: control_plane.clone(),
+                    tls: tls.clone(),
+                    publisher: publisher.clone(),
+                    cache: dp_cache.clone().expect("a data plane's cache"),
+                    node_id: node_id.clone(),
+                    hostname: hostname(),
+                    plugins: strait_plugins::AVAILABLE.iter().map(|name| name.to_string()).collect(),
+                }
+                .start()
+                .map_err(|e| anyhow!(e))?,
+            )
+        }
+    };
     let control = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -221,23 +280,35 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         .map_err(|e| anyhow!("TLS setup: {e}"))?;
     let admin_tls = admin_tls_config(&settings, default_cert)?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let workers = start_workers(
-        ProxyContext {
-            settings: settings.proxy.clone(),
-            snapshot: publisher.current(),
-            stats: stats.clone(),
-            tls,
-        },
-        shutdown_rx.clone(),
-    )
-    .map_err(|e| anyhow!(e))?;
-    let health = strait_proxy::health_check::start(publisher.current(), shutdown_rx.clone())
-        .context("starting the health checker")?;
+    // A control plane does not proxy (Kong's control planes neither).
+    let proxies = !matches!(settings.role, Role::ControlPlane { .. });
+    let workers = match proxies {
+        true => Some(
+            start_workers(
+                ProxyContext {
+                    settings: settings.proxy.clone(),
+                    snapshot: publisher.current(),
+                    stats: stats.clone(),
+                    tls,
+                },
+                shutdown_rx.clone(),
+            )
+            .map_err(|e| anyhow!(e))?,
+        ),
+        false => None,
+    };
+    let health = match proxies {
+        true => Some(
+            strait_proxy::health_check::start(publisher.current(), shutdown_rx.clone())
+                .context("starting the health checker")?,
+        ),
+        false => None,
+    };
     let state = Arc::new(AdminState {
         store,
         publisher,
         stats,
-        node_id: node_id(&settings.prefix)?,
+        node_id,
         hostname: hostname(),
         configuration: crate::kong_configuration::configuration(&settings),
         ready: ready.clone(),
@@ -246,6 +317,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         writes: Default::default(),
         declarative: std::sync::Mutex::new(memo),
         headers: settings.proxy.headers,
+        cluster,
     });
     let admin = start_admin_thread(&settings, state, admin_tls, shutdown_rx)?;
     ready.store(true, Ordering::Release);
@@ -253,9 +325,13 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     control.block_on(wait_for_signal());
     tracing::info!(grace = ?settings.proxy.graceful_shutdown_timeout, "shutting down: draining connections");
     let _ = shutdown_tx.send(true);
-    workers.join();
+    if let Some(workers) = workers {
+        workers.join();
+    }
     let _ = admin.join();
-    let _ = health.join();
+    if let Some(health) = health {
+        let _ = health.join();
+    }
     tracing::info!("stopped");
     strait_runtime::logs::files::flush();
     Ok(())

@@ -1,7 +1,9 @@
-//! `database = postgres`: the local copy of what the node serves, in an
-//! LMDB store of its own under `<prefix>/pg_cache`, so a node that starts
-//! while PostgreSQL is away serves its last configuration (as a data plane
-//! serves its cache) instead of nothing.
+//! The local copy of what the node serves, in an LMDB store of its own
+//! under the prefix, for the nodes whose configuration lives elsewhere:
+//! `database = postgres` (`<prefix>/pg_cache`), so a node that starts while
+//! PostgreSQL is away serves its last configuration instead of nothing,
+//! and data planes (`<prefix>/dp_cache`), which serve it from their first
+//! second whether the control plane is there or not.
 //!
 //! Every publish that comes from PostgreSQL (an Admin API write of this
 //! node, or the follower applying other nodes' writes) also writes the
@@ -19,20 +21,33 @@ use strait_store::pg::PgStore;
 use strait_store::{ChangeLogEntry, LmdbStore, Store, StoreError};
 use uuid::Uuid;
 
-pub struct PgCache {
-    store: LmdbStore,
+pub struct LocalCache {
+    store: Arc<LmdbStore>,
     version_file: PathBuf,
 }
 
-impl PgCache {
-    pub fn open(prefix: &Path) -> Result<PgCache> {
-        let dir = prefix.join("pg_cache");
-        let store =
-            LmdbStore::open(&dir).map_err(|e| anyhow!("opening the PostgreSQL cache {}: {e}", dir.display()))?;
-        Ok(PgCache {
-            store,
-            version_file: dir.join("pg_version"),
+impl LocalCache {
+    /// The PostgreSQL node's cache.
+    pub fn open(prefix: &Path) -> Result<LocalCache> {
+        LocalCache::open_in(&prefix.join("pg_cache"), "pg_version")
+    }
+
+    /// A data plane's cache.
+    pub fn open_data_plane(prefix: &Path) -> Result<LocalCache> {
+        LocalCache::open_in(&prefix.join("dp_cache"), "cp_version")
+    }
+
+    fn open_in(dir: &Path, version_file: &str) -> Result<LocalCache> {
+        let store = LmdbStore::open(dir).map_err(|e| anyhow!("opening the local cache {}: {e}", dir.display()))?;
+        Ok(LocalCache {
+            store: Arc::new(store),
+            version_file: dir.join(version_file),
         })
+    }
+
+    /// The cache as a store to read (a data plane's Admin API reads it).
+    pub fn store(&self) -> Arc<LmdbStore> {
+        self.store.clone()
     }
 
     /// The cached configuration, its PostgreSQL version and hash, when the
@@ -49,7 +64,7 @@ impl PgCache {
         let written = std::fs::write(&temporary, version.to_string())
             .and_then(|_| std::fs::rename(&temporary, &self.version_file));
         if let Err(error) = written {
-            tracing::warn!(%error, "the PostgreSQL cache's version could not be written");
+            tracing::warn!(%error, "the local cache's version could not be written");
             self.invalidate();
         }
     }
@@ -63,7 +78,7 @@ impl PgCache {
         match self.store.replace_hashed(config, hash) {
             Ok(_) => self.record(version),
             Err(error) => {
-                tracing::warn!(%error, "the PostgreSQL cache could not be written; it is not used until rewritten");
+                tracing::warn!(%error, "the local cache could not be written; it is not used until rewritten");
                 self.invalidate();
             }
         }
@@ -83,17 +98,27 @@ impl PgCache {
         match self.store.apply(&changes) {
             Ok(_) => self.record(version),
             Err(error) => {
-                tracing::warn!(%error, "the PostgreSQL cache fell out of step; it is not used until rewritten");
+                tracing::warn!(%error, "the local cache fell out of step; it is not used until rewritten");
                 self.invalidate();
             }
         }
     }
 }
 
+impl strait_cluster::dp::ConfigCache for LocalCache {
+    fn replace(&self, version: ConfigVersion, config: &Config, hash: Option<&str>) {
+        LocalCache::replace(self, version, config, hash)
+    }
+
+    fn apply(&self, version: ConfigVersion, changes: &[ConfigChange]) {
+        LocalCache::apply(self, version, changes)
+    }
+}
+
 /// The PostgreSQL store, with every committed write copied to the cache.
 pub struct CachedPg {
     pub pg: Arc<PgStore>,
-    pub cache: Arc<PgCache>,
+    pub cache: Arc<LocalCache>,
     /// `pg_ro_*`: the replica an Admin API GET request reads from.
     pub replica: Option<PgStore>,
 }

@@ -15,7 +15,7 @@ use strait_proxy::compiler::{CommitError, CommitFn, PublishError, ReplaceCommitF
 use strait_proxy::SnapshotPublisher;
 use strait_store::pg::{CatchUp, PgConfig, PgStore};
 
-use crate::pg_cache::PgCache;
+use crate::pg_cache::LocalCache;
 use strait_store::{Store, StoreError};
 use tokio::sync::Notify;
 
@@ -24,7 +24,12 @@ const POLL: Duration = Duration::from_secs(1);
 /// How often it tries while the database is unreachable.
 const RETRY: Duration = Duration::from_millis(100);
 
-pub fn start(store: Arc<PgStore>, cache: Arc<PgCache>, config: PgConfig, publisher: SnapshotPublisher) -> Result<()> {
+pub fn start(
+    store: Arc<PgStore>,
+    cache: Arc<LocalCache>,
+    config: PgConfig,
+    publisher: SnapshotPublisher,
+) -> Result<()> {
     std::thread::Builder::new()
         .name("strait-pg-follow".into())
         .spawn(move || {
@@ -41,7 +46,7 @@ pub fn start(store: Arc<PgStore>, cache: Arc<PgCache>, config: PgConfig, publish
     Ok(())
 }
 
-async fn follow(store: Arc<PgStore>, cache: Arc<PgCache>, config: PgConfig, publisher: SnapshotPublisher) {
+async fn follow(store: Arc<PgStore>, cache: Arc<LocalCache>, config: PgConfig, publisher: SnapshotPublisher) {
     let wake = Arc::new(Notify::new());
     let mut listener = None;
     let mut reachable = true;
@@ -105,7 +110,7 @@ async fn follow(store: Arc<PgStore>, cache: Arc<PgCache>, config: PgConfig, publ
 /// functions only check that the snapshot did not move on meanwhile (an
 /// admin write of this node publishes through the same compiler thread)
 /// and write the local cache, in publish order.
-async fn catch_up(store: &PgStore, cache: &Arc<PgCache>, publisher: &SnapshotPublisher) -> Result<(), StoreError> {
+async fn catch_up(store: &PgStore, cache: &Arc<LocalCache>, publisher: &SnapshotPublisher) -> Result<(), StoreError> {
     let current = publisher.current();
     let base = current.load().version;
     let moved_on = move || current.load().version != base;
@@ -145,7 +150,7 @@ async fn catch_up(store: &PgStore, cache: &Arc<PgCache>, publisher: &SnapshotPub
 
 async fn whole(
     publisher: &SnapshotPublisher,
-    cache: &Arc<PgCache>,
+    cache: &Arc<LocalCache>,
     base: u64,
     version: u64,
     config: strait_core::Config,

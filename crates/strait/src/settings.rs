@@ -22,6 +22,14 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("admin_listen", "127.0.0.1:8001 reuseport backlog=16384"),
     ("status_listen", "0.0.0.0:8100"),
     ("cluster_listen", "0.0.0.0:8005"),
+    ("cluster_control_plane", ""),
+    ("cluster_cert", ""),
+    ("cluster_cert_key", ""),
+    ("cluster_mtls", "shared"),
+    ("cluster_ca_cert", ""),
+    ("cluster_server_name", ""),
+    ("cluster_data_plane_purge_delay", "1209600"),
+    ("config_change_log_size", "10000"),
     ("declarative_config", ""),
     ("log_level", "notice"),
     ("log_format", "text"),
@@ -167,7 +175,94 @@ pub struct NodeSettings {
     pub dns: strait_proxy::dns::DnsSettings,
     /// Where the oauth2 plugin's tokens live.
     pub oauth2_tokens: TokenStoreSettings,
+    /// `role`: traditional, or one side of hybrid mode.
+    pub role: Role,
+    /// `config_change_log_size`: versions of change log the store keeps
+    /// (other nodes and data planes further behind get everything).
+    pub change_log_size: usize,
     pub raw: RawSettings,
+}
+
+/// `role` and, in hybrid mode, the `cluster_*` settings of its side.
+#[derive(Debug, Clone)]
+pub enum Role {
+    Traditional,
+    /// Serves data planes on `cluster_listen`; no proxy listeners.
+    ControlPlane {
+        listen: std::net::SocketAddr,
+        tls: strait_cluster::tls::ClusterTls,
+        /// `cluster_data_plane_purge_delay`.
+        purge_delay: Duration,
+    },
+    /// Follows `cluster_control_plane` (`host:port`); no database.
+    DataPlane {
+        control_plane: String,
+        tls: strait_cluster::tls::ClusterTls,
+    },
+}
+
+fn cluster_tls(raw: &RawSettings, role: &str) -> Result<strait_cluster::tls::ClusterTls> {
+    let read = |key: &str| -> Result<String> {
+        let path = raw.get(key).trim();
+        if path.is_empty() {
+            bail!("{key}: required when role = {role}");
+        }
+        std::fs::read_to_string(path).with_context(|| format!("{key}: reading {path}"))
+    };
+    let mode = match raw.get("cluster_mtls") {
+        "shared" => strait_cluster::tls::Mtls::Shared,
+        "pki" => strait_cluster::tls::Mtls::Pki {
+            ca_pem: read("cluster_ca_cert").map_err(|e| anyhow!("{e} and cluster_mtls = pki"))?,
+        },
+        other => bail!("cluster_mtls: expected shared or pki (got {other:?})"),
+    };
+    let server_name = Some(raw.get("cluster_server_name").trim()).filter(|n| !n.is_empty());
+    strait_cluster::tls::ClusterTls::new(&read("cluster_cert")?, &read("cluster_cert_key")?, mode, server_name)
+        .map_err(|e| anyhow!(e))
+}
+
+fn role_settings(raw: &RawSettings) -> Result<Role> {
+    match raw.get("role") {
+        "traditional" => Ok(Role::Traditional),
+        "control_plane" => {
+            let text = raw.get("cluster_listen").trim();
+            // Kong's form allows flags after the address; none apply here.
+            let address = text.split_whitespace().next().unwrap_or("");
+            let listen = address
+                .parse()
+                .map_err(|_| anyhow!("cluster_listen: expected host:port (got {text:?})"))?;
+            let delay = parse_number(
+                "cluster_data_plane_purge_delay",
+                raw.get("cluster_data_plane_purge_delay"),
+            )?;
+            if delay < 60 {
+                bail!("cluster_data_plane_purge_delay: must be at least 60 (seconds), got {delay}");
+            }
+            Ok(Role::ControlPlane {
+                listen,
+                tls: cluster_tls(raw, "control_plane")?,
+                purge_delay: Duration::from_secs(delay as u64),
+            })
+        }
+        "data_plane" => {
+            let control_plane = raw.get("cluster_control_plane").trim().to_string();
+            let port = control_plane.rsplit_once(':').map(|(_, port)| port.parse::<u16>());
+            if control_plane.is_empty() || !matches!(port, Some(Ok(_))) {
+                bail!("cluster_control_plane: expected host:port of the control plane (got {control_plane:?})");
+            }
+            if raw.get("database") == "postgres" {
+                bail!("database: a data plane has no database (database = off); its configuration comes from the control plane");
+            }
+            if !raw.get("declarative_config").trim().is_empty() {
+                bail!("declarative_config: a data plane's configuration comes from the control plane");
+            }
+            Ok(Role::DataPlane {
+                control_plane,
+                tls: cluster_tls(raw, "data_plane")?,
+            })
+        }
+        other => bail!("role: expected traditional, control_plane or data_plane (got {other:?})"),
+    }
 }
 
 /// Where a node log goes.
@@ -481,14 +576,11 @@ fn dns_settings(raw: &RawSettings) -> Result<strait_proxy::dns::DnsSettings> {
 
 impl NodeSettings {
     pub fn from_raw(raw: RawSettings) -> Result<NodeSettings> {
-        if raw.get("role") != "traditional" {
-            bail!(
-                "role: only 'traditional' is supported by this version (got {:?})",
-                raw.get("role")
-            );
-        }
+        let role = role_settings(&raw)?;
         let postgres = match raw.get("database") {
             "embedded" => None,
+            // Kong's DB-less word, for a data plane (its cache is LMDB).
+            "off" if matches!(role, Role::DataPlane { .. }) => None,
             "postgres" => {
                 if !raw.get("declarative_config").trim().is_empty() {
                     bail!(
@@ -652,6 +744,11 @@ impl NodeSettings {
             vault_refresh_interval: parse_duration("vault_refresh_interval", raw.get("vault_refresh_interval"))?,
             dns: dns_settings(&raw)?,
             oauth2_tokens: token_store_settings(&raw)?,
+            role,
+            change_log_size: match parse_number("config_change_log_size", raw.get("config_change_log_size"))? {
+                0 => bail!("config_change_log_size: must be at least 1"),
+                n => n,
+            },
             proxy,
             raw,
         })

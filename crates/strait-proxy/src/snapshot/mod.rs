@@ -227,6 +227,11 @@ impl Snapshot {
         self.entities.changes_to(part, gone, generated)
     }
 
+    /// The entity of `kind` with `id` in this configuration (a copy).
+    pub fn entity(&self, kind: strait_core::EntityKind, id: Uuid) -> Option<strait_core::Entity> {
+        self.entities.get(kind, id)
+    }
+
     pub fn certificates(&self) -> &CertificateIndex {
         &self.compiled.certificates
     }

@@ -94,6 +94,48 @@ impl EntityState {
         }
     }
 
+    /// The entity of `kind` with `id`, if there is one.
+    pub fn get(&self, kind: EntityKind, id: Uuid) -> Option<Entity> {
+        match kind {
+            EntityKind::Vaults => self.vaults.get(&id).cloned().map(Entity::Vault),
+            EntityKind::KeySets => self.key_sets.get(&id).cloned().map(Entity::KeySet),
+            EntityKind::Keys => self.keys.get(&id).cloned().map(Entity::Key),
+            EntityKind::ConsumerGroups => self.consumer_groups.get(&id).cloned().map(Entity::ConsumerGroup),
+            EntityKind::ConsumerGroupConsumers => self
+                .consumer_group_consumers
+                .get(&id)
+                .cloned()
+                .map(Entity::ConsumerGroupConsumer),
+            EntityKind::Services => self.services.get(&id).cloned().map(Entity::Service),
+            EntityKind::Routes => self.routes.get(&id).map(|r| Entity::Route((**r).clone())),
+            EntityKind::Upstreams => self.upstreams.get(&id).cloned().map(Entity::Upstream),
+            EntityKind::Targets => self.targets.get(&id).cloned().map(Entity::Target),
+            EntityKind::Consumers => self.consumers.get(&id).cloned().map(Entity::Consumer),
+            EntityKind::Plugins => self.plugins.get(&id).cloned().map(Entity::Plugin),
+            EntityKind::Certificates => self.certificates.get(&id).cloned().map(Entity::Certificate),
+            EntityKind::Snis => self.snis.get(&id).cloned().map(Entity::Sni),
+            EntityKind::CaCertificates => self.ca_certificates.get(&id).cloned().map(Entity::CaCertificate),
+            EntityKind::KeyauthCredentials => self
+                .keyauth_credentials
+                .get(&id)
+                .cloned()
+                .map(Entity::KeyauthCredential),
+            EntityKind::BasicauthCredentials => self
+                .basicauth_credentials
+                .get(&id)
+                .cloned()
+                .map(Entity::BasicauthCredential),
+            EntityKind::Acls => self.acls.get(&id).cloned().map(Entity::Acl),
+            EntityKind::JwtSecrets => self.jwt_secrets.get(&id).cloned().map(Entity::JwtSecret),
+            EntityKind::HmacauthCredentials => self
+                .hmacauth_credentials
+                .get(&id)
+                .cloned()
+                .map(Entity::HmacauthCredential),
+            EntityKind::Oauth2Credentials => self.oauth2_credentials.get(&id).cloned().map(Entity::Oauth2Credential),
+        }
+    }
+
     fn remove(&mut self, kind: EntityKind, id: Uuid) -> Previous {
         match kind {
             EntityKind::Vaults => self.vaults.remove(&id).map(Entity::Vault),

@@ -1,0 +1,446 @@
+//! The control plane's side: `cluster_listen` accepts data planes over
+//! mutual TLS, answers each one's hello with what it lacks (the changes
+//! since its version, or the whole configuration), then sends every new
+//! version as it is published, and keeps the list of data planes that
+//! `GET /clustering/data-planes` shows.
+//!
+//! Memory per data plane is bounded without a queue: a session computes
+//! its next update only when its socket has taken the last one, from the
+//! version that data plane holds to the version running then. A slow data
+//! plane gets one larger update later (or the whole configuration, once
+//! the store's change log no longer reaches back to its version), never a
+//! backlog. The whole configuration is encoded once per version and the
+//! bytes shared by every data plane that needs them.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use strait_core::ConfigChange;
+use strait_proxy::{Snapshot, SnapshotPublisher};
+use strait_store::{ChangeOp, Store, StoreError};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::watch;
+
+use crate::frame::{self, Message, PROTOCOL};
+use crate::tls::ClusterTls;
+
+/// How often each side pings the other; a session that hears nothing for
+/// [`SILENCE`] is closed.
+pub const PING_EVERY: Duration = Duration::from_secs(10);
+pub const SILENCE: Duration = Duration::from_secs(35);
+/// A TLS handshake and hello take at most this long.
+const HELLO_WITHIN: Duration = Duration::from_secs(10);
+/// How often the running version is looked at for new configurations.
+const WATCH_EVERY: Duration = Duration::from_millis(5);
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// One data plane as the control plane knows it (Kong's
+/// `clustering_data_planes` row, plus what Strait adds).
+#[derive(Debug, Clone)]
+pub struct DataPlane {
+    pub id: String,
+    pub hostname: String,
+    pub ip: String,
+    pub version: String,
+    /// Kong's words: `normal`, `unknown`, `plugin_set_incompatible`, ...
+    pub sync_status: String,
+    /// The version and hash the data plane acknowledged serving.
+    pub config_version: u64,
+    pub config_hash: String,
+    pub last_seen: i64,
+    pub connected: bool,
+    /// Frames' bytes sent to it since it connected.
+    pub bytes_sent: u64,
+}
+
+/// Every data plane seen within `cluster_data_plane_purge_delay`.
+#[derive(Debug)]
+pub struct DataPlanes {
+    planes: Mutex<HashMap<String, DataPlane>>,
+    purge_delay: Duration,
+}
+
+impl DataPlanes {
+    fn new(purge_delay: Duration) -> DataPlanes {
+        DataPlanes {
+            planes: Mutex::new(HashMap::new()),
+            purge_delay,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, DataPlane>> {
+        self.planes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn update(&self, id: &str, change: impl FnOnce(&mut DataPlane)) {
+        if let Some(plane) = self.lock().get_mut(id) {
+            change(plane);
+        }
+    }
+
+    /// The data planes by id; those disconnected and silent for longer
+    /// than the purge delay are forgotten here.
+    pub fn list(&self) -> Vec<DataPlane> {
+        let cutoff = now() - self.purge_delay.as_secs() as i64;
+        let mut planes = self.lock();
+        planes.retain(|_, plane| plane.connected || plane.last_seen >= cutoff);
+        let mut list: Vec<DataPlane> = planes.values().cloned().collect();
+        list.sort_by(|a, b| a.id.cmp(&b.id));
+        list
+    }
+
+    /// Seconds a data plane stays listed after it was last seen.
+    pub fn purge_delay(&self) -> Duration {
+        self.purge_delay
+    }
+}
+
+/// What the control plane needs to serve data planes.
+pub struct ControlPlane {
+    pub listen: SocketAddr,
+    pub tls: ClusterTls,
+    pub store: Arc<dyn Store>,
+    pub publisher: SnapshotPublisher,
+    pub purge_delay: Duration,
+}
+
+/// The whole configuration of one version, encoded once.
+type FullFrame = Mutex<Option<(u64, Arc<Vec<u8>>)>>;
+
+struct Shared {
+    store: Arc<dyn Store>,
+    publisher: SnapshotPublisher,
+    planes: Arc<DataPlanes>,
+    full: FullFrame,
+}
+
+impl ControlPlane {
+    /// Bind `cluster_listen` and serve data planes on a thread of their own
+    /// until the process ends; the list of data planes for the Admin API.
+    pub fn start(self) -> Result<Arc<DataPlanes>, String> {
+        let server = self.tls.server_config()?;
+        let socket = std::net::TcpListener::bind(self.listen)
+            .map_err(|e| format!("cluster_listen: could not listen on {}: {e}", self.listen))?;
+        socket.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let planes = Arc::new(DataPlanes::new(self.purge_delay));
+        let shared = Arc::new(Shared {
+            store: self.store,
+            publisher: self.publisher,
+            planes: planes.clone(),
+            full: Mutex::new(None),
+        });
+        std::thread::Builder::new()
+            .name("strait-cluster".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        tracing::error!(%error, "the cluster listener could not start");
+                        return;
+                    }
+                };
+                runtime.block_on(serve(socket, server, shared));
+            })
+            .map_err(|e| format!("starting the cluster listener: {e}"))?;
+        tracing::info!(listen = %self.listen, "control plane: listening for data planes");
+        Ok(planes)
+    }
+}
+
+async fn serve(socket: std::net::TcpListener, server: Arc<rustls::ServerConfig>, shared: Arc<Shared>) {
+    let listener = match tokio::net::TcpListener::from_std(socket) {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, "cluster listener setup failed");
+            return;
+        }
+    };
+    // One watcher for every session: the running version, as it changes.
+    let (versions, _) = watch::channel(shared.publisher.current().load().version);
+    let current = shared.publisher.current();
+    let sender = versions.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(WATCH_EVERY).await;
+            let version = current.load().version;
+            sender.send_if_modified(|seen| std::mem::replace(seen, version) != version);
+        }
+    });
+    let acceptor = tokio_rustls::TlsAcceptor::from(server);
+    loop {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!(%error, "cluster listener: accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let (acceptor, shared, versions) = (acceptor.clone(), shared.clone(), versions.subscribe());
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HELLO_WITHIN, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(error)) => {
+                    tracing::warn!(%peer, %error, "a data plane was refused at the TLS handshake");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(%peer, "a data plane did not finish its TLS handshake in time");
+                    return;
+                }
+            };
+            session(tls, peer, shared, versions).await;
+        });
+    }
+}
+
+/// Plugins the configuration enables that the data plane does not have.
+fn missing_plugins(snapshot: &Snapshot, available: &HashSet<String>) -> Vec<String> {
+    snapshot
+        .enabled_plugin_names()
+        .into_iter()
+        .filter(|name| !available.contains(name))
+        .collect()
+}
+
+async fn session(
+    stream: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    mut versions: watch::Receiver<u64>,
+) {
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let hello = match tokio::time::timeout(HELLO_WITHIN, frame::read(&mut reader)).await {
+        Ok(Ok(Some(hello))) => hello,
+        _ => {
+            tracing::warn!(%peer, "a data plane sent no hello");
+            return;
+        }
+    };
+    let Message::Hello {
+        protocol,
+        node_id,
+        hostname,
+        version,
+        plugins,
+        config_version,
+        config_hash,
+    } = hello
+    else {
+        tracing::warn!(%peer, "a data plane's first frame was not a hello");
+        return;
+    };
+    if protocol != PROTOCOL {
+        let reason = format!("this control plane speaks protocol {PROTOCOL}, the data plane {protocol}");
+        let _ = frame::write(
+            &mut writer,
+            &Message::Incompatible {
+                sync_status: "kong_version_incompatible".into(),
+                reason: reason.clone(),
+            },
+        )
+        .await;
+        tracing::warn!(%peer, node_id, %reason, "a data plane was refused");
+        return;
+    }
+    let available: HashSet<String> = plugins.into_iter().collect();
+    shared.planes.lock().insert(
+        node_id.clone(),
+        DataPlane {
+            id: node_id.clone(),
+            hostname,
+            ip: peer.ip().to_string(),
+            version,
+            sync_status: "unknown".into(),
+            config_version,
+            config_hash,
+            last_seen: now(),
+            connected: true,
+            bytes_sent: 0,
+        },
+    );
+    tracing::info!(%peer, node_id, config_version, "data plane connected");
+    // Frames from the data plane, read apart from the writes so a write
+    // waiting on a slow socket never stops acks and pings.
+    let (inbound, mut incoming) = tokio::sync::mpsc::channel::<Message>(16);
+    let reading = tokio::spawn(async move {
+        while let Ok(Some(message)) = frame::read(&mut reader).await {
+            if inbound.send(message).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut sent = config_version;
+    let mut first = true;
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.tick().await;
+    let mut heard = tokio::time::Instant::now();
+    let result: Result<(), String> = loop {
+        let snapshot = shared.publisher.current().load_full();
+        if first || snapshot.version != sent {
+            let missing = missing_plugins(&snapshot, &available);
+            if !missing.is_empty() {
+                let reason = format!(
+                    "the configuration uses plugins this data plane does not have: {}",
+                    missing.join(", ")
+                );
+                shared
+                    .planes
+                    .update(&node_id, |p| p.sync_status = "plugin_set_incompatible".into());
+                let message = Message::Incompatible {
+                    sync_status: "plugin_set_incompatible".into(),
+                    reason,
+                };
+                match frame::write(&mut writer, &message).await {
+                    Ok(bytes) => shared.planes.update(&node_id, |p| p.bytes_sent += bytes as u64),
+                    Err(error) => break Err(error.to_string()),
+                }
+                sent = snapshot.version;
+            } else if first && snapshot.version == sent {
+                shared.planes.update(&node_id, |p| p.sync_status = "normal".into());
+            } else {
+                match send_update(&shared, &mut writer, sent, &snapshot).await {
+                    Ok(bytes) => {
+                        shared.planes.update(&node_id, |p| p.bytes_sent += bytes as u64);
+                        sent = snapshot.version;
+                    }
+                    Err(error) => break Err(error),
+                }
+            }
+            first = false;
+        }
+        tokio::select! {
+            changed = versions.changed() => {
+                if changed.is_err() {
+                    break Ok(());
+                }
+            }
+            message = incoming.recv() => {
+                heard = tokio::time::Instant::now();
+                shared.planes.update(&node_id, |p| p.last_seen = now());
+                match message {
+                    Some(Message::Ack { version, hash }) => shared.planes.update(&node_id, |p| {
+                        p.config_version = version;
+                        p.config_hash = hash;
+                        if p.sync_status != "plugin_set_incompatible" {
+                            p.sync_status = "normal".into();
+                        }
+                    }),
+                    Some(Message::Ping) => {
+                        if let Err(error) = frame::write(&mut writer, &Message::Pong).await {
+                            break Err(error.to_string());
+                        }
+                    }
+                    Some(_) => {}
+                    None => break Ok(()),
+                }
+            }
+            _ = ping.tick() => {
+                if heard.elapsed() > SILENCE {
+                    break Err(format!("nothing heard for {SILENCE:?}"));
+                }
+                if let Err(error) = frame::write(&mut writer, &Message::Ping).await {
+                    break Err(error.to_string());
+                }
+            }
+        }
+    };
+    reading.abort();
+    let _ = writer.shutdown().await;
+    shared.planes.update(&node_id, |p| p.connected = false);
+    match result {
+        Ok(()) => tracing::info!(%peer, node_id, "data plane disconnected"),
+        Err(error) => tracing::warn!(%peer, node_id, %error, "data plane session ended"),
+    }
+}
+
+/// Send what takes a data plane from `base` to `snapshot`: the changes
+/// when the change log still holds every version since `base` and none of
+/// them replaced the whole configuration, else the whole configuration.
+/// The bytes sent.
+async fn send_update<W: tokio::io::AsyncWrite + Unpin>(
+    shared: &Shared,
+    writer: &mut W,
+    base: u64,
+    snapshot: &Snapshot,
+) -> Result<usize, String> {
+    if let Some(changes) = changes_since(shared.store.as_ref(), base, snapshot)? {
+        let message = Message::Changes {
+            base,
+            version: snapshot.version,
+            changes,
+        };
+        return frame::write(writer, &message).await.map_err(|e| e.to_string());
+    }
+    let bytes = full_frame(shared, snapshot)?;
+    writer.write_all(&bytes).await.map_err(|e| e.to_string())?;
+    writer.flush().await.map_err(|e| e.to_string())?;
+    Ok(bytes.len())
+}
+
+/// Each entity the versions after `base` (up to the snapshot's) touched,
+/// once, as the snapshot has it; `None` when only the whole configuration
+/// will do.
+fn changes_since(store: &dyn Store, base: u64, snapshot: &Snapshot) -> Result<Option<Vec<ConfigChange>>, String> {
+    if base == 0 || base > snapshot.version {
+        return Ok(None);
+    }
+    let entries = match store.changes_since(base) {
+        Ok(entries) => entries,
+        Err(StoreError::ChangeLogTrimmed { .. }) => return Ok(None),
+        Err(error) => return Err(format!("reading the change log: {error}")),
+    };
+    let mut seen = HashSet::new();
+    let mut changes = Vec::new();
+    for entry in entries.iter().filter(|e| e.version <= snapshot.version) {
+        if entry.op == ChangeOp::Replace {
+            return Ok(None);
+        }
+        let Some(id) = entry.id else { return Ok(None) };
+        if !seen.insert((entry.kind, id)) {
+            continue;
+        }
+        changes.push(match snapshot.entity(entry.kind, id) {
+            Some(entity) => ConfigChange::Upsert { entity },
+            None => ConfigChange::Delete { kind: entry.kind, id },
+        });
+    }
+    Ok(Some(changes))
+}
+
+/// The snapshot's whole configuration as a frame, encoded once per version.
+fn full_frame(shared: &Shared, snapshot: &Snapshot) -> Result<Arc<Vec<u8>>, String> {
+    let mut cached = shared.full.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((version, bytes)) = cached.as_ref() {
+        if *version == snapshot.version {
+            return Ok(bytes.clone());
+        }
+    }
+    let message = Message::Full {
+        version: snapshot.version,
+        hash: snapshot.hash.clone(),
+        config: Box::new(snapshot.config()),
+    };
+    let body = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
+    if body.len() > frame::MAX_FRAME {
+        return Err(format!(
+            "the configuration is {} bytes as a frame, over the limit of {}",
+            body.len(),
+            frame::MAX_FRAME
+        ));
+    }
+    let mut bytes = Vec::with_capacity(4 + body.len());
+    bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    bytes.extend_from_slice(&body);
+    let bytes = Arc::new(bytes);
+    *cached = Some((snapshot.version, bytes.clone()));
+    Ok(bytes)
+}

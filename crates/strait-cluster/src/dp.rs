@@ -1,0 +1,301 @@
+//! The data plane's side: one connection to `cluster_control_plane`,
+//! reconnected with jittered exponential backoff, that says what the node
+//! serves and applies what the control plane sends through the snapshot
+//! path: changes as a derived snapshot (cost in proportion to the change),
+//! a whole configuration as a sync. Every applied version is written to
+//! the node's local cache (an LMDB store under the prefix) on the compiler
+//! thread before it is published, so a restart serves it at once, with or
+//! without the control plane.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use strait_core::{Config, ConfigChange};
+use strait_proxy::compiler::{CommitError, CommitFn, PublishError, ReplaceCommitFn};
+use strait_proxy::SnapshotPublisher;
+
+use crate::cp::{PING_EVERY, SILENCE};
+use crate::frame::{self, Message, PROTOCOL};
+use crate::tls::ClusterTls;
+
+/// Reconnect backoff: from the first, doubling up to the last, each wait
+/// drawn between half and all of it (so a fleet that lost its control
+/// plane at once does not come back at once).
+const BACKOFF_FIRST: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+const CONNECT_WITHIN: Duration = Duration::from_secs(10);
+
+/// Where a data plane keeps what it applied.
+pub trait ConfigCache: Send + Sync {
+    fn replace(&self, version: u64, config: &Config, hash: Option<&str>);
+    fn apply(&self, version: u64, changes: &[ConfigChange]);
+}
+
+/// What `/status` says about the control plane.
+#[derive(Debug, Default)]
+pub struct DataPlaneStatus {
+    pub control_plane: String,
+    connected: AtomicBool,
+    /// Unix seconds of the last configuration applied (0: none yet).
+    last_sync: AtomicI64,
+    /// Connections made to the control plane.
+    connects: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl DataPlaneStatus {
+    pub fn connected(&self) -> bool {
+        self.connected.load(Ordering::Acquire)
+    }
+
+    pub fn last_sync(&self) -> i64 {
+        self.last_sync.load(Ordering::Relaxed)
+    }
+
+    pub fn connects(&self) -> u64 {
+        self.connects.load(Ordering::Relaxed)
+    }
+
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn failed(&self, error: String) {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(error);
+    }
+}
+
+/// Everything a data plane needs to follow its control plane.
+pub struct DataPlane {
+    /// `host:port`.
+    pub control_plane: String,
+    pub tls: ClusterTls,
+    pub publisher: SnapshotPublisher,
+    pub cache: Arc<dyn ConfigCache>,
+    pub node_id: String,
+    pub hostname: String,
+    pub plugins: Vec<String>,
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// A random fraction in [0.5, 1) from the clock and the node (jitter needs
+/// spread across nodes, not cryptographic randomness).
+fn jitter(node_id: &str, attempt: u32) -> f64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64);
+    let mut x = nanos ^ (attempt as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for b in node_id.bytes() {
+        x = (x ^ b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    0.5 + (x % 1_000_000) as f64 / 2_000_000.0
+}
+
+impl DataPlane {
+    /// Follow the control plane on a thread of its own until the process
+    /// ends; the status the Admin API shows.
+    pub fn start(self) -> Result<Arc<DataPlaneStatus>, String> {
+        let client = self.tls.client_config()?;
+        let status = Arc::new(DataPlaneStatus {
+            control_plane: self.control_plane.clone(),
+            ..Default::default()
+        });
+        let shown = status.clone();
+        std::thread::Builder::new()
+            .name("strait-cluster".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        tracing::error!(%error, "the data plane's sync could not start");
+                        return;
+                    }
+                };
+                runtime.block_on(self.follow(client, status));
+            })
+            .map_err(|e| format!("starting the data plane's sync: {e}"))?;
+        Ok(shown)
+    }
+
+    async fn follow(self, client: Arc<rustls::ClientConfig>, status: Arc<DataPlaneStatus>) {
+        let connector = tokio_rustls::TlsConnector::from(client);
+        let mut attempt = 0u32;
+        // After a configuration that would not apply, ask for the whole one.
+        let mut want_full = false;
+        loop {
+            let outcome = self.session(&connector, &status, &mut want_full).await;
+            status.connected.store(false, Ordering::Release);
+            match outcome {
+                Ok(()) => {
+                    tracing::warn!(control_plane = %self.control_plane, "the control plane closed the connection");
+                    attempt = 0;
+                }
+                Err((error, synced)) => {
+                    if synced {
+                        attempt = 0;
+                    }
+                    if attempt == 0 {
+                        tracing::warn!(
+                            control_plane = %self.control_plane,
+                            %error,
+                            "no connection to the control plane: serving the last configuration"
+                        );
+                    }
+                    status.failed(error);
+                }
+            }
+            let ceiling = BACKOFF_FIRST.saturating_mul(1u32 << attempt.min(10)).min(BACKOFF_MAX);
+            let wait = ceiling.mul_f64(jitter(&self.node_id, attempt));
+            attempt = attempt.saturating_add(1);
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// One connection, until it ends: `Err((why, whether it got as far as
+    /// the hello))`.
+    async fn session(
+        &self,
+        connector: &tokio_rustls::TlsConnector,
+        status: &DataPlaneStatus,
+        want_full: &mut bool,
+    ) -> Result<(), (String, bool)> {
+        let fail = |e: String| (e, false);
+        let tcp = tokio::time::timeout(CONNECT_WITHIN, tokio::net::TcpStream::connect(&self.control_plane))
+            .await
+            .map_err(|_| fail("connecting timed out".into()))?
+            .map_err(|e| fail(format!("connecting: {e}")))?;
+        let _ = tcp.set_nodelay(true);
+        let tls = tokio::time::timeout(CONNECT_WITHIN, connector.connect(self.tls_name(), tcp))
+            .await
+            .map_err(|_| fail("the TLS handshake timed out".into()))?
+            .map_err(|e| fail(format!("TLS handshake: {e}")))?;
+        let (mut reader, mut writer) = tokio::io::split(tls);
+        let current = self.publisher.current().load_full();
+        let hello = Message::Hello {
+            protocol: PROTOCOL,
+            node_id: self.node_id.clone(),
+            hostname: self.hostname.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            plugins: self.plugins.clone(),
+            config_version: if *want_full { 0 } else { current.version },
+            config_hash: current.hash.clone(),
+        };
+        frame::write(&mut writer, &hello)
+            .await
+            .map_err(|e| fail(format!("sending the hello: {e}")))?;
+        status.connected.store(true, Ordering::Release);
+        status.connects.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(control_plane = %self.control_plane, config_version = current.version, "connected to the control plane");
+        let synced = |e: String| (e, true);
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.tick().await;
+        let mut heard = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                message = frame::read(&mut reader) => {
+                    heard = tokio::time::Instant::now();
+                    let message = match message {
+                        Ok(Some(message)) => message,
+                        Ok(None) => return Ok(()),
+                        Err(error) => return Err(synced(format!("reading: {error}"))),
+                    };
+                    let reply = match message {
+                        Message::Full { version, hash, config } => {
+                            self.apply_full(version, hash, *config).await.map_err(synced)?;
+                            *want_full = false;
+                            status.last_sync.store(now(), Ordering::Relaxed);
+                            Some(self.ack())
+                        }
+                        Message::Changes { base, version, changes } => {
+                            let running = self.publisher.current().load().version;
+                            if running != base {
+                                *want_full = true;
+                                return Err(synced(format!(
+                                    "changes from version {base} while serving {running}: asking for the whole configuration"
+                                )));
+                            }
+                            if let Err(error) = self.apply_changes(version, changes).await {
+                                *want_full = true;
+                                return Err(synced(error));
+                            }
+                            status.last_sync.store(now(), Ordering::Relaxed);
+                            Some(self.ack())
+                        }
+                        Message::Incompatible { sync_status, reason } => {
+                            tracing::error!(%sync_status, %reason, "the control plane's configuration cannot run here: serving the last configuration");
+                            status.failed(reason);
+                            None
+                        }
+                        Message::Ping => Some(Message::Pong),
+                        _ => None,
+                    };
+                    if let Some(reply) = reply {
+                        frame::write(&mut writer, &reply).await.map_err(|e| synced(format!("writing: {e}")))?;
+                    }
+                }
+                _ = ping.tick() => {
+                    if heard.elapsed() > SILENCE {
+                        return Err(synced(format!("nothing heard for {SILENCE:?}")));
+                    }
+                    frame::write(&mut writer, &Message::Ping).await.map_err(|e| synced(format!("writing: {e}")))?;
+                }
+            }
+        }
+    }
+
+    fn tls_name(&self) -> rustls::pki_types::ServerName<'static> {
+        self.tls.server_name()
+    }
+
+    fn ack(&self) -> Message {
+        let snapshot = self.publisher.current().load_full();
+        Message::Ack {
+            version: snapshot.version,
+            hash: snapshot.hash.clone(),
+        }
+    }
+
+    async fn apply_full(&self, version: u64, hash: String, config: Config) -> Result<(), String> {
+        let config = Arc::new(config);
+        let (cache, copy, hash_copy) = (self.cache.clone(), config.clone(), hash.clone());
+        let commit: ReplaceCommitFn = Box::new(move |_| -> Result<u64, CommitError> {
+            cache.replace(version, &copy, Some(&hash_copy));
+            Ok(version)
+        });
+        match self.publisher.sync(config, Some(hash), 0, commit).await {
+            Ok(_) => {
+                tracing::info!(version, "configuration from the control plane applied (whole)");
+                Ok(())
+            }
+            Err(error) => Err(format!(
+                "the control plane's configuration {version} does not apply: {error}"
+            )),
+        }
+    }
+
+    async fn apply_changes(&self, version: u64, changes: Vec<ConfigChange>) -> Result<(), String> {
+        let count = changes.len();
+        let (cache, copy) = (self.cache.clone(), changes.clone());
+        let commit: CommitFn = Box::new(move || -> Result<u64, CommitError> {
+            cache.apply(version, &copy);
+            Ok(version)
+        });
+        match self.publisher.apply_changes(changes, commit).await {
+            Ok(_) => {
+                tracing::debug!(version, changes = count, "changes from the control plane applied");
+                Ok(())
+            }
+            Err(PublishError::Stopped) => Err("the compiler stopped".into()),
+            Err(error) => Err(format!("changes to version {version} do not apply: {error}")),
+        }
+    }
+}
