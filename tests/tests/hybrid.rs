@@ -328,3 +328,90 @@ async fn pki_mtls_and_a_data_plane_behind_the_change_log_gets_everything() {
         a.log_tail()
     );
 }
+
+/// The 10k/10k set (10,000 routes, 10,000 consumers with key-auth
+/// credentials) posted to the control plane reaches both data planes while
+/// clients keep requesting on them; not one request fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_config_push_reaches_data_planes_with_no_failed_request() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use strait_e2e::Conn;
+
+    let files = Files::new();
+    let cert = files.cert("cluster", &LeafCert::self_signed(&["kong_clustering"]));
+    let port = free_port();
+    let cp = Gateway::start(control_plane(port, &cert)).await;
+    let origin = Upstream::start(UpstreamKind::Http1).await;
+    let small = json!({
+        "_format_version": "3.0",
+        "services": [{ "name": "live", "url": origin.url("http"), "routes": [{ "name": "live", "paths": ["/live"] }] }],
+    });
+    post(&cp, "/config", small.clone()).await;
+    let dps = [
+        Gateway::start(data_plane(port, &cert)).await,
+        Gateway::start(data_plane(port, &cert)).await,
+    ];
+    for dp in &dps {
+        until_proxied(dp, "/live", 200, Duration::from_secs(5)).await;
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicUsize::new(0));
+    let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut clients = Vec::new();
+    for dp in &dps {
+        for _ in 0..2 {
+            let (addr, stop, ok, failures) = (dp.proxy_addr(), stop.clone(), ok.clone(), failures.clone());
+            clients.push(tokio::spawn(async move {
+                let mut conn = Conn::h1(addr).await.expect("connect");
+                while !stop.load(Ordering::SeqCst) {
+                    match conn.send(get("/live/echo")).await {
+                        Ok(reply) if reply.status == 200 => {
+                            ok.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Ok(reply) => failures.lock().unwrap().push(format!("{addr}: {}", reply.status)),
+                        Err(error) => {
+                            failures.lock().unwrap().push(format!("{addr}: {error:#}"));
+                            conn = Conn::h1(addr).await.expect("reconnect");
+                        }
+                    }
+                }
+            }));
+        }
+    }
+
+    let mut big = small;
+    let routes: Vec<Value> = std::iter::once(json!({ "name": "live", "paths": ["/live"] }))
+        .chain((0..10_000).map(|i| json!({ "name": format!("r{i}"), "paths": [format!("/r{i}")] })))
+        .collect();
+    big["services"][0]["routes"] = Value::Array(routes);
+    big["consumers"] = (0..10_000)
+        .map(|i| json!({ "username": format!("user-{i}"), "keyauth_credentials": [{ "key": format!("key-{i}") }] }))
+        .collect();
+    let pushed = Instant::now();
+    post(&cp, "/config", big).await;
+    for dp in &dps {
+        until_proxied(dp, "/r9999/echo", 200, Duration::from_secs(30)).await;
+    }
+    let took = pushed.elapsed();
+    // Keep the clients on a little past the swap.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::SeqCst);
+    for client in clients {
+        client.await.expect("client");
+    }
+    let failures = failures.lock().unwrap().clone();
+    let ok = ok.load(Ordering::SeqCst);
+    eprintln!("the 10k/10k set reached both data planes in {took:?}; {ok} requests meanwhile");
+    assert!(
+        failures.is_empty(),
+        "{} failed: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(ok > 100, "the clients kept requesting: {ok}");
+    for dp in &dps {
+        assert_eq!(dp.admin_get("/consumers/user-9999").await.status, 200);
+    }
+}
