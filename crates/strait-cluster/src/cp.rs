@@ -429,17 +429,7 @@ fn full_frame(shared: &Shared, snapshot: &Snapshot) -> Result<Arc<Vec<u8>>, Stri
         hash: snapshot.hash.clone(),
         config: Box::new(snapshot.config()),
     };
-    let body = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
-    if body.len() > frame::MAX_FRAME {
-        return Err(format!(
-            "the configuration is {} bytes as a frame, over the limit of {}",
-            body.len(),
-            frame::MAX_FRAME
-        ));
-    }
-    let mut bytes = Vec::with_capacity(4 + body.len());
-    bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    bytes.extend_from_slice(&body);
+    let bytes = frame::encode(&message).map_err(|e| format!("encoding the configuration: {e}"))?;
     let bytes = Arc::new(bytes);
     *cached = Some((snapshot.version, bytes.clone()));
     Ok(bytes)

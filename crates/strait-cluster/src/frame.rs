@@ -1,7 +1,10 @@
 //! The wire protocol between a control plane and its data planes: one
 //! long-lived TLS connection per data plane, carrying frames of a 4-byte
-//! big-endian length followed by that many bytes of JSON ([`Message`]).
-//! docs/hybrid.md describes the exchange.
+//! big-endian header followed by the payload: a [`Message`] as JSON. The
+//! header's top bit says the payload is deflated (payloads of
+//! [`COMPRESS_OVER`] bytes or more, when that makes them smaller); the
+//! other 31 bits are the payload's length. docs/hybrid.md describes the
+//! exchange.
 
 use serde::{Deserialize, Serialize};
 use strait_core::{Config, ConfigChange};
@@ -10,6 +13,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// The largest frame either side accepts (a whole configuration of a
 /// million consumers is a few hundred MB of JSON).
 pub const MAX_FRAME: usize = 1 << 30;
+
+/// Payloads from this size on are sent deflated.
+pub const COMPRESS_OVER: usize = 64 << 10;
+const DEFLATED: u32 = 1 << 31;
 
 /// The protocol's version, sent in [`Message::Hello`]; a control plane
 /// refuses a data plane that speaks another.
@@ -60,18 +67,41 @@ pub enum Message {
     Pong,
 }
 
-/// Write one frame; the number of bytes sent.
-pub async fn write<W: AsyncWrite + Unpin>(writer: &mut W, message: &Message) -> std::io::Result<usize> {
+fn too_large(what: &str, length: usize) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("{what} of {length} bytes is over the limit of {MAX_FRAME}"),
+    )
+}
+
+/// One frame's bytes: header and payload, deflated when large.
+pub fn encode(message: &Message) -> std::io::Result<Vec<u8>> {
     let body = serde_json::to_vec(message).map_err(std::io::Error::other)?;
     if body.len() > MAX_FRAME {
-        return Err(std::io::Error::other(format!(
-            "a frame of {} bytes is over the limit of {MAX_FRAME}",
-            body.len()
-        )));
+        return Err(too_large("a frame", body.len()));
+    }
+    if body.len() >= COMPRESS_OVER {
+        use std::io::Write as _;
+        let mut deflater =
+            flate2::write::DeflateEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
+        deflater.write_all(&body)?;
+        let packed = deflater.finish()?;
+        if packed.len() < body.len() {
+            let mut frame = Vec::with_capacity(4 + packed.len());
+            frame.extend_from_slice(&(packed.len() as u32 | DEFLATED).to_be_bytes());
+            frame.extend_from_slice(&packed);
+            return Ok(frame);
+        }
     }
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
     frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// Write one frame; the number of bytes sent.
+pub async fn write<W: AsyncWrite + Unpin>(writer: &mut W, message: &Message) -> std::io::Result<usize> {
+    let frame = encode(message)?;
     writer.write_all(&frame).await?;
     writer.flush().await?;
     Ok(frame.len())
@@ -79,22 +109,37 @@ pub async fn write<W: AsyncWrite + Unpin>(writer: &mut W, message: &Message) -> 
 
 /// Read one frame; `Ok(None)` when the peer closed between frames.
 pub async fn read<R: AsyncRead + Unpin>(reader: &mut R) -> std::io::Result<Option<Message>> {
-    let mut length = [0u8; 4];
-    match reader.read_exact(&mut length).await {
+    let mut header = [0u8; 4];
+    match reader.read_exact(&mut header).await {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     }
-    let length = u32::from_be_bytes(length) as usize;
+    let header = u32::from_be_bytes(header);
+    let length = (header & !DEFLATED) as usize;
     if length > MAX_FRAME {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("a frame of {length} bytes is over the limit of {MAX_FRAME}"),
-        ));
+        return Err(too_large("a frame", length));
     }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body).await?;
-    serde_json::from_slice(&body)
+    let mut payload = vec![0u8; length];
+    reader.read_exact(&mut payload).await?;
+    if header & DEFLATED != 0 {
+        use std::io::Read as _;
+        let mut body = Vec::with_capacity(length.saturating_mul(4).min(MAX_FRAME));
+        flate2::read::DeflateDecoder::new(&payload[..])
+            .take(MAX_FRAME as u64 + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("a frame does not inflate: {e}"),
+                )
+            })?;
+        if body.len() > MAX_FRAME {
+            return Err(too_large("an inflated frame", body.len()));
+        }
+        payload = body;
+    }
+    serde_json::from_slice(&payload)
         .map(Some)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("a frame does not decode: {e}")))
 }
@@ -124,5 +169,31 @@ mod tests {
         assert!(read(&mut b).await.is_err(), "a frame that is not a message");
         drop(a);
         assert!(read(&mut b).await.unwrap().is_none(), "closed between frames");
+    }
+
+    #[tokio::test]
+    async fn large_frames_travel_deflated() {
+        let changes: Vec<ConfigChange> = (0..2_000)
+            .map(|_| ConfigChange::Delete {
+                kind: strait_core::EntityKind::Routes,
+                id: uuid::Uuid::new_v4(),
+            })
+            .collect();
+        let message = Message::Changes {
+            base: 1,
+            version: 2,
+            changes,
+        };
+        let plain = serde_json::to_vec(&message).unwrap().len();
+        let frame = encode(&message).unwrap();
+        assert!(plain >= COMPRESS_OVER, "{plain}");
+        assert_ne!(frame[0] & 0x80, 0, "the deflate bit");
+        assert!(frame.len() < plain / 2, "{} of {plain}", frame.len());
+        let (mut a, mut b) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move { a.write_all(&frame).await });
+        match read(&mut b).await.unwrap() {
+            Some(Message::Changes { changes, .. }) => assert_eq!(changes.len(), 2_000),
+            other => panic!("{other:?}"),
+        }
     }
 }
