@@ -104,9 +104,12 @@ fn operation(method: &str, path: &str, kind: Option<EntityKind>) -> Value {
             responses.insert("204".into(), json!({ "description": "Deleted (also when absent)" }));
         }
     }
-    if method != "get" {
+    // A node that is not a control plane answers the clustering views 400.
+    if method != "get" || path.starts_with("/clustering/") {
         responses.insert("400".into(), error.clone());
-        responses.insert("409".into(), error);
+        if method != "get" {
+            responses.insert("409".into(), error);
+        }
     }
     let mut op =
         json!({ "summary": format!("{} {path}", method.to_uppercase()), "parameters": params, "responses": responses });
