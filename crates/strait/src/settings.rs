@@ -211,8 +211,11 @@ fn cluster_tls(raw: &RawSettings, role: &str) -> Result<strait_cluster::tls::Clu
     };
     let mode = match raw.get("cluster_mtls") {
         "shared" => strait_cluster::tls::Mtls::Shared,
+        "pki" if raw.get("cluster_ca_cert").trim().is_empty() => {
+            bail!("cluster_ca_cert: required when role = {role} and cluster_mtls = pki")
+        }
         "pki" => strait_cluster::tls::Mtls::Pki {
-            ca_pem: read("cluster_ca_cert").map_err(|e| anyhow!("{e} and cluster_mtls = pki"))?,
+            ca_pem: read("cluster_ca_cert")?,
         },
         other => bail!("cluster_mtls: expected shared or pki (got {other:?})"),
     };
@@ -872,6 +875,47 @@ mod tests {
             let error = NodeSettings::from_raw(raw).expect_err(key).to_string();
             assert!(error.starts_with(&format!("{key}:")), "{key}: {error}");
         }
+    }
+
+    #[test]
+    fn hybrid_roles_need_their_settings_and_say_which() {
+        let role = |pairs: &[(&str, &str)]| {
+            let mut raw = RawSettings::load(None, std::iter::empty()).expect("defaults");
+            for (key, value) in pairs {
+                raw.0.insert((*key).into(), (*value).into());
+            }
+            role_settings(&raw).map_err(|e| e.to_string())
+        };
+        assert!(matches!(role(&[]), Ok(Role::Traditional)));
+        let error = |pairs: &[(&str, &str)]| role(pairs).expect_err("refused");
+        assert_eq!(
+            error(&[("role", "edge")]),
+            "role: expected traditional, control_plane or data_plane (got \"edge\")"
+        );
+        assert_eq!(
+            error(&[("role", "control_plane")]),
+            "cluster_cert: required when role = control_plane"
+        );
+        assert!(error(&[("role", "data_plane")]).starts_with("cluster_control_plane: expected host:port"));
+        assert!(error(&[
+            ("role", "data_plane"),
+            ("cluster_control_plane", "cp:8005"),
+            ("database", "postgres")
+        ])
+        .starts_with("database: a data plane has no database"));
+        assert_eq!(
+            error(&[
+                ("role", "control_plane"),
+                ("cluster_mtls", "pki"),
+                ("cluster_cert", "/nonexistent.crt")
+            ]),
+            "cluster_ca_cert: required when role = control_plane and cluster_mtls = pki"
+        );
+        assert!(error(&[("role", "control_plane"), ("cluster_listen", "everywhere")]).starts_with("cluster_listen:"));
+        assert!(
+            error(&[("role", "control_plane"), ("cluster_cert", "/nonexistent.crt")])
+                .starts_with("cluster_cert: reading")
+        );
     }
 
     #[test]
