@@ -274,6 +274,9 @@ impl DataPlane {
         match self.publisher.sync(config, Some(hash), 0, commit).await {
             Ok(_) => {
                 tracing::info!(version, "configuration from the control plane applied (whole)");
+                // Parsing and compiling a whole configuration left free
+                // pages; give them back (a large one is hundreds of MB).
+                strait_proxy::background::release_memory();
                 Ok(())
             }
             Err(error) => Err(format!(
