@@ -211,12 +211,10 @@ fn missing_plugins(snapshot: &Snapshot, available: &HashSet<String>) -> Vec<Stri
         .collect()
 }
 
-async fn session(
-    stream: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
-    peer: SocketAddr,
-    shared: Arc<Shared>,
-    mut versions: watch::Receiver<u64>,
-) {
+async fn session<S>(stream: S, peer: SocketAddr, shared: Arc<Shared>, mut versions: watch::Receiver<u64>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (mut reader, mut writer) = tokio::io::split(stream);
     let hello = match tokio::time::timeout(HELLO_WITHIN, frame::read(&mut reader)).await {
         Ok(Ok(Some(hello))) => hello,
@@ -278,16 +276,21 @@ async fn session(
             }
         }
     });
+    // `sent`: the version the data plane holds as far as this session
+    // knows; `seen`: the last running version this session dealt with.
     let mut sent = config_version;
-    let mut first = true;
+    let mut seen = None;
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.tick().await;
     let mut heard = tokio::time::Instant::now();
     let result: Result<(), String> = loop {
         let snapshot = shared.publisher.current().load_full();
-        if first || snapshot.version != sent {
+        if seen != Some(snapshot.version) {
+            seen = Some(snapshot.version);
             let missing = missing_plugins(&snapshot, &available);
             if !missing.is_empty() {
+                // The data plane keeps what it has; it is told once per
+                // version, and gets the configuration once it can run it.
                 let reason = format!(
                     "the configuration uses plugins this data plane does not have: {}",
                     missing.join(", ")
@@ -303,8 +306,7 @@ async fn session(
                     Ok(bytes) => shared.planes.update(&node_id, |p| p.bytes_sent += bytes as u64),
                     Err(error) => break Err(error.to_string()),
                 }
-                sent = snapshot.version;
-            } else if first && snapshot.version == sent {
+            } else if snapshot.version == sent {
                 shared.planes.update(&node_id, |p| p.sync_status = "normal".into());
             } else {
                 match send_update(&shared, &mut writer, sent, &snapshot).await {
@@ -315,7 +317,6 @@ async fn session(
                     Err(error) => break Err(error),
                 }
             }
-            first = false;
         }
         tokio::select! {
             changed = versions.changed() => {
@@ -330,9 +331,7 @@ async fn session(
                     Some(Message::Ack { version, hash }) => shared.planes.update(&node_id, |p| {
                         p.config_version = version;
                         p.config_hash = hash;
-                        if p.sync_status != "plugin_set_incompatible" {
-                            p.sync_status = "normal".into();
-                        }
+                        p.sync_status = "normal".into();
                     }),
                     Some(Message::Ping) => {
                         if let Err(error) = frame::write(&mut writer, &Message::Pong).await {
@@ -433,4 +432,113 @@ fn full_frame(shared: &Shared, snapshot: &Snapshot) -> Result<Arc<Vec<u8>>, Stri
     let bytes = Arc::new(bytes);
     *cached = Some((snapshot.version, bytes.clone()));
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strait_core::declarative::{parse_declarative, DeclarativeFormat};
+    use strait_proxy::compiler::{CommitError, ReplaceCommitFn};
+
+    async fn publish(publisher: &SnapshotPublisher, version: u64, document: &str) {
+        let config = parse_declarative(document.as_bytes(), DeclarativeFormat::Auto, 1).expect("a valid document");
+        let commit: ReplaceCommitFn = Box::new(move |_| -> Result<u64, CommitError> { Ok(version) });
+        publisher
+            .sync(Arc::new(config), None, 0, commit)
+            .await
+            .expect("published");
+    }
+
+    async fn next<R: tokio::io::AsyncRead + Unpin>(reader: &mut R) -> Message {
+        tokio::time::timeout(Duration::from_secs(5), frame::read(reader))
+            .await
+            .expect("a frame in time")
+            .expect("a frame")
+            .expect("not closed")
+    }
+
+    /// A data plane without a plugin the configuration uses is told so and
+    /// sent nothing; once the configuration no longer uses it, it gets the
+    /// whole configuration from its own version (not from the version it
+    /// was told about, which it never received).
+    #[tokio::test]
+    async fn a_data_plane_missing_a_plugin_is_told_then_synced_once_it_can_run_it() {
+        let dir = std::env::temp_dir().join(format!("strait-cp-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store: Arc<dyn Store> = Arc::new(strait_store::LmdbStore::open(&dir).unwrap());
+        let publisher = SnapshotPublisher::start(Snapshot::empty());
+        publish(
+            &publisher,
+            5,
+            r#"{"_format_version":"3.0","plugins":[{"name":"request-termination","config":{"status_code":418}}]}"#,
+        )
+        .await;
+        let shared = Arc::new(Shared {
+            store,
+            publisher: publisher.clone(),
+            planes: Arc::new(DataPlanes::new(Duration::from_secs(60))),
+            full: Mutex::new(None),
+        });
+        let (versions_tx, versions) = watch::channel(5);
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        tokio::spawn(session(
+            theirs,
+            "127.0.0.1:1".parse().unwrap(),
+            shared.clone(),
+            versions,
+        ));
+        let (mut reader, mut writer) = tokio::io::split(ours);
+        let hello = Message::Hello {
+            protocol: PROTOCOL,
+            node_id: "dp-1".into(),
+            hostname: "dp".into(),
+            version: "test".into(),
+            plugins: vec!["key-auth".into()],
+            config_version: 0,
+            config_hash: String::new(),
+        };
+        frame::write(&mut writer, &hello).await.unwrap();
+        match next(&mut reader).await {
+            Message::Incompatible { sync_status, reason } => {
+                assert_eq!(sync_status, "plugin_set_incompatible");
+                assert!(reason.contains("request-termination"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(shared.planes.list()[0].sync_status, "plugin_set_incompatible");
+
+        publish(
+            &publisher,
+            6,
+            r#"{"_format_version":"3.0","services":[{"name":"s","url":"http://a.test"}]}"#,
+        )
+        .await;
+        versions_tx.send(6).unwrap();
+        match next(&mut reader).await {
+            Message::Full { version, config, .. } => {
+                assert_eq!(version, 6);
+                assert_eq!(config.services.len(), 1);
+                assert!(config.plugins.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        frame::write(
+            &mut writer,
+            &Message::Ack {
+                version: 6,
+                hash: "h".into(),
+            },
+        )
+        .await
+        .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while shared.planes.list()[0].config_version != 6 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the ack is recorded");
+        assert_eq!(shared.planes.list()[0].sync_status, "normal");
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
