@@ -426,16 +426,17 @@ pub fn apply_delta(previous: &Snapshot, delta: &ConfigDelta) -> Result<Snapshot,
 
 impl strait_plugins::Directory for Snapshot {
     fn consumer(&self, id: Uuid) -> Option<&strait_core::Consumer> {
-        self.entities.consumers.get(&id)
+        self.entities.consumers.get(&id).map(|c| &**c)
     }
 
     fn consumer_by_id_or_username(&self, value: &str) -> Option<&strait_core::Consumer> {
         let by_id = Uuid::parse_str(value)
             .ok()
-            .and_then(|id| self.entities.consumers.get(&id));
+            .and_then(|id| self.entities.consumers.get(&id))
+            .map(|c| &**c);
         by_id.or_else(|| {
             let id = self.compiled.identities.consumers_by_username.get(value)?;
-            self.entities.consumers.get(id)
+            self.entities.consumers.get(id).map(|c| &**c)
         })
     }
 
@@ -445,12 +446,12 @@ impl strait_plugins::Directory for Snapshot {
 
     fn consumer_by_custom_id(&self, custom_id: &str) -> Option<&strait_core::Consumer> {
         let id = self.compiled.identities.consumers_by_custom_id.get(custom_id)?;
-        self.entities.consumers.get(id)
+        self.entities.consumers.get(id).map(|c| &**c)
     }
 
     fn keyauth_credential(&self, key: &str) -> Option<&strait_core::KeyauthCredential> {
         let found = self.compiled.identities.keyauth_by_key.get(key)?;
-        self.entities.keyauth_credentials.get(&found.credential)
+        self.entities.keyauth_credentials.get(&found.credential).map(|c| &**c)
     }
 
     fn keyauth_key(&self, key: &str) -> Option<strait_plugins::KeyauthKey> {

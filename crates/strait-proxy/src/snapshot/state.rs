@@ -24,12 +24,14 @@ pub(crate) struct EntityState {
     pub routes: CowMap<Uuid, Arc<Route>>,
     pub upstreams: CowMap<Uuid, Upstream>,
     pub targets: CowMap<Uuid, Target>,
-    pub consumers: CowMap<Uuid, Consumer>,
+    /// Behind an `Arc`, as routes: a map slot stays small, so the empty
+    /// buckets of a large map cost little (a million consumers).
+    pub consumers: CowMap<Uuid, Arc<Consumer>>,
     pub plugins: CowMap<Uuid, PluginEntity>,
     pub certificates: CowMap<Uuid, Certificate>,
     pub snis: CowMap<Uuid, Sni>,
     pub ca_certificates: CowMap<Uuid, CaCertificate>,
-    pub keyauth_credentials: CowMap<Uuid, KeyauthCredential>,
+    pub keyauth_credentials: CowMap<Uuid, Arc<KeyauthCredential>>,
     pub basicauth_credentials: CowMap<Uuid, BasicauthCredential>,
     pub acls: CowMap<Uuid, Acl>,
     pub jwt_secrets: CowMap<Uuid, JwtSecret>,
@@ -74,12 +76,18 @@ impl EntityState {
                 .map(|r| Entity::Route((*r).clone())),
             Entity::Upstream(e) => self.upstreams.insert(e.id, e).map(Entity::Upstream),
             Entity::Target(e) => self.targets.insert(e.id, e).map(Entity::Target),
-            Entity::Consumer(e) => self.consumers.insert(e.id, e).map(Entity::Consumer),
+            Entity::Consumer(e) => self
+                .consumers
+                .insert(e.id, Arc::new(e))
+                .map(|c| Entity::Consumer(Arc::unwrap_or_clone(c))),
             Entity::Plugin(e) => self.plugins.insert(e.id, e).map(Entity::Plugin),
             Entity::Certificate(e) => self.certificates.insert(e.id, e).map(Entity::Certificate),
             Entity::Sni(e) => self.snis.insert(e.id, e).map(Entity::Sni),
             Entity::CaCertificate(e) => self.ca_certificates.insert(e.id, e).map(Entity::CaCertificate),
-            Entity::KeyauthCredential(e) => self.keyauth_credentials.insert(e.id, e).map(Entity::KeyauthCredential),
+            Entity::KeyauthCredential(e) => self
+                .keyauth_credentials
+                .insert(e.id, Arc::new(e))
+                .map(|c| Entity::KeyauthCredential(Arc::unwrap_or_clone(c))),
             Entity::BasicauthCredential(e) => self
                 .basicauth_credentials
                 .insert(e.id, e)
@@ -110,7 +118,7 @@ impl EntityState {
             EntityKind::Routes => self.routes.get(&id).map(|r| Entity::Route((**r).clone())),
             EntityKind::Upstreams => self.upstreams.get(&id).cloned().map(Entity::Upstream),
             EntityKind::Targets => self.targets.get(&id).cloned().map(Entity::Target),
-            EntityKind::Consumers => self.consumers.get(&id).cloned().map(Entity::Consumer),
+            EntityKind::Consumers => self.consumers.get(&id).map(|c| Entity::Consumer((**c).clone())),
             EntityKind::Plugins => self.plugins.get(&id).cloned().map(Entity::Plugin),
             EntityKind::Certificates => self.certificates.get(&id).cloned().map(Entity::Certificate),
             EntityKind::Snis => self.snis.get(&id).cloned().map(Entity::Sni),
@@ -118,8 +126,7 @@ impl EntityState {
             EntityKind::KeyauthCredentials => self
                 .keyauth_credentials
                 .get(&id)
-                .cloned()
-                .map(Entity::KeyauthCredential),
+                .map(|c| Entity::KeyauthCredential((**c).clone())),
             EntityKind::BasicauthCredentials => self
                 .basicauth_credentials
                 .get(&id)
@@ -150,12 +157,18 @@ impl EntityState {
             EntityKind::Routes => self.routes.remove(&id).map(|r| Entity::Route((*r).clone())),
             EntityKind::Upstreams => self.upstreams.remove(&id).map(Entity::Upstream),
             EntityKind::Targets => self.targets.remove(&id).map(Entity::Target),
-            EntityKind::Consumers => self.consumers.remove(&id).map(Entity::Consumer),
+            EntityKind::Consumers => self
+                .consumers
+                .remove(&id)
+                .map(|c| Entity::Consumer(Arc::unwrap_or_clone(c))),
             EntityKind::Plugins => self.plugins.remove(&id).map(Entity::Plugin),
             EntityKind::Certificates => self.certificates.remove(&id).map(Entity::Certificate),
             EntityKind::Snis => self.snis.remove(&id).map(Entity::Sni),
             EntityKind::CaCertificates => self.ca_certificates.remove(&id).map(Entity::CaCertificate),
-            EntityKind::KeyauthCredentials => self.keyauth_credentials.remove(&id).map(Entity::KeyauthCredential),
+            EntityKind::KeyauthCredentials => self
+                .keyauth_credentials
+                .remove(&id)
+                .map(|c| Entity::KeyauthCredential(Arc::unwrap_or_clone(c))),
             EntityKind::BasicauthCredentials => self.basicauth_credentials.remove(&id).map(Entity::BasicauthCredential),
             EntityKind::Acls => self.acls.remove(&id).map(Entity::Acl),
             EntityKind::JwtSecrets => self.jwt_secrets.remove(&id).map(Entity::JwtSecret),
@@ -179,12 +192,12 @@ impl EntityState {
             routes: owned(self.routes_by_creation()),
             upstreams: owned(by_creation(&self.upstreams, |e| (e.created_at, e.id))),
             targets: owned(by_creation(&self.targets, |e| (e.created_at as i64, e.id))),
-            consumers: owned(by_creation(&self.consumers, |e| (e.created_at, e.id))),
+            consumers: owned(by_creation_shared(&self.consumers, |e| (e.created_at, e.id))),
             plugins: owned(by_creation(&self.plugins, |e| (e.created_at, e.id))),
             certificates: owned(by_creation(&self.certificates, |e| (e.created_at, e.id))),
             snis: owned(by_creation(&self.snis, |e| (e.created_at, e.id))),
             ca_certificates: owned(by_creation(&self.ca_certificates, |e| (e.created_at, e.id))),
-            keyauth_credentials: owned(by_creation(&self.keyauth_credentials, |e| (e.created_at, e.id))),
+            keyauth_credentials: owned(by_creation_shared(&self.keyauth_credentials, |e| (e.created_at, e.id))),
             basicauth_credentials: owned(by_creation(&self.basicauth_credentials, |e| (e.created_at, e.id))),
             acls: owned(by_creation(&self.acls, |e| (e.created_at, e.id))),
             jwt_secrets: owned(by_creation(&self.jwt_secrets, |e| (e.created_at, e.id))),
@@ -216,16 +229,17 @@ impl EntityState {
                 EntityKind::Routes => out.list(kind, &self.routes_by_creation()),
                 EntityKind::Upstreams => out.list(kind, &by_creation(&self.upstreams, |e| (e.created_at, e.id))),
                 EntityKind::Targets => out.list(kind, &by_creation(&self.targets, |e| (e.created_at as i64, e.id))),
-                EntityKind::Consumers => out.list(kind, &by_creation(&self.consumers, |e| (e.created_at, e.id))),
+                EntityKind::Consumers => out.list(kind, &by_creation_shared(&self.consumers, |e| (e.created_at, e.id))),
                 EntityKind::Plugins => out.list(kind, &by_creation(&self.plugins, |e| (e.created_at, e.id))),
                 EntityKind::Certificates => out.list(kind, &by_creation(&self.certificates, |e| (e.created_at, e.id))),
                 EntityKind::Snis => out.list(kind, &by_creation(&self.snis, |e| (e.created_at, e.id))),
                 EntityKind::CaCertificates => {
                     out.list(kind, &by_creation(&self.ca_certificates, |e| (e.created_at, e.id)))
                 }
-                EntityKind::KeyauthCredentials => {
-                    out.list(kind, &by_creation(&self.keyauth_credentials, |e| (e.created_at, e.id)))
-                }
+                EntityKind::KeyauthCredentials => out.list(
+                    kind,
+                    &by_creation_shared(&self.keyauth_credentials, |e| (e.created_at, e.id)),
+                ),
                 EntityKind::BasicauthCredentials => out.list(
                     kind,
                     &by_creation(&self.basicauth_credentials, |e| (e.created_at, e.id)),
@@ -256,6 +270,13 @@ impl EntityState {
 /// lists and exports show.
 fn by_creation<T: Clone>(map: &CowMap<Uuid, T>, key: impl Fn(&T) -> (i64, Uuid)) -> Vec<&T> {
     let mut items: Vec<&T> = map.values().collect();
+    items.sort_by_key(|item| key(item));
+    items
+}
+
+/// [`by_creation`] for a map whose values are shared (`Arc`).
+fn by_creation_shared<T>(map: &CowMap<Uuid, Arc<T>>, key: impl Fn(&T) -> (i64, Uuid)) -> Vec<&T> {
+    let mut items: Vec<&T> = map.values().map(|v| &**v).collect();
     items.sort_by_key(|item| key(item));
     items
 }
@@ -410,9 +431,9 @@ impl<T: Clone> Running<T> for CowMap<Uuid, T> {
     }
 }
 
-impl Running<Route> for CowMap<Uuid, Arc<Route>> {
-    fn running(&self, id: &Uuid) -> Option<&Route> {
-        self.get(id).map(|route| &**route)
+impl<T> Running<T> for CowMap<Uuid, Arc<T>> {
+    fn running(&self, id: &Uuid) -> Option<&T> {
+        self.get(id).map(|shared| &**shared)
     }
 }
 

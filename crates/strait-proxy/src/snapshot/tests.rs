@@ -218,24 +218,35 @@ fn with_consumers() -> Config {
 }
 
 /// What plugins see of each consumer and key: the prepared view (headers,
-/// groups) and the key index.
+/// groups) of a consumer with groups, the row of one without (it has no
+/// view), and the key index.
 fn identity_shape(snapshot: &Snapshot) -> Vec<String> {
     use strait_plugins::Directory;
     let config = snapshot.config();
     let mut shape: Vec<String> = config
         .consumers
         .iter()
-        .map(|c| {
-            let view = snapshot.consumer_view(c.id).expect("every consumer has a view");
-            format!(
-                "{:?} {:?} {:?} {:?} {:?} {:?}",
-                view.consumer.as_ref().map(|c| &c.username),
-                view.id_header,
-                view.username_header,
-                view.custom_id_header,
-                view.groups,
-                view.groups_header
-            )
+        .map(|c| match snapshot.consumer_view(c.id) {
+            Some(view) => {
+                assert!(
+                    !view.groups.is_empty() || !view.consumer_groups.is_empty(),
+                    "a view without groups"
+                );
+                format!(
+                    "{:?} {:?} {:?} {:?} {:?} {:?}",
+                    view.consumer.as_ref().map(|c| &c.username),
+                    view.id_header,
+                    view.username_header,
+                    view.custom_id_header,
+                    view.groups,
+                    view.groups_header
+                )
+            }
+            None => format!(
+                "no view: {:?} {:?}",
+                c.username,
+                snapshot.consumer(c.id).map(|row| &row.custom_id)
+            ),
         })
         .collect();
     shape.extend(
