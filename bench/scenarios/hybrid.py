@@ -419,6 +419,8 @@ def _goals(result: dict) -> list[Goal]:
              (restart["dp_errors"] or 0) + (restart["dp_non_2xx"] or 0) == 0),
         Goal(f"DP RSS with {c['consumers']:,} consumers", "< 1 GiB",
              f"{c['dp_memory_kib']['rss_kib'] / 1024:.0f} MiB", c["dp_memory_kib"]["rss_kib"] < gib),
+        Goal(f"DP peak RSS while it first syncs {c['consumers']:,} consumers", "< 1 GiB",
+             f"{c['dp_memory_kib']['peak_rss_kib'] / 1024:.0f} MiB", c["dp_memory_kib"]["peak_rss_kib"] < gib),
     ]
 
 

@@ -428,7 +428,8 @@ fn full_frame(shared: &Shared, snapshot: &Snapshot) -> Result<Arc<Vec<u8>>, Stri
         hash: snapshot.hash.clone(),
         config: Box::new(snapshot.config()),
     };
-    let bytes = frame::encode(&message).map_err(|e| format!("encoding the configuration: {e}"))?;
+    let bytes = frame::encode_deflated(&message).map_err(|e| format!("encoding the configuration: {e}"))?;
+    drop(message);
     let bytes = Arc::new(bytes);
     *cached = Some((snapshot.version, bytes.clone()));
     Ok(bytes)

@@ -76,6 +76,9 @@ pub struct DataPlane {
     pub node_id: String,
     pub hostname: String,
     pub plugins: Vec<String>,
+    /// `/status/ready`: set once the node has a configuration to serve
+    /// (its cache at start, or the first one the control plane sends).
+    pub ready: Arc<AtomicBool>,
 }
 
 fn now() -> i64 {
@@ -212,6 +215,7 @@ impl DataPlane {
                         Message::Full { version, hash, config } => {
                             self.apply_full(version, hash, *config).await.map_err(synced)?;
                             *want_full = false;
+                            self.ready.store(true, Ordering::Release);
                             status.last_sync.store(now(), Ordering::Relaxed);
                             Some(self.ack())
                         }
@@ -227,6 +231,7 @@ impl DataPlane {
                                 *want_full = true;
                                 return Err(synced(error));
                             }
+                            self.ready.store(true, Ordering::Release);
                             status.last_sync.store(now(), Ordering::Relaxed);
                             Some(self.ack())
                         }

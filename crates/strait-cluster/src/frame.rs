@@ -7,7 +7,9 @@
 //! exchange.
 
 use serde::{Deserialize, Serialize};
+use std::io::Read as _;
 use strait_core::{Config, ConfigChange};
+
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The largest frame either side accepts (a whole configuration of a
@@ -99,6 +101,20 @@ pub fn encode(message: &Message) -> std::io::Result<Vec<u8>> {
     Ok(frame)
 }
 
+/// One frame of a large message, deflated as it is serialised (the JSON
+/// text of a whole configuration is never held in full).
+pub fn encode_deflated(message: &Message) -> std::io::Result<Vec<u8>> {
+    let mut deflater = flate2::write::DeflateEncoder::new(vec![0u8; 4], flate2::Compression::fast());
+    serde_json::to_writer(&mut deflater, message).map_err(std::io::Error::other)?;
+    let mut frame = deflater.finish()?;
+    let length = frame.len() - 4;
+    if length > MAX_FRAME {
+        return Err(too_large("a deflated frame", length));
+    }
+    frame[..4].copy_from_slice(&(length as u32 | DEFLATED).to_be_bytes());
+    Ok(frame)
+}
+
 /// Write one frame; the number of bytes sent.
 pub async fn write<W: AsyncWrite + Unpin>(writer: &mut W, message: &Message) -> std::io::Result<usize> {
     let frame = encode(message)?;
@@ -122,26 +138,23 @@ pub async fn read<R: AsyncRead + Unpin>(reader: &mut R) -> std::io::Result<Optio
     }
     let mut payload = vec![0u8; length];
     reader.read_exact(&mut payload).await?;
-    if header & DEFLATED != 0 {
-        use std::io::Read as _;
-        let mut body = Vec::with_capacity(length.saturating_mul(4).min(MAX_FRAME));
-        flate2::read::DeflateDecoder::new(&payload[..])
-            .take(MAX_FRAME as u64 + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("a frame does not inflate: {e}"),
-                )
-            })?;
-        if body.len() > MAX_FRAME {
-            return Err(too_large("an inflated frame", body.len()));
-        }
-        payload = body;
+    if header & DEFLATED == 0 {
+        return serde_json::from_slice(&payload).map(Some).map_err(undecodable);
     }
-    serde_json::from_slice(&payload)
+    // Decoded straight from the inflating stream: a whole configuration's
+    // JSON (hundreds of MB for a million consumers) is never held as text
+    // beside the entities it becomes.
+    let inflated = flate2::read::DeflateDecoder::new(&payload[..]).take(MAX_FRAME as u64);
+    serde_json::from_reader(std::io::BufReader::with_capacity(64 << 10, inflated))
         .map(Some)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("a frame does not decode: {e}")))
+        .map_err(undecodable)
+}
+
+fn undecodable(error: serde_json::Error) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("a frame does not decode: {error}"),
+    )
 }
 
 #[cfg(test)]
@@ -189,11 +202,18 @@ mod tests {
         assert!(plain >= COMPRESS_OVER, "{plain}");
         assert_ne!(frame[0] & 0x80, 0, "the deflate bit");
         assert!(frame.len() < plain / 2, "{} of {plain}", frame.len());
+        let streamed = encode_deflated(&message).unwrap();
+        assert_ne!(streamed[0] & 0x80, 0);
         let (mut a, mut b) = tokio::io::duplex(1 << 20);
-        tokio::spawn(async move { a.write_all(&frame).await });
-        match read(&mut b).await.unwrap() {
-            Some(Message::Changes { changes, .. }) => assert_eq!(changes.len(), 2_000),
-            other => panic!("{other:?}"),
+        tokio::spawn(async move {
+            a.write_all(&frame).await?;
+            a.write_all(&streamed).await
+        });
+        for _ in 0..2 {
+            match read(&mut b).await.unwrap() {
+                Some(Message::Changes { changes, .. }) => assert_eq!(changes.len(), 2_000),
+                other => panic!("{other:?}"),
+            }
         }
     }
 }

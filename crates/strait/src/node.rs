@@ -201,6 +201,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     }
     start_secret_refresh(&publisher, settings.vault_refresh_interval);
     let node_id = node_id(&settings.prefix)?;
+    let ready = Arc::new(AtomicBool::new(false));
     let cluster = match &settings.role {
         Role::Traditional => strait_admin::Cluster::None,
         Role::ControlPlane {
@@ -233,6 +234,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
                     node_id: node_id.clone(),
                     hostname: hostname(),
                     plugins: strait_plugins::AVAILABLE.iter().map(|name| name.to_string()).collect(),
+                    ready: ready.clone(),
                 }
                 .start()
                 .map_err(|e| anyhow!(e))?,
@@ -260,7 +262,6 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     }
     // Parsing the file left free pages; return them before serving.
     strait_proxy::background::release_memory();
-    let ready = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(ProxyStats::default());
     let default_cert =
         load_or_create_default_certificate(&settings.prefix).map_err(|e| anyhow!("default certificate: {e}"))?;
@@ -304,6 +305,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         ),
         false => None,
     };
+    let serving = publisher.current();
     let state = Arc::new(AdminState {
         store,
         publisher,
@@ -320,7 +322,11 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         cluster,
     });
     let admin = start_admin_thread(&settings, state, admin_tls, shutdown_rx)?;
-    ready.store(true, Ordering::Release);
+    // A data plane is ready once it has a configuration: its cache now, or
+    // the control plane's first (Kong's data planes answer 503 until then).
+    if !matches!(settings.role, Role::DataPlane { .. }) || serving.load().version > 0 {
+        ready.store(true, Ordering::Release);
+    }
     tracing::info!(proxy = ?settings.proxy.listeners.iter().map(|l| l.addr).collect::<Vec<_>>(), "strait started");
     control.block_on(wait_for_signal());
     tracing::info!(grace = ?settings.proxy.graceful_shutdown_timeout, "shutting down: draining connections");
