@@ -104,8 +104,13 @@ pub fn encode(message: &Message) -> std::io::Result<Vec<u8>> {
 /// One frame of a large message, deflated as it is serialised (the JSON
 /// text of a whole configuration is never held in full).
 pub fn encode_deflated(message: &Message) -> std::io::Result<Vec<u8>> {
-    let mut deflater = flate2::write::DeflateEncoder::new(vec![0u8; 4], flate2::Compression::fast());
-    serde_json::to_writer(&mut deflater, message).map_err(std::io::Error::other)?;
+    use std::io::Write as _;
+    let deflater = flate2::write::DeflateEncoder::new(vec![0u8; 4], flate2::Compression::fast());
+    // serde_json writes a few bytes at a time; the deflater wants blocks.
+    let mut buffered = std::io::BufWriter::with_capacity(256 << 10, deflater);
+    serde_json::to_writer(&mut buffered, message).map_err(std::io::Error::other)?;
+    buffered.flush()?;
+    let deflater = buffered.into_inner().map_err(|e| e.into_error())?;
     let mut frame = deflater.finish()?;
     let length = frame.len() - 4;
     if length > MAX_FRAME {
@@ -141,13 +146,21 @@ pub async fn read<R: AsyncRead + Unpin>(reader: &mut R) -> std::io::Result<Optio
     if header & DEFLATED == 0 {
         return serde_json::from_slice(&payload).map(Some).map_err(undecodable);
     }
-    // Decoded straight from the inflating stream: a whole configuration's
-    // JSON (hundreds of MB for a million consumers) is never held as text
-    // beside the entities it becomes.
-    let inflated = flate2::read::DeflateDecoder::new(&payload[..]).take(MAX_FRAME as u64);
-    serde_json::from_reader(std::io::BufReader::with_capacity(64 << 10, inflated))
-        .map(Some)
-        .map_err(undecodable)
+    let mut body = Vec::with_capacity(length.saturating_mul(4).min(MAX_FRAME));
+    flate2::read::DeflateDecoder::new(&payload[..])
+        .take(MAX_FRAME as u64 + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a frame does not inflate: {e}"),
+            )
+        })?;
+    drop(payload);
+    if body.len() > MAX_FRAME {
+        return Err(too_large("an inflated frame", body.len()));
+    }
+    serde_json::from_slice(&body).map(Some).map_err(undecodable)
 }
 
 fn undecodable(error: serde_json::Error) -> std::io::Error {

@@ -45,8 +45,8 @@ pub(crate) type Previous = Option<Entity>;
 impl EntityState {
     pub fn from_config(config: &Config) -> EntityState {
         let mut state = EntityState::default();
-        for change in config_upserts(config) {
-            state.apply(&change);
+        for entity in config_entities(config) {
+            state.upsert(entity);
         }
         state
     }
@@ -281,80 +281,55 @@ fn by_creation_shared<T>(map: &CowMap<Uuid, Arc<T>>, key: impl Fn(&T) -> (i64, U
     items
 }
 
-/// A configuration as a list of upserts, parents before children.
-pub(crate) fn config_upserts(config: &Config) -> Vec<ConfigChange> {
-    let upsert = |entity| ConfigChange::Upsert { entity };
-    let mut changes = Vec::with_capacity(config.entity_count());
-    changes.extend(config.vaults.iter().cloned().map(Entity::Vault).map(upsert));
-    changes.extend(
-        config
-            .ca_certificates
-            .iter()
-            .cloned()
-            .map(Entity::CaCertificate)
-            .map(upsert),
-    );
-    changes.extend(config.certificates.iter().cloned().map(Entity::Certificate).map(upsert));
-    changes.extend(config.snis.iter().cloned().map(Entity::Sni).map(upsert));
-    changes.extend(config.key_sets.iter().cloned().map(Entity::KeySet).map(upsert));
-    changes.extend(config.keys.iter().cloned().map(Entity::Key).map(upsert));
-    changes.extend(config.services.iter().cloned().map(Entity::Service).map(upsert));
-    changes.extend(config.routes.iter().cloned().map(Entity::Route).map(upsert));
-    changes.extend(config.upstreams.iter().cloned().map(Entity::Upstream).map(upsert));
-    changes.extend(config.targets.iter().cloned().map(Entity::Target).map(upsert));
-    changes.extend(config.consumers.iter().cloned().map(Entity::Consumer).map(upsert));
-    changes.extend(
-        config
-            .consumer_groups
-            .iter()
-            .cloned()
-            .map(Entity::ConsumerGroup)
-            .map(upsert),
-    );
-    changes.extend(
-        config
-            .consumer_group_consumers
-            .iter()
-            .cloned()
-            .map(Entity::ConsumerGroupConsumer)
-            .map(upsert),
-    );
-    changes.extend(
-        config
-            .keyauth_credentials
-            .iter()
-            .cloned()
-            .map(Entity::KeyauthCredential)
-            .map(upsert),
-    );
-    changes.extend(
-        config
-            .basicauth_credentials
-            .iter()
-            .cloned()
-            .map(Entity::BasicauthCredential)
-            .map(upsert),
-    );
-    changes.extend(config.acls.iter().cloned().map(Entity::Acl).map(upsert));
-    changes.extend(config.jwt_secrets.iter().cloned().map(Entity::JwtSecret).map(upsert));
-    changes.extend(
-        config
-            .hmacauth_credentials
-            .iter()
-            .cloned()
-            .map(Entity::HmacauthCredential)
-            .map(upsert),
-    );
-    changes.extend(
-        config
-            .oauth2_credentials
-            .iter()
-            .cloned()
-            .map(Entity::Oauth2Credential)
-            .map(upsert),
-    );
-    changes.extend(config.plugins.iter().cloned().map(Entity::Plugin).map(upsert));
-    changes
+/// Every entity of a configuration, parents before children, each a copy
+/// made as it is taken (never a list of them all: a million consumers'
+/// copies would sit beside the configuration and the state being built).
+fn config_entities(config: &Config) -> impl Iterator<Item = Entity> + '_ {
+    std::iter::empty()
+        .chain(config.vaults.iter().cloned().map(Entity::Vault))
+        .chain(config.ca_certificates.iter().cloned().map(Entity::CaCertificate))
+        .chain(config.certificates.iter().cloned().map(Entity::Certificate))
+        .chain(config.snis.iter().cloned().map(Entity::Sni))
+        .chain(config.key_sets.iter().cloned().map(Entity::KeySet))
+        .chain(config.keys.iter().cloned().map(Entity::Key))
+        .chain(config.services.iter().cloned().map(Entity::Service))
+        .chain(config.routes.iter().cloned().map(Entity::Route))
+        .chain(config.upstreams.iter().cloned().map(Entity::Upstream))
+        .chain(config.targets.iter().cloned().map(Entity::Target))
+        .chain(config.consumers.iter().cloned().map(Entity::Consumer))
+        .chain(config.consumer_groups.iter().cloned().map(Entity::ConsumerGroup))
+        .chain(
+            config
+                .consumer_group_consumers
+                .iter()
+                .cloned()
+                .map(Entity::ConsumerGroupConsumer),
+        )
+        .chain(
+            config
+                .keyauth_credentials
+                .iter()
+                .cloned()
+                .map(Entity::KeyauthCredential),
+        )
+        .chain(
+            config
+                .basicauth_credentials
+                .iter()
+                .cloned()
+                .map(Entity::BasicauthCredential),
+        )
+        .chain(config.acls.iter().cloned().map(Entity::Acl))
+        .chain(config.jwt_secrets.iter().cloned().map(Entity::JwtSecret))
+        .chain(
+            config
+                .hmacauth_credentials
+                .iter()
+                .cloned()
+                .map(Entity::HmacauthCredential),
+        )
+        .chain(config.oauth2_credentials.iter().cloned().map(Entity::Oauth2Credential))
+        .chain(config.plugins.iter().cloned().map(Entity::Plugin))
 }
 
 /// An entity type as the diff sees it.
