@@ -111,14 +111,18 @@ pub struct ControlPlane {
     pub purge_delay: Duration,
 }
 
-/// The whole configuration of one version, encoded once.
-type FullFrame = Mutex<Option<(u64, Arc<Vec<u8>>)>>;
+/// The whole configuration of one version as the frames of a transfer in
+/// parts, encoded once and shared by every data plane that needs it.
+type FullParts = Mutex<Option<(u64, Arc<Vec<Vec<u8>>>)>>;
+
+/// Entities per `full_batch` frame.
+const BATCH: usize = 20_000;
 
 struct Shared {
     store: Arc<dyn Store>,
     publisher: SnapshotPublisher,
     planes: Arc<DataPlanes>,
-    full: FullFrame,
+    parts: FullParts,
 }
 
 impl ControlPlane {
@@ -134,7 +138,7 @@ impl ControlPlane {
             store: self.store,
             publisher: self.publisher,
             planes: planes.clone(),
-            full: Mutex::new(None),
+            parts: Mutex::new(None),
         });
         std::thread::Builder::new()
             .name("strait-cluster".into())
@@ -363,8 +367,8 @@ where
 
 /// Send what takes a data plane from `base` to `snapshot`: the changes
 /// when the change log still holds every version since `base` and none of
-/// them replaced the whole configuration, else the whole configuration.
-/// The bytes sent.
+/// them replaced the whole configuration, else the whole configuration in
+/// parts. The bytes sent.
 async fn send_update<W: tokio::io::AsyncWrite + Unpin>(
     shared: &Shared,
     writer: &mut W,
@@ -375,14 +379,19 @@ async fn send_update<W: tokio::io::AsyncWrite + Unpin>(
         let message = Message::Changes {
             base,
             version: snapshot.version,
+            hash: snapshot.hash.clone(),
             changes,
         };
         return frame::write(writer, &message).await.map_err(|e| e.to_string());
     }
-    let bytes = full_frame(shared, snapshot)?;
-    writer.write_all(&bytes).await.map_err(|e| e.to_string())?;
+    let parts = full_parts(shared, snapshot)?;
+    let mut sent = 0;
+    for part in parts.iter() {
+        writer.write_all(part).await.map_err(|e| e.to_string())?;
+        sent += part.len();
+    }
     writer.flush().await.map_err(|e| e.to_string())?;
-    Ok(bytes.len())
+    Ok(sent)
 }
 
 /// Each entity the versions after `base` (up to the snapshot's) touched,
@@ -415,24 +424,69 @@ fn changes_since(store: &dyn Store, base: u64, snapshot: &Snapshot) -> Result<Op
     Ok(Some(changes))
 }
 
-/// The snapshot's whole configuration as a frame, encoded once per version.
-fn full_frame(shared: &Shared, snapshot: &Snapshot) -> Result<Arc<Vec<u8>>, String> {
-    let mut cached = shared.full.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((version, bytes)) = cached.as_ref() {
+/// The snapshot's whole configuration as the frames of a transfer in parts,
+/// encoded once per version: everything but services, routes and plugins
+/// in batches (parents before children), then those three in one batch.
+fn full_parts(shared: &Shared, snapshot: &Snapshot) -> Result<Arc<Vec<Vec<u8>>>, String> {
+    use strait_core::Entity;
+    let mut cached = shared.parts.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((version, frames)) = cached.as_ref() {
         if *version == snapshot.version {
-            return Ok(bytes.clone());
+            return Ok(frames.clone());
         }
     }
-    let message = Message::Full {
+    let c = snapshot.config();
+    let count = c.entity_count() as u64;
+    let last: Vec<Entity> = (c.services.into_iter().map(Entity::Service))
+        .chain(c.routes.into_iter().map(Entity::Route))
+        .chain(c.plugins.into_iter().map(Entity::Plugin))
+        .collect();
+    let rest = (c.vaults.into_iter().map(Entity::Vault))
+        .chain(c.ca_certificates.into_iter().map(Entity::CaCertificate))
+        .chain(c.certificates.into_iter().map(Entity::Certificate))
+        .chain(c.snis.into_iter().map(Entity::Sni))
+        .chain(c.key_sets.into_iter().map(Entity::KeySet))
+        .chain(c.keys.into_iter().map(Entity::Key))
+        .chain(c.upstreams.into_iter().map(Entity::Upstream))
+        .chain(c.targets.into_iter().map(Entity::Target))
+        .chain(c.consumers.into_iter().map(Entity::Consumer))
+        .chain(c.consumer_groups.into_iter().map(Entity::ConsumerGroup))
+        .chain(
+            c.consumer_group_consumers
+                .into_iter()
+                .map(Entity::ConsumerGroupConsumer),
+        )
+        .chain(c.keyauth_credentials.into_iter().map(Entity::KeyauthCredential))
+        .chain(c.basicauth_credentials.into_iter().map(Entity::BasicauthCredential))
+        .chain(c.acls.into_iter().map(Entity::Acl))
+        .chain(c.jwt_secrets.into_iter().map(Entity::JwtSecret))
+        .chain(c.hmacauth_credentials.into_iter().map(Entity::HmacauthCredential))
+        .chain(c.oauth2_credentials.into_iter().map(Entity::Oauth2Credential));
+    let encode = |message: &Message| frame::encode(message).map_err(|e| format!("encoding the configuration: {e}"));
+    let mut frames = vec![encode(&Message::FullStart {
         version: snapshot.version,
         hash: snapshot.hash.clone(),
-        config: Box::new(snapshot.config()),
-    };
-    let bytes = frame::encode_deflated(&message).map_err(|e| format!("encoding the configuration: {e}"))?;
-    drop(message);
-    let bytes = Arc::new(bytes);
-    *cached = Some((snapshot.version, bytes.clone()));
-    Ok(bytes)
+        entities: count,
+    })?];
+    let mut batch = Vec::with_capacity(BATCH);
+    for entity in rest {
+        batch.push(entity);
+        if batch.len() == BATCH {
+            frames.push(encode(&Message::FullBatch {
+                entities: std::mem::take(&mut batch),
+            })?);
+        }
+    }
+    if !batch.is_empty() {
+        frames.push(encode(&Message::FullBatch { entities: batch })?);
+    }
+    frames.push(encode(&Message::FullBatch { entities: last })?);
+    frames.push(encode(&Message::FullEnd {
+        version: snapshot.version,
+    })?);
+    let frames = Arc::new(frames);
+    *cached = Some((snapshot.version, frames.clone()));
+    Ok(frames)
 }
 
 #[cfg(test)]
@@ -461,7 +515,7 @@ mod tests {
     /// A data plane without a plugin the configuration uses is told so and
     /// sent nothing; once the configuration no longer uses it, it gets the
     /// whole configuration from its own version (not from the version it
-    /// was told about, which it never received).
+    /// was told about, which it never received): in parts, as it has none.
     #[tokio::test]
     async fn a_data_plane_missing_a_plugin_is_told_then_synced_once_it_can_run_it() {
         let dir = std::env::temp_dir().join(format!("strait-cp-{}", uuid::Uuid::new_v4()));
@@ -478,7 +532,7 @@ mod tests {
             store,
             publisher: publisher.clone(),
             planes: Arc::new(DataPlanes::new(Duration::from_secs(60))),
-            full: Mutex::new(None),
+            parts: Mutex::new(None),
         });
         let (versions_tx, versions) = watch::channel(5);
         let (ours, theirs) = tokio::io::duplex(1 << 20);
@@ -515,12 +569,20 @@ mod tests {
         )
         .await;
         versions_tx.send(6).unwrap();
+        // It has nothing: the configuration in parts, services last.
         match next(&mut reader).await {
-            Message::Full { version, config, .. } => {
-                assert_eq!(version, 6);
-                assert_eq!(config.services.len(), 1);
-                assert!(config.plugins.is_empty());
+            Message::FullStart { version, entities, .. } => assert_eq!((version, entities), (6, 1)),
+            other => panic!("{other:?}"),
+        }
+        match next(&mut reader).await {
+            Message::FullBatch { entities } => {
+                assert_eq!(entities.len(), 1);
+                assert!(matches!(entities[0], strait_core::Entity::Service(_)));
             }
+            other => panic!("{other:?}"),
+        }
+        match next(&mut reader).await {
+            Message::FullEnd { version } => assert_eq!(version, 6),
             other => panic!("{other:?}"),
         }
         frame::write(

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use strait_core::{Config, ConfigChange};
-use strait_proxy::compiler::{CommitError, CommitFn, PublishError, ReplaceCommitFn};
+use strait_core::ConfigChange;
+use strait_proxy::compiler::{CommitError, CommitFn, PublishError};
 use strait_proxy::SnapshotPublisher;
 
 use crate::cp::{PING_EVERY, SILENCE};
@@ -28,8 +28,24 @@ const CONNECT_WITHIN: Duration = Duration::from_secs(10);
 
 /// Where a data plane keeps what it applied.
 pub trait ConfigCache: Send + Sync {
-    fn replace(&self, version: u64, config: &Config, hash: Option<&str>);
-    fn apply(&self, version: u64, changes: &[ConfigChange]);
+    fn apply(&self, version: u64, changes: &[ConfigChange], hash: Option<&str>);
+    /// A transfer in parts begins: the cache is emptied and not used
+    /// until [`ConfigCache::finish`].
+    fn begin_whole(&self);
+    /// One part of it (its own bounded transaction).
+    fn add(&self, changes: &[ConfigChange]);
+    /// The transfer is complete at `version`.
+    fn finish(&self, version: u64, hash: &str);
+}
+
+/// A transfer of the whole configuration under way: each part goes into a
+/// snapshot built beside the running one, published at the end.
+struct Parts {
+    version: u64,
+    hash: String,
+    expected: u64,
+    received: u64,
+    builder: strait_proxy::SnapshotBuilder,
 }
 
 /// What `/status` says about the control plane.
@@ -79,6 +95,15 @@ pub struct DataPlane {
     /// `/status/ready`: set once the node has a configuration to serve
     /// (its cache at start, or the first one the control plane sends).
     pub ready: Arc<AtomicBool>,
+}
+
+/// A spawned task that ends with the value holding it.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn now() -> i64 {
@@ -202,24 +227,31 @@ impl DataPlane {
         let mut ping = tokio::time::interval(PING_EVERY);
         ping.tick().await;
         let mut heard = tokio::time::Instant::now();
+        let mut parts: Option<Parts> = None;
+        // Frames are read by a task of their own: a read is not cancel-safe
+        // (a heartbeat firing halfway through a large frame would lose its
+        // bytes), a channel's receive is. Two frames wait at most.
+        let (inbound, mut incoming) = tokio::sync::mpsc::channel::<std::io::Result<Option<Message>>>(2);
+        let _reading = AbortOnDrop(tokio::spawn(async move {
+            loop {
+                let message = frame::read(&mut reader).await;
+                let last = !matches!(message, Ok(Some(_)));
+                if inbound.send(message).await.is_err() || last {
+                    break;
+                }
+            }
+        }));
         loop {
             tokio::select! {
-                message = frame::read(&mut reader) => {
+                message = incoming.recv() => {
                     heard = tokio::time::Instant::now();
                     let message = match message {
-                        Ok(Some(message)) => message,
-                        Ok(None) => return Ok(()),
-                        Err(error) => return Err(synced(format!("reading: {error}"))),
+                        Some(Ok(Some(message))) => message,
+                        Some(Ok(None)) | None => return Ok(()),
+                        Some(Err(error)) => return Err(synced(format!("reading: {error}"))),
                     };
                     let reply = match message {
-                        Message::Full { version, hash, config } => {
-                            self.apply_full(version, hash, *config).await.map_err(synced)?;
-                            *want_full = false;
-                            self.ready.store(true, Ordering::Release);
-                            status.last_sync.store(now(), Ordering::Relaxed);
-                            Some(self.ack())
-                        }
-                        Message::Changes { base, version, changes } => {
+                        Message::Changes { base, version, hash, changes } => {
                             let running = self.publisher.current().load().version;
                             if running != base {
                                 *want_full = true;
@@ -227,10 +259,58 @@ impl DataPlane {
                                     "changes from version {base} while serving {running}: asking for the whole configuration"
                                 )));
                             }
-                            if let Err(error) = self.apply_changes(version, changes).await {
+                            if let Err(error) = self.apply_changes(version, hash, changes).await {
                                 *want_full = true;
                                 return Err(synced(error));
                             }
+                            self.ready.store(true, Ordering::Release);
+                            status.last_sync.store(now(), Ordering::Relaxed);
+                            Some(self.ack())
+                        }
+                        Message::FullStart { version, hash, entities } => {
+                            // The cache is rewritten part by part and unused until the end.
+                            self.cache.begin_whole();
+                            parts = Some(Parts {
+                                version,
+                                hash,
+                                expected: entities,
+                                received: 0,
+                                builder: Default::default(),
+                            });
+                            None
+                        }
+                        Message::FullBatch { entities } => {
+                            let Some(transfer) = parts.as_mut() else {
+                                return Err(synced("a batch outside a transfer".into()));
+                            };
+                            transfer.received += entities.len() as u64;
+                            let changes: Vec<ConfigChange> = entities
+                                .into_iter()
+                                .map(|entity| ConfigChange::Upsert { entity })
+                                .collect();
+                            self.cache.add(&changes);
+                            for change in changes {
+                                if let ConfigChange::Upsert { entity } = change {
+                                    transfer.builder.add(entity);
+                                }
+                            }
+                            None
+                        }
+                        Message::FullEnd { version } => {
+                            let Some(transfer) = parts.take() else {
+                                return Err(synced("the end of a transfer that did not start".into()));
+                            };
+                            if transfer.version != version || transfer.received != transfer.expected {
+                                return Err(synced(format!(
+                                    "a transfer of {} entities at version {} ended with {} at version {version}",
+                                    transfer.expected, transfer.version, transfer.received
+                                )));
+                            }
+                            self.install(transfer).await.map_err(|e| {
+                                *want_full = true;
+                                synced(e)
+                            })?;
+                            *want_full = false;
                             self.ready.store(true, Ordering::Release);
                             status.last_sync.store(now(), Ordering::Relaxed);
                             Some(self.ack())
@@ -269,35 +349,38 @@ impl DataPlane {
         }
     }
 
-    async fn apply_full(&self, version: u64, hash: String, config: Config) -> Result<(), String> {
-        let config = Arc::new(config);
-        let (cache, copy, hash_copy) = (self.cache.clone(), config.clone(), hash.clone());
-        let commit: ReplaceCommitFn = Box::new(move |_| -> Result<u64, CommitError> {
-            cache.replace(version, &copy, Some(&hash_copy));
+    /// Publish a whole configuration that arrived in parts.
+    async fn install(&self, transfer: Parts) -> Result<(), String> {
+        let Parts {
+            version, hash, builder, ..
+        } = transfer;
+        let snapshot = builder
+            .finish(version, hash.clone())
+            .map_err(|error| format!("the control plane's configuration {version} does not compile: {error}"))?;
+        let cache = self.cache.clone();
+        let commit: CommitFn = Box::new(move || -> Result<u64, CommitError> {
+            cache.finish(version, &hash);
             Ok(version)
         });
-        match self.publisher.sync(config, Some(hash), 0, commit).await {
-            Ok(_) => {
-                tracing::info!(version, "configuration from the control plane applied (whole)");
-                // Parsing and compiling a whole configuration left free
-                // pages; give them back (a large one is hundreds of MB).
-                strait_proxy::background::release_memory();
-                Ok(())
-            }
-            Err(error) => Err(format!(
-                "the control plane's configuration {version} does not apply: {error}"
-            )),
-        }
+        self.publisher
+            .install(snapshot, commit)
+            .await
+            .map_err(|error| format!("the control plane's configuration {version} was not installed: {error}"))?;
+        tracing::info!(version, "configuration from the control plane applied (whole)");
+        // Building it left free pages; give them back (hundreds of MB for a
+        // large configuration).
+        strait_proxy::background::release_memory();
+        Ok(())
     }
 
-    async fn apply_changes(&self, version: u64, changes: Vec<ConfigChange>) -> Result<(), String> {
+    async fn apply_changes(&self, version: u64, hash: String, changes: Vec<ConfigChange>) -> Result<(), String> {
         let count = changes.len();
-        let (cache, copy) = (self.cache.clone(), changes.clone());
+        let (cache, copy, hash_copy) = (self.cache.clone(), changes.clone(), hash.clone());
         let commit: CommitFn = Box::new(move || -> Result<u64, CommitError> {
-            cache.apply(version, &copy);
+            cache.apply(version, &copy, Some(&hash_copy));
             Ok(version)
         });
-        match self.publisher.apply_changes(changes, commit).await {
+        match self.publisher.apply_changes_hashed(changes, Some(hash), commit).await {
             Ok(_) => {
                 tracing::debug!(version, changes = count, "changes from the control plane applied");
                 Ok(())

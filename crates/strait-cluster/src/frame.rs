@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::io::Read as _;
-use strait_core::{Config, ConfigChange};
+use strait_core::ConfigChange;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -40,19 +40,30 @@ pub enum Message {
         config_version: u64,
         config_hash: String,
     },
-    /// The whole configuration at `version` (a data plane that is new, too
-    /// far behind, or ahead of the control plane).
-    Full {
-        version: u64,
-        hash: String,
-        config: Box<Config>,
-    },
     /// What changed from `base` to `version`: each entity touched once, as
-    /// it stands at `version`.
+    /// it stands at `version`; `hash`: the configuration's at `version`.
     Changes {
         base: u64,
         version: u64,
+        hash: String,
         changes: Vec<ConfigChange>,
+    },
+    /// The whole configuration (a data plane that is new, too far behind,
+    /// or ahead of the control plane), in parts: `full_start`,
+    /// `full_batch`es of at most 20,000 entities (services, routes and
+    /// plugins together in the last), then `full_end`. The data plane adds
+    /// each batch to a snapshot it builds beside the running one, and never
+    /// holds the configuration twice.
+    FullStart {
+        version: u64,
+        hash: String,
+        entities: u64,
+    },
+    FullBatch {
+        entities: Vec<strait_core::Entity>,
+    },
+    FullEnd {
+        version: u64,
     },
     /// A data plane serves `version` (its snapshot's `hash`).
     Ack {
@@ -208,6 +219,7 @@ mod tests {
         let message = Message::Changes {
             base: 1,
             version: 2,
+            hash: String::new(),
             changes,
         };
         let plain = serde_json::to_vec(&message).unwrap().len();

@@ -122,6 +122,33 @@ pub struct ConfigDelta {
 }
 
 impl Config {
+    /// Add `entity` to the list of its kind, without looking for an
+    /// entity with its id (a configuration being assembled, not changed).
+    pub fn push(&mut self, entity: Entity) {
+        match entity {
+            Entity::Vault(e) => self.vaults.push(e),
+            Entity::KeySet(e) => self.key_sets.push(e),
+            Entity::Key(e) => self.keys.push(e),
+            Entity::ConsumerGroup(e) => self.consumer_groups.push(e),
+            Entity::ConsumerGroupConsumer(e) => self.consumer_group_consumers.push(e),
+            Entity::Service(e) => self.services.push(e),
+            Entity::Route(e) => self.routes.push(e),
+            Entity::Upstream(e) => self.upstreams.push(e),
+            Entity::Target(e) => self.targets.push(e),
+            Entity::Consumer(e) => self.consumers.push(e),
+            Entity::Plugin(e) => self.plugins.push(e),
+            Entity::Certificate(e) => self.certificates.push(e),
+            Entity::Sni(e) => self.snis.push(e),
+            Entity::CaCertificate(e) => self.ca_certificates.push(e),
+            Entity::KeyauthCredential(e) => self.keyauth_credentials.push(e),
+            Entity::BasicauthCredential(e) => self.basicauth_credentials.push(e),
+            Entity::Acl(e) => self.acls.push(e),
+            Entity::JwtSecret(e) => self.jwt_secrets.push(e),
+            Entity::HmacauthCredential(e) => self.hmacauth_credentials.push(e),
+            Entity::Oauth2Credential(e) => self.oauth2_credentials.push(e),
+        }
+    }
+
     /// Apply entity changes to a configuration value. Used by the snapshot
     /// compiler to keep its copy of the configuration current.
     pub fn apply_changes(&mut self, changes: &[ConfigChange]) {

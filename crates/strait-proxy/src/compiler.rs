@@ -81,6 +81,14 @@ enum Job {
     },
     Changes {
         changes: Vec<ConfigChange>,
+        /// The hash the derived snapshot takes (another node's, whose
+        /// configuration this one follows); None: chained from the changes.
+        hash: Option<String>,
+        commit: CommitFn,
+        reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
+    },
+    Install {
+        snapshot: Box<Snapshot>,
         commit: CommitFn,
         reply: oneshot::Sender<Result<ConfigVersion, PublishError>>,
     },
@@ -180,9 +188,39 @@ impl SnapshotPublisher {
         changes: Vec<ConfigChange>,
         commit: CommitFn,
     ) -> Result<ConfigVersion, PublishError> {
+        self.apply_changes_hashed(changes, None, commit).await
+    }
+
+    /// [`SnapshotPublisher::apply_changes`], the snapshot taking `hash`
+    /// when given (a data plane shows its control plane's hash).
+    pub async fn apply_changes_hashed(
+        &self,
+        changes: Vec<ConfigChange>,
+        hash: Option<String>,
+        commit: CommitFn,
+    ) -> Result<ConfigVersion, PublishError> {
         let (reply, answer) = oneshot::channel();
         self.jobs
-            .send(Job::Changes { changes, commit, reply })
+            .send(Job::Changes {
+                changes,
+                hash,
+                commit,
+                reply,
+            })
+            .map_err(|_| PublishError::Stopped)?;
+        answer.await.map_err(|_| PublishError::Stopped)?
+    }
+
+    /// Publish a snapshot built elsewhere ([`crate::SnapshotBuilder`]) once
+    /// `commit` succeeds; it takes the version `commit` returns.
+    pub async fn install(&self, snapshot: Snapshot, commit: CommitFn) -> Result<ConfigVersion, PublishError> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Job::Install {
+                snapshot: Box::new(snapshot),
+                commit,
+                reply,
+            })
             .map_err(|_| PublishError::Stopped)?;
         answer.await.map_err(|_| PublishError::Stopped)?
     }
@@ -261,13 +299,35 @@ fn run_job(current: &ArcSwap<Snapshot>, job: Job) -> Option<Arc<Snapshot>> {
             let _ = reply.send(answer);
             old
         }
-        Job::Changes { changes, commit, reply } => {
+        Job::Changes {
+            changes,
+            hash,
+            commit,
+            reply,
+        } => {
             let result = derive_snapshot(&current.load(), &changes)
                 .map_err(PublishError::from)
                 .and_then(|mut snapshot| {
                     snapshot.version = commit().map_err(PublishError::Commit)?;
+                    if let Some(hash) = hash {
+                        snapshot.hash = hash;
+                    }
                     Ok(snapshot)
                 });
+            let (answer, old) = publish(current, result);
+            let _ = reply.send(answer);
+            old
+        }
+        Job::Install {
+            snapshot,
+            commit,
+            reply,
+        } => {
+            let mut snapshot = *snapshot;
+            let result = commit().map_err(PublishError::Commit).map(|version| {
+                snapshot.version = version;
+                snapshot
+            });
             let (answer, old) = publish(current, result);
             let _ = reply.send(answer);
             old

@@ -44,7 +44,7 @@ pub use compiler::{PublishError, SnapshotPublisher};
 pub use conn::ClientLimits;
 pub use h1_server::parse_request_head;
 pub use listen::{parse_listen, ListenSpec};
-pub use snapshot::{compile_snapshot, compile_snapshot_hashed, config_hash, CompileError, Snapshot};
+pub use snapshot::{compile_snapshot, compile_snapshot_hashed, config_hash, CompileError, Snapshot, SnapshotBuilder};
 pub use stats::ProxyStats;
 pub use workers::{start_workers, WorkerModel, Workers};
 

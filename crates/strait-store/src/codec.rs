@@ -80,26 +80,5 @@ pub(crate) fn decode_entity(kind: EntityKind, key: &[u8], bytes: &[u8]) -> Resul
 
 /// Add `entity` to the list of its kind in `config`.
 pub(crate) fn push_entity(config: &mut Config, entity: Entity) {
-    match entity {
-        Entity::Vault(e) => config.vaults.push(e),
-        Entity::KeySet(e) => config.key_sets.push(e),
-        Entity::Key(e) => config.keys.push(e),
-        Entity::ConsumerGroup(e) => config.consumer_groups.push(e),
-        Entity::ConsumerGroupConsumer(e) => config.consumer_group_consumers.push(e),
-        Entity::Service(e) => config.services.push(e),
-        Entity::Route(e) => config.routes.push(e),
-        Entity::Upstream(e) => config.upstreams.push(e),
-        Entity::Target(e) => config.targets.push(e),
-        Entity::Consumer(e) => config.consumers.push(e),
-        Entity::Plugin(e) => config.plugins.push(e),
-        Entity::Certificate(e) => config.certificates.push(e),
-        Entity::Sni(e) => config.snis.push(e),
-        Entity::CaCertificate(e) => config.ca_certificates.push(e),
-        Entity::KeyauthCredential(e) => config.keyauth_credentials.push(e),
-        Entity::BasicauthCredential(e) => config.basicauth_credentials.push(e),
-        Entity::Acl(e) => config.acls.push(e),
-        Entity::JwtSecret(e) => config.jwt_secrets.push(e),
-        Entity::HmacauthCredential(e) => config.hmacauth_credentials.push(e),
-        Entity::Oauth2Credential(e) => config.oauth2_credentials.push(e),
-    }
+    config.push(entity);
 }

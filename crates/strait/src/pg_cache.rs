@@ -24,6 +24,8 @@ use uuid::Uuid;
 pub struct LocalCache {
     store: Arc<LmdbStore>,
     version_file: PathBuf,
+    /// A part of a transfer in parts failed: the cache stays unused.
+    part_failed: std::sync::atomic::AtomicBool,
 }
 
 impl LocalCache {
@@ -42,6 +44,7 @@ impl LocalCache {
         Ok(LocalCache {
             store: Arc::new(store),
             version_file: dir.join(version_file),
+            part_failed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -87,6 +90,11 @@ impl LocalCache {
     /// Changes that took PostgreSQL to `version`. A delete of what the cache
     /// never held (created and deleted between two catch-ups) is nothing.
     pub fn apply(&self, version: ConfigVersion, changes: &[ConfigChange]) {
+        self.apply_hashed(version, changes, None);
+    }
+
+    /// [`LocalCache::apply`], the cache keeping `hash` as the configuration's.
+    fn apply_hashed(&self, version: ConfigVersion, changes: &[ConfigChange], hash: Option<&str>) {
         let changes: Vec<ConfigChange> = changes
             .iter()
             .filter(|change| match change {
@@ -95,7 +103,11 @@ impl LocalCache {
             })
             .cloned()
             .collect();
-        match self.store.apply(&changes) {
+        let applied = match hash {
+            Some(hash) => self.store.apply_hashed(&changes, Some(hash)),
+            None => self.store.apply(&changes),
+        };
+        match applied {
             Ok(_) => self.record(version),
             Err(error) => {
                 tracing::warn!(%error, "the local cache fell out of step; it is not used until rewritten");
@@ -106,12 +118,36 @@ impl LocalCache {
 }
 
 impl strait_cluster::dp::ConfigCache for LocalCache {
-    fn replace(&self, version: ConfigVersion, config: &Config, hash: Option<&str>) {
-        LocalCache::replace(self, version, config, hash)
+    fn apply(&self, version: ConfigVersion, changes: &[ConfigChange], hash: Option<&str>) {
+        self.apply_hashed(version, changes, hash)
     }
 
-    fn apply(&self, version: ConfigVersion, changes: &[ConfigChange]) {
-        LocalCache::apply(self, version, changes)
+    fn begin_whole(&self) {
+        self.invalidate();
+        self.part_failed.store(false, std::sync::atomic::Ordering::Relaxed);
+        if let Err(error) = self.store.replace(&Config::default()) {
+            tracing::warn!(%error, "the local cache could not be emptied; it is not used until rewritten");
+        }
+    }
+
+    fn add(&self, changes: &[ConfigChange]) {
+        // Each part in a transaction of its own: the write never holds the
+        // whole configuration's pages. The cache stays unused (no version
+        // file) until the last part.
+        if let Err(error) = self.store.apply(changes) {
+            tracing::warn!(%error, "the local cache could not take a part of the configuration; it is not used");
+            self.part_failed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    fn finish(&self, version: ConfigVersion, hash: &str) {
+        if self.part_failed.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        match self.store.apply_hashed(&[], Some(hash)) {
+            Ok(_) => self.record(version),
+            Err(error) => tracing::warn!(%error, "the local cache could not be completed; it is not used"),
+        }
     }
 }
 

@@ -315,6 +315,31 @@ pub fn compile_snapshot_hashed(
     hash: Option<String>,
 ) -> Result<Snapshot, CompileError> {
     let entities = EntityState::from_config(&config);
+    let hash = hash.unwrap_or_else(|| config_hash(&config));
+    compile_state(version, entities, hash)
+}
+
+/// A whole configuration assembled part by part (a data plane's transfer
+/// from its control plane): each entity goes straight into the state, so
+/// the configuration is never held twice, and the snapshot is compiled
+/// once, at the end.
+#[derive(Default)]
+pub struct SnapshotBuilder {
+    entities: EntityState,
+}
+
+impl SnapshotBuilder {
+    pub fn add(&mut self, entity: strait_core::Entity) {
+        self.entities.upsert(entity);
+    }
+
+    /// The snapshot of everything added, at `version` with `hash`.
+    pub fn finish(self, version: ConfigVersion, hash: String) -> Result<Snapshot, CompileError> {
+        compile_state(version, self.entities, hash)
+    }
+}
+
+fn compile_state(version: ConfigVersion, entities: EntityState, hash: String) -> Result<Snapshot, CompileError> {
     let mut problems = Vec::new();
     let routes: Vec<_> = entities.routes.values().cloned().collect();
     let router = Router::build_all(&routes).unwrap_or_else(|errors| {
@@ -331,7 +356,6 @@ pub fn compile_snapshot_hashed(
     }
     compiled.identities = identity::Identities::build(&entities, &compiled.plugin_instances);
     rebuild(&mut compiled, &entities, Dirty::everything(), &mut problems);
-    let hash = hash.unwrap_or_else(|| config_hash(&config));
     finish(version, hash, entities, compiled, problems)
 }
 

@@ -59,7 +59,7 @@ impl EntityState {
         }
     }
 
-    fn upsert(&mut self, entity: Entity) -> Previous {
+    pub(crate) fn upsert(&mut self, entity: Entity) -> Previous {
         match entity {
             Entity::Vault(e) => self.vaults.insert(e.id, e).map(Entity::Vault),
             Entity::KeySet(e) => self.key_sets.insert(e.id, e).map(Entity::KeySet),
