@@ -60,8 +60,7 @@ BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.5, 30.0
 
 class SimDataPlane:
     """One data plane of the real protocol, without a proxy. `parse`: decode deflated
-    frames (whole configurations); off, they are only counted and acknowledged with
-    `ack_version_of_full`."""
+    frames (the parts of a whole configuration); off, they are only counted."""
 
     def __init__(self, index: int, port: int, tls: ssl.SSLContext, plugins: list[str], parse: bool):
         self.node_id = str(uuid.uuid4())
@@ -69,7 +68,6 @@ class SimDataPlane:
         self.version = 0
         self.received: list[tuple[float, str, int, int]] = []   # (monotonic, type, version, bytes)
         self.connected_at: list[float] = []
-        self.ack_version_of_full = None   # when not parsing: the version to ack a full with
         self.stop = False
 
     async def run(self) -> None:
@@ -101,23 +99,31 @@ class SimDataPlane:
                                       "hostname": f"sim-{self.index}", "version": "sim",
                                       "plugins": self.plugins, "config_version": self.version,
                                       "config_hash": ""})
+            transfer = 0   # bytes of the whole configuration under way
             while not self.stop:
                 header = struct.unpack(">I", await reader.readexactly(4))[0]
                 length = header & ~DEFLATED
                 if not self.parse and header & DEFLATED:
+                    # A part of a whole configuration: counted, not decoded.
                     left = length
                     while left:
                         left -= len(await reader.read(min(left, 1 << 20)))
-                    self.version = self.ack_version_of_full or self.version
-                    self.received.append((time.monotonic(), "full", self.version, 4 + length))
-                    await self._send(writer, {"type": "ack", "version": self.version, "hash": ""})
+                    transfer += 4 + length
                     continue
                 payload = await reader.readexactly(length)
                 if header & DEFLATED:
                     payload = zlib.decompressobj(-15).decompress(payload)
                 message = json.loads(payload)
                 kind = message["type"]
-                if kind in ("full", "changes"):
+                if kind == "full_start":
+                    transfer = 4 + length
+                elif kind == "full_batch":
+                    transfer += 4 + length
+                elif kind == "full_end":
+                    self.version = message["version"]
+                    self.received.append((time.monotonic(), "full", self.version, transfer + 4 + length))
+                    await self._send(writer, {"type": "ack", "version": self.version, "hash": ""})
+                elif kind == "changes":
                     self.version = message["version"]
                     self.received.append((time.monotonic(), kind, self.version, 4 + length))
                     await self._send(writer, {"type": "ack", "version": self.version, "hash": ""})
@@ -253,8 +259,6 @@ def _stage_routes(ctx: RunContext, cluster: Cluster, origin_url: str) -> dict:
     # Whole configurations are counted, not decoded: decoding 100 of them in Python
     # would measure this harness. Changes (the point of the stage) are decoded.
     fleet = Fleet(SIM_DPS, cluster.cluster_port, cluster.cert, cluster.key, plugins, parse=False)
-    for plane in fleet.planes:
-        plane.ack_version_of_full = version
     fleet.start()
     full_s = fleet.wait_all_at(version, 120)
     full_bytes = [p.received[-1][3] for p in fleet.planes]
@@ -365,8 +369,6 @@ def _stage_consumers(ctx: RunContext, cluster: Cluster, origin_url: str) -> dict
     ctx.procs.stop(dp)
     plugins = _admin(admin, "GET", "/plugins/enabled")[1]["enabled_plugins"]
     fleet = Fleet(SIM_DPS, cluster.cluster_port, cluster.cert, cluster.key, plugins, parse=False)
-    for plane in fleet.planes:
-        plane.ack_version_of_full = version
     cpu_before = cpu_seconds(cp.pid)
     started = time.monotonic()
     fleet.start()
