@@ -355,7 +355,11 @@ async fn a_bulk_config_push_reaches_data_planes_with_no_failed_request() {
     let files = Files::new();
     let cert = files.cert("cluster", &LeafCert::self_signed(&["kong_clustering"]));
     let port = free_port();
-    let cp = Gateway::start(control_plane(port, &cert)).await;
+    // The control plane on the embedded store in both passes of the suite:
+    // the property here is the data planes' (the PostgreSQL control plane's
+    // writes are the other tests'), and a debug build takes longer than the
+    // harness's request timeout to write the set to PostgreSQL.
+    let cp = Gateway::start(control_plane(port, &cert).setting("database", "embedded")).await;
     let origin = Upstream::start(UpstreamKind::Http1).await;
     let small = json!({
         "_format_version": "3.0",
