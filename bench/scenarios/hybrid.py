@@ -16,8 +16,9 @@ b. **A CP restart with 100 DPs connected.** wrk loads the real DP throughout. Th
    reconnected after the CP was back (the spread the jitter gives), and the real DP's errors
    and non-2xx answers (none means no DP stopped serving).
 c. **1,000,000 consumers with key-auth credentials** (`--quick`: 100,000). A CP starts with
-   them. A fresh real DP syncs: the time from its start to serving the CP's version, then its
-   RSS (goal < 1 GiB). Then 100 simulated DPs ask for the whole configuration at once: the
+   them. A fresh real DP syncs: the time from its start to serving the CP's version, its RSS
+   once synced and its peak anonymous memory during the sync (sampled every 50 ms; goal
+   < 1 GiB), beside VmHWM, which also counts the LMDB copy's file pages. Then 100 simulated DPs ask for the whole configuration at once: the
    CP's CPU seconds and peak RSS while it serves them, and the time until all have it.
 
 Run alone: `bench/run hybrid` (about 6 minutes; `--quick` about 2).
@@ -357,15 +358,36 @@ def _stage_consumers(ctx: RunContext, cluster: Cluster, origin_url: str) -> dict
     ctx.log(f"{NAME}: CP up with {count:,} consumers in {cp_start_s:.1f} s")
     started = time.monotonic()
     dp, dp_proxy, dp_admin = cluster.start_dp("dp-consumers")
+    # VmHWM counts the pages of the LMDB copy's mapped file the DP touched while
+    # writing it (clean page cache, reclaimed under memory pressure and dropped
+    # when the store reopens); the anonymous peak is what an OOM killer weighs.
+    # /proc keeps no high-water mark for it: sample it.
+    anon_peak = {"kib": 0}
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.is_set():
+            try:
+                anon_peak["kib"] = max(anon_peak["kib"], memory_kib(dp.pid)["anon_kib"])
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     while _status(dp_admin) != version:
         if time.monotonic() - started > 900:
             raise RuntimeError("the fresh data plane never synced")
         time.sleep(0.1)
     sync_s = time.monotonic() - started
     time.sleep(2)
+    sampling.set()
+    sampler.join()
     dp_memory = memory_kib(dp.pid)
+    dp_memory["peak_anon_kib"] = anon_peak["kib"]
     ctx.log(f"{NAME}: fresh DP synced {count:,} consumers in {sync_s:.1f} s; RSS "
-            f"{dp_memory['rss_kib'] / 1024:.0f} MiB (peak {dp_memory['peak_rss_kib'] / 1024:.0f} MiB)")
+            f"{dp_memory['rss_kib'] / 1024:.0f} MiB (peak {dp_memory['peak_rss_kib'] / 1024:.0f} MiB, "
+            f"anonymous peak {dp_memory['peak_anon_kib'] / 1024:.0f} MiB)")
     ctx.procs.stop(dp)
     plugins = _admin(admin, "GET", "/plugins/enabled")[1]["enabled_plugins"]
     fleet = Fleet(SIM_DPS, cluster.cluster_port, cluster.cert, cluster.key, plugins, parse=False)
@@ -421,8 +443,10 @@ def _goals(result: dict) -> list[Goal]:
              (restart["dp_errors"] or 0) + (restart["dp_non_2xx"] or 0) == 0),
         Goal(f"DP RSS with {c['consumers']:,} consumers", "< 1 GiB",
              f"{c['dp_memory_kib']['rss_kib'] / 1024:.0f} MiB", c["dp_memory_kib"]["rss_kib"] < gib),
-        Goal(f"DP peak RSS while it first syncs {c['consumers']:,} consumers", "< 1 GiB",
-             f"{c['dp_memory_kib']['peak_rss_kib'] / 1024:.0f} MiB", c["dp_memory_kib"]["peak_rss_kib"] < gib),
+        Goal(f"DP peak anonymous memory while it first syncs {c['consumers']:,} consumers", "< 1 GiB",
+             f"{c['dp_memory_kib']['peak_anon_kib'] / 1024:.0f} MiB (VmHWM with the LMDB copy's file pages: "
+             f"{c['dp_memory_kib']['peak_rss_kib'] / 1024:.0f} MiB)",
+             c["dp_memory_kib"]["peak_anon_kib"] < gib),
     ]
 
 
@@ -456,8 +480,9 @@ def render(result: dict, plot_dir: Path) -> Rendered:
         ["declarative file (MiB)", fmt(c["config_bytes"] / 2**20, 0)],
         ["CP start with the file (s)", fmt(c["cp_start_s"], 1)],
         ["fresh real DP: start to serving the CP's version (s)", fmt(c["dp_sync_s"], 1)],
-        ["fresh real DP: RSS / peak RSS (MiB)", f"{mib(c['dp_memory_kib']['rss_kib'])} / "
-                                                f"{mib(c['dp_memory_kib']['peak_rss_kib'])}"],
+        ["fresh real DP: RSS / peak anonymous / VmHWM (MiB)",
+         f"{mib(c['dp_memory_kib']['rss_kib'])} / {mib(c['dp_memory_kib']['peak_anon_kib'])} / "
+         f"{mib(c['dp_memory_kib']['peak_rss_kib'])}"],
         [f"{SIM_DPS} simulated DPs at once: until all had it (s)", fmt(c["fleet_s"], 1)],
         ["whole configuration on the wire per DP (MiB, deflated)", fmt(c["frame_bytes"] / 2**20, 1)],
         ["CP CPU while serving them (s)", fmt(c["cp_cpu_s"], 1)],
