@@ -65,6 +65,7 @@ class SimDataPlane:
 
     def __init__(self, index: int, port: int, tls: ssl.SSLContext, plugins: list[str], parse: bool):
         self.node_id = str(uuid.uuid4())
+        self.version_text = "0.0.0"   # set to the control plane's own version before starting
         self.index, self.port, self.tls, self.plugins, self.parse = index, port, tls, plugins, parse
         self.version = 0
         self.received: list[tuple[float, str, int, int]] = []   # (monotonic, type, version, bytes)
@@ -97,7 +98,7 @@ class SimDataPlane:
         try:
             self.connected_at.append(time.monotonic())
             await self._send(writer, {"type": "hello", "protocol": 1, "node_id": self.node_id,
-                                      "hostname": f"sim-{self.index}", "version": "sim",
+                                      "hostname": f"sim-{self.index}", "version": self.version_text,
                                       "plugins": self.plugins, "config_version": self.version,
                                       "config_hash": ""})
             transfer = 0   # bytes of the whole configuration under way
@@ -152,7 +153,9 @@ class Fleet:
         asyncio.set_event_loop(self.loop)
         self.loop.run_until_complete(asyncio.gather(*(p.run() for p in self.planes)))
 
-    def start(self) -> None:
+    def start(self, version_text: str) -> None:
+        for plane in self.planes:
+            plane.version_text = version_text
         self.thread.start()
 
     def stop(self) -> None:
@@ -260,7 +263,7 @@ def _stage_routes(ctx: RunContext, cluster: Cluster, origin_url: str) -> dict:
     # Whole configurations are counted, not decoded: decoding 100 of them in Python
     # would measure this harness. Changes (the point of the stage) are decoded.
     fleet = Fleet(SIM_DPS, cluster.cluster_port, cluster.cert, cluster.key, plugins, parse=False)
-    fleet.start()
+    fleet.start(_admin(admin, "GET", "/")[1]["strait_version"])
     full_s = fleet.wait_all_at(version, 120)
     full_bytes = [p.received[-1][3] for p in fleet.planes]
     while _status(dp_admin) != version:
@@ -393,7 +396,7 @@ def _stage_consumers(ctx: RunContext, cluster: Cluster, origin_url: str) -> dict
     fleet = Fleet(SIM_DPS, cluster.cluster_port, cluster.cert, cluster.key, plugins, parse=False)
     cpu_before = cpu_seconds(cp.pid)
     started = time.monotonic()
-    fleet.start()
+    fleet.start(_admin(admin, "GET", "/")[1]["strait_version"])
     fleet_s = fleet.wait_all_at(version, 900)
     cp_cpu = cpu_seconds(cp.pid) - cpu_before
     cp_memory = memory_kib(cp.pid)

@@ -206,6 +206,26 @@ async fn serve(socket: std::net::TcpListener, server: Arc<rustls::ServerConfig>,
     }
 }
 
+/// Why a data plane of version `dp` may not follow a control plane of
+/// version `cp`, if it may not (Kong's rule: the same major version, and a
+/// minor version no newer than the control plane's).
+fn version_incompatible(dp: &str, cp: &str) -> Option<String> {
+    let major_minor = |v: &str| -> Option<(u64, u64)> {
+        let mut parts = v.split('.');
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    };
+    match (major_minor(dp), major_minor(cp)) {
+        (None, _) => Some(format!("the data plane's version {dp:?} is not a version")),
+        (Some((dp_major, _)), Some((cp_major, _))) if dp_major != cp_major => Some(format!(
+            "the data plane's version {dp} and the control plane's {cp} differ in their major version"
+        )),
+        (Some((_, dp_minor)), Some((_, cp_minor))) if dp_minor > cp_minor => Some(format!(
+            "the data plane's version {dp} is newer than the control plane's {cp}"
+        )),
+        _ => None,
+    }
+}
+
 /// Plugins the configuration enables that the data plane does not have.
 fn missing_plugins(snapshot: &Snapshot, available: &HashSet<String>) -> Vec<String> {
     snapshot
@@ -250,6 +270,33 @@ where
             },
         )
         .await;
+        tracing::warn!(%peer, node_id, %reason, "a data plane was refused");
+        return;
+    }
+    if let Some(reason) = version_incompatible(&version, strait_proxy::VERSION) {
+        let _ = frame::write(
+            &mut writer,
+            &Message::Incompatible {
+                sync_status: "kong_version_incompatible".into(),
+                reason: reason.clone(),
+            },
+        )
+        .await;
+        shared.planes.lock().insert(
+            node_id.clone(),
+            DataPlane {
+                id: node_id.clone(),
+                hostname,
+                ip: peer.ip().to_string(),
+                version,
+                sync_status: "kong_version_incompatible".into(),
+                config_version,
+                config_hash,
+                last_seen: now(),
+                connected: false,
+                bytes_sent: 0,
+            },
+        );
         tracing::warn!(%peer, node_id, %reason, "a data plane was refused");
         return;
     }
@@ -504,6 +551,15 @@ mod tests {
             .expect("published");
     }
 
+    #[test]
+    fn versions_follow_kongs_rule() {
+        assert_eq!(version_incompatible("0.1.0", "0.1.0"), None);
+        assert_eq!(version_incompatible("1.2.9", "1.3.0"), None, "an older minor follows");
+        assert!(version_incompatible("1.4.0", "1.3.0").is_some_and(|r| r.contains("newer")));
+        assert!(version_incompatible("2.0.0", "1.9.0").is_some_and(|r| r.contains("major")));
+        assert!(version_incompatible("sim", "1.0.0").is_some_and(|r| r.contains("not a version")));
+    }
+
     async fn next<R: tokio::io::AsyncRead + Unpin>(reader: &mut R) -> Message {
         tokio::time::timeout(Duration::from_secs(5), frame::read(reader))
             .await
@@ -547,7 +603,7 @@ mod tests {
             protocol: PROTOCOL,
             node_id: "dp-1".into(),
             hostname: "dp".into(),
-            version: "test".into(),
+            version: strait_proxy::VERSION.into(),
             plugins: vec!["key-auth".into()],
             config_version: 0,
             config_hash: String::new(),

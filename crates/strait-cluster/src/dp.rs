@@ -212,7 +212,7 @@ impl DataPlane {
             protocol: PROTOCOL,
             node_id: self.node_id.clone(),
             hostname: self.hostname.clone(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
+            version: strait_proxy::VERSION.to_string(),
             plugins: self.plugins.clone(),
             config_version: if *want_full { 0 } else { current.version },
             config_hash: current.hash.clone(),
