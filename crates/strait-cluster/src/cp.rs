@@ -140,19 +140,7 @@ impl ControlPlane {
             planes: planes.clone(),
             parts: Mutex::new(None),
         });
-        std::thread::Builder::new()
-            .name("strait-cluster".into())
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                    Ok(runtime) => runtime,
-                    Err(error) => {
-                        tracing::error!(%error, "the cluster listener could not start");
-                        return;
-                    }
-                };
-                runtime.block_on(serve(socket, server, shared));
-            })
-            .map_err(|e| format!("starting the cluster listener: {e}"))?;
+        crate::spawn_on_thread("the cluster listener", move || serve(socket, server, shared))?;
         tracing::info!(listen = %self.listen, "control plane: listening for data planes");
         Ok(planes)
     }
@@ -260,46 +248,12 @@ where
         tracing::warn!(%peer, "a data plane's first frame was not a hello");
         return;
     };
-    if protocol != PROTOCOL {
-        let reason = format!("this control plane speaks protocol {PROTOCOL}, the data plane {protocol}");
-        let _ = frame::write(
-            &mut writer,
-            &Message::Incompatible {
-                sync_status: "kong_version_incompatible".into(),
-                reason: reason.clone(),
-            },
-        )
-        .await;
-        tracing::warn!(%peer, node_id, %reason, "a data plane was refused");
-        return;
-    }
-    if let Some(reason) = version_incompatible(&version, strait_proxy::VERSION) {
-        let _ = frame::write(
-            &mut writer,
-            &Message::Incompatible {
-                sync_status: "kong_version_incompatible".into(),
-                reason: reason.clone(),
-            },
-        )
-        .await;
-        shared.planes.lock().insert(
-            node_id.clone(),
-            DataPlane {
-                id: node_id.clone(),
-                hostname,
-                ip: peer.ip().to_string(),
-                version,
-                sync_status: "kong_version_incompatible".into(),
-                config_version,
-                config_hash,
-                last_seen: now(),
-                connected: false,
-                bytes_sent: 0,
-            },
-        );
-        tracing::warn!(%peer, node_id, %reason, "a data plane was refused");
-        return;
-    }
+    let refusal = match protocol == PROTOCOL {
+        false => Some(format!(
+            "this control plane speaks protocol {PROTOCOL}, the data plane {protocol}"
+        )),
+        true => version_incompatible(&version, strait_proxy::VERSION),
+    };
     let available: HashSet<String> = plugins.into_iter().collect();
     shared.planes.lock().insert(
         node_id.clone(),
@@ -308,14 +262,26 @@ where
             hostname,
             ip: peer.ip().to_string(),
             version,
-            sync_status: "unknown".into(),
+            sync_status: match refusal {
+                Some(_) => "kong_version_incompatible".into(),
+                None => "unknown".into(),
+            },
             config_version,
             config_hash,
             last_seen: now(),
-            connected: true,
+            connected: refusal.is_none(),
             bytes_sent: 0,
         },
     );
+    if let Some(reason) = refusal {
+        let message = Message::Incompatible {
+            sync_status: "kong_version_incompatible".into(),
+            reason: reason.clone(),
+        };
+        let _ = frame::write(&mut writer, &message).await;
+        tracing::warn!(%peer, node_id, %reason, "a data plane was refused");
+        return;
+    }
     tracing::info!(%peer, node_id, config_version, "data plane connected");
     // Frames from the data plane, read apart from the writes so a write
     // waiting on a slow socket never stops acks and pings.

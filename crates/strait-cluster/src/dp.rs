@@ -138,19 +138,7 @@ impl DataPlane {
             ..Default::default()
         });
         let shown = status.clone();
-        std::thread::Builder::new()
-            .name("strait-cluster".into())
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                    Ok(runtime) => runtime,
-                    Err(error) => {
-                        tracing::error!(%error, "the data plane's sync could not start");
-                        return;
-                    }
-                };
-                runtime.block_on(self.follow(client, status));
-            })
-            .map_err(|e| format!("starting the data plane's sync: {e}"))?;
+        crate::spawn_on_thread("the data plane's sync", move || self.follow(client, status))?;
         Ok(shown)
     }
 

@@ -10,3 +10,23 @@ pub mod cp;
 pub mod dp;
 pub mod frame;
 pub mod tls;
+
+/// Run the future `work` makes on a thread of its own (named
+/// `strait-cluster`) with a current-thread runtime; `what` names it in
+/// errors.
+fn spawn_on_thread<F, Fut>(what: &'static str, work: F) -> Result<(), String>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    std::thread::Builder::new()
+        .name("strait-cluster".into())
+        .spawn(
+            move || match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => runtime.block_on(work()),
+                Err(error) => tracing::error!(%error, "{what} could not start"),
+            },
+        )
+        .map(|_| ())
+        .map_err(|e| format!("starting {what}: {e}"))
+}
