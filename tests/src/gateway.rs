@@ -322,6 +322,25 @@ impl Gateway {
         reply
     }
 
+    /// Polls the proxy for `path` (every 5 ms) until it answers `status`,
+    /// at most `limit`; how long that took.
+    pub async fn until_proxied(&self, path: &str, status: u16, limit: Duration) -> Duration {
+        let started = std::time::Instant::now();
+        loop {
+            let reply = self.proxy(crate::get(path)).await;
+            if reply.status.as_u16() == status {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < limit,
+                "{path} never answered {status} within {limit:?} (last {})\n{}",
+                reply.status,
+                self.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// Waits until the proxy's marker route answers `token` (5 s).
     pub async fn wait_marker(&self, token: &str) {
         let proxy = self.proxy_addr();

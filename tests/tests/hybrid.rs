@@ -81,25 +81,6 @@ async fn post(node: &Gateway, path: &str, body: Value) -> Reply {
     reply
 }
 
-/// Poll `node`'s proxy for `path` until it answers `status` (at most
-/// `limit`); how long it took.
-async fn until_proxied(node: &Gateway, path: &str, status: u16, limit: Duration) -> Duration {
-    let started = Instant::now();
-    loop {
-        let reply = node.proxy(get(path)).await;
-        if reply.status.as_u16() == status {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < limit,
-            "{path} never answered {status} within {limit:?} (last {})\n{}",
-            reply.status,
-            node.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 /// The control plane's data planes, by id.
 async fn data_planes(cp: &Gateway) -> Vec<Value> {
     let reply = cp.admin_get("/clustering/data-planes").await;
@@ -177,8 +158,8 @@ async fn shared_mtls_control_plane_and_two_data_planes() {
 
     let mut a = Gateway::start(data_plane(port, &cert)).await;
     let b = Gateway::start(data_plane(port, &cert)).await;
-    until_proxied(&a, "/orders", 200, Duration::from_secs(5)).await;
-    until_proxied(&b, "/orders", 200, Duration::from_secs(5)).await;
+    a.until_proxied("/orders", 200, Duration::from_secs(5)).await;
+    b.until_proxied("/orders", 200, Duration::from_secs(5)).await;
     let (id_a, id_b) = (node_id(&a).await, node_id(&b).await);
     let planes = until_in_sync(&cp, 2).await;
     let full = bytes_sent(&planes, &id_a);
@@ -188,8 +169,8 @@ async fn shared_mtls_control_plane_and_two_data_planes() {
     // A route created on the control plane is proxied by both within 1 s.
     let written = Instant::now();
     route(&cp, "r2", "/v2").await;
-    until_proxied(&a, "/v2", 200, Duration::from_secs(1)).await;
-    until_proxied(&b, "/v2", 200, Duration::from_secs(1)).await;
+    a.until_proxied("/v2", 200, Duration::from_secs(1)).await;
+    b.until_proxied("/v2", 200, Duration::from_secs(1)).await;
     let took = written.elapsed();
     eprintln!("a route on the control plane was proxied by both data planes after {took:?}");
     assert!(took < Duration::from_secs(1), "{took:?}");
@@ -270,8 +251,8 @@ async fn shared_mtls_control_plane_and_two_data_planes() {
     let planes = until_in_sync(&cp, 2).await;
     let before = bytes_sent(&planes, &id_a);
     route(&cp, "r3", "/v3").await;
-    until_proxied(&a, "/v3", 200, Duration::from_secs(1)).await;
-    until_proxied(&b, "/v3", 200, Duration::from_secs(1)).await;
+    a.until_proxied("/v3", 200, Duration::from_secs(1)).await;
+    b.until_proxied("/v3", 200, Duration::from_secs(1)).await;
     let planes = until_in_sync(&cp, 2).await;
     let caught_up = bytes_sent(&planes, &id_a) - before;
     assert!(
@@ -281,8 +262,8 @@ async fn shared_mtls_control_plane_and_two_data_planes() {
 
     // Deletes travel too.
     assert_eq!(cp.admin("DELETE", "/routes/r1", &[], "").await.status, 204);
-    until_proxied(&a, "/orders", 404, Duration::from_secs(1)).await;
-    until_proxied(&b, "/orders", 404, Duration::from_secs(1)).await;
+    a.until_proxied("/orders", 404, Duration::from_secs(1)).await;
+    b.until_proxied("/orders", 404, Duration::from_secs(1)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -306,7 +287,7 @@ async fn pki_mtls_and_a_data_plane_behind_the_change_log_gets_everything() {
     route(&cp, "r0", "/r0").await;
 
     let mut a = Gateway::start(data_plane(port, &trust(files.cert("dp-a", &ca.issue(&["dp-a"]))))).await;
-    until_proxied(&a, "/r0", 200, Duration::from_secs(5)).await;
+    a.until_proxied("/r0", 200, Duration::from_secs(5)).await;
 
     // Signed by another CA: refused.
     let other = TestCa::new("Another CA");
@@ -332,9 +313,9 @@ async fn pki_mtls_and_a_data_plane_behind_the_change_log_gets_everything() {
     assert_eq!(cp.admin("DELETE", "/routes/r0", &[], "").await.status, 204);
     a.restart().await;
     for n in 1..=6 {
-        until_proxied(&a, &format!("/r{n}"), 200, Duration::from_secs(5)).await;
+        a.until_proxied(&format!("/r{n}"), 200, Duration::from_secs(5)).await;
     }
-    until_proxied(&a, "/r0", 404, Duration::from_secs(1)).await;
+    a.until_proxied("/r0", 404, Duration::from_secs(1)).await;
     until_in_sync(&cp, 1).await;
     assert!(
         a.log().contains("configuration from the control plane applied (whole)"),
@@ -371,7 +352,7 @@ async fn a_bulk_config_push_reaches_data_planes_with_no_failed_request() {
         Gateway::start(data_plane(port, &cert)).await,
     ];
     for dp in &dps {
-        until_proxied(dp, "/live", 200, Duration::from_secs(5)).await;
+        dp.until_proxied("/live", 200, Duration::from_secs(5)).await;
     }
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -410,7 +391,7 @@ async fn a_bulk_config_push_reaches_data_planes_with_no_failed_request() {
     let pushed = Instant::now();
     post(&cp, "/config", big).await;
     for dp in &dps {
-        until_proxied(dp, "/r9999/echo", 200, Duration::from_secs(30)).await;
+        dp.until_proxied("/r9999/echo", 200, Duration::from_secs(30)).await;
     }
     let took = pushed.elapsed();
     // Keep the clients on a little past the swap.

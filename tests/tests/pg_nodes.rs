@@ -71,21 +71,9 @@ async fn two_nodes_with_orders() -> (PgServer, Upstream, Gateway, Gateway) {
     (server, origin, a, b)
 }
 
-/// Poll `node`'s proxy for `path` until it answers `status`; how long it took.
+/// Poll `node`'s proxy for `path` until it answers `status` (at most 5 s).
 async fn until_proxied(node: &Gateway, path: &str, status: u16) -> Duration {
-    let started = Instant::now();
-    loop {
-        let reply = node.proxy(get(path)).await;
-        if reply.status.as_u16() == status {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "{path} never answered {status} (last {})",
-            reply.status
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    node.until_proxied(path, status, Duration::from_secs(5)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

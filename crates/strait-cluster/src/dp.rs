@@ -190,7 +190,7 @@ impl DataPlane {
             .map_err(|_| fail("connecting timed out".into()))?
             .map_err(|e| fail(format!("connecting: {e}")))?;
         let _ = tcp.set_nodelay(true);
-        let tls = tokio::time::timeout(CONNECT_WITHIN, connector.connect(self.tls_name(), tcp))
+        let tls = tokio::time::timeout(CONNECT_WITHIN, connector.connect(self.tls.server_name(), tcp))
             .await
             .map_err(|_| fail("the TLS handshake timed out".into()))?
             .map_err(|e| fail(format!("TLS handshake: {e}")))?;
@@ -323,10 +323,6 @@ impl DataPlane {
                 }
             }
         }
-    }
-
-    fn tls_name(&self) -> rustls::pki_types::ServerName<'static> {
-        self.tls.server_name()
     }
 
     fn ack(&self) -> Message {

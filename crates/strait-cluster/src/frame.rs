@@ -112,25 +112,6 @@ pub fn encode(message: &Message) -> std::io::Result<Vec<u8>> {
     Ok(frame)
 }
 
-/// One frame of a large message, deflated as it is serialised (the JSON
-/// text of a whole configuration is never held in full).
-pub fn encode_deflated(message: &Message) -> std::io::Result<Vec<u8>> {
-    use std::io::Write as _;
-    let deflater = flate2::write::DeflateEncoder::new(vec![0u8; 4], flate2::Compression::fast());
-    // serde_json writes a few bytes at a time; the deflater wants blocks.
-    let mut buffered = std::io::BufWriter::with_capacity(256 << 10, deflater);
-    serde_json::to_writer(&mut buffered, message).map_err(std::io::Error::other)?;
-    buffered.flush()?;
-    let deflater = buffered.into_inner().map_err(|e| e.into_error())?;
-    let mut frame = deflater.finish()?;
-    let length = frame.len() - 4;
-    if length > MAX_FRAME {
-        return Err(too_large("a deflated frame", length));
-    }
-    frame[..4].copy_from_slice(&(length as u32 | DEFLATED).to_be_bytes());
-    Ok(frame)
-}
-
 /// Write one frame; the number of bytes sent.
 pub async fn write<W: AsyncWrite + Unpin>(writer: &mut W, message: &Message) -> std::io::Result<usize> {
     let frame = encode(message)?;
@@ -227,18 +208,11 @@ mod tests {
         assert!(plain >= COMPRESS_OVER, "{plain}");
         assert_ne!(frame[0] & 0x80, 0, "the deflate bit");
         assert!(frame.len() < plain / 2, "{} of {plain}", frame.len());
-        let streamed = encode_deflated(&message).unwrap();
-        assert_ne!(streamed[0] & 0x80, 0);
         let (mut a, mut b) = tokio::io::duplex(1 << 20);
-        tokio::spawn(async move {
-            a.write_all(&frame).await?;
-            a.write_all(&streamed).await
-        });
-        for _ in 0..2 {
-            match read(&mut b).await.unwrap() {
-                Some(Message::Changes { changes, .. }) => assert_eq!(changes.len(), 2_000),
-                other => panic!("{other:?}"),
-            }
+        tokio::spawn(async move { a.write_all(&frame).await });
+        match read(&mut b).await.unwrap() {
+            Some(Message::Changes { changes, .. }) => assert_eq!(changes.len(), 2_000),
+            other => panic!("{other:?}"),
         }
     }
 }

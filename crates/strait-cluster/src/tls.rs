@@ -131,14 +131,6 @@ impl ClusterTls {
         ServerName::try_from(self.server_name.clone())
             .unwrap_or_else(|_| ServerName::try_from(DEFAULT_SERVER_NAME).expect("a valid DNS name"))
     }
-
-    /// `cluster_mtls`'s value.
-    pub fn mode_name(&self) -> &'static str {
-        match self.mode {
-            Mtls::Shared => "shared",
-            Mtls::Pki { .. } => "pki",
-        }
-    }
 }
 
 /// `shared` mode's check, both ways: the peer presents exactly this
