@@ -16,6 +16,8 @@ command -v wrk >/dev/null || missing+=(wrk)
 command -v h2load >/dev/null || missing+=(nghttp2-client)
 command -v nginx >/dev/null || missing+=(nginx)
 command -v taskset >/dev/null || missing+=(util-linux)
+# hybrid makes its cluster certificate with openssl.
+command -v openssl >/dev/null || missing+=(openssl)
 # pg-propagation runs its own throwaway PostgreSQL server.
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 if ((${#missing[@]})); then
