@@ -69,8 +69,11 @@ pub const SERVICE: &str = "strait.test.Stream";
 pub struct State {
     /// `Collect` reads at most this many payload bytes a second (0: no limit).
     pub read_rate: AtomicU64,
-    /// Calls started, any method.
+    /// Calls started, any method: counted when the request's head arrives,
+    /// so a call the client reset before sending its message counts too.
     pub calls: AtomicU64,
+    /// `Unary` calls whose message arrived and was answered.
+    pub unary_answered: AtomicU64,
     /// Connections accepted.
     pub connections: AtomicU64,
     /// `Ack` streams open now (their response stream not yet dropped).
@@ -103,7 +106,7 @@ impl NamedService for StreamServer {
     const NAME: &'static str = SERVICE;
 }
 
-struct Unary;
+struct Unary(Arc<State>);
 struct Collect(Arc<State>);
 struct Emit;
 struct Ack(Arc<State>);
@@ -112,6 +115,7 @@ impl tonic::server::UnaryService<Msg> for Unary {
     type Response = Msg;
     type Future = BoxFuture<Result<Response<Msg>, Status>>;
     fn call(&mut self, request: Request<Msg>) -> Self::Future {
+        self.0.unary_answered.fetch_add(1, Ordering::Relaxed);
         Box::pin(async move { Ok(Response::new(request.into_inner())) })
     }
 }
@@ -199,7 +203,7 @@ where
             let response = match method.as_str() {
                 "Unary" => {
                     let mut grpc = tonic::server::Grpc::new(ProstCodec::<Msg, Msg>::default());
-                    grpc.unary(Unary, request).await
+                    grpc.unary(Unary(state), request).await
                 }
                 "Collect" => {
                     let mut grpc = tonic::server::Grpc::new(ProstCodec::<Summary, Msg>::default());
@@ -317,6 +321,11 @@ impl GrpcUpstream {
 
     pub fn calls(&self) -> u64 {
         self.state.calls.load(Ordering::Relaxed)
+    }
+
+    /// `Unary` calls whose message arrived and was answered.
+    pub fn unary_answered(&self) -> u64 {
+        self.state.unary_answered.load(Ordering::Relaxed)
     }
 
     /// `Ack` streams the upstream still serves.
