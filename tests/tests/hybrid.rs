@@ -365,6 +365,9 @@ async fn a_bulk_config_push_reaches_data_planes_with_no_failed_request() {
             clients.push(tokio::spawn(async move {
                 let mut conn = Conn::h1(addr).await.expect("connect");
                 while !stop.load(Ordering::SeqCst) {
+                    // Paced, so that on two cores the control plane (a
+                    // debug build) still gets the CPU to take the push.
+                    tokio::time::sleep(Duration::from_millis(2)).await;
                     match conn.send(get("/live/echo")).await {
                         Ok(reply) if reply.status == 200 => {
                             ok.fetch_add(1, Ordering::SeqCst);
@@ -389,7 +392,22 @@ async fn a_bulk_config_push_reaches_data_planes_with_no_failed_request() {
         .map(|i| json!({ "username": format!("user-{i}"), "keyauth_credentials": [{ "key": format!("key-{i}") }] }))
         .collect();
     let pushed = Instant::now();
-    post(&cp, "/config", big).await;
+    // A debug build parses, stores and compiles the set in seconds, more
+    // than the harness's usual request timeout on a slow machine; the
+    // property here is the data planes'.
+    let push = strait_e2e::client::request(
+        "POST",
+        "/config",
+        &[("content-type", "application/json")],
+        big.to_string(),
+    );
+    let reply = Conn::h1(cp.admin_addr())
+        .await
+        .expect("connect to the admin API")
+        .send_within(push, Duration::from_secs(120))
+        .await
+        .unwrap_or_else(|e| panic!("POST /config: {e:#}\n{}", cp.log_tail()));
+    assert_eq!(reply.status, 201, "POST /config: {}", reply.text());
     for dp in &dps {
         dp.until_proxied("/r9999/echo", 200, Duration::from_secs(30)).await;
     }
