@@ -171,30 +171,34 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         }
     };
     open_token_store(&settings)?;
-    let cached = match &dp_cache {
+    let initial = match &dp_cache {
         // What the data plane served last, or nothing until the control
         // plane sends the configuration.
-        Some(cache) => Some(cache.load().unwrap_or((0, strait_core::Config::default(), None))),
-        None => postgres.as_mut().and_then(|(_, _, _, cached)| cached.take()),
-    };
-    let (version, config, stored_hash) = match cached {
-        Some(cached) => cached,
+        Some(cache) => match cache.load_snapshot() {
+            Some(compiled) => compiled,
+            None => compile_snapshot_hashed(0, Arc::new(strait_core::Config::default()), None),
+        },
         None => {
-            let (version, config) = store
-                .load()
-                .map_err(|e| anyhow!("loading the stored configuration: {e}"))?;
-            let stored_hash = store
-                .config_hash()
-                .map_err(|e| anyhow!("reading the configuration hash: {e}"))?;
-            if let Some((_, cache, _, _)) = &postgres {
-                cache.replace(version, &config, stored_hash.as_deref());
-            }
-            (version, config, stored_hash)
+            let (version, config, stored_hash) = match postgres.as_mut().and_then(|(_, _, _, cached)| cached.take()) {
+                Some(cached) => cached,
+                None => {
+                    let (version, config) = store
+                        .load()
+                        .map_err(|e| anyhow!("loading the stored configuration: {e}"))?;
+                    let stored_hash = store
+                        .config_hash()
+                        .map_err(|e| anyhow!("reading the configuration hash: {e}"))?;
+                    if let Some((_, cache, _, _)) = &postgres {
+                        cache.replace(version, &config, stored_hash.as_deref());
+                    }
+                    (version, config, stored_hash)
+                }
+            };
+            compile_snapshot_hashed(version, Arc::new(config), stored_hash)
         }
-    };
-    let initial = compile_snapshot_hashed(version, Arc::new(config), stored_hash)
-        .map_err(|e| anyhow!("stored configuration does not compile: {e}"))?;
-    tracing::info!(config_version = version, "stored configuration loaded");
+    }
+    .map_err(|e| anyhow!("stored configuration does not compile: {e}"))?;
+    tracing::info!(config_version = initial.version, "stored configuration loaded");
     let publisher = SnapshotPublisher::start(initial);
     if let Some((store, cache, config, _)) = postgres {
         crate::pg_follow::start(store, cache, config, publisher.clone())?;

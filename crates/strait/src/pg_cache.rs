@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
 use strait_core::{Config, ConfigChange, ConfigVersion, Entity, EntityKind};
+use strait_proxy::{compile_snapshot_hashed, CompileError, Snapshot, SnapshotBuilder};
 use strait_store::pg::PgStore;
 use strait_store::{ChangeLogEntry, LmdbStore, Store, StoreError};
 use uuid::Uuid;
@@ -60,6 +61,24 @@ impl LocalCache {
         let (_, config) = self.store.load().ok()?;
         let hash = self.store.config_hash().ok().flatten();
         Some((version, config, hash))
+    }
+
+    /// The cached configuration compiled into the snapshot to serve, its
+    /// entities going from the store straight into the snapshot's state (as
+    /// a transfer from the control plane does), so a data plane restarting
+    /// with a million consumers never holds them twice. `None` when the
+    /// cache is incomplete (nothing to serve yet).
+    pub fn load_snapshot(&self) -> Option<Result<Snapshot, CompileError>> {
+        let version: ConfigVersion = std::fs::read_to_string(&self.version_file).ok()?.trim().parse().ok()?;
+        let Some(hash) = self.store.config_hash().ok().flatten() else {
+            // A cache written without the control plane's hash: compile it
+            // whole, hashing it as the control plane would.
+            let (_, config) = self.store.load().ok()?;
+            return Some(compile_snapshot_hashed(version, Arc::new(config), None));
+        };
+        let mut builder = SnapshotBuilder::default();
+        self.store.for_each_entity(|entity| builder.add(entity)).ok()?;
+        Some(builder.finish(version, hash))
     }
 
     fn record(&self, version: ConfigVersion) {

@@ -164,13 +164,42 @@ fn write_hash(tables: &Tables, txn: &mut heed::RwTxn, hash: Option<&str>) -> Res
     Ok(())
 }
 
+impl LmdbStore {
+    /// Every stored entity, kind by kind, handed to `each` one at a time
+    /// from one read transaction, and the version they make up: a caller
+    /// that builds its own structure from them (a data plane compiling its
+    /// cached configuration at start) never holds the configuration twice.
+    pub fn for_each_entity(&self, each: impl FnMut(Entity)) -> Result<ConfigVersion, StoreError> {
+        let (version, count) = self.with(|Open { env, tables }| {
+            let txn = env.read_txn()?;
+            let version = read_meta(tables, &txn, CONFIG_VERSION)?;
+            Ok((version, read::for_each_entity(tables, &txn, each)?))
+        })?;
+        self.after_whole_read(count);
+        Ok(version)
+    }
+
+    /// A read of the whole store faulted in nearly every page of its
+    /// file, and they stay mapped (resident, counted in the node's RSS) for
+    /// as long as the environment is open: with a million consumers, about
+    /// as much again as the configuration built from them. A reopen unmaps
+    /// them; later reads fault in only what they touch.
+    fn after_whole_read(&self, entities: usize) {
+        if entities >= REOPEN_AFTER_ENTITIES {
+            self.reopen();
+        }
+    }
+}
+
 impl Store for LmdbStore {
     fn load(&self) -> Result<(ConfigVersion, Config), StoreError> {
-        self.with(|Open { env, tables }| {
+        let (version, config) = self.with(|Open { env, tables }| {
             let txn = env.read_txn()?;
             let version = read_meta(tables, &txn, CONFIG_VERSION)?;
             Ok((version, read::load_config(tables, &txn)?))
-        })
+        })?;
+        self.after_whole_read(config.entity_count());
+        Ok((version, config))
     }
 
     fn version(&self) -> Result<ConfigVersion, StoreError> {

@@ -22,13 +22,22 @@ pub(super) fn get(tables: &Tables, txn: &RoTxn, kind: EntityKind, id: Uuid) -> R
 /// The whole configuration, kind by kind, each in id order.
 pub(super) fn load_config(tables: &Tables, txn: &RoTxn) -> Result<Config, StoreError> {
     let mut config = Config::default();
+    for_each_entity(tables, txn, |entity| push_entity(&mut config, entity))?;
+    Ok(config)
+}
+
+/// Every entity, in [`load_config`]'s order, handed over one at a time;
+/// returns how many.
+pub(super) fn for_each_entity(tables: &Tables, txn: &RoTxn, mut each: impl FnMut(Entity)) -> Result<usize, StoreError> {
+    let mut count = 0;
     for kind in EntityKind::ALL {
         for entry in tables.entity(kind).iter(txn)? {
             let (key, bytes) = entry?;
-            push_entity(&mut config, decode_entity(kind, key, bytes)?);
+            each(decode_entity(kind, key, bytes)?);
+            count += 1;
         }
     }
-    Ok(config)
+    Ok(count)
 }
 
 pub(super) fn get_by_unique(
