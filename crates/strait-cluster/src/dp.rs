@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use strait_core::ConfigChange;
+use strait_core::{ConfigChange, Entity};
 use strait_proxy::compiler::{CommitError, CommitFn, PublishError};
 use strait_proxy::SnapshotPublisher;
 
@@ -33,7 +33,7 @@ pub trait ConfigCache: Send + Sync {
     /// until [`ConfigCache::finish`].
     fn begin_whole(&self);
     /// One part of it (its own bounded transaction).
-    fn add(&self, changes: &[ConfigChange]);
+    fn add(&self, entities: &[Entity]);
     /// The transfer is complete at `version`.
     fn finish(&self, version: u64, hash: &str);
 }
@@ -272,15 +272,9 @@ impl DataPlane {
                                 return Err(synced("a batch outside a transfer".into()));
                             };
                             transfer.received += entities.len() as u64;
-                            let changes: Vec<ConfigChange> = entities
-                                .into_iter()
-                                .map(|entity| ConfigChange::Upsert { entity })
-                                .collect();
-                            self.cache.add(&changes);
-                            for change in changes {
-                                if let ConfigChange::Upsert { entity } = change {
-                                    transfer.builder.add(entity);
-                                }
+                            self.cache.add(&entities);
+                            for entity in entities {
+                                transfer.builder.add(entity);
                             }
                             None
                         }

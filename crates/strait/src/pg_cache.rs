@@ -149,11 +149,11 @@ impl strait_cluster::dp::ConfigCache for LocalCache {
         }
     }
 
-    fn add(&self, changes: &[ConfigChange]) {
+    fn add(&self, entities: &[Entity]) {
         // Each part in a transaction of its own: the write never holds the
         // whole configuration's pages. The cache stays unused (no version
         // file) until the last part.
-        if let Err(error) = self.store.apply(changes) {
+        if let Err(error) = self.store.add_part(entities) {
             tracing::warn!(%error, "the local cache could not take a part of the configuration; it is not used");
             self.part_failed.store(true, std::sync::atomic::Ordering::Relaxed);
         }

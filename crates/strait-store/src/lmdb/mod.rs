@@ -179,6 +179,29 @@ impl LmdbStore {
         Ok(version)
     }
 
+    /// One part of a whole configuration, written into the store after an
+    /// empty [`Store::replace`] began it: each entity as `replace` writes
+    /// one, with one change-log entry for the part (a replace under way)
+    /// instead of one per entity, and no read of what the emptied store
+    /// cannot hold. A data plane's transfer of a million consumers spent
+    /// most of its time in those reads, per-entity log entries and
+    /// re-decoded integrity checks (docs/hybrid.md). Refused, with nothing
+    /// written, when an id was already written or a parent is missing.
+    pub fn add_part(&self, entities: &[Entity]) -> Result<ConfigVersion, StoreError> {
+        self.write(entities.len(), |Open { env, tables }| {
+            let mut txn = env.write_txn()?;
+            write::add_part(tables, &mut txn, entities)?;
+            self.commit_version(tables, txn, |version| {
+                vec![ChangeLogEntry {
+                    version,
+                    kind: EntityKind::ALL[0],
+                    op: ChangeOp::Replace,
+                    id: None,
+                }]
+            })
+        })
+    }
+
     /// A read of the whole store faulted in nearly every page of its
     /// file, and they stay mapped (resident, counted in the node's RSS) for
     /// as long as the environment is open: with a million consumers, about

@@ -179,6 +179,29 @@ pub(super) fn replace_all(tables: &Tables, txn: &mut RwTxn, config: &Config) -> 
     Ok(())
 }
 
+/// Write `entities` into a store emptied for a whole configuration that
+/// arrives in parts, as [`replace_all`] writes each (its index entries,
+/// then the entity; no read of a previous version, which the emptied store
+/// cannot hold), then check their parents: those came in this part or an
+/// earlier one. An id already written is refused, as in `replace_all`.
+pub(super) fn add_part(tables: &Tables, txn: &mut RwTxn, entities: &[Entity]) -> Result<(), StoreError> {
+    for entity in entities {
+        let (kind, id) = (entity.kind(), entity.id());
+        if tables.entity(kind).get(txn, id.as_bytes())?.is_some() {
+            let value = id.to_string();
+            let field = "id".to_string();
+            return Err(StoreError::UniqueViolation { kind, field, value });
+        }
+        add_index_entries(tables, txn, entity)?;
+        let bytes = encode_entity(entity)?;
+        tables.entity(kind).put(txn, id.as_bytes(), &bytes)?;
+    }
+    for entity in entities {
+        check_parents_exist(tables, txn, entity)?;
+    }
+    Ok(())
+}
+
 /// Append `entries` to the change log and trim it to its newest `limit`
 /// entries, remembering the highest trimmed version.
 pub(super) fn append_change_log(

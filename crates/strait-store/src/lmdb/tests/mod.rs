@@ -440,3 +440,58 @@ fn reads_during_reopening_writes_all_succeed() {
     assert_eq!(name_of(found), Some("a0".into()));
     assert_eq!(store.get_by_unique(EntityKind::Services, "name", "b0").unwrap(), None);
 }
+
+#[test]
+fn a_whole_configuration_in_parts_is_that_configuration() {
+    let store = TempStore::new();
+    let config = full_config();
+    let entities: Vec<Entity> = crate::keys::config_entities(&config).collect();
+    store.replace(&Config::default()).unwrap();
+    for part in entities.chunks(3) {
+        store.add_part(part).unwrap();
+    }
+    let (_, loaded) = store.load().unwrap();
+    assert_eq!(loaded, config);
+    // Indexed as `replace` indexes it.
+    let owner = &config.consumers[0];
+    let by_name = store
+        .get_by_unique(EntityKind::Consumers, "username", owner.username.as_deref().unwrap())
+        .unwrap();
+    assert_eq!(by_name.map(|e| e.id()), Some(owner.id));
+    let key = &config.keyauth_credentials[0];
+    let by_key = store
+        .get_by_unique(EntityKind::KeyauthCredentials, "key", &key.key)
+        .unwrap();
+    assert_eq!(by_key.map(|e| e.id()), Some(key.id));
+    assert_eq!(
+        store
+            .ids_by_foreign(EntityKind::KeyauthCredentials, "consumer", key.consumer.id)
+            .unwrap(),
+        vec![key.id]
+    );
+}
+
+#[test]
+fn a_part_with_an_id_already_written_or_a_missing_parent_writes_nothing() {
+    let store = TempStore::new();
+    store.replace(&Config::default()).unwrap();
+    let a = service("a");
+    store.add_part(&[Entity::Service(a.clone())]).unwrap();
+    let version = store.version().unwrap();
+
+    let beside = route("beside", Some(a.id));
+    let again = [Entity::Route(beside.clone()), Entity::Service(a.clone())];
+    let error = store.add_part(&again).unwrap_err();
+    assert!(
+        matches!(error, StoreError::UniqueViolation { ref field, .. } if field == "id"),
+        "{error:?}"
+    );
+    assert_eq!(store.get(EntityKind::Routes, beside.id).unwrap(), None);
+    assert_eq!(store.get_by_unique(EntityKind::Routes, "name", "beside").unwrap(), None);
+
+    let orphan = route("orphan", Some(Uuid::new_v4()));
+    let error = store.add_part(&[Entity::Route(orphan.clone())]).unwrap_err();
+    assert!(matches!(error, StoreError::ForeignKey { .. }), "{error:?}");
+    assert_eq!(store.get(EntityKind::Routes, orphan.id).unwrap(), None);
+    assert_eq!(store.version().unwrap(), version, "nothing committed");
+}
