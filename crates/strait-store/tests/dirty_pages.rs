@@ -4,27 +4,12 @@
 //! are global.
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
-use strait_core::{validate_entity, Config, Entity, EntityKind, Route, Service};
+mod common;
+
+use common::{route, service};
+use strait_core::Config;
 use strait_store::{LmdbStore, Store, REOPEN_AFTER_ENTITIES};
 use uuid::Uuid;
-
-fn service(index: usize) -> Service {
-    let input = serde_json::json!({ "name": format!("s{index}"), "host": "example.com" });
-    match validate_entity(EntityKind::Services, &input, 1) {
-        Ok(Entity::Service(service)) => service,
-        other => panic!("a plain service: {other:?}"),
-    }
-}
-
-fn route(index: usize, service: Uuid) -> Route {
-    let input = serde_json::json!({
-        "name": format!("r{index}"), "paths": [format!("/r{index}")], "service": { "id": service }
-    });
-    match validate_entity(EntityKind::Routes, &input, 1) {
-        Ok(Entity::Route(route)) => route,
-        other => panic!("a plain route: {other:?}"),
-    }
-}
 
 /// Bytes the C heap has handed out and not had back (from its arenas and
 /// as separate maps: glibc moves a size between the two as it adapts its

@@ -163,15 +163,7 @@ pub(super) fn replace_all(tables: &Tables, txn: &mut RwTxn, config: &Config) -> 
         db.clear(txn)?;
     }
     for entity in config_entities(config) {
-        let (kind, id) = (entity.kind(), entity.id());
-        if tables.entity(kind).get(txn, id.as_bytes())?.is_some() {
-            let value = id.to_string();
-            let field = "id".to_string();
-            return Err(StoreError::UniqueViolation { kind, field, value });
-        }
-        add_index_entries(tables, txn, &entity)?;
-        let bytes = encode_entity(&entity)?;
-        tables.entity(kind).put(txn, id.as_bytes(), &bytes)?;
+        insert_new(tables, txn, &entity)?;
     }
     for entity in config_entities(config) {
         check_parents_exist(tables, txn, &entity)?;
@@ -186,20 +178,26 @@ pub(super) fn replace_all(tables: &Tables, txn: &mut RwTxn, config: &Config) -> 
 /// earlier one. An id already written is refused, as in `replace_all`.
 pub(super) fn add_part(tables: &Tables, txn: &mut RwTxn, entities: &[Entity]) -> Result<(), StoreError> {
     for entity in entities {
-        let (kind, id) = (entity.kind(), entity.id());
-        if tables.entity(kind).get(txn, id.as_bytes())?.is_some() {
-            let value = id.to_string();
-            let field = "id".to_string();
-            return Err(StoreError::UniqueViolation { kind, field, value });
-        }
-        add_index_entries(tables, txn, entity)?;
-        let bytes = encode_entity(entity)?;
-        tables.entity(kind).put(txn, id.as_bytes(), &bytes)?;
+        insert_new(tables, txn, entity)?;
     }
     for entity in entities {
         check_parents_exist(tables, txn, entity)?;
     }
     Ok(())
+}
+
+/// Write an entity whose id the store must not hold yet, with its index
+/// entries; its parents are the caller's to check once all are written.
+fn insert_new(tables: &Tables, txn: &mut RwTxn, entity: &Entity) -> Result<(), StoreError> {
+    let (kind, id) = (entity.kind(), entity.id());
+    if tables.entity(kind).get(txn, id.as_bytes())?.is_some() {
+        let value = id.to_string();
+        let field = "id".to_string();
+        return Err(StoreError::UniqueViolation { kind, field, value });
+    }
+    add_index_entries(tables, txn, entity)?;
+    let bytes = encode_entity(entity)?;
+    Ok(tables.entity(kind).put(txn, id.as_bytes(), &bytes)?)
 }
 
 /// Append `entries` to the change log and trim it to its newest `limit`
