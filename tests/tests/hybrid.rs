@@ -74,9 +74,19 @@ fn data_plane(port: u16, settings: &[(&'static str, String)]) -> GatewayOptions 
 }
 
 async fn post(node: &Gateway, path: &str, body: Value) -> Reply {
-    let reply = node
-        .admin("POST", path, &[("content-type", "application/json")], body.to_string())
-        .await;
+    post_within(node, path, body, strait_e2e::client::REQUEST_TIMEOUT).await
+}
+
+/// [`post`] with a wait of the caller's (a bulk configuration, which a
+/// debug build takes seconds to parse, store and compile).
+async fn post_within(node: &Gateway, path: &str, body: Value, wait: Duration) -> Reply {
+    let request = strait_e2e::client::request("POST", path, &[("content-type", "application/json")], body.to_string());
+    let reply = strait_e2e::Conn::h1(node.admin_addr())
+        .await
+        .expect("connect to the admin API")
+        .send_within(request, wait)
+        .await
+        .unwrap_or_else(|e| panic!("POST {path}: {e:#}\n{}", node.log_tail()));
     assert_eq!(reply.status, 201, "POST {path}: {}", reply.text());
     reply
 }
@@ -392,22 +402,9 @@ async fn a_bulk_config_push_reaches_data_planes_with_no_failed_request() {
         .map(|i| json!({ "username": format!("user-{i}"), "keyauth_credentials": [{ "key": format!("key-{i}") }] }))
         .collect();
     let pushed = Instant::now();
-    // A debug build parses, stores and compiles the set in seconds, more
-    // than the harness's usual request timeout on a slow machine; the
-    // property here is the data planes'.
-    let push = strait_e2e::client::request(
-        "POST",
-        "/config",
-        &[("content-type", "application/json")],
-        big.to_string(),
-    );
-    let reply = Conn::h1(cp.admin_addr())
-        .await
-        .expect("connect to the admin API")
-        .send_within(push, Duration::from_secs(120))
-        .await
-        .unwrap_or_else(|e| panic!("POST /config: {e:#}\n{}", cp.log_tail()));
-    assert_eq!(reply.status, 201, "POST /config: {}", reply.text());
+    // The property here is the data planes'; the push gets the time a
+    // debug build needs on a slow machine.
+    post_within(&cp, "/config", big, Duration::from_secs(120)).await;
     for dp in &dps {
         dp.until_proxied("/r9999/echo", 200, Duration::from_secs(30)).await;
     }

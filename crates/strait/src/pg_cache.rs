@@ -57,7 +57,7 @@ impl LocalCache {
     /// The cached configuration, its PostgreSQL version and hash, when the
     /// cache is complete.
     pub fn load(&self) -> Option<(ConfigVersion, Config, Option<String>)> {
-        let version: ConfigVersion = std::fs::read_to_string(&self.version_file).ok()?.trim().parse().ok()?;
+        let version = self.complete_version()?;
         let (_, config) = self.store.load().ok()?;
         let hash = self.store.config_hash().ok().flatten();
         Some((version, config, hash))
@@ -69,7 +69,7 @@ impl LocalCache {
     /// with a million consumers never holds them twice. `None` when the
     /// cache is incomplete (nothing to serve yet).
     pub fn load_snapshot(&self) -> Option<Result<Snapshot, CompileError>> {
-        let version: ConfigVersion = std::fs::read_to_string(&self.version_file).ok()?.trim().parse().ok()?;
+        let version = self.complete_version()?;
         let Some(hash) = self.store.config_hash().ok().flatten() else {
             // A cache written without the control plane's hash: compile it
             // whole, hashing it as the control plane would.
@@ -79,6 +79,12 @@ impl LocalCache {
         let mut builder = SnapshotBuilder::default();
         self.store.for_each_entity(|entity| builder.add(entity)).ok()?;
         Some(builder.finish(version, hash))
+    }
+
+    /// The version the cache holds, when it is complete (its version file
+    /// is written last).
+    fn complete_version(&self) -> Option<ConfigVersion> {
+        std::fs::read_to_string(&self.version_file).ok()?.trim().parse().ok()
     }
 
     fn record(&self, version: ConfigVersion) {

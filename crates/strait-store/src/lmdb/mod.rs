@@ -153,6 +153,16 @@ impl LmdbStore {
     }
 }
 
+/// The change log's record of a whole replace (or one part of one).
+fn replace_entry(version: ConfigVersion) -> Vec<ChangeLogEntry> {
+    vec![ChangeLogEntry {
+        version,
+        kind: EntityKind::ALL[0],
+        op: ChangeOp::Replace,
+        id: None,
+    }]
+}
+
 /// Record (or clear) the hash of the document the configuration came from.
 fn write_hash(tables: &Tables, txn: &mut heed::RwTxn, hash: Option<&str>) -> Result<(), StoreError> {
     match hash {
@@ -191,14 +201,7 @@ impl LmdbStore {
         self.write(entities.len(), |Open { env, tables }| {
             let mut txn = env.write_txn()?;
             write::add_part(tables, &mut txn, entities)?;
-            self.commit_version(tables, txn, |version| {
-                vec![ChangeLogEntry {
-                    version,
-                    kind: EntityKind::ALL[0],
-                    op: ChangeOp::Replace,
-                    id: None,
-                }]
-            })
+            self.commit_version(tables, txn, replace_entry)
         })
     }
 
@@ -252,14 +255,7 @@ impl Store for LmdbStore {
             let mut txn = env.write_txn()?;
             write::replace_all(tables, &mut txn, config)?;
             write_hash(tables, &mut txn, hash)?;
-            let version = self.commit_version(tables, txn, |version| {
-                vec![ChangeLogEntry {
-                    version,
-                    kind: EntityKind::ALL[0],
-                    op: ChangeOp::Replace,
-                    id: None,
-                }]
-            })?;
+            let version = self.commit_version(tables, txn, replace_entry)?;
             tracing::debug!(version, entities = config.entity_count(), "configuration replaced");
             Ok(version)
         })
