@@ -24,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
 
 use crate::body::ProxyBody;
+use crate::coalesce::{coalesced, Flushing};
 use crate::conn::Http2Settings;
 use crate::error::{ErrorKind, ProxyError};
 use crate::h2_body::{data_frame_budget, inbox, send_body, PingEvent, Pinger, StreamBody, SEND_BUFFER};
@@ -59,8 +60,9 @@ where
         .max_send_buffer_size(SEND_BUFFER)
         .enable_push(false)
         .data_frame_budget(data_frame_budget(settings.initial_connection_window));
-    let (send, mut connection) = builder
-        .handshake::<_, Bytes>(io)
+    // What the codec writes in a turn goes out in one write (coalesce.rs).
+    let (io, flusher) = coalesced(io);
+    let (send, mut connection) = Flushing::new(builder.handshake::<_, Bytes>(io), flusher.clone())
         .await
         .map_err(|e| ProxyError::new(ErrorKind::UpstreamConnect, format!("handshake: {e}")))?;
     let state = Arc::new(State::default());
@@ -68,29 +70,32 @@ where
         .ping_pong()
         .map(|pong| Pinger::new(pong, settings, state.received.clone()));
     let driven = state.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                ended = &mut connection => {
-                    if let Err(error) = ended {
-                        tracing::debug!(%error, "upstream http2 connection ended");
-                    }
-                    break;
-                }
-                event = poll_fn(|cx| pinger.as_mut().map_or(Poll::Pending, |p| p.poll_event(cx))) => match event {
-                    PingEvent::TimedOut => {
-                        tracing::debug!("upstream keep-alive ping not answered; closing");
+    tokio::spawn(Flushing::new(
+        async move {
+            loop {
+                tokio::select! {
+                    ended = &mut connection => {
+                        if let Err(error) = ended {
+                            tracing::debug!(%error, "upstream http2 connection ended");
+                        }
                         break;
                     }
-                    PingEvent::Window(window) => {
-                        connection.set_target_window_size(window);
-                        let _ = connection.set_initial_window_size(window);
-                    }
-                },
+                    event = poll_fn(|cx| pinger.as_mut().map_or(Poll::Pending, |p| p.poll_event(cx))) => match event {
+                        PingEvent::TimedOut => {
+                            tracing::debug!("upstream keep-alive ping not answered; closing");
+                            break;
+                        }
+                        PingEvent::Window(window) => {
+                            connection.set_target_window_size(window);
+                            let _ = connection.set_initial_window_size(window);
+                        }
+                    },
+                }
             }
-        }
-        driven.closed.store(true, Ordering::Relaxed);
-    });
+            driven.closed.store(true, Ordering::Relaxed);
+        },
+        flusher,
+    ));
     Ok(H2Conn { send, state })
 }
 

@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use tokio::time::timeout;
 
 use crate::body::ProxyBody;
+use crate::coalesce::{coalesced, Coalesced, Flushing};
 use crate::conn::{ClientLimits, Retire};
 use crate::h2_body::{data_frame_budget, inbox, send_body, PingEvent, Pinger, SEND_BUFFER};
 use crate::handler::{handle, strip_hop_by_hop, ConnInfo};
@@ -33,7 +34,16 @@ use crate::Shared;
 
 /// Serve one client HTTP/2 connection until it closes, Strait stops, or its
 /// age is reached (then GOAWAY and `max_connection_age_grace` to finish).
-pub async fn serve<IO>(io: IO, info: ConnInfo, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
+pub async fn serve<IO>(io: IO, info: ConnInfo, shared: Arc<Shared>, shutdown: watch::Receiver<bool>)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    // What the codec writes in a turn goes out in one write (coalesce.rs).
+    let (io, flusher) = coalesced(io);
+    Flushing::new(drive(io, info, shared, shutdown), flusher).await;
+}
+
+async fn drive<IO>(io: Coalesced<IO>, info: ConnInfo, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

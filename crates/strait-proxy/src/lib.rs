@@ -10,6 +10,7 @@ pub mod access_log;
 pub mod background;
 pub mod balancer;
 pub mod body;
+mod coalesce;
 pub mod compiler;
 pub mod conn;
 pub mod dns;
