@@ -4,30 +4,30 @@
 //! inbox, in bytes, up to its window, and no longer gets the whole upstream
 //! connection closed with GOAWAY `too_many_data_frames`.
 //!
-//! Each request is one task: it sends the request body as the upstream's
-//! window allows, hands the response head to the proxy, then moves the
-//! response body's frames out of the codec until the stream ends or nobody
-//! reads it.
+//! The request's own task sends the request body as the upstream's window
+//! allows and waits for the response head. What is left of the exchange
+//! then (the response body's frames to move out of the codec until the
+//! stream ends or nobody reads it, a request body still being sent) runs
+//! in a task of its own, unless it already finished: a unary gRPC call's
+//! message and trailers usually arrive with its head.
 
 use std::future::{poll_fn, Future};
-use std::pin::pin;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use h2::client::{ResponseFuture, SendRequest};
-use h2::SendStream;
+use h2::client::SendRequest;
 use http::{Request, Response};
 use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::oneshot;
 
 use crate::body::ProxyBody;
 use crate::coalesce::{coalesced, Flushing};
 use crate::conn::Http2Settings;
 use crate::error::{ErrorKind, ProxyError};
-use crate::h2_body::{data_frame_budget, inbox, send_body, PingEvent, Pinger, StreamBody, SEND_BUFFER};
+use crate::h2_body::{data_frame_budget, inbox, send_body, PingEvent, Pinger, Pump, StreamBody, SEND_BUFFER};
 use crate::handler::strip_hop_by_hop;
 
 /// What one upstream HTTP/2 connection's requests share.
@@ -108,9 +108,6 @@ impl Drop for Open {
     }
 }
 
-/// What the request's task hands back once the response head arrived.
-type Head = Result<Response<Option<StreamBody>>, ProxyError>;
-
 impl H2Conn {
     pub fn is_closed(&self) -> bool {
         self.state.closed.load(Ordering::Relaxed)
@@ -127,6 +124,11 @@ impl H2Conn {
 
     /// Send `request`: Ok(Ok(response head)), Ok(Err(request)) when the
     /// connection closed before any of it was sent, or an error.
+    ///
+    /// The caller's task sends the request body and waits for the response
+    /// head. What is left then (a body still being sent, response frames
+    /// still to come) gets a task of its own; a unary gRPC call, whose
+    /// message and trailers arrive with the head, usually needs none.
     pub async fn send(
         &self,
         request: Request<ProxyBody>,
@@ -138,87 +140,95 @@ impl H2Conn {
         let (mut parts, body) = request.into_parts();
         strip_hop_by_hop(&mut parts.headers);
         let end = body.is_end_stream();
-        let (response, stream) = match send.send_request(Request::from_parts(parts, ()), end) {
+        let (mut response, stream) = match send.send_request(Request::from_parts(parts, ()), end) {
             Ok(sent) => sent,
             Err(error) => return Err(upstream_error(&error, false)),
         };
         self.state.streams.fetch_add(1, Ordering::Relaxed);
         let open = Open(self.state.clone());
-        let (tx, rx) = oneshot::channel();
-        let stream = (!end).then_some(stream);
-        tokio::spawn(exchange(body, stream, response, tx, open));
-        match rx.await {
-            Ok(Ok(head)) => Ok(Ok(head)),
-            Ok(Err(error)) => Err(error),
-            Err(_) => Err(ProxyError::new(ErrorKind::UpstreamInvalid, "upstream stream ended")),
+        let mut pipe = (!end).then(|| {
+            let pipe: Pipe = Box::pin(send_body(body, stream));
+            pipe
+        });
+        let mut piped: Option<bool> = None;
+        let head = poll_fn(|cx| {
+            if let Some(running) = pipe.as_mut() {
+                if let Poll::Ready(clean) = running.as_mut().poll(cx) {
+                    piped = Some(clean);
+                    pipe = None;
+                }
+            }
+            Pin::new(&mut response).poll(cx)
+        })
+        .await;
+        let head = match head {
+            Ok(head) => head,
+            Err(error) => return Err(upstream_error(&error, piped == Some(false))),
+        };
+        let (parts, recv) = head.into_parts();
+        let (body, pump) = inbox(recv, &parts.headers, self.state.received.clone());
+        let mut rest = Rest {
+            pipe,
+            pump,
+            _open: open,
+        };
+        // Move what already arrived; only an exchange still going on needs a task.
+        if poll_fn(|cx| Poll::Ready(rest.step(cx).is_pending())).await {
+            tokio::spawn(rest);
         }
+
+        Ok(Ok(Response::from_parts(parts, body)))
     }
 }
 
-/// One request's task: the request body up, the response head back to the
-/// proxy, then the response body out of the codec.
-async fn exchange(
-    body: ProxyBody,
-    stream: Option<SendStream<Bytes>>,
-    response: ResponseFuture,
-    mut tx: oneshot::Sender<Head>,
-    open: Open,
-) {
-    let sending = stream.is_some();
-    let mut pipe = pin!(async move {
-        match stream {
-            Some(stream) => send_body(body, stream).await,
-            None => true,
-        }
-    });
-    let mut response = pin!(response);
-    let mut piped: Option<bool> = (!sending).then_some(true);
-    let head = loop {
-        tokio::select! {
-            head = &mut response => break head,
-            clean = &mut pipe, if piped.is_none() => piped = Some(clean),
-            _ = tx.closed() => return,
-        }
-    };
-    let head = match head {
-        Ok(head) => head,
-        Err(error) => {
-            let _ = tx.send(Err(upstream_error(&error, piped == Some(false))));
-            return;
-        }
-    };
-    let (parts, recv) = head.into_parts();
-    let (body, pump) = inbox(recv, &parts.headers, open.0.received.clone());
-    if tx.send(Ok(Response::from_parts(parts, body))).is_err() {
-        return;
-    }
-    let mut pump = pump;
-    poll_fn(|cx| {
-        if let Some(running) = pump.as_mut() {
+/// A request body on its way upstream; `false` when it failed.
+type Pipe = Pin<Box<dyn Future<Output = bool> + Send>>;
+
+/// What is left of an exchange once the response head is out: the request
+/// body still being sent, and the response body's frames still to be moved
+/// out of the codec until the stream ends or nobody reads it.
+struct Rest {
+    pipe: Option<Pipe>,
+    pump: Option<Pump>,
+    /// The stream counts as open until the exchange is over.
+    _open: Open,
+}
+
+impl Rest {
+    fn step(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(running) = self.pump.as_mut() {
             if running.poll(cx).is_ready() {
                 // The proxy dropped the response before its end (the client
                 // went away, or its deadline passed): the request body is
                 // for nobody either. Dropping both halves makes h2 reset the
                 // stream with CANCEL, so the upstream stops the call.
                 if running.reader_gone() {
+                    self.pipe = None;
+                    self.pump = None;
                     return Poll::Ready(());
                 }
-                pump = None;
+                self.pump = None;
             }
         }
-        if piped.is_none() {
-            if let Poll::Ready(clean) = pipe.as_mut().poll(cx) {
-                piped = Some(clean);
+        if let Some(running) = self.pipe.as_mut() {
+            if running.as_mut().poll(cx).is_ready() {
+                self.pipe = None;
             }
         }
-        if pump.is_none() && piped.is_some() {
+        if self.pump.is_none() && self.pipe.is_none() {
             Poll::Ready(())
         } else {
             Poll::Pending
         }
-    })
-    .await;
-    drop(open);
+    }
+}
+
+impl Future for Rest {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.step(cx)
+    }
 }
 
 /// 400 when the client's own request body failed while it was sent (its
