@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::uri::PathAndQuery;
+use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri, Version};
 use strait_core::ProtocolSet;
 use strait_router::{normalize_path, upstream_path, HeaderLookup, InvalidPath, RequestFacts, RouteMatch};
@@ -199,22 +199,16 @@ fn requested_host(request: &Request<ProxyBody>, conn: &ConnInfo) -> (String, u16
     let raw = request
         .uri()
         .authority()
-        .map(|a| a.as_str().to_string())
-        .or_else(|| {
-            request
-                .headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_string)
-        })
+        .map(|a| a.as_str())
+        .or_else(|| request.headers().get(header::HOST).and_then(|h| h.to_str().ok()))
         .unwrap_or_default();
-    let raw = raw.rsplit_once('@').map(|(_, h)| h.to_string()).unwrap_or(raw);
+    let raw = raw.rsplit_once('@').map_or(raw, |(_, h)| h);
     let (host, port) = match raw.rsplit_once(':') {
         Some((h, p)) if !h.ends_with(']') || raw.starts_with('[') => match p.parse::<u16>() {
-            Ok(port) => (h.to_string(), Some(port)),
-            Err(_) => (raw.clone(), None),
+            Ok(port) => (h, Some(port)),
+            Err(_) => (raw, None),
         },
-        _ => (raw.clone(), None),
+        _ => (raw, None),
     };
     (host.to_ascii_lowercase(), port.unwrap_or(conn.local.port()))
 }
@@ -518,20 +512,38 @@ async fn forward(
     };
     let (mut parts, body) = request.into_parts();
     let original_host = parts.headers.get(header::HOST).cloned();
-    let path = if parts.extensions.get::<ExactPath>().is_some() {
-        parts.uri.path().to_string()
-    } else {
-        upstream_path(
+    // The upstream's path and query: the request's own (shared, not built
+    // and parsed again) unless the service's path or a stripped prefix
+    // changes it, or a plugin set it.
+    let request_path = parts.uri.path();
+    let rewritten = if parts.extensions.get::<ExactPath>().is_some()
+        || keeps_path(
             service.path.as_deref(),
-            parts.uri.path(),
+            request_path,
+            matched.matched_path.as_deref(),
+            route.strip_path,
+        ) {
+        None
+    } else {
+        Some(upstream_path(
+            service.path.as_deref(),
+            request_path,
             matched.matched_path.as_deref(),
             route.strip_path,
             route.path_handling(),
-        )
+        ))
+        .filter(|path| path != request_path)
     };
-    let path_and_query = match parts.uri.query() {
-        Some(q) => format!("{path}?{q}"),
-        None => path,
+    let path_and_query = match (rewritten, parts.uri.path_and_query()) {
+        (None, Some(own)) => own.clone(),
+        (rewritten, _) => {
+            let path = rewritten.unwrap_or_else(|| request_path.to_string());
+            let joined = match parts.uri.query() {
+                Some(q) => format!("{path}?{q}"),
+                None => path,
+            };
+            PathAndQuery::try_from(joined).map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?
+        }
     };
     let stripped_prefix = (route.strip_path && matched.matched_path.as_deref().is_some_and(|m| m != "/"))
         .then(|| matched.matched_path.clone())
@@ -617,7 +629,7 @@ async fn forward(
             },
         };
         let balancer_start = detailed.then(|| (epoch_ms(), Instant::now()));
-        let (target_host, target_port, peer, ip) = match balancer {
+        let (target_host, target_port, peer, ip): (&str, u16, _, _) = match balancer {
             Some(balancer) => {
                 let input = HashInput {
                     client_ip: conn.client.ip(),
@@ -631,7 +643,7 @@ async fn forward(
                     Some(pick) => {
                         set_cookie = pick.set_cookie.or(set_cookie);
                         let peer = balancer.peer(pick.index);
-                        (peer.address.host.clone(), peer.address.port, Some(pick.index), peer.ip)
+                        (&peer.address.host, peer.address.port, Some(pick.index), peer.ip)
                     }
                     None => {
                         return Err(ProxyError::new(
@@ -641,7 +653,7 @@ async fn forward(
                     }
                 }
             }
-            None => (service.host.clone(), service.port as u16, None, runtime.host_ip),
+            None => (&service.host, service.port as u16, None, runtime.host_ip),
         };
         let report = |error: &ProxyError| {
             if let (Some(balancer), Some(index)) = (balancer, peer) {
@@ -652,7 +664,7 @@ async fn forward(
         };
         if let Some((start, at)) = balancer_start {
             tries.push(strait_plugins::UpstreamTry {
-                ip: target_host.clone(),
+                ip: target_host.to_string(),
                 port: target_port,
                 balancer_start: start,
                 balancer_latency: at.elapsed().as_millis() as u64,
@@ -663,30 +675,27 @@ async fn forward(
             host_override.clone()
         } else if route.preserve_host {
             original_host.clone().or_else(|| HeaderValue::from_str(host).ok())
+        } else if balancer.is_none() {
+            runtime.host_header.clone()
         } else {
-            let name = balancer
-                .and_then(|b| b.host_header.clone())
-                .unwrap_or_else(|| target_host.clone());
-            let with_port = if target_port == default_port(tls) {
-                name
+            let name = balancer.and_then(|b| b.host_header.as_deref()).unwrap_or(target_host);
+            if target_port == default_port(tls) {
+                HeaderValue::from_str(name).ok()
             } else {
-                format!("{name}:{target_port}")
-            };
-            HeaderValue::from_str(&with_port).ok()
+                HeaderValue::from_str(&format!("{name}:{target_port}")).ok()
+            }
         };
-        let authority = host_value
-            .as_ref()
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("localhost")
-            .to_string();
-        let sni = authority
-            .rsplit_once(':')
-            .map(|(n, _)| n)
-            .unwrap_or(&authority)
-            .to_string();
+        let authority = host_value.as_ref().and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+        let sni = || {
+            authority
+                .rsplit_once(':')
+                .map(|(n, _)| n)
+                .unwrap_or(authority)
+                .to_string()
+        };
         let resolved = match ip {
             Some(ip) => Ok(std::net::SocketAddr::new(ip, target_port)),
-            None => crate::dns::resolve(&target_host, target_port).await,
+            None => crate::dns::resolve(target_host, target_port).await,
         };
         let addr = match resolved {
             Ok(addr) => addr,
@@ -710,7 +719,7 @@ async fn forward(
             tls: runtime
                 .tls
                 .as_ref()
-                .map(|t| (if http2 { t.http2.clone() } else { t.http1.clone() }, sni)),
+                .map(|t| (if http2 { t.http2.clone() } else { t.http1.clone() }, sni())),
         };
         // Timed only for a log serializer or tracer (Exchange::forward).
         let connect_start = detailed.then(Instant::now);
@@ -732,15 +741,19 @@ async fn forward(
         if http2 {
             *upstream_request.version_mut() = Version::HTTP_2;
             upstream_request.headers_mut().remove(header::HOST);
-            let scheme = if tls { "https" } else { "http" };
-            *upstream_request.uri_mut() = Uri::try_from(format!("{scheme}://{authority}{path_and_query}"))
-                .map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
+            let mut uri = http::uri::Parts::default();
+            uri.scheme = Some(if tls { Scheme::HTTPS } else { Scheme::HTTP });
+            uri.authority = Some(
+                Authority::try_from(authority).map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?,
+            );
+            uri.path_and_query = Some(path_and_query.clone());
+            *upstream_request.uri_mut() =
+                Uri::from_parts(uri).map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
         } else {
             if let Some(h) = host_value {
                 upstream_request.headers_mut().insert(header::HOST, h);
             }
-            *upstream_request.uri_mut() = Uri::try_from(path_and_query.as_str())
-                .map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
+            *upstream_request.uri_mut() = Uri::from(path_and_query.clone());
         }
         let upstream_started = Instant::now();
         let in_flight = match (balancer, peer) {
@@ -785,7 +798,7 @@ async fn forward(
         }
         let detail = connected.map(|(connect_start, connect_end, reused)| {
             Box::new(ProxiedDetail {
-                upstream_uri: path_and_query,
+                upstream_uri: path_and_query.as_str().to_string(),
                 tries: std::mem::take(&mut tries),
                 timing: Some(strait_plugins::UpstreamTiming {
                     connect_start,
@@ -816,6 +829,18 @@ async fn forward(
         return Ok(response);
     }
     Err(last_error)
+}
+
+/// Whether `upstream_path` would give back the request's own path: no
+/// service path, and nothing stripped from it (a stripped `/` leaves a
+/// path that still starts with one, unless it started with two).
+fn keeps_path(service_path: Option<&str>, request_path: &str, matched: Option<&str>, strip_path: bool) -> bool {
+    matches!(service_path, None | Some("/"))
+        && request_path.starts_with('/')
+        && match (strip_path, matched) {
+            (true, Some(m)) => m.is_empty() || (m == "/" && !request_path.starts_with("//")),
+            _ => true,
+        }
 }
 
 /// What a failed exchange tells passive health checks.
@@ -916,6 +941,36 @@ mod tests {
             map.append(*name, HeaderValue::from_static(value));
         }
         map
+    }
+
+    #[test]
+    fn a_path_kept_as_it_is_is_the_path_upstream_path_gives() {
+        let paths = ["/", "/a", "/a/", "/a/b", "//x", "/a//b", "/%2F"];
+        let matched = [None, Some(""), Some("/"), Some("/a"), Some("/a/")];
+        let services = [None, Some("/"), Some("/s"), Some("/s/")];
+        let mut kept = 0;
+        for path in paths {
+            for m in matched {
+                for service in services {
+                    for strip in [false, true] {
+                        for handling in ["v0", "v1"] {
+                            if keeps_path(service, path, m, strip) {
+                                kept += 1;
+                                assert_eq!(
+                                    upstream_path(service, path, m, strip, handling),
+                                    path,
+                                    "service {service:?}, matched {m:?}, strip {strip}, {handling}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Most requests take the short way: no service path, nothing stripped.
+        assert!(kept >= 60, "{kept}");
+        assert!(!keeps_path(None, "//x", Some("/"), true));
+        assert!(!keeps_path(Some("/s"), "/a", None, false));
     }
 
     #[test]

@@ -383,12 +383,7 @@ fn rebuild_services(compiled: &mut Compiled, state: &EntityState, ids: &[Uuid], 
             },
             _ => None,
         };
-        let runtime = ServiceRuntime {
-            service: service.clone(),
-            tls,
-            balancer,
-            host_ip: service.host.parse().ok(),
-        };
+        let runtime = ServiceRuntime::new(service.clone(), tls, balancer);
         compiled.services.insert(*id, Arc::new(runtime));
     }
 }

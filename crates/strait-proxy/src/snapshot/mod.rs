@@ -53,6 +53,28 @@ pub struct ServiceRuntime {
     pub balancer: Option<Arc<Balancer>>,
     /// The service host, when it is an IP address (read once here, not per request).
     pub host_ip: Option<std::net::IpAddr>,
+    /// The `Host` a request to the service's own host carries (`host`, or
+    /// `host:port` off the scheme's default port), made once here.
+    pub host_header: Option<http::HeaderValue>,
+}
+
+impl ServiceRuntime {
+    pub fn new(service: strait_core::Service, tls: Option<Arc<UpstreamTls>>, balancer: Option<Arc<Balancer>>) -> Self {
+        let host_ip = service.host.parse().ok();
+        let port = service.port as u16;
+        let host_header = if port == if tls.is_some() { 443 } else { 80 } {
+            http::HeaderValue::from_str(&service.host).ok()
+        } else {
+            http::HeaderValue::from_str(&format!("{}:{port}", service.host)).ok()
+        };
+        ServiceRuntime {
+            service,
+            tls,
+            balancer,
+            host_ip,
+            host_header,
+        }
+    }
 }
 
 /// What the proxy needs for one matched route.
