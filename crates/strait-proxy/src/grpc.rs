@@ -91,14 +91,18 @@ pub fn timeout(headers: &http::HeaderMap) -> Option<std::time::Duration> {
 /// trailers, as a gRPC server ends a call past its deadline.
 pub struct DeadlineBody {
     inner: Option<ProxyBody>,
-    timer: Pin<Box<Sleep>>,
+    deadline: Instant,
+    /// Set the first time the body has to wait: a response whose frames
+    /// are all there (most unary calls) never arms a timer.
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl DeadlineBody {
     pub fn new(inner: ProxyBody, deadline: Instant) -> DeadlineBody {
         DeadlineBody {
             inner: Some(inner),
-            timer: Box::pin(sleep_until(deadline)),
+            deadline,
+            timer: None,
         }
     }
 }
@@ -125,7 +129,9 @@ impl Body for DeadlineBody {
             }
             return Poll::Ready(frame);
         }
-        match self.timer.as_mut().poll(cx) {
+        let deadline = self.deadline;
+        let timer = self.timer.get_or_insert_with(|| Box::pin(sleep_until(deadline)));
+        match timer.as_mut().poll(cx) {
             Poll::Ready(()) => {
                 self.inner = None;
                 Poll::Ready(Some(Ok(Frame::trailers(deadline_trailers()))))

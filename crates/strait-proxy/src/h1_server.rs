@@ -61,7 +61,7 @@ const COPY_LIMIT: usize = 4096;
 const WRITE_BATCH: usize = 64 * 1024;
 /// Fields the proxy adds to a request on its way up (`X-Forwarded-*`,
 /// `X-Real-IP`, `Via`, `X-Kong-Request-Id`).
-const FORWARDING_FIELDS: usize = 9;
+pub(crate) const FORWARDING_FIELDS: usize = 9;
 /// Most bytes of an unread request body read and dropped to keep its
 /// connection.
 const DISCARD_LIMIT: usize = 64 * 1024;

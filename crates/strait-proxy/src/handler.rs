@@ -549,6 +549,9 @@ async fn forward(
         .then(|| matched.matched_path.clone())
         .flatten();
     strip_hop_by_hop(&mut parts.headers);
+    // Room for what is added below (forwarding headers, request id, Host):
+    // the map grows once, if at all (an HTTP/1.1 head's map was made with it).
+    parts.headers.reserve(crate::h1_server::FORWARDING_FIELDS);
     if let Some(upgrade) = &upgrade {
         upgrade.restore(&mut parts.headers);
     }
@@ -883,6 +886,8 @@ fn finish_response(
     parts.version = Version::HTTP_11;
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(header::TE);
+    // Room for Kong's headers here and in add_kong_headers, so the map grows once.
+    parts.headers.reserve(6);
     if switches.via {
         parts.headers.append(header::VIA, HeaderValue::from_static(VIA_VALUE));
     }
