@@ -33,6 +33,10 @@ pub const BUFFER_LIMIT: usize = 64 * 1024;
 /// A write this large into an empty buffer goes straight to the transport.
 const DIRECT: usize = 16 * 1024;
 
+/// A buffer that grew past this for a busy turn is freed once sent, so an
+/// idle connection keeps no more than this.
+const KEEP: usize = 16 * 1024;
+
 struct Out<IO> {
     io: IO,
     buf: Vec<u8>,
@@ -71,9 +75,28 @@ impl<IO: AsyncWrite + Unpin> Out<IO> {
                 }
             }
         }
-        self.buf.clear();
+        if self.buf.capacity() > KEEP {
+            self.buf = Vec::new();
+        } else {
+            self.buf.clear();
+        }
         self.sent = 0;
         Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    /// Copy `slices` into the buffer. An empty one starts at [`KEEP`] bytes, so
+    /// a turn's writes seldom make it grow step by step.
+    fn append<S: std::ops::Deref<Target = [u8]>>(&mut self, slices: &[S]) {
+        let total: usize = slices.iter().map(|s| s.len()).sum();
+        let wanted = if self.buf.capacity() == 0 {
+            total.max(KEEP)
+        } else {
+            total
+        };
+        self.buf.reserve(wanted);
+        for slice in slices {
+            self.buf.extend_from_slice(slice);
+        }
     }
 
     /// Room for the codec's next write: `Pending` while the buffer is full
@@ -123,7 +146,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Coalesced<IO> {
         if out.pending() == 0 && data.len() >= DIRECT {
             return Pin::new(&mut out.io).poll_write(cx, data);
         }
-        out.buf.extend_from_slice(data);
+        out.append(&[data]);
         Poll::Ready(Ok(data.len()))
     }
 
@@ -138,10 +161,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Coalesced<IO> {
         if out.pending() == 0 && total >= DIRECT {
             return Pin::new(&mut out.io).poll_write_vectored(cx, bufs);
         }
-        out.buf.reserve(total);
-        for slice in bufs {
-            out.buf.extend_from_slice(slice);
-        }
+        out.append(bufs);
         Poll::Ready(Ok(total))
     }
 
@@ -325,6 +345,27 @@ mod tests {
         )
         .await;
         assert_eq!(reader.await.unwrap(), expected);
+    }
+
+    #[tokio::test]
+    async fn a_buffer_grown_by_a_busy_turn_is_freed_once_sent() {
+        let (io, mut far, _) = counted(1 << 20);
+        let (mut io, flusher) = coalesced(io);
+        Flushing::new(
+            poll_fn(|cx| {
+                for _ in 0..40 {
+                    write_frame(&mut io, cx, &[7u8; 1000]);
+                }
+                assert!(lock(&io.out).buf.capacity() >= 40_000);
+                Poll::Ready(())
+            }),
+            flusher,
+        )
+        .await;
+        assert!(lock(&io.out).buf.capacity() <= KEEP);
+        let mut got = vec![0; 40_000];
+        far.read_exact(&mut got).await.unwrap();
+        assert!(got.iter().all(|&b| b == 7));
     }
 
     #[tokio::test]
