@@ -364,8 +364,21 @@ impl PgServer {
 }
 
 impl Drop for PgServer {
+    /// A fast shutdown (SIGINT), SIGKILL only if it takes over 10 s. A killed
+    /// postmaster leaves its System V shared memory segment behind, and a
+    /// machine that ran the suite a few dozen times ran out of segment ids
+    /// (`SHMMNI`, 4096): every later `initdb` failed with "could not create
+    /// shared memory segment: No space left on device".
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let _ = child.kill();
             let _ = child.wait();
         }
