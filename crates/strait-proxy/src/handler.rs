@@ -143,6 +143,10 @@ fn add_kong_headers(
 }
 
 pub(crate) const X_KONG_REQUEST_ID: HeaderName = HeaderName::from_static("x-kong-request-id");
+/// Fields Strait adds to a proxied response (`Via`, `Server`,
+/// `X-Kong-Upstream-Latency`, `X-Kong-Proxy-Latency`, `X-Kong-Upstream-Status`,
+/// `X-Kong-Request-Id`).
+const KONG_RESPONSE_FIELDS: usize = 6;
 const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 
 /// Most of a request body `request_buffering` holds in memory; past it the
@@ -475,14 +479,6 @@ fn add_forwarding_headers(
     headers.append(header::VIA, HeaderValue::from_static(VIA_VALUE));
 }
 
-fn default_port(scheme_tls: bool) -> u16 {
-    if scheme_tls {
-        443
-    } else {
-        80
-    }
-}
-
 fn millis(value: i64) -> Duration {
     Duration::from_millis(value.max(1) as u64)
 }
@@ -682,11 +678,7 @@ async fn forward(
             runtime.host_header.clone()
         } else {
             let name = balancer.and_then(|b| b.host_header.as_deref()).unwrap_or(target_host);
-            if target_port == default_port(tls) {
-                HeaderValue::from_str(name).ok()
-            } else {
-                HeaderValue::from_str(&format!("{name}:{target_port}")).ok()
-            }
+            crate::snapshot::host_header(name, target_port, tls)
         };
         let authority = host_value.as_ref().and_then(|h| h.to_str().ok()).unwrap_or("localhost");
         let sni = || {
@@ -887,7 +879,7 @@ fn finish_response(
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove(header::TE);
     // Room for Kong's headers here and in add_kong_headers, so the map grows once.
-    parts.headers.reserve(6);
+    parts.headers.reserve(KONG_RESPONSE_FIELDS);
     if switches.via {
         parts.headers.append(header::VIA, HeaderValue::from_static(VIA_VALUE));
     }

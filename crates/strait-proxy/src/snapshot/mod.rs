@@ -62,11 +62,7 @@ impl ServiceRuntime {
     pub fn new(service: strait_core::Service, tls: Option<Arc<UpstreamTls>>, balancer: Option<Arc<Balancer>>) -> Self {
         let host_ip = service.host.parse().ok();
         let port = service.port as u16;
-        let host_header = if port == if tls.is_some() { 443 } else { 80 } {
-            http::HeaderValue::from_str(&service.host).ok()
-        } else {
-            http::HeaderValue::from_str(&format!("{}:{port}", service.host)).ok()
-        };
+        let host_header = host_header(&service.host, port, tls.is_some());
         ServiceRuntime {
             service,
             tls,
@@ -74,6 +70,16 @@ impl ServiceRuntime {
             host_ip,
             host_header,
         }
+    }
+}
+
+/// The `Host` for a request to `name` on `port`: the name alone on the
+/// scheme's default port (80, or 443 with TLS), else `name:port`.
+pub fn host_header(name: &str, port: u16, tls: bool) -> Option<http::HeaderValue> {
+    if port == if tls { 443 } else { 80 } {
+        http::HeaderValue::from_str(name).ok()
+    } else {
+        http::HeaderValue::from_str(&format!("{name}:{port}")).ok()
     }
 }
 
