@@ -322,7 +322,8 @@ impl Writer {
     /// sent again on another connection.
     fn take_ready_frame(&mut self) {
         if self.framing == Framing::None {
-            self.done = true;
+            // Done once the head is out: poll_send writes what the first
+            // write left (a head larger than the socket's buffer).
             self.body = None;
             return;
         }
@@ -704,7 +705,7 @@ mod tests {
             while let Ok((mut socket, _)) = listener.accept().await {
                 counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let mut seen = Vec::new();
-                let mut buf = [0u8; 4096];
+                let mut buf = vec![0u8; 256 * 1024];
                 loop {
                     let n = socket.read(&mut buf).await.unwrap_or(0);
                     if n == 0 {
@@ -783,6 +784,30 @@ mod tests {
             "one kept-alive connection"
         );
         assert_eq!(pool.idle_http1(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_head_larger_than_the_socket_takes_is_sent_whole() {
+        let (addr, _) = origin(vec![
+            b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\na",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nb",
+        ])
+        .await;
+        let pool = crate::upstream::Pool::default();
+        // Far more than loopback's socket buffers take in one write.
+        let big = "x".repeat(4 << 20);
+        let request = Request::get("/big")
+            .header("x-big", big.as_str())
+            .body(crate::body::empty())
+            .unwrap();
+        let (status, body, _) =
+            tokio::time::timeout(std::time::Duration::from_secs(20), exchange(&pool, addr, request))
+                .await
+                .expect("the whole head reached the origin");
+        assert_eq!((status, &body[..]), (StatusCode::OK, &b"a"[..]));
+        let small = Request::get("/small").body(crate::body::empty()).unwrap();
+        let (status, body, _) = exchange(&pool, addr, small).await;
+        assert_eq!((status, &body[..]), (StatusCode::OK, &b"b"[..]));
     }
 
     #[tokio::test]
