@@ -43,7 +43,8 @@ pub struct BodyTimeout(pub Duration);
 /// body whose frames are all there when asked for (most small responses)
 /// costs no timer and no clock read.
 pub struct IdleTimeoutBody<B> {
-    inner: Pin<Box<B>>,
+    /// Held inline (the bodies it wraps are `Unpin`): no allocation of its own.
+    inner: B,
     timeout: Duration,
     timer: Option<Pin<Box<Sleep>>>,
     /// The timer is set for the current wait.
@@ -56,7 +57,7 @@ pub struct IdleTimeoutBody<B> {
 impl<B> IdleTimeoutBody<B> {
     pub fn new(inner: B, timeout: Duration) -> IdleTimeoutBody<B> {
         IdleTimeoutBody {
-            inner: Box::pin(inner),
+            inner,
             timeout,
             timer: None,
             armed: false,
@@ -73,7 +74,7 @@ impl<B> IdleTimeoutBody<B> {
 
 impl<B> Body for IdleTimeoutBody<B>
 where
-    B: Body<Data = Bytes>,
+    B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
 {
     type Data = Bytes;
@@ -81,7 +82,7 @@ where
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
-        match this.inner.as_mut().poll_frame(cx) {
+        match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
                 this.armed = false;
                 Poll::Ready(frame.map(|f| f.map_err(Into::into)))

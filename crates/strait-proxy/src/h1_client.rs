@@ -18,7 +18,7 @@
 //! until the upstream closes. Informational responses other than `101` are
 //! skipped; `101` hands the connection to a tunnel (tunnel.rs).
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -30,6 +30,7 @@ use http::{Method, Request, Response, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::time::{sleep_until, Instant, Sleep};
 
 use crate::body::{BoxError, ProxyBody};
 use crate::error::{ErrorKind, ProxyError};
@@ -41,6 +42,8 @@ use crate::upstream::{Home, WriteTimeoutIo};
 const MAX_HEAD: usize = 64 * 1024;
 /// Most header fields in an upstream response head.
 const MAX_HEADERS: usize = 128;
+/// Largest encoding buffer an idle connection keeps for its next request.
+const KEPT_OUT: usize = 4096;
 
 /// The socket under an upstream HTTP/1.1 connection.
 pub(crate) enum Io {
@@ -85,6 +88,12 @@ pub struct H1Conn {
     io: Io,
     /// Bytes read and not yet parsed.
     buf: BytesMut,
+    /// The last request's encoding buffer, kept for the next one when its
+    /// body went out whole with the head (most requests): no allocation
+    /// per request for it.
+    out: BytesMut,
+    /// The connection's one timer for `read_timeout` (see [`poll_deadline`]).
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 /// A connection after a `101 Switching Protocols`: the socket and what was
@@ -103,6 +112,8 @@ impl H1Conn {
         H1Conn {
             io,
             buf: BytesMut::new(),
+            out: BytesMut::new(),
+            timer: None,
         }
     }
 
@@ -125,11 +136,17 @@ impl H1Conn {
         mut self,
         request: Request<ProxyBody>,
         home: Home,
+        read_timeout: std::time::Duration,
     ) -> Result<Result<Response<crate::upstream::UpstreamBody>, Request<ProxyBody>>, ProxyError> {
+        // No response head by then is a 504, counted from here as a timeout
+        // around the whole exchange would count it.
+        let deadline = Instant::now() + read_timeout;
         let (mut parts, body) = request.into_parts();
         let head_request = parts.method == Method::HEAD;
         let framing = request_framing(&mut parts.headers, &body);
-        let mut out = BytesMut::with_capacity(512);
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        out.reserve(512);
         encode_head(&parts.method, &parts.uri, &parts.headers, &mut out);
         let mut writer = Writer {
             body: Some(body),
@@ -177,7 +194,14 @@ impl H1Conn {
             }
             match self.poll_head(cx) {
                 Poll::Ready(Err(error)) => Poll::Ready(Err(write_failed.take().unwrap_or(error))),
-                other => other,
+                Poll::Pending => match poll_deadline(&mut self.timer, deadline, cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(ProxyError::new(
+                        ErrorKind::UpstreamTimeout,
+                        "no response headers within read_timeout",
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                },
+                ready => ready,
             }
         })
         .await?;
@@ -187,6 +211,9 @@ impl H1Conn {
             let slot = SwitchedSlot(Arc::new(std::sync::Mutex::new(Some(Switched { io: self.io, read }))));
             response.extensions_mut().insert(slot);
             return Ok(Ok(response.map(|()| crate::upstream::UpstreamBody::Empty)));
+        }
+        if writer.done && writer.out.is_empty() && writer.out.capacity() <= KEPT_OUT {
+            self.out = std::mem::take(&mut writer.out);
         }
         let kind = if head_request { BodyKind::Length(0) } else { kind };
         let reusable = reusable(kind) && keeps_alive(&response) && write_failed.is_none();
@@ -234,6 +261,26 @@ impl H1Conn {
                 Poll::Pending => return Poll::Pending,
             }
         }
+    }
+}
+
+/// Ready once `deadline` has passed. A connection keeps one timer across
+/// its requests instead of arming one per request: it is moved only when it
+/// would fire after the deadline, or when it fires before it (it was left
+/// set by an earlier request, and fires at most once per `read_timeout`).
+fn poll_deadline(timer: &mut Option<Pin<Box<Sleep>>>, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
+    let timer = timer.get_or_insert_with(|| Box::pin(sleep_until(deadline)));
+    if timer.deadline() > deadline {
+        timer.as_mut().reset(deadline);
+    }
+    loop {
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        if Instant::now() >= deadline {
+            return Poll::Ready(());
+        }
+        timer.as_mut().reset(deadline);
     }
 }
 
@@ -482,20 +529,17 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Parsed>, ProxyError> {
     // Offsets of each name and value in the head, so the values can share
     // its bytes instead of being copied.
     let base = buf.as_ptr() as usize;
-    let spans: Vec<(usize, usize, usize, usize)> = parsed
-        .headers
-        .iter()
-        .map(|h| {
-            let name = h.name.as_ptr() as usize - base;
-            let value = h.value.as_ptr() as usize - base;
-            (name, h.name.len(), value, h.value.len())
-        })
-        .collect();
+    let mut spans = [(0usize, 0usize, 0usize, 0usize); MAX_HEADERS];
+    for (span, h) in spans.iter_mut().zip(parsed.headers.iter()) {
+        let name = h.name.as_ptr() as usize - base;
+        let value = h.value.as_ptr() as usize - base;
+        *span = (name, h.name.len(), value, h.value.len());
+    }
     let head = buf.split_to(length).freeze();
     // Room for Kong's response headers (`Via`, the latencies, the request
     // id, `Server`), so the map is not grown while they go in.
     let mut headers = HeaderMap::with_capacity(count + 6);
-    for (name, name_len, value, value_len) in spans {
+    for &(name, name_len, value, value_len) in &spans[..count] {
         let name = HeaderName::from_bytes(&head[name..name + name_len])
             .map_err(|_| invalid("invalid upstream header name"))?;
         let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len))
@@ -784,6 +828,90 @@ mod tests {
             "one kept-alive connection"
         );
         assert_eq!(pool.idle_http1(), 1);
+    }
+
+    /// One kept-alive connection's requests, answered after the given delays.
+    async fn slow_origin(delays: Vec<u64>) -> std::net::SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            for delay in delays {
+                let end = loop {
+                    if let Some(end) = find_double_crlf(&seen) {
+                        break end;
+                    }
+                    let n = socket.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                };
+                seen.drain(..end + 4);
+                tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+                let _ = socket
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+            }
+            let _ = socket.read(&mut buf).await;
+        });
+        addr
+    }
+
+    async fn timed(
+        pool: &crate::upstream::Pool,
+        addr: std::net::SocketAddr,
+        read_timeout_ms: u64,
+    ) -> Result<(), ProxyError> {
+        use http_body_util::BodyExt;
+        let endpoint = crate::upstream::Endpoint {
+            write_timeout: std::time::Duration::from_secs(5),
+            addr,
+            http2: false,
+            tls: None,
+        };
+        let lease = pool
+            .acquire(&endpoint, std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+        let request = Request::get("/").body(crate::body::empty()).unwrap();
+        let read_timeout = std::time::Duration::from_millis(read_timeout_ms);
+        let response = pool
+            .dispatch(
+                lease,
+                &endpoint,
+                request,
+                std::time::Duration::from_secs(5),
+                read_timeout,
+            )
+            .await
+            .map_err(|f| f.error)?;
+        response.into_body().collect().await.unwrap();
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn the_read_timeout_counts_per_request_on_a_kept_connection() {
+        // Answered at once under a short timeout (its timer stays set on the
+        // connection), then slower than that timeout under a longer one (the
+        // early timer must not end it), then slower than its own timeout.
+        let addr = slow_origin(vec![0, 400, 2_000]).await;
+        let pool = crate::upstream::Pool::default();
+        timed(&pool, addr, 150).await.expect("answered at once");
+        let started = std::time::Instant::now();
+        timed(&pool, addr, 3_000).await.expect("within its own read_timeout");
+        assert!(started.elapsed() >= std::time::Duration::from_millis(400));
+        let started = std::time::Instant::now();
+        let error = timed(&pool, addr, 300).await.expect_err("slower than its read_timeout");
+        assert_eq!(error.kind, ErrorKind::UpstreamTimeout);
+        let waited = started.elapsed();
+        assert!(
+            waited >= std::time::Duration::from_millis(300) && waited < std::time::Duration::from_millis(1_500),
+            "{waited:?}"
+        );
     }
 
     #[tokio::test]

@@ -31,6 +31,9 @@ pub struct ConnInfo {
     /// `X-Forwarded-For`), formatted once per connection.
     pub client_ip: HeaderValue,
     pub local: SocketAddr,
+    /// The listener's port as a header value (`X-Forwarded-Port` when the
+    /// request names no other), formatted once per connection.
+    pub local_port: HeaderValue,
     pub tls: bool,
     pub sni: Option<String>,
     /// The client's certificate, when the listener asked for one
@@ -134,7 +137,7 @@ fn add_kong_headers(
         }
         if switches.response_latency {
             let latency = started.elapsed().as_millis() as u64;
-            headers.insert(X_KONG_RESPONSE_LATENCY, HeaderValue::from(latency));
+            headers.insert(X_KONG_RESPONSE_LATENCY, crate::kong_headers::number(latency));
         }
     }
     if switches.request_id {
@@ -296,7 +299,10 @@ async fn proxy(
             started,
             request_id,
         };
-        return Ok(crate::phases::run(request, chain, exchange, http1).await);
+        // Boxed: the plugin phases are a future of kilobytes, and inline they
+        // would make every request's future (copied into its box per
+        // request by h1_server.rs) that large, plugins or not.
+        return Ok(Box::pin(crate::phases::run(request, chain, exchange, http1)).await);
     }
     let service = facts
         .service
@@ -375,7 +381,10 @@ pub(crate) fn plugin_response_to_http(plugin: strait_plugins::PluginResponse) ->
     response
 }
 
-const HOP_BY_HOP: [HeaderName; 6] = [
+const HOPS: usize = 6;
+/// `TE` last: [`strip_hop_by_hop`] treats it apart. A `static`, not a
+/// `const`: a const array of names is made and dropped at each use.
+static HOP_BY_HOP: [HeaderName; HOPS] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -390,28 +399,49 @@ const HOP_BY_HOP: [HeaderName; 6] = [
 /// Most messages carry none of them, or only gRPC's `te: trailers`: one
 /// pass over the names tells, and nothing is removed or re-inserted.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let clean = headers.keys().all(|name| {
-        if name == header::TE {
-            let mut values = headers.get_all(header::TE).iter();
-            values.next().is_some_and(|v| v.as_bytes() == b"trailers") && values.next().is_none()
-        } else {
-            !HOP_BY_HOP.contains(name)
+    // Which of the fixed names are present, in one pass: only those are
+    // removed (most upstreams send `Connection` and nothing else of them).
+    let mut present = [false; HOPS];
+    for name in headers.keys() {
+        if let Some(at) = HOP_BY_HOP.iter().position(|hop| hop == name) {
+            present[at] = true;
         }
-    });
-    if clean {
+    }
+    let te = HOPS - 1;
+    let only_te = present[..te].iter().all(|p| !p);
+    if only_te && present[te] {
+        let mut values = headers.get_all(header::TE).iter();
+        if values.next().is_some_and(|v| v.as_bytes() == b"trailers") && values.next().is_none() {
+            return;
+        }
+    }
+    if only_te && !present[te] {
         return;
     }
-    let named: Vec<HeaderName> = headers
+    // Names beyond the fixed set, parsed only for a token that is not one
+    // of them: `Connection: keep-alive` (what most upstreams send)
+    // allocates nothing.
+    let mut named: Vec<HeaderName> = Vec::new();
+    for token in headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(str::trim)
         .filter(|v| !v.is_empty())
-        .filter_map(|v| HeaderName::from_bytes(v.as_bytes()).ok())
-        .collect();
-    let keeps_trailers = lists_token(headers, &header::TE, "trailers");
-    for name in HOP_BY_HOP.iter().chain(&named) {
+    {
+        if HOP_BY_HOP.iter().any(|h| token.eq_ignore_ascii_case(h.as_str())) {
+            continue;
+        }
+        if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
+            named.push(name);
+        }
+    }
+    let keeps_trailers = present[te] && lists_token(headers, &header::TE, "trailers");
+    for (name, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, present)| *present) {
+        headers.remove(name);
+    }
+    for name in &named {
         headers.remove(name);
     }
     if keeps_trailers {
@@ -468,7 +498,12 @@ fn add_forwarding_headers(
         HeaderValue::from_static(if conn.tls { "https" } else { "http" }),
     );
     set(headers, X_FORWARDED_HOST, host);
-    headers.insert(X_FORWARDED_PORT, HeaderValue::from(port));
+    let port = if port == conn.local.port() {
+        conn.local_port.clone()
+    } else {
+        crate::kong_headers::number(u64::from(port))
+    };
+    headers.insert(X_FORWARDED_PORT, port);
     set(headers, X_FORWARDED_PATH, path);
     match prefix {
         Some(prefix) => set(headers, X_FORWARDED_PREFIX, prefix),
@@ -612,7 +647,8 @@ async fn forward(
     }
     let mut picks = Attempts::default();
     let mut set_cookie: Option<String> = None;
-    let mut last_error = ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made");
+    // Made only when an attempt failed: most requests never need it.
+    let mut last_error: Option<ProxyError> = None;
     let mut tries: Vec<strait_plugins::UpstreamTry> = Vec::new();
     for _ in 0..attempts {
         let mut upstream_request = match pending.take() {
@@ -699,7 +735,7 @@ async fn forward(
                 if let Some(last) = tries.last_mut() {
                     last.failure = Some(error.cause.clone());
                 }
-                last_error = error;
+                last_error = Some(error);
                 pending = Some(upstream_request);
                 if balancer.is_some() {
                     continue;
@@ -726,7 +762,7 @@ async fn forward(
                 if let Some(last) = tries.last_mut() {
                     last.failure = Some(error.cause.to_string());
                 }
-                last_error = error;
+                last_error = Some(error);
                 pending = Some(upstream_request);
                 continue;
             }
@@ -781,7 +817,7 @@ async fn forward(
                 }
                 tracing::debug!(cause = %failed.error.cause, "upstream request failed, retrying");
                 pending = failed.unsent;
-                last_error = failed.error;
+                last_error = Some(failed.error);
                 continue;
             }
         };
@@ -823,7 +859,7 @@ async fn forward(
         }
         return Ok(response);
     }
-    Err(last_error)
+    Err(last_error.unwrap_or_else(|| ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made")))
 }
 
 /// Whether `upstream_path` would give back the request's own path: no
@@ -886,17 +922,18 @@ fn finish_response(
     if switches.upstream_latency {
         parts
             .headers
-            .insert(X_KONG_UPSTREAM_LATENCY, HeaderValue::from(upstream_ms as u64));
+            .insert(X_KONG_UPSTREAM_LATENCY, crate::kong_headers::number(upstream_ms as u64));
     }
     if switches.proxy_latency {
         parts
             .headers
-            .insert(X_KONG_PROXY_LATENCY, HeaderValue::from(proxy_ms as u64));
+            .insert(X_KONG_PROXY_LATENCY, crate::kong_headers::number(proxy_ms as u64));
     }
     if switches.upstream_status {
-        parts
-            .headers
-            .insert(X_KONG_UPSTREAM_STATUS, HeaderValue::from(parts.status.as_u16()));
+        parts.headers.insert(
+            X_KONG_UPSTREAM_STATUS,
+            crate::kong_headers::number(u64::from(parts.status.as_u16())),
+        );
     }
     let detail = detail.map(|mut detail| {
         if let Some(timing) = detail.timing.as_mut() {

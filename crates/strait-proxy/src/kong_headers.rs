@@ -137,8 +137,14 @@ pub(crate) fn next_u64() -> u64 {
 }
 
 /// A request id as Kong writes `X-Kong-Request-Id`: 32 lower-case hex digits.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct RequestId([u8; 32]);
+///
+/// Its header value is made with it and shared by the upstream request and
+/// the response (one allocation per request, not one per use).
+#[derive(Clone, PartialEq, Eq)]
+pub struct RequestId {
+    digits: [u8; 32],
+    value: HeaderValue,
+}
 
 impl RequestId {
     pub fn new() -> RequestId {
@@ -149,23 +155,56 @@ impl RequestId {
                 digits[half * 16 + i] = HEX[((word >> (60 - 4 * i)) & 0xf) as usize];
             }
         }
-        RequestId(digits)
+        // Marked sensitive: HTTP/2's HPACK then writes it as a
+        // never-indexed literal. A value unique to one request gains nothing
+        // from the dynamic table and, indexed, would push out the entries
+        // that repeat on every request (both on Strait's encoder and the
+        // peer's decoder).
+        let mut value = HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(digits))
+            .expect("hex digits are a valid header value");
+        value.set_sensitive(true);
+        RequestId { digits, value }
     }
 
     pub fn as_str(&self) -> &str {
         // Only ASCII hex digits are ever written.
-        std::str::from_utf8(&self.0).unwrap_or_default()
+        std::str::from_utf8(&self.digits).unwrap_or_default()
     }
 
-    /// The id as a header value, marked sensitive: HTTP/2's HPACK then
-    /// writes it as a never-indexed literal. A value unique to one request
-    /// gains nothing from the dynamic table and, indexed, would push out
-    /// the entries that repeat on every request (both on Strait's encoder
-    /// and the peer's decoder).
+    /// The id as a header value (sensitive, see [`RequestId::new`]).
     pub fn header_value(&self) -> HeaderValue {
-        let mut value = HeaderValue::from_bytes(&self.0).expect("hex digits are a valid header value");
-        value.set_sensitive(true);
-        value
+        self.value.clone()
+    }
+}
+
+/// Numbers below this come from [`number`] without an allocation.
+const SMALL_NUMBERS: u64 = 1024;
+
+/// `n` as a header value. Latencies in milliseconds and status codes are
+/// small, and every proxied response carries two or three of them: those
+/// below [`SMALL_NUMBERS`] are made once per process from static bytes, so
+/// a clone neither allocates nor touches a shared reference count.
+pub(crate) fn number(n: u64) -> HeaderValue {
+    static SMALL: std::sync::LazyLock<Vec<HeaderValue>> = std::sync::LazyLock::new(|| {
+        let digits: &'static str = Box::leak(
+            (0..SMALL_NUMBERS)
+                .map(|n| n.to_string())
+                .collect::<String>()
+                .into_boxed_str(),
+        );
+        let mut at = 0;
+        (0..SMALL_NUMBERS)
+            .map(|n| {
+                let len = n.checked_ilog10().unwrap_or(0) as usize + 1;
+                let text = &digits[at..at + len];
+                at += len;
+                HeaderValue::from_maybe_shared(bytes::Bytes::from_static(text.as_bytes())).expect("digits")
+            })
+            .collect()
+    });
+    match SMALL.get(n as usize) {
+        Some(value) if n < SMALL_NUMBERS => value.clone(),
+        _ => HeaderValue::from(n),
     }
 }
 
@@ -206,6 +245,29 @@ mod tests {
         let value = id.header_value();
         assert!(value.is_sensitive());
         assert_eq!(value.to_str().unwrap(), id.as_str());
+    }
+
+    #[test]
+    fn numbers_are_their_decimal_digits_on_both_sides_of_the_table() {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            200,
+            504,
+            999,
+            1000,
+            1023,
+            1024,
+            1025,
+            65535,
+            u64::MAX,
+        ] {
+            assert_eq!(number(n).to_str().unwrap(), n.to_string(), "{n}");
+        }
     }
 
     #[test]

@@ -123,6 +123,12 @@ impl Default for Keepalive {
     }
 }
 
+/// Idle connections by endpoint. foldhash, not std's SipHash: every
+/// proxied request looks its endpoint up twice (checkout, and checkin by
+/// its response body), and the keys come from the configuration, not from
+/// clients.
+type PoolMap<V> = HashMap<PoolKey, V, foldhash::fast::RandomState>;
+
 /// Sweeps per idle timeout: a connection is closed after idling between
 /// the timeout and 5/4 of it.
 const SWEEPS_PER_TIMEOUT: u64 = 4;
@@ -139,7 +145,7 @@ struct Idle<S> {
 /// bodies that hand their connection back when they end.
 pub(crate) struct Http1Idle {
     keepalive: Keepalive,
-    map: Mutex<HashMap<PoolKey, Vec<Idle<H1Conn>>>>,
+    map: Mutex<PoolMap<Vec<Idle<H1Conn>>>>,
     /// Advanced by [`Pool::sweep`].
     epoch: std::sync::atomic::AtomicU64,
 }
@@ -193,7 +199,7 @@ pub struct Pool {
     /// HTTP/2 connections per upstream: requests share the first with a
     /// free stream; another opens when all are at the upstream's
     /// SETTINGS_MAX_CONCURRENT_STREAMS.
-    http2: Mutex<HashMap<PoolKey, Vec<Idle<H2Conn>>>>,
+    http2: Mutex<PoolMap<Vec<Idle<H2Conn>>>>,
 }
 
 impl Default for Pool {
@@ -426,10 +432,8 @@ impl Pool {
                     key,
                     uses: uses + 1,
                 };
-                match timeout(read_timeout, conn.send(request, home)).await {
-                    Err(_) => Err(timed_out()),
-                    Ok(result) => result,
-                }
+                // The read timeout is the connection's own timer (h1_client.rs).
+                conn.send(request, home, read_timeout).await
             }
             Sender::Http2(conn) => {
                 self.checkin(key, Sender::Http2(conn.clone()), uses + 1);

@@ -203,6 +203,7 @@ async fn accept_loop(
             client,
             client_ip: http::HeaderValue::from_str(&client.ip().to_string())
                 .expect("an IP address is a valid header value"),
+            local_port: http::HeaderValue::from(local.port()),
             local,
             tls: acceptor.is_some(),
             sni: None,
