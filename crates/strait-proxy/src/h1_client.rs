@@ -34,6 +34,7 @@ use tokio::time::{sleep_until, Instant, Sleep};
 
 use crate::body::{BoxError, ProxyBody};
 use crate::error::{ErrorKind, ProxyError};
+use crate::forwarding::Forwarding;
 use crate::h1_codec::{content_length, put_chunk, put_fields, put_last_chunk, ready_read, BodyKind, Decoder};
 use crate::upstream::{Home, WriteTimeoutIo};
 
@@ -136,6 +137,7 @@ impl H1Conn {
         mut self,
         request: Request<ProxyBody>,
         home: Home,
+        forwarding: Option<&Forwarding>,
         read_timeout: std::time::Duration,
     ) -> Result<Result<Response<crate::upstream::UpstreamBody>, Request<ProxyBody>>, ProxyError> {
         // No response head by then is a 504, counted from here as a timeout
@@ -147,7 +149,7 @@ impl H1Conn {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         out.reserve(512);
-        encode_head(&parts.method, &parts.uri, &parts.headers, &mut out);
+        encode_head(&parts.method, &parts.uri, &parts.headers, forwarding, &mut out);
         let mut writer = Writer {
             body: Some(body),
             framing,
@@ -322,12 +324,32 @@ fn request_framing(headers: &mut HeaderMap, body: &ProxyBody) -> Framing {
     }
 }
 
-fn encode_head(method: &Method, uri: &http::Uri, headers: &HeaderMap, out: &mut BytesMut) {
+fn encode_head(
+    method: &Method,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+    forwarding: Option<&Forwarding>,
+    out: &mut BytesMut,
+) {
     out.put_slice(method.as_str().as_bytes());
     out.put_u8(b' ');
     out.put_slice(uri.path_and_query().map_or("/", |p| p.as_str()).as_bytes());
     out.put_slice(b" HTTP/1.1\r\n");
-    put_fields(headers, out);
+    let Some(forwarding) = forwarding else {
+        put_fields(headers, out);
+        return;
+    };
+    for (name, value) in headers {
+        if forwarding.replaces(name) {
+            continue;
+        }
+        out.put_slice(name.as_str().as_bytes());
+        out.put_slice(b": ");
+        out.put_slice(value.as_bytes());
+        out.put_slice(b"\r\n");
+    }
+    forwarding.encode(out);
+    out.put_slice(b"\r\n");
 }
 
 /// The request body on its way up.
@@ -539,16 +561,20 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Parsed>, ProxyError> {
     // Room for Kong's response headers (`Via`, the latencies, the request
     // id, `Server`), so the map is not grown while they go in.
     let mut headers = HeaderMap::with_capacity(count + 6);
+    // What framing needs is noted on the way, not looked up again.
+    let (mut has_length, mut has_coding) = (false, false);
     for &(name, name_len, value, value_len) in &spans[..count] {
         let name = HeaderName::from_bytes(&head[name..name + name_len])
             .map_err(|_| invalid("invalid upstream header name"))?;
         let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len))
             .map_err(|_| invalid("invalid upstream header value"))?;
+        has_length |= name == header::CONTENT_LENGTH;
+        has_coding |= name == header::TRANSFER_ENCODING;
         headers.append(name, value);
     }
     let kind = if status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         BodyKind::Length(0)
-    } else if headers.contains_key(header::TRANSFER_ENCODING) {
+    } else if has_coding {
         let chunked = headers
             .get_all(header::TRANSFER_ENCODING)
             .iter()
@@ -567,7 +593,7 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Parsed>, ProxyError> {
         } else {
             BodyKind::Close
         }
-    } else if headers.contains_key(header::CONTENT_LENGTH) {
+    } else if has_length {
         match content_length(&headers) {
             Some(length) => BodyKind::Length(length),
             None => return Err(invalid("invalid upstream content-length")),
@@ -791,7 +817,7 @@ mod tests {
         let timeout = std::time::Duration::from_secs(5);
         let lease = pool.acquire(&endpoint, timeout).await.unwrap();
         let response = pool
-            .dispatch(lease, &endpoint, request, timeout, timeout)
+            .dispatch(lease, &endpoint, request, None, timeout, timeout)
             .await
             .map_err(|f| f.error)
             .unwrap();
@@ -884,6 +910,7 @@ mod tests {
                 lease,
                 &endpoint,
                 request,
+                None,
                 std::time::Duration::from_secs(5),
                 read_timeout,
             )

@@ -59,9 +59,9 @@ const STACK_FIELDS: usize = 128;
 const COPY_LIMIT: usize = 4096;
 /// Encoded response bytes gathered before they are written.
 const WRITE_BATCH: usize = 64 * 1024;
-/// Fields the proxy adds to a request on its way up (`X-Forwarded-*`,
-/// `X-Real-IP`, `Via`, `X-Kong-Request-Id`).
-pub(crate) const FORWARDING_FIELDS: usize = 9;
+/// Fields the proxy may add to a request's map on its way up (`Host`, a
+/// framing field; the forwarding headers go beside it, forwarding.rs).
+pub(crate) const ADDED_FIELDS: usize = 2;
 /// Most bytes of an unread request body read and dropped to keep its
 /// connection.
 const DISCARD_LIMIT: usize = 64 * 1024;
@@ -447,7 +447,7 @@ fn parse_request(
     let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1)).map_err(|_| ErrorKind::BadRequest)?;
     // Room for the forwarding headers the proxy adds, so the map is not
     // grown (re-hashed) while they go in.
-    let mut headers = HeaderMap::with_capacity(spans.len() + FORWARDING_FIELDS);
+    let mut headers = HeaderMap::with_capacity(spans.len() + ADDED_FIELDS);
     for &(name, name_len, value, value_len) in spans.iter() {
         let name = HeaderName::from_bytes(&head[name..name + name_len]).map_err(|_| ErrorKind::BadRequest)?;
         let value =

@@ -18,6 +18,7 @@ use crate::balancer::hashing::HashInput;
 use crate::balancer::{Algorithm, Attempts};
 use crate::body::{boxed, buffer_up_to, full, BlockBody, Buffered, IdleTimeoutBody, ProxyBody};
 use crate::error::{error_response, ErrorKind, ProxyError};
+use crate::forwarding::Forwarding;
 use crate::kong_headers::{HeaderSwitches, RequestId};
 use crate::snapshot::{ServiceRuntime, Snapshot};
 use crate::upstream::Endpoint;
@@ -458,61 +459,10 @@ pub(crate) fn lists_token(headers: &HeaderMap, name: &HeaderName, token: &str) -
         .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
 }
 
-fn set(headers: &mut HeaderMap, name: HeaderName, value: &str) {
-    if let Ok(value) = HeaderValue::from_str(value) {
-        headers.insert(name, value);
-    }
-}
-
-const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
-const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-const X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
-const X_FORWARDED_PATH: HeaderName = HeaderName::from_static("x-forwarded-path");
-const X_FORWARDED_PREFIX: HeaderName = HeaderName::from_static("x-forwarded-prefix");
 const X_KONG_UPSTREAM_LATENCY: HeaderName = HeaderName::from_static("x-kong-upstream-latency");
 const X_KONG_PROXY_LATENCY: HeaderName = HeaderName::from_static("x-kong-proxy-latency");
 const X_KONG_UPSTREAM_STATUS: HeaderName = HeaderName::from_static("x-kong-upstream-status");
 const X_KONG_RESPONSE_LATENCY: HeaderName = HeaderName::from_static("x-kong-response-latency");
-
-/// Kong's forwarding headers for a client that is not a trusted proxy.
-fn add_forwarding_headers(
-    headers: &mut HeaderMap,
-    conn: &ConnInfo,
-    host: &str,
-    port: u16,
-    path: &str,
-    prefix: Option<&str>,
-) {
-    let forwarded_for = match headers.get(X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(existing) => HeaderValue::from_str(&format!("{existing}, {}", conn.client.ip())).ok(),
-        None => Some(conn.client_ip.clone()),
-    };
-    if let Some(value) = forwarded_for {
-        headers.insert(X_FORWARDED_FOR, value);
-    }
-    headers.insert(X_REAL_IP, conn.client_ip.clone());
-    headers.insert(
-        X_FORWARDED_PROTO,
-        HeaderValue::from_static(if conn.tls { "https" } else { "http" }),
-    );
-    set(headers, X_FORWARDED_HOST, host);
-    let port = if port == conn.local.port() {
-        conn.local_port.clone()
-    } else {
-        crate::kong_headers::number(u64::from(port))
-    };
-    headers.insert(X_FORWARDED_PORT, port);
-    set(headers, X_FORWARDED_PATH, path);
-    match prefix {
-        Some(prefix) => set(headers, X_FORWARDED_PREFIX, prefix),
-        None => {
-            headers.remove(X_FORWARDED_PREFIX);
-        }
-    }
-    headers.append(header::VIA, HeaderValue::from_static(VIA_VALUE));
-}
 
 fn millis(value: i64) -> Duration {
     Duration::from_millis(value.max(1) as u64)
@@ -580,23 +530,26 @@ async fn forward(
         .then(|| matched.matched_path.clone())
         .flatten();
     strip_hop_by_hop(&mut parts.headers);
-    // Room for what is added below (forwarding headers, request id, Host):
-    // the map grows once, if at all (an HTTP/1.1 head's map was made with it).
-    parts.headers.reserve(crate::h1_server::FORWARDING_FIELDS);
     if let Some(upgrade) = &upgrade {
         upgrade.restore(&mut parts.headers);
     }
-    add_forwarding_headers(
-        &mut parts.headers,
+    let forwarding = Forwarding::new(
+        &parts.headers,
         conn,
         host,
         port,
         parts.uri.path(),
         stripped_prefix.as_deref(),
+        shared.headers.upstream_request_id.then(|| request_id.header_value()),
     );
-    if shared.headers.upstream_request_id {
-        parts.headers.insert(X_KONG_REQUEST_ID, request_id.header_value());
-    }
+    // HTTP/1.1 upstreams get the forwarding headers from the encoder;
+    // HTTP/2 ones in the map.
+    let forwarding = if http2 {
+        forwarding.insert(&mut parts.headers);
+        None
+    } else {
+        Some(forwarding)
+    };
     let tls = runtime.tls.is_some();
     let connect_timeout = millis(service.connect_timeout);
     // A gRPC call's `grpc-timeout` is its deadline, counted from the
@@ -801,7 +754,14 @@ async fn forward(
         };
         let sent = shared
             .pool()
-            .dispatch(lease, &endpoint, upstream_request, connect_timeout, read_timeout)
+            .dispatch(
+                lease,
+                &endpoint,
+                upstream_request,
+                forwarding.as_ref(),
+                connect_timeout,
+                read_timeout,
+            )
             .await;
         let mut response = match sent {
             Ok(response) => response,

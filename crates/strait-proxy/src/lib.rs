@@ -15,6 +15,7 @@ pub mod compiler;
 pub mod conn;
 pub mod dns;
 pub mod error;
+mod forwarding;
 pub mod grpc;
 pub mod h1_client;
 pub(crate) mod h1_codec;

@@ -19,6 +19,7 @@ use tokio::time::timeout;
 
 use crate::body::{BoxError, ProxyBody};
 use crate::error::{ErrorKind, ProxyError};
+use crate::forwarding::Forwarding;
 use crate::h1_client::{H1Body, H1Conn, Io};
 use crate::h2_body::StreamBody;
 use crate::h2_client::H2Conn;
@@ -364,11 +365,12 @@ impl Pool {
     /// because the pooled connection had just closed is resent once on a
     /// fresh connection. A failure hands back the request when none of it
     /// was sent, so a retry can send it elsewhere.
-    pub async fn dispatch(
+    pub(crate) async fn dispatch(
         &self,
         lease: Lease,
         endpoint: &Endpoint,
         request: Request<ProxyBody>,
+        forwarding: Option<&Forwarding>,
         connect_timeout: Duration,
         read_timeout: Duration,
     ) -> Result<Response<UpstreamBody>, DispatchFailure> {
@@ -380,7 +382,7 @@ impl Pool {
             uses,
         } = lease;
         let request = match self
-            .try_send(key.clone(), sender, uses, request, read_timeout)
+            .try_send(key.clone(), sender, uses, request, forwarding, read_timeout)
             .await
             .map_err(lost)?
         {
@@ -403,7 +405,7 @@ impl Pool {
             }
         };
         match self
-            .try_send(key, sender, 0, request, read_timeout)
+            .try_send(key, sender, 0, request, forwarding, read_timeout)
             .await
             .map_err(lost)?
         {
@@ -422,6 +424,7 @@ impl Pool {
         sender: Sender,
         uses: u32,
         request: Request<ProxyBody>,
+        forwarding: Option<&Forwarding>,
         read_timeout: Duration,
     ) -> Result<Result<Response<UpstreamBody>, Request<ProxyBody>>, ProxyError> {
         let timed_out = || ProxyError::new(ErrorKind::UpstreamTimeout, "no response headers within read_timeout");
@@ -433,7 +436,7 @@ impl Pool {
                     uses: uses + 1,
                 };
                 // The read timeout is the connection's own timer (h1_client.rs).
-                conn.send(request, home, read_timeout).await
+                conn.send(request, home, forwarding, read_timeout).await
             }
             Sender::Http2(conn) => {
                 self.checkin(key, Sender::Http2(conn.clone()), uses + 1);

@@ -1,0 +1,265 @@
+//! Kong's forwarding headers on an upstream request.
+//!
+//! Every proxied request carries `X-Forwarded-For`, `-Proto`, `-Host`,
+//! `-Port`, `-Path` (and `-Prefix` when a prefix was stripped), `X-Real-IP`,
+//! `Via` and, by default, `X-Kong-Request-Id`. Kong sets them with nginx's
+//! `proxy_set_header`: they replace what the client sent under those names
+//! (`Via` is added to the client's), after the plugins ran, and the request's
+//! header map as plugins and balancers see it keeps the client's.
+//!
+//! [`Forwarding`] holds them beside the map. HTTP/1.1 upstreams get them from
+//! the encoder (h1_client.rs), which skips the client's fields they replace:
+//! nine header-map inserts, lookups and removals fewer on every request.
+//! HTTP/2 upstreams get them inserted into the map ([`Forwarding::insert`]).
+
+use bytes::{BufMut, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+use crate::handler::ConnInfo;
+use crate::VIA_VALUE;
+
+const FIELDS: usize = 8;
+
+/// What Strait sets, in the order it is written. All start with `x-`
+/// ([`Forwarding::replaces`] relies on it).
+static NAMES: [HeaderName; FIELDS] = [
+    HeaderName::from_static("x-forwarded-for"),
+    HeaderName::from_static("x-real-ip"),
+    HeaderName::from_static("x-forwarded-proto"),
+    HeaderName::from_static("x-forwarded-host"),
+    HeaderName::from_static("x-forwarded-port"),
+    HeaderName::from_static("x-forwarded-path"),
+    HeaderName::from_static("x-forwarded-prefix"),
+    crate::handler::X_KONG_REQUEST_ID,
+];
+const FOR: usize = 0;
+const REAL_IP: usize = 1;
+const PROTO: usize = 2;
+const HOST: usize = 3;
+const PORT: usize = 4;
+const PATH: usize = 5;
+const PREFIX: usize = 6;
+const REQUEST_ID: usize = 7;
+
+/// The forwarding headers of one upstream request.
+pub(crate) struct Forwarding {
+    /// `Some`: sent, replacing the client's field; `None` with the bit
+    /// set in `replaced`: the client's field is dropped and none sent.
+    values: [Option<HeaderValue>; FIELDS],
+    /// Bit `i`: the client's field named `NAMES[i]` is not passed on.
+    replaced: u8,
+}
+
+impl Forwarding {
+    /// Kong's forwarding headers for a client that is not a trusted proxy.
+    /// `headers` are the client's (its `X-Forwarded-For` is extended);
+    /// `prefix` is the path prefix the route stripped; `request_id` is
+    /// `X-Kong-Request-Id` when sent upstream.
+    pub(crate) fn new(
+        headers: &HeaderMap,
+        conn: &ConnInfo,
+        host: &str,
+        port: u16,
+        path: &str,
+        prefix: Option<&str>,
+        request_id: Option<HeaderValue>,
+    ) -> Forwarding {
+        let mut forwarding = Forwarding {
+            values: Default::default(),
+            replaced: 0,
+        };
+        let forwarded_for = match headers.get(&NAMES[FOR]).and_then(|v| v.to_str().ok()) {
+            Some(existing) => HeaderValue::from_str(&format!("{existing}, {}", conn.client.ip())).ok(),
+            None => Some(conn.client_ip.clone()),
+        };
+        forwarding.set(FOR, forwarded_for);
+        forwarding.set(REAL_IP, Some(conn.client_ip.clone()));
+        let proto = HeaderValue::from_static(if conn.tls { "https" } else { "http" });
+        forwarding.set(PROTO, Some(proto));
+        forwarding.set(HOST, HeaderValue::from_str(host).ok());
+        let port = if port == conn.local.port() {
+            conn.local_port.clone()
+        } else {
+            crate::kong_headers::number(u64::from(port))
+        };
+        forwarding.set(PORT, Some(port));
+        forwarding.set(PATH, HeaderValue::from_str(path).ok());
+        match prefix {
+            Some(prefix) => forwarding.set(PREFIX, HeaderValue::from_str(prefix).ok()),
+            None => forwarding.replaced |= 1 << PREFIX,
+        }
+        forwarding.set(REQUEST_ID, request_id);
+        forwarding
+    }
+
+    /// A value that could not be a header value (a host or path with bytes
+    /// no field may carry) leaves the client's field as it was.
+    fn set(&mut self, field: usize, value: Option<HeaderValue>) {
+        if value.is_some() {
+            self.replaced |= 1 << field;
+            self.values[field] = value;
+        }
+    }
+
+    /// Whether the client's field `name` gives way to Strait's.
+    pub(crate) fn replaces(&self, name: &HeaderName) -> bool {
+        let name = name.as_str();
+        if !name.starts_with("x-") {
+            return false;
+        }
+        NAMES
+            .iter()
+            .enumerate()
+            .any(|(at, ours)| self.replaced & (1 << at) != 0 && ours.as_str() == name)
+    }
+
+    /// The fields as HTTP/1.1 header lines, `Via` last.
+    pub(crate) fn encode(&self, out: &mut BytesMut) {
+        for (name, value) in NAMES.iter().zip(&self.values) {
+            if let Some(value) = value {
+                out.put_slice(name.as_str().as_bytes());
+                out.put_slice(b": ");
+                out.put_slice(value.as_bytes());
+                out.put_slice(b"\r\n");
+            }
+        }
+        out.put_slice(b"via: ");
+        out.put_slice(VIA_VALUE.as_bytes());
+        out.put_slice(b"\r\n");
+    }
+
+    /// Put the fields into `headers` (HTTP/2 upstreams), as the encoder
+    /// would have written them.
+    pub(crate) fn insert(self, headers: &mut HeaderMap) {
+        for (at, (name, value)) in NAMES.iter().zip(self.values).enumerate() {
+            if self.replaced & (1 << at) == 0 {
+                continue;
+            }
+            match value {
+                Some(value) => {
+                    headers.insert(name, value);
+                }
+                None => {
+                    headers.remove(name);
+                }
+            }
+        }
+        headers.append(header::VIA, HeaderValue::from_static(VIA_VALUE));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> ConnInfo {
+        ConnInfo {
+            client: "192.0.2.9:50000".parse().unwrap(),
+            client_ip: HeaderValue::from_static("192.0.2.9"),
+            local: "127.0.0.1:8000".parse().unwrap(),
+            local_port: HeaderValue::from_static("8000"),
+            tls: false,
+            sni: None,
+            client_cert: None,
+        }
+    }
+
+    fn client_headers() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("x-forwarded-for", "203.0.113.1"),
+            ("x-real-ip", "203.0.113.1"),
+            ("x-forwarded-host", "spoofed"),
+            ("x-forwarded-prefix", "/spoofed"),
+            ("x-kong-request-id", "spoofed"),
+            ("via", "1.1 client-proxy"),
+            ("x-other", "kept"),
+        ] {
+            headers.append(name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    /// The encoder's lines for `headers` and `forwarding`, as h1_client.rs writes them.
+    fn encoded(headers: &HeaderMap, forwarding: &Forwarding) -> Vec<(String, String)> {
+        let mut out = BytesMut::new();
+        for (name, value) in headers {
+            if !forwarding.replaces(name) {
+                out.put_slice(format!("{}: {}\r\n", name, value.to_str().unwrap()).as_bytes());
+            }
+        }
+        forwarding.encode(&mut out);
+        String::from_utf8(out.to_vec())
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let (name, value) = line.split_once(": ").unwrap();
+                (name.to_string(), value.to_string())
+            })
+            .collect()
+    }
+
+    fn sorted(mut fields: Vec<(String, String)>) -> Vec<(String, String)> {
+        fields.sort();
+        fields
+    }
+
+    #[test]
+    fn the_client_fields_strait_sets_are_replaced_and_via_is_added() {
+        let headers = client_headers();
+        let request_id = HeaderValue::from_static("0123456789abcdef0123456789abcdef");
+        let forwarding = Forwarding::new(&headers, &conn(), "example.test", 8000, "/a/b", None, Some(request_id));
+        let fields = sorted(encoded(&headers, &forwarding));
+        let expect: Vec<(String, String)> = [
+            ("via", "1.1 client-proxy"),
+            ("via", VIA_VALUE),
+            ("x-forwarded-for", "203.0.113.1, 192.0.2.9"),
+            ("x-forwarded-host", "example.test"),
+            ("x-forwarded-path", "/a/b"),
+            ("x-forwarded-port", "8000"),
+            ("x-forwarded-proto", "http"),
+            ("x-kong-request-id", "0123456789abcdef0123456789abcdef"),
+            ("x-other", "kept"),
+            ("x-real-ip", "192.0.2.9"),
+        ]
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(fields, sorted(expect));
+    }
+
+    #[test]
+    fn the_encoder_and_the_map_agree() {
+        for (prefix, request_id, port) in [
+            (None, None, 8000),
+            (Some("/api"), Some(HeaderValue::from_static("ab")), 9443),
+            (Some("bad\nprefix"), None, 8000),
+        ] {
+            let headers = client_headers();
+            let forwarding = Forwarding::new(&headers, &conn(), "h", port, "/p", prefix, request_id.clone());
+            let by_encoder = sorted(encoded(&headers, &forwarding));
+            let mut map = headers.clone();
+            Forwarding::new(&headers, &conn(), "h", port, "/p", prefix, request_id).insert(&mut map);
+            let by_map: Vec<(String, String)> = map
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string()))
+                .collect();
+            assert_eq!(by_encoder, sorted(by_map), "prefix {prefix:?}");
+        }
+    }
+
+    #[test]
+    fn without_a_stripped_prefix_the_clients_is_dropped_and_an_invalid_one_leaves_it() {
+        let headers = client_headers();
+        let dropped = Forwarding::new(&headers, &conn(), "h", 8000, "/p", None, None);
+        assert!(dropped.replaces(&HeaderName::from_static("x-forwarded-prefix")));
+        assert!(!encoded(&headers, &dropped)
+            .iter()
+            .any(|(n, _)| n == "x-forwarded-prefix"));
+        let invalid = Forwarding::new(&headers, &conn(), "h", 8000, "/p", Some("a\r\nb"), None);
+        assert!(!invalid.replaces(&HeaderName::from_static("x-forwarded-prefix")));
+        // Without an upstream request id, the client's passes as it came.
+        assert!(!invalid.replaces(&HeaderName::from_static("x-kong-request-id")));
+        assert!(!invalid.replaces(&header::HOST));
+    }
+}
