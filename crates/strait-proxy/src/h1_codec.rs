@@ -260,6 +260,46 @@ pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
     found
 }
 
+/// Maps a worker keeps for the next heads it parses.
+const KEPT_MAPS: usize = 64;
+/// Slots of a kept map: requests and responses of up to this many fields
+/// never grow one. Larger maps are not kept.
+const MAP_SLOTS: usize = 24;
+
+thread_local! {
+    static MAPS: std::cell::RefCell<Vec<HeaderMap>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty header map for a head of `fields` fields: one this worker
+/// parsed an earlier head into when there is one, so the two allocations a
+/// new map costs are paid once per worker, not once per request and
+/// response.
+pub(crate) fn header_map(fields: usize) -> HeaderMap {
+    if fields <= MAP_SLOTS {
+        if let Some(map) = MAPS.with(|maps| maps.borrow_mut().pop()) {
+            return map;
+        }
+        return HeaderMap::with_capacity(MAP_SLOTS);
+    }
+    HeaderMap::with_capacity(fields)
+}
+
+/// Give back a map whose head was written ([`header_map`]).
+pub(crate) fn recycle(mut map: HeaderMap) {
+    // A map grown for a large head (or holding many repeated fields) is
+    // dropped rather than kept at that size.
+    if map.capacity() < MAP_SLOTS || map.capacity() > 2 * MAP_SLOTS || map.len() > 2 * MAP_SLOTS {
+        return;
+    }
+    map.clear();
+    MAPS.with(|maps| {
+        let mut maps = maps.borrow_mut();
+        if maps.len() < KEPT_MAPS {
+            maps.push(map);
+        }
+    });
+}
+
 /// Header (or trailer) fields, then the empty line that ends them.
 pub(crate) fn put_fields(fields: &HeaderMap, out: &mut BytesMut) {
     for (name, value) in fields {
@@ -297,6 +337,34 @@ pub(crate) fn put_last_chunk(trailers: Option<&HeaderMap>, out: &mut BytesMut) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recycled_map_comes_back_empty_and_a_grown_one_is_not_kept() {
+        std::thread::spawn(|| {
+            let mut map = header_map(3);
+            map.append("x-a", HeaderValue::from_static("1"));
+            map.append("x-a", HeaderValue::from_static("2"));
+            let kept = map.capacity();
+            recycle(map);
+            let again = header_map(5);
+            assert!(again.is_empty() && again.capacity() == kept);
+            assert_eq!(MAPS.with(|maps| maps.borrow().len()), 0);
+            // Grown past twice the slots (a head of 100 fields): dropped.
+            let mut big = header_map(100);
+            for n in 0..100 {
+                big.append(
+                    HeaderName::from_bytes(format!("x-{n}").as_bytes()).unwrap(),
+                    HeaderValue::from_static("v"),
+                );
+            }
+            recycle(big);
+            assert_eq!(MAPS.with(|maps| maps.borrow().len()), 0);
+            recycle(again);
+            assert_eq!(MAPS.with(|maps| maps.borrow().len()), 1);
+        })
+        .join()
+        .unwrap();
+    }
 
     fn decode_all(kind: BodyKind, input: &[u8]) -> Result<(Vec<u8>, Option<HeaderMap>), String> {
         let mut io: &[u8] = &[];

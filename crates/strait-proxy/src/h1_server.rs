@@ -86,8 +86,11 @@ struct Parsed {
 }
 
 /// What waiting for the next request head ended with.
+// Not boxed: the request moves once, where a box cost an allocation and a
+// copy per request.
+#[allow(clippy::large_enum_variant)]
 enum Next {
-    Request(Box<Parsed>),
+    Request(Parsed),
     /// The client closed, went quiet, or Strait stops: close without a word.
     Close,
     /// Answer with this error, then close.
@@ -180,7 +183,7 @@ impl Session<'_> {
             expect_continue,
             trailers,
             upgrade,
-        } = *parsed;
+        } = parsed;
         self.served += 1;
         let meta = Meta {
             version: request.version(),
@@ -259,7 +262,7 @@ impl Session<'_> {
         loop {
             if !conn.buf.is_empty() {
                 match parse_request(&mut conn.buf, self.limits, &mut self.spans) {
-                    Ok(Some(parsed)) => return Next::Request(Box::new(parsed)),
+                    Ok(Some(parsed)) => return Next::Request(parsed),
                     Ok(None) if conn.buf.len() > self.limits.max_header_bytes => {
                         return Next::Reject(ErrorKind::HeadersTooLarge)
                     }
@@ -447,25 +450,31 @@ fn parse_request(
     let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1)).map_err(|_| ErrorKind::BadRequest)?;
     // Room for the forwarding headers the proxy adds, so the map is not
     // grown (re-hashed) while they go in.
-    let mut headers = HeaderMap::with_capacity(spans.len() + ADDED_FIELDS);
+    let mut headers = crate::h1_codec::header_map(spans.len() + ADDED_FIELDS);
+    // The fields framing and the connection depend on, noted on the way:
+    // most requests carry none of them, and then none is looked up.
+    let mut seen = Seen::default();
     for &(name, name_len, value, value_len) in spans.iter() {
         let name = HeaderName::from_bytes(&head[name..name + name_len]).map_err(|_| ErrorKind::BadRequest)?;
         let value =
             HeaderValue::from_maybe_shared(head.slice(value..value + value_len)).map_err(|_| ErrorKind::BadRequest)?;
+        seen.note(&name);
         headers.append(name, value);
     }
-    let kind = request_body_kind(&mut headers, version)?;
-    let keep_alive = if version == Version::HTTP_10 {
-        lists_token(&headers, &header::CONNECTION, "keep-alive")
-    } else {
-        !lists_token(&headers, &header::CONNECTION, "close")
+    let kind = request_body_kind(&mut headers, version, seen)?;
+    let keep_alive = match (version == Version::HTTP_10, seen.connection) {
+        (true, false) => false,
+        (false, false) => true,
+        (true, true) => lists_token(&headers, &header::CONNECTION, "keep-alive"),
+        (false, true) => !lists_token(&headers, &header::CONNECTION, "close"),
     };
     let expect_continue = version == Version::HTTP_11
+        && seen.expect
         && headers
             .get(header::EXPECT)
             .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    let trailers = lists_token(&headers, &header::TE, "trailers");
-    let upgrade = version == Version::HTTP_11 && headers.contains_key(header::UPGRADE);
+    let trailers = seen.te && lists_token(&headers, &header::TE, "trailers");
+    let upgrade = version == Version::HTTP_11 && seen.upgrade;
     let mut request = Request::new(());
     *request.method_mut() = method;
     *request.uri_mut() = uri;
@@ -483,8 +492,31 @@ fn parse_request(
 
 /// How a request's body is delimited (RFC 9112 §6.3), refusing every
 /// framing two parsers could read differently.
-fn request_body_kind(headers: &mut HeaderMap, version: Version) -> Result<BodyKind, ErrorKind> {
-    if headers.contains_key(header::TRANSFER_ENCODING) {
+/// Which of the fields a request head's handling depends on it carries.
+#[derive(Debug, Default, Clone, Copy)]
+struct Seen {
+    length: bool,
+    coding: bool,
+    connection: bool,
+    expect: bool,
+    te: bool,
+    upgrade: bool,
+}
+
+impl Seen {
+    fn note(&mut self, name: &HeaderName) {
+        // Standard names compare as their enum: one integer comparison each.
+        self.length |= name == header::CONTENT_LENGTH;
+        self.coding |= name == header::TRANSFER_ENCODING;
+        self.connection |= name == header::CONNECTION;
+        self.expect |= name == header::EXPECT;
+        self.te |= name == header::TE;
+        self.upgrade |= name == header::UPGRADE;
+    }
+}
+
+fn request_body_kind(headers: &mut HeaderMap, version: Version, seen: Seen) -> Result<BodyKind, ErrorKind> {
+    if seen.coding {
         if version == Version::HTTP_10 {
             return Err(ErrorKind::BadRequest);
         }
@@ -505,7 +537,7 @@ fn request_body_kind(headers: &mut HeaderMap, version: Version) -> Result<BodyKi
         }
         return Ok(BodyKind::Chunked);
     }
-    if headers.contains_key(header::CONTENT_LENGTH) {
+    if seen.length {
         return content_length(headers)
             .map(BodyKind::Length)
             .ok_or(ErrorKind::BadRequest);
@@ -793,6 +825,7 @@ async fn write_response<IO: AsyncWrite + Unpin>(
 ) -> io::Result<bool> {
     let (mut parts, body) = response.into_parts();
     let mut framing = encode_head(parts.status, &mut parts.headers, &body, meta, keep_alive, out);
+    crate::h1_codec::recycle(std::mem::take(&mut parts.headers));
     let mut body = std::pin::pin!(body);
     let whole = loop {
         if framing == Framing::Empty || body.is_end_stream() {
