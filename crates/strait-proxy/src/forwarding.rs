@@ -12,9 +12,10 @@
 //! nine header-map inserts, lookups and removals fewer on every request.
 //! HTTP/2 upstreams get them inserted into the map ([`Forwarding::insert`]).
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
+use crate::h1_codec::put_field;
 use crate::handler::ConnInfo;
 use crate::VIA_VALUE;
 
@@ -117,15 +118,10 @@ impl Forwarding {
     pub(crate) fn encode(&self, out: &mut BytesMut) {
         for (name, value) in NAMES.iter().zip(&self.values) {
             if let Some(value) = value {
-                out.put_slice(name.as_str().as_bytes());
-                out.put_slice(b": ");
-                out.put_slice(value.as_bytes());
-                out.put_slice(b"\r\n");
+                put_field(name.as_str().as_bytes(), value.as_bytes(), out);
             }
         }
-        out.put_slice(b"via: ");
-        out.put_slice(VIA_VALUE.as_bytes());
-        out.put_slice(b"\r\n");
+        put_field(b"via", VIA_VALUE.as_bytes(), out);
     }
 
     /// Put the fields into `headers` (HTTP/2 upstreams), as the encoder
@@ -151,6 +147,7 @@ impl Forwarding {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BufMut;
 
     fn conn() -> ConnInfo {
         ConnInfo {

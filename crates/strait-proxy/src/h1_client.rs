@@ -36,7 +36,9 @@ use tokio::time::{sleep_until, Instant, Sleep};
 use crate::body::{BoxError, ProxyBody};
 use crate::error::{ErrorKind, ProxyError};
 use crate::forwarding::Forwarding;
-use crate::h1_codec::{content_length, put_chunk, put_fields, put_last_chunk, ready_read, BodyKind, Decoder};
+use crate::h1_codec::{
+    content_length, put_chunk, put_field, put_fields, put_last_chunk, ready_read, BodyKind, Decoder,
+};
 use crate::upstream::{Home, WriteTimeoutIo};
 
 /// Longest response head accepted from an upstream (nginx's
@@ -349,13 +351,10 @@ fn encode_head(
         if forwarding.replaces(name) {
             continue;
         }
-        out.put_slice(name.as_str().as_bytes());
-        out.put_slice(b": ");
-        out.put_slice(value.as_bytes());
-        out.put_slice(b"\r\n");
+        put_field(name.as_str().as_bytes(), value.as_bytes(), out);
     }
     forwarding.encode(out);
-    out.put_slice(b"\r\n");
+    out.extend_from_slice(b"\r\n");
 }
 
 /// The request body on its way up.
