@@ -100,16 +100,19 @@ pub async fn handle(request: Request<ProxyBody>, conn: &ConnInfo, shared: &Share
         Some(problem) => Err(ProxyError::new(ErrorKind::BadRequest, problem)),
         None => proxy(request, conn, shared, &snapshot, started, &request_id).await,
     };
-    let mut response = match outcome {
-        Ok(response) => response,
-        Err(error) => error_to_response(error, http1, conn, &request_id),
+    let (mut response, proxied) = match outcome {
+        // Through plugins, a proxied response is marked in its extensions.
+        Ok((response, proxied)) => {
+            let proxied = proxied || response.extensions().get::<Proxied>().is_some();
+            (response, proxied)
+        }
+        Err(error) => (error_to_response(error, http1, conn, &request_id), false),
     };
     // What Strait or a plugin answered a gRPC client goes as a gRPC status.
-    let produced_here = response.extensions().get::<Proxied>().is_none();
-    if grpc && produced_here && !crate::grpc::is_grpc(response.headers()) {
+    if grpc && !proxied && !crate::grpc::is_grpc(response.headers()) {
         response = crate::grpc::to_grpc(response).await;
     }
-    add_kong_headers(&mut response, &shared.headers, &request_id, started);
+    add_kong_headers(&mut response, proxied, &shared.headers, &request_id, started);
     match access {
         Some(pending) => pending.follow(response, request_id.as_str()),
         None => response,
@@ -122,11 +125,11 @@ pub async fn handle(request: Request<ProxyBody>, conn: &ConnInfo, shared: &Share
 /// when the upstream sent none. `X-Kong-Request-Id` on both, replacing any.
 fn add_kong_headers(
     response: &mut Response<ProxyBody>,
+    proxied: bool,
     switches: &HeaderSwitches,
     request_id: &RequestId,
     started: Instant,
 ) {
-    let proxied = response.extensions().get::<Proxied>().is_some();
     let headers = response.headers_mut();
     if proxied {
         if switches.server && !headers.contains_key(header::SERVER) {
@@ -253,7 +256,7 @@ async fn proxy(
     snapshot: &Arc<Snapshot>,
     started: Instant,
     request_id: &RequestId,
-) -> Result<Response<ProxyBody>, ProxyError> {
+) -> Result<(Response<ProxyBody>, bool), ProxyError> {
     normalize_request_path(&mut request)?;
     let (host, port) = requested_host(&request, conn);
     let matched = {
@@ -303,17 +306,23 @@ async fn proxy(
         // Boxed: the plugin phases are a future of kilobytes, and inline they
         // would make every request's future (copied into its box per
         // request by h1_server.rs) that large, plugins or not.
-        return Ok(Box::pin(crate::phases::run(request, chain, exchange, http1)).await);
+        return Ok((
+            Box::pin(crate::phases::run(request, chain, exchange, http1)).await,
+            false,
+        ));
     }
     let service = facts
         .service
         .and_then(|id| snapshot.service(id))
         .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?
         .clone();
+    // The proxied mark travels beside the response, not in its extensions
+    // (three allocations per request for a flag).
     forward(
         request, conn, shared, &matched, &service, &host, port, started, request_id, None, false, None,
     )
     .await
+    .map(|(response, _)| (response, true))
 }
 
 /// What the plugin path needs of the request beyond the request itself.
@@ -365,6 +374,11 @@ impl Exchange<'_> {
             consumer,
         )
         .await
+        .map(|(mut response, proxied)| {
+            // The plugin phases read it there (phases.rs).
+            response.extensions_mut().insert(proxied);
+            response
+        })
     }
 }
 
@@ -482,7 +496,7 @@ async fn forward(
     host_override: Option<HeaderValue>,
     detailed: bool,
     consumer: Option<uuid::Uuid>,
-) -> Result<Response<ProxyBody>, ProxyError> {
+) -> Result<(Response<ProxyBody>, Proxied), ProxyError> {
     let service = &runtime.service;
     let route = matched.facts;
     let http2 = matches!(service.protocol.as_str(), "grpc" | "grpcs");
@@ -810,14 +824,15 @@ async fn forward(
             buffering: route.response_buffering && !http2,
             deadline: deadline.filter(|_| crate::grpc::is_grpc(response.headers())),
         };
-        let mut response = finish_response(response, body, started, upstream_started, &shared.headers, detail);
+        let (mut response, proxied) =
+            finish_response(response, body, started, upstream_started, &shared.headers, detail);
         if let Some(protocol) = switched {
             crate::tunnel::set_headers(response.headers_mut(), protocol);
         }
         if let Some(cookie) = set_cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
             response.headers_mut().append(header::SET_COOKIE, cookie);
         }
-        return Ok(response);
+        return Ok((response, proxied));
     }
     Err(last_error.unwrap_or_else(|| ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made")))
 }
@@ -862,7 +877,7 @@ fn finish_response(
     upstream_started: Instant,
     switches: &HeaderSwitches,
     detail: Option<Box<ProxiedDetail>>,
-) -> Response<ProxyBody> {
+) -> (Response<ProxyBody>, Proxied) {
     let head = Instant::now();
     let upstream_ms = head.duration_since(upstream_started).as_millis();
     let proxy_ms = upstream_started.duration_since(started).as_millis();
@@ -901,11 +916,11 @@ fn finish_response(
         }
         detail
     });
-    parts.extensions.insert(Proxied {
+    let proxied = Proxied {
         upstream_ms: upstream_ms as u64,
         kong_ms: proxy_ms as u64,
         detail,
-    });
+    };
     // nginx's rule: the upstream may turn buffering off for one response;
     // the header itself is not passed on.
     let unbuffered = parts
@@ -922,7 +937,7 @@ fn finish_response(
         Some(deadline) => boxed(crate::grpc::DeadlineBody::new(body, deadline.into())),
         None => body,
     };
-    Response::from_parts(parts, body)
+    (Response::from_parts(parts, body), proxied)
 }
 
 #[cfg(test)]
