@@ -414,17 +414,23 @@ static HOP_BY_HOP: [HeaderName; HOPS] = [
 /// Most messages carry none of them, or only gRPC's `te: trailers`: one
 /// pass over the names tells, and nothing is removed or re-inserted.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    strip_hop_by_hop_keeping(headers, true);
+}
+
+/// [`strip_hop_by_hop`]; `TE` goes whole unless `keep_trailers` (a
+/// response's `TE` means nothing downstream).
+fn strip_hop_by_hop_keeping(headers: &mut HeaderMap, keep_trailers: bool) {
     // Which of the fixed names are present, in one pass: only those are
     // removed (most upstreams send `Connection` and nothing else of them).
     let mut present = [false; HOPS];
     for name in headers.keys() {
-        if let Some(at) = HOP_BY_HOP.iter().position(|hop| hop == name) {
+        if let Some(at) = hop_index(name) {
             present[at] = true;
         }
     }
     let te = HOPS - 1;
     let only_te = present[..te].iter().all(|p| !p);
-    if only_te && present[te] {
+    if only_te && present[te] && keep_trailers {
         let mut values = headers.get_all(header::TE).iter();
         if values.next().is_some_and(|v| v.as_bytes() == b"trailers") && values.next().is_none() {
             return;
@@ -452,7 +458,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
             named.push(name);
         }
     }
-    let keeps_trailers = present[te] && lists_token(headers, &header::TE, "trailers");
+    let keeps_trailers = keep_trailers && present[te] && lists_token(headers, &header::TE, "trailers");
     for (name, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, present)| *present) {
         headers.remove(name);
     }
@@ -461,6 +467,26 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
     if keeps_trailers {
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+/// Where `name` is in [`HOP_BY_HOP`]: standard names compared as such (an
+/// integer each), the two others by their text.
+fn hop_index(name: &HeaderName) -> Option<usize> {
+    if name == header::CONNECTION {
+        Some(0)
+    } else if name == header::TRANSFER_ENCODING {
+        Some(3)
+    } else if name == header::UPGRADE {
+        Some(4)
+    } else if name == header::TE {
+        Some(5)
+    } else {
+        match name.as_str() {
+            "keep-alive" => Some(1),
+            "proxy-connection" => Some(2),
+            _ => None,
+        }
     }
 }
 
@@ -887,8 +913,7 @@ fn finish_response(
     // `HTTP/1.0` and close its connection. h1_server.rs writes HTTP/1.0 clients'
     // responses as HTTP/1.0 whatever this says, and HTTP/2 ignores it.
     parts.version = Version::HTTP_11;
-    strip_hop_by_hop(&mut parts.headers);
-    parts.headers.remove(header::TE);
+    strip_hop_by_hop_keeping(&mut parts.headers, false);
     // Room for Kong's headers here and in add_kong_headers, so the map grows once.
     parts.headers.reserve(KONG_RESPONSE_FIELDS);
     if switches.via {
@@ -923,10 +948,13 @@ fn finish_response(
     };
     // nginx's rule: the upstream may turn buffering off for one response;
     // the header itself is not passed on.
-    let unbuffered = parts
-        .headers
-        .remove(X_ACCEL_BUFFERING)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"no"));
+    // (Looked for among the names first: comparing them costs less than
+    // hashing the name for a removal, and almost no response has it.)
+    let unbuffered = parts.headers.keys().any(|name| name == X_ACCEL_BUFFERING)
+        && parts
+            .headers
+            .remove(X_ACCEL_BUFFERING)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"no"));
     let body = IdleTimeoutBody::new(body, policy.read_timeout).holding(policy.in_flight);
     let body = if policy.buffering && !unbuffered {
         boxed(BlockBody::new(body))
@@ -998,6 +1026,33 @@ mod tests {
             .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
             .collect();
         assert_eq!(left, [("x-end-to-end", "kept"), ("te", "trailers")]);
+    }
+
+    #[test]
+    fn hop_index_is_the_position_in_the_list() {
+        for (at, name) in HOP_BY_HOP.iter().enumerate() {
+            assert_eq!(hop_index(name), Some(at), "{name}");
+            let spelled = HeaderName::from_bytes(name.as_str().to_uppercase().as_bytes()).unwrap();
+            assert_eq!(hop_index(&spelled), Some(at), "{spelled}");
+        }
+        assert_eq!(hop_index(&header::HOST), None);
+        assert_eq!(hop_index(&HeaderName::from_static("keep-alive-x")), None);
+    }
+
+    #[test]
+    fn a_response_keeps_no_te_and_drops_only_the_hop_fields_it_has() {
+        let mut map = headers(&[("te", "trailers"), ("content-type", "text/plain")]);
+        strip_hop_by_hop_keeping(&mut map, false);
+        assert!(!map.contains_key("te"));
+        let mut map = headers(&[
+            ("connection", "keep-alive"),
+            ("server", "origin"),
+            ("content-length", "2"),
+        ]);
+        strip_hop_by_hop_keeping(&mut map, false);
+        let mut left: Vec<&str> = map.keys().map(|name| name.as_str()).collect();
+        left.sort();
+        assert_eq!(left, ["content-length", "server"]);
     }
 
     #[test]
