@@ -18,6 +18,8 @@ command -v nginx >/dev/null || missing+=(nginx)
 command -v taskset >/dev/null || missing+=(util-linux)
 # hybrid makes its cluster certificate with openssl.
 command -v openssl >/dev/null || missing+=(openssl)
+# bench/h1-instructions.sh counts instructions per request under callgrind.
+command -v valgrind >/dev/null || missing+=(valgrind)
 # pg-propagation runs its own throwaway PostgreSQL server.
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 if ((${#missing[@]})); then
