@@ -227,6 +227,18 @@ impl H1Conn {
         }
         let kind = if head_request { BodyKind::Length(0) } else { kind };
         let reusable = reusable(kind) && keeps_alive(&response) && write_failed.is_none();
+        // A body that came whole with its head (most small responses) is
+        // taken now, and the connection goes back to the pool before the
+        // response is written: no body to box and poll through its layers.
+        if let BodyKind::Length(length) = kind {
+            if length > 0 && writer.done && self.buf.len() as u64 >= length {
+                let whole = self.buf.split_to(length as usize).freeze();
+                if reusable && self.buf.is_empty() {
+                    home.checkin(self);
+                }
+                return Ok(Ok(response.map(|()| crate::upstream::UpstreamBody::Whole(Some(whole)))));
+            }
+        }
         let body = H1Body {
             conn: Some(self),
             decoder: Decoder::new(kind, "upstream response"),
@@ -950,6 +962,40 @@ mod tests {
             waited >= std::time::Duration::from_millis(300) && waited < std::time::Duration::from_millis(1_500),
             "{waited:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_body_that_came_with_its_head_frees_the_connection_before_it_is_read() {
+        use http_body_util::BodyExt;
+        let (addr, accepted) = origin(vec![
+            b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nbye",
+        ])
+        .await;
+        let pool = crate::upstream::Pool::default();
+        let endpoint = crate::upstream::Endpoint {
+            write_timeout: std::time::Duration::from_secs(5),
+            addr,
+            http2: false,
+            tls: None,
+        };
+        let timeout = std::time::Duration::from_secs(5);
+        for expect in [&b"hello"[..], &b"bye"[..]] {
+            let lease = pool.acquire(&endpoint, timeout).await.unwrap();
+            let request = Request::get("/").body(crate::body::empty()).unwrap();
+            let response = pool
+                .dispatch(lease, &endpoint, request, None, timeout, timeout)
+                .await
+                .map_err(|f| f.error)
+                .unwrap();
+            // Back in the pool with the head: the body was all there.
+            assert_eq!(pool.idle_http1(), 1);
+            let body = response.into_body();
+            assert!(body.is_whole());
+            assert_eq!(body.size_hint().exact(), Some(expect.len() as u64));
+            assert_eq!(&body.collect().await.unwrap().to_bytes()[..], expect);
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

@@ -955,11 +955,16 @@ fn finish_response(
             .headers
             .remove(X_ACCEL_BUFFERING)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"no"));
-    let body = IdleTimeoutBody::new(body, policy.read_timeout).holding(policy.in_flight);
-    let body = if policy.buffering && !unbuffered {
-        boxed(BlockBody::new(body))
-    } else {
+    let body = if body.is_whole() && policy.in_flight.is_none() {
+        // Nothing to wait for, nothing to gather: the body goes as it is.
         boxed(body)
+    } else {
+        let body = IdleTimeoutBody::new(body, policy.read_timeout).holding(policy.in_flight);
+        if policy.buffering && !unbuffered {
+            boxed(BlockBody::new(body))
+        } else {
+            boxed(body)
+        }
     };
     let body = match policy.deadline {
         Some(deadline) => boxed(crate::grpc::DeadlineBody::new(body, deadline.into())),

@@ -25,12 +25,21 @@ use crate::h2_body::StreamBody;
 use crate::h2_client::H2Conn;
 
 /// An upstream response's body: read from the connection for HTTP/1.1
-/// (h1_client.rs), the stream's inbox for HTTP/2 (h2_body.rs), or nothing
-/// when the head ended the stream.
+/// (h1_client.rs), the stream's inbox for HTTP/2 (h2_body.rs), nothing
+/// when the head ended the stream, or the whole of it when it arrived with
+/// the head (its connection is back in the pool already).
 pub enum UpstreamBody {
     Http1(Box<H1Body>),
     Http2(StreamBody),
     Empty,
+    Whole(Option<bytes::Bytes>),
+}
+
+impl UpstreamBody {
+    /// All of the body is here: nothing is left to wait for.
+    pub(crate) fn is_whole(&self) -> bool {
+        matches!(self, UpstreamBody::Whole(_) | UpstreamBody::Empty)
+    }
 }
 
 impl http_body::Body for UpstreamBody {
@@ -45,6 +54,7 @@ impl http_body::Body for UpstreamBody {
             UpstreamBody::Http1(body) => Pin::new(body.as_mut()).poll_frame(cx),
             UpstreamBody::Http2(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
             UpstreamBody::Empty => Poll::Ready(None),
+            UpstreamBody::Whole(data) => Poll::Ready(data.take().map(|data| Ok(http_body::Frame::data(data)))),
         }
     }
 
@@ -53,6 +63,7 @@ impl http_body::Body for UpstreamBody {
             UpstreamBody::Http1(body) => body.is_end_stream(),
             UpstreamBody::Http2(body) => body.is_end_stream(),
             UpstreamBody::Empty => true,
+            UpstreamBody::Whole(data) => data.is_none(),
         }
     }
 
@@ -61,6 +72,7 @@ impl http_body::Body for UpstreamBody {
             UpstreamBody::Http1(body) => body.size_hint(),
             UpstreamBody::Http2(body) => body.size_hint(),
             UpstreamBody::Empty => http_body::SizeHint::with_exact(0),
+            UpstreamBody::Whole(data) => http_body::SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64)),
         }
     }
 }
