@@ -46,9 +46,10 @@ use crate::body::{BoxError, ProxyBody};
 use crate::conn::{jittered, ClientLimits};
 use crate::error::ErrorKind;
 use crate::h1_codec::{
-    content_length, put_chunk, put_chunk_size, put_fields, put_last_chunk, ready_read, BodyKind, Decoder,
+    content_length, put_chunk, put_chunk_size, put_field, put_fields, put_last_chunk, ready_read, BodyKind, Decoder,
 };
 use crate::handler::{handle, lists_token, ConnInfo};
+use crate::kong_headers::KongFields;
 use crate::tunnel::ClientUpgrade;
 use crate::Shared;
 
@@ -223,7 +224,7 @@ impl Session<'_> {
         };
         // Without a response the client left (or the grace ran out): what
         // was in flight, its upstream request included, is dropped.
-        let response = response?;
+        let (response, fields) = response?;
         let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
         let mut keep_alive = keep_alive
             && kind != BodyKind::ChunkedOverLength
@@ -233,7 +234,15 @@ impl Session<'_> {
             && lent.body_read();
         let written = {
             let mut sink = lent.sink();
-            write_response(&mut sink, response, &meta, &mut keep_alive, &mut self.out).await
+            write_response(
+                &mut sink,
+                response,
+                fields.as_ref(),
+                &meta,
+                &mut keep_alive,
+                &mut self.out,
+            )
+            .await
         };
         self.out.clear();
         let conn = lent.take_back()?;
@@ -314,10 +323,10 @@ impl Session<'_> {
 /// None when the client closes it first (hyper's servers did the same, and
 /// the upstream request is cancelled with it). What a client pipelines
 /// meanwhile is read ahead, up to `read_ahead` bytes.
-async fn watch_client<IO, F>(handling: F, lent: &mut Lent<IO>, read_ahead: usize) -> Option<Response<ProxyBody>>
+async fn watch_client<IO, F, T>(handling: F, lent: &mut Lent<IO>, read_ahead: usize) -> Option<T>
 where
     IO: AsyncRead + Unpin,
-    F: Future<Output = Response<ProxyBody>> + Unpin,
+    F: Future<Output = T> + Unpin,
 {
     let mut handling = handling;
     let Lent::Home(conn) = lent else {
@@ -752,6 +761,7 @@ enum Framing {
 fn encode_head(
     status: StatusCode,
     headers: &mut HeaderMap,
+    fields: Option<&KongFields>,
     body: &ProxyBody,
     meta: &Meta,
     keep_alive: &mut bool,
@@ -810,7 +820,18 @@ fn encode_head(
     out.put_u8(b' ');
     out.put_slice(status.canonical_reason().unwrap_or("").as_bytes());
     out.put_slice(b"\r\n");
-    put_fields(headers, out);
+    match fields {
+        None => put_fields(headers, out),
+        Some(fields) => {
+            for (name, value) in headers.iter() {
+                if !fields.replaces(name) {
+                    put_field(name.as_str().as_bytes(), value.as_bytes(), out);
+                }
+            }
+            fields.encode(headers, out);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
     framing
 }
 
@@ -819,12 +840,13 @@ fn encode_head(
 async fn write_response<IO: AsyncWrite + Unpin>(
     sink: &mut Sink<'_, IO>,
     response: Response<ProxyBody>,
+    fields: Option<&KongFields>,
     meta: &Meta,
     keep_alive: &mut bool,
     out: &mut BytesMut,
 ) -> io::Result<bool> {
     let (mut parts, body) = response.into_parts();
-    let mut framing = encode_head(parts.status, &mut parts.headers, &body, meta, keep_alive, out);
+    let mut framing = encode_head(parts.status, &mut parts.headers, fields, &body, meta, keep_alive, out);
     crate::h1_codec::recycle(std::mem::take(&mut parts.headers));
     let mut body = std::pin::pin!(body);
     let whole = loop {
@@ -1005,7 +1027,7 @@ mod tests {
         map.insert(header::DATE, HeaderValue::from_static("now"));
         let mut keep_alive = true;
         let mut out = BytesMut::new();
-        let framing = encode_head(status, &mut map, &body, &meta, &mut keep_alive, &mut out);
+        let framing = encode_head(status, &mut map, None, &body, &meta, &mut keep_alive, &mut out);
         (String::from_utf8(out.to_vec()).unwrap(), framing, keep_alive)
     }
 

@@ -135,7 +135,10 @@ fn spawn_stream(
         // written once, where inline the task would copy it whole when
         // spawned and again when it completes.
         let mut work = Box::pin(async move {
-            let response = handle(request, &info, &shared).await;
+            let (mut response, fields) = handle(request, &info, &shared).await;
+            if let Some(fields) = fields {
+                fields.insert(response.headers_mut());
+            }
             respond_with(respond, response).await;
         });
         poll_fn(|cx| {

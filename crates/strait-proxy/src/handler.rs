@@ -19,10 +19,10 @@ use crate::balancer::{Algorithm, Attempts};
 use crate::body::{boxed, buffer_up_to, full, BlockBody, Buffered, IdleTimeoutBody, ProxyBody};
 use crate::error::{error_response, ErrorKind, ProxyError};
 use crate::forwarding::Forwarding;
-use crate::kong_headers::{HeaderSwitches, RequestId};
+use crate::kong_headers::{HeaderSwitches, KongFields, RequestId};
 use crate::snapshot::{ServiceRuntime, Snapshot};
 use crate::upstream::Endpoint;
-use crate::{Shared, SERVER_HEADER, VIA_VALUE};
+use crate::{Shared, SERVER_HEADER};
 
 /// What the connection knows about where a request came from.
 #[derive(Debug, Clone)]
@@ -78,7 +78,15 @@ pub(crate) fn epoch_ms() -> u64 {
 }
 
 /// Handle one request end to end; never fails (errors become responses).
-pub async fn handle(request: Request<ProxyBody>, conn: &ConnInfo, shared: &Shared) -> Response<ProxyBody> {
+///
+/// A response straight from the upstream comes with Kong's fields beside
+/// it, for the caller to write with it (`KongFields::encode`, or
+/// `KongFields::insert` into its map); any other has them in its map.
+pub(crate) async fn handle(
+    request: Request<ProxyBody>,
+    conn: &ConnInfo,
+    shared: &Shared,
+) -> (Response<ProxyBody>, Option<KongFields>) {
     let started = Instant::now();
     shared.stats.request_started();
     let request_id = RequestId::new();
@@ -100,23 +108,32 @@ pub async fn handle(request: Request<ProxyBody>, conn: &ConnInfo, shared: &Share
         Some(problem) => Err(ProxyError::new(ErrorKind::BadRequest, problem)),
         None => proxy(request, conn, shared, &snapshot, started, &request_id).await,
     };
-    let (mut response, proxied) = match outcome {
-        // Through plugins, a proxied response is marked in its extensions.
-        Ok((response, proxied)) => {
-            let proxied = proxied || response.extensions().get::<Proxied>().is_some();
-            (response, proxied)
-        }
-        Err(error) => (error_to_response(error, http1, conn, &request_id), false),
+    let (mut response, mut fields) = match outcome {
+        Ok(answer) => answer,
+        Err(error) => (error_to_response(error, http1, conn, &request_id), None),
     };
-    // What Strait or a plugin answered a gRPC client goes as a gRPC status.
-    if grpc && !proxied && !crate::grpc::is_grpc(response.headers()) {
-        response = crate::grpc::to_grpc(response).await;
+    match fields.as_mut() {
+        Some(fields) => {
+            fields.server = shared.headers.server;
+            if shared.headers.request_id {
+                fields.set_request_id(&request_id);
+            }
+        }
+        None => {
+            // Through plugins, a proxied response is marked in its extensions.
+            let proxied = response.extensions().get::<Proxied>().is_some();
+            // What Strait or a plugin answered a gRPC client goes as a gRPC status.
+            if grpc && !proxied && !crate::grpc::is_grpc(response.headers()) {
+                response = crate::grpc::to_grpc(response).await;
+            }
+            add_kong_headers(&mut response, proxied, &shared.headers, &request_id, started);
+        }
     }
-    add_kong_headers(&mut response, proxied, &shared.headers, &request_id, started);
-    match access {
+    let response = match access {
         Some(pending) => pending.follow(response, request_id.as_str()),
         None => response,
-    }
+    };
+    (response, fields)
 }
 
 /// Kong's headers on every response, as `headers` switches them: on one
@@ -150,10 +167,6 @@ fn add_kong_headers(
 }
 
 pub(crate) const X_KONG_REQUEST_ID: HeaderName = HeaderName::from_static("x-kong-request-id");
-/// Fields Strait adds to a proxied response (`Via`, `Server`,
-/// `X-Kong-Upstream-Latency`, `X-Kong-Proxy-Latency`, `X-Kong-Upstream-Status`,
-/// `X-Kong-Request-Id`).
-const KONG_RESPONSE_FIELDS: usize = 6;
 const X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 
 /// Most of a request body `request_buffering` holds in memory; past it the
@@ -256,7 +269,7 @@ async fn proxy(
     snapshot: &Arc<Snapshot>,
     started: Instant,
     request_id: &RequestId,
-) -> Result<(Response<ProxyBody>, bool), ProxyError> {
+) -> Result<(Response<ProxyBody>, Option<KongFields>), ProxyError> {
     normalize_request_path(&mut request)?;
     let (host, port) = requested_host(&request, conn);
     let matched = {
@@ -308,7 +321,7 @@ async fn proxy(
         // request by h1_server.rs) that large, plugins or not.
         return Ok((
             Box::pin(crate::phases::run(request, chain, exchange, http1)).await,
-            false,
+            None,
         ));
     }
     let service = facts
@@ -316,13 +329,14 @@ async fn proxy(
         .and_then(|id| snapshot.service(id))
         .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?
         .clone();
-    // The proxied mark travels beside the response, not in its extensions
-    // (three allocations per request for a flag).
+    // Kong's fields travel beside the response (no plugin will look for
+    // them in its map), and so does the mark that it was proxied (in its
+    // extensions it cost three allocations).
     forward(
         request, conn, shared, &matched, &service, &host, port, started, request_id, None, false, None,
     )
     .await
-    .map(|(response, _)| (response, true))
+    .map(|(response, _, fields)| (response, Some(fields)))
 }
 
 /// What the plugin path needs of the request beyond the request itself.
@@ -374,8 +388,10 @@ impl Exchange<'_> {
             consumer,
         )
         .await
-        .map(|(mut response, proxied)| {
-            // The plugin phases read it there (phases.rs).
+        .map(|(mut response, proxied, fields)| {
+            // The plugin phases read them there (phases.rs), and their
+            // header filters see Kong's fields.
+            fields.insert(response.headers_mut());
             response.extensions_mut().insert(proxied);
             response
         })
@@ -446,15 +462,18 @@ fn strip_hop_by_hop_keeping(headers: &mut HeaderMap, keep_trailers: bool) {
     for token in headers
         .get_all(header::CONNECTION)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
+        .filter(|v| v.to_str().is_ok())
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .map(<[u8]>::trim_ascii)
         .filter(|v| !v.is_empty())
     {
-        if HOP_BY_HOP.iter().any(|h| token.eq_ignore_ascii_case(h.as_str())) {
+        if HOP_BY_HOP
+            .iter()
+            .any(|h| token.eq_ignore_ascii_case(h.as_str().as_bytes()))
+        {
             continue;
         }
-        if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
+        if let Ok(name) = HeaderName::from_bytes(token) {
             named.push(name);
         }
     }
@@ -492,16 +511,16 @@ fn hop_index(name: &HeaderName) -> Option<usize> {
 
 /// Whether a comma-separated header (`Connection`, `TE`) lists `token`.
 pub(crate) fn lists_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
-    headers
-        .get_all(name)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    // Split as bytes: every response's `Connection` passes here, and a
+    // `str` split with trimming cost more than the rest of the check.
+    headers.get_all(name).iter().any(|value| {
+        value
+            .as_bytes()
+            .split(|b| *b == b',')
+            .any(|part| part.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+    })
 }
 
-const X_KONG_UPSTREAM_LATENCY: HeaderName = HeaderName::from_static("x-kong-upstream-latency");
-const X_KONG_PROXY_LATENCY: HeaderName = HeaderName::from_static("x-kong-proxy-latency");
-const X_KONG_UPSTREAM_STATUS: HeaderName = HeaderName::from_static("x-kong-upstream-status");
 const X_KONG_RESPONSE_LATENCY: HeaderName = HeaderName::from_static("x-kong-response-latency");
 
 fn millis(value: i64) -> Duration {
@@ -522,7 +541,7 @@ async fn forward(
     host_override: Option<HeaderValue>,
     detailed: bool,
     consumer: Option<uuid::Uuid>,
-) -> Result<(Response<ProxyBody>, Proxied), ProxyError> {
+) -> Result<(Response<ProxyBody>, Proxied, KongFields), ProxyError> {
     let service = &runtime.service;
     let route = matched.facts;
     let http2 = matches!(service.protocol.as_str(), "grpc" | "grpcs");
@@ -850,7 +869,7 @@ async fn forward(
             buffering: route.response_buffering && !http2,
             deadline: deadline.filter(|_| crate::grpc::is_grpc(response.headers())),
         };
-        let (mut response, proxied) =
+        let (mut response, proxied, fields) =
             finish_response(response, body, started, upstream_started, &shared.headers, detail);
         if let Some(protocol) = switched {
             crate::tunnel::set_headers(response.headers_mut(), protocol);
@@ -858,7 +877,7 @@ async fn forward(
         if let Some(cookie) = set_cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
             response.headers_mut().append(header::SET_COOKIE, cookie);
         }
-        return Ok((response, proxied));
+        return Ok((response, proxied, fields));
     }
     Err(last_error.unwrap_or_else(|| ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made")))
 }
@@ -903,7 +922,7 @@ fn finish_response(
     upstream_started: Instant,
     switches: &HeaderSwitches,
     detail: Option<Box<ProxiedDetail>>,
-) -> (Response<ProxyBody>, Proxied) {
+) -> (Response<ProxyBody>, Proxied, KongFields) {
     let head = Instant::now();
     let upstream_ms = head.duration_since(upstream_started).as_millis();
     let proxy_ms = upstream_started.duration_since(started).as_millis();
@@ -914,26 +933,17 @@ fn finish_response(
     // responses as HTTP/1.0 whatever this says, and HTTP/2 ignores it.
     parts.version = Version::HTTP_11;
     strip_hop_by_hop_keeping(&mut parts.headers, false);
-    // Room for Kong's headers here and in add_kong_headers, so the map grows once.
-    parts.headers.reserve(KONG_RESPONSE_FIELDS);
-    if switches.via {
-        parts.headers.append(header::VIA, HeaderValue::from_static(VIA_VALUE));
-    }
+    // Kong's fields go beside the map (kong_headers::KongFields).
+    let mut fields = KongFields::default();
+    fields.via = switches.via;
     if switches.upstream_latency {
-        parts
-            .headers
-            .insert(X_KONG_UPSTREAM_LATENCY, crate::kong_headers::number(upstream_ms as u64));
+        fields.set_upstream_latency(upstream_ms as u64);
     }
     if switches.proxy_latency {
-        parts
-            .headers
-            .insert(X_KONG_PROXY_LATENCY, crate::kong_headers::number(proxy_ms as u64));
+        fields.set_proxy_latency(proxy_ms as u64);
     }
     if switches.upstream_status {
-        parts.headers.insert(
-            X_KONG_UPSTREAM_STATUS,
-            crate::kong_headers::number(u64::from(parts.status.as_u16())),
-        );
+        fields.set_upstream_status(parts.status.as_u16());
     }
     let detail = detail.map(|mut detail| {
         if let Some(timing) = detail.timing.as_mut() {
@@ -970,7 +980,7 @@ fn finish_response(
         Some(deadline) => boxed(crate::grpc::DeadlineBody::new(body, deadline.into())),
         None => body,
     };
-    (Response::from_parts(parts, body), proxied)
+    (Response::from_parts(parts, body), proxied, fields)
 }
 
 #[cfg(test)]
