@@ -215,16 +215,31 @@ pub(crate) fn number(n: u64) -> HeaderValue {
 /// (h1_server.rs), and HTTP/2 inserts them ([`KongFields::insert`]): four
 /// to six hashed map inserts fewer per request. Where plugins run they go
 /// into the map before the plugins' header filters see it (handler.rs).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct KongFields {
-    /// `X-Kong-Upstream-Latency`, `X-Kong-Proxy-Latency`,
-    /// `X-Kong-Upstream-Status`, `X-Kong-Request-Id`, replacing the
-    /// upstream's.
-    values: [Option<HeaderValue>; 4],
+    /// Upstream latency, proxy latency and upstream status, [`UNSET`] when
+    /// not sent; kept as numbers, so the value that moves with every
+    /// response stays small (its header values come from [`number`]).
+    numbers: [u32; 3],
+    /// `X-Kong-Request-Id` (the request's own value, shared).
+    request_id: Option<HeaderValue>,
     /// `Via`, added to the upstream's.
     pub via: bool,
     /// `Server`, when the upstream sent none.
     pub server: bool,
+}
+
+const UNSET: u32 = u32::MAX;
+
+impl Default for KongFields {
+    fn default() -> KongFields {
+        KongFields {
+            numbers: [UNSET; 3],
+            request_id: None,
+            via: false,
+            server: false,
+        }
+    }
 }
 
 /// All start with `x-kong-` ([`KongFields::replaces`] relies on it).
@@ -237,29 +252,50 @@ static KONG_NAMES: [http::HeaderName; 4] = [
 
 impl KongFields {
     pub fn set_upstream_latency(&mut self, ms: u64) {
-        self.values[0] = Some(number(ms));
+        self.numbers[0] = ms.min(u64::from(UNSET - 1)) as u32;
     }
 
     pub fn set_proxy_latency(&mut self, ms: u64) {
-        self.values[1] = Some(number(ms));
+        self.numbers[1] = ms.min(u64::from(UNSET - 1)) as u32;
     }
 
     pub fn set_upstream_status(&mut self, status: u16) {
-        self.values[2] = Some(number(u64::from(status)));
+        self.numbers[2] = u32::from(status);
     }
 
     pub fn set_request_id(&mut self, id: &RequestId) {
-        self.values[3] = Some(id.header_value());
+        self.request_id = Some(id.header_value());
+    }
+
+    /// Each field set, with its value.
+    fn each(&self) -> impl Iterator<Item = (&'static http::HeaderName, HeaderValue)> + '_ {
+        let numbers = self
+            .numbers
+            .iter()
+            .zip(&KONG_NAMES)
+            .filter(|(n, _)| **n != UNSET)
+            .map(|(n, name)| (name, number(u64::from(*n))));
+        let id = self.request_id.clone().map(|value| (&KONG_NAMES[3], value));
+        numbers.chain(id)
     }
 
     /// Whether the upstream's field `name` gives way to Strait's.
     pub fn replaces(&self, name: &http::HeaderName) -> bool {
         let name = name.as_str();
-        name.starts_with("x-kong-")
-            && KONG_NAMES
-                .iter()
-                .zip(&self.values)
-                .any(|(ours, value)| value.is_some() && ours.as_str() == name)
+        if !name.starts_with("x-kong-") {
+            return false;
+        }
+        let set = |at: usize| {
+            if at == 3 {
+                self.request_id.is_some()
+            } else {
+                self.numbers[at] != UNSET
+            }
+        };
+        KONG_NAMES
+            .iter()
+            .enumerate()
+            .any(|(at, ours)| set(at) && ours.as_str() == name)
     }
 
     /// The fields as HTTP/1.1 header lines; `headers` is the map they go
@@ -269,10 +305,13 @@ impl KongFields {
         if self.via {
             put_field(b"via", crate::VIA_VALUE.as_bytes(), out);
         }
-        for (name, value) in KONG_NAMES.iter().zip(&self.values) {
-            if let Some(value) = value {
-                put_field(name.as_str().as_bytes(), value.as_bytes(), out);
+        for (at, &n) in self.numbers.iter().enumerate() {
+            if n != UNSET {
+                put_field(KONG_NAMES[at].as_str().as_bytes(), number(u64::from(n)).as_bytes(), out);
             }
+        }
+        if let Some(id) = &self.request_id {
+            put_field(KONG_NAMES[3].as_str().as_bytes(), id.as_bytes(), out);
         }
         if self.server && !headers.contains_key(http::header::SERVER) {
             put_field(b"server", crate::SERVER_HEADER.as_bytes(), out);
@@ -284,10 +323,8 @@ impl KongFields {
         if self.via {
             headers.append(http::header::VIA, HeaderValue::from_static(crate::VIA_VALUE));
         }
-        for (name, value) in KONG_NAMES.iter().zip(self.values) {
-            if let Some(value) = value {
-                headers.insert(name, value);
-            }
+        for (name, value) in self.each() {
+            headers.insert(name, value);
         }
         if self.server && !headers.contains_key(http::header::SERVER) {
             headers.insert(http::header::SERVER, HeaderValue::from_static(crate::SERVER_HEADER));
