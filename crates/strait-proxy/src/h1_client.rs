@@ -825,24 +825,35 @@ mod tests {
         (addr, accepted)
     }
 
+    /// `request` sent to `addr` through `pool`, with a 5 s connect and
+    /// write timeout and `read_timeout` for the head.
+    async fn dispatch(
+        pool: &crate::upstream::Pool,
+        addr: std::net::SocketAddr,
+        request: Request<ProxyBody>,
+        read_timeout: std::time::Duration,
+    ) -> Result<Response<crate::upstream::UpstreamBody>, ProxyError> {
+        let five = std::time::Duration::from_secs(5);
+        let endpoint = crate::upstream::Endpoint {
+            write_timeout: five,
+            addr,
+            http2: false,
+            tls: None,
+        };
+        let lease = pool.acquire(&endpoint, five).await.unwrap();
+        pool.dispatch(lease, &endpoint, request, None, five, read_timeout)
+            .await
+            .map_err(|f| f.error)
+    }
+
     async fn exchange(
         pool: &crate::upstream::Pool,
         addr: std::net::SocketAddr,
         request: Request<ProxyBody>,
     ) -> (StatusCode, Bytes, Option<HeaderMap>) {
         use http_body_util::BodyExt;
-        let endpoint = crate::upstream::Endpoint {
-            write_timeout: std::time::Duration::from_secs(5),
-            addr,
-            http2: false,
-            tls: None,
-        };
-        let timeout = std::time::Duration::from_secs(5);
-        let lease = pool.acquire(&endpoint, timeout).await.unwrap();
-        let response = pool
-            .dispatch(lease, &endpoint, request, None, timeout, timeout)
+        let response = dispatch(pool, addr, request, std::time::Duration::from_secs(5))
             .await
-            .map_err(|f| f.error)
             .unwrap();
         let status = response.status();
         let collected = response.into_body().collect().await.unwrap();
@@ -916,29 +927,8 @@ mod tests {
         read_timeout_ms: u64,
     ) -> Result<(), ProxyError> {
         use http_body_util::BodyExt;
-        let endpoint = crate::upstream::Endpoint {
-            write_timeout: std::time::Duration::from_secs(5),
-            addr,
-            http2: false,
-            tls: None,
-        };
-        let lease = pool
-            .acquire(&endpoint, std::time::Duration::from_secs(5))
-            .await
-            .unwrap();
         let request = Request::get("/").body(crate::body::empty()).unwrap();
-        let read_timeout = std::time::Duration::from_millis(read_timeout_ms);
-        let response = pool
-            .dispatch(
-                lease,
-                &endpoint,
-                request,
-                None,
-                std::time::Duration::from_secs(5),
-                read_timeout,
-            )
-            .await
-            .map_err(|f| f.error)?;
+        let response = dispatch(pool, addr, request, std::time::Duration::from_millis(read_timeout_ms)).await?;
         response.into_body().collect().await.unwrap();
         Ok(())
     }
@@ -973,20 +963,10 @@ mod tests {
         ])
         .await;
         let pool = crate::upstream::Pool::default();
-        let endpoint = crate::upstream::Endpoint {
-            write_timeout: std::time::Duration::from_secs(5),
-            addr,
-            http2: false,
-            tls: None,
-        };
-        let timeout = std::time::Duration::from_secs(5);
         for expect in [&b"hello"[..], &b"bye"[..]] {
-            let lease = pool.acquire(&endpoint, timeout).await.unwrap();
             let request = Request::get("/").body(crate::body::empty()).unwrap();
-            let response = pool
-                .dispatch(lease, &endpoint, request, None, timeout, timeout)
+            let response = dispatch(&pool, addr, request, std::time::Duration::from_secs(5))
                 .await
-                .map_err(|f| f.error)
                 .unwrap();
             // Back in the pool with the head: the body was all there.
             assert_eq!(pool.idle_http1(), 1);
