@@ -37,7 +37,7 @@ use crate::body::{BoxError, ProxyBody};
 use crate::error::{ErrorKind, ProxyError};
 use crate::forwarding::Forwarding;
 use crate::h1_codec::{
-    content_length, put_chunk, put_field, put_fields, put_last_chunk, ready_read, BodyKind, Decoder,
+    content_length, put_chunk, put_fields, put_fields_except, put_last_chunk, ready_read, BodyKind, Decoder, Seen,
 };
 use crate::upstream::{Home, WriteTimeoutIo};
 
@@ -359,12 +359,7 @@ fn encode_head(
         put_fields(headers, out);
         return;
     };
-    for (name, value) in headers {
-        if forwarding.replaces(name) {
-            continue;
-        }
-        put_field(name.as_str().as_bytes(), value.as_bytes(), out);
-    }
+    put_fields_except(headers, |name| forwarding.replaces(name), out);
     forwarding.encode(out);
     out.extend_from_slice(b"\r\n");
 }
@@ -585,19 +580,18 @@ fn parse_head(buf: &mut BytesMut, spans: &mut Spans) -> Result<Option<Parsed>, P
     // id, `Server`), so the map is not grown while they go in.
     let mut headers = crate::h1_codec::header_map(count + 6);
     // What framing needs is noted on the way, not looked up again.
-    let (mut has_length, mut has_coding) = (false, false);
+    let mut seen = Seen::default();
     for &(name, name_len, value, value_len) in spans.iter() {
         let name = HeaderName::from_bytes(&head[name..name + name_len])
             .map_err(|_| invalid("invalid upstream header name"))?;
         let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len))
             .map_err(|_| invalid("invalid upstream header value"))?;
-        has_length |= name == header::CONTENT_LENGTH;
-        has_coding |= name == header::TRANSFER_ENCODING;
+        seen.note(&name);
         headers.append(name, value);
     }
     let kind = if status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         BodyKind::Length(0)
-    } else if has_coding {
+    } else if seen.coding {
         let chunked = headers
             .get_all(header::TRANSFER_ENCODING)
             .iter()
@@ -616,7 +610,7 @@ fn parse_head(buf: &mut BytesMut, spans: &mut Spans) -> Result<Option<Parsed>, P
         } else {
             BodyKind::Close
         }
-    } else if has_length {
+    } else if seen.length {
         match content_length(&headers) {
             Some(length) => BodyKind::Length(length),
             None => return Err(invalid("invalid upstream content-length")),

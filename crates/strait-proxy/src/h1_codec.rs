@@ -312,10 +312,44 @@ pub(crate) fn recycle(mut map: HeaderMap) {
 
 /// Header (or trailer) fields, then the empty line that ends them.
 pub(crate) fn put_fields(fields: &HeaderMap, out: &mut BytesMut) {
-    for (name, value) in fields {
-        put_field(name.as_str().as_bytes(), value.as_bytes(), out);
-    }
+    put_fields_except(fields, |_| false, out);
     out.extend_from_slice(b"\r\n");
+}
+
+/// Header fields without the empty line, leaving out those `replaced`
+/// names (Strait writes its own after them: forwarding.rs,
+/// `kong_headers::KongFields`).
+pub(crate) fn put_fields_except(fields: &HeaderMap, replaced: impl Fn(&HeaderName) -> bool, out: &mut BytesMut) {
+    for (name, value) in fields {
+        if !replaced(name) {
+            put_field(name.as_str().as_bytes(), value.as_bytes(), out);
+        }
+    }
+}
+
+/// Which of the fields framing and the connection depend on a head
+/// carries, noted while it is parsed: most heads carry few of them, and
+/// then none is looked up afterwards.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Seen {
+    pub length: bool,
+    pub coding: bool,
+    pub connection: bool,
+    pub expect: bool,
+    pub te: bool,
+    pub upgrade: bool,
+}
+
+impl Seen {
+    pub(crate) fn note(&mut self, name: &HeaderName) {
+        // Standard names compare as their enum: one integer comparison each.
+        self.length |= name == header::CONTENT_LENGTH;
+        self.coding |= name == header::TRANSFER_ENCODING;
+        self.connection |= name == header::CONNECTION;
+        self.expect |= name == header::EXPECT;
+        self.te |= name == header::TE;
+        self.upgrade |= name == header::UPGRADE;
+    }
 }
 
 /// One `name: value` line. Inlined with one capacity check, where four

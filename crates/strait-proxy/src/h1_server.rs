@@ -46,7 +46,8 @@ use crate::body::{BoxError, ProxyBody};
 use crate::conn::{jittered, ClientLimits};
 use crate::error::ErrorKind;
 use crate::h1_codec::{
-    content_length, put_chunk, put_chunk_size, put_field, put_fields, put_last_chunk, ready_read, BodyKind, Decoder,
+    content_length, put_chunk, put_chunk_size, put_fields, put_fields_except, put_last_chunk, ready_read, BodyKind,
+    Decoder, Seen,
 };
 use crate::handler::{handle, lists_token, ConnInfo};
 use crate::kong_headers::KongFields;
@@ -460,8 +461,6 @@ fn parse_request(
     // Room for the forwarding headers the proxy adds, so the map is not
     // grown (re-hashed) while they go in.
     let mut headers = crate::h1_codec::header_map(spans.len() + ADDED_FIELDS);
-    // The fields framing and the connection depend on, noted on the way:
-    // most requests carry none of them, and then none is looked up.
     let mut seen = Seen::default();
     for &(name, name_len, value, value_len) in spans.iter() {
         let name = HeaderName::from_bytes(&head[name..name + name_len]).map_err(|_| ErrorKind::BadRequest)?;
@@ -501,29 +500,6 @@ fn parse_request(
 
 /// How a request's body is delimited (RFC 9112 §6.3), refusing every
 /// framing two parsers could read differently.
-/// Which of the fields a request head's handling depends on it carries.
-#[derive(Debug, Default, Clone, Copy)]
-struct Seen {
-    length: bool,
-    coding: bool,
-    connection: bool,
-    expect: bool,
-    te: bool,
-    upgrade: bool,
-}
-
-impl Seen {
-    fn note(&mut self, name: &HeaderName) {
-        // Standard names compare as their enum: one integer comparison each.
-        self.length |= name == header::CONTENT_LENGTH;
-        self.coding |= name == header::TRANSFER_ENCODING;
-        self.connection |= name == header::CONNECTION;
-        self.expect |= name == header::EXPECT;
-        self.te |= name == header::TE;
-        self.upgrade |= name == header::UPGRADE;
-    }
-}
-
 fn request_body_kind(headers: &mut HeaderMap, version: Version, seen: Seen) -> Result<BodyKind, ErrorKind> {
     if seen.coding {
         if version == Version::HTTP_10 {
@@ -823,11 +799,7 @@ fn encode_head(
     match fields {
         None => put_fields(headers, out),
         Some(fields) => {
-            for (name, value) in headers.iter() {
-                if !fields.replaces(name) {
-                    put_field(name.as_str().as_bytes(), value.as_bytes(), out);
-                }
-            }
+            put_fields_except(headers, |name| fields.replaces(name), out);
             fields.encode(headers, out);
             out.extend_from_slice(b"\r\n");
         }

@@ -247,7 +247,7 @@ static KONG_NAMES: [http::HeaderName; 4] = [
     http::HeaderName::from_static("x-kong-upstream-latency"),
     http::HeaderName::from_static("x-kong-proxy-latency"),
     http::HeaderName::from_static("x-kong-upstream-status"),
-    http::HeaderName::from_static("x-kong-request-id"),
+    crate::handler::X_KONG_REQUEST_ID,
 ];
 
 impl KongFields {
