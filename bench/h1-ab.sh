@@ -24,21 +24,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cat >"$dir/origin.conf" <<EOF
-worker_processes 1; error_log $dir/origin-error.log; pid $dir/origin.pid;
-events { worker_connections 4096; }
-http { access_log off; keepalive_requests 1000000;
-  server { listen 127.0.0.1:19960 backlog=4096; location / { return 200 'ok'; } } }
-EOF
-cat >"$dir/proxy.conf" <<EOF
-worker_processes 1; error_log $dir/proxy-error.log; pid $dir/proxy.pid;
-events { worker_connections 4096; }
-http { access_log off; keepalive_requests 1000000; keepalive_timeout 120s;
-  upstream origin { server 127.0.0.1:19960; keepalive 64; keepalive_requests 1000000; }
-  server { listen 127.0.0.1:19970 backlog=4096;
-    location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
-EOF
-echo '{"_format_version": "3.0", "services": [{"name": "origin", "url": "http://127.0.0.1:19960", "routes": [{"name": "all", "paths": ["/"]}]}]}' >"$dir/kong.json"
+. "$(dirname "$0")/nginx-conf.sh"
+origin_conf "$dir" 19960
+proxy_conf "$dir" 19970 19960
+kong_json "$dir" 19960
 
 taskset -c 0 nginx -p "$dir" -c "$dir/origin.conf"
 names=() ports=()

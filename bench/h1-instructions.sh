@@ -26,13 +26,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cat >"$dir/origin.conf" <<EOF
-worker_processes 1; error_log $dir/origin-error.log; pid $dir/origin.pid;
-events { worker_connections 1024; }
-http { access_log off; keepalive_requests 1000000;
-  server { listen 127.0.0.1:19961 backlog=1024; location / { return 200 'ok'; } } }
-EOF
-echo '{"_format_version": "3.0", "services": [{"name": "origin", "url": "http://127.0.0.1:19961", "routes": [{"name": "all", "paths": ["/"]}]}]}' >"$dir/kong.json"
+. "$(dirname "$0")/nginx-conf.sh"
+origin_conf "$dir" 19961
+kong_json "$dir" 19961
 nginx -p "$dir" -c "$dir/origin.conf"
 
 client() {  # REQUESTS CONNECTIONS

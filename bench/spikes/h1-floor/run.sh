@@ -28,24 +28,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cat >"$work/origin.conf" <<CONF
-worker_processes 1; error_log $work/origin-error.log; pid $work/origin.pid;
-events { worker_connections 4096; }
-http { access_log off; keepalive_requests 1000000;
-  server { listen 127.0.0.1:$origin backlog=4096; location / { return 200 'ok'; } } }
-CONF
-cat >"$work/proxy.conf" <<CONF
-worker_processes 1; error_log $work/proxy-error.log; pid $work/proxy.pid;
-events { worker_connections 4096; }
-http { access_log off; keepalive_requests 1000000; keepalive_timeout 120s;
-  upstream origin { server 127.0.0.1:$origin; keepalive 64; keepalive_requests 1000000; }
-  server { listen 127.0.0.1:$proxy backlog=4096;
-    location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
-CONF
-cat >"$work/kong.json" <<JSON
-{"_format_version": "3.0", "services": [{"name": "origin", "url": "http://127.0.0.1:$origin",
-  "routes": [{"name": "all", "paths": ["/"]}]}]}
-JSON
+. "$repo/bench/nginx-conf.sh"
+origin_conf "$work" "$origin"
+proxy_conf "$work" "$proxy" "$origin"
+kong_json "$work" "$origin"
 taskset -c 1 nginx -p "$work" -c "$work/origin.conf"
 sleep 0.2
 pids+=("$(cat "$work/origin.pid")")
