@@ -213,7 +213,7 @@ impl Session<'_> {
         let request = request.map(|()| body);
         // The request's handling is a future of kilobytes: boxed, it is
         // written once instead of being moved into each future around it.
-        let handling = Box::pin(handle(request, self.info, self.shared));
+        let handling = crate::handler::pin_in_place(|| handle(request, self.info, self.shared));
         let watched = watch_client(handling, &mut lent, self.limits.max_header_bytes);
         let response = match self.age {
             // Past its age, what is in flight has the grace to finish.

@@ -134,7 +134,7 @@ fn spawn_stream(
         // The request's handling is a future of kilobytes: boxed, it is
         // written once, where inline the task would copy it whole when
         // spawned and again when it completes.
-        let mut work = Box::pin(async move {
+        let mut work = crate::handler::pin_in_place(|| async move {
             let (mut response, fields) = handle(request, &info, &shared).await;
             if let Some(fields) = fields {
                 fields.insert(response.headers_mut());

@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -75,6 +76,15 @@ pub(crate) fn epoch_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `Box::pin(make())`, with the future written into its box rather than
+/// moved there. A request's future is kilobytes, nearly all of it room for
+/// later states: `Box::pin(future)` makes the future first and copies all
+/// of it into the box once that is allocated; with the box allocated first,
+/// the compiler has the future written where it stays.
+pub(crate) fn pin_in_place<F: std::future::Future>(make: impl FnOnce() -> F) -> Pin<Box<F>> {
+    Box::into_pin(Box::write(Box::new_uninit(), make()))
 }
 
 /// Handle one request end to end; never fails (errors become responses).
@@ -320,7 +330,7 @@ async fn proxy(
         // would make every request's future (copied into its box per
         // request by h1_server.rs) that large, plugins or not.
         return Ok((
-            Box::pin(crate::phases::run(request, chain, exchange, http1)).await,
+            pin_in_place(|| crate::phases::run(request, chain, exchange, http1)).await,
             None,
         ));
     }
