@@ -327,8 +327,8 @@ async fn proxy(
             request_id,
         };
         // Boxed: the plugin phases are a future of kilobytes, and inline they
-        // would make every request's future (copied into its box per
-        // request by h1_server.rs) that large, plugins or not.
+        // would make every request's future (boxed per request by
+        // h1_server.rs and h2_server.rs) that large, plugins or not.
         return Ok((
             pin_in_place(|| crate::phases::run(request, chain, exchange, http1)).await,
             None,

@@ -264,7 +264,7 @@ mod tests {
     /// only saves time while hashbrown puts many keys there (about half, at
     /// the load its tables run at).
     #[test]
-    fn most_keys_sit_where_their_probe_starts() {
+    fn many_keys_sit_where_their_probe_starts() {
         let map: CowMap<u32, u32> = (0..50_000).map(|i| (i, i)).collect();
         let at_start = map
             .shards
