@@ -37,7 +37,8 @@ use crate::body::{BoxError, ProxyBody};
 use crate::error::{ErrorKind, ProxyError};
 use crate::forwarding::Forwarding;
 use crate::h1_codec::{
-    content_length, put_chunk, put_fields, put_fields_except, put_last_chunk, ready_read, BodyKind, Decoder, Seen,
+    content_length, put_chunk, put_fields, put_fields_except, put_last_chunk, ready_read, BodyKind, Decoder,
+    LengthFields,
 };
 use crate::upstream::{Home, WriteTimeoutIo};
 
@@ -215,7 +216,11 @@ impl H1Conn {
             }
         })
         .await?;
-        let Parsed { mut response, kind } = parsed;
+        let Parsed {
+            mut response,
+            kind,
+            keep_alive,
+        } = parsed;
         if response.status() == StatusCode::SWITCHING_PROTOCOLS {
             let read = self.buf.split().freeze();
             let slot = SwitchedSlot(Arc::new(std::sync::Mutex::new(Some(Switched { io: self.io, read }))));
@@ -226,7 +231,7 @@ impl H1Conn {
             self.out = std::mem::take(&mut writer.out);
         }
         let kind = if head_request { BodyKind::Length(0) } else { kind };
-        let reusable = reusable(kind) && keeps_alive(&response) && write_failed.is_none();
+        let reusable = reusable(kind) && keep_alive && write_failed.is_none();
         // A body that came whole with its head (most small responses) is
         // taken now, and the connection goes back to the pool before the
         // response is written: no body to box and poll through its layers.
@@ -541,12 +546,14 @@ fn reusable(kind: BodyKind) -> bool {
 struct Parsed {
     response: Response<()>,
     kind: BodyKind,
+    /// The upstream lets the connection carry another request.
+    keep_alive: bool,
 }
 
-/// Parse a response head off the front of `buf`; None when incomplete.
 /// Offsets and lengths of a head's header names and values.
 type Spans = Vec<(usize, usize, usize, usize)>;
 
+/// Parse a response head off the front of `buf`; None when incomplete.
 fn parse_head(buf: &mut BytesMut, spans: &mut Spans) -> Result<Option<Parsed>, ProxyError> {
     // Slots left uninitialized: zeroing 128 of them (4 KiB) cost more than
     // parsing a head.
@@ -565,7 +572,6 @@ fn parse_head(buf: &mut BytesMut, spans: &mut Spans) -> Result<Option<Parsed>, P
     } else {
         Version::HTTP_11
     };
-    let count = parsed.headers.len();
     // Offsets of each name and value in the head, so the values can share
     // its bytes instead of being copied.
     let base = buf.as_ptr() as usize;
@@ -576,62 +582,125 @@ fn parse_head(buf: &mut BytesMut, spans: &mut Spans) -> Result<Option<Parsed>, P
         (name, h.name.len(), value, h.value.len())
     }));
     let head = buf.split_to(length).freeze();
-    // Room for Kong's response headers (`Via`, the latencies, the request
-    // id, `Server`), so the map is not grown while they go in.
-    let mut headers = crate::h1_codec::header_map(count + 6);
-    // What framing needs is noted on the way, not looked up again.
-    let mut seen = Seen::default();
-    for &(name, name_len, value, value_len) in spans.iter() {
-        let name = HeaderName::from_bytes(&head[name..name + name_len])
-            .map_err(|_| invalid("invalid upstream header name"))?;
-        let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len))
-            .map_err(|_| invalid("invalid upstream header value"))?;
-        seen.note(&name);
-        headers.append(name, value);
-    }
+    let mut fields = ResponseFields::read(&head, spans, status == StatusCode::SWITCHING_PROTOCOLS)?;
     let kind = if status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         BodyKind::Length(0)
-    } else if seen.coding {
-        let chunked = headers
-            .get_all(header::TRANSFER_ENCODING)
-            .iter()
-            .next_back()
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.rsplit(',').next())
-            .is_some_and(|last| last.trim().eq_ignore_ascii_case("chunked"));
-        if headers.remove(header::CONTENT_LENGTH).is_some() {
-            if chunked {
-                BodyKind::ChunkedOverLength
-            } else {
-                BodyKind::Close
-            }
-        } else if chunked {
-            BodyKind::Chunked
-        } else {
-            BodyKind::Close
-        }
-    } else if seen.length {
-        match content_length(&headers) {
-            Some(length) => BodyKind::Length(length),
-            None => return Err(invalid("invalid upstream content-length")),
-        }
     } else {
-        BodyKind::Close
+        fields.body_kind()?
     };
+    let keep_alive = !fields.close && (version != Version::HTTP_10 || fields.keep_alive);
     let mut response = Response::new(());
     *response.status_mut() = status;
     *response.version_mut() = version;
-    *response.headers_mut() = headers;
-    Ok(Some(Parsed { response, kind }))
+    *response.headers_mut() = fields.map;
+    Ok(Some(Parsed {
+        response,
+        kind,
+        keep_alive,
+    }))
 }
 
-/// Whether the upstream lets the connection carry another request.
-fn keeps_alive(response: &Response<()>) -> bool {
-    let close = crate::handler::lists_token(response.headers(), &header::CONNECTION, "close");
-    if response.version() == Version::HTTP_10 {
-        return !close && crate::handler::lists_token(response.headers(), &header::CONNECTION, "keep-alive");
+/// A response head's fields, and what framing and the connection need of
+/// them, noted on the way rather than looked up again.
+///
+/// Hop-by-hop fields (handler.rs `HOP_BY_HOP`, and those `Connection`
+/// names) are read but not put in the map: they would be removed before
+/// the response goes on anyway, and finding and removing them there cost
+/// more than the rest of the response's handling. A `101` keeps them: the
+/// tunnel reads its `Upgrade`.
+struct ResponseFields {
+    map: HeaderMap,
+    length: LengthFields,
+    has_length: bool,
+    /// The last `Transfer-Encoding` ends in `chunked`; None without one.
+    chunked: Option<bool>,
+    close: bool,
+    keep_alive: bool,
+}
+
+impl ResponseFields {
+    fn read(head: &Bytes, spans: &Spans, switching: bool) -> Result<ResponseFields, ProxyError> {
+        // Room for Kong's response headers (`Via`, the latencies, the
+        // request id, `Server`), so the map is not grown while they go in.
+        let mut fields = ResponseFields {
+            map: crate::h1_codec::header_map(spans.len() + 6),
+            length: LengthFields::default(),
+            has_length: false,
+            chunked: None,
+            close: false,
+            keep_alive: false,
+        };
+        let mut named: Vec<HeaderName> = Vec::new();
+        for &(name, name_len, value, value_len) in spans {
+            let name = crate::h1_names::name_parsed_by_httparse(&head[name..name + name_len])
+                .map_err(|_| invalid("invalid upstream header name"))?;
+            let bytes = &head[value..value + value_len];
+            if name == header::CONTENT_LENGTH {
+                fields.has_length = true;
+                fields.length.add(bytes);
+            } else if name == header::TRANSFER_ENCODING {
+                let last = bytes.rsplit(|b| *b == b',').next().unwrap_or_default();
+                fields.chunked = Some(last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            } else if name == header::CONNECTION {
+                fields.connection_tokens(bytes, &mut named);
+            }
+            if !switching && crate::handler::is_hop_by_hop(&name) {
+                continue;
+            }
+            let value = crate::h1_codec::value_parsed_by_httparse(head, value, value_len)
+                .ok_or_else(|| invalid("invalid upstream header value"))?;
+            fields.map.append(name, value);
+        }
+        if !switching {
+            for name in &named {
+                fields.map.remove(name);
+            }
+        }
+        Ok(fields)
     }
-    !close
+
+    /// `close` and `keep-alive` from a `Connection` value; the other
+    /// fields it names go in `named` (handler.rs `strip_hop_by_hop`).
+    fn connection_tokens(&mut self, value: &[u8], named: &mut Vec<HeaderName>) {
+        let text = value
+            .iter()
+            .all(|b| b.is_ascii() && !b.is_ascii_control() || *b == b'\t');
+        for token in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+            if token.eq_ignore_ascii_case(b"close") {
+                self.close = true;
+            } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                self.keep_alive = true;
+            } else if text && !token.is_empty() {
+                if let Ok(name) = HeaderName::from_bytes(token) {
+                    if !crate::handler::is_hop_by_hop(&name) {
+                        named.push(name);
+                    }
+                }
+            }
+        }
+    }
+
+    /// How the body is delimited (the status allowing one).
+    fn body_kind(&mut self) -> Result<BodyKind, ProxyError> {
+        if let Some(chunked) = self.chunked {
+            if self.has_length {
+                self.map.remove(header::CONTENT_LENGTH);
+                return Ok(if chunked {
+                    BodyKind::ChunkedOverLength
+                } else {
+                    BodyKind::Close
+                });
+            }
+            return Ok(if chunked { BodyKind::Chunked } else { BodyKind::Close });
+        }
+        if self.has_length {
+            return match self.length.value() {
+                Some(length) => Ok(BodyKind::Length(length)),
+                None => Err(invalid("invalid upstream content-length")),
+            };
+        }
+        Ok(BodyKind::Close)
+    }
 }
 
 /// A response body read straight from the connection.
@@ -752,6 +821,38 @@ mod tests {
         assert!(head(b"HTTP/1.1 200 OK\r\ncontent-length: 0x5\r\n\r\n").is_err());
         assert!(head(b"HTTP/1.1 200 OK\r\ncontent-le").unwrap().is_none());
         assert!(head(b"HTTP/1.1 2000 OK\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn hop_by_hop_fields_stay_out_of_the_map_and_still_decide_the_connection() {
+        let parsed = head(
+            b"HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Secret\r\nKeep-Alive: timeout=5\r\nX-Secret: 1\r\n\
+              Proxy-Connection: x\r\nTE: trailers\r\nUpgrade: h2c\r\nX-Kept: yes\r\ncontent-length: 2\r\n\r\n",
+        )
+        .unwrap()
+        .unwrap();
+        let mut names: Vec<&str> = parsed.response.headers().keys().map(HeaderName::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["content-length", "x-kept"]);
+        assert!(parsed.keep_alive);
+        assert_eq!(parsed.kind, BodyKind::Length(2));
+        let keep_alive = |bytes: &[u8]| head(bytes).unwrap().unwrap().keep_alive;
+        assert!(!keep_alive(b"HTTP/1.1 200 OK\r\nConnection: Close\r\n\r\n"));
+        assert!(keep_alive(b"HTTP/1.1 200 OK\r\n\r\n"));
+        assert!(!keep_alive(b"HTTP/1.0 200 OK\r\n\r\n"));
+        assert!(keep_alive(b"HTTP/1.0 200 OK\r\nconnection: Keep-Alive\r\n\r\n"));
+        // Chunked framing is read from the field that is left out.
+        let chunked = head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(chunked.kind, BodyKind::Chunked);
+        assert!(chunked.response.headers().is_empty());
+        // A 101 keeps them all: the tunnel reads its `Upgrade`.
+        let switching = head(b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(switching.response.headers()[header::UPGRADE], "websocket");
+        assert_eq!(switching.response.headers()[header::CONNECTION], "upgrade");
     }
 
     #[test]

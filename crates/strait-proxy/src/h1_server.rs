@@ -35,7 +35,7 @@ use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -47,7 +47,7 @@ use crate::conn::{jittered, ClientLimits};
 use crate::error::ErrorKind;
 use crate::h1_codec::{
     content_length, put_chunk, put_chunk_size, put_fields, put_fields_except, put_last_chunk, ready_read, BodyKind,
-    Decoder, Seen,
+    Decoder, LengthFields, Seen,
 };
 use crate::handler::{handle, lists_token, ConnInfo};
 use crate::kong_headers::KongFields;
@@ -463,9 +463,9 @@ fn parse_request(
     let mut headers = crate::h1_codec::header_map(spans.len() + ADDED_FIELDS);
     let mut seen = Seen::default();
     for &(name, name_len, value, value_len) in spans.iter() {
-        let name = HeaderName::from_bytes(&head[name..name + name_len]).map_err(|_| ErrorKind::BadRequest)?;
-        let value =
-            HeaderValue::from_maybe_shared(head.slice(value..value + value_len)).map_err(|_| ErrorKind::BadRequest)?;
+        let name = crate::h1_names::name_parsed_by_httparse(&head[name..name + name_len])
+            .map_err(|_| ErrorKind::BadRequest)?;
+        let value = crate::h1_codec::value_parsed_by_httparse(&head, value, value_len).ok_or(ErrorKind::BadRequest)?;
         seen.note(&name);
         headers.append(name, value);
     }
@@ -743,21 +743,30 @@ fn encode_head(
     keep_alive: &mut bool,
     out: &mut BytesMut,
 ) -> Framing {
-    if lists_token(headers, &header::CONNECTION, "close") {
+    let seen = FramingFields::of(headers);
+    if seen.close {
         *keep_alive = false;
     }
     let framing = if status.is_informational() || status == StatusCode::NO_CONTENT {
-        headers.remove(header::CONTENT_LENGTH);
-        headers.remove(header::TRANSFER_ENCODING);
+        if seen.has_length {
+            headers.remove(header::CONTENT_LENGTH);
+        }
+        if seen.has_coding {
+            headers.remove(header::TRANSFER_ENCODING);
+        }
         Framing::Empty
     } else if meta.head || status == StatusCode::NOT_MODIFIED {
         Framing::Empty
     } else {
-        headers.remove(header::TRANSFER_ENCODING);
-        match content_length(headers) {
+        if seen.has_coding {
+            headers.remove(header::TRANSFER_ENCODING);
+        }
+        match seen.length.value() {
             Some(length) => Framing::Length(length),
             None => {
-                headers.remove(header::CONTENT_LENGTH);
+                if seen.has_length {
+                    headers.remove(header::CONTENT_LENGTH);
+                }
                 match body.size_hint().exact() {
                     Some(length) => {
                         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
@@ -777,14 +786,14 @@ fn encode_head(
     };
     if status != StatusCode::SWITCHING_PROTOCOLS {
         if meta.version == Version::HTTP_10 {
-            if *keep_alive && !lists_token(headers, &header::CONNECTION, "keep-alive") {
+            if *keep_alive && !seen.keep_alive {
                 headers.append(header::CONNECTION, HeaderValue::from_static("keep-alive"));
             }
-        } else if !*keep_alive && !lists_token(headers, &header::CONNECTION, "close") {
+        } else if !*keep_alive && !seen.close {
             headers.append(header::CONNECTION, HeaderValue::from_static("close"));
         }
     }
-    if !headers.contains_key(header::DATE) {
+    if !seen.has_date {
         headers.insert(header::DATE, crate::h2_server::http_date());
     }
     out.put_slice(if meta.version == Version::HTTP_10 {
@@ -805,6 +814,42 @@ fn encode_head(
         }
     }
     framing
+}
+
+/// What a response's framing and connection depend on, taken in one pass
+/// over its fields: four lookups by name (each hashing the name) cost more
+/// than comparing every name of a usual response with four.
+#[derive(Default)]
+struct FramingFields {
+    length: LengthFields,
+    has_length: bool,
+    has_coding: bool,
+    has_date: bool,
+    /// `Connection` lists `close`, or `keep-alive`.
+    close: bool,
+    keep_alive: bool,
+}
+
+impl FramingFields {
+    fn of(headers: &HeaderMap) -> FramingFields {
+        let mut fields = FramingFields::default();
+        for (name, value) in headers {
+            if name == header::CONTENT_LENGTH {
+                fields.has_length = true;
+                fields.length.add(value.as_bytes());
+            } else if name == header::TRANSFER_ENCODING {
+                fields.has_coding = true;
+            } else if name == header::DATE {
+                fields.has_date = true;
+            } else if name == header::CONNECTION {
+                for token in value.as_bytes().split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+                    fields.close |= token.eq_ignore_ascii_case(b"close");
+                    fields.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+                }
+            }
+        }
+        fields
+    }
 }
 
 /// Write `response`: Ok(true) when it went out whole, so the connection may
@@ -909,6 +954,7 @@ async fn put_data<IO: AsyncWrite + Unpin>(sink: &mut Sink<'_, IO>, data: Bytes, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::header::HeaderName;
 
     fn limits() -> ClientLimits {
         ClientLimits {

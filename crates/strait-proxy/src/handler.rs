@@ -236,8 +236,11 @@ fn requested_host(request: &Request<ProxyBody>, conn: &ConnInfo) -> (String, u16
         .map(|a| a.as_str())
         .or_else(|| request.headers().get(header::HOST).and_then(|h| h.to_str().ok()))
         .unwrap_or_default();
-    let raw = raw.rsplit_once('@').map_or(raw, |(_, h)| h);
-    let (host, port) = match raw.rsplit_once(':') {
+    // Searched byte by byte: a host is a few bytes, shorter than the
+    // setup of the word-at-a-time search `rsplit_once` does.
+    let last = |text: &str, byte: u8| text.bytes().rposition(|b| b == byte);
+    let raw = last(raw, b'@').map_or(raw, |at| &raw[at + 1..]);
+    let (host, port) = match last(raw, b':').map(|at| (&raw[..at], &raw[at + 1..])) {
         Some((h, p)) if !h.ends_with(']') || raw.starts_with('[') => match p.parse::<u16>() {
             Ok(port) => (h, Some(port)),
             Err(_) => (raw, None),
@@ -497,6 +500,11 @@ fn strip_hop_by_hop_keeping(headers: &mut HeaderMap, keep_trailers: bool) {
     if keeps_trailers {
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
     }
+}
+
+/// Whether `name` is one of [`HOP_BY_HOP`].
+pub(crate) fn is_hop_by_hop(name: &HeaderName) -> bool {
+    hop_index(name).is_some()
 }
 
 /// Where `name` is in [`HOP_BY_HOP`]: standard names compared as such (an
@@ -941,8 +949,12 @@ fn finish_response(
     // HTTP/2) upstream must not turn an HTTP/1.1 client's response into
     // `HTTP/1.0` and close its connection. h1_server.rs writes HTTP/1.0 clients'
     // responses as HTTP/1.0 whatever this says, and HTTP/2 ignores it.
+    // The HTTP/1.1 client left the hop-by-hop fields out of every head
+    // but a `101`'s (h1_client.rs `ResponseFields`).
+    if parts.version >= Version::HTTP_2 || parts.status == http::StatusCode::SWITCHING_PROTOCOLS {
+        strip_hop_by_hop_keeping(&mut parts.headers, false);
+    }
     parts.version = Version::HTTP_11;
-    strip_hop_by_hop_keeping(&mut parts.headers, false);
     // Kong's fields go beside the map (kong_headers::KongFields).
     let mut fields = KongFields::default();
     fields.via = switches.via;

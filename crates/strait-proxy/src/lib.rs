@@ -19,6 +19,7 @@ mod forwarding;
 pub mod grpc;
 pub mod h1_client;
 pub(crate) mod h1_codec;
+mod h1_names;
 pub(crate) mod h1_server;
 pub mod h2_body;
 pub mod h2_client;
