@@ -37,8 +37,8 @@ use crate::body::{BoxError, ProxyBody};
 use crate::error::{ErrorKind, ProxyError};
 use crate::forwarding::Forwarding;
 use crate::h1_codec::{
-    content_length, put_chunk, put_fields, put_fields_except, put_last_chunk, ready_read, BodyKind, Decoder,
-    LengthFields,
+    content_length, list_tokens, put_chunk, put_fields, put_fields_except, put_last_chunk, ready_read, BodyKind,
+    Decoder, LengthFields,
 };
 use crate::upstream::{Home, WriteTimeoutIo};
 
@@ -611,7 +611,6 @@ fn parse_head(buf: &mut BytesMut, spans: &mut Spans) -> Result<Option<Parsed>, P
 struct ResponseFields {
     map: HeaderMap,
     length: LengthFields,
-    has_length: bool,
     /// The last `Transfer-Encoding` ends in `chunked`; None without one.
     chunked: Option<bool>,
     close: bool,
@@ -625,7 +624,6 @@ impl ResponseFields {
         let mut fields = ResponseFields {
             map: crate::h1_codec::header_map(spans.len() + 6),
             length: LengthFields::default(),
-            has_length: false,
             chunked: None,
             close: false,
             keep_alive: false,
@@ -636,7 +634,6 @@ impl ResponseFields {
                 .map_err(|_| invalid("invalid upstream header name"))?;
             let bytes = &head[value..value + value_len];
             if name == header::CONTENT_LENGTH {
-                fields.has_length = true;
                 fields.length.add(bytes);
             } else if name == header::TRANSFER_ENCODING {
                 let last = bytes.rsplit(|b| *b == b',').next().unwrap_or_default();
@@ -665,7 +662,7 @@ impl ResponseFields {
         let text = value
             .iter()
             .all(|b| b.is_ascii() && !b.is_ascii_control() || *b == b'\t');
-        for token in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+        for token in list_tokens(value) {
             if token.eq_ignore_ascii_case(b"close") {
                 self.close = true;
             } else if token.eq_ignore_ascii_case(b"keep-alive") {
@@ -683,7 +680,7 @@ impl ResponseFields {
     /// How the body is delimited (the status allowing one).
     fn body_kind(&mut self) -> Result<BodyKind, ProxyError> {
         if let Some(chunked) = self.chunked {
-            if self.has_length {
+            if self.length.present() {
                 self.map.remove(header::CONTENT_LENGTH);
                 return Ok(if chunked {
                     BodyKind::ChunkedOverLength
@@ -693,7 +690,7 @@ impl ResponseFields {
             }
             return Ok(if chunked { BodyKind::Chunked } else { BodyKind::Close });
         }
-        if self.has_length {
+        if self.length.present() {
             return match self.length.value() {
                 Some(length) => Ok(BodyKind::Length(length)),
                 None => Err(invalid("invalid upstream content-length")),

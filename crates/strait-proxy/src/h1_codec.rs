@@ -250,17 +250,25 @@ pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
     length.value()
 }
 
+/// The comma-separated items of a list field (`Connection`, `TE`,
+/// `Content-Length`), trimmed; empty items included.
+pub(crate) fn list_tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value.split(|b| *b == b',').map(<[u8]>::trim_ascii)
+}
+
 /// [`content_length`] taken one field at a time, as a head is parsed (no
 /// lookup in the map afterwards).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct LengthFields {
     found: Option<u64>,
     invalid: bool,
+    present: bool,
 }
 
 impl LengthFields {
     pub(crate) fn add(&mut self, value: &[u8]) {
-        for part in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+        self.present = true;
+        for part in list_tokens(value) {
             let number = (!part.is_empty())
                 .then(|| {
                     part.iter().try_fold(0u64, |n, d| {
@@ -277,6 +285,11 @@ impl LengthFields {
                 }
             }
         }
+    }
+
+    /// Whether any `Content-Length` field was added.
+    pub(crate) fn present(&self) -> bool {
+        self.present
     }
 
     /// The length, None when there was none or the fields were invalid.

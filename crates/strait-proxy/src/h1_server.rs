@@ -46,8 +46,8 @@ use crate::body::{BoxError, ProxyBody};
 use crate::conn::{jittered, ClientLimits};
 use crate::error::ErrorKind;
 use crate::h1_codec::{
-    content_length, put_chunk, put_chunk_size, put_fields, put_fields_except, put_last_chunk, ready_read, BodyKind,
-    Decoder, LengthFields, Seen,
+    content_length, list_tokens, put_chunk, put_chunk_size, put_fields, put_fields_except, put_last_chunk, ready_read,
+    BodyKind, Decoder, LengthFields, Seen,
 };
 use crate::handler::{handle, lists_token, ConnInfo};
 use crate::kong_headers::KongFields;
@@ -748,7 +748,7 @@ fn encode_head(
         *keep_alive = false;
     }
     let framing = if status.is_informational() || status == StatusCode::NO_CONTENT {
-        if seen.has_length {
+        if seen.length.present() {
             headers.remove(header::CONTENT_LENGTH);
         }
         if seen.has_coding {
@@ -764,7 +764,7 @@ fn encode_head(
         match seen.length.value() {
             Some(length) => Framing::Length(length),
             None => {
-                if seen.has_length {
+                if seen.length.present() {
                     headers.remove(header::CONTENT_LENGTH);
                 }
                 match body.size_hint().exact() {
@@ -822,7 +822,6 @@ fn encode_head(
 #[derive(Default)]
 struct FramingFields {
     length: LengthFields,
-    has_length: bool,
     has_coding: bool,
     has_date: bool,
     /// `Connection` lists `close`, or `keep-alive`.
@@ -835,14 +834,13 @@ impl FramingFields {
         let mut fields = FramingFields::default();
         for (name, value) in headers {
             if name == header::CONTENT_LENGTH {
-                fields.has_length = true;
                 fields.length.add(value.as_bytes());
             } else if name == header::TRANSFER_ENCODING {
                 fields.has_coding = true;
             } else if name == header::DATE {
                 fields.has_date = true;
             } else if name == header::CONNECTION {
-                for token in value.as_bytes().split(|b| *b == b',').map(<[u8]>::trim_ascii) {
+                for token in list_tokens(value.as_bytes()) {
                     fields.close |= token.eq_ignore_ascii_case(b"close");
                     fields.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
                 }
