@@ -144,7 +144,7 @@ impl H1Conn {
         mut self,
         request: Request<ProxyBody>,
         home: Home,
-        forwarding: Option<&Forwarding>,
+        forwarding: Option<&Forwarding<'_>>,
         read_timeout: std::time::Duration,
     ) -> Result<Result<Response<crate::upstream::UpstreamBody>, Request<ProxyBody>>, ProxyError> {
         // No response head by then is a 504, counted from here as a timeout
@@ -353,7 +353,7 @@ fn encode_head(
     method: &Method,
     uri: &http::Uri,
     headers: &HeaderMap,
-    forwarding: Option<&Forwarding>,
+    forwarding: Option<&Forwarding<'_>>,
     out: &mut BytesMut,
 ) {
     out.put_slice(method.as_str().as_bytes());

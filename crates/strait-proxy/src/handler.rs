@@ -565,11 +565,17 @@ async fn forward(
         crate::tunnel::requested(&mut request)
     };
     let (mut parts, body) = request.into_parts();
-    let original_host = parts.headers.get(header::HOST).cloned();
+    // Kept apart: the forwarding headers borrow its path, and the parts
+    // become the upstream request's, with a URI set per attempt.
+    let uri = std::mem::take(&mut parts.uri);
+    // Read only where it is sent: a clone per request otherwise.
+    let original_host = (route.preserve_host && host_override.is_none())
+        .then(|| parts.headers.get(header::HOST).cloned())
+        .flatten();
     // The upstream's path and query: the request's own (shared, not built
     // and parsed again) unless the service's path or a stripped prefix
     // changes it, or a plugin set it.
-    let request_path = parts.uri.path();
+    let request_path = uri.path();
     let rewritten = if parts.extensions.get::<ExactPath>().is_some()
         || keeps_path(
             service.path.as_deref(),
@@ -588,11 +594,11 @@ async fn forward(
         ))
         .filter(|path| path != request_path)
     };
-    let path_and_query = match (rewritten, parts.uri.path_and_query()) {
+    let path_and_query = match (rewritten, uri.path_and_query()) {
         (None, Some(own)) => own.clone(),
         (rewritten, _) => {
             let path = rewritten.unwrap_or_else(|| request_path.to_string());
-            let joined = match parts.uri.query() {
+            let joined = match uri.query() {
                 Some(q) => format!("{path}?{q}"),
                 None => path,
             };
@@ -611,7 +617,7 @@ async fn forward(
         conn,
         host,
         port,
-        parts.uri.path(),
+        uri.path(),
         stripped_prefix.as_deref(),
         shared.headers.upstream_request_id.then(|| request_id.header_value()),
     );
@@ -664,13 +670,13 @@ async fn forward(
         .then_some(buffered)
         .flatten()
         .map(|bytes| (parts.headers.clone(), bytes));
-    let method = parts.method;
-    let mut pending = Some(Request::new(body));
-    {
-        let request = pending.as_mut().expect("just set");
-        *request.method_mut() = method.clone();
-        *request.headers_mut() = parts.headers;
-    }
+    // The parts become the upstream request's (moved once, not rebuilt):
+    // it goes out as HTTP/1.1 (HTTP/2 set below), and none of the client's
+    // extensions go with it.
+    let method = parts.method.clone();
+    parts.version = Version::HTTP_11;
+    parts.extensions.clear();
+    let mut pending = Some(Request::from_parts(parts, body));
     let mut picks = Attempts::default();
     let mut set_cookie: Option<String> = None;
     // Made only when an attempt failed: most requests never need it.
@@ -696,8 +702,8 @@ async fn forward(
                     client_ip: conn.client.ip(),
                     consumer,
                     headers: upstream_request.headers(),
-                    path: parts.uri.path(),
-                    query: parts.uri.query(),
+                    path: uri.path(),
+                    query: uri.query(),
                     captures: &matched.captures,
                 };
                 match balancer.pick(&input, &mut picks) {
@@ -798,14 +804,14 @@ async fn forward(
         if http2 {
             *upstream_request.version_mut() = Version::HTTP_2;
             upstream_request.headers_mut().remove(header::HOST);
-            let mut uri = http::uri::Parts::default();
-            uri.scheme = Some(if tls { Scheme::HTTPS } else { Scheme::HTTP });
-            uri.authority = Some(
+            let mut target = http::uri::Parts::default();
+            target.scheme = Some(if tls { Scheme::HTTPS } else { Scheme::HTTP });
+            target.authority = Some(
                 Authority::try_from(authority).map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?,
             );
-            uri.path_and_query = Some(path_and_query.clone());
+            target.path_and_query = Some(path_and_query.clone());
             *upstream_request.uri_mut() =
-                Uri::from_parts(uri).map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
+                Uri::from_parts(target).map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
         } else {
             if let Some(h) = host_value {
                 upstream_request.headers_mut().insert(header::HOST, h);

@@ -382,7 +382,7 @@ impl Pool {
         lease: Lease,
         endpoint: &Endpoint,
         request: Request<ProxyBody>,
-        forwarding: Option<&Forwarding>,
+        forwarding: Option<&Forwarding<'_>>,
         connect_timeout: Duration,
         read_timeout: Duration,
     ) -> Result<Response<UpstreamBody>, DispatchFailure> {
@@ -393,11 +393,19 @@ impl Pool {
             pooled,
             uses,
         } = lease;
-        let request = match self
-            .try_send(key.clone(), sender, uses, request, forwarding, read_timeout)
-            .await
-            .map_err(lost)?
-        {
+        // An HTTP/1.1 connection (most requests) is sent on here, not through
+        // `try_send`: one future fewer for the request to be moved into.
+        let first = match sender {
+            Sender::Http1(conn) => {
+                conn.send(request, self.home(key.clone(), uses), forwarding, read_timeout)
+                    .await
+            }
+            sender => {
+                self.try_send(key.clone(), sender, uses, request, forwarding, read_timeout)
+                    .await
+            }
+        };
+        let request = match first.map_err(lost)? {
             Ok(response) => return Ok(response),
             Err(unsent) if pooled => unsent,
             Err(unsent) => {
@@ -429,6 +437,16 @@ impl Pool {
         }
     }
 
+    /// Where an HTTP/1.1 connection that has carried `uses` requests before
+    /// this one goes back to.
+    fn home(&self, key: PoolKey, uses: u32) -> Home {
+        Home {
+            idle: self.http1.clone(),
+            key,
+            uses: uses + 1,
+        }
+    }
+
     /// Ok(Ok(response)), Ok(Err(request)) when the request was not sent, or an error.
     async fn try_send(
         &self,
@@ -436,20 +454,13 @@ impl Pool {
         sender: Sender,
         uses: u32,
         request: Request<ProxyBody>,
-        forwarding: Option<&Forwarding>,
+        forwarding: Option<&Forwarding<'_>>,
         read_timeout: Duration,
     ) -> Result<Result<Response<UpstreamBody>, Request<ProxyBody>>, ProxyError> {
         let timed_out = || ProxyError::new(ErrorKind::UpstreamTimeout, "no response headers within read_timeout");
         match sender {
-            Sender::Http1(conn) => {
-                let home = Home {
-                    idle: self.http1.clone(),
-                    key,
-                    uses: uses + 1,
-                };
-                // The read timeout is the connection's own timer (h1_client.rs).
-                conn.send(request, home, forwarding, read_timeout).await
-            }
+            // The read timeout is the connection's own timer (h1_client.rs).
+            Sender::Http1(conn) => conn.send(request, self.home(key, uses), forwarding, read_timeout).await,
             Sender::Http2(conn) => {
                 self.checkin(key, Sender::Http2(conn.clone()), uses + 1);
                 match timeout(read_timeout, conn.send(request)).await {
