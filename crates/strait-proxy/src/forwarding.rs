@@ -136,8 +136,7 @@ impl<'a> Forwarding<'a> {
     }
 
     /// Whether the client's field `name` gives way to Strait's.
-    pub(crate) fn replaces(&self, name: &HeaderName) -> bool {
-        let name = name.as_str();
+    pub(crate) fn replaces(&self, name: &str) -> bool {
         if !name.starts_with("x-") {
             return false;
         }
@@ -214,7 +213,7 @@ mod tests {
     fn encoded(headers: &HeaderMap, forwarding: &Forwarding) -> Vec<(String, String)> {
         let mut out = BytesMut::new();
         for (name, value) in headers {
-            if !forwarding.replaces(name) {
+            if !forwarding.replaces(name.as_str()) {
                 out.put_slice(format!("{}: {}\r\n", name, value.to_str().unwrap()).as_bytes());
             }
         }
@@ -310,14 +309,14 @@ mod tests {
     fn without_a_stripped_prefix_the_clients_is_dropped_and_an_invalid_one_leaves_it() {
         let headers = client_headers();
         let dropped = Forwarding::new(&headers, &conn(), "h", 8000, "/p", None, None);
-        assert!(dropped.replaces(&HeaderName::from_static("x-forwarded-prefix")));
+        assert!(dropped.replaces("x-forwarded-prefix"));
         assert!(!encoded(&headers, &dropped)
             .iter()
             .any(|(n, _)| n == "x-forwarded-prefix"));
         let invalid = Forwarding::new(&headers, &conn(), "h", 8000, "/p", Some("a\r\nb"), None);
-        assert!(!invalid.replaces(&HeaderName::from_static("x-forwarded-prefix")));
+        assert!(!invalid.replaces("x-forwarded-prefix"));
         // Without an upstream request id, the client's passes as it came.
-        assert!(!invalid.replaces(&HeaderName::from_static("x-kong-request-id")));
-        assert!(!invalid.replaces(&header::HOST));
+        assert!(!invalid.replaces("x-kong-request-id"));
+        assert!(!invalid.replaces("host"));
     }
 }
