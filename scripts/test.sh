@@ -15,6 +15,10 @@ if ! need curl || ! need python3; then
 fi
 # A real redis-server for rate-limiting's redis policy (tests/src/redis.rs starts its own
 # instances on free ports; the package's own service, if it starts, is not used).
+# wrk runs the lab's request scripts in the bench harness's tests (bench/lab/tests).
+if ! need wrk; then
+  apt-get update -qq && apt-get install -y -qq wrk
+fi
 if ! need redis-server; then
   apt-get update -qq && apt-get install -y -qq redis-server
 fi

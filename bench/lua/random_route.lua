@@ -2,7 +2,14 @@
 -- TARGETS_FILE is written by the config generator: one "path<TAB>key" per
 -- line (key may be empty); paths and keys are picked independently, as a
 -- client population spread over every route would.
-local paths, keys = {}, {}
+--
+-- The requests are formatted once, in init, and one of them is picked per
+-- request. Formatted per call, every request was a new Lua string once there
+-- were many routes (with one route wrk's string table hands back the same
+-- one), so the load generator's own cost per request grew with the route
+-- count, and on a shared core that showed up as the gateway's throughput
+-- falling.
+local paths, keys, requests = {}, {}, {}
 
 function init(args)
    local file = assert(io.open(args[1], "r"))
@@ -12,13 +19,29 @@ function init(args)
       if key ~= "" then keys[#keys + 1] = key end
    end
    file:close()
+   assert(#paths > 0, "no paths in " .. args[1])
    math.randomseed(os.time() * 1000 + math.floor(os.clock() * 1e6))
+   -- Every path and every key is in at least one request, paired at
+   -- random; with keys there are at least 4,096 requests, so that each
+   -- path meets several keys.
+   local order = {}
+   for i = 1, #keys do order[i] = i end
+   for i = #order, 2, -1 do
+      local j = math.random(i)
+      order[i], order[j] = order[j], order[i]
+   end
+   local count = math.max(#paths, #keys, #keys > 0 and 4096 or 1)
+   for i = 1, count do
+      local path = i <= #paths and paths[i] or paths[math.random(#paths)]
+      if #keys > 0 then
+         local key = i <= #keys and keys[order[i]] or keys[math.random(#keys)]
+         requests[i] = wrk.format("GET", path, { apikey = key })
+      else
+         requests[i] = wrk.format("GET", path)
+      end
+   end
 end
 
 function request()
-   local path = paths[math.random(#paths)]
-   if #keys > 0 then
-      return wrk.format("GET", path, { apikey = keys[math.random(#keys)] })
-   end
-   return wrk.format("GET", path)
+   return requests[math.random(#requests)]
 end

@@ -1,7 +1,10 @@
 """Unit tests for the lab's pure parts: python3 -m unittest discover -s bench/lab/tests -t bench"""
 
+import http.server
 import json
+import subprocess
 import tempfile
+import threading
 import unittest
 from pathlib import Path
 
@@ -187,3 +190,46 @@ class GrpcScenarioTest(unittest.TestCase):
         self.assertEqual(sample["requests"], 1000 * grpc.STREAM_MESSAGES)
         self.assertAlmostEqual(sample["rps"], 50_000)
         self.assertAlmostEqual(sample["p99_us"], 4000)
+
+
+class RandomRouteScriptTest(unittest.TestCase):
+    """bench/lua/random_route.lua, run by wrk against a server that notes what it was sent."""
+
+    def test_every_path_and_key_is_sent_with_random_pairs(self):
+        seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # Head and body in one write (flushed after each request), not two
+            # segments held up by Nagle's algorithm and delayed ACKs.
+            wbufsize = 1 << 16
+
+            def do_GET(self):
+                seen.append((self.path, self.headers.get("apikey"), self.headers.get("Host")))
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        script = Path(__file__).resolve().parents[2] / "lua" / "random_route.lua"
+        try:
+            with tempfile.TemporaryDirectory() as folder:
+                targets = Path(folder) / "set.targets"
+                targets.write_text("/r1\tk1\n/r2\tk2\n/r3\tk3\n")
+                subprocess.run(["wrk", "-t1", "-c2", "-d1s", "-s", str(script),
+                                f"http://127.0.0.1:{server.server_port}", "--", str(targets)],
+                               check=True, capture_output=True, timeout=30)
+        finally:
+            server.shutdown()
+            server.server_close()
+        self.assertGreater(len(seen), 50)
+        self.assertEqual({path for path, _, _ in seen}, {"/r1", "/r2", "/r3"})
+        self.assertEqual({key for _, key, _ in seen}, {"k1", "k2", "k3"})
+        # Paths and keys are paired at random, not each path with one key.
+        self.assertGreater(len({(path, key) for path, key, _ in seen}), 3)
+        self.assertEqual({host for _, _, host in seen}, {f"127.0.0.1:{server.server_port}"})
