@@ -19,6 +19,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use crate::h1_codec::put_field;
 use crate::handler::ConnInfo;
+use crate::kong_headers::RequestId;
 use crate::VIA_VALUE;
 
 const FIELDS: usize = 8;
@@ -96,7 +97,7 @@ impl<'a> Forwarding<'a> {
         port: u16,
         path: &'a str,
         prefix: Option<&'a str>,
-        request_id: Option<HeaderValue>,
+        request_id: Option<&'a RequestId>,
     ) -> Forwarding<'a> {
         let mut forwarding = Forwarding {
             values: Default::default(),
@@ -122,7 +123,7 @@ impl<'a> Forwarding<'a> {
             Some(prefix) => forwarding.set(PREFIX, borrowed(prefix)),
             None => forwarding.replaced |= 1 << PREFIX,
         }
-        forwarding.set(REQUEST_ID, request_id.map(Value::Owned));
+        forwarding.set(REQUEST_ID, request_id.map(|id| Value::Borrowed(id.as_str())));
         forwarding
     }
 
@@ -164,6 +165,9 @@ impl<'a> Forwarding<'a> {
                 continue;
             }
             match value {
+                Some(Value::Borrowed(id)) if at == REQUEST_ID => {
+                    headers.insert(name, crate::kong_headers::sensitive(id));
+                }
                 Some(value) => {
                     headers.insert(name, value.into_header_value());
                 }
@@ -236,8 +240,8 @@ mod tests {
     #[test]
     fn the_client_fields_strait_sets_are_replaced_and_via_is_added() {
         let headers = client_headers();
-        let request_id = HeaderValue::from_static("0123456789abcdef0123456789abcdef");
-        let forwarding = Forwarding::new(&headers, &conn(), "example.test", 8000, "/a/b", None, Some(request_id));
+        let request_id = RequestId::new();
+        let forwarding = Forwarding::new(&headers, &conn(), "example.test", 8000, "/a/b", None, Some(&request_id));
         let fields = sorted(encoded(&headers, &forwarding));
         let expect: Vec<(String, String)> = [
             ("via", "1.1 client-proxy"),
@@ -247,7 +251,7 @@ mod tests {
             ("x-forwarded-path", "/a/b"),
             ("x-forwarded-port", "8000"),
             ("x-forwarded-proto", "http"),
-            ("x-kong-request-id", "0123456789abcdef0123456789abcdef"),
+            ("x-kong-request-id", request_id.as_str()),
             ("x-other", "kept"),
             ("x-real-ip", "192.0.2.9"),
         ]
@@ -261,14 +265,18 @@ mod tests {
     fn the_encoder_and_the_map_agree() {
         for (prefix, request_id, port) in [
             (None, None, 8000),
-            (Some("/api"), Some(HeaderValue::from_static("ab")), 9443),
+            (Some("/api"), Some(RequestId::new()), 9443),
             (Some("bad\nprefix"), None, 8000),
         ] {
             let headers = client_headers();
-            let forwarding = Forwarding::new(&headers, &conn(), "h", port, "/p", prefix, request_id.clone());
+            let forwarding = Forwarding::new(&headers, &conn(), "h", port, "/p", prefix, request_id.as_ref());
             let by_encoder = sorted(encoded(&headers, &forwarding));
             let mut map = headers.clone();
-            Forwarding::new(&headers, &conn(), "h", port, "/p", prefix, request_id).insert(&mut map);
+            Forwarding::new(&headers, &conn(), "h", port, "/p", prefix, request_id.as_ref()).insert(&mut map);
+            // HPACK never indexes the id (kong_headers::RequestId::header_value).
+            if let Some(id) = map.get("x-kong-request-id").filter(|_| request_id.is_some()) {
+                assert!(id.is_sensitive());
+            }
             let by_map: Vec<(String, String)> = map
                 .iter()
                 .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string()))

@@ -619,7 +619,7 @@ async fn forward(
         port,
         uri.path(),
         stripped_prefix.as_deref(),
-        shared.headers.upstream_request_id.then(|| request_id.header_value()),
+        shared.headers.upstream_request_id.then_some(request_id),
     );
     // HTTP/1.1 upstreams get the forwarding headers from the encoder;
     // HTTP/2 ones in the map.

@@ -138,12 +138,12 @@ pub(crate) fn next_u64() -> u64 {
 
 /// A request id as Kong writes `X-Kong-Request-Id`: 32 lower-case hex digits.
 ///
-/// Its header value is made with it and shared by the upstream request and
-/// the response (one allocation per request, not one per use).
-#[derive(Clone, PartialEq, Eq)]
+/// Kept as its digits: HTTP/1.1 writes them straight into the upstream
+/// request and the response, so a header value (an allocation, a check of
+/// every byte and a shared count) is made only where one goes into a map.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct RequestId {
     digits: [u8; 32],
-    value: HeaderValue,
 }
 
 /// Each byte's two lower-case hex digits.
@@ -166,15 +166,7 @@ impl RequestId {
         for (pair, byte) in digits.chunks_exact_mut(2).zip(bytes.as_flattened()) {
             pair.copy_from_slice(&HEX_PAIRS[usize::from(*byte)]);
         }
-        // Marked sensitive: HTTP/2's HPACK then writes it as a
-        // never-indexed literal. A value unique to one request gains nothing
-        // from the dynamic table and, indexed, would push out the entries
-        // that repeat on every request (both on Strait's encoder and the
-        // peer's decoder).
-        let mut value = HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(digits))
-            .expect("hex digits are a valid header value");
-        value.set_sensitive(true);
-        RequestId { digits, value }
+        RequestId { digits }
     }
 
     pub fn as_str(&self) -> &str {
@@ -182,10 +174,21 @@ impl RequestId {
         std::str::from_utf8(&self.digits).unwrap_or_default()
     }
 
-    /// The id as a header value (sensitive, see [`RequestId::new`]).
+    /// The id as a header value, marked sensitive: HTTP/2's HPACK then
+    /// writes it as a never-indexed literal. A value unique to one request
+    /// gains nothing from the dynamic table and, indexed, would push out the
+    /// entries that repeat on every request (both on Strait's encoder and
+    /// the peer's decoder).
     pub fn header_value(&self) -> HeaderValue {
-        self.value.clone()
+        sensitive(self.as_str())
     }
+}
+
+/// `id` (a request id's digits) as a sensitive header value.
+pub(crate) fn sensitive(id: &str) -> HeaderValue {
+    let mut value = HeaderValue::from_str(id).expect("hex digits are a valid header value");
+    value.set_sensitive(true);
+    value
 }
 
 /// Numbers below this come from [`number`] without an allocation.
@@ -232,8 +235,8 @@ pub(crate) struct KongFields {
     /// not sent; kept as numbers, so the value that moves with every
     /// response stays small (its header values come from [`number`]).
     numbers: [u32; 3],
-    /// `X-Kong-Request-Id` (the request's own value, shared).
-    request_id: Option<HeaderValue>,
+    /// `X-Kong-Request-Id`.
+    request_id: Option<RequestId>,
     /// `Via`, added to the upstream's.
     pub via: bool,
     /// `Server`, when the upstream sent none.
@@ -275,7 +278,7 @@ impl KongFields {
     }
 
     pub fn set_request_id(&mut self, id: &RequestId) {
-        self.request_id = Some(id.header_value());
+        self.request_id = Some(*id);
     }
 
     /// Each field set, with its value.
@@ -286,7 +289,7 @@ impl KongFields {
             .zip(&KONG_NAMES)
             .filter(|(n, _)| **n != UNSET)
             .map(|(n, name)| (name, number(u64::from(*n))));
-        let id = self.request_id.clone().map(|value| (&KONG_NAMES[3], value));
+        let id = self.request_id.map(|id| (&KONG_NAMES[3], id.header_value()));
         numbers.chain(id)
     }
 
@@ -321,7 +324,7 @@ impl KongFields {
             }
         }
         if let Some(id) = &self.request_id {
-            put_field(KONG_NAMES[3].as_str().as_bytes(), id.as_bytes(), out);
+            put_field(KONG_NAMES[3].as_str().as_bytes(), id.as_str().as_bytes(), out);
         }
         if self.server && !headers.contains_key(http::header::SERVER) {
             put_field(b"server", crate::SERVER_HEADER.as_bytes(), out);
