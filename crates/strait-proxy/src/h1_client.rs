@@ -141,7 +141,7 @@ impl H1Conn {
     /// Ok(Err(request)) when the head could not be written at all (the
     /// connection had closed), so it can go out on another connection.
     pub(crate) async fn send(
-        mut self,
+        mut self: Box<Self>,
         request: Request<ProxyBody>,
         home: Home,
         forwarding: Option<&Forwarding<'_>>,
@@ -702,7 +702,7 @@ impl ResponseFields {
 
 /// A response body read straight from the connection.
 pub struct H1Body {
-    conn: Option<H1Conn>,
+    conn: Option<Box<H1Conn>>,
     decoder: Decoder,
     /// The request body, when the response started before it was all sent.
     writer: Option<Writer>,

@@ -158,7 +158,7 @@ struct Idle<S> {
 /// bodies that hand their connection back when they end.
 pub(crate) struct Http1Idle {
     keepalive: Keepalive,
-    map: Mutex<PoolMap<Vec<Idle<H1Conn>>>>,
+    map: Mutex<PoolMap<Vec<Idle<Box<H1Conn>>>>>,
     /// Advanced by [`Pool::sweep`].
     epoch: std::sync::atomic::AtomicU64,
 }
@@ -184,7 +184,7 @@ pub(crate) struct Home {
 
 impl Home {
     /// Keep `conn` for reuse, if the limits allow.
-    pub(crate) fn checkin(self, conn: H1Conn) {
+    pub(crate) fn checkin(self, conn: Box<H1Conn>) {
         let idle = &self.idle;
         if idle.keepalive.pool_size == 0 || idle.spent(self.uses) {
             return;
@@ -244,7 +244,10 @@ impl Lease {
 }
 
 enum Sender {
-    Http1(H1Conn),
+    /// Boxed: a lease, and the connection in it, moves through several
+    /// futures on every request; a pointer is cheaper to move than the
+    /// connection's buffers and socket.
+    Http1(Box<H1Conn>),
     Http2(H2Conn),
 }
 
@@ -504,7 +507,7 @@ async fn open_connection(
             return if endpoint.http2 {
                 Ok(Sender::Http2(crate::h2_client::handshake(tcp, http2).await?))
             } else {
-                Ok(Sender::Http1(H1Conn::new(Io::Plain(tcp))))
+                Ok(Sender::Http1(Box::new(H1Conn::new(Io::Plain(tcp)))))
             };
         };
         let name = ServerName::try_from(sni.clone())
@@ -516,7 +519,7 @@ async fn open_connection(
         if endpoint.http2 {
             Ok(Sender::Http2(crate::h2_client::handshake(tls, http2).await?))
         } else {
-            Ok(Sender::Http1(H1Conn::new(Io::Tls(Box::new(tls)))))
+            Ok(Sender::Http1(Box::new(H1Conn::new(Io::Tls(Box::new(tls))))))
         }
     };
     match timeout(connect_timeout, attempt).await {
