@@ -418,16 +418,42 @@ pub(crate) fn put_field(name: &[u8], value: &[u8], out: &mut BytesMut) {
     out.reserve(len);
     let spare = &mut out.spare_capacity_mut()[..len];
     let (name_part, rest) = spare.split_at_mut(name.len());
-    name_part.write_copy_of_slice(name);
+    copy_short(name_part, name);
     let (separator, rest) = rest.split_at_mut(2);
     separator.write_copy_of_slice(b": ");
     let (value_part, end) = rest.split_at_mut(value.len());
-    value_part.write_copy_of_slice(value);
+    copy_short(value_part, value);
     end.write_copy_of_slice(b"\r\n");
     // SAFETY: the `len` bytes after the current length are within the
     // capacity just reserved, and every one of them was written above
     // (the four parts split `spare`, which is exactly `len` long).
     unsafe { out.set_len(out.len() + len) };
+}
+
+/// `src` into `dst`, which is as long. Most field names and values are 32
+/// bytes or shorter: those are copied as two overlapping copies of a fixed
+/// size, a few moves, not a call to `memcpy` (about 13 instructions, and
+/// a proxied request's fields make some 30 of them).
+#[inline(always)]
+fn copy_short(dst: &mut [std::mem::MaybeUninit<u8>], src: &[u8]) {
+    let n = src.len();
+    let dst = &mut dst[..n];
+    if n > 32 {
+        dst.write_copy_of_slice(src);
+    } else if n >= 16 {
+        dst[..16].write_copy_of_slice(&src[..16]);
+        dst[n - 16..].write_copy_of_slice(&src[n - 16..]);
+    } else if n >= 8 {
+        dst[..8].write_copy_of_slice(&src[..8]);
+        dst[n - 8..].write_copy_of_slice(&src[n - 8..]);
+    } else if n >= 4 {
+        dst[..4].write_copy_of_slice(&src[..4]);
+        dst[n - 4..].write_copy_of_slice(&src[n - 4..]);
+    } else {
+        for (d, s) in dst.iter_mut().zip(src) {
+            d.write(*s);
+        }
+    }
 }
 
 /// One chunk of a chunked body (`data` must not be empty: an empty chunk
@@ -456,6 +482,23 @@ pub(crate) fn put_last_chunk(trailers: Option<&HeaderMap>, out: &mut BytesMut) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_line_holds_its_name_and_value_at_every_length() {
+        // copy_short takes a different path below 4, 8, 16 and above 32 bytes.
+        let text: Vec<u8> = (0..70u8).map(|i| b'a' + i % 26).collect();
+        for n in 0..text.len() {
+            let (name, value) = (&text[..n], &text[text.len() - n..]);
+            let mut out = BytesMut::from(&b"HTTP/1.1 200 OK\r\n"[..]);
+            put_field(name, value, &mut out);
+            let mut expect = b"HTTP/1.1 200 OK\r\n".to_vec();
+            expect.extend_from_slice(name);
+            expect.extend_from_slice(b": ");
+            expect.extend_from_slice(value);
+            expect.extend_from_slice(b"\r\n");
+            assert_eq!(&out[..], &expect[..], "length {n}");
+        }
+    }
 
     #[test]
     fn parsed_values_share_the_head_and_keep_their_bytes() {

@@ -99,6 +99,27 @@ static BY_LENGTH: [&[(u128, HeaderName)]; LONGEST + 1] = [
     &LENGTH_16,
 ];
 
+/// [`word`] of up to [`LONGEST`] bytes at run time, read as two
+/// overlapping loads of a fixed size (a copy of unknown length into a
+/// zeroed array is a call to `memcpy`, on every field of every head).
+fn loaded_word(raw: &[u8]) -> u128 {
+    let n = raw.len();
+    debug_assert!(n <= LONGEST);
+    let u64_at = |at: usize| raw[at..at + 8].try_into().map_or(0, u64::from_le_bytes);
+    let u32_at = |at: usize| raw[at..at + 4].try_into().map_or(0, u32::from_le_bytes);
+    if n >= 8 {
+        // The second load ends at the last byte; shifted down, it holds
+        // only the bytes past the first eight.
+        let high = if n == 8 { 0 } else { u64_at(n - 8) >> ((16 - n) * 8) };
+        u128::from(u64_at(0)) | u128::from(high) << 64
+    } else if n >= 4 {
+        let high = if n == 4 { 0 } else { u32_at(n - 4) >> ((8 - n) * 8) };
+        u128::from(u32_at(0)) | u128::from(high) << 32
+    } else {
+        raw.iter().rev().fold(0, |word, &b| word << 8 | u128::from(b))
+    }
+}
+
 /// The name of a field httparse read (so `raw` holds token characters
 /// only). Among those, setting bit 5 changes only upper-case letters (to
 /// lower case) and `^` (to `~`, in no common name), so a name equals a
@@ -106,9 +127,7 @@ static BY_LENGTH: [&[(u128, HeaderName)]; LONGEST + 1] = [
 /// in each of its bytes.
 pub(crate) fn name_parsed_by_httparse(raw: &[u8]) -> Result<HeaderName, InvalidHeaderName> {
     if let Some(candidates) = BY_LENGTH.get(raw.len()).filter(|c| !c.is_empty()) {
-        let mut bytes = [0u8; LONGEST];
-        bytes[..raw.len()].copy_from_slice(raw);
-        let lower = u128::from_le_bytes(bytes) | CASE_BITS[raw.len()];
+        let lower = loaded_word(raw) | CASE_BITS[raw.len()];
         if let Some((_, name)) = candidates.iter().find(|(word, _)| *word == lower) {
             return Ok(name.clone());
         }
@@ -119,6 +138,14 @@ pub(crate) fn name_parsed_by_httparse(raw: &[u8]) -> Result<HeaderName, InvalidH
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loaded_word_is_the_word_at_every_length() {
+        let text = b"abcdefghijklmnop";
+        for n in 0..=LONGEST {
+            assert_eq!(loaded_word(&text[..n]), word(&text[..n]), "length {n}");
+        }
+    }
 
     #[test]
     fn every_common_name_sits_at_its_length_and_is_found_in_any_case() {
