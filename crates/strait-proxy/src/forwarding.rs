@@ -60,9 +60,9 @@ impl Value<'_> {
         }
     }
 
-    fn into_header_value(self) -> HeaderValue {
+    fn to_header_value(&self) -> HeaderValue {
         match self {
-            Value::Owned(value) => value,
+            Value::Owned(value) => value.clone(),
             Value::Borrowed(value) => HeaderValue::from_str(value).expect("checked by `borrowed`"),
         }
     }
@@ -159,8 +159,8 @@ impl<'a> Forwarding<'a> {
 
     /// Put the fields into `headers` (HTTP/2 upstreams), as the encoder
     /// would have written them.
-    pub(crate) fn insert(self, headers: &mut HeaderMap) {
-        for (at, (name, value)) in NAMES.iter().zip(self.values).enumerate() {
+    pub(crate) fn insert(&self, headers: &mut HeaderMap) {
+        for (at, (name, value)) in NAMES.iter().zip(&self.values).enumerate() {
             if self.replaced & (1 << at) == 0 {
                 continue;
             }
@@ -169,7 +169,7 @@ impl<'a> Forwarding<'a> {
                     headers.insert(name, crate::kong_headers::sensitive(id));
                 }
                 Some(value) => {
-                    headers.insert(name, value.into_header_value());
+                    headers.insert(name, value.to_header_value());
                 }
                 None => {
                     headers.remove(name);

@@ -622,13 +622,12 @@ async fn forward(
         shared.headers.upstream_request_id.then_some(request_id),
     );
     // HTTP/1.1 upstreams get the forwarding headers from the encoder;
-    // HTTP/2 ones in the map.
-    let forwarding = if http2 {
+    // HTTP/2 ones in the map. (Borrowed, not moved into an `Option`: the
+    // fields are a few hundred bytes.)
+    if http2 {
         forwarding.insert(&mut parts.headers);
-        None
-    } else {
-        Some(forwarding)
-    };
+    }
+    let forwarding = (!http2).then_some(&forwarding);
     let tls = runtime.tls.is_some();
     let connect_timeout = millis(service.connect_timeout);
     // A gRPC call's `grpc-timeout` is its deadline, counted from the
@@ -837,7 +836,7 @@ async fn forward(
                 lease,
                 &endpoint,
                 upstream_request,
-                forwarding.as_ref(),
+                forwarding,
                 connect_timeout,
                 read_timeout,
             )
