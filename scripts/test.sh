@@ -13,12 +13,12 @@ fi
 if ! need curl || ! need python3; then
   apt-get update -qq && apt-get install -y -qq curl python3
 fi
-# A real redis-server for rate-limiting's redis policy (tests/src/redis.rs starts its own
-# instances on free ports; the package's own service, if it starts, is not used).
 # wrk runs the lab's request scripts in the bench harness's tests (bench/lab/tests).
 if ! need wrk; then
   apt-get update -qq && apt-get install -y -qq wrk
 fi
+# A real redis-server for rate-limiting's redis policy (tests/src/redis.rs starts its own
+# instances on free ports; the package's own service, if it starts, is not used).
 if ! need redis-server; then
   apt-get update -qq && apt-get install -y -qq redis-server
 fi

@@ -1,11 +1,11 @@
 -- Random route (and consumer key) per request. wrk ... -s script -- TARGETS_FILE
 -- TARGETS_FILE is written by the config generator: one "path<TAB>key" per
--- line (key may be empty); paths and keys are picked independently, as a
--- client population spread over every route would.
+-- line (key may be empty); paths and keys are spread over every route and
+-- every consumer, as a client population would be.
 --
 -- The requests are formatted once, in init, and one of them is picked per
 -- request. Formatted per call, every request was a new Lua string once there
--- were many routes (with one route wrk's string table hands back the same
+-- were many routes (with one route Lua's string table hands back the same
 -- one), so the load generator's own cost per request grew with the route
 -- count, and on a shared core that showed up as the gateway's throughput
 -- falling.
@@ -21,16 +21,20 @@ function init(args)
    file:close()
    assert(#paths > 0, "no paths in " .. args[1])
    math.randomseed(os.time() * 1000 + math.floor(os.clock() * 1e6))
-   -- Every path and every key is in at least one request, paired at
-   -- random; with keys there are at least 4,096 requests, so that each
-   -- path meets several keys.
+   -- Every path and every key is in at least one request. With keys there
+   -- are four requests for each path or key (at least 4,096), the rest
+   -- paired at random, so each path meets several keys and each key several
+   -- paths.
    local order = {}
    for i = 1, #keys do order[i] = i end
    for i = #order, 2, -1 do
       local j = math.random(i)
       order[i], order[j] = order[j], order[i]
    end
-   local count = math.max(#paths, #keys, #keys > 0 and 4096 or 1)
+   local count = #paths
+   if #keys > 0 then
+      count = math.max(4 * math.max(#paths, #keys), 4096)
+   end
    for i = 1, count do
       local path = i <= #paths and paths[i] or paths[math.random(#paths)]
       if #keys > 0 then

@@ -1,7 +1,9 @@
-"""Unit tests for the lab's pure parts: python3 -m unittest discover -s bench/lab/tests -t bench"""
+"""Unit tests for the lab's pure parts, and for its wrk request script run by wrk (installed by
+scripts/test.sh): python3 -m unittest discover -s bench/lab/tests -t bench"""
 
 import http.server
 import json
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -192,6 +194,7 @@ class GrpcScenarioTest(unittest.TestCase):
         self.assertAlmostEqual(sample["p99_us"], 4000)
 
 
+@unittest.skipUnless(shutil.which("wrk"), "wrk is not installed (scripts/test.sh installs it)")
 class RandomRouteScriptTest(unittest.TestCase):
     """bench/lua/random_route.lua, run by wrk against a server that notes what it was sent."""
 
