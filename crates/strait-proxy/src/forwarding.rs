@@ -11,8 +11,9 @@
 //! the encoder (h1_client.rs), which skips the client's fields they replace:
 //! nine header-map inserts, lookups and removals fewer on every request.
 //! HTTP/2 upstreams get them inserted into the map ([`Forwarding::insert`]).
-//! The host, path and stripped prefix are borrowed from the request, not
-//! copied into header values: two or three allocations fewer per request.
+//! The host, path, stripped prefix and request id are borrowed from the
+//! request, not copied into header values: three or four allocations fewer
+//! per request.
 
 use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -48,7 +49,8 @@ const REQUEST_ID: usize = 7;
 /// One forwarding field's value: made for it, or borrowed from the request.
 enum Value<'a> {
     Owned(HeaderValue),
-    /// Checked as [`HeaderValue::from_str`] checks (see [`borrowed`]).
+    /// Checked as [`HeaderValue::from_str`] checks (see [`borrowed`]), or
+    /// a request id's hex digits.
     Borrowed(&'a str),
 }
 
@@ -63,7 +65,7 @@ impl Value<'_> {
     fn to_header_value(&self) -> HeaderValue {
         match self {
             Value::Owned(value) => value.clone(),
-            Value::Borrowed(value) => HeaderValue::from_str(value).expect("checked by `borrowed`"),
+            Value::Borrowed(value) => HeaderValue::from_str(value).expect("checked by `borrowed`, or hex digits"),
         }
     }
 }
