@@ -22,7 +22,8 @@ function init(args)
    assert(#paths > 0, "no paths in " .. args[1])
    math.randomseed(os.time() * 1000 + math.floor(os.clock() * 1e6))
    -- Every path and every key is in at least one request. With keys there
-   -- are four requests for each path or key (at least 4,096), the rest
+   -- are four requests for each path or key (at least 4,096, and no more
+   -- than 65,536 unless there are more paths or keys than that), the rest
    -- paired at random, so each path meets several keys and each key several
    -- paths.
    local order = {}
@@ -33,7 +34,8 @@ function init(args)
    end
    local count = #paths
    if #keys > 0 then
-      count = math.max(4 * math.max(#paths, #keys), 4096)
+      local most = math.max(#paths, #keys)
+      count = math.max(most, 4096, math.min(4 * most, 65536))
    end
    for i = 1, count do
       local path = i <= #paths and paths[i] or paths[math.random(#paths)]
