@@ -49,9 +49,10 @@ const REQUEST_ID: usize = 7;
 /// One forwarding field's value: made for it, or borrowed from the request.
 enum Value<'a> {
     Owned(HeaderValue),
-    /// Checked as [`HeaderValue::from_str`] checks (see [`borrowed`]), or
-    /// a request id's hex digits.
+    /// Checked as [`HeaderValue::from_str`] checks (see [`borrowed`]).
     Borrowed(&'a str),
+    /// In a map, a sensitive value ([`RequestId::header_value`]).
+    Id(&'a RequestId),
 }
 
 impl Value<'_> {
@@ -59,13 +60,15 @@ impl Value<'_> {
         match self {
             Value::Owned(value) => value.as_bytes(),
             Value::Borrowed(value) => value.as_bytes(),
+            Value::Id(id) => id.as_str().as_bytes(),
         }
     }
 
     fn to_header_value(&self) -> HeaderValue {
         match self {
             Value::Owned(value) => value.clone(),
-            Value::Borrowed(value) => HeaderValue::from_str(value).expect("checked by `borrowed`, or hex digits"),
+            Value::Borrowed(value) => HeaderValue::from_str(value).expect("checked by `borrowed`"),
+            Value::Id(id) => id.header_value(),
         }
     }
 }
@@ -125,7 +128,7 @@ impl<'a> Forwarding<'a> {
             Some(prefix) => forwarding.set(PREFIX, borrowed(prefix)),
             None => forwarding.replaced |= 1 << PREFIX,
         }
-        forwarding.set(REQUEST_ID, request_id.map(|id| Value::Borrowed(id.as_str())));
+        forwarding.set(REQUEST_ID, request_id.map(Value::Id));
         forwarding
     }
 
@@ -167,9 +170,6 @@ impl<'a> Forwarding<'a> {
                 continue;
             }
             match value {
-                Some(Value::Borrowed(id)) if at == REQUEST_ID => {
-                    headers.insert(name, crate::kong_headers::sensitive(id));
-                }
                 Some(value) => {
                     headers.insert(name, value.to_header_value());
                 }

@@ -180,15 +180,10 @@ impl RequestId {
     /// entries that repeat on every request (both on Strait's encoder and
     /// the peer's decoder).
     pub fn header_value(&self) -> HeaderValue {
-        sensitive(self.as_str())
+        let mut value = HeaderValue::from_str(self.as_str()).expect("hex digits are a valid header value");
+        value.set_sensitive(true);
+        value
     }
-}
-
-/// `id` (a request id's digits) as a sensitive header value.
-pub(crate) fn sensitive(id: &str) -> HeaderValue {
-    let mut value = HeaderValue::from_str(id).expect("hex digits are a valid header value");
-    value.set_sensitive(true);
-    value
 }
 
 /// Numbers below this come from [`number`] without an allocation.
