@@ -38,7 +38,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--render", type=Path, metavar="RESULTS_DIR",
                         help="re-render report.md and plots from RESULTS_DIR/results.json, run nothing")
     parser.add_argument("--list", action="store_true", help="list scenarios and exit")
-    parser.add_argument("--strait-bin", type=Path, default=REPO_DIR / "target" / "release" / "strait")
+    parser.add_argument("--strait-bin", type=Path, default=REPO_DIR / "target" / "dist" / "strait")
     parser.add_argument("--command", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     caller = Path(os.environ.get("STRAIT_BENCH_CALLER_CWD", "."))

@@ -126,5 +126,18 @@ def run_metadata(ctx: RunContext, tools: dict) -> dict:
         },
         "timing": ctx.timing.__dict__,
         "tools": tools,
+        "strait_build": strait_build(ctx.strait_bin),
         "load_average_at_start": load_average(),
     }
+
+
+def strait_build(binary: Path) -> str:
+    """How the measured binary was built: scripts/release-build.sh leaves a BUILD file
+    beside target/dist/strait (`pgo yes|no`, `commit ...`); any other binary is unknown."""
+    try:
+        fields = dict(line.split(" ", 1) for line in (binary.parent / "BUILD").read_text().splitlines()
+                      if " " in line)
+    except OSError:
+        return f"{binary} (not from scripts/release-build.sh: build unknown)"
+    pgo = "profile-guided" if fields.get("pgo") == "yes" else "without PGO"
+    return f"{binary.name} from scripts/release-build.sh, {pgo}, built at `{fields.get('commit', '?')}`"

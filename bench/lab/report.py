@@ -55,6 +55,7 @@ def header_markdown(meta: dict) -> str:
             f"- Layout: {layout['description']}.\n"
             f"- Tools: wrk `{tools['wrk']}`; h2load `{tools['h2load']}`; nginx `{tools['nginx']}`; "
             f"Envoy `{tools['envoy']}`.\n"
+            f"- Strait: {meta.get('strait_build', 'build not recorded')}.\n"
             f"- Load average (1 min) before the run: {meta.get('load_average_at_start', '?')}; after: "
             f"{meta.get('load_average_at_end', '?')} (the lab itself keeps about 2 busy at the end; "
             "more before the run means other work shared the cores).\n")
