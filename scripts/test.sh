@@ -17,6 +17,13 @@ fi
 if ! need wrk; then
   apt-get update -qq && apt-get install -y -qq wrk
 fi
+# The release build's PGO training run (scripts/pgo-train.sh) is checked here on the debug
+# binary: an nginx origin, wrk and h2load drive it.
+if ! need nginx || ! need h2load; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx nghttp2-client
+  # The package starts a system service on port 80; the scripts run their own instances.
+  if need systemctl && systemctl is-active --quiet nginx 2>/dev/null; then systemctl stop nginx || true; fi
+fi
 # A real redis-server for rate-limiting's redis policy (tests/src/redis.rs starts its own
 # instances on free ports; the package's own service, if it starts, is not used).
 if ! need redis-server; then
@@ -116,6 +123,8 @@ for file in examples/*.yml examples/*.yaml examples/*.json bench/configs/*.yml; 
 done
 echo "== bench harness unit tests"
 python3 -m unittest discover -s bench/lab/tests -t bench
+echo "== release build's PGO training run, on the debug binary"
+PGO_TRAIN_SECONDS=2 scripts/pgo-train.sh "${CARGO_TARGET_DIR:-target}/debug/strait"
 echo "== tests"
 cargo test --workspace -- --test-threads="${STRAIT_TEST_THREADS:-4}"
 # One suite, two stores: every end-to-end suite again, with every gateway that

@@ -42,7 +42,9 @@ class Goal:
     """One target the report tracks; `met` is None when it could not be measured.
 
     kind "goal" rows go to the goals table; kind "comparison" rows (Strait vs another
-    system on a secondary measure) appear only under "where Strait loses" when not met."""
+    system on a secondary measure) appear only under "where Strait loses" when not met;
+    kind "layout" rows (whether the run's layout could judge a goal) go to the table and,
+    when not met, to a line of their own."""
 
     goal: str
     target: str
@@ -50,6 +52,9 @@ class Goal:
     met: bool | None
     note: str = ""
     kind: str = "goal"
+    # The run could not judge it (e.g. a layout whose load core was the limit): shown as
+    # "invalid layout", never as met or missed.
+    invalid: bool = False
 
 
 @dataclass

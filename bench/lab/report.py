@@ -75,14 +75,21 @@ def goals_markdown(blocks: dict[str, str]) -> str:
             goals.extend(json.loads(found))
     if not goals:
         return ""
-    rows = [[g["scenario"], g["goal"], g["target"], g["measured"], met_text(g["met"])]
-            for g in goals if g.get("kind", "goal") == "goal"]
-    losses = [g for g in goals if g["met"] is False]
+    rows = [[g["scenario"], g["goal"], g["target"], g["measured"],
+             "**invalid layout**" if g.get("invalid") else met_text(g["met"])]
+            for g in goals if g.get("kind", "goal") in ("goal", "layout")]
+    # A layout check that failed is about the machine, not Strait: it is said apart.
+    losses = [g for g in goals if g["met"] is False and g.get("kind") != "layout"]
     text = "### Goals\n\n" + table(["scenario", "goal", "target", "measured", "status"], rows)
     text += "\n**Where Strait loses or misses a goal (from these numbers):**\n\n"
     text += "".join(f"- {g['scenario']}: {g['goal']} — {g['measured']} (target {g['target']})"
                     f"{'; ' + g['note'] if g.get('note') else ''}\n" for g in losses) or "- nowhere in this run.\n"
-    notes = [g for g in goals if g["met"] is not False and g.get("note") and g.get("kind", "goal") == "goal"]
+    layouts = [g for g in goals if g["met"] is False and g.get("kind") == "layout"]
+    text += "".join(f"- layout, {g['scenario']}: {g['goal']} — {g['measured']} (needs {g['target']}): "
+                    "RPS ratios of that protocol are marked invalid, CPU per request is the comparison\n"
+                    for g in layouts)
+    notes = [g for g in goals if g["met"] is not False and g.get("note") and g.get("kind", "goal") == "goal"
+             and not g.get("invalid")]
     text += "".join(f"- note, {g['scenario']}: {g['goal']}: {g['note']}\n" for g in notes)
     return text + "\n"
 

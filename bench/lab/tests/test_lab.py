@@ -236,3 +236,50 @@ class RandomRouteScriptTest(unittest.TestCase):
         # Paths and keys are paired at random, not each path with one key.
         self.assertGreater(len({(path, key) for path, key, _ in seen}), 3)
         self.assertEqual({host for _, _, host in seen}, {f"127.0.0.1:{server.server_port}"})
+
+
+def _baseline_result(direct_rps, strait_rps, nginx_rps, strait_cpu_ratio):
+    """A proxy-baseline result with one protocol (h1): medians and paired ratios only."""
+    def ratio(mean):
+        return {"mean": mean, "min": mean, "max": mean}
+    summary = {name: {"rps": {"median": rps}} for name, rps in
+               (("direct", direct_rps), ("strait", strait_rps), ("nginx", nginx_rps))}
+    ratios = {"strait/nginx": {"rps": ratio(strait_rps / nginx_rps), "p99": ratio(1.0),
+                               "cpu_per_request": ratio(strait_cpu_ratio)}}
+    return {"protocols": {"h1": {"summary": summary, "ratios": ratios}}, "unavailable": {}}
+
+
+class ProxyBaselineGoalsTest(unittest.TestCase):
+    """The layout check: RPS ratios count only where direct is 1.5x the fastest gateway."""
+
+    def goals(self, *args):
+        from lab import registry
+        module = registry.discover()["proxy-baseline"].module
+        return {g.goal: g for g in module._goals(_baseline_result(*args))}
+
+    def test_a_load_core_at_its_limit_marks_rps_ratios_invalid(self):
+        goals = self.goals(70_000, 64_000, 62_000, 0.98)
+        layout = goals["HTTP/1.1 layout: load core not the limit"]
+        self.assertEqual((layout.met, layout.kind), (False, "layout"))
+        self.assertIn("1.09x (strait)", layout.measured)
+        rps = goals["HTTP/1.1 RPS vs nginx"]
+        self.assertTrue(rps.invalid)
+        self.assertIsNone(rps.met)
+        self.assertIn("1.032x", rps.measured)
+        self.assertIs(goals["HTTP/1.1 CPU per request vs nginx"].met, True)
+
+    def test_with_headroom_rps_ratios_are_judged(self):
+        goals = self.goals(150_000, 64_000, 66_000, 1.02)
+        self.assertIs(goals["HTTP/1.1 layout: load core not the limit"].met, True)
+        rps = goals["HTTP/1.1 RPS vs nginx"]
+        self.assertFalse(rps.invalid)
+        self.assertIs(rps.met, False)
+        self.assertIs(goals["HTTP/1.1 CPU per request vs nginx"].met, False)
+
+    def test_the_goals_table_says_invalid_layout_and_keeps_it_out_of_losses(self):
+        goals = self.goals(70_000, 64_000, 62_000, 0.98).values()
+        block = report.scenario_block("proxy-baseline", "t", META, Rendered("x", goals=list(goals)))
+        text = report.goals_markdown({"proxy-baseline": block})
+        self.assertIn("| 1.032x (rounds 1.032–1.032) | **invalid layout** |", text)
+        self.assertIn("- nowhere in this run.", text)
+        self.assertIn("- layout, proxy-baseline: HTTP/1.1 layout: load core not the limit — 1.09x", text)
