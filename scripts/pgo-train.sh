@@ -35,6 +35,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
+fail() { echo "pgo-train: $*" >&2; cat "$dir/strait.log" >&2 2>/dev/null || true; exit 1; }
+# Another process on one of these ports would answer in the node's place.
+for port in 19962 19982 19983 19992; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        fail "port $port on 127.0.0.1 is in use; the training needs 19962, 19982, 19983 and 19992"
+    fi
+done
 repo_dir="$(cd "$(dirname "$0")/.." && pwd)"
 . "$repo_dir/bench/nginx-conf.sh"
 origin_conf "$dir" 19962
@@ -57,28 +64,38 @@ STRAIT_PREFIX="$dir/prefix" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_ERROR_LOG=s
     STRAIT_LOG_LEVEL=warn STRAIT_DECLARATIVE_CONFIG="$dir/kong.json" \
     "$bin" start >"$dir/strait.log" 2>&1 &
 spid=$!
+started=0
 for _ in $(seq 1 240); do
-    curl -s -o /dev/null http://127.0.0.1:19982/ && break
-    kill -0 "$spid" 2>/dev/null || { cat "$dir/strait.log" >&2; exit 1; }
+    kill -0 "$spid" 2>/dev/null || fail "the node exited at start"
+    curl -s -o /dev/null http://127.0.0.1:19982/ && { started=1; break; }
     sleep 0.25
 done
+[ "$started" = 1 ] || fail "the node did not answer on 127.0.0.1:19982 within 60 s"
 
-fail() { echo "pgo-train: $*" >&2; cat "$dir/strait.log" >&2; exit 1; }
-# wrk URL SECONDS CONNECTIONS [HEADER...]: a load whose every answer must be 2xx.
+# check_wrk WHAT OUTPUT: wrk's summary must show requests, no socket errors and no answer
+# of 4xx/5xx (wrk counts those as "Non-2xx or 3xx responses").
+check_wrk() {
+    local requests
+    requests=$(awk '/requests in/ {print $1}' <<<"$2")
+    [ -n "$requests" ] && [ "$requests" -gt 0 ] || fail "$1: no requests completed: $2"
+    if grep -qE "Non-2xx|Socket errors" <<<"$2"; then fail "$1: failed requests: $2"; fi
+    echo "pgo-train: $1: $(awk '/Requests\/sec/ {print $2}' <<<"$2") requests/s" >&2
+}
+# load_h1 URL SECONDS CONNECTIONS [HEADER...]: HTTP/1.1 keep-alive load.
 load_h1() {
     local url=$1 secs=$2 conns=$3 out
     shift 3
     local headers=()
     for h in "$@"; do headers+=(-H "$h"); done
-    out=$(wrk -t1 -c"$conns" -d"${secs}s" "${headers[@]}" "$url")
-    grep -q "Non-2xx" <<<"$out" && fail "non-2xx answers from $url: $out"
-    echo "pgo-train: $url (HTTP/1.1): $(awk '/Requests\/sec/ {print $2}' <<<"$out") requests/s" >&2
+    out=$(wrk -t1 -c"$conns" -d"${secs}s" "${headers[@]}" "$url") || fail "wrk $url exited with $?"
+    check_wrk "$url (HTTP/1.1)" "$out"
 }
-# h2load URL SECONDS: HTTP/2 streams, every one 2xx.
+# load_h2 URL SECONDS: HTTP/2 streams, every one answered 2xx (at least one).
 load_h2() {
     local out
-    out=$(h2load -t1 -c16 -m10 -D "$2" "$1")
-    grep -qE "status codes: [0-9]+ 2xx, 0 3xx, 0 4xx, 0 5xx" <<<"$out" || fail "h2load $1: $out"
+    out=$(h2load -t1 -c16 -m10 -D "$2" "$1") || fail "h2load $1 exited with $?"
+    grep -qE "status codes: [1-9][0-9]* 2xx, 0 3xx, 0 4xx, 0 5xx" <<<"$out" || fail "h2load $1: $out"
+    grep -qE ", 0 failed, 0 errored, 0 timeout" <<<"$out" || fail "h2load $1: $out"
     echo "pgo-train: $1 (HTTP/2): $(awk '/^finished in/ {print $4}' <<<"$out") requests/s" >&2
 }
 curl -sf -o /dev/null -H 'apikey: train-key' http://127.0.0.1:19982/keyed || fail "key-auth route refused the key"
@@ -121,7 +138,7 @@ PY
     -o "$dir/many.json" >/dev/null)
 for attempt in first again; do
     code=$(curl -s -o "$dir/post.out" -w '%{http_code}' -X POST -H 'content-type: application/json' \
-        --data-binary @"$dir/many.json" http://127.0.0.1:19992/config)
+        --data-binary @"$dir/many.json" http://127.0.0.1:19992/config) || fail "POST /config ($attempt) failed"
     [ "$code" = 200 ] || [ "$code" = 201 ] || fail "POST /config ($attempt) answered $code: $(head -c 300 "$dir/post.out")"
 done
 first_path=$(awk 'NR == 1 {print $1}' "$dir/many.targets")
@@ -129,10 +146,10 @@ for _ in $(seq 1 100); do
     [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:19982$first_path")" = 200 ] && break
     sleep 0.1
 done
-out=$(wrk -t1 -c32 -d"${half}s" -s "$repo_dir/bench/lua/random_route.lua" http://127.0.0.1:19982 -- "$dir/many.targets")
-grep -q "Non-2xx" <<<"$out" && fail "non-2xx answers over 10,000 routes: $out"
-echo "pgo-train: 10,000 routes, a random one per request: $(awk '/Requests\/sec/ {print $2}' <<<"$out") requests/s" >&2
+out=$(wrk -t1 -c32 -d"${half}s" -s "$repo_dir/bench/lua/random_route.lua" http://127.0.0.1:19982 -- "$dir/many.targets") \
+    || fail "wrk over 10,000 routes exited with $?"
+check_wrk "10,000 routes, a random one per request" "$out"
 # SIGINT: the node shuts down and exits normally, which writes the profile.
-kill -INT "$spid"
+kill -INT "$spid" || fail "the node was gone before the end of the training"
 wait "$spid" || fail "the node did not exit cleanly"
 spid=""

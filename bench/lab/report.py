@@ -84,9 +84,9 @@ def goals_markdown(blocks: dict[str, str]) -> str:
     text += "\n**Where Strait loses or misses a goal (from these numbers):**\n\n"
     text += "".join(f"- {g['scenario']}: {g['goal']} — {g['measured']} (target {g['target']})"
                     f"{'; ' + g['note'] if g.get('note') else ''}\n" for g in losses) or "- nowhere in this run.\n"
-    layouts = [g for g in goals if g["met"] is False and g.get("kind") == "layout"]
+    layouts = [g for g in goals if g["met"] is not True and g.get("kind") == "layout"]
     text += "".join(f"- layout, {g['scenario']}: {g['goal']} — {g['measured']} (needs {g['target']}): "
-                    "RPS ratios of that protocol are marked invalid, CPU per request is the comparison\n"
+                    "RPS goals of that protocol are marked invalid, CPU per request is the comparison\n"
                     for g in layouts)
     notes = [g for g in goals if g["met"] is not False and g.get("note") and g.get("kind", "goal") == "goal"
              and not g.get("invalid")]

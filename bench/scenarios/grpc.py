@@ -85,8 +85,11 @@ def _ghz_binary(bench_dir: Path) -> tuple[str | None, str]:
 
 
 def _origin_binary(ctx: RunContext) -> Path:
-    """`grpc-origin` beside the Strait binary, built unless the lab was told not to build."""
-    binary = ctx.strait_bin.parent / "grpc-origin"
+    """cargo's release `grpc-origin`, built unless the lab was told not to build (the Strait
+    binary under test is `target/dist/strait`, from scripts/release-build.sh; the origin is
+    a plain release build of the test crate)."""
+    target_dir = Path(os.environ.get("CARGO_TARGET_DIR") or REPO_DIR / "target")
+    binary = target_dir / "release" / "grpc-origin"
     if not (binary.exists() and os.environ.get("STRAIT_BENCH_NO_BUILD")):
         ctx.log(f"{NAME}: cargo build --release -p strait-e2e --bin grpc-origin")
         subprocess.run(["cargo", "build", "--release", "-p", "strait-e2e", "--bin", "grpc-origin"],

@@ -190,12 +190,21 @@ def _goals(result: dict) -> list[Goal]:
             goals.append(Goal(label, target, "not measured", None, "no direct or no gateway sample",
                               kind="layout"))
             continue
+        if headroom < 1.0:
+            # Slower than a gateway, direct is no ceiling: over HTTP/2, h2load speaks h2c to
+            # the origin directly, which costs that core more than the gateways' HTTP/1.1.
+            goals.append(Goal(label, target, f"{headroom:.2f}x ({fastest}): direct is no ceiling here",
+                              None, kind="layout"))
+            invalid[protocol] = (f"layout not verified: direct was {headroom:.2f}x {fastest}'s RPS, "
+                                 "slower than a gateway, so it shows no ceiling; CPU per request is "
+                                 "the comparison")
+            continue
         goals.append(Goal(label, target, f"{headroom:.2f}x ({fastest})", headroom >= LAYOUT_HEADROOM,
                           kind="layout"))
         if headroom < LAYOUT_HEADROOM:
             invalid[protocol] = (f"layout invalid for RPS: direct was only {headroom:.2f}x {fastest}'s RPS, "
-                                 "so the load generator's core held every gateway back and RPS ratios "
-                                 "are compressed toward 1; CPU per request is the comparison")
+                                 "so the load generator's core may have held the gateways back and RPS "
+                                 "ratios are compressed toward 1; CPU per request is the comparison")
     for protocol, bound in CPU_TARGETS.items():
         ratio = result["protocols"].get(protocol, {}).get("ratios", {}).get("strait/nginx")
         label = f"{PROTOCOLS[protocol].split(' ')[0]} CPU per request vs nginx"
@@ -234,6 +243,8 @@ def _comparisons(result: dict) -> list[Goal]:
         for pair, ratios in data["ratios"].items():
             other = pair.split("/")[1]
             for key, what in (("p99", "p99 latency"), ("cpu_per_request", "gateway CPU per request")):
+                if key == "cpu_per_request" and other == "nginx":
+                    continue  # a goal of its own (CPU_TARGETS)
                 value = ratios[key]["mean"]
                 if value is not None:
                     found.append(Goal(f"{PROTOCOLS[protocol].split(' ')[0]} {what} vs {other}",
@@ -251,11 +262,17 @@ def render(result: dict, plot_dir: Path) -> Rendered:
         text += f"**{name} unavailable**: {reason}\n\n"
     for protocol, data in result["protocols"].items():
         headroom, fastest = layout_check(data)
-        if headroom is not None and headroom < LAYOUT_HEADROOM:
-            text += (f"**{PROTOCOLS[protocol].split(' ')[0]}: this run's layout is invalid for RPS "
-                     f"ratios.** `direct` reached only {headroom:.2f}x the RPS of the fastest gateway "
-                     f"({fastest}), short of {LAYOUT_HEADROOM}x: the load generator and origin's core "
-                     "limited every system, so RPS ratios are compressed toward 1. Compare gateway CPU "
-                     "µs per request.\n\n")
+        short = PROTOCOLS[protocol].split(" ")[0]
+        if headroom is not None and headroom < 1.0:
+            text += (f"**{short}: this run cannot check its layout.** `direct` reached {headroom:.2f}x "
+                     f"the RPS of the fastest gateway ({fastest}): slower than a gateway, it is no "
+                     "ceiling for this protocol, so the RPS goals are marked invalid. Compare gateway "
+                     "CPU µs per request.\n\n")
+        elif headroom is not None and headroom < LAYOUT_HEADROOM:
+            text += (f"**{short}: this run's layout is invalid for RPS ratios.** `direct` reached only "
+                     f"{headroom:.2f}x the RPS of the fastest gateway ({fastest}), short of "
+                     f"{LAYOUT_HEADROOM}x: the load generator and origin's core may have held the "
+                     "gateways back, so RPS ratios are compressed toward 1. Compare gateway CPU µs per "
+                     "request.\n\n")
         text += _protocol_markdown(protocol, data, names.get(protocol, {}))
     return Rendered(text, written, _goals(result) + _comparisons(result))

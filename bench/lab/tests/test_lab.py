@@ -238,24 +238,33 @@ class RandomRouteScriptTest(unittest.TestCase):
         self.assertEqual({host for _, _, host in seen}, {f"127.0.0.1:{server.server_port}"})
 
 
-def _baseline_result(direct_rps, strait_rps, nginx_rps, strait_cpu_ratio):
-    """A proxy-baseline result with one protocol (h1): medians and paired ratios only."""
+def _baseline_result(direct_rps, strait_rps, nginx_rps, strait_cpu_ratio, protocol="h1"):
+    """A proxy-baseline result with one protocol: medians and paired ratios only."""
     def ratio(mean):
         return {"mean": mean, "min": mean, "max": mean}
     summary = {name: {"rps": {"median": rps}} for name, rps in
                (("direct", direct_rps), ("strait", strait_rps), ("nginx", nginx_rps))}
     ratios = {"strait/nginx": {"rps": ratio(strait_rps / nginx_rps), "p99": ratio(1.0),
                                "cpu_per_request": ratio(strait_cpu_ratio)}}
-    return {"protocols": {"h1": {"summary": summary, "ratios": ratios}}, "unavailable": {}}
+    return {"protocols": {protocol: {"summary": summary, "ratios": ratios}}, "unavailable": {}}
 
 
 class ProxyBaselineGoalsTest(unittest.TestCase):
     """The layout check: RPS ratios count only where direct is 1.5x the fastest gateway."""
 
-    def goals(self, *args):
+    def goals(self, *args, **kwargs):
         from lab import registry
         module = registry.discover()["proxy-baseline"].module
-        return {g.goal: g for g in module._goals(_baseline_result(*args))}
+        return {g.goal: g for g in module._goals(_baseline_result(*args, **kwargs))}
+
+    def test_a_direct_slower_than_a_gateway_is_no_ceiling(self):
+        # HTTP/2: h2load speaks h2c to the origin when direct, so it can be the slowest.
+        goals = self.goals(48_000, 65_000, 35_000, 0.5, protocol="h2")
+        layout = goals["HTTP/2 layout: load core not the limit"]
+        self.assertIsNone(layout.met)
+        self.assertIn("no ceiling", layout.measured)
+        self.assertTrue(goals["HTTP/2 RPS vs nginx"].invalid)
+        self.assertIs(goals["HTTP/2 CPU per request vs nginx"].met, True)
 
     def test_a_load_core_at_its_limit_marks_rps_ratios_invalid(self):
         goals = self.goals(70_000, 64_000, 62_000, 0.98)
