@@ -178,33 +178,43 @@ def layout_check(data: dict) -> tuple[float | None, str]:
     return direct / gateways[fastest], fastest
 
 
+def layout_problem(data: dict) -> str | None:
+    """Why this protocol's RPS ratios cannot be judged in this run, or None when they can
+    (or when there is no `direct` to tell)."""
+    headroom, fastest = layout_check(data)
+    if headroom is None or headroom >= LAYOUT_HEADROOM:
+        return None
+    if headroom < 1.0:
+        # Slower than a gateway, direct is no ceiling: over HTTP/2, h2load speaks h2c to
+        # the origin directly, which costs that core more than the gateways' HTTP/1.1.
+        return (f"layout not verified: direct reached {headroom:.2f}x the RPS of the fastest gateway "
+                f"({fastest}); slower than a gateway, it is no ceiling for this protocol. Compare "
+                "gateway CPU µs per request")
+    return (f"layout invalid for RPS ratios: direct reached only {headroom:.2f}x the RPS of the fastest "
+            f"gateway ({fastest}), short of {LAYOUT_HEADROOM}x, so the load generator and origin's core "
+            "may have held the gateways back and RPS ratios are compressed toward 1. Compare gateway "
+            "CPU µs per request")
+
+
 def _goals(result: dict) -> list[Goal]:
     goals = []
     invalid = {}
     for protocol, data in result["protocols"].items():
-        short = PROTOCOLS[protocol].split(" ")[0]
         headroom, fastest = layout_check(data)
-        label = f"{short} layout: load core not the limit"
+        label = f"{PROTOCOLS[protocol].split(' ')[0]} layout: load core not the limit"
         target = f"direct >= {LAYOUT_HEADROOM}x the fastest gateway's RPS"
+        problem = layout_problem(data)
+        if problem:
+            invalid[protocol] = problem
         if headroom is None:
             goals.append(Goal(label, target, "not measured", None, "no direct or no gateway sample",
                               kind="layout"))
-            continue
-        if headroom < 1.0:
-            # Slower than a gateway, direct is no ceiling: over HTTP/2, h2load speaks h2c to
-            # the origin directly, which costs that core more than the gateways' HTTP/1.1.
+        elif headroom < 1.0:
             goals.append(Goal(label, target, f"{headroom:.2f}x ({fastest}): direct is no ceiling here",
                               None, kind="layout"))
-            invalid[protocol] = (f"layout not verified: direct was {headroom:.2f}x {fastest}'s RPS, "
-                                 "slower than a gateway, so it shows no ceiling; CPU per request is "
-                                 "the comparison")
-            continue
-        goals.append(Goal(label, target, f"{headroom:.2f}x ({fastest})", headroom >= LAYOUT_HEADROOM,
-                          kind="layout"))
-        if headroom < LAYOUT_HEADROOM:
-            invalid[protocol] = (f"layout invalid for RPS: direct was only {headroom:.2f}x {fastest}'s RPS, "
-                                 "so the load generator's core may have held the gateways back and RPS "
-                                 "ratios are compressed toward 1; CPU per request is the comparison")
+        else:
+            goals.append(Goal(label, target, f"{headroom:.2f}x ({fastest})", headroom >= LAYOUT_HEADROOM,
+                              kind="layout"))
     for protocol, bound in CPU_TARGETS.items():
         ratio = result["protocols"].get(protocol, {}).get("ratios", {}).get("strait/nginx")
         label = f"{PROTOCOLS[protocol].split(' ')[0]} CPU per request vs nginx"
@@ -261,18 +271,8 @@ def render(result: dict, plot_dir: Path) -> Rendered:
     for name, reason in result["unavailable"].items():
         text += f"**{name} unavailable**: {reason}\n\n"
     for protocol, data in result["protocols"].items():
-        headroom, fastest = layout_check(data)
-        short = PROTOCOLS[protocol].split(" ")[0]
-        if headroom is not None and headroom < 1.0:
-            text += (f"**{short}: this run cannot check its layout.** `direct` reached {headroom:.2f}x "
-                     f"the RPS of the fastest gateway ({fastest}): slower than a gateway, it is no "
-                     "ceiling for this protocol, so the RPS goals are marked invalid. Compare gateway "
-                     "CPU µs per request.\n\n")
-        elif headroom is not None and headroom < LAYOUT_HEADROOM:
-            text += (f"**{short}: this run's layout is invalid for RPS ratios.** `direct` reached only "
-                     f"{headroom:.2f}x the RPS of the fastest gateway ({fastest}), short of "
-                     f"{LAYOUT_HEADROOM}x: the load generator and origin's core may have held the "
-                     "gateways back, so RPS ratios are compressed toward 1. Compare gateway CPU µs per "
-                     "request.\n\n")
+        problem = layout_problem(data)
+        if problem:
+            text += f"**{PROTOCOLS[protocol].split(' ')[0]}: {problem}** (RPS goals marked invalid).\n\n"
         text += _protocol_markdown(protocol, data, names.get(protocol, {}))
     return Rendered(text, written, _goals(result) + _comparisons(result))
