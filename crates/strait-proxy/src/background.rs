@@ -79,3 +79,20 @@ pub fn release_memory() {
         release();
     }
 }
+
+static WORKER_ALLOCATOR: OnceLock<fn()> = OnceLock::new();
+
+/// Register what a proxy worker thread calls first to set up its allocator
+/// (once, at start; the binary, which chooses the allocator, gives a heap
+/// of its own to each worker thread).
+pub fn set_worker_allocator(setup: fn()) {
+    let _ = WORKER_ALLOCATOR.set(setup);
+}
+
+/// Set up the calling proxy worker thread's allocator, if the binary
+/// registered how.
+pub fn worker_allocator() {
+    if let Some(setup) = WORKER_ALLOCATOR.get() {
+        setup();
+    }
+}

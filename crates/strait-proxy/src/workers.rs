@@ -102,9 +102,12 @@ fn run_worker(
     shutdown: watch::Receiver<bool>,
     runtime_threads: usize,
 ) {
+    // Before the runtime: what it allocates is the worker's too.
+    crate::background::worker_allocator();
     let runtime = if runtime_threads > 1 {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(runtime_threads)
+            .on_thread_start(crate::background::worker_allocator)
             .enable_all()
             .build()
     } else {

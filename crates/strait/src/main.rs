@@ -4,7 +4,82 @@
 /// runs markedly faster than with glibc malloc, and freed memory goes back to
 /// the OS instead of staying in per-thread arenas (measured in docs/benchmarks.md).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: Allocator = Allocator;
+
+/// mimalloc, with each proxy worker thread on a heap of its own
+/// ([`use_own_heap`]).
+///
+/// mimalloc (v3) hands a full page to its heap's pool of "abandoned" pages,
+/// and a thread that needs a fresh page for a size class takes one from
+/// that pool first. Loading a large configuration leaves many pages there,
+/// partly holding the configuration, partly the parser's freed garbage: a
+/// worker that took them carved its per-request allocations out of free
+/// blocks scattered through megabytes of cold memory (with 50,000 routes
+/// about one cache miss in four allocations, against a hot page reused with
+/// one route; docs/benchmarks.md#many-routes-and-the-allocator). Pages of
+/// one heap are never handed to another, so a worker on its own heap starts
+/// from fresh pages and keeps reusing them.
+struct Allocator;
+
+extern "C" {
+    fn mi_heap_new() -> *mut c_void;
+    fn mi_heap_malloc_aligned(heap: *mut c_void, size: usize, alignment: usize) -> *mut c_void;
+    fn mi_heap_zalloc_aligned(heap: *mut c_void, size: usize, alignment: usize) -> *mut c_void;
+    fn mi_heap_realloc_aligned(heap: *mut c_void, p: *mut c_void, newsize: usize, alignment: usize) -> *mut c_void;
+}
+
+thread_local! {
+    /// The calling thread's own mimalloc heap; null: the shared one. Const
+    /// and without a destructor, so reading it is one load and it can be read
+    /// at any point of the thread's life, its end included.
+    static OWN_HEAP: Cell<*mut c_void> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+// SAFETY: every path hands the layout to mimalloc's aligned entry points,
+// which honour any size and power-of-two alignment (as `MiMalloc` does);
+// blocks of every heap are freed and reallocated by mimalloc from any thread.
+unsafe impl GlobalAlloc for Allocator {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        match OWN_HEAP.get() {
+            heap if heap.is_null() => MiMalloc.alloc(layout),
+            heap => mi_heap_malloc_aligned(heap, layout.size(), layout.align()).cast(),
+        }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        match OWN_HEAP.get() {
+            heap if heap.is_null() => MiMalloc.alloc_zeroed(layout),
+            heap => mi_heap_zalloc_aligned(heap, layout.size(), layout.align()).cast(),
+        }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        MiMalloc.dealloc(ptr, layout)
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        match OWN_HEAP.get() {
+            heap if heap.is_null() => MiMalloc.realloc(ptr, layout, new_size),
+            heap => mi_heap_realloc_aligned(heap, ptr.cast(), new_size, layout.align()).cast(),
+        }
+    }
+}
+
+/// Put the calling thread's allocations on a heap of its own (registered
+/// with `strait_proxy::background` for proxy worker threads). Blocks it
+/// allocated may still be freed by any thread. Once per thread: a second
+/// call keeps the first heap.
+fn use_own_heap() {
+    if OWN_HEAP.get().is_null() {
+        // SAFETY: `mi_heap_new` takes no arguments and returns a new heap, or
+        // null when out of memory (then the thread stays on the shared heap).
+        OWN_HEAP.set(unsafe { mi_heap_new() });
+    }
+}
 
 /// Return mimalloc's free pages to the OS now (registered with
 /// `strait_proxy::background`, which calls it after large jobs). mimalloc
@@ -29,10 +104,14 @@ mod pg_cache;
 mod pg_follow;
 mod settings;
 
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+use std::ffi::c_void;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
+use mimalloc::MiMalloc;
 use strait_core::declarative::{parse_declarative, DeclarativeFormat};
 
 use crate::settings::{NodeSettings, RawSettings};
@@ -56,6 +135,7 @@ Commands:
 fn main() -> ExitCode {
     strait_proxy::background::disable_transparent_huge_pages();
     strait_proxy::background::set_memory_release(release_allocator_memory);
+    strait_proxy::background::set_worker_allocator(use_own_heap);
     let args: Vec<String> = std::env::args().skip(1).collect();
     match run(&args) {
         Ok(code) => code,
@@ -175,4 +255,59 @@ fn init_logging(settings: &settings::NodeSettings) -> Result<()> {
         builder.init();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod allocator_tests {
+    use super::*;
+
+    extern "C" {
+        fn mi_heap_contains(heap: *const c_void, p: *const c_void) -> bool;
+    }
+
+    fn contains(heap: *mut c_void, p: *const u8) -> bool {
+        // SAFETY: `heap` is a live heap from `mi_heap_new` (never deleted) and
+        // `p` a live block; the call only reads mimalloc's page map.
+        unsafe { mi_heap_contains(heap, p.cast()) }
+    }
+
+    /// A thread on its own heap allocates, zero-allocates and reallocates
+    /// there (a request's blocks never come from pages a configuration
+    /// load left behind), and its blocks can be freed by another thread.
+    #[test]
+    fn an_own_heap_thread_allocates_on_its_heap_only() {
+        let (own, blocks) = std::thread::spawn(|| {
+            use_own_heap();
+            let own = OWN_HEAP.get();
+            assert!(!own.is_null());
+            use_own_heap();
+            assert_eq!(OWN_HEAP.get(), own, "a second call keeps the first heap");
+            let boxed = Box::new([7u64; 6]);
+            let zeroed = vec![0u8; 3000];
+            assert!(zeroed.iter().all(|b| *b == 0));
+            let mut grown = Vec::<u32>::with_capacity(4);
+            grown.extend(0..10_000);
+            let aligned = Box::new(Aligned([1; 256]));
+            for p in [
+                &*boxed as *const _ as *const u8,
+                zeroed.as_ptr(),
+                grown.as_ptr().cast(),
+                &*aligned as *const _ as *const u8,
+            ] {
+                assert!(contains(own, p), "a block of the worker's is on its heap");
+            }
+            assert_eq!((&*aligned as *const Aligned as usize) % 128, 0);
+            (own as usize, (boxed, zeroed, grown, aligned))
+        })
+        .join()
+        .expect("the worker thread");
+        let own = own as *mut c_void;
+        let elsewhere = Box::new([7u64; 6]);
+        assert!(!contains(own, &*elsewhere as *const _ as *const u8));
+        assert_eq!(blocks.2.iter().rev().next(), Some(&9_999));
+        drop(blocks);
+    }
+
+    #[repr(align(128))]
+    struct Aligned([u8; 256]);
 }
