@@ -271,6 +271,8 @@ impl Session<'_> {
         let mut waiting = false;
         loop {
             if !conn.buf.is_empty() {
+                // The route lookup's slot is fetched while the head is parsed.
+                crate::prefetch::route_for(&self.shared.snapshot.load(), &conn.buf);
                 match parse_request(&mut conn.buf, self.limits, &mut self.spans) {
                     Ok(Some(parsed)) => return Next::Request(parsed),
                     Ok(None) if conn.buf.len() > self.limits.max_header_bytes => {

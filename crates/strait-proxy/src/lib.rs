@@ -29,6 +29,7 @@ pub mod health_check;
 pub mod kong_headers;
 pub mod listen;
 mod phases;
+mod prefetch;
 pub mod secrets;
 pub mod snapshot;
 pub mod stats;

@@ -111,6 +111,25 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         shard.find(hash, holds(hash, key)).map(|(_, _, v)| v)
     }
 
+    /// The memory a lookup of `key` reads first, as address and length: the
+    /// slot its probe starts at, when occupied (see [`CowMap::get`]), for a
+    /// caller that has the CPU fetch it ahead of the lookup. Nothing is
+    /// compared: the slot may hold another key. Reads the shard's header and
+    /// one control byte.
+    pub fn first_slot<Q>(&self, key: &Q) -> Option<(*const u8, usize)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if self.len == 0 {
+            return None;
+        }
+        let hash = self.hash(key);
+        let shard = &self.shards[shard_of(hash, self.shards.len())];
+        let slot = shard.get_bucket(probe_start(hash, shard.num_buckets()))?;
+        Some((std::ptr::from_ref(slot).cast(), std::mem::size_of_val(slot)))
+    }
+
     /// The shard holding `key`, made unshared (copied if an older map
     /// shares it), and the key's hash; `None` when `key` is absent, in
     /// which case nothing is copied.

@@ -267,6 +267,23 @@ impl<V: Clone + Default> LengthMap<V> {
         }
     }
 
+    /// The table slots a search for keys that are prefixes of `text` reads
+    /// first (see [`CowMap::first_slot`]); none from the short list, which
+    /// sits beside the map.
+    fn first_slots_of_prefixes(&self, text: &[u8], found: &mut impl FnMut(*const u8, usize)) {
+        let Some(large) = &self.large else {
+            return;
+        };
+        for &(len, _) in large.lengths.iter() {
+            let Some(key) = text.get(..len) else {
+                break;
+            };
+            if let Some((slot, size)) = large.map.first_slot(key) {
+                found(slot, size);
+            }
+        }
+    }
+
     /// Values whose key is a prefix of `text` (in no particular order).
     fn prefixes_of<'s>(&'s self, text: &str, found: impl FnMut(&'s V)) {
         self.affixes_of(text, Side::Start, found);
@@ -462,6 +479,11 @@ impl Index {
             Some(HostKey::Prefix(key)) => self.prefix.get_mut(key),
             None => Some(&mut self.any_host),
         }
+    }
+
+    /// The table slots a lookup of `path` under "any host" reads first.
+    pub(crate) fn first_slots(&self, path: &[u8], found: &mut impl FnMut(*const u8, usize)) {
+        self.any_host.prefixes.first_slots_of_prefixes(path, found);
     }
 
     /// The candidate lists a request with this (lower-case) host and path hits.

@@ -213,6 +213,17 @@ impl Router {
             .map(|matcher| matcher.to_match(&request))
     }
 
+    /// Hands `prefetch` the memory a lookup for `path` reads first among
+    /// the routes that name no host: the index slots of its path prefixes,
+    /// in tables large enough to be cold (with many routes, each one a
+    /// cache miss). A server that has a request's path before it can route
+    /// (the request line arrived, the rest of the head is still to be
+    /// parsed) has the CPU fetch them meanwhile. `path` is the raw target;
+    /// one that normalizes to another path only makes the fetch useless.
+    pub fn first_slots(&self, path: &[u8], mut prefetch: impl FnMut(*const u8, usize)) {
+        self.index.first_slots(path, &mut prefetch);
+    }
+
     /// Route ids in match-priority order (a route split by path appears at
     /// its best part). For tests and diagnostics; walks every route.
     pub fn ordered_ids(&self) -> Vec<Uuid> {

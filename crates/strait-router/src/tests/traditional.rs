@@ -198,3 +198,49 @@ fn regex_paths_anchor_without_a_group_only_when_that_means_the_same() {
         }
     }
 }
+
+/// `first_slots` hands out the slot a lookup reads first: for a path whose
+/// prefix key sits where its probe starts (about half of them), the matched
+/// route's facts lie inside it; short lists and host-keyed routes give none.
+#[test]
+fn first_slots_point_at_the_slot_the_lookup_reads() {
+    let routes = (0..2000).map(|i| with_paths(route(&format!("r{i}"), i), &[&format!("/r{i:05}")]));
+    let router = build(routes.collect());
+    let mut inside = 0;
+    for i in 0..2000 {
+        let path = format!("/r{i:05}/more");
+        let request = Req::get("x", &path);
+        let facts = request.facts();
+        let found = router.find(&facts).expect("every path has its route");
+        let facts_at = std::ptr::from_ref(found.facts) as usize;
+        let mut slots = Vec::new();
+        router.first_slots(path.as_bytes(), |at, len| slots.push((at as usize, len)));
+        assert!(slots.len() <= 1, "one key length, at most one slot: {slots:?}");
+        if slots.iter().any(|&(at, len)| (at..at + len).contains(&facts_at)) {
+            inside += 1;
+        }
+    }
+    assert!(
+        inside > 2000 / 3,
+        "only {inside} of 2000 lookups read the slot first_slots gave"
+    );
+
+    let mut none = Vec::new();
+    let few = build(vec![
+        with_paths(route("a", 1), &["/a"]),
+        with_paths(route("b", 2), &["/b"]),
+    ]);
+    few.first_slots(b"/a/x", |at, len| none.push((at, len)));
+    let hosts = build(
+        (0..100)
+            .map(|i| {
+                with_hosts(
+                    with_paths(route(&format!("h{i}"), i), &[&format!("/p{i}")]),
+                    &["h.example"],
+                )
+            })
+            .collect(),
+    );
+    hosts.first_slots(b"/p1/x", |at, len| none.push((at, len)));
+    assert!(none.is_empty(), "{none:?}");
+}
