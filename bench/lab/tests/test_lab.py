@@ -69,6 +69,19 @@ class ConfiggenTest(unittest.TestCase):
         paths = [configgen.route_path(i) for i in (1, 10, 100, 99_999)]
         self.assertEqual(len({len(p) for p in paths}), 1)
 
+    def test_cycled_targets_give_every_route_equally_often(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = configgen.write_cycled_targets(100, 50_000, Path(tmp) / "t.targets")
+            lines = path.read_text().splitlines()
+            self.assertEqual(len(lines), 50_000)
+            counts: dict[str, int] = {}
+            for line in lines:
+                counts[line] = counts.get(line, 0) + 1
+            self.assertEqual(set(counts), {f"{configgen.route_path(i)}\t" for i in range(1, 101)})
+            self.assertEqual(set(counts.values()), {500})
+            with self.assertRaises(ValueError):
+                configgen.write_cycled_targets(3, 50_000, Path(tmp) / "u.targets")
+
     def test_without_key_auth_keeps_consumers(self):
         spec = configgen.ConfigSpec(routes=1, consumers=1, key_auth=False, request_termination=True)
         document = configgen.build_document(spec)
