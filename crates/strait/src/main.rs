@@ -304,7 +304,8 @@ mod allocator_tests {
         let own = own as *mut c_void;
         let elsewhere = Box::new([7u64; 6]);
         assert!(!contains(own, &*elsewhere as *const _ as *const u8));
-        assert_eq!(blocks.2.iter().rev().next(), Some(&9_999));
+        assert_eq!(blocks.2.last(), Some(&9_999));
+        assert_eq!(blocks.3 .0[255], 1);
         drop(blocks);
     }
 
