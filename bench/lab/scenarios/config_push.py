@@ -199,7 +199,7 @@ def run(ctx: RunContext) -> dict:
     if chosen.exact:
         key = chosen.config.targets.read_text().split("\n", 1)[0].split("\t")[1]
     result = {"set": chosen.describe(), "rounds": ctx.timing.rounds,
-              "load": f"wrk -t1 -c32, random route + key, {ctx.timing.push_load_s} s",
+              "load": f"wrk -t{loadgen.load_threads()} -c32, random route + key, {ctx.timing.push_load_s} s",
               "push_every_s": ctx.timing.push_every_s}
     result["posts"] = _measure_posts(ctx, node, documents, key)
     loaded = ctx.timing.post_samples % 2

@@ -82,7 +82,7 @@ def run(ctx: RunContext) -> dict:
     base = label(ROUTE_COUNTS[0])
     return {
         "route_counts": list(ROUTE_COUNTS), "startup": startup, "rounds": rounds,
-        "load": f"wrk -t1 -c32, random route per request from {max(ROUTE_COUNTS):,} request lines, "
+        "load": f"wrk -t{loadgen.load_threads()} -c32, random route per request from {max(ROUTE_COUNTS):,} request lines, "
                 f"{ctx.timing.duration_s} s",
         "summary": {name: summarize_contender(rounds, name) for name in contenders},
         "ratio_to_one_route": {name: stats.paired_ratios(rounds, name, base, "rps") for name in contenders},

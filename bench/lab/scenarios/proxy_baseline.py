@@ -85,7 +85,8 @@ def run(ctx: RunContext) -> dict:
     folder = ctx.scenario_work(NAME)
     started, unavailable = _start_all(ctx, folder)
     result = {"systems": list(started), "unavailable": unavailable, "protocols": {},
-              "load": {"h1": "wrk -t1 -c32", "h2": "h2load -t1 -c32 -m10"},
+              "load": {"h1": f"wrk -t{loadgen.load_threads()} -c32",
+                       "h2": f"h2load -t{loadgen.load_threads()} -c32 -m10"},
               "duration_s": ctx.timing.duration_s, "rounds": ctx.timing.rounds}
     try:
         for protocol in PROTOCOLS:
