@@ -91,6 +91,9 @@ def run(load: Load, gateway_pid: int | None = None, tag: str = "load") -> dict:
         sample["gateway_core_busy"] = meter.seconds / sample["duration_s"] if sample["duration_s"] else None
         if sample["requests"]:
             sample["cpu_us_per_request"] = meter.seconds * 1e6 / sample["requests"]
+            sample["user_us_per_request"] = meter.user * 1e6 / sample["requests"]
+            sample["system_us_per_request"] = meter.system * 1e6 / sample["requests"]
+            sample["sleeps_per_request"] = meter.switches / sample["requests"]
         sample.update(memory_kib(gateway_pid))
     return sample
 

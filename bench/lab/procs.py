@@ -141,14 +141,41 @@ def process_tree(pid: int) -> list[int]:
 
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a process tree, all threads, in seconds."""
-    total = 0
+    user, system = cpu_times(pid)
+    return user + system
+
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process tree, all threads, in seconds."""
+    user = system = 0
     for member in process_tree(pid):
         try:
             fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])
-    return total / CLOCK_TICKS
+        user += int(fields[11])
+        system += int(fields[12])
+    return user / CLOCK_TICKS, system / CLOCK_TICKS
+
+
+def voluntary_switches(pid: int) -> int:
+    """Voluntary context switches of every thread of a process tree: each one is a thread
+    that found nothing to do and slept (in epoll_wait, for a proxy worker)."""
+    total = 0
+    for member in process_tree(pid):
+        try:
+            threads = os.listdir(f"/proc/{member}/task")
+        except OSError:
+            continue
+        for thread in threads:
+            try:
+                text = Path(f"/proc/{member}/task/{thread}/status").read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+    return total
 
 
 def memory_kib(pid: int) -> dict:
@@ -180,19 +207,28 @@ def reset_peak_rss(pid: int) -> bool:
 
 
 class CpuMeter:
-    """CPU seconds a process tree used between `__enter__` and `__exit__`."""
+    """CPU seconds a process tree used between `__enter__` and `__exit__` (`seconds`, split
+    into `user` and `system`), and the voluntary context switches of its threads."""
 
     def __init__(self, pid: int | None):
         self.pid = pid
         self.seconds: float | None = None
+        self.user: float | None = None
+        self.system: float | None = None
+        self.switches: int | None = None
 
     def __enter__(self) -> "CpuMeter":
-        self._start = cpu_seconds(self.pid) if self.pid else 0.0
+        if self.pid:
+            self._start = cpu_times(self.pid)
+            self._switches = voluntary_switches(self.pid)
         return self
 
     def __exit__(self, *exc) -> None:
         if self.pid:
-            self.seconds = cpu_seconds(self.pid) - self._start
+            user, system = cpu_times(self.pid)
+            self.user, self.system = user - self._start[0], system - self._start[1]
+            self.seconds = self.user + self.system
+            self.switches = voluntary_switches(self.pid) - self._switches
 
 
 class CpuQuota:

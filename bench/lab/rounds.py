@@ -10,7 +10,8 @@ from typing import Callable
 from . import stats
 from .context import RunContext
 
-SAMPLE_KEYS = ("rps", "p50_us", "p90_us", "p99_us", "p99_9_us", "cpu_us_per_request", "gateway_core_busy")
+SAMPLE_KEYS = ("rps", "p50_us", "p90_us", "p99_us", "p99_9_us", "cpu_us_per_request", "user_us_per_request",
+               "system_us_per_request", "sleeps_per_request", "gateway_core_busy")
 
 
 def describe(sample: dict) -> str:

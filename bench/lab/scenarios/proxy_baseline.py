@@ -106,7 +106,11 @@ def _system_rows(data: dict) -> list[list]:
                      fmt(rps["mean"]), fmt(rps["median"]), fmt(rps["stdev"]),
                      f"{fmt(rps['min'])} – {fmt(rps['max'])}",
                      *(fmt(summary[key]["median"]) for key in ("p50_us", "p90_us", "p99_us", "p99_9_us")),
-                     fmt(cpu["mean"], 1), percent(summary.get("gateway_core_busy", {}).get("mean")),
+                     fmt(cpu["mean"], 1),
+                     *(fmt(summary.get(key, {}).get("mean"), digits)
+                       for key, digits in (("user_us_per_request", 2), ("system_us_per_request", 2),
+                                           ("sleeps_per_request", 3))),
+                     percent(summary.get("gateway_core_busy", {}).get("mean")),
                      fmt((summary["peak_rss_kib"] or 0) / 1024, 1) if summary["peak_rss_kib"] else "–",
                      summary["errors"] + summary["non_2xx"]])
     return rows
@@ -123,13 +127,16 @@ def _ratio_rows(data: dict) -> list[list]:
 
 def _protocol_markdown(protocol: str, data: dict, plot_names: dict) -> str:
     header = ["system", "RPS mean", "RPS median", "RPS stdev", "RPS min – max", "p50 µs", "p90 µs",
-              "p99 µs", "p99.9 µs", "gateway CPU µs/req", "gateway core busy", "peak RSS MiB", "errors"]
+              "p99 µs", "p99.9 µs", "gateway CPU µs/req", "user µs/req", "system µs/req", "sleeps/req",
+              "gateway core busy", "peak RSS MiB", "errors"]
     text = f"#### {PROTOCOLS[protocol]}\n\n" + table(header, _system_rows(data))
     text += ("\nLatency percentiles are the median over rounds; `direct` is the load generator "
              "straight to the origin (the ceiling of this layout, no gateway CPU). \"Gateway core busy\" "
              "is the gateway's CPU time over the sample's length: near 100% means the gateway's core "
              "limited the throughput; well below means the load-generator core did, and CPU per "
-             "request is the fairer comparison.\n\n")
+             "request is the fairer comparison. User and system µs split the CPU per request "
+             "(utime and stime); sleeps/req are the gateway threads' voluntary context switches "
+             "per request (a worker that found nothing to do and waited in epoll_wait).\n\n")
     text += "Ratios, computed pair by pair within each round (mean, and the range over rounds):\n\n"
     text += table(["pair", "RPS ratio", "RPS ratio range", "p99 ratio (lower is better)",
                    "CPU/req ratio (lower is better)"], _ratio_rows(data))

@@ -6,8 +6,10 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
+import time
 import unittest
 from pathlib import Path
 
@@ -340,3 +342,29 @@ class BiggerMachineLayoutTest(unittest.TestCase):
             with self.assertRaises(SystemExit) as caught:
                 loadgen.Load(port=1)
             self.assertIn("STRAIT_BENCH_LOAD_THREADS", str(caught.exception))
+
+
+class CpuMeterTest(unittest.TestCase):
+    def test_splits_user_and_system_time_and_counts_sleeps(self):
+        from lab.procs import CpuMeter
+        child = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                                  "sys.stdin.readline()\n"
+                                  "sum(i * i for i in range(6_000_000))\n"
+                                  "for _ in range(30): time.sleep(0.002)\n"
+                                  "print('done', flush=True)\n"
+                                  "sys.stdin.readline()\n"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.3)
+            with CpuMeter(child.pid) as meter:
+                child.stdin.write("go\n")
+                child.stdin.flush()
+                self.assertEqual(child.stdout.readline(), "done\n")
+            self.assertGreater(meter.user, 0.05)
+            self.assertAlmostEqual(meter.seconds, meter.user + meter.system)
+            self.assertGreaterEqual(meter.switches, 30)
+        finally:
+            child.stdin.write("end\n")
+            child.stdin.close()
+            child.wait(5)
+            child.stdout.close()
