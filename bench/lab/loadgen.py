@@ -24,6 +24,21 @@ from .procs import CpuMeter, memory_kib, running
 LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 
 
+def load_threads() -> int:
+    """Threads per wrk/h2load run: STRAIT_BENCH_LOAD_THREADS, default 1."""
+    return positive_env("STRAIT_BENCH_LOAD_THREADS")
+
+
+def positive_env(name: str) -> int:
+    """A count from the environment, 1 when unset; anything but a whole number >= 1 stops
+    the lab with the variable's name."""
+    raw = os.environ.get(name, "1")
+    value = int(raw) if raw.strip().isdigit() else 0
+    if value < 1:
+        raise SystemExit(f"{name}={raw!r}: expected a whole number of at least 1")
+    return value
+
+
 @dataclass
 class Load:
     """What to send, for how long, from which cores."""
@@ -39,7 +54,7 @@ class Load:
     # wrk/h2load threads (-t). One by default: on the 2-core layout the load generator has
     # one core. On a bigger machine STRAIT_BENCH_LOAD_THREADS gives it as many as
     # STRAIT_BENCH_LOAD_CPUS holds, so that it and the origin stay far from being the limit.
-    threads: int = field(default_factory=lambda: load_threads())
+    threads: int = field(default_factory=load_threads)
     work_dir: Path = Path("/tmp")
     headers: dict = field(default_factory=dict)
     # wrk only: each connection waits this long (ms, whole) after a response before its next
@@ -59,22 +74,6 @@ class Load:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}{self.path}"
-
-
-def load_threads() -> int:
-    """Threads per wrk/h2load run: STRAIT_BENCH_LOAD_THREADS, default 1."""
-    return positive_env("STRAIT_BENCH_LOAD_THREADS")
-
-
-def positive_env(name: str) -> int:
-    raw = os.environ.get(name, "1")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SystemExit(f"{name}={raw!r}: expected a whole number of at least 1") from None
-    if value < 1:
-        raise SystemExit(f"{name}={raw!r}: expected a whole number of at least 1")
-    return value
 
 
 def run(load: Load, gateway_pid: int | None = None, tag: str = "load") -> dict:

@@ -14,6 +14,7 @@ import unittest
 from pathlib import Path
 
 from lab import configgen, loadgen, report, stats, systems
+from lab.procs import CpuMeter
 from lab.registry import Goal, Rendered
 
 
@@ -346,7 +347,6 @@ class BiggerMachineLayoutTest(unittest.TestCase):
 
 class CpuMeterTest(unittest.TestCase):
     def test_splits_user_and_system_time_and_counts_sleeps(self):
-        from lab.procs import CpuMeter
         child = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
                                   "sys.stdin.readline()\n"
                                   "sum(i * i for i in range(6_000_000))\n"
