@@ -149,6 +149,20 @@ async fn incomplete_headers_time_out() {
     assert_still_serving(&gw).await;
 }
 
+/// A kept connection waits `client_header_timeout` for its next request. A limit of a second or
+/// more is timed from the coarse clock (crates/strait-proxy/src/deadline.rs), which must never
+/// close the connection early: here the clock starts after the response, later than `started`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_connection_waits_its_whole_second_long_header_timeout() {
+    let gw = gateway(GatewayOptions::new().setting("client_header_timeout", "1s")).await;
+    let mut raw = RawConn::connect(gw.proxy_addr()).await.expect("connect");
+    let started = Instant::now();
+    raw.write(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("write");
+    let head = raw.read_head(CLOSE_WAIT).await.expect("a response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    expect_timeout_close(raw, started, Duration::from_secs(1), Duration::from_millis(2_500)).await;
+}
+
 /// One header byte every 100 ms keeps the connection busy but never completes the head: the
 /// timeout covers the whole head, not each read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -148,8 +148,9 @@ impl H1Conn {
         read_timeout: std::time::Duration,
     ) -> Result<Result<Response<crate::upstream::UpstreamBody>, Request<ProxyBody>>, ProxyError> {
         // No response head by then is a 504, counted from here as a timeout
-        // around the whole exchange would count it.
-        let deadline = Instant::now() + read_timeout;
+        // around the whole exchange would count it (a limit of a second or
+        // more from the coarse clock: never early, at most two ticks late).
+        let deadline = Instant::from_std(crate::deadline::deadline_after(read_timeout));
         let (mut parts, body) = request.into_parts();
         let head_request = parts.method == Method::HEAD;
         let framing = request_framing(&mut parts.headers, &body);

@@ -363,11 +363,13 @@ enum Wait {
 }
 
 /// The header timeout on one timer per connection: each wait for a head
-/// notes when it began, and the timer, armed once, is moved on only when it
-/// fires before the current wait's deadline.
+/// notes its deadline, and the timer, armed once, is moved on only when it
+/// fires before the current wait's deadline. A deadline of a second or more
+/// comes from the coarse clock (`deadline.rs`): never early, at most two
+/// ticks late, and no precise clock read per request.
 struct HeadClock {
     limit: Duration,
-    since: Instant,
+    deadline: Instant,
     timer: Option<Pin<Box<Sleep>>>,
 }
 
@@ -375,17 +377,17 @@ impl HeadClock {
     fn new(limit: Duration) -> HeadClock {
         HeadClock {
             limit,
-            since: Instant::now(),
+            deadline: crate::deadline::deadline_after(limit),
             timer: None,
         }
     }
 
     fn start(&mut self) {
-        self.since = Instant::now();
+        self.deadline = crate::deadline::deadline_after(self.limit);
     }
 
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> bool {
-        let deadline = self.since + self.limit;
+        let deadline = self.deadline;
         let timer = self
             .timer
             .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));

@@ -13,6 +13,7 @@ pub mod body;
 mod coalesce;
 pub mod compiler;
 pub mod conn;
+pub mod deadline;
 pub mod dns;
 pub mod error;
 mod forwarding;
