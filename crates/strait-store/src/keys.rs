@@ -177,6 +177,106 @@ pub fn children_of(parent: EntityKind) -> impl Iterator<Item = (EntityKind, &'st
         .map(|(kind, field, _)| (*kind, *field))
 }
 
+/// Run `$body` with `$list` bound to `$config`'s list of `$kind` and `$wrap`
+/// to the [`Entity`] variant that holds one of its items.
+macro_rules! with_list {
+    ($config:expr, $kind:expr, |$list:ident, $wrap:ident| $body:expr) => {{
+        let c = $config;
+        match $kind {
+            EntityKind::Vaults => {
+                let ($list, $wrap) = (&c.vaults, Entity::Vault);
+                $body
+            }
+            EntityKind::CaCertificates => {
+                let ($list, $wrap) = (&c.ca_certificates, Entity::CaCertificate);
+                $body
+            }
+            EntityKind::Certificates => {
+                let ($list, $wrap) = (&c.certificates, Entity::Certificate);
+                $body
+            }
+            EntityKind::Snis => {
+                let ($list, $wrap) = (&c.snis, Entity::Sni);
+                $body
+            }
+            EntityKind::KeySets => {
+                let ($list, $wrap) = (&c.key_sets, Entity::KeySet);
+                $body
+            }
+            EntityKind::Keys => {
+                let ($list, $wrap) = (&c.keys, Entity::Key);
+                $body
+            }
+            EntityKind::Services => {
+                let ($list, $wrap) = (&c.services, Entity::Service);
+                $body
+            }
+            EntityKind::Routes => {
+                let ($list, $wrap) = (&c.routes, Entity::Route);
+                $body
+            }
+            EntityKind::Upstreams => {
+                let ($list, $wrap) = (&c.upstreams, Entity::Upstream);
+                $body
+            }
+            EntityKind::Targets => {
+                let ($list, $wrap) = (&c.targets, Entity::Target);
+                $body
+            }
+            EntityKind::Consumers => {
+                let ($list, $wrap) = (&c.consumers, Entity::Consumer);
+                $body
+            }
+            EntityKind::ConsumerGroups => {
+                let ($list, $wrap) = (&c.consumer_groups, Entity::ConsumerGroup);
+                $body
+            }
+            EntityKind::ConsumerGroupConsumers => {
+                let ($list, $wrap) = (&c.consumer_group_consumers, Entity::ConsumerGroupConsumer);
+                $body
+            }
+            EntityKind::KeyauthCredentials => {
+                let ($list, $wrap) = (&c.keyauth_credentials, Entity::KeyauthCredential);
+                $body
+            }
+            EntityKind::BasicauthCredentials => {
+                let ($list, $wrap) = (&c.basicauth_credentials, Entity::BasicauthCredential);
+                $body
+            }
+            EntityKind::Acls => {
+                let ($list, $wrap) = (&c.acls, Entity::Acl);
+                $body
+            }
+            EntityKind::JwtSecrets => {
+                let ($list, $wrap) = (&c.jwt_secrets, Entity::JwtSecret);
+                $body
+            }
+            EntityKind::HmacauthCredentials => {
+                let ($list, $wrap) = (&c.hmacauth_credentials, Entity::HmacauthCredential);
+                $body
+            }
+            EntityKind::Oauth2Credentials => {
+                let ($list, $wrap) = (&c.oauth2_credentials, Entity::Oauth2Credential);
+                $body
+            }
+            EntityKind::Plugins => {
+                let ($list, $wrap) = (&c.plugins, Entity::Plugin);
+                $body
+            }
+        }
+    }};
+}
+
+/// The ids of `config`'s entities of `kind`, in list order.
+pub fn config_ids(config: &Config, kind: EntityKind) -> Vec<Uuid> {
+    with_list!(config, kind, |list, _wrap| list.iter().map(|e| e.id).collect())
+}
+
+/// A copy of `config`'s entity of `kind` at `index` in that kind's list.
+pub fn config_entity(config: &Config, kind: EntityKind, index: usize) -> Option<Entity> {
+    with_list!(config, kind, |list, wrap| list.get(index).cloned().map(wrap))
+}
+
 /// Every entity of a configuration, kind by kind in [`EntityKind::ALL`] order.
 pub fn config_entities(config: &Config) -> impl Iterator<Item = Entity> + '_ {
     let c = config;

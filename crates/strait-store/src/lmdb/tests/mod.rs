@@ -148,6 +148,64 @@ fn duplicate_keys_in_replace_are_rejected_and_keep_the_old_config() {
     assert_eq!(store.load().unwrap(), (1, config));
 }
 
+/// A whole configuration is written in key order (`write::replace_all`), whatever the order of
+/// its lists: every entity and index entry must be found, long names (stored as a prefix and a
+/// digest) and the empty name included, and an id given twice is refused.
+#[test]
+fn replace_writes_every_table_in_key_order_whatever_the_lists_order() {
+    let store = TempStore::new();
+    let long = "n".repeat(450);
+    let mut names: Vec<String> = (0..600).map(|i| format!("svc-{:04}", (i * 7919) % 600)).collect();
+    names.extend([format!("{long}-b"), format!("{long}-a"), String::new()]);
+    let services: Vec<Service> = names.iter().map(|name| service(name)).collect();
+    let routes: Vec<Route> = (0..900)
+        .map(|i| route(&format!("r{i}"), Some(services[(i * 13) % services.len()].id)))
+        .collect();
+    let config = Config {
+        services: services.clone(),
+        routes: routes.clone(),
+        ..Config::default()
+    };
+    store.replace(&config).unwrap();
+    for service in &services {
+        let name = service.name.clone().unwrap();
+        let found = store.get_by_unique(EntityKind::Services, "name", &name).unwrap();
+        assert_eq!(found.map(|e| e.id()), Some(service.id), "service {name:?}");
+    }
+    for route in &routes {
+        let found = store.get(EntityKind::Routes, route.id).unwrap();
+        assert_eq!(found.map(|e| e.id()), Some(route.id));
+    }
+    let first = services[0].id;
+    let mut children = store.ids_by_foreign(EntityKind::Routes, "service", first).unwrap();
+    children.sort();
+    let mut expected: Vec<Uuid> = routes
+        .iter()
+        .filter(|r| r.service.map(|s| s.id) == Some(first))
+        .map(|r| r.id)
+        .collect();
+    expected.sort();
+    assert_eq!(children, expected);
+
+    let mut twice = config.clone();
+    twice.routes.push(Route {
+        name: Some("other".into()),
+        ..routes[5].clone()
+    });
+    match store.replace(&twice) {
+        Err(StoreError::UniqueViolation { kind, field, value }) => {
+            assert_eq!((kind, field.as_str()), (EntityKind::Routes, "id"));
+            assert_eq!(value, routes[5].id.to_string());
+        }
+        other => panic!("expected the id given twice to be refused, got {other:?}"),
+    }
+    assert_eq!(
+        store.version().unwrap(),
+        1,
+        "the refused write left the store as it was"
+    );
+}
+
 #[test]
 fn credentials_are_indexed_by_key_and_consumer() {
     let store = TempStore::new();
