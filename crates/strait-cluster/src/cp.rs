@@ -460,7 +460,7 @@ fn full_parts(shared: &Shared, snapshot: &Snapshot) -> Result<Arc<Vec<Vec<u8>>>,
         .chain(c.snis.into_iter().map(Entity::Sni))
         .chain(c.key_sets.into_iter().map(Entity::KeySet))
         .chain(c.keys.into_iter().map(Entity::Key))
-        .chain(c.upstreams.into_iter().map(Entity::Upstream))
+        .chain(c.upstreams.into_iter().map(Entity::upstream))
         .chain(c.targets.into_iter().map(Entity::Target))
         .chain(c.consumers.into_iter().map(Entity::Consumer))
         .chain(c.consumer_groups.into_iter().map(Entity::ConsumerGroup))

@@ -28,7 +28,10 @@ pub enum Entity {
     ConsumerGroupConsumer(ConsumerGroupConsumer),
     Service(Service),
     Route(Route),
-    Upstream(Upstream),
+    /// Boxed: the largest entity (520 bytes, its many hash settings) would
+    /// otherwise set the size of every `Entity`, and of every list of them
+    /// a configuration is validated and assembled through.
+    Upstream(Box<Upstream>),
     Target(Target),
     Consumer(Consumer),
     Plugin(Plugin),
@@ -44,6 +47,11 @@ pub enum Entity {
 }
 
 impl Entity {
+    /// An upstream as an entity (its variant holds it boxed).
+    pub fn upstream(upstream: Upstream) -> Entity {
+        Entity::Upstream(Box::new(upstream))
+    }
+
     pub fn kind(&self) -> EntityKind {
         match self {
             Entity::Vault(_) => EntityKind::Vaults,
@@ -133,7 +141,7 @@ impl Config {
             Entity::ConsumerGroupConsumer(e) => self.consumer_group_consumers.push(e),
             Entity::Service(e) => self.services.push(e),
             Entity::Route(e) => self.routes.push(e),
-            Entity::Upstream(e) => self.upstreams.push(e),
+            Entity::Upstream(e) => self.upstreams.push(*e),
             Entity::Target(e) => self.targets.push(e),
             Entity::Consumer(e) => self.consumers.push(e),
             Entity::Plugin(e) => self.plugins.push(e),
@@ -176,7 +184,7 @@ impl Config {
             Entity::ConsumerGroupConsumer(e) => put(&mut self.consumer_group_consumers, e, |x| x.id),
             Entity::Service(e) => put(&mut self.services, e, |x| x.id),
             Entity::Route(e) => put(&mut self.routes, e, |x| x.id),
-            Entity::Upstream(e) => put(&mut self.upstreams, e, |x| x.id),
+            Entity::Upstream(e) => put(&mut self.upstreams, *e, |x| x.id),
             Entity::Target(e) => put(&mut self.targets, e, |x| x.id),
             Entity::Consumer(e) => put(&mut self.consumers, e, |x| x.id),
             Entity::Plugin(e) => put(&mut self.plugins, e, |x| x.id),
@@ -215,5 +223,22 @@ impl Config {
             EntityKind::HmacauthCredentials => self.hmacauth_credentials.retain(|x| x.id != id),
             EntityKind::Oauth2Credentials => self.oauth2_credentials.retain(|x| x.id != id),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every list a configuration is validated, diffed and assembled through
+    /// holds `Entity` values: the largest variant sets their size. Upstream
+    /// (520 bytes inline) is boxed so that Route, the entity there are most
+    /// of, does: 50,000 routes start with 1,850 fewer page faults and the
+    /// 10k/10k push peaks about 7 MB lower (docs/benchmarks.md).
+    #[test]
+    fn an_entity_is_no_larger_than_a_route_and_its_tag() {
+        let entity = std::mem::size_of::<Entity>();
+        let route = std::mem::size_of::<Route>();
+        assert!(entity <= route + 8, "Entity is {entity} bytes, Route {route}");
     }
 }

@@ -216,7 +216,7 @@ macro_rules! with_list {
                 $body
             }
             EntityKind::Upstreams => {
-                let ($list, $wrap) = (&c.upstreams, Entity::Upstream);
+                let ($list, $wrap) = (&c.upstreams, Entity::upstream);
                 $body
             }
             EntityKind::Targets => {
@@ -288,7 +288,7 @@ pub fn config_entities(config: &Config) -> impl Iterator<Item = Entity> + '_ {
         .chain(c.keys.iter().cloned().map(Entity::Key))
         .chain(c.services.iter().cloned().map(Entity::Service))
         .chain(c.routes.iter().cloned().map(Entity::Route))
-        .chain(c.upstreams.iter().cloned().map(Entity::Upstream))
+        .chain(c.upstreams.iter().cloned().map(Entity::upstream))
         .chain(c.targets.iter().cloned().map(Entity::Target))
         .chain(c.consumers.iter().cloned().map(Entity::Consumer))
         .chain(c.consumer_groups.iter().cloned().map(Entity::ConsumerGroup))

@@ -272,7 +272,7 @@ pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
             Entity::ConsumerGroupConsumer(e) => config.consumer_group_consumers.push(e),
             Entity::Service(e) => config.services.push(e),
             Entity::Route(e) => config.routes.push(e),
-            Entity::Upstream(e) => config.upstreams.push(e),
+            Entity::Upstream(e) => config.upstreams.push(*e),
             Entity::Target(e) => config.targets.push(e),
             Entity::Consumer(e) => config.consumers.push(e),
             Entity::Plugin(e) => config.plugins.push(e),

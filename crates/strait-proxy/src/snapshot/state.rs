@@ -74,7 +74,7 @@ impl EntityState {
                 .routes
                 .insert(e.id, Arc::new(e))
                 .map(|r| Entity::Route((*r).clone())),
-            Entity::Upstream(e) => self.upstreams.insert(e.id, e).map(Entity::Upstream),
+            Entity::Upstream(e) => self.upstreams.insert(e.id, *e).map(Entity::upstream),
             Entity::Target(e) => self.targets.insert(e.id, e).map(Entity::Target),
             Entity::Consumer(e) => self
                 .consumers
@@ -116,7 +116,7 @@ impl EntityState {
                 .map(Entity::ConsumerGroupConsumer),
             EntityKind::Services => self.services.get(&id).cloned().map(Entity::Service),
             EntityKind::Routes => self.routes.get(&id).map(|r| Entity::Route((**r).clone())),
-            EntityKind::Upstreams => self.upstreams.get(&id).cloned().map(Entity::Upstream),
+            EntityKind::Upstreams => self.upstreams.get(&id).cloned().map(Entity::upstream),
             EntityKind::Targets => self.targets.get(&id).cloned().map(Entity::Target),
             EntityKind::Consumers => self.consumers.get(&id).map(|c| Entity::Consumer((**c).clone())),
             EntityKind::Plugins => self.plugins.get(&id).cloned().map(Entity::Plugin),
@@ -155,7 +155,7 @@ impl EntityState {
                 .map(Entity::ConsumerGroupConsumer),
             EntityKind::Services => self.services.remove(&id).map(Entity::Service),
             EntityKind::Routes => self.routes.remove(&id).map(|r| Entity::Route((*r).clone())),
-            EntityKind::Upstreams => self.upstreams.remove(&id).map(Entity::Upstream),
+            EntityKind::Upstreams => self.upstreams.remove(&id).map(Entity::upstream),
             EntityKind::Targets => self.targets.remove(&id).map(Entity::Target),
             EntityKind::Consumers => self
                 .consumers
@@ -294,7 +294,7 @@ fn config_entities(config: &Config) -> impl Iterator<Item = Entity> + '_ {
         .chain(config.keys.iter().cloned().map(Entity::Key))
         .chain(config.services.iter().cloned().map(Entity::Service))
         .chain(config.routes.iter().cloned().map(Entity::Route))
-        .chain(config.upstreams.iter().cloned().map(Entity::Upstream))
+        .chain(config.upstreams.iter().cloned().map(Entity::upstream))
         .chain(config.targets.iter().cloned().map(Entity::Target))
         .chain(config.consumers.iter().cloned().map(Entity::Consumer))
         .chain(config.consumer_groups.iter().cloned().map(Entity::ConsumerGroup))
@@ -512,7 +512,7 @@ impl EntityState {
             keys => Key,
             services => Service,
             routes => Route,
-            upstreams => Upstream,
+            upstreams => upstream,
             targets => Target,
             consumers => Consumer,
             consumer_groups => ConsumerGroup,
