@@ -31,9 +31,16 @@ pub const COARSE_FROM: Duration = Duration::from_secs(1);
 /// A coarse clock that ticks slower than this is not used.
 pub const MAX_TICK: Duration = Duration::from_millis(10);
 
+/// The furthest a deadline is put: a limit beyond what an `Instant` can
+/// hold (an operator's `client_header_timeout` of 2^64 seconds) means
+/// "never" in practice, not a panic.
+const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// `now + limit`, never earlier and, for a limit of [`COARSE_FROM`] or more,
-/// at most two coarse ticks (≤ 2 × [`MAX_TICK`]) later.
+/// at most two coarse ticks (≤ 2 × [`MAX_TICK`]) later; at most [`NEVER`]
+/// from now.
 pub fn deadline_after(limit: Duration) -> Instant {
+    let limit = limit.min(NEVER);
     if limit >= COARSE_FROM {
         if let Some(now) = ANCHOR.with(|anchor| anchor.as_ref().and_then(Anchor::now_or_later)) {
             return now + limit;
@@ -120,6 +127,12 @@ mod tests {
         std::thread::sleep(3 * tick);
         let second = deadline_after(COARSE_FROM);
         assert!(second >= first + tick, "{:?} after {:?}", second - first, tick);
+    }
+
+    #[test]
+    fn a_limit_beyond_an_instant_is_a_far_deadline_not_a_panic() {
+        let deadline = deadline_after(Duration::MAX);
+        assert!(deadline >= Instant::now() + NEVER - Duration::from_secs(1));
     }
 
     #[test]

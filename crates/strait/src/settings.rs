@@ -432,13 +432,21 @@ pub fn parse_duration(key: &str, value: &str) -> Result<Duration> {
     let n: u64 = number
         .parse()
         .map_err(|_| anyhow!("{key}: invalid duration {value:?}"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
+    let duration = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
         _ => bail!("{key}: invalid duration unit in {value:?} (use ms, s or m)"),
+    };
+    if duration > MAX_DURATION {
+        bail!("{key}: duration {value:?} is longer than the most allowed, 3650 days");
     }
+    Ok(duration)
 }
+
+/// The longest duration a setting takes: ten years. Anything longer is a
+/// typo, and an instant that far out no longer fits the clock's range.
+const MAX_DURATION: Duration = Duration::from_secs(3650 * 24 * 3600);
 
 /// Kong's switches: `on`/`off` (also `true`/`false`).
 fn parse_switch(key: &str, value: &str) -> Result<bool> {
@@ -857,6 +865,9 @@ mod tests {
         let err = parse_conf("prefix = a\nnope = 1\n", "strait.conf").expect_err("unknown key");
         assert_eq!(err.to_string(), "strait.conf:2: unknown setting \"nope\"");
         assert!(parse_duration("t", "5 parsecs").is_err());
+        let huge = parse_duration("client_header_timeout", "18446744073709551615m").unwrap_err();
+        assert!(huge.to_string().contains("client_header_timeout"), "{huge}");
+        assert!(parse_duration("t", "3650m").is_ok());
         let mut raw = RawSettings::load(None, std::iter::empty()).expect("defaults");
         raw.0.insert("proxy_listen".into(), "nonsense".into());
         assert!(NodeSettings::from_raw(raw)
