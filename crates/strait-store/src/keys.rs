@@ -279,30 +279,7 @@ pub fn config_entity(config: &Config, kind: EntityKind, index: usize) -> Option<
 
 /// Every entity of a configuration, kind by kind in [`EntityKind::ALL`] order.
 pub fn config_entities(config: &Config) -> impl Iterator<Item = Entity> + '_ {
-    let c = config;
-    (c.vaults.iter().cloned().map(Entity::Vault))
-        .chain(c.ca_certificates.iter().cloned().map(Entity::CaCertificate))
-        .chain(c.certificates.iter().cloned().map(Entity::Certificate))
-        .chain(c.snis.iter().cloned().map(Entity::Sni))
-        .chain(c.key_sets.iter().cloned().map(Entity::KeySet))
-        .chain(c.keys.iter().cloned().map(Entity::Key))
-        .chain(c.services.iter().cloned().map(Entity::Service))
-        .chain(c.routes.iter().cloned().map(Entity::Route))
-        .chain(c.upstreams.iter().cloned().map(Entity::upstream))
-        .chain(c.targets.iter().cloned().map(Entity::Target))
-        .chain(c.consumers.iter().cloned().map(Entity::Consumer))
-        .chain(c.consumer_groups.iter().cloned().map(Entity::ConsumerGroup))
-        .chain(
-            c.consumer_group_consumers
-                .iter()
-                .cloned()
-                .map(Entity::ConsumerGroupConsumer),
-        )
-        .chain(c.keyauth_credentials.iter().cloned().map(Entity::KeyauthCredential))
-        .chain(c.basicauth_credentials.iter().cloned().map(Entity::BasicauthCredential))
-        .chain(c.acls.iter().cloned().map(Entity::Acl))
-        .chain(c.jwt_secrets.iter().cloned().map(Entity::JwtSecret))
-        .chain(c.hmacauth_credentials.iter().cloned().map(Entity::HmacauthCredential))
-        .chain(c.oauth2_credentials.iter().cloned().map(Entity::Oauth2Credential))
-        .chain(c.plugins.iter().cloned().map(Entity::Plugin))
+    EntityKind::ALL
+        .into_iter()
+        .flat_map(move |kind| (0..).map_while(move |index| config_entity(config, kind, index)))
 }
