@@ -155,7 +155,7 @@ impl H1Conn {
         let head_request = parts.method == Method::HEAD;
         let framing = request_framing(&mut parts.headers, &body);
         let mut out = std::mem::take(&mut self.out);
-        out.clear();
+        crate::h1_codec::rewind(&mut out);
         out.reserve(512);
         encode_head(&parts.method, &parts.uri, &parts.headers, forwarding, &mut out);
         let mut writer = Writer {

@@ -194,12 +194,29 @@ impl Decoder {
     }
 }
 
-/// Read what the socket has into `buf`.
+/// Empty `buf` and move it back to the front of its allocation when nothing
+/// else holds bytes of it (the last head or body chunk split off it was
+/// dropped; written bytes were advanced over). A kept connection then reads
+/// and encodes every message in the same few cache lines instead of sliding
+/// through the whole allocation, a cold line every 64 bytes.
+pub(crate) fn rewind(buf: &mut BytesMut) {
+    buf.clear();
+    // More than the spare capacity can only be had by moving back to the
+    // front; false (nothing done, nothing allocated) while a split-off part
+    // is still alive, or when it is at the front already.
+    let _ = buf.try_reclaim(buf.capacity() + 1);
+}
+
+/// Read what the socket has into `buf`, at its front when it is empty
+/// ([`rewind`]).
 pub(crate) fn ready_read<R: AsyncRead + Unpin>(
     io: &mut R,
     buf: &mut BytesMut,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<usize>> {
+    if buf.is_empty() {
+        rewind(buf);
+    }
     if buf.capacity() - buf.len() < READ_CHUNK / 4 {
         buf.reserve(READ_CHUNK);
     }
@@ -483,6 +500,52 @@ pub(crate) fn put_last_chunk(trailers: Option<&HeaderMap>, out: &mut BytesMut) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_written_buffer_is_encoded_into_again_from_its_front() {
+        let mut out = BytesMut::with_capacity(4096);
+        let front = out.as_ptr();
+        out.extend_from_slice(b"HTTP/1.1 200 OK\r\n\r\n");
+        out.advance(10);
+        out.advance(out.len());
+        rewind(&mut out);
+        assert_eq!(out.as_ptr(), front);
+        assert_eq!(out.capacity(), 4096);
+        out.extend_from_slice(b"next");
+        assert_eq!(&out[..], b"next");
+    }
+
+    #[tokio::test]
+    async fn an_emptied_read_buffer_starts_again_at_its_front_once_its_parts_are_dropped() {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        let mut buf = BytesMut::new();
+        async fn fill(server: &mut tokio::net::TcpStream, buf: &mut BytesMut, want: usize) {
+            while buf.len() < want {
+                std::future::poll_fn(|cx| ready_read(server, buf, cx)).await.unwrap();
+            }
+        }
+        client.write_all(b"first message").await.unwrap();
+        fill(&mut server, &mut buf, 13).await;
+        let front = buf.as_ptr();
+        let first = buf.split_to(13).freeze();
+        // A part still held: the buffer goes on after it, the part intact.
+        client.write_all(b"second").await.unwrap();
+        fill(&mut server, &mut buf, 6).await;
+        assert_eq!(buf.as_ptr(), front.wrapping_add(13));
+        assert_eq!(&first[..], b"first message");
+        let second = buf.split_to(6).freeze();
+        drop((first, second));
+        // Nothing held: the next read lands at the front again.
+        client.write_all(b"third").await.unwrap();
+        fill(&mut server, &mut buf, 5).await;
+        assert_eq!(buf.as_ptr(), front);
+        assert_eq!(&buf[..], b"third");
+    }
 
     #[test]
     fn a_field_line_holds_its_name_and_value_at_every_length() {

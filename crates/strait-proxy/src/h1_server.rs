@@ -245,7 +245,7 @@ impl Session<'_> {
             )
             .await
         };
-        self.out.clear();
+        crate::h1_codec::rewind(&mut self.out);
         let conn = lent.take_back()?;
         if switching {
             if let (Ok(true), Some(handover)) = (written, handover) {
@@ -698,8 +698,12 @@ impl<IO: AsyncWrite + Unpin> Sink<'_, IO> {
                 if out.is_empty() && rest.is_empty() {
                     break;
                 }
+                // One slice when the other is empty: an empty one still costs
+                // the kernel an iovec to import and walk.
                 let n = if out.is_empty() {
                     ready!(self.poll_write(cx, &[IoSlice::new(rest)]))?
+                } else if rest.is_empty() {
+                    ready!(self.poll_write(cx, &[IoSlice::new(out)]))?
                 } else {
                     ready!(self.poll_write(cx, &[IoSlice::new(out), IoSlice::new(rest)]))?
                 };
