@@ -134,6 +134,7 @@ Commands:
 
 fn main() -> ExitCode {
     strait_proxy::background::disable_transparent_huge_pages();
+    strait_store::tune_c_heap();
     strait_proxy::background::set_memory_release(release_allocator_memory);
     strait_proxy::background::set_worker_allocator(use_own_heap);
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -7,6 +7,8 @@ mod read;
 mod tables;
 mod write;
 
+pub use env::tune_c_heap;
+
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
