@@ -24,9 +24,9 @@
 //!   measurably (50,000 routes: 16.55–16.81 µs with, 16.82–17.32 without;
 //!   one route 15.20 against 14.88).
 //!
-//! This is the crate's one module with `unsafe`: four libc calls on the
-//! calling thread or process; the one pointer passed is to a local the
-//! kernel only reads.
+//! This is the crate's one module with `unsafe`: libc calls on the calling
+//! thread or process; the pointers passed are a local the kernel only reads
+//! and one `malloc` returned.
 #![allow(unsafe_code)]
 
 use std::sync::OnceLock;
@@ -64,6 +64,17 @@ pub fn disable_transparent_huge_pages() {
         let error = std::io::Error::last_os_error();
         tracing::warn!(%error, "could not turn off transparent huge pages");
     }
+}
+
+/// Make the calling thread's first C allocation now, which attaches it to a
+/// glibc arena: the main one while the binary holds glibc to one arena as
+/// it starts (`strait_store::tune_c_heap`). The compiler thread calls it
+/// first: every configuration write, and LMDB's page-by-page allocations
+/// with it, happens there.
+pub fn attach_c_heap() {
+    // SAFETY: a plain allocation freed at once; a null pointer is a valid
+    // argument to `free`.
+    unsafe { libc::free(libc::malloc(1)) };
 }
 
 static RELEASE: OnceLock<fn()> = OnceLock::new();

@@ -123,7 +123,10 @@ impl SnapshotPublisher {
         let published = current.clone();
         let spawned = std::thread::Builder::new()
             .name("strait-compiler".to_string())
-            .spawn(move || compiler_loop(published, receiver));
+            .spawn(move || {
+                crate::background::attach_c_heap();
+                compiler_loop(published, receiver)
+            });
         if let Err(error) = spawned {
             tracing::error!(%error, "could not start the snapshot compiler thread");
         }

@@ -21,7 +21,9 @@ use serde::{Deserialize, Serialize};
 use strait_core::{Config, ConfigChange, ConfigVersion, Entity, EntityKind};
 use uuid::Uuid;
 
-pub use lmdb::{tune_c_heap, LmdbStore, DEFAULT_CHANGE_LOG_LIMIT, DEFAULT_MAP_SIZE, REOPEN_AFTER_ENTITIES};
+pub use lmdb::{
+    c_heap_arena_per_thread, tune_c_heap, LmdbStore, DEFAULT_CHANGE_LOG_LIMIT, DEFAULT_MAP_SIZE, REOPEN_AFTER_ENTITIES,
+};
 
 /// Everything a store operation can fail with.
 #[derive(Debug, thiserror::Error)]

@@ -266,6 +266,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     }
     // Parsing the file left free pages; return them before serving.
     strait_proxy::background::release_memory();
+    strait_store::c_heap_arena_per_thread();
     let stats = Arc::new(ProxyStats::default());
     let default_cert =
         load_or_create_default_certificate(&settings.prefix).map_err(|e| anyhow!("default certificate: {e}"))?;

@@ -47,24 +47,41 @@ pub(super) fn return_c_heap_memory() {
 
 /// Shape the C allocator for LMDB, its only user in Strait (Rust code
 /// allocates with mimalloc). Call first thing in `main`, before any thread
-/// starts, so no thread has an arena of its own yet.
+/// starts; [`c_heap_arena_per_thread`] once the node has started.
 ///
 /// A whole-configuration write mallocs LMDB's dirty pages one 4 KiB page at
-/// a time. In the writing thread's own glibc arena each page grew the heap
-/// by one `mprotect`, and each page freed when the environment is reopened
-/// shrank it by one `madvise`: 8,000 of each for 50,000 routes. One arena
-/// (the main one, which grows `M_TOP_PAD` at a time) and no trimming on
-/// `free` make them a few dozen; the `malloc_trim` after every big write
-/// ([`return_c_heap_memory`]) still returns the freed memory to the OS.
+/// a time. In a thread's own glibc arena each page grew the heap by one
+/// `mprotect`, and each page freed when the environment is reopened shrank
+/// it by one `madvise`: 8,000 of each for 50,000 routes. The threads that
+/// first allocate while the node starts (the compiler thread, which makes
+/// every configuration write, attaches at its start) share the main arena,
+/// which grows `M_TOP_PAD` at a time; it is trimmed past 32 MiB free and by
+/// the `malloc_trim` after every big write ([`return_c_heap_memory`]), not
+/// on every `free`.
 pub fn tune_c_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: `mallopt` takes plain integers and only changes glibc's
-        // allocation parameters; unknown or refused values are ignored.
+        // allocation parameters; a refused value changes nothing.
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, 1);
             libc::mallopt(libc::M_TOP_PAD, 4 << 20);
-            libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, 32 << 20);
+        }
+    }
+}
+
+/// The node has started: threads that first allocate from now on get
+/// arenas of their own again, as glibc gives by default (eight per CPU), so
+/// proxy workers, whose C allocations are LMDB read transactions (an OAuth2
+/// token lookup each), never wait on one another's arena lock.
+pub fn c_heap_arena_per_thread() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: `sysconf` and `mallopt` take plain integers.
+        unsafe {
+            let cpus = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).clamp(1, 1024) as libc::c_int;
+            libc::mallopt(libc::M_ARENA_MAX, 8 * cpus);
         }
     }
 }

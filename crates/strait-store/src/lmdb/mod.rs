@@ -7,7 +7,7 @@ mod read;
 mod tables;
 mod write;
 
-pub use env::tune_c_heap;
+pub use env::{c_heap_arena_per_thread, tune_c_heap};
 
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
