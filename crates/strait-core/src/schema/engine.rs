@@ -98,18 +98,41 @@ pub(crate) fn validate_record(
     at: &At<'_>,
     errors: &mut Vec<FieldError>,
 ) -> Map<String, Value> {
+    // Each given value by its field's position, from one pass over the
+    // input (a record gives a few of its fields): no hashed lookup per
+    // schema field, and the same comparisons find the unknown keys.
+    let mut slots = [None; SLOTS];
+    let mut spilled = Vec::new();
+    let given: &mut [Option<&Value>] = if fields.len() <= SLOTS {
+        &mut slots[..fields.len()]
+    } else {
+        spilled.resize(fields.len(), None);
+        &mut spilled
+    };
+    let mut unknown = false;
+    for (key, value) in input {
+        match fields.iter().position(|(name, _)| name == key) {
+            Some(at) => given[at] = Some(value),
+            None => unknown = true,
+        }
+    }
     let mut out = Map::with_capacity(fields.len());
-    for (name, field) in fields {
-        let value = validate_value(field, input.get(*name), &At::Field(at, name), errors);
+    for ((name, field), value) in fields.iter().zip(given.iter()) {
+        let value = validate_value(field, *value, &At::Field(at, name), errors);
         out.insert((*name).to_string(), value);
     }
-    for key in input.keys() {
-        if !fields.iter().any(|(name, _)| name == key) {
-            errors.push(FieldError::new(At::Field(at, key).text(), UNKNOWN));
+    if unknown {
+        for key in input.keys() {
+            if !fields.iter().any(|(name, _)| name == key) {
+                errors.push(FieldError::new(At::Field(at, key).text(), UNKNOWN));
+            }
         }
     }
     out
 }
+
+/// Fields of a record whose given values are gathered on the stack.
+const SLOTS: usize = 64;
 
 fn check_string(field: &Field, value: &Value) -> Result<(), String> {
     let text = value.as_str().ok_or("expected a string")?;
@@ -249,4 +272,61 @@ fn validate_foreign(value: &Value, at: &At<'_>, errors: &mut Vec<FieldError>) ->
         .collect();
     let out = validate_record(&primary_key, &key_only, at, errors);
     Ok(Value::Object(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// `count` string fields `f0`, `f1`, …; the last one required, the
+    /// first one defaulted.
+    fn fields(count: usize) -> Vec<(&'static str, Field)> {
+        (0..count)
+            .map(|i| {
+                let name: &'static str = Box::leak(format!("f{i}").into_boxed_str());
+                let field = match i {
+                    0 => Field::string().default(json!("zero")),
+                    i if i == count - 1 => Field::string().required(),
+                    _ => Field::string(),
+                };
+                (name, field)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn given_values_land_in_their_fields_and_unknown_keys_come_after_field_errors() {
+        // Up to SLOTS fields the values are gathered on the stack, past it in
+        // a vector: both the same.
+        for count in [3, SLOTS, SLOTS + 6] {
+            let fields = fields(count);
+            let input = json!({"zz": 1, "f1": "one", "f0": 7, "yy": 2});
+            let mut errors = Vec::new();
+            let out = validate_record(&fields, input.as_object().unwrap(), &At::Text("r"), &mut errors);
+            assert_eq!(out.len(), count, "{count} fields");
+            assert_eq!(out.keys().next().map(String::as_str), Some("f0"));
+            assert_eq!(out["f1"], json!("one"));
+            assert_eq!(out["f0"], Value::Null, "a bad value is refused, not defaulted");
+            let found: Vec<(&str, &str)> = errors.iter().map(|e| (e.path.as_str(), e.message.as_str())).collect();
+            let last = format!("r.f{}", count - 1);
+            assert_eq!(
+                found,
+                [
+                    ("r.f0", "expected a string"),
+                    (last.as_str(), REQUIRED),
+                    ("r.zz", UNKNOWN),
+                    ("r.yy", UNKNOWN),
+                ],
+                "{count} fields"
+            );
+            let mut errors = Vec::new();
+            let required = fields[count - 1].0;
+            let given = json!({ required: "x" });
+            let out = validate_record(&fields, given.as_object().unwrap(), &At::Text("r"), &mut errors);
+            assert!(errors.is_empty(), "{errors:?}");
+            assert_eq!((&out["f0"], &out[required]), (&json!("zero"), &json!("x")));
+        }
+    }
 }
