@@ -100,7 +100,8 @@ pub(crate) fn validate_record(
 ) -> Map<String, Value> {
     // Each given value by its field's position, from one pass over the
     // input (a record gives a few of its fields): no hashed lookup per
-    // schema field, and the same comparisons find the unknown keys.
+    // schema field, and the same comparisons find the unknown keys, which
+    // are reported after the fields' own errors.
     let mut slots = [None; SLOTS];
     let mut spilled = Vec::new();
     let given: &mut [Option<&Value>] = if fields.len() <= SLOTS {
@@ -109,11 +110,11 @@ pub(crate) fn validate_record(
         spilled.resize(fields.len(), None);
         &mut spilled
     };
-    let mut unknown = false;
+    let mut unknown = Vec::new();
     for (key, value) in input {
         match fields.iter().position(|(name, _)| name == key) {
             Some(at) => given[at] = Some(value),
-            None => unknown = true,
+            None => unknown.push(key),
         }
     }
     let mut out = Map::with_capacity(fields.len());
@@ -121,12 +122,8 @@ pub(crate) fn validate_record(
         let value = validate_value(field, *value, &At::Field(at, name), errors);
         out.insert((*name).to_string(), value);
     }
-    if unknown {
-        for key in input.keys() {
-            if !fields.iter().any(|(name, _)| name == key) {
-                errors.push(FieldError::new(At::Field(at, key).text(), UNKNOWN));
-            }
-        }
+    for key in unknown {
+        errors.push(FieldError::new(At::Field(at, key).text(), UNKNOWN));
     }
     out
 }

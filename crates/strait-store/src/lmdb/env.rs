@@ -1,4 +1,5 @@
-//! Opening the LMDB environment: the one place this crate uses `unsafe`.
+//! Opening the LMDB environment, and shaping the C heap its pages come
+//! from: the one place this crate uses `unsafe`.
 #![allow(unsafe_code)]
 
 use std::path::Path;
