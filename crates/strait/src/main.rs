@@ -23,10 +23,20 @@ struct Allocator;
 
 extern "C" {
     fn mi_heap_new() -> *mut c_void;
+    fn mi_heap_malloc(heap: *mut c_void, size: usize) -> *mut c_void;
+    fn mi_heap_zalloc(heap: *mut c_void, size: usize) -> *mut c_void;
+    fn mi_heap_realloc(heap: *mut c_void, p: *mut c_void, newsize: usize) -> *mut c_void;
     fn mi_heap_malloc_aligned(heap: *mut c_void, size: usize, alignment: usize) -> *mut c_void;
     fn mi_heap_zalloc_aligned(heap: *mut c_void, size: usize, alignment: usize) -> *mut c_void;
     fn mi_heap_realloc_aligned(heap: *mut c_void, p: *mut c_void, newsize: usize, alignment: usize) -> *mut c_void;
 }
+
+/// Every mimalloc block is aligned to a machine word at least, so a layout
+/// asking no more goes to the unaligned entry points. The aligned ones test
+/// whether a free block happens to be aligned and send every block over
+/// 1 KiB (a request's future is 7 KiB) through a generic path: 79
+/// instructions an allocation on the proxy's path, against about 25.
+const WORD_ALIGN: usize = std::mem::size_of::<usize>();
 
 thread_local! {
     /// The calling thread's own mimalloc heap; null: the shared one. Const
@@ -35,14 +45,17 @@ thread_local! {
     static OWN_HEAP: Cell<*mut c_void> = const { Cell::new(std::ptr::null_mut()) };
 }
 
-// SAFETY: every path hands the layout to mimalloc's aligned entry points,
-// which honour any size and power-of-two alignment (as `MiMalloc` does);
-// blocks of every heap are freed and reallocated by mimalloc from any thread.
+// SAFETY: a layout aligned to more than a word goes to mimalloc's aligned
+// entry points, which honour any size and power-of-two alignment (as
+// `MiMalloc` does); one aligned to a word or less to the unaligned ones,
+// whose blocks are always word-aligned. Blocks of every heap are freed and
+// reallocated by mimalloc from any thread.
 unsafe impl GlobalAlloc for Allocator {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match OWN_HEAP.get() {
             heap if heap.is_null() => MiMalloc.alloc(layout),
+            heap if layout.align() <= WORD_ALIGN => mi_heap_malloc(heap, layout.size()).cast(),
             heap => mi_heap_malloc_aligned(heap, layout.size(), layout.align()).cast(),
         }
     }
@@ -51,6 +64,7 @@ unsafe impl GlobalAlloc for Allocator {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         match OWN_HEAP.get() {
             heap if heap.is_null() => MiMalloc.alloc_zeroed(layout),
+            heap if layout.align() <= WORD_ALIGN => mi_heap_zalloc(heap, layout.size()).cast(),
             heap => mi_heap_zalloc_aligned(heap, layout.size(), layout.align()).cast(),
         }
     }
@@ -64,6 +78,7 @@ unsafe impl GlobalAlloc for Allocator {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         match OWN_HEAP.get() {
             heap if heap.is_null() => MiMalloc.realloc(ptr, layout, new_size),
+            heap if layout.align() <= WORD_ALIGN => mi_heap_realloc(heap, ptr.cast(), new_size).cast(),
             heap => mi_heap_realloc_aligned(heap, ptr.cast(), new_size, layout.align()).cast(),
         }
     }
