@@ -40,6 +40,8 @@ use crate::h1_codec::{
     content_length, list_tokens, put_chunk, put_fields, put_fields_except, put_last_chunk, ready_read, BodyKind,
     Decoder, LengthFields,
 };
+use crate::relay::{Relayed, RelayedHead};
+use crate::upstream::Answer;
 use crate::upstream::{Home, WriteTimeoutIo};
 
 /// Longest response head accepted from an upstream (nginx's
@@ -101,6 +103,9 @@ pub struct H1Conn {
     timer: Option<Pin<Box<Sleep>>>,
     /// Where the last response head's fields were, reused for the next.
     spans: Spans,
+    /// The exchange under way may keep its response head as lines to
+    /// pass on (relay.rs).
+    relay: bool,
 }
 
 /// A connection after a `101 Switching Protocols`: the socket and what was
@@ -122,6 +127,7 @@ impl H1Conn {
             out: BytesMut::new(),
             timer: None,
             spans: Vec::new(),
+            relay: false,
         }
     }
 
@@ -146,13 +152,17 @@ impl H1Conn {
         home: Home,
         forwarding: Option<&Forwarding<'_>>,
         read_timeout: std::time::Duration,
-    ) -> Result<Result<Response<crate::upstream::UpstreamBody>, Request<ProxyBody>>, ProxyError> {
+        relay: bool,
+    ) -> Result<Result<Answer, Request<ProxyBody>>, ProxyError> {
         // No response head by then is a 504, counted from here as a timeout
         // around the whole exchange would count it (a limit of a second or
         // more from the coarse clock: never early, at most two ticks late).
         let deadline = Instant::from_std(crate::deadline::deadline_after(read_timeout));
         let (mut parts, body) = request.into_parts();
         let head_request = parts.method == Method::HEAD;
+        // A HEAD's response keeps a length its empty body does not have:
+        // the map's encoder handles that.
+        self.relay = relay && !head_request;
         let framing = request_framing(&mut parts.headers, &body);
         let mut out = std::mem::take(&mut self.out);
         crate::h1_codec::rewind(&mut out);
@@ -221,12 +231,13 @@ impl H1Conn {
             mut response,
             kind,
             keep_alive,
+            relayed,
         } = parsed;
         if response.status() == StatusCode::SWITCHING_PROTOCOLS {
             let read = self.buf.split().freeze();
             let slot = SwitchedSlot(Arc::new(std::sync::Mutex::new(Some(Switched { io: self.io, read }))));
             response.extensions_mut().insert(slot);
-            return Ok(Ok(response.map(|()| crate::upstream::UpstreamBody::Empty)));
+            return Ok(Ok((response.map(|()| crate::upstream::UpstreamBody::Empty), relayed)));
         }
         if writer.done && writer.out.is_empty() && writer.out.capacity() <= KEPT_OUT {
             self.out = std::mem::take(&mut writer.out);
@@ -242,7 +253,10 @@ impl H1Conn {
                 if reusable && self.buf.is_empty() {
                     home.checkin(self);
                 }
-                return Ok(Ok(response.map(|()| crate::upstream::UpstreamBody::Whole(Some(whole)))));
+                return Ok(Ok((
+                    response.map(|()| crate::upstream::UpstreamBody::Whole(Some(whole))),
+                    relayed,
+                )));
             }
         }
         let body = H1Body {
@@ -258,7 +272,7 @@ impl H1Conn {
         } else {
             crate::upstream::UpstreamBody::Http1(Box::new(body))
         };
-        Ok(Ok(response.map(|()| body)))
+        Ok(Ok((response.map(|()| body), relayed)))
     }
 
     /// Read until a final response head is parsed; informational heads
@@ -266,7 +280,7 @@ impl H1Conn {
     fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<Parsed, ProxyError>> {
         loop {
             if !self.buf.is_empty() {
-                match parse_head(&mut self.buf, &mut self.spans)? {
+                match parse_head(&mut self.buf, &mut self.spans, self.relay)? {
                     Some(parsed)
                         if parsed.response.status().is_informational()
                             && parsed.response.status() != StatusCode::SWITCHING_PROTOCOLS =>
@@ -549,13 +563,18 @@ struct Parsed {
     kind: BodyKind,
     /// The upstream lets the connection carry another request.
     keep_alive: bool,
+    /// The head's lines to pass on as they are (relay.rs); the map is then
+    /// empty.
+    relayed: Option<Box<RelayedHead>>,
 }
 
 /// Offsets and lengths of a head's header names and values.
 type Spans = Vec<(usize, usize, usize, usize)>;
 
 /// Parse a response head off the front of `buf`; None when incomplete.
-fn parse_head(buf: &mut BytesMut, spans: &mut Spans) -> Result<Option<Parsed>, ProxyError> {
+/// With `relay`, a head that can be passed on as it is (relay.rs) is kept
+/// as its lines instead of a map.
+fn parse_head(buf: &mut BytesMut, spans: &mut Spans, relay: bool) -> Result<Option<Parsed>, ProxyError> {
     // Slots left uninitialized: zeroing 128 of them (4 KiB) cost more than
     // parsing a head.
     let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
@@ -583,7 +602,14 @@ fn parse_head(buf: &mut BytesMut, spans: &mut Spans) -> Result<Option<Parsed>, P
         (name, h.name.len(), value, h.value.len())
     }));
     let head = buf.split_to(length).freeze();
-    let mut fields = ResponseFields::read(&head, spans, status == StatusCode::SWITCHING_PROTOCOLS)?;
+    // 1xx, 204 and 304 heads lose or keep framing fields by rules the map's
+    // encoder applies.
+    let relay =
+        relay && !status.is_informational() && status != StatusCode::NO_CONTENT && status != StatusCode::NOT_MODIFIED;
+    let mut fields = match relay.then(|| RelayedHead::scan(&head, spans)).flatten() {
+        Some(relayed) => ResponseFields::relayed(relayed),
+        None => ResponseFields::read(&head, spans, status == StatusCode::SWITCHING_PROTOCOLS)?,
+    };
     let kind = if status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         BodyKind::Length(0)
     } else {
@@ -598,6 +624,7 @@ fn parse_head(buf: &mut BytesMut, spans: &mut Spans) -> Result<Option<Parsed>, P
         response,
         kind,
         keep_alive,
+        relayed: fields.relayed,
     }))
 }
 
@@ -611,6 +638,8 @@ fn parse_head(buf: &mut BytesMut, spans: &mut Spans) -> Result<Option<Parsed>, P
 /// tunnel reads its `Upgrade`.
 struct ResponseFields {
     map: HeaderMap,
+    /// Instead of `map`: the lines to pass on as they are.
+    relayed: Option<Box<RelayedHead>>,
     length: LengthFields,
     /// The last `Transfer-Encoding` ends in `chunked`; None without one.
     chunked: Option<bool>,
@@ -619,11 +648,24 @@ struct ResponseFields {
 }
 
 impl ResponseFields {
+    /// A head relay.rs passes on: an empty map beside its lines.
+    fn relayed(relayed: Relayed) -> ResponseFields {
+        ResponseFields {
+            map: HeaderMap::new(),
+            relayed: Some(Box::new(relayed.head)),
+            length: relayed.length,
+            chunked: None,
+            close: relayed.close,
+            keep_alive: relayed.keep_alive,
+        }
+    }
+
     fn read(head: &Bytes, spans: &Spans, switching: bool) -> Result<ResponseFields, ProxyError> {
         // Room for Kong's response headers (`Via`, the latencies, the
         // request id, `Server`), so the map is not grown while they go in.
         let mut fields = ResponseFields {
             map: crate::h1_codec::header_map(spans.len() + 6),
+            relayed: None,
             length: LengthFields::default(),
             chunked: None,
             close: false,
@@ -782,7 +824,74 @@ mod tests {
     use crate::h1_codec::find_double_crlf;
 
     fn head(bytes: &[u8]) -> Result<Option<Parsed>, ProxyError> {
-        parse_head(&mut BytesMut::from(bytes), &mut Vec::new())
+        parse_head(&mut BytesMut::from(bytes), &mut Vec::new(), false)
+    }
+
+    /// Each field of a map in order, as text.
+    fn listed(map: &HeaderMap) -> Vec<(String, String)> {
+        map.iter()
+            .map(|(name, value)| (name.to_string(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_relayed_head_holds_the_fields_and_framing_the_map_would() {
+        let relayed = [
+            &b"HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Sat, 28 Nov 2026 03:30:00 GMT\r\n\
+               Content-Type: application/octet-stream\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n"[..],
+            b"HTTP/1.1 404 Not Found\r\ncontent-length: 9\r\nSet-Cookie: a=1\r\nset-cookie: b=2\r\n\
+              Keep-Alive: timeout=5\r\nConnection: Keep-Alive\r\nVIA: 1.1 edge\r\n\r\n",
+            b"HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 5, 5\r\nx-a: spaced  value\r\nX_Odd.Name~!: 1\r\n\r\n",
+            b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\n",
+            b"HTTP/1.0 201 Created\r\nConnection: keep-alive\r\nContent-Length: 3\r\nLocation: /x\r\n\r\n",
+            b"HTTP/1.1 299 Whatever\r\nTE: x\r\nContent-Length: 1\r\nUpgrade: x\r\nProxy-Connection: y\r\n\r\n",
+        ];
+        for bytes in relayed {
+            let text = String::from_utf8_lossy(bytes);
+            let by_map = parse_head(&mut BytesMut::from(bytes), &mut Vec::new(), false)
+                .unwrap()
+                .unwrap();
+            let mut buf = BytesMut::from(bytes);
+            let by_relay = parse_head(&mut buf, &mut Vec::new(), true).unwrap().unwrap();
+            let lines = by_relay
+                .relayed
+                .as_ref()
+                .unwrap_or_else(|| panic!("not relayed: {text}"));
+            assert!(by_relay.response.headers().is_empty(), "{text}");
+            assert!(by_map.relayed.is_none());
+            assert_eq!(listed(&lines.fields()), listed(by_map.response.headers()), "{text}");
+            assert_eq!(by_relay.kind, by_map.kind, "{text}");
+            assert_eq!(by_relay.keep_alive, by_map.keep_alive, "{text}");
+            assert_eq!(by_relay.response.status(), by_map.response.status());
+            assert_eq!(
+                Some(lines.length),
+                match by_map.kind {
+                    BodyKind::Length(n) => Some(n),
+                    _ => None,
+                }
+            );
+            assert!(buf.is_empty(), "the head is taken off the buffer");
+        }
+        // Heads whose status, framing or fields only the map handles.
+        for bytes in [
+            &b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"[..],
+            b"HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n",
+            b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nConnection: X-Secret\r\nX-Secret: 1\r\nContent-Length: 0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nX-Kong-Proxy-Latency: 1\r\nContent-Length: 0\r\n\r\n",
+            // httparse leaves whitespace around a value out of it: the line is
+            // not the field's bytes.
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nx-a: \tb\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nx-a: b \r\n\r\n",
+        ] {
+            let parsed = parse_head(&mut BytesMut::from(bytes), &mut Vec::new(), true)
+                .unwrap()
+                .unwrap();
+            assert!(parsed.relayed.is_none(), "{}", String::from_utf8_lossy(bytes));
+        }
     }
 
     #[test]
@@ -857,7 +966,7 @@ mod tests {
     fn head_values_keep_their_bytes_and_what_follows_stays() {
         let mut buf =
             BytesMut::from(&b"HTTP/1.1 201 Created\r\nX-A: one\r\nx-a: two\r\ncontent-length: 2\r\n\r\nhi"[..]);
-        let parsed = parse_head(&mut buf, &mut Vec::new()).unwrap().unwrap();
+        let parsed = parse_head(&mut buf, &mut Vec::new(), false).unwrap().unwrap();
         assert_eq!(parsed.response.status(), 201);
         let values: Vec<_> = parsed.response.headers().get_all("x-a").iter().collect();
         assert_eq!(values, ["one", "two"]);
@@ -934,8 +1043,9 @@ mod tests {
             tls: None,
         };
         let lease = pool.acquire(&endpoint, five).await.unwrap();
-        pool.dispatch(lease, &endpoint, request, None, five, read_timeout)
+        pool.dispatch(lease, &endpoint, request, None, five, read_timeout, false)
             .await
+            .map(|(response, _)| response)
             .map_err(|f| f.error)
     }
 

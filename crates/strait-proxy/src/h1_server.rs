@@ -46,11 +46,12 @@ use crate::body::{BoxError, ProxyBody};
 use crate::conn::{jittered, ClientLimits};
 use crate::error::ErrorKind;
 use crate::h1_codec::{
-    content_length, list_tokens, put_chunk, put_chunk_size, put_fields, put_fields_except, put_last_chunk, ready_read,
-    BodyKind, Decoder, LengthFields, Seen,
+    content_length, list_tokens, put_chunk, put_chunk_size, put_field, put_fields, put_fields_except, put_last_chunk,
+    ready_read, BodyKind, Decoder, LengthFields, Seen,
 };
 use crate::handler::{handle, lists_token, ConnInfo};
 use crate::kong_headers::KongFields;
+use crate::relay::RelayedHead;
 use crate::tunnel::ClientUpgrade;
 use crate::Shared;
 
@@ -723,6 +724,7 @@ impl<IO: AsyncWrite + Unpin> Sink<'_, IO> {
 }
 
 /// What the request decides about its response.
+#[derive(Debug)]
 struct Meta {
     version: Version,
     head: bool,
@@ -751,6 +753,21 @@ fn encode_head(
     keep_alive: &mut bool,
     out: &mut BytesMut,
 ) -> Framing {
+    if let Some(fields) = fields {
+        if let Some(relayed) = fields.relayed.as_deref() {
+            // h1_client.rs relays only heads this holds for; anything else
+            // goes through the map.
+            let simple = meta.version == Version::HTTP_11
+                && !meta.head
+                && !status.is_informational()
+                && status != StatusCode::NO_CONTENT
+                && status != StatusCode::NOT_MODIFIED;
+            if simple {
+                return encode_relayed(status, relayed, headers, fields, *keep_alive, out);
+            }
+            relayed.unfold_into(headers);
+        }
+    }
     let seen = FramingFields::of(headers);
     if seen.close {
         *keep_alive = false;
@@ -804,15 +821,12 @@ fn encode_head(
     if !seen.has_date {
         headers.insert(header::DATE, crate::h2_server::http_date());
     }
-    out.put_slice(if meta.version == Version::HTTP_10 {
+    let version: &[u8] = if meta.version == Version::HTTP_10 {
         b"HTTP/1.0 "
     } else {
         b"HTTP/1.1 "
-    });
-    out.put_slice(status.as_str().as_bytes());
-    out.put_u8(b' ');
-    out.put_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.put_slice(b"\r\n");
+    };
+    put_status_line(version, status, out);
     match fields {
         None => put_fields(headers, out),
         Some(fields) => {
@@ -822,6 +836,39 @@ fn encode_head(
         }
     }
     framing
+}
+
+/// The head of a response relayed as the upstream wrote it (relay.rs): its
+/// lines, what Strait added to the (otherwise empty) map, the fields the
+/// map's encoder would add (`Connection: close`, `Date`), Kong's.
+fn encode_relayed(
+    status: StatusCode,
+    relayed: &RelayedHead,
+    headers: &HeaderMap,
+    fields: &KongFields,
+    keep_alive: bool,
+    out: &mut BytesMut,
+) -> Framing {
+    put_status_line(b"HTTP/1.1 ", status, out);
+    relayed.put_lines(out);
+    put_fields_except(headers, |name| fields.replaces(name), out);
+    if !keep_alive {
+        put_field(b"connection", b"close", out);
+    }
+    if !relayed.has_date {
+        put_field(b"date", crate::h2_server::http_date().as_bytes(), out);
+    }
+    fields.encode(headers, out);
+    out.extend_from_slice(b"\r\n");
+    Framing::Length(relayed.length)
+}
+
+fn put_status_line(version: &[u8], status: StatusCode, out: &mut BytesMut) {
+    out.put_slice(version);
+    out.put_slice(status.as_str().as_bytes());
+    out.put_u8(b' ');
+    out.put_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.put_slice(b"\r\n");
 }
 
 /// What a response's framing and connection depend on, taken in one pass
@@ -1110,5 +1157,101 @@ mod tests {
         );
         assert!(head.contains("content-length: 10\r\n"), "HEAD keeps the length: {head}");
         assert_eq!(framing, Framing::Empty);
+    }
+
+    /// A head's lines with names in lower case, for comparing heads whose
+    /// names were written in other cases.
+    fn lowered(head: &str) -> Vec<String> {
+        head.split("\r\n")
+            .map(|line| match line.split_once(": ") {
+                Some((name, value)) => format!("{}: {value}", name.to_ascii_lowercase()),
+                None => line.to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_relayed_head_goes_out_as_its_map_would() {
+        let upstream = &b"HTTP/1.1 200 OK\r\nServer: origin\r\nDate: Sat, 28 Nov 2026 03:30:00 GMT\r\n\
+            Content-Type: text/plain\r\nConnection: keep-alive\r\nContent-Length: 2\r\nX-Up: 1\r\n\r\n"[..];
+        let undated = &b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n"[..];
+        let id = crate::kong_headers::RequestId::new();
+        let kong = |relayed: Option<&crate::relay::Relayed>| {
+            let mut fields = KongFields::default();
+            fields.via = true;
+            fields.server = true;
+            fields.set_upstream_latency(3);
+            fields.set_proxy_latency(0);
+            fields.set_request_id(&id);
+            fields.relayed = relayed.map(|relayed| Box::new(relayed.head.clone()));
+            fields
+        };
+        let cases = [
+            (upstream, true, meta(Version::HTTP_11)),
+            (upstream, false, meta(Version::HTTP_11)),
+            (undated, true, meta(Version::HTTP_11)),
+            // Relayed lines the encoder cannot pass on as they are go
+            // through the map.
+            (upstream, true, meta(Version::HTTP_10)),
+            (
+                upstream,
+                true,
+                Meta {
+                    head: true,
+                    ..meta(Version::HTTP_11)
+                },
+            ),
+        ];
+        for (bytes, keep, meta) in cases {
+            let relayed = crate::relay::scan_head(bytes).expect("relayed");
+            // What the proxy added to the map after the head was parsed.
+            let cookie = HeaderValue::from_static("lb=1");
+            let encode = |fields: &KongFields, map: &mut HeaderMap| {
+                let mut keep_alive = keep;
+                let mut out = BytesMut::new();
+                let framing = encode_head(
+                    StatusCode::OK,
+                    map,
+                    Some(fields),
+                    &crate::body::full("ok"),
+                    &meta,
+                    &mut keep_alive,
+                    &mut out,
+                );
+                (String::from_utf8(out.to_vec()).unwrap(), framing, keep_alive)
+            };
+            let mut added = HeaderMap::new();
+            added.append(header::SET_COOKIE, cookie.clone());
+            let by_relay = encode(&kong(Some(&relayed)), &mut added);
+            let mut map = relayed.head.fields();
+            map.append(header::SET_COOKIE, cookie);
+            let by_map = encode(&kong(None), &mut map);
+            let date_of = |head: &str| head.lines().find(|l| l.starts_with("date: ")).map(str::to_string);
+            if bytes == undated {
+                // Each made its own `Date`; they may fall on two seconds.
+                assert!(date_of(&by_relay.0).is_some(), "{}", by_relay.0);
+                let drop_date = |head: &str| {
+                    lowered(head)
+                        .into_iter()
+                        .filter(|l| !l.starts_with("date: "))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(drop_date(&by_relay.0), drop_date(&by_map.0));
+            } else {
+                assert_eq!(lowered(&by_relay.0), lowered(&by_map.0), "{meta:?}");
+            }
+            assert_eq!((by_relay.1, by_relay.2), (by_map.1, by_map.2));
+            assert!(by_relay.0.contains("set-cookie: lb=1\r\n"), "{}", by_relay.0);
+            assert_eq!(
+                by_relay.0.contains("server: strait"),
+                bytes == undated,
+                "{}",
+                by_relay.0
+            );
+            if meta.version == Version::HTTP_11 && !meta.head {
+                // The upstream's own spelling went out.
+                assert!(by_relay.0.contains("Content-Length: 2\r\n"), "{}", by_relay.0);
+            }
+        }
     }
 }

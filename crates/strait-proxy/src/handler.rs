@@ -345,8 +345,11 @@ async fn proxy(
     // Kong's fields travel beside the response (no plugin will look for
     // them in its map), and so does the mark that it was proxied (in its
     // extensions it cost three allocations).
+    // Only this path's responses go out as the upstream wrote them, and only
+    // to an HTTP/1.1 client (relay.rs): plugins and HTTP/2 read the map.
+    let relay = request.version() == Version::HTTP_11;
     forward(
-        request, conn, shared, &matched, &service, &host, port, started, request_id, None, false, None,
+        request, conn, shared, &matched, &service, &host, port, started, request_id, None, false, None, relay,
     )
     .await
     .map(|(response, _, fields)| (response, Some(fields)))
@@ -399,6 +402,7 @@ impl Exchange<'_> {
             host_override,
             detailed,
             consumer,
+            false,
         )
         .await
         .map(|(mut response, proxied, fields)| {
@@ -555,6 +559,7 @@ async fn forward(
     host_override: Option<HeaderValue>,
     detailed: bool,
     consumer: Option<uuid::Uuid>,
+    relay: bool,
 ) -> Result<(Response<ProxyBody>, Proxied, KongFields), ProxyError> {
     let service = &runtime.service;
     let route = matched.facts;
@@ -839,9 +844,10 @@ async fn forward(
                 forwarding,
                 connect_timeout,
                 read_timeout,
+                relay,
             )
             .await;
-        let mut response = match sent {
+        let (mut response, relayed) = match sent {
             Ok(response) => response,
             Err(failed) => {
                 report(&failed.error);
@@ -888,8 +894,9 @@ async fn forward(
             buffering: route.response_buffering && !http2,
             deadline: deadline.filter(|_| crate::grpc::is_grpc(response.headers())),
         };
-        let (mut response, proxied, fields) =
+        let (mut response, proxied, mut fields) =
             finish_response(response, body, started, upstream_started, &shared.headers, detail);
+        fields.relayed = relayed;
         if let Some(protocol) = switched {
             crate::tunnel::set_headers(response.headers_mut(), protocol);
         }

@@ -236,6 +236,9 @@ pub(crate) struct KongFields {
     pub via: bool,
     /// `Server`, when the upstream sent none.
     pub server: bool,
+    /// The upstream head's lines, when it is passed on as it is (relay.rs):
+    /// the response's map then holds only what Strait added.
+    pub relayed: Option<Box<crate::relay::RelayedHead>>,
 }
 
 const UNSET: u32 = u32::MAX;
@@ -247,6 +250,7 @@ impl Default for KongFields {
             request_id: None,
             via: false,
             server: false,
+            relayed: None,
         }
     }
 }
@@ -306,8 +310,14 @@ impl KongFields {
             .any(|(at, ours)| set(at) && ours.as_str() == name)
     }
 
+    /// Whether the upstream's response (its relayed lines or `headers`)
+    /// has a `Server`.
+    fn upstream_has_server(&self, headers: &http::HeaderMap) -> bool {
+        self.relayed.as_ref().is_some_and(|relayed| relayed.has_server) || headers.contains_key(http::header::SERVER)
+    }
+
     /// The fields as HTTP/1.1 header lines; `headers` is the map they go
-    /// with (`Server` only when it has none).
+    /// with (`Server` only when neither it nor the relayed lines have one).
     pub fn encode(&self, headers: &http::HeaderMap, out: &mut bytes::BytesMut) {
         use crate::h1_codec::put_field;
         if self.via {
@@ -321,13 +331,17 @@ impl KongFields {
         if let Some(id) = &self.request_id {
             put_field(KONG_NAMES[3].as_str().as_bytes(), id.as_str().as_bytes(), out);
         }
-        if self.server && !headers.contains_key(http::header::SERVER) {
+        if self.server && !self.upstream_has_server(headers) {
             put_field(b"server", crate::SERVER_HEADER.as_bytes(), out);
         }
     }
 
-    /// Put the fields into `headers`, as the encoder would have written them.
-    pub fn insert(self, headers: &mut http::HeaderMap) {
+    /// Put the fields into `headers`, as the encoder would have written them
+    /// (relayed lines first, as the map they would otherwise have been).
+    pub fn insert(mut self, headers: &mut http::HeaderMap) {
+        if let Some(relayed) = self.relayed.take() {
+            relayed.unfold_into(headers);
+        }
         if self.via {
             headers.append(http::header::VIA, HeaderValue::from_static(crate::VIA_VALUE));
         }

@@ -31,6 +31,7 @@ pub mod kong_headers;
 pub mod listen;
 mod phases;
 mod prefetch;
+mod relay;
 pub mod secrets;
 pub mod snapshot;
 pub mod stats;

@@ -28,6 +28,10 @@ use crate::h2_client::H2Conn;
 /// (h1_client.rs), the stream's inbox for HTTP/2 (h2_body.rs), nothing
 /// when the head ended the stream, or the whole of it when it arrived with
 /// the head (its connection is back in the pool already).
+/// A response from an upstream, and its head's lines to pass on as they
+/// are when it was parsed for that (relay.rs; its map is then empty).
+pub(crate) type Answer = (Response<UpstreamBody>, Option<Box<crate::relay::RelayedHead>>);
+
 pub enum UpstreamBody {
     Http1(Box<H1Body>),
     Http2(StreamBody),
@@ -379,7 +383,10 @@ impl Pool {
     /// Send `request` on a leased connection. A request that never left
     /// because the pooled connection had just closed is resent once on a
     /// fresh connection. A failure hands back the request when none of it
-    /// was sent, so a retry can send it elsewhere.
+    /// was sent, so a retry can send it elsewhere. With `relay`, an HTTP/1.1
+    /// response head that can go to the client as the upstream wrote it
+    /// comes back as its lines beside an empty map (relay.rs).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn dispatch(
         &self,
         lease: Lease,
@@ -388,7 +395,8 @@ impl Pool {
         forwarding: Option<&Forwarding<'_>>,
         connect_timeout: Duration,
         read_timeout: Duration,
-    ) -> Result<Response<UpstreamBody>, DispatchFailure> {
+        relay: bool,
+    ) -> Result<Answer, DispatchFailure> {
         let lost = |error| DispatchFailure { error, unsent: None };
         let Lease {
             key,
@@ -400,11 +408,11 @@ impl Pool {
         // `try_send`: one future fewer for the request to be moved into.
         let first = match sender {
             Sender::Http1(conn) => {
-                conn.send(request, self.home(key.clone(), uses), forwarding, read_timeout)
+                conn.send(request, self.home(key.clone(), uses), forwarding, read_timeout, relay)
                     .await
             }
             sender => {
-                self.try_send(key.clone(), sender, uses, request, forwarding, read_timeout)
+                self.try_send(key.clone(), sender, uses, request, forwarding, read_timeout, relay)
                     .await
             }
         };
@@ -428,7 +436,7 @@ impl Pool {
             }
         };
         match self
-            .try_send(key, sender, 0, request, forwarding, read_timeout)
+            .try_send(key, sender, 0, request, forwarding, read_timeout, relay)
             .await
             .map_err(lost)?
         {
@@ -451,6 +459,7 @@ impl Pool {
     }
 
     /// Ok(Ok(response)), Ok(Err(request)) when the request was not sent, or an error.
+    #[allow(clippy::too_many_arguments)]
     async fn try_send(
         &self,
         key: PoolKey,
@@ -459,18 +468,23 @@ impl Pool {
         request: Request<ProxyBody>,
         forwarding: Option<&Forwarding<'_>>,
         read_timeout: Duration,
-    ) -> Result<Result<Response<UpstreamBody>, Request<ProxyBody>>, ProxyError> {
+        relay: bool,
+    ) -> Result<Result<Answer, Request<ProxyBody>>, ProxyError> {
         let timed_out = || ProxyError::new(ErrorKind::UpstreamTimeout, "no response headers within read_timeout");
         match sender {
             // The read timeout is the connection's own timer (h1_client.rs).
-            Sender::Http1(conn) => conn.send(request, self.home(key, uses), forwarding, read_timeout).await,
+            Sender::Http1(conn) => {
+                conn.send(request, self.home(key, uses), forwarding, read_timeout, relay)
+                    .await
+            }
             Sender::Http2(conn) => {
                 self.checkin(key, Sender::Http2(conn.clone()), uses + 1);
                 match timeout(read_timeout, conn.send(request)).await {
                     Err(_) => Err(timed_out()),
-                    Ok(Ok(Ok(response))) => Ok(Ok(
-                        response.map(|body| body.map_or(UpstreamBody::Empty, UpstreamBody::Http2))
-                    )),
+                    Ok(Ok(Ok(response))) => Ok(Ok((
+                        response.map(|body| body.map_or(UpstreamBody::Empty, UpstreamBody::Http2)),
+                        None,
+                    ))),
                     Ok(Ok(Err(unsent))) => Ok(Err(unsent)),
                     Ok(Err(error)) => Err(error),
                 }
