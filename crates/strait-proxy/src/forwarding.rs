@@ -60,7 +60,7 @@ impl Value<'_> {
         match self {
             Value::Owned(value) => value.as_bytes(),
             Value::Borrowed(value) => value.as_bytes(),
-            Value::Id(id) => id.as_str().as_bytes(),
+            Value::Id(id) => id.as_bytes(),
         }
     }
 

@@ -126,13 +126,18 @@ fn loaded_word(raw: &[u8]) -> u128 {
 /// common one, case aside, exactly when their words do once bit 5 is set
 /// in each of its bytes.
 pub(crate) fn name_parsed_by_httparse(raw: &[u8]) -> Result<HeaderName, InvalidHeaderName> {
-    if let Some(candidates) = BY_LENGTH.get(raw.len()).filter(|c| !c.is_empty()) {
-        let lower = loaded_word(raw) | CASE_BITS[raw.len()];
-        if let Some((_, name)) = candidates.iter().find(|(word, _)| *word == lower) {
-            return Ok(name.clone());
-        }
+    match common_name(raw) {
+        Some(name) => Ok(name.clone()),
+        None => HeaderName::from_bytes(raw),
     }
-    HeaderName::from_bytes(raw)
+}
+
+/// The common name a field httparse read has, case aside; None for any
+/// other (no `HeaderName` is made for it).
+pub(crate) fn common_name(raw: &[u8]) -> Option<&'static HeaderName> {
+    let candidates = BY_LENGTH.get(raw.len()).filter(|c| !c.is_empty())?;
+    let lower = loaded_word(raw) | CASE_BITS[raw.len()];
+    candidates.iter().find(|(word, _)| *word == lower).map(|(_, name)| name)
 }
 
 #[cfg(test)]

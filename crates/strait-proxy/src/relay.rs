@@ -22,7 +22,7 @@
 //! (what a consumer that needs one falls back to; the tests compare them).
 
 use bytes::{BufMut, Bytes, BytesMut};
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use crate::h1_codec::{list_tokens, LengthFields};
 
@@ -69,23 +69,32 @@ enum Line {
     Refuse,
 }
 
-/// `name` (as httparse found it) classified without building a
-/// `HeaderName`: by length, then compared ignoring case.
+/// `name` (as httparse found it) classified without making a
+/// `HeaderName` for it: a common name through h1_names.rs's table (a
+/// standard name then compares as an integer), any other by its text.
 fn classify(name: &[u8]) -> Line {
-    let is = |text: &str| name.eq_ignore_ascii_case(text.as_bytes());
-    if name.len() > 7 && name[..7].eq_ignore_ascii_case(b"x-kong-") {
-        return Line::Refuse;
+    if let Some(common) = crate::h1_names::common_name(name) {
+        return if common == header::CONTENT_LENGTH {
+            Line::Length
+        } else if common == header::DATE {
+            Line::Date
+        } else if common == header::SERVER {
+            Line::Server
+        } else if common == header::CONNECTION {
+            Line::Connection
+        } else if crate::handler::is_hop_by_hop(common) {
+            Line::Drop
+        } else {
+            Line::Keep
+        };
     }
+    let is = |text: &str| name.eq_ignore_ascii_case(text.as_bytes());
     match name.len() {
-        2 if is("te") => Line::Drop,
-        4 if is("date") => Line::Date,
-        6 if is("server") => Line::Server,
-        7 if is("upgrade") => Line::Drop,
-        10 if is("connection") => Line::Connection,
+        // Hop-by-hop names the table may not hold.
         10 if is("keep-alive") => Line::Drop,
-        14 if is("content-length") => Line::Length,
         16 if is("proxy-connection") => Line::Drop,
         17 if is("transfer-encoding") || is("x-accel-buffering") => Line::Refuse,
+        len if len > 7 && name[..7].eq_ignore_ascii_case(b"x-kong-") => Line::Refuse,
         _ => Line::Keep,
     }
 }
