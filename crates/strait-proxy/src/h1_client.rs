@@ -27,7 +27,7 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Version};
+use http::{Method, Response, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -40,6 +40,7 @@ use crate::h1_codec::{
     content_length, list_tokens, put_chunk, put_fields, put_fields_except, put_last_chunk, ready_read, BodyKind,
     Decoder, LengthFields,
 };
+use crate::handler::BoxedRequest;
 use crate::relay::{Relayed, RelayedHead};
 use crate::upstream::Answer;
 use crate::upstream::{Home, WriteTimeoutIo};
@@ -148,26 +149,27 @@ impl H1Conn {
     /// connection had closed), so it can go out on another connection.
     pub(crate) async fn send(
         mut self: Box<Self>,
-        request: Request<ProxyBody>,
+        mut request: BoxedRequest,
         home: Home,
         forwarding: Option<&Forwarding<'_>>,
         read_timeout: std::time::Duration,
         relay: bool,
-    ) -> Result<Result<Answer, Request<ProxyBody>>, ProxyError> {
+    ) -> Result<Result<Answer, BoxedRequest>, ProxyError> {
         // No response head by then is a 504, counted from here as a timeout
         // around the whole exchange would count it (a limit of a second or
         // more from the coarse clock: never early, at most two ticks late).
         let deadline = Instant::from_std(crate::deadline::deadline_after(read_timeout));
-        let (mut parts, body) = request.into_parts();
-        let head_request = parts.method == Method::HEAD;
+        // The body goes to the writer; the head is encoded from the box.
+        let body = std::mem::replace(request.body_mut(), crate::body::empty());
+        let head_request = request.method() == Method::HEAD;
         // A HEAD's response keeps a length its empty body does not have:
         // the map's encoder handles that.
         self.relay = relay && !head_request;
-        let framing = request_framing(&mut parts.headers, &body);
+        let framing = request_framing(request.headers_mut(), &body);
         let mut out = std::mem::take(&mut self.out);
         crate::h1_codec::rewind(&mut out);
         out.reserve(512);
-        encode_head(&parts.method, &parts.uri, &parts.headers, forwarding, &mut out);
+        encode_head(request.method(), request.uri(), request.headers(), forwarding, &mut out);
         let mut writer = Writer {
             body: Some(body),
             framing,
@@ -186,8 +188,10 @@ impl H1Conn {
             Ok(n) if n > 0 => {
                 writer.out.advance(n);
                 writer.taken = None;
-                // The head is encoded and the request can no longer be handed back.
-                crate::h1_codec::recycle(std::mem::take(&mut parts.headers));
+                // The head is encoded and the request can no longer be handed
+                // back: its map is kept for the next head, its box freed.
+                crate::h1_codec::recycle(std::mem::take(request.headers_mut()));
+                drop(request);
             }
             _ => {
                 let Some(body) = writer.hand_back() else {
@@ -196,7 +200,8 @@ impl H1Conn {
                         Ok(_) => invalid("upstream connection closed while the request was sent"),
                     });
                 };
-                return Ok(Err(Request::from_parts(parts, body)));
+                *request.body_mut() = body;
+                return Ok(Err(request));
             }
         }
         // A write the upstream refused (it answered early and closed, a 413
@@ -822,6 +827,7 @@ fn io_failure(error: io::Error) -> ProxyError {
 mod tests {
     use super::*;
     use crate::h1_codec::find_double_crlf;
+    use http::Request;
 
     fn head(bytes: &[u8]) -> Result<Option<Parsed>, ProxyError> {
         parse_head(&mut BytesMut::from(bytes), &mut Vec::new(), false)
@@ -1043,7 +1049,7 @@ mod tests {
             tls: None,
         };
         let lease = pool.acquire(&endpoint, five).await.unwrap();
-        pool.dispatch(lease, &endpoint, request, None, five, read_timeout, false)
+        pool.dispatch(lease, &endpoint, Box::new(request), None, five, read_timeout, false)
             .await
             .map(|(response, _)| response)
             .map_err(|f| f.error)

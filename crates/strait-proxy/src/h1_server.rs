@@ -79,7 +79,9 @@ struct Conn<IO> {
 
 /// A parsed request head and what it says about the connection.
 struct Parsed {
-    request: Request<()>,
+    /// Boxed where it is parsed (handler.rs `BoxedRequest`): the request
+    /// and the proxy's layers then pass a pointer on, not its 240 bytes.
+    request: Box<Request<ProxyBody>>,
     kind: BodyKind,
     keep_alive: bool,
     expect_continue: bool,
@@ -89,9 +91,6 @@ struct Parsed {
 }
 
 /// What waiting for the next request head ended with.
-// Not boxed: the request moves once, where a box cost an allocation and a
-// copy per request.
-#[allow(clippy::large_enum_variant)]
 enum Next {
     Request(Parsed),
     /// The client closed, went quiet, or Strait stops: close without a word.
@@ -198,9 +197,10 @@ impl Session<'_> {
             request.extensions_mut().insert(slot);
             handover
         });
-        // A body borrows the connection; without one it stays here.
-        let (body, mut lent) = if kind == BodyKind::Length(0) {
-            (crate::body::empty(), Lent::Home(conn))
+        // A body borrows the connection; without one it stays here (and the
+        // request keeps the empty body it was parsed with).
+        let mut lent = if kind == BodyKind::Length(0) {
+            Lent::Home(conn)
         } else {
             let link = Arc::new(Mutex::new(Link {
                 conn: Some(conn),
@@ -208,10 +208,9 @@ impl Session<'_> {
                 send_continue: expect_continue,
                 continue_sent: 0,
             }));
-            let body = crate::body::boxed(RequestBody { link: link.clone() });
-            (body, Lent::Out(link))
+            *request.body_mut() = crate::body::boxed(RequestBody { link: link.clone() });
+            Lent::Out(link)
         };
-        let request = request.map(|()| body);
         // The request's handling is a future of kilobytes: boxed, it is
         // written once instead of being moved into each future around it.
         let handling = crate::handler::pin_in_place(|| handle(request, self.info, self.shared));
@@ -413,7 +412,7 @@ async fn close<IO: AsyncWrite + Unpin>(mut conn: Conn<IO>) {
 /// error it is refused with.
 pub fn parse_request_head(bytes: &[u8], limits: &ClientLimits) -> Result<Option<Request<()>>, ErrorKind> {
     let mut buf = BytesMut::from(bytes);
-    parse_request(&mut buf, limits, &mut Vec::new()).map(|parsed| parsed.map(|parsed| parsed.request))
+    parse_request(&mut buf, limits, &mut Vec::new()).map(|parsed| parsed.map(|parsed| (*parsed.request).map(|_| ())))
 }
 
 /// Parse a request head off the front of `buf`: None while incomplete, the
@@ -463,9 +462,15 @@ fn parse_request(
     }));
     let head = buf.split_to(length).freeze();
     let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1)).map_err(|_| ErrorKind::BadRequest)?;
+    // Made in its box: the fields are written where they stay.
+    let mut request = Box::new(Request::new(crate::body::empty()));
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    *request.version_mut() = version;
     // Room for the forwarding headers the proxy adds, so the map is not
     // grown (re-hashed) while they go in.
-    let mut headers = crate::h1_codec::header_map(spans.len() + ADDED_FIELDS);
+    let headers = request.headers_mut();
+    *headers = crate::h1_codec::header_map(spans.len() + ADDED_FIELDS);
     let mut seen = Seen::default();
     for &(name, name_len, value, value_len) in spans.iter() {
         let name = crate::h1_names::name_parsed_by_httparse(&head[name..name + name_len])
@@ -474,25 +479,20 @@ fn parse_request(
         seen.note(&name);
         headers.append(name, value);
     }
-    let kind = request_body_kind(&mut headers, version, seen)?;
+    let kind = request_body_kind(headers, version, seen)?;
     let keep_alive = match (version == Version::HTTP_10, seen.connection) {
         (true, false) => false,
         (false, false) => true,
-        (true, true) => lists_token(&headers, &header::CONNECTION, "keep-alive"),
-        (false, true) => !lists_token(&headers, &header::CONNECTION, "close"),
+        (true, true) => lists_token(headers, &header::CONNECTION, "keep-alive"),
+        (false, true) => !lists_token(headers, &header::CONNECTION, "close"),
     };
     let expect_continue = version == Version::HTTP_11
         && seen.expect
         && headers
             .get(header::EXPECT)
             .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    let trailers = seen.te && lists_token(&headers, &header::TE, "trailers");
+    let trailers = seen.te && lists_token(headers, &header::TE, "trailers");
     let upgrade = version == Version::HTTP_11 && seen.upgrade;
-    let mut request = Request::new(());
-    *request.method_mut() = method;
-    *request.uri_mut() = uri;
-    *request.version_mut() = version;
-    *request.headers_mut() = headers;
     Ok(Some(Parsed {
         request,
         kind,

@@ -135,7 +135,7 @@ fn spawn_stream(
         // written once, where inline the task would copy it whole when
         // spawned and again when it completes.
         let mut work = crate::handler::pin_in_place(|| async move {
-            let (mut response, fields) = handle(request, &info, &shared).await;
+            let (mut response, fields) = handle(Box::new(request), &info, &shared).await;
             if let Some(fields) = fields {
                 fields.insert(response.headers_mut());
             }

@@ -78,6 +78,15 @@ pub(crate) fn epoch_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// A request on its way through the proxy. Boxed once, where it is made
+/// (h1_server.rs parses into its box): `handle`, `proxy`, `forward`, the
+/// pool and the HTTP/1.1 client each took the request by value, and each
+/// such move copied its 240 bytes into the next future's state, about 15
+/// copies a request with a cache line or three of new memory written by
+/// each. The box is freed and made again per request, so it is memory the
+/// last request warmed.
+pub(crate) type BoxedRequest = Box<Request<ProxyBody>>;
+
 /// `Box::pin(make())`, with the future written into its box rather than
 /// moved there. A request's future is kilobytes, nearly all of it room for
 /// later states: `Box::pin(future)` makes the future first and copies all
@@ -93,7 +102,7 @@ pub(crate) fn pin_in_place<F: std::future::Future>(make: impl FnOnce() -> F) -> 
 /// it, for the caller to write with it (`KongFields::encode`, or
 /// `KongFields::insert` into its map); any other has them in its map.
 pub(crate) async fn handle(
-    request: Request<ProxyBody>,
+    request: BoxedRequest,
     conn: &ConnInfo,
     shared: &Shared,
 ) -> (Response<ProxyBody>, Option<KongFields>) {
@@ -276,7 +285,7 @@ fn normalize_request_path(request: &mut Request<ProxyBody>) -> Result<(), ProxyE
 }
 
 async fn proxy(
-    mut request: Request<ProxyBody>,
+    mut request: BoxedRequest,
     conn: &ConnInfo,
     shared: &Shared,
     snapshot: &Arc<Snapshot>,
@@ -333,7 +342,7 @@ async fn proxy(
         // would make every request's future (boxed per request by
         // h1_server.rs and h2_server.rs) that large, plugins or not.
         return Ok((
-            pin_in_place(|| crate::phases::run(request, chain, exchange, http1)).await,
+            pin_in_place(|| crate::phases::run(*request, chain, exchange, http1)).await,
             None,
         ));
     }
@@ -390,7 +399,7 @@ impl Exchange<'_> {
             .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?
             .clone();
         forward(
-            request,
+            Box::new(request),
             self.conn,
             self.shared,
             self.matched,
@@ -547,7 +556,7 @@ fn millis(value: i64) -> Duration {
 
 #[allow(clippy::too_many_arguments)]
 async fn forward(
-    mut request: Request<ProxyBody>,
+    mut request: BoxedRequest,
     conn: &ConnInfo,
     shared: &Shared,
     matched: &RouteMatch<'_>,
@@ -569,19 +578,18 @@ async fn forward(
     } else {
         crate::tunnel::requested(&mut request)
     };
-    let (mut parts, body) = request.into_parts();
-    // Kept apart: the forwarding headers borrow its path, and the parts
-    // become the upstream request's, with a URI set per attempt.
-    let uri = std::mem::take(&mut parts.uri);
+    // The client's request becomes the upstream request in its box, its
+    // URI set per attempt. Kept apart: the forwarding headers borrow its path.
+    let uri = std::mem::take(request.uri_mut());
     // Read only where it is sent: a clone per request otherwise.
     let original_host = (route.preserve_host && host_override.is_none())
-        .then(|| parts.headers.get(header::HOST).cloned())
+        .then(|| request.headers().get(header::HOST).cloned())
         .flatten();
     // The upstream's path and query: the request's own (shared, not built
     // and parsed again) unless the service's path or a stripped prefix
     // changes it, or a plugin set it.
     let request_path = uri.path();
-    let rewritten = if parts.extensions.get::<ExactPath>().is_some()
+    let rewritten = if request.extensions().get::<ExactPath>().is_some()
         || keeps_path(
             service.path.as_deref(),
             request_path,
@@ -613,12 +621,12 @@ async fn forward(
     let stripped_prefix = (route.strip_path && matched.matched_path.as_deref().is_some_and(|m| m != "/"))
         .then(|| matched.matched_path.clone())
         .flatten();
-    strip_hop_by_hop(&mut parts.headers);
+    strip_hop_by_hop(request.headers_mut());
     if let Some(upgrade) = &upgrade {
-        upgrade.restore(&mut parts.headers);
+        upgrade.restore(request.headers_mut());
     }
     let forwarding = Forwarding::new(
-        &parts.headers,
+        request.headers(),
         conn,
         host,
         port,
@@ -630,7 +638,7 @@ async fn forward(
     // HTTP/2 ones in the map. (Borrowed, not moved into an `Option`: the
     // fields are a few hundred bytes.)
     if http2 {
-        forwarding.insert(&mut parts.headers);
+        forwarding.insert(request.headers_mut());
     }
     let forwarding = (!http2).then_some(&forwarding);
     let tls = runtime.tls.is_some();
@@ -640,7 +648,7 @@ async fn forward(
     // (DEADLINE_EXCEEDED to the client), as a read timeout is; a response
     // stream still open then is ended with DEADLINE_EXCEEDED trailers.
     let deadline = http2
-        .then(|| crate::grpc::timeout(&parts.headers))
+        .then(|| crate::grpc::timeout(request.headers()))
         .flatten()
         .and_then(|timeout| started.checked_add(timeout));
     let attempts = service.retries.max(0) as usize + 1;
@@ -649,38 +657,40 @@ async fn forward(
     // upstream (up to REQUEST_BUFFER; a longer one streams after that), so
     // a slow client never holds an upstream connection and the body can be
     // sent again on a retry. gRPC and upgrades stream.
-    let (body, buffered) =
-        if route.request_buffering && !http2 && upgrade.is_none() && !http_body::Body::is_end_stream(&body) {
+    let buffered =
+        if route.request_buffering && !http2 && upgrade.is_none() && !http_body::Body::is_end_stream(request.body()) {
+            let body = std::mem::replace(request.body_mut(), crate::body::empty());
             match buffer_up_to(body, REQUEST_BUFFER).await {
                 Ok(Buffered::Whole(bytes)) => {
-                    parts.headers.remove(header::TRANSFER_ENCODING);
-                    parts
-                        .headers
-                        .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
-                    (full(bytes.clone()), Some(bytes))
+                    let headers = request.headers_mut();
+                    headers.remove(header::TRANSFER_ENCODING);
+                    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+                    *request.body_mut() = full(bytes.clone());
+                    Some(bytes)
                 }
-                Ok(Buffered::Partial(rest)) => (boxed(rest), None),
+                Ok(Buffered::Partial(rest)) => {
+                    *request.body_mut() = boxed(rest);
+                    None
+                }
                 Err(error) => return Err(ProxyError::new(ErrorKind::BadRequest, format!("request body: {error}"))),
             }
         } else {
-            let empty = http_body::Body::is_end_stream(&body).then(bytes::Bytes::new);
-            (body, empty)
+            http_body::Body::is_end_stream(request.body()).then(bytes::Bytes::new)
         };
     // A request that went out and met a reset before any response byte is
     // sent again only when it is idempotent and its whole body is held (or
     // it has none); keeping its headers for that costs a copy, so only
     // where a retry could reach another target.
-    let replay = (attempts > 1 && balancer.is_some_and(|b| b.target_count() > 1) && parts.method.is_idempotent())
+    let replay = (attempts > 1 && balancer.is_some_and(|b| b.target_count() > 1) && request.method().is_idempotent())
         .then_some(buffered)
         .flatten()
-        .map(|bytes| (parts.headers.clone(), bytes));
-    // The parts become the upstream request's (moved once, not rebuilt):
-    // it goes out as HTTP/1.1 (HTTP/2 set below), and none of the client's
+        .map(|bytes| (request.headers().clone(), bytes));
+    // It goes out as HTTP/1.1 (HTTP/2 set below), and none of the client's
     // extensions go with it.
-    let method = parts.method.clone();
-    parts.version = Version::HTTP_11;
-    parts.extensions.clear();
-    let mut pending = Some(Request::from_parts(parts, body));
+    let method = request.method().clone();
+    *request.version_mut() = Version::HTTP_11;
+    request.extensions_mut().clear();
+    let mut pending = Some(request);
     let mut picks = Attempts::default();
     let mut set_cookie: Option<String> = None;
     // Made only when an attempt failed: most requests never need it.
@@ -691,7 +701,7 @@ async fn forward(
             Some(request) => request,
             None => match &replay {
                 Some((headers, bytes)) => {
-                    let mut request = Request::new(full(bytes.clone()));
+                    let mut request = Box::new(Request::new(full(bytes.clone())));
                     *request.method_mut() = method.clone();
                     *request.headers_mut() = headers.clone();
                     request

@@ -10,19 +10,20 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::{Request, Response};
+use http::Response;
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
-use crate::body::{BoxError, ProxyBody};
+use crate::body::BoxError;
 use crate::error::{ErrorKind, ProxyError};
 use crate::forwarding::Forwarding;
 use crate::h1_client::{H1Body, H1Conn, Io};
 use crate::h2_body::StreamBody;
 use crate::h2_client::H2Conn;
+use crate::handler::BoxedRequest;
 
 /// An upstream response's body: read from the connection for HTTP/1.1
 /// (h1_client.rs), the stream's inbox for HTTP/2 (h2_body.rs), nothing
@@ -228,7 +229,7 @@ impl Default for Pool {
 /// A request that failed; `unsent` holds it when none of it left.
 pub struct DispatchFailure {
     pub error: ProxyError,
-    pub unsent: Option<Request<ProxyBody>>,
+    pub unsent: Option<BoxedRequest>,
 }
 
 /// A connection checked out for one request.
@@ -391,7 +392,7 @@ impl Pool {
         &self,
         lease: Lease,
         endpoint: &Endpoint,
-        request: Request<ProxyBody>,
+        request: BoxedRequest,
         forwarding: Option<&Forwarding<'_>>,
         connect_timeout: Duration,
         read_timeout: Duration,
@@ -465,11 +466,11 @@ impl Pool {
         key: PoolKey,
         sender: Sender,
         uses: u32,
-        request: Request<ProxyBody>,
+        request: BoxedRequest,
         forwarding: Option<&Forwarding<'_>>,
         read_timeout: Duration,
         relay: bool,
-    ) -> Result<Result<Answer, Request<ProxyBody>>, ProxyError> {
+    ) -> Result<Result<Answer, BoxedRequest>, ProxyError> {
         let timed_out = || ProxyError::new(ErrorKind::UpstreamTimeout, "no response headers within read_timeout");
         match sender {
             // The read timeout is the connection's own timer (h1_client.rs).
@@ -479,13 +480,13 @@ impl Pool {
             }
             Sender::Http2(conn) => {
                 self.checkin(key, Sender::Http2(conn.clone()), uses + 1);
-                match timeout(read_timeout, conn.send(request)).await {
+                match timeout(read_timeout, conn.send(*request)).await {
                     Err(_) => Err(timed_out()),
                     Ok(Ok(Ok(response))) => Ok(Ok((
                         response.map(|body| body.map_or(UpstreamBody::Empty, UpstreamBody::Http2)),
                         None,
                     ))),
-                    Ok(Ok(Err(unsent))) => Ok(Err(unsent)),
+                    Ok(Ok(Err(unsent))) => Ok(Err(Box::new(unsent))),
                     Ok(Err(error)) => Err(error),
                 }
             }
