@@ -77,7 +77,7 @@ sample() {  # NAME PORT PID TASK ROUND
     local wrk_pid=$!
     if [[ $have_perf == 1 ]]; then
         sleep 0.5
-        perf record -q -C "$gateway_cpu" -F 4999 -g -o "$file.data" -- sleep $((seconds - 1)) >/dev/null 2>&1 || true
+        perf record -q -C "$gateway_cpu" -F 4999 -o "$file.data" -- sleep $((seconds - 1)) >/dev/null 2>&1 || true
     fi
     wait "$wrk_pid"
     read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$pid/stat")
