@@ -15,7 +15,7 @@
 # DEVICE_GATEWAY_CPU=2, DEVICE_LOAD_CPUS=3-10 (wrk and the origin), DEVICE_LOAD_THREADS=4,
 # DEVICE_ORIGIN_WORKERS=4, DEVICE_PAIRS=3, DEVICE_SECONDS=5. On this 2-core machine:
 # DEVICE_GATEWAY_CPU=1 DEVICE_LOAD_CPUS=0 DEVICE_LOAD_THREADS=1 DEVICE_ORIGIN_WORKERS=1.
-# Needs nginx and wrk on PATH; perf is optional.
+# Needs nginx, wrk and python3 on PATH; perf is optional.
 set -euo pipefail
 bench_dir="$(cd "$(dirname "$0")/.." && pwd)"
 out="$(realpath -m "${1:?usage: profile-pairs.sh OUT_DIR [STRAIT_BINARY]}")"
@@ -49,8 +49,10 @@ STRAIT_PREFIX="$work/strait" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_LISTEN=127
     taskset -c "$gateway_cpu" "$strait" start >"$work/strait.log" 2>&1 &
 pids+=($!)
 strait_pid=$!
+# Both listening (bash's /dev/tcp: the lent machine may have no curl).
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for _ in $(seq 1 100); do
-    curl -s -o /dev/null http://127.0.0.1:19980/ && curl -s -o /dev/null http://127.0.0.1:19970/ && break
+    listening 19980 && listening 19970 && break
     sleep 0.1
 done
 # CPU of the proxy's worker process (nginx) or of the whole process (Strait); switches of
