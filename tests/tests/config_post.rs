@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 use strait_e2e::bad_inputs::bad_inputs;
-use strait_e2e::declarative::{answering, config, route, terminating_service};
+use strait_e2e::declarative::{answering, config, many_routes, route, terminating_service};
 use strait_e2e::{get, Gateway, GatewayOptions};
 
 const BAD_PATH_YAML: &str = "_format_version: \"3.0\"\nservices:\n  - name: ok\n    url: http://127.0.0.1:9\n  - name: bad\n    url: http://127.0.0.1:9\n    routes:\n      - name: r\n        paths: [\"no-slash\"]\n";
@@ -171,6 +171,35 @@ async fn get_config_returns_the_loaded_config() {
     let (status, body) = gw.post_config(&text).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(live_message(&gw).await.as_deref(), Some("exported"));
+}
+
+/// A big answer (every entity) is sent while it is written, chunked; a small one whole with its
+/// length. Both are the whole configuration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_post_answer_is_sent_as_it_is_written_and_a_small_one_whole() {
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let body = many_routes(3000, "big").to_string().into_bytes();
+    let reply = gw.post_config_as("/config", "application/json", body).await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(
+        reply.headers.get("transfer-encoding").map(|v| v.as_bytes()),
+        Some(&b"chunked"[..])
+    );
+    assert!(reply.headers.get("content-length").is_none());
+    assert!(reply.body.len() > 1024 * 1024, "{} bytes", reply.body.len());
+    let answer = reply.json();
+    assert_eq!(answer["_format_version"], "3.0");
+    assert_eq!(answer["routes"].as_array().expect("routes").len(), 3001);
+    assert_eq!(answer["services"].as_array().expect("services").len(), 1);
+
+    let reply = gw
+        .post_config_as("/config", "application/json", live("small").to_string().into_bytes())
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert!(reply.headers.get("transfer-encoding").is_none());
+    let length: usize = reply.headers["content-length"].to_str().unwrap().parse().unwrap();
+    assert_eq!(length, reply.body.len());
+    assert_eq!(reply.json()["services"][0]["name"], "live");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,7 +14,7 @@ use strait_proxy::compiler::{Part, ReplaceCommit, ReplaceCommitFn};
 use strait_proxy::{PublishError, SnapshotPublisher};
 use strait_store::Store;
 
-use crate::response::{empty_response, json_response, json_text_response, message, AdminResponse};
+use crate::response::{empty_response, json_response, message, AdminResponse};
 use crate::AdminState;
 
 #[derive(Debug, thiserror::Error)]
@@ -364,8 +364,12 @@ pub async fn post_config(state: &AdminState, content_type: &str, query: Option<&
     });
     match loaded {
         Ok(_) => {
+            // Every entity: written while it is sent, never whole in memory.
             let snapshot = state.publisher.current().load_full();
-            json_text_response(StatusCode::CREATED, snapshot.config_json())
+            crate::body::json_written(StatusCode::CREATED, move |out| {
+                snapshot.write_config_json(out).map(|_| ())
+            })
+            .await
         }
         Err(LoadError::Invalid(error)) => json_response(
             StatusCode::BAD_REQUEST,

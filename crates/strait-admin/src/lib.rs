@@ -8,6 +8,7 @@
 // every response to satisfy the size lint would only add allocations.
 #![allow(clippy::result_large_err)]
 
+mod body;
 mod clustering;
 mod config_endpoint;
 mod crud;

@@ -77,7 +77,7 @@ pub fn endpoints() -> AdminResponse {
 /// `GET /openapi.json`.
 pub fn openapi() -> AdminResponse {
     let mut response = crate::response::json_response(StatusCode::OK, &Value::Null);
-    *response.body_mut() = http_body_util::Full::new(bytes::Bytes::from_static(OPENAPI_DOCUMENT.as_bytes()));
+    *response.body_mut() = crate::response::AdminBody::whole(bytes::Bytes::from_static(OPENAPI_DOCUMENT.as_bytes()));
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -340,7 +340,7 @@ pub fn render(state: &AdminState) -> String {
 /// `GET /metrics`.
 pub fn metrics(state: &AdminState) -> AdminResponse {
     let body = render(state);
-    let mut response = http::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
+    let mut response = http::Response::new(crate::response::AdminBody::whole(body));
     *response.status_mut() = StatusCode::OK;
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,

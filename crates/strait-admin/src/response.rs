@@ -3,18 +3,19 @@
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
-use http_body_util::Full;
 use serde_json::{json, Value};
 
-pub type AdminResponse = Response<Full<Bytes>>;
+pub use crate::body::AdminBody;
+
+pub type AdminResponse = Response<AdminBody>;
 
 pub fn json_response(status: StatusCode, body: &Value) -> AdminResponse {
     json_text_response(status, body.to_string().into_bytes())
 }
 
 /// A JSON response whose body is already JSON text.
-pub fn json_text_response(status: StatusCode, body: Vec<u8>) -> AdminResponse {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+pub fn json_text_response(status: StatusCode, body: impl Into<Bytes>) -> AdminResponse {
+    let mut response = Response::new(AdminBody::whole(body));
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(
@@ -26,7 +27,7 @@ pub fn json_text_response(status: StatusCode, body: Vec<u8>) -> AdminResponse {
 }
 
 pub fn empty_response(status: StatusCode) -> AdminResponse {
-    let mut response = Response::new(Full::new(Bytes::new()));
+    let mut response = Response::new(AdminBody::whole(Bytes::new()));
     *response.status_mut() = status;
     response
 }

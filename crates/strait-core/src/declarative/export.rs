@@ -3,6 +3,8 @@
 //! Like Kong's export it says `_transform: false`: basic-auth passwords are
 //! already hashed and must not be hashed again when the document is loaded.
 
+use std::io::{self, Write};
+
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -23,45 +25,36 @@ pub fn config_to_declarative(config: &Config) -> Value {
 /// A flat declarative document written straight to JSON text, kind by
 /// kind in [`EntityKind::ALL`] order: the bytes [`config_to_declarative`]
 /// gives, without building a JSON tree first (a `POST /config` answer
-/// carries every entity).
-pub struct DeclarativeJson {
-    out: Vec<u8>,
+/// carries every entity), into any writer (the Admin API sends it while it
+/// is written).
+pub struct DeclarativeJson<W> {
+    out: W,
 }
 
-impl Default for DeclarativeJson {
-    fn default() -> Self {
-        DeclarativeJson::new()
-    }
-}
+const HEAD: &[u8] = br#"{"_format_version":"3.0","_transform":false"#;
 
-impl DeclarativeJson {
-    pub fn new() -> DeclarativeJson {
-        DeclarativeJson::with_capacity(0)
+impl<W: Write> DeclarativeJson<W> {
+    /// A document written into `out` from its first byte.
+    pub fn writing_to(mut out: W) -> io::Result<DeclarativeJson<W>> {
+        out.write_all(HEAD)?;
+        Ok(DeclarativeJson { out })
     }
 
-    /// A document expected to take about `bytes`: reserved once instead of
-    /// grown by copies (pages never written are never resident).
-    pub fn with_capacity(bytes: usize) -> DeclarativeJson {
-        const HEAD: &[u8] = br#"{"_format_version":"3.0","_transform":false"#;
-        let mut out = Vec::with_capacity(bytes.max(HEAD.len() + 1));
-        out.extend_from_slice(HEAD);
-        DeclarativeJson { out }
-    }
-
-    /// The entities of `kind`; call in `EntityKind::ALL` order.
-    pub fn list<T: Serialize>(&mut self, kind: EntityKind, items: &[T]) {
+    /// The entities of `kind`; call in `EntityKind::ALL` order. After an
+    /// error the document is incomplete: stop there.
+    pub fn list<T: Serialize>(&mut self, kind: EntityKind, items: &[T]) -> io::Result<()> {
         if items.is_empty() {
-            return;
+            return Ok(());
         }
-        self.out.extend_from_slice(b",\"");
-        self.out.extend_from_slice(kind.table().as_bytes());
-        self.out.extend_from_slice(b"\":");
-        // Writing typed entities into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut self.out, items);
+        self.out.write_all(b",\"")?;
+        self.out.write_all(kind.table().as_bytes())?;
+        self.out.write_all(b"\":")?;
+        serde_json::to_writer(&mut self.out, items).map_err(io::Error::from)
     }
 
-    pub fn finish(mut self) -> Vec<u8> {
-        self.out.push(b'}');
-        self.out
+    /// Closes the document and gives the writer back.
+    pub fn end(mut self) -> io::Result<W> {
+        self.out.write_all(b"}")?;
+        Ok(self.out)
     }
 }

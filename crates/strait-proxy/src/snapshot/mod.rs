@@ -270,9 +270,11 @@ impl Snapshot {
     }
 
     /// [`Snapshot::config`] as a flat declarative JSON document, written
-    /// without copying the entities.
-    pub fn config_json(&self) -> Vec<u8> {
-        self.entities.to_declarative_json(self.entity_count())
+    /// into `out` as it is rendered, without copying the entities (the text
+    /// need never be whole in memory); the first error of `out` stops it.
+    pub fn write_config_json<W: std::io::Write>(&self, out: W) -> std::io::Result<W> {
+        let document = strait_core::declarative::DeclarativeJson::writing_to(out)?;
+        self.entities.write_declarative_json(document)?.end()
     }
 
     /// Names of the plugins enabled anywhere in this configuration.

@@ -2,6 +2,7 @@
 //! snapshot derived from the previous one by a delta copies only what the
 //! delta touches.
 
+use std::io::{self, Write};
 use std::sync::Arc;
 
 use strait_core::declarative::DeclarativeJson;
@@ -207,12 +208,10 @@ impl EntityState {
     }
 
     /// [`EntityState::to_config`] as a flat declarative JSON document (the
-    /// text `config_to_declarative(&self.to_config())` renders), written
-    /// without copying any entity; `entities`: how many there are.
-    pub fn to_declarative_json(&self, entities: usize) -> Vec<u8> {
-        // Kong's flat form takes 100-300 bytes an entity; a reservation
-        // past what is written costs address space, not memory.
-        let mut out = DeclarativeJson::with_capacity(entities.saturating_mul(512));
+    /// text `config_to_declarative(&self.to_config())` renders) written into
+    /// `out` without copying any entity, kind by kind in [`EntityKind::ALL`]
+    /// order; the first error of the writer stops it.
+    pub fn write_declarative_json<W: Write>(&self, mut out: DeclarativeJson<W>) -> io::Result<DeclarativeJson<W>> {
         for kind in EntityKind::ALL {
             match kind {
                 EntityKind::Vaults => out.list(kind, &by_creation(&self.vaults, |e| (e.created_at, e.id))),
@@ -252,9 +251,9 @@ impl EntityState {
                 EntityKind::Oauth2Credentials => {
                     out.list(kind, &by_creation(&self.oauth2_credentials, |e| (e.created_at, e.id)))
                 }
-            }
+            }?;
         }
-        out.finish()
+        Ok(out)
     }
 
     /// Routes in creation order (they are kept behind `Arc`s).

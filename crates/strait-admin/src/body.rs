@@ -1,0 +1,214 @@
+//! Admin API response bodies: a ready buffer, or JSON text sent while it is
+//! written.
+//!
+//! A `POST /config` answer carries every entity: 16 MB of JSON for the
+//! 10k/10k set. Rendered whole, that buffer sat on top of the push's other
+//! memory (the posted body, the memo, the new snapshot). [`json_written`]
+//! renders on a blocking thread into [`CHUNK`]-sized pieces, at most
+//! [`QUEUED`] of them ahead of the socket: the peak is a few hundred KB
+//! whatever the size of the configuration. An answer that fits one piece
+//! goes out whole, with its `Content-Length`, as before.
+
+use std::convert::Infallible;
+use std::fmt;
+use std::io::{self, Write};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::StatusCode;
+use http_body_util::Full;
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::sync::mpsc;
+
+use crate::response::{internal_error, json_text_response, AdminResponse};
+
+/// What one piece of a written answer holds at most (past a write that
+/// crosses it).
+pub const CHUNK: usize = 64 * 1024;
+/// Pieces written ahead of what the socket took.
+pub const QUEUED: usize = 4;
+/// How long the writer waits for a client that stopped reading, like
+/// nginx's `send_timeout`; then the answer is cut off (the connection
+/// closes without the body's end, so it cannot be taken for whole).
+const STALL: Duration = Duration::from_secs(60);
+
+/// The body of an Admin API response.
+pub enum AdminBody {
+    Whole(Full<Bytes>),
+    Written(Written),
+}
+
+impl AdminBody {
+    pub fn whole(bytes: impl Into<Bytes>) -> AdminBody {
+        AdminBody::Whole(Full::new(bytes.into()))
+    }
+}
+
+/// A written answer's writer stopped before its end (the client stopped
+/// reading for [`STALL`], or rendering failed): the connection is closed.
+#[derive(Debug)]
+pub struct AnswerCut;
+
+impl fmt::Display for AnswerCut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the answer's writer stopped before its end")
+    }
+}
+
+impl std::error::Error for AnswerCut {}
+
+impl Body for AdminBody {
+    type Data = Bytes;
+    type Error = AnswerCut;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, AnswerCut>>> {
+        match self.get_mut() {
+            AdminBody::Whole(full) => Pin::new(full)
+                .poll_frame(cx)
+                .map(|frame| frame.map(|frame| frame.map_err(|never: Infallible| match never {}))),
+            AdminBody::Written(written) => written.poll_piece(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            AdminBody::Whole(full) => full.is_end_stream(),
+            AdminBody::Written(written) => written.ended && written.first.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            AdminBody::Whole(full) => full.size_hint(),
+            AdminBody::Written(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// One piece from the writer: more to come, or the last.
+enum Piece {
+    More(Bytes),
+    Last(Bytes),
+}
+
+/// The receiving end of [`json_written`], past its first piece.
+pub struct Written {
+    first: Option<Bytes>,
+    pieces: mpsc::Receiver<Piece>,
+    ended: bool,
+}
+
+impl Written {
+    fn poll_piece(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, AnswerCut>>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
+        }
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        match self.pieces.poll_recv(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Piece::More(bytes))) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
+            Poll::Ready(Some(Piece::Last(bytes))) => {
+                self.ended = true;
+                Poll::Ready(Some(Ok(Frame::data(bytes))))
+            }
+            // The writer gave up without its last piece.
+            Poll::Ready(None) => {
+                self.ended = true;
+                Poll::Ready(Some(Err(AnswerCut)))
+            }
+        }
+    }
+}
+
+/// The writer [`json_written`] hands its renderer.
+pub struct PieceWriter {
+    buffer: Vec<u8>,
+    pieces: mpsc::Sender<Piece>,
+}
+
+impl PieceWriter {
+    fn send(&mut self, piece: Piece) -> io::Result<()> {
+        // A blocking thread has no timer of its own: poll the queue, waiting
+        // a millisecond while it is full (QUEUED pieces ahead of a socket
+        // that takes them in microseconds on a near client).
+        let deadline = Instant::now() + STALL;
+        let mut piece = piece;
+        loop {
+            match self.pieces.try_send(piece) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    return Err(io::Error::new(io::ErrorKind::BrokenPipe, "the answer was dropped"))
+                }
+                Err(mpsc::error::TrySendError::Full(back)) => {
+                    if Instant::now() >= deadline {
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, "the client stopped reading"));
+                    }
+                    piece = back;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+
+    fn finish(mut self) -> io::Result<()> {
+        let rest = std::mem::take(&mut self.buffer);
+        self.send(Piece::Last(Bytes::from(rest)))
+    }
+}
+
+impl Write for PieceWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buffer.extend_from_slice(data);
+        if self.buffer.len() >= CHUNK {
+            let full = std::mem::replace(&mut self.buffer, Vec::with_capacity(CHUNK + CHUNK / 4));
+            self.send(Piece::More(Bytes::from(full)))?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A JSON answer that `render` writes on a blocking thread while it is
+/// sent. One that ends within the first piece is answered whole (with its
+/// length); a longer one is sent as it comes (chunked), at most [`QUEUED`]
+/// pieces ahead of the socket. A renderer that fails before its first
+/// piece gives a 500; after it, the connection is closed mid-body.
+pub async fn json_written<F>(status: StatusCode, render: F) -> AdminResponse
+where
+    F: FnOnce(&mut PieceWriter) -> io::Result<()> + Send + 'static,
+{
+    let (sender, mut pieces) = mpsc::channel(QUEUED);
+    tokio::task::spawn_blocking(move || {
+        let mut writer = PieceWriter {
+            buffer: Vec::with_capacity(CHUNK + CHUNK / 4),
+            pieces: sender,
+        };
+        let written = render(&mut writer).and_then(|()| writer.finish());
+        if let Err(error) = written {
+            tracing::debug!(%error, "admin answer cut off");
+        }
+    });
+    match pieces.recv().await {
+        Some(Piece::Last(bytes)) => json_text_response(status, bytes),
+        Some(Piece::More(first)) => {
+            let mut response = json_text_response(status, Bytes::new());
+            *response.body_mut() = AdminBody::Written(Written {
+                first: Some(first),
+                pieces,
+                ended: false,
+            });
+            response
+        }
+        None => internal_error("the answer's renderer failed before its first byte"),
+    }
+}
+
+#[cfg(test)]
+mod tests;
