@@ -207,3 +207,52 @@ async fn switches_off_record_nothing_and_renames_show_at_once() {
         .is_empty());
     assert_eq!(metrics.value("kong_http_requests_total", &[("route", "teapot")]), 1.0);
 }
+
+/// A scrape larger than one 64 KiB piece is sent while it is rendered (chunked) and parses
+/// whole; a small one keeps its length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_scrape_is_sent_as_it_is_rendered() {
+    const ROUTES: usize = 40;
+    let routes: Vec<serde_json::Value> = (0..ROUTES)
+        .map(|i| json!({ "name": format!("r{i}"), "paths": [format!("/r{i}")] }))
+        .collect();
+    let document = json!({
+        "_format_version": "3.0",
+        "plugins": [{ "name": "prometheus", "config": { "latency_metrics": true, "status_code_metrics": true } }],
+        "services": [{ "name": "echo", "url": "UPSTREAM", "routes": routes }]
+    });
+    let (gw, _upstream) = gateway_with_echo(&document).await;
+
+    let small = strait_e2e::send_h1(gw.status_addr(), get("/metrics"))
+        .await
+        .expect("scrape");
+    assert_eq!(small.status, 200);
+    assert!(
+        small.header("transfer-encoding").is_none(),
+        "{} bytes",
+        small.body.len()
+    );
+    assert_eq!(small.header("content-length"), Some(small.body.len().to_string()));
+
+    for i in 0..ROUTES {
+        assert_eq!(gw.proxy(get(&format!("/r{i}"))).await.status, 200);
+    }
+    let big = strait_e2e::send_h1(gw.status_addr(), get("/metrics"))
+        .await
+        .expect("scrape");
+    assert_eq!(big.status, 200);
+    assert_eq!(big.header("transfer-encoding").as_deref(), Some("chunked"));
+    assert!(big.header("content-length").is_none());
+    assert!(big.body.len() > 64 * 1024, "{} bytes", big.body.len());
+    let metrics = parse(&big.text());
+    for i in 0..ROUTES {
+        let route = format!("r{i}");
+        let labels = [("route", route.as_str())];
+        assert_eq!(metrics.value("kong_request_latency_ms_count", &labels), 1.0, "{route}");
+    }
+    assert_eq!(
+        metrics.find("kong_node_info", &[]).len(),
+        1,
+        "the exposition's tail arrived"
+    );
+}

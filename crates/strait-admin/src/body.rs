@@ -1,12 +1,13 @@
-//! Admin API response bodies: a ready buffer, or JSON text sent while it is
+//! Admin API response bodies: a ready buffer, or text sent while it is
 //! written.
 //!
 //! A `POST /config` answer carries every entity: 16 MB of JSON for the
-//! 10k/10k set. Rendered whole, that buffer sat on top of the push's other
-//! memory (the posted body, the memo, the new snapshot). [`json_written`]
+//! 10k/10k set; a `/metrics` scrape with 10,000 routes that saw traffic,
+//! 57 MB of text. Rendered whole, such a buffer sat on top of everything
+//! else (for a push: the posted body, the memo, the new snapshot). [`written`]
 //! renders on a blocking thread into [`CHUNK`]-sized pieces, at most
 //! [`QUEUED`] of them ahead of the socket: the peak is a few hundred KB
-//! whatever the size of the configuration. An answer that fits one piece
+//! whatever the size of the configuration or the series. An answer that fits one piece
 //! goes out whole, with its `Content-Length`, as before.
 
 use std::convert::Infallible;
@@ -176,13 +177,29 @@ impl Write for PieceWriter {
 }
 
 /// A JSON answer that `render` writes on a blocking thread while it is
-/// sent. One that ends within the first piece is answered whole (with its
-/// length); a longer one is sent as it comes (chunked), at most [`QUEUED`]
-/// pieces ahead of the socket. A renderer that fails before its first
-/// piece gives a 500; after it, the connection is closed mid-body.
+/// sent (see [`written`]).
 pub async fn json_written<F>(status: StatusCode, render: F) -> AdminResponse
 where
     F: FnOnce(&mut PieceWriter) -> io::Result<()> + Send + 'static,
+{
+    written(render, |body| {
+        let mut response = json_text_response(status, Bytes::new());
+        *response.body_mut() = body;
+        response
+    })
+    .await
+}
+
+/// An answer that `render` writes on a blocking thread while it is sent,
+/// its head made by `respond`. One that ends within the first piece is
+/// answered whole (with its length); a longer one is sent as it comes
+/// (chunked), at most [`QUEUED`] pieces ahead of the socket. A renderer
+/// that fails before its first piece gives a 500; after it, the connection
+/// is closed mid-body.
+pub async fn written<F, R>(render: F, respond: R) -> AdminResponse
+where
+    F: FnOnce(&mut PieceWriter) -> io::Result<()> + Send + 'static,
+    R: FnOnce(AdminBody) -> AdminResponse,
 {
     let (sender, mut pieces) = mpsc::channel(QUEUED);
     tokio::task::spawn_blocking(move || {
@@ -196,16 +213,12 @@ where
         }
     });
     match pieces.recv().await {
-        Some(Piece::Last(bytes)) => json_text_response(status, bytes),
-        Some(Piece::More(first)) => {
-            let mut response = json_text_response(status, Bytes::new());
-            *response.body_mut() = AdminBody::Written(Written {
-                first: Some(first),
-                pieces,
-                ended: false,
-            });
-            response
-        }
+        Some(Piece::Last(bytes)) => respond(AdminBody::whole(bytes)),
+        Some(Piece::More(first)) => respond(AdminBody::Written(Written {
+            first: Some(first),
+            pieces,
+            ended: false,
+        })),
         None => internal_error("the answer's renderer failed before its first byte"),
     }
 }

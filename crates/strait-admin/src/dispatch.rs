@@ -37,7 +37,7 @@ async fn handle_endpoint(state: &AdminState, endpoint: Endpoint, request: &Admin
         Endpoint::ClusteringDataPlanes => crate::clustering::data_planes(state),
         Endpoint::ClusteringStatus => crate::clustering::status(state),
         Endpoint::StatusReady => root::ready(state),
-        Endpoint::Metrics => crate::metrics::metrics(state),
+        Endpoint::Metrics => crate::metrics::metrics(state).await,
         Endpoint::Config if request.method == Method::POST => {
             let query = request.raw_query.as_deref();
             config_endpoint::post_config(state, &request.content_type, query, &request.body).await

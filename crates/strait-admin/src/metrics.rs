@@ -9,12 +9,14 @@
 //! configured.
 
 use std::fmt::Write;
+use std::io;
+use std::sync::Arc;
 
 use http::StatusCode;
 use strait_runtime::metrics::{self, HistogramTotals, Scope, KONG_LATENCY_BUCKETS, UPSTREAM_LATENCY_BUCKETS};
 use uuid::Uuid;
 
-use crate::response::AdminResponse;
+use crate::response::{AdminBody, AdminResponse};
 use crate::AdminState;
 
 /// Kong's `workspace` label in the open-source build.
@@ -115,15 +117,48 @@ fn histogram(out: &mut String, name: &str, labels: &str, bounds: &[&str], totals
     line("_sum", None, totals.sum);
 }
 
-/// The whole exposition.
-pub fn render(state: &AdminState) -> String {
-    let snapshot = state.publisher.current().load_full();
-    let labels = Labels { snapshot: &snapshot };
-    let node = escape(&state.node_id);
+/// What a scrape reads, owned: the render runs on a blocking thread.
+struct Sources {
+    snapshot: Arc<strait_proxy::Snapshot>,
+    store: Arc<dyn strait_store::Store>,
+    stats: Arc<strait_proxy::ProxyStats>,
+    node_id: String,
+}
+
+impl Sources {
+    fn of(state: &AdminState) -> Sources {
+        Sources {
+            snapshot: state.publisher.current().load_full(),
+            store: state.store.clone(),
+            stats: state.stats.clone(),
+            node_id: state.node_id.clone(),
+        }
+    }
+}
+
+/// Text gathered before it is handed on: the lines are built with string
+/// pushes (cheap), then written out a block at a time.
+const BLOCK: usize = 16 * 1024;
+
+/// Hands `out` to `sink` once it holds a block.
+fn spill(out: &mut String, sink: &mut impl io::Write) -> io::Result<()> {
+    if out.len() >= BLOCK {
+        sink.write_all(out.as_bytes())?;
+        out.clear();
+    }
+    Ok(())
+}
+
+/// The whole exposition, into `sink` a block at a time (never whole in
+/// memory: 57 MB with 10,000 routes that saw traffic).
+fn render(sources: &Sources, sink: &mut impl io::Write) -> io::Result<()> {
+    let snapshot = &sources.snapshot;
+    let labels = Labels { snapshot };
+    let node = escape(&sources.node_id);
     let totals = metrics::totals();
-    // The render runs on the Admin API's thread, on the workers' cores.
+    // The render runs on a thread of the Admin API, on the workers' cores.
     let mut pacer = strait_runtime::pace::Pacer::new();
-    let mut out = String::with_capacity(4096 + totals.status.len() * 160 + totals.latencies.len() * 6000);
+    let mut out = String::with_capacity(BLOCK + BLOCK / 2);
 
     family(
         &mut out,
@@ -133,6 +168,7 @@ pub fn render(state: &AdminState) -> String {
     );
     for (key, (ingress, egress)) in &totals.bandwidth {
         pacer.tick();
+        spill(&mut out, sink)?;
         let (service, route) = labels.scope(&key.scope);
         let consumer = labels.consumer(key.consumer);
         for (direction, bytes) in [("egress", egress), ("ingress", ingress)] {
@@ -149,7 +185,7 @@ pub fn render(state: &AdminState) -> String {
         "gauge",
         "Datastore reachable from Kong, 0 is unreachable",
     );
-    let reachable = u8::from(state.store.version().is_ok());
+    let reachable = u8::from(sources.store.version().is_ok());
     let _ = writeln!(out, "kong_datastore_reachable {reachable}");
 
     family(
@@ -160,6 +196,7 @@ pub fn render(state: &AdminState) -> String {
     );
     for (key, count) in &totals.status {
         pacer.tick();
+        spill(&mut out, sink)?;
         let (service, route) = labels.scope(&key.scope);
         let source = if key.from_service { "service" } else { "kong" };
         let consumer = labels.consumer(key.consumer);
@@ -203,6 +240,7 @@ pub fn render(state: &AdminState) -> String {
         let bounds: Vec<&str> = bounds.iter().map(String::as_str).collect();
         for ((_, histograms), labels) in totals.latencies.iter().zip(&series) {
             pacer.tick();
+            spill(&mut out, sink)?;
             let which = match name {
                 "kong_kong_latency_ms" => &histograms[0],
                 "kong_upstream_latency_ms" => &histograms[1],
@@ -215,7 +253,7 @@ pub fn render(state: &AdminState) -> String {
         }
     }
 
-    let connections = state.stats.to_json();
+    let connections = sources.stats.to_json();
     let get = |name: &str| connections.get(name).and_then(serde_json::Value::as_u64).unwrap_or(0);
     family(
         &mut out,
@@ -334,17 +372,24 @@ pub fn render(state: &AdminState) -> String {
         "strait_log_write_failures_total {}",
         strait_runtime::logs::files::failed_total()
     );
-    out
+    sink.write_all(out.as_bytes())
 }
 
-/// `GET /metrics`.
-pub fn metrics(state: &AdminState) -> AdminResponse {
-    let body = render(state);
-    let mut response = http::Response::new(crate::response::AdminBody::whole(body));
-    *response.status_mut() = StatusCode::OK;
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
-    response
+/// `GET /metrics`: rendered on a blocking thread while it is sent
+/// ([`crate::body::written`]).
+pub async fn metrics(state: &AdminState) -> AdminResponse {
+    let sources = Sources::of(state);
+    crate::body::written(
+        move |out| render(&sources, out),
+        |body: AdminBody| {
+            let mut response = http::Response::new(body);
+            *response.status_mut() = StatusCode::OK;
+            response.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            response
+        },
+    )
+    .await
 }
