@@ -6,7 +6,7 @@
 //! 57 MB of text. Rendered whole, such a buffer sat on top of everything
 //! else (for a push: the posted body, the memo, the new snapshot). [`written`]
 //! renders on a blocking thread into [`CHUNK`]-sized pieces, at most
-//! [`QUEUED`] of them ahead of the socket: the peak is a few hundred KB
+//! [`QUEUED`] of them ahead of the socket: the peak is about a megabyte
 //! whatever the size of the configuration or the series. An answer that fits one piece
 //! goes out whole, with its `Content-Length`, as before.
 
@@ -26,8 +26,10 @@ use tokio::sync::mpsc;
 use crate::response::{internal_error, json_text_response, AdminResponse};
 
 /// What one piece of a written answer holds at most (past a write that
-/// crosses it).
-pub const CHUNK: usize = 64 * 1024;
+/// crosses it). Each piece is a hand-over between two threads, and on one
+/// core a context switch: 64 KiB pieces made a 57 MB scrape 15% slower
+/// than rendering it whole; ahead of the socket 1 MB is still nothing.
+pub const CHUNK: usize = 256 * 1024;
 /// Pieces written ahead of what the socket took.
 pub const QUEUED: usize = 4;
 /// How long the writer waits for a client that stopped reading, like
@@ -133,10 +135,12 @@ pub struct PieceWriter {
 
 impl PieceWriter {
     fn send(&mut self, piece: Piece) -> io::Result<()> {
-        // A blocking thread has no timer of its own: poll the queue, waiting
-        // a millisecond while it is full (QUEUED pieces ahead of a socket
-        // that takes them in microseconds on a near client).
+        // A blocking thread has no timer of its own: poll the queue while it
+        // is full, waiting 20 µs at first and twice as long each time up to
+        // 1 ms (a near client frees a piece within a few waits; a slow one
+        // costs a thousand wake-ups a second at most).
         let deadline = Instant::now() + STALL;
+        let mut pause = Duration::from_micros(20);
         let mut piece = piece;
         loop {
             match self.pieces.try_send(piece) {
@@ -149,7 +153,8 @@ impl PieceWriter {
                         return Err(io::Error::new(io::ErrorKind::TimedOut, "the client stopped reading"));
                     }
                     piece = back;
-                    std::thread::sleep(Duration::from_millis(1));
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(1));
                 }
             }
         }
