@@ -8,9 +8,10 @@
 use serde_json::json;
 use strait_e2e::plugins::gateway_with_echo;
 use strait_e2e::prometheus::{parse, Exposition};
-use strait_e2e::{get, request, Gateway};
+use strait_e2e::{get, request, Gateway, Reply};
 
-async fn scrape(gw: &Gateway) -> Exposition {
+/// `/metrics` from the status listener: 200 in Prometheus' text format.
+async fn scrape_reply(gw: &Gateway) -> Reply {
     let reply = strait_e2e::send_h1(gw.status_addr(), get("/metrics"))
         .await
         .expect("scrape the status listener");
@@ -19,7 +20,11 @@ async fn scrape(gw: &Gateway) -> Exposition {
         reply.header("content-type").as_deref(),
         Some("text/plain; version=0.0.4; charset=utf-8")
     );
-    parse(&reply.text())
+    reply
+}
+
+async fn scrape(gw: &Gateway) -> Exposition {
+    parse(&scrape_reply(gw).await.text())
 }
 
 fn config(switches: serde_json::Value) -> serde_json::Value {
@@ -223,10 +228,7 @@ async fn a_big_scrape_is_sent_as_it_is_rendered() {
     });
     let (gw, _upstream) = gateway_with_echo(&document).await;
 
-    let small = strait_e2e::send_h1(gw.status_addr(), get("/metrics"))
-        .await
-        .expect("scrape");
-    assert_eq!(small.status, 200);
+    let small = scrape_reply(&gw).await;
     assert!(
         small.header("transfer-encoding").is_none(),
         "{} bytes",
@@ -237,10 +239,7 @@ async fn a_big_scrape_is_sent_as_it_is_rendered() {
     for i in 0..ROUTES {
         assert_eq!(gw.proxy(get(&format!("/r{i}"))).await.status, 200);
     }
-    let big = strait_e2e::send_h1(gw.status_addr(), get("/metrics"))
-        .await
-        .expect("scrape");
-    assert_eq!(big.status, 200);
+    let big = scrape_reply(&gw).await;
     assert_eq!(big.header("transfer-encoding").as_deref(), Some("chunked"));
     assert!(big.header("content-length").is_none());
     assert!(big.body.len() > 256 * 1024, "{} bytes", big.body.len());
