@@ -79,10 +79,14 @@ def samples(lines: Iterable[str], inlined: bool = False) -> Iterable[tuple[str, 
         yield header, list(reversed(frames))
 
 
+CODEC = "HTTP codec (Strait's h1_server, h1_client, h1_codec, relay; hyper, h2, httparse, http, bytes)"
 LAYERS = [
     ("kernel (syscalls, TCP/IP on loopback)", lambda sym, dso: "kernel" in dso),
-    ("HTTP codec (hyper, h2, httparse, http, bytes)",
-     lambda sym, dso: re.match(r"<?&?(hyper|h2|httparse|http|bytes)::", sym) is not None),
+    # Strait's own HTTP/1.1 server and client (since `69556a9` and `0b47349`) in the
+    # codec's row with hyper, which they replaced, so graphs from before and after compare.
+    (CODEC,
+     lambda sym, dso: re.match(r"<?&?(hyper|h2|httparse|http|bytes)::", sym) is not None
+     or re.match(r"<?&?strait_proxy::(h1_server|h1_client|h1_codec|relay)::", sym) is not None),
     ("runtime (tokio, mio)", lambda sym, dso: re.match(r"<?&?(tokio|mio)::", sym) is not None),
     ("allocator (mimalloc)", lambda sym, dso: re.match(r"_?mi_", sym) is not None),
     ("Strait (strait_*)", lambda sym, dso: re.match(r"<?&?strait_", sym) is not None),

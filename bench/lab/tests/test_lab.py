@@ -150,6 +150,19 @@ strait-admin 101 1.002: 1 cpu-clock:
 """
 
 
+OWN_CODEC_SCRIPT = """strait-worker-0 100 1.000: 1 cpu-clock:
+\t5600000030 core::ptr::write+0x1 (inlined)
+\t5600000031 strait_proxy::h1_codec::parse_head+0x2 (inlined)
+\t5600000032 strait_proxy::handler::handle+0x3 (inlined)
+\t5600000033 strait_proxy::workers::accept_loop::{{closure}}+0x4 (/bin/strait)
+
+strait-worker-0 100 1.001: 1 cpu-clock:
+\t5600000034 strait_proxy::handler::forward+0x5 (inlined)
+\t5600000035 <strait_proxy::h1_server::Session>::exchange+0x6 (inlined)
+\t5600000033 strait_proxy::workers::accept_loop::{{closure}}+0x4 (/bin/strait)
+"""
+
+
 class FlameTest(unittest.TestCase):
     def test_fold_keeps_callers_below_callees_and_skips_inlined_frames(self):
         from lab import flame
@@ -171,8 +184,12 @@ class FlameTest(unittest.TestCase):
     def test_layers_count_the_innermost_known_frame(self):
         from lab import flame
         shares = dict(flame.leaf_layers(PERF_SCRIPT.splitlines(), thread="strait-worker-0"))
-        self.assertEqual(shares, {"kernel (syscalls, TCP/IP on loopback)": 50.0,
-                                  "HTTP codec (hyper, h2, httparse, http, bytes)": 50.0})
+        self.assertEqual(shares, {"kernel (syscalls, TCP/IP on loopback)": 50.0, flame.CODEC: 50.0})
+
+    def test_strait_s_own_http1_codec_counts_as_the_codec_and_its_handler_as_strait(self):
+        from lab import flame
+        shares = dict(flame.leaf_layers(OWN_CODEC_SCRIPT.splitlines(), thread="strait-worker-0"))
+        self.assertEqual(shares, {flame.CODEC: 50.0, "Strait (strait_*)": 50.0})
 
 
 def _grpc_scenario():
