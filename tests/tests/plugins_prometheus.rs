@@ -254,4 +254,20 @@ async fn a_big_scrape_is_sent_as_it_is_rendered() {
         1,
         "the exposition's tail arrived"
     );
+
+    // HTTP/1.0 has no chunked framing: the same scrape comes whole, with its
+    // length, so a cut one could not pass for complete.
+    let raw = strait_e2e::send_h1_raw(gw.status_addr(), b"GET /metrics HTTP/1.0\r\n\r\n").await;
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a response head");
+    assert!(head.contains(" 200 "), "{head}");
+    let fields = head.to_ascii_lowercase();
+    assert!(!fields.contains("transfer-encoding"), "{head}");
+    assert!(body.len() > 256 * 1024, "{} bytes", body.len());
+    let length = head.lines().find_map(|line| {
+        line.to_ascii_lowercase()
+            .strip_prefix("content-length:")
+            .map(|v| v.trim().to_string())
+    });
+    assert_eq!(length, Some(body.len().to_string()), "{head}");
+    assert!(body.contains("kong_node_info"), "the exposition's tail arrived");
 }

@@ -8,20 +8,21 @@
 //! renders on a blocking thread into [`CHUNK`]-sized pieces, at most
 //! [`QUEUED`] of them ahead of the socket: the peak is about a megabyte
 //! whatever the size of the configuration or the series. An answer that fits one piece
-//! goes out whole, with its `Content-Length`, as before.
+//! goes out whole, with its `Content-Length`, as before; so does every
+//! answer to an HTTP/1.0 client ([`gathered`]), which has no chunked
+//! framing to tell a cut answer from a whole one.
 
 use std::convert::Infallible;
 use std::fmt;
 use std::io::{self, Write};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::StatusCode;
 use http_body_util::Full;
 use hyper::body::{Body, Frame, SizeHint};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore, SemaphorePermit};
 
 use crate::response::{internal_error, json_text_response, AdminResponse};
 
@@ -32,10 +33,6 @@ use crate::response::{internal_error, json_text_response, AdminResponse};
 pub const CHUNK: usize = 256 * 1024;
 /// Pieces written ahead of what the socket took.
 pub const QUEUED: usize = 4;
-/// How long the writer waits for a client that stopped reading, like
-/// nginx's `send_timeout`; then the answer is cut off (the connection
-/// closes without the body's end, so it cannot be taken for whole).
-const STALL: Duration = Duration::from_secs(60);
 
 /// The body of an Admin API response.
 pub enum AdminBody {
@@ -49,8 +46,8 @@ impl AdminBody {
     }
 }
 
-/// A written answer's writer stopped before its end (the client stopped
-/// reading for [`STALL`], or rendering failed): the connection is closed.
+/// A written answer's renderer stopped before its end (it failed): the
+/// connection is closed.
 #[derive(Debug)]
 pub struct AnswerCut;
 
@@ -135,29 +132,13 @@ pub struct PieceWriter {
 
 impl PieceWriter {
     fn send(&mut self, piece: Piece) -> io::Result<()> {
-        // A blocking thread has no timer of its own: poll the queue while it
-        // is full, waiting 20 µs at first and twice as long each time up to
-        // 1 ms (a near client frees a piece within a few waits; a slow one
-        // costs a thousand wake-ups a second at most).
-        let deadline = Instant::now() + STALL;
-        let mut pause = Duration::from_micros(20);
-        let mut piece = piece;
-        loop {
-            match self.pieces.try_send(piece) {
-                Ok(()) => return Ok(()),
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    return Err(io::Error::new(io::ErrorKind::BrokenPipe, "the answer was dropped"))
-                }
-                Err(mpsc::error::TrySendError::Full(back)) => {
-                    if Instant::now() >= deadline {
-                        return Err(io::Error::new(io::ErrorKind::TimedOut, "the client stopped reading"));
-                    }
-                    piece = back;
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(1));
-                }
-            }
-        }
+        // Parks this (blocking) thread while QUEUED pieces wait; the socket
+        // taking one wakes it. A client that stops reading is cut off by the
+        // connection's send timeout (`short_writes`), which drops the answer:
+        // the send fails, and the renderer stops.
+        self.pieces
+            .blocking_send(piece)
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the answer was dropped"))
     }
 
     fn finish(mut self) -> io::Result<()> {
@@ -206,8 +187,39 @@ where
     F: FnOnce(&mut PieceWriter) -> io::Result<()> + Send + 'static,
     R: FnOnce(AdminBody) -> AdminResponse,
 {
+    written_holding(None, render, respond).await
+}
+
+/// [`written`], when fewer than `limit`'s permits are held by answers still
+/// being written; else `busy()`. Each answer being written holds a blocking
+/// thread and up to about a megabyte until its client took it, or its
+/// connection's send timeout cut it off: a limit keeps clients that do not
+/// read from taking every blocking thread.
+pub async fn written_within<F, R>(
+    limit: &'static Semaphore,
+    busy: impl FnOnce() -> AdminResponse,
+    render: F,
+    respond: R,
+) -> AdminResponse
+where
+    F: FnOnce(&mut PieceWriter) -> io::Result<()> + Send + 'static,
+    R: FnOnce(AdminBody) -> AdminResponse,
+{
+    match limit.try_acquire() {
+        Ok(permit) => written_holding(Some(permit), render, respond).await,
+        Err(_) => busy(),
+    }
+}
+
+async fn written_holding<F, R>(permit: Option<SemaphorePermit<'static>>, render: F, respond: R) -> AdminResponse
+where
+    F: FnOnce(&mut PieceWriter) -> io::Result<()> + Send + 'static,
+    R: FnOnce(AdminBody) -> AdminResponse,
+{
     let (sender, mut pieces) = mpsc::channel(QUEUED);
     tokio::task::spawn_blocking(move || {
+        // Held until the last piece is queued or the answer is dropped.
+        let _permit = permit;
         let mut writer = PieceWriter {
             buffer: Vec::with_capacity(CHUNK + CHUNK / 4),
             pieces: sender,
@@ -225,6 +237,21 @@ where
             ended: false,
         })),
         None => internal_error("the answer's renderer failed before its first byte"),
+    }
+}
+
+/// `response` with its body whole, for a client that cannot take it in
+/// chunks (HTTP/1.0): sent as it is written, its end would be the
+/// connection's, and a cut answer would look complete. A renderer that
+/// fails before the end gives a 500.
+pub async fn gathered(response: AdminResponse) -> AdminResponse {
+    let (parts, body) = response.into_parts();
+    match body {
+        AdminBody::Whole(_) => AdminResponse::from_parts(parts, body),
+        written => match http_body_util::BodyExt::collect(written).await {
+            Ok(collected) => AdminResponse::from_parts(parts, AdminBody::whole(collected.to_bytes())),
+            Err(AnswerCut) => internal_error("the answer's renderer failed before its end"),
+        },
     }
 }
 

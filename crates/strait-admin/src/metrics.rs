@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use strait_runtime::metrics::{self, HistogramTotals, Scope, KONG_LATENCY_BUCKETS, UPSTREAM_LATENCY_BUCKETS};
+use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use crate::response::{AdminBody, AdminResponse};
@@ -375,11 +376,23 @@ fn render(sources: &Sources, sink: &mut impl io::Write) -> io::Result<()> {
     sink.write_all(out.as_bytes())
 }
 
+/// Scrapes rendered at once (a Prometheus pair, and some to spare); past
+/// it a scrape is answered 503.
+const SCRAPES_AT_ONCE: usize = 16;
+static SCRAPES: Semaphore = Semaphore::const_new(SCRAPES_AT_ONCE);
+
 /// `GET /metrics`: rendered on a blocking thread while it is sent
-/// ([`crate::body::written`]).
+/// ([`crate::body::written_within`]).
 pub async fn metrics(state: &AdminState) -> AdminResponse {
     let sources = Sources::of(state);
-    crate::body::written(
+    crate::body::written_within(
+        &SCRAPES,
+        || {
+            crate::response::message(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("{SCRAPES_AT_ONCE} /metrics scrapes are being sent; try again"),
+            )
+        },
         move |out| render(&sources, out),
         |body: AdminBody| {
             let mut response = http::Response::new(body);

@@ -90,7 +90,11 @@ where
         let state = state.clone();
         async move {
             let started = std::time::Instant::now();
+            let old_client = request.version() < http::Version::HTTP_11;
             let mut response = route(&state, request, status_only).await;
+            if old_client {
+                response = crate::body::gathered(response).await;
+            }
             add_kong_headers(&mut response, &state.headers, started);
             Ok::<_, Infallible>(response)
         }

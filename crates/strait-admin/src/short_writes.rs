@@ -13,10 +13,19 @@
 //! buffer keeps its size, so a distant client's transfer is not slowed.
 //! Between writes the thread also yields the core every
 //! [`strait_runtime::pace::SLICE`] (see that module).
+//!
+//! A write that the client leaves waiting for [`SEND_TIMEOUT`] (its window
+//! stays full: it stopped reading) fails with `TimedOut`, and hyper closes
+//! the connection, like nginx's `send_timeout`: the time between two
+//! writes that go through, not the whole transfer. Without it, a client
+//! that stops reading mid-answer would hold the connection, and what is
+//! queued for it, for as long as it stays connected.
 
+use std::future::Future;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use strait_runtime::pace::Pacer;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -24,17 +33,50 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// The most one write system call is given.
 pub const MAX_WRITE: usize = 64 * 1024;
 
-/// A stream whose writes are cut to [`MAX_WRITE`] bytes.
+/// How long a write may wait on a client that takes nothing.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A stream whose writes are cut to [`MAX_WRITE`] bytes, and fail once
+/// one has waited [`SEND_TIMEOUT`] without progress.
 pub struct ShortWrites<S> {
     stream: S,
     pacer: Pacer,
+    send_timeout: Duration,
+    /// Armed by a write that had to wait; disarmed by any that goes through.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<S> ShortWrites<S> {
     pub fn new(stream: S) -> ShortWrites<S> {
+        ShortWrites::with_send_timeout(stream, SEND_TIMEOUT)
+    }
+
+    pub fn with_send_timeout(stream: S, send_timeout: Duration) -> ShortWrites<S> {
         ShortWrites {
             stream,
             pacer: Pacer::new(),
+            send_timeout,
+            stalled: None,
+        }
+    }
+
+    /// `polled` as it is, unless the write it reports has been waiting for
+    /// the send timeout: then `TimedOut`.
+    fn watch<T>(&mut self, cx: &mut Context<'_>, polled: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if !polled.is_pending() {
+            self.stalled = None;
+            return polled;
+        }
+        let timeout = self.send_timeout;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match stalled.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the client took nothing for {} s", timeout.as_secs_f64()),
+            ))),
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -49,7 +91,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ShortWrites<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.pacer.tick();
         let len = buf.len().min(MAX_WRITE);
-        Pin::new(&mut self.stream).poll_write(cx, &buf[..len])
+        let polled = Pin::new(&mut self.stream).poll_write(cx, &buf[..len]);
+        self.watch(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -69,13 +112,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ShortWrites<S> {
             total += buf.len();
             count += 1;
         }
-        match (count, bufs.first()) {
+        let polled = match (count, bufs.first()) {
             (0, Some(first)) => {
                 let len = first.len().min(MAX_WRITE);
                 Pin::new(&mut self.stream).poll_write(cx, &first[..len])
             }
             _ => Pin::new(&mut self.stream).poll_write_vectored(cx, &bufs[..count]),
-        }
+        };
+        self.watch(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -83,11 +127,13 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ShortWrites<S> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
+        let polled = Pin::new(&mut self.stream).poll_flush(cx);
+        self.watch(cx, polled)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
+        let polled = Pin::new(&mut self.stream).poll_shutdown(cx);
+        self.watch(cx, polled)
     }
 }
 
@@ -160,5 +206,51 @@ mod tests {
         assert_eq!(stream.stream.writes[4], 100);
         let mut none = [0u8; 1];
         assert_eq!(stream.read(&mut none).await.unwrap(), 0);
+    }
+
+    /// Writes `total` bytes into `stream` (a duplex end whose peer holds
+    /// 1 KiB) and flushes; a write still waiting after 10 s is a failure.
+    async fn write_through(stream: &mut ShortWrites<tokio::io::DuplexStream>, total: usize) -> io::Result<()> {
+        let write = async {
+            stream.write_all(&vec![b'x'; total]).await?;
+            stream.flush().await
+        };
+        tokio::time::timeout(Duration::from_secs(10), write)
+            .await
+            .expect("the write neither went through nor failed within 10 s")
+    }
+
+    #[tokio::test]
+    async fn a_write_the_client_never_takes_fails_after_the_send_timeout() {
+        let (near, _far) = tokio::io::duplex(1024);
+        let timeout = Duration::from_millis(300);
+        let mut stream = ShortWrites::with_send_timeout(near, timeout);
+        let started = std::time::Instant::now();
+        let error = write_through(&mut stream, 64 * 1024).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut, "{error}");
+        assert!(started.elapsed() >= timeout, "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn a_client_that_keeps_reading_slowly_is_never_cut_off() {
+        let (near, mut far) = tokio::io::duplex(1024);
+        // Each wait for the client is shorter than the timeout, their sum
+        // many times longer: the timeout is between writes that go through.
+        let timeout = Duration::from_millis(300);
+        let mut stream = ShortWrites::with_send_timeout(near, timeout);
+        let total = 8 * 1024;
+        let reader = tokio::spawn(async move {
+            let mut got = 0;
+            let mut buf = [0u8; 512];
+            while got < total {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                got += far.read(&mut buf).await.unwrap();
+            }
+            got
+        });
+        let started = std::time::Instant::now();
+        write_through(&mut stream, total).await.unwrap();
+        assert!(started.elapsed() > 4 * timeout, "{:?}", started.elapsed());
+        assert_eq!(reader.await.unwrap(), total);
     }
 }

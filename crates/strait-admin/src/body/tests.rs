@@ -1,5 +1,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc};
+use std::time::Duration;
 
 use http_body_util::BodyExt;
 
@@ -89,4 +90,64 @@ async fn a_dropped_answer_stops_its_renderer() {
         .unwrap();
     assert_eq!(result, Ok(Err(io::ErrorKind::BrokenPipe)));
     assert!(counted.load(Ordering::SeqCst) < 1000 * CHUNK);
+}
+
+#[tokio::test]
+async fn an_answer_gathered_for_an_http10_client_is_whole_with_its_length_or_a_500() {
+    let total = 5 * CHUNK + 7;
+    let counted = Arc::new(AtomicUsize::new(0));
+    let response = json_written(StatusCode::CREATED, move |out| {
+        render_string(out, total, 1000, &counted)
+    })
+    .await;
+    assert!(matches!(response.body(), AdminBody::Written(_)));
+    let response = gathered(response).await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert!(matches!(response.body(), AdminBody::Whole(_)));
+    assert_eq!(response.body().size_hint().exact(), Some(total as u64));
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(bytes.len(), total);
+
+    let cut = json_written(StatusCode::CREATED, |out| {
+        out.write_all(&vec![b' '; 3 * CHUNK])?;
+        Err(io::Error::other("rendering failed"))
+    })
+    .await;
+    assert_eq!(gathered(cut).await.status(), StatusCode::INTERNAL_SERVER_ERROR);
+}
+
+#[tokio::test]
+async fn answers_past_the_limit_are_turned_away_until_one_is_done() {
+    static LIMIT: Semaphore = Semaphore::const_new(2);
+    let busy = || crate::response::message(StatusCode::SERVICE_UNAVAILABLE, "busy");
+    let long = |out: &mut PieceWriter| render_string(out, 40 * CHUNK, 1000, &AtomicUsize::new(0));
+    let respond = |body: AdminBody| AdminResponse::new(body);
+    // Two long answers nobody reads hold both permits.
+    let first = written_within(&LIMIT, busy, long, respond).await;
+    let second = written_within(&LIMIT, busy, long, respond).await;
+    assert_eq!((first.status(), second.status()), (StatusCode::OK, StatusCode::OK));
+    let third = written_within(&LIMIT, busy, long, respond).await;
+    assert_eq!(third.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // One read to its end gives its permit back once its renderer is done.
+    assert_eq!(first.into_body().collect().await.unwrap().to_bytes().len(), 40 * CHUNK);
+    let mut again = None;
+    for _ in 0..200 {
+        let response = written_within(&LIMIT, busy, long, respond).await;
+        if response.status() == StatusCode::OK {
+            again = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(again.is_some(), "the permit of a finished answer came back");
+    // A dropped one too.
+    drop(second);
+    drop(again);
+    for _ in 0..200 {
+        if LIMIT.available_permits() == 2 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{} permits back of 2", LIMIT.available_permits());
 }
