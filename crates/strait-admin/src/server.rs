@@ -175,7 +175,8 @@ async fn route(state: &AdminState, request: Request<Incoming>, status_only: bool
             return crate::clustering::read_only(link);
         }
         let _serialized = state.writes.lock().await;
-        return dispatch::handle(state, endpoint, &admin_request).await;
+        let attempt = || dispatch::handle(state, endpoint.clone(), &admin_request);
+        return crate::crud::attempts::run(state, attempt).await;
     }
     dispatch::handle(state, endpoint, &admin_request).await
 }

@@ -3,7 +3,7 @@
 
 use http::{Method, StatusCode};
 use serde_json::{json, Map, Value};
-use strait_core::schema::{endpoint_key, entity_id_for_key};
+use strait_core::schema::endpoint_key;
 use strait_core::{Entity, EntityKind};
 use uuid::Uuid;
 
@@ -75,9 +75,12 @@ pub fn upsert_mode(
     let id = match (existing, by_id) {
         (Some(entity), _) => entity.id(),
         (None, Some(id)) => id,
+        // A new entity named by its key gets a random id, as Kong's do:
+        // an id derived from the name would be the same on every node, and
+        // two nodes creating one name must collide on the name, not agree.
         (None, None) => {
             endpoint_key(kind)?;
-            entity_id_for_key(kind, key)
+            Uuid::new_v4()
         }
     };
     let key = by_id.is_none().then(|| key.to_string());

@@ -7,6 +7,7 @@
 //! that transaction's delta and wait for it, so a 2xx means the change is
 //! live on the proxy.
 
+pub mod attempts;
 pub mod body;
 pub mod certificates;
 pub mod consumer_groups;

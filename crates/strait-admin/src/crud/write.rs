@@ -15,10 +15,9 @@ use strait_store::StoreError;
 use uuid::Uuid;
 
 use super::body::{infer_entity, Encoding};
-use super::{certificates, render, unix_now};
+use super::{attempts, certificates, render, unix_now};
 use crate::errors::{
-    foreign_key_violation, foreign_keys_unresolved, primary_key_violation, schema_violation, store_error,
-    unique_violation, Unresolved,
+    foreign_key_violation, foreign_keys_unresolved, primary_key_violation, schema_violation, store_error, Unresolved,
 };
 use crate::response::{failure, internal_error, json_response, AdminResponse};
 use crate::AdminState;
@@ -225,22 +224,12 @@ pub fn check_plugin_builds(entity: &Entity) -> Result<(), AdminResponse> {
     }
 }
 
-/// `POST`: refuses an id that exists (Kong's primary key violation, or a
-/// unique violation on the name when the id was derived from it).
-pub fn check_new(state: &AdminState, entity: &Entity, explicit_id: bool) -> Result<(), AdminResponse> {
-    let existing = state.store.get(entity.kind(), entity.id()).map_err(|e| failure(&e))?;
-    if existing.is_none() {
-        return Ok(());
-    }
-    let object = entity_object(entity);
-    let key = endpoint_key(entity.kind()).and_then(|field| object.get(field).map(|v| (field, v.clone())));
-    match (explicit_id, key) {
-        (false, Some((field, value))) if !value.is_null() => {
-            let mut fields = Map::new();
-            fields.insert(field.to_string(), value);
-            Err(unique_violation(fields))
-        }
-        _ => Err(primary_key_violation(entity.id())),
+/// `POST`: refuses an id that exists (Kong's primary key violation). A
+/// name another entity holds is refused by the store's unique index.
+pub fn check_new(state: &AdminState, entity: &Entity) -> Result<(), AdminResponse> {
+    match state.store.get(entity.kind(), entity.id()).map_err(|e| failure(&e))? {
+        Some(_) => Err(primary_key_violation(entity.id())),
+        None => Ok(()),
     }
 }
 
@@ -268,64 +257,51 @@ fn violated_fields(subject: Option<&Entity>, kind: EntityKind, field: &str, valu
     fields
 }
 
-/// Derive-and-commit attempts a write makes while other nodes keep
-/// committing first.
-const STALE_RETRIES: usize = 20;
-
-/// Wait (at most 5 s) until this node serves `version` or a later one.
-async fn wait_for_version(state: &AdminState, version: strait_core::ConfigVersion) {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-    while state.publisher.current().load().version < version && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    }
-}
-
 /// Commits `changes` in one store transaction and publishes them; returns
 /// once the proxy serves them. The compiler derives the new snapshot first,
 /// so a change that cannot compile is never committed. `subject` explains
 /// unique violations.
+///
+/// Inside [`attempts::run`] the store commits only while the database is at
+/// the version the attempt read from; another node's commit in between
+/// answers [`attempts::superseded`] and the request runs again.
 pub async fn commit(
     state: &AdminState,
     changes: Vec<ConfigChange>,
     subject: Option<&Entity>,
 ) -> Result<(), AdminResponse> {
-    // On a shared database another node may have committed since the
-    // running snapshot: the store refuses (Stale), this node catches up
-    // (its follower applies the other writes), and the write is derived
-    // again from the caught-up snapshot.
-    let mut attempts = 0;
-    let result = loop {
-        let store = state.store.clone();
-        let current = state.publisher.current();
-        let to_commit = changes.clone();
-        let commit_fn: CommitFn = Box::new(move || {
-            // Runs on the compiler thread right after deriving from this
-            // very snapshot: its version is the base of the changes.
-            let base = current.load().version;
-            store.apply_at(base, &to_commit).map_err(|e| Box::new(e) as CommitError)
-        });
-        match state.publisher.apply_changes(changes.clone(), commit_fn).await {
-            Err(PublishError::Commit(error)) if attempts < STALE_RETRIES => match error.downcast::<StoreError>() {
-                Ok(failure) => match *failure {
-                    StoreError::Stale { found, .. } => {
-                        attempts += 1;
-                        wait_for_version(state, found).await;
-                    }
-                    other => break Err(PublishError::Commit(Box::new(other))),
-                },
-                Err(other) => break Err(PublishError::Commit(other)),
-            },
-            other => break other,
-        }
-    };
+    let store = state.store.clone();
+    let current = state.publisher.current();
+    let read_at = attempts::base();
+    let to_commit = changes.clone();
+    let commit_fn: CommitFn = Box::new(move || {
+        // Runs on the compiler thread right after deriving; without an
+        // attempt's base, the snapshot derived from is the base.
+        let base = read_at.unwrap_or_else(|| current.load().version);
+        store.apply_at(base, &to_commit).map_err(|e| Box::new(e) as CommitError)
+    });
+    let result = state.publisher.apply_changes(changes, commit_fn).await;
     match result {
-        Ok(_) => Ok(()),
+        Ok(version) => {
+            attempts::committed(version);
+            Ok(())
+        }
         Err(PublishError::Commit(error)) => match error.downcast::<StoreError>() {
-            Ok(store_failure) => Err(store_error(*store_failure, |kind, field, value| {
-                violated_fields(subject, kind, field, value)
-            })),
+            Ok(store_failure) => match *store_failure {
+                StoreError::Stale { found, .. } => Err(attempts::superseded(found)),
+                other => Err(store_error(other, |kind, field, value| {
+                    violated_fields(subject, kind, field, value)
+                })),
+            },
             Err(other) => Err(internal_error(&other.to_string())),
         },
+        // Derived from a snapshot that moved past what the attempt read: the
+        // problem may be the race's, not the request's.
+        Err(PublishError::Compile(_))
+            if read_at.is_some_and(|base| state.publisher.current().load().version > base) =>
+        {
+            Err(attempts::superseded(state.publisher.current().load().version))
+        }
         Err(PublishError::Compile(error)) => {
             let problems = error
                 .problems
@@ -354,13 +330,18 @@ pub async fn create(
     encoding: Encoding,
 ) -> AdminResponse {
     let explicit_id = input.get("id").is_some_and(|v| !v.is_null());
+    if !explicit_id {
+        // Kong's Admin API gives a new entity a random id (never one derived
+        // from its name, which every node would derive alike).
+        input.insert("id".into(), json!(Uuid::new_v4()));
+    }
     let snis = match certificates::take_snis(kind, &mut input, false) {
         Ok(snis) => snis,
         Err(response) => return response,
     };
     let result = async {
         let entity = prepare(state, kind, input, &Mode::Insert, encoding)?;
-        check_new(state, &entity, explicit_id)?;
+        check_new(state, &entity)?;
         let mut changes = certificates::sni_changes(state, &entity, snis)?;
         changes.insert(0, ConfigChange::Upsert { entity: entity.clone() });
         commit(state, changes, Some(&entity)).await?;
