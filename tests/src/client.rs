@@ -131,6 +131,23 @@ async fn connect_tcp(addr: SocketAddr) -> anyhow::Result<TcpStream> {
     Ok(stream)
 }
 
+/// A TLS connection after its handshake, for tests that write raw bytes over it.
+pub async fn tls_stream(
+    addr: SocketAddr,
+    options: &TlsOptions,
+) -> anyhow::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let tcp = connect_tcp(addr).await?;
+    let server_name = match &options.sni {
+        Some(name) => ServerName::try_from(name.clone())?,
+        None => ServerName::IpAddress(addr.ip().into()),
+    };
+    let connector = tokio_rustls::TlsConnector::from(client_config(&options.trust, &options.alpn));
+    tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(server_name, tcp))
+        .await
+        .map_err(|_| anyhow!("TLS handshake with {addr} timed out"))?
+        .context("TLS handshake")
+}
+
 impl Conn {
     /// Plain HTTP/1.1.
     pub async fn h1(addr: SocketAddr) -> anyhow::Result<Conn> {
@@ -160,16 +177,7 @@ impl Conn {
 
     /// TLS; speaks HTTP/2 when ALPN settles on `h2`, HTTP/1.1 otherwise.
     pub async fn tls(addr: SocketAddr, options: &TlsOptions) -> anyhow::Result<Conn> {
-        let tcp = connect_tcp(addr).await?;
-        let server_name = match &options.sni {
-            Some(name) => ServerName::try_from(name.clone())?,
-            None => ServerName::IpAddress(addr.ip().into()),
-        };
-        let connector = tokio_rustls::TlsConnector::from(client_config(&options.trust, &options.alpn));
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, connector.connect(server_name, tcp))
-            .await
-            .map_err(|_| anyhow!("TLS handshake with {addr} timed out"))?
-            .context("TLS handshake")?;
+        let stream = tls_stream(addr, options).await?;
         let (_, session) = stream.get_ref();
         let info = TlsInfo {
             alpn: session.alpn_protocol().map(<[u8]>::to_vec),

@@ -4,8 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use strait_e2e::client::tls_stream;
 use strait_e2e::declarative::{answering, config, route, terminating_service};
-use strait_e2e::{get, Gateway, GatewayOptions, RawConn};
+use strait_e2e::{get, Gateway, GatewayOptions, RawConn, TlsOptions, Trust};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
@@ -42,24 +44,81 @@ async fn malformed_request_line_is_400_and_closed() {
     assert_still_serving(&gw).await;
 }
 
-/// The plain port takes HTTP/1.1 and h2c prior knowledge. A first line that is neither an
-/// HTTP/1.x request line nor the HTTP/2 preface is an invalid connection preface
-/// (RFC 9113 §3.4): GOAWAY with PROTOCOL_ERROR, then the connection closes (h2spec 3.5 #2).
+/// First bytes that are not HTTP, on the plain port (HTTP/1.1 and h2c) and on the TLS port
+/// without ALPN `h2`. Only the exact HTTP/2 preface selects h2c.
+const NOT_HTTP: [&[u8]; 7] = [
+    b"GARBAGE / NOT-HTTP\r\n\r\n",
+    b"GET / FOO/1.1\r\n\r\n",
+    b"GET\r\n\r\n",
+    b"GARBAGE\r\n\r\n",
+    b"INVALID CONNECTION PREFACE\r\n\r\n",
+    b"GET /ok HTTQ/1.1\r\nHost: x\r\n\r\n",
+    b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n",
+];
+
+/// Kong's 400: `{"message":"Bad request", ...}` as JSON, then a closed connection.
+fn assert_kong_400(reply: &strait_e2e::client::RawReply, sent: &[u8]) {
+    let sent = String::from_utf8_lossy(sent);
+    assert_eq!(reply.status(), Some(400), "{sent:?}: {:?}", reply.text());
+    assert!(reply.closed, "{sent:?}: the connection must be closed after the 400");
+    let text = reply.text();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
+    assert!(
+        head.to_ascii_lowercase().contains("content-type: application/json"),
+        "{sent:?}: {head}"
+    );
+    let body: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{sent:?}: {e}: {body}"));
+    assert_eq!(body["message"], "Bad request", "{sent:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn neither_http1_nor_h2_preface_is_goaway_protocol_error() {
+async fn first_bytes_that_are_not_http_get_kongs_400_on_the_plain_port() {
     let gw = gateway(GatewayOptions::new()).await;
-    let goaway = [0u8, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-    for bytes in [
-        &b"INVALID CONNECTION PREFACE\r\n\r\n"[..],
-        b"GARBAGE\r\n\r\n",
-        b"GET /ok HTTQ/1.1\r\nHost: x\r\n\r\n",
-        b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n",
-    ] {
+    for bytes in NOT_HTTP {
         let mut raw = RawConn::connect(gw.proxy_addr()).await.expect("connect");
         let _ = raw.write(bytes).await;
-        let reply = raw.read_until_close(CLOSE_WAIT).await;
-        assert_eq!(reply.bytes, goaway, "{:?}", String::from_utf8_lossy(bytes));
-        assert!(reply.closed, "closed after the GOAWAY");
+        assert_kong_400(&raw.read_until_close(CLOSE_WAIT).await, bytes);
+    }
+    // The 400 ends in a reset, not a FIN: an HTTP/2 client that sent a bad preface reads the
+    // answer as a frame header announcing megabytes, and only the reset ends its wait.
+    let mut raw = RawConn::connect(gw.proxy_addr()).await.expect("connect");
+    raw.write(b"INVALID CONNECTION PREFACE\r\n\r\n").await.expect("write");
+    let mut answer = Vec::new();
+    let ended = tokio::time::timeout(CLOSE_WAIT, raw.stream_mut().read_to_end(&mut answer)).await;
+    let ended = ended.expect("the connection ends");
+    assert_eq!(
+        ended.map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionReset),
+        "{:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    assert!(
+        answer.starts_with(b"HTTP/1.1 400 "),
+        "{:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    // The exact preface is still HTTP/2 prior knowledge.
+    let h2c = strait_e2e::send_h2c(gw.proxy_addr(), get("/ok")).await.expect("h2c");
+    assert_eq!(h2c.status, 200);
+    assert_eq!(h2c.version, http::Version::HTTP_2);
+    assert_still_serving(&gw).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_bytes_that_are_not_http_get_kongs_400_on_the_tls_port() {
+    let gw = gateway(GatewayOptions::new()).await;
+    for alpn in [&[b"http/1.1".as_slice()][..], &[]] {
+        for bytes in NOT_HTTP {
+            let options = TlsOptions::new(Some("localhost"), alpn, Trust::Anything);
+            let mut tls = tls_stream(gw.proxy_tls_addr(), &options).await.expect("TLS");
+            let _ = tls.write_all(bytes).await;
+            let mut read = Vec::new();
+            let closed = tokio::time::timeout(CLOSE_WAIT, tls.read_to_end(&mut read))
+                .await
+                .is_ok();
+            let reply = strait_e2e::client::RawReply { bytes: read, closed };
+            assert_kong_400(&reply, bytes);
+        }
     }
     assert_still_serving(&gw).await;
 }

@@ -65,12 +65,50 @@ async fn h2spec_passes_every_case_on_h2c_and_tls() {
     ] {
         let (success, output) = run(&h2spec, &args, Duration::from_secs(300)).await;
         let totals = h2spec_totals(&output);
+        if name == "h2c" {
+            // One case is HTTP/1's on a port that serves both: see `invalid_preface_on_h2c`.
+            assert_eq!(
+                totals, "146 tests, 145 passed, 0 skipped, 1 failed",
+                "h2spec on {name}:\n{output}"
+            );
+            invalid_preface_on_h2c(&output);
+            continue;
+        }
         assert!(success, "h2spec on {name}: {totals}\n{output}");
         assert_eq!(
             totals, "146 tests, 146 passed, 0 skipped, 0 failed",
             "h2spec on {name}:\n{output}"
         );
     }
+}
+
+/// The plain port serves HTTP/1.1 and h2c, and only the exact HTTP/2 preface selects h2c (as in
+/// nginx), so h2spec 3.5 #2's `INVALID CONNECTION PREFACE` line is an HTTP/1 request that is no
+/// HTTP: Kong's 400, then a reset that terminates the connection, as RFC 9113 §3.4 asks of an
+/// HTTP/2 endpoint. h2spec 2.6.0 (the last release) counts only a GOAWAY or an EOF between frames
+/// as terminated: it compares the read error with ECONNRESET directly, which Go's wrapped errno
+/// never equals on Linux (fixed on h2spec's master in 9b53157, which no release carries). So the
+/// one failure allowed is that case, failing on the reset and on nothing else.
+fn invalid_preface_on_h2c(output: &str) {
+    let failures: Vec<&str> = output
+        .lines()
+        .filter(|line| line.trim_start().starts_with('×'))
+        .collect();
+    assert!(
+        failures
+            .iter()
+            .all(|line| line.trim() == "× 2: Sends invalid connection preface"),
+        "h2spec on h2c: {failures:?}\n{output}"
+    );
+    let reason = output
+        .split("× 2: Sends invalid connection preface")
+        .nth(1)
+        .and_then(|rest| rest.lines().find(|line| line.trim_start().starts_with("Actual:")))
+        .unwrap_or("(no reason)");
+    assert!(
+        reason.ends_with("connection reset by peer"),
+        "h2spec 3.5 #2 on h2c must fail only on the reset: {reason}\n{output}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

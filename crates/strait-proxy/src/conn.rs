@@ -107,13 +107,9 @@ enum Preread {
     /// Peer closed before sending a request.
     Closed,
     Reject(ErrorKind),
-    /// Neither an HTTP/1.x request line nor the HTTP/2 preface: answered
-    /// as an invalid HTTP/2 connection preface (RFC 9113 §3.4).
-    InvalidPreface,
+    /// Not the HTTP/2 preface and no HTTP/1.x request line either.
+    NotHttp,
 }
-
-/// GOAWAY, last stream 0, PROTOCOL_ERROR: the answer to an invalid preface.
-const GOAWAY_PROTOCOL_ERROR: [u8; 17] = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 
 /// The first line of `buf`, once it is complete.
 fn first_line(buf: &[u8]) -> Option<&[u8]> {
@@ -155,23 +151,24 @@ pub enum HeadDecision {
     Http1,
     Http2,
     Reject(ErrorKind),
-    InvalidPreface,
+    /// A first line without an HTTP version (`GARBAGE / NOT-HTTP`, `GET`):
+    /// answered as HTTP/1, with Kong's 400.
+    NotHttp,
 }
 
 /// The decision the bytes read so far allow, or `None` while more are needed:
 /// the HTTP/2 preface, a complete HTTP/1 head within the limits, or a
-/// refusal. Pure, so the fuzz target drives it with arbitrary bytes.
+/// refusal. Only the exact client preface selects HTTP/2 (as in nginx);
+/// everything else is HTTP/1's to answer. Pure, so the fuzz target drives
+/// it with arbitrary bytes.
 pub fn examine_head(buf: &[u8], limits: &ClientLimits) -> Option<HeadDecision> {
     if buf.len() >= H2_PREFACE.len() && buf.starts_with(H2_PREFACE) {
         return Some(HeadDecision::Http2);
     }
     if !buf.is_empty() && H2_PREFACE.starts_with(&buf[..buf.len().min(H2_PREFACE.len())]) {
         // Could still become the HTTP/2 preface: keep reading.
-    } else if buf.starts_with(&H2_PREFACE[..18]) {
-        // `PRI * HTTP/2.0` and its blank line, then not `SM`.
-        return Some(HeadDecision::InvalidPreface);
     } else if first_line(buf).is_some_and(|line| !has_http_version(line)) {
-        return Some(HeadDecision::InvalidPreface);
+        return Some(HeadDecision::NotHttp);
     } else if let Some(end) = find_header_end(buf) {
         let lines = buf[..end].split(|b| *b == b'\n').count().saturating_sub(3);
         if lines > limits.max_headers || end > limits.max_header_bytes {
@@ -194,7 +191,7 @@ async fn preread<IO: AsyncRead + Unpin>(io: &mut IO, limits: &ClientLimits) -> P
                 Some(HeadDecision::Http1) => return Preread::Http1(buf.split()),
                 Some(HeadDecision::Http2) => return Preread::Http2(buf.split().freeze()),
                 Some(HeadDecision::Reject(kind)) => return Preread::Reject(kind),
-                Some(HeadDecision::InvalidPreface) => return Preread::InvalidPreface,
+                Some(HeadDecision::NotHttp) => return Preread::NotHttp,
                 None => {}
             }
             buf.reserve(4096);
@@ -293,6 +290,31 @@ pub async fn serve_tls(
     serve_stream(tls, info, shared, shutdown, h2).await;
 }
 
+/// How a connection ends after a client that spoke no HTTP was answered.
+trait ResetOnClose {
+    /// Make the coming close a reset (`SO_LINGER` 0) where the transport
+    /// has one.
+    fn reset_on_close(&self);
+}
+
+/// A plain port serves HTTP/1 and h2c alike, so a client whose first line
+/// is no HTTP may be an HTTP/2 client with a bad preface. It gets Kong's 400,
+/// then a reset rather than a FIN: an HTTP/1 client has its whole answer
+/// (`Content-Length`, `Connection: close`) before the reset arrives, and an
+/// HTTP/2 client, which reads that answer as a frame header announcing
+/// megabytes and would wait for them, sees the connection terminated, as
+/// RFC 9113 §3.4 asks for an invalid preface (h2spec 3.5/2).
+impl ResetOnClose for TcpStream {
+    fn reset_on_close(&self) {
+        let _ = socket2::SockRef::from(self).set_linger(Some(Duration::ZERO));
+    }
+}
+
+/// Over TLS, ALPN already chose the protocol: a graceful close.
+impl<IO> ResetOnClose for tokio_rustls::server::TlsStream<IO> {
+    fn reset_on_close(&self) {}
+}
+
 async fn serve_stream<IO>(
     mut io: IO,
     info: ConnInfo,
@@ -300,7 +322,7 @@ async fn serve_stream<IO>(
     shutdown: watch::Receiver<bool>,
     alpn_h2: bool,
 ) where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    IO: AsyncRead + AsyncWrite + ResetOnClose + Unpin + Send + 'static,
 {
     let decision = if alpn_h2 {
         Preread::Http2(Bytes::new())
@@ -310,9 +332,9 @@ async fn serve_stream<IO>(
     match decision {
         Preread::Closed => {}
         Preread::Reject(kind) => refuse(&mut io, kind, &shared).await,
-        Preread::InvalidPreface => {
-            let _ = timeout(Duration::from_secs(1), io.write_all(&GOAWAY_PROTOCOL_ERROR)).await;
-            let _ = timeout(Duration::from_secs(1), io.shutdown()).await;
+        Preread::NotHttp => {
+            answer_refused(&mut io, ErrorKind::BadRequest, &shared).await;
+            io.reset_on_close();
         }
         Preread::Http1(read) => crate::h1_server::serve(io, read, info, shared, shutdown).await,
         Preread::Http2(prefix) => {
@@ -324,10 +346,15 @@ async fn serve_stream<IO>(
 /// Answer a request refused before it was parsed whole (a head too large,
 /// too slow, malformed) with its Kong error, then close.
 pub(crate) async fn refuse<IO: AsyncWrite + Unpin>(io: &mut IO, kind: ErrorKind, shared: &Shared) {
+    answer_refused(io, kind, shared).await;
+    let _ = timeout(Duration::from_secs(1), io.shutdown()).await;
+}
+
+/// Write the Kong error of a request refused before it was parsed.
+async fn answer_refused<IO: AsyncWrite + Unpin>(io: &mut IO, kind: ErrorKind, shared: &Shared) {
     shared.stats.request_started();
     let response = raw_error_response(kind, &shared.headers);
     let _ = timeout(Duration::from_secs(1), io.write_all(&response)).await;
-    let _ = timeout(Duration::from_secs(1), io.shutdown()).await;
 }
 
 /// When a client connection should be asked to go: at its (jittered) age,
@@ -432,14 +459,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn neither_http1_nor_the_h2_preface_is_an_invalid_preface() {
-        assert_eq!(
-            run(b"INVALID CONNECTION PREFACE\r\n\r\n").await,
-            Preread::InvalidPreface
-        );
-        assert_eq!(run(b"GARBAGE\r\n\r\n").await, Preread::InvalidPreface);
-        assert_eq!(run(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n").await, Preread::InvalidPreface);
-        assert!(matches!(run(b"GET / HTTQ/1.1\r\n\r\n").await, Preread::InvalidPreface));
+    async fn a_first_line_without_an_http_version_is_not_http() {
+        assert_eq!(run(b"INVALID CONNECTION PREFACE\r\n\r\n").await, Preread::NotHttp);
+        assert_eq!(run(b"GARBAGE\r\n\r\n").await, Preread::NotHttp);
+        assert_eq!(run(b"GARBAGE / NOT-HTTP\r\n\r\n").await, Preread::NotHttp);
+        assert_eq!(run(b"GET / FOO/1.1\r\n\r\n").await, Preread::NotHttp);
+        assert_eq!(run(b"GET\r\n\r\n").await, Preread::NotHttp);
+        assert_eq!(run(b"GET / HTTQ/1.1\r\n\r\n").await, Preread::NotHttp);
+        // Only the exact preface is HTTP/2: a near miss is an HTTP/1 head
+        // for the HTTP/1 parser to refuse.
+        assert!(matches!(
+            run(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n").await,
+            Preread::Http1(_)
+        ));
         assert!(matches!(
             run(b"GET / HTTP/1.1\r\nbad header\r\n\r\n").await,
             Preread::Http1(_)
