@@ -222,3 +222,52 @@ async fn policies_not_built_yet_are_refused_with_their_name() {
         "{error}"
     );
 }
+
+/// Kong 3.9 still takes rate-limiting's pre-3.6 `redis_*` fields (decK files of 3.x users have
+/// them), stores them in `config.redis`, and answers with each one mirroring its new field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kong_3x_redis_fields_are_taken_and_answered() {
+    let gw = Gateway::start(strait_e2e::GatewayOptions::new()).await;
+    let body = json!({ "name": "rate-limiting", "config": {
+        "minute": 5, "redis_host": "cache.internal", "redis_port": 6380, "redis_timeout": 500
+    }});
+    let reply = send_json(&gw, "POST", "/plugins", &body).await;
+    assert_eq!(reply.status.as_u16(), 201, "{}", reply.text());
+    let id = reply.json()["id"].as_str().expect("id").to_string();
+    for answer in [reply.json(), gw.admin_get(&format!("/plugins/{id}")).await.json()] {
+        let config = &answer["config"];
+        assert_eq!(config["redis"]["host"], "cache.internal", "{config}");
+        assert_eq!(config["redis"]["port"], 6380, "{config}");
+        assert_eq!(config["redis_host"], "cache.internal", "{config}");
+        assert_eq!(config["redis_port"], 6380, "{config}");
+        assert_eq!(config["redis_timeout"], 500, "{config}");
+        assert_eq!(config["redis_database"], 0, "{config}");
+        assert!(config.as_object().unwrap().contains_key("redis_password"), "{config}");
+    }
+    let listed = gw.admin_get("/plugins").await.json();
+    assert_eq!(listed["data"][0]["config"]["redis_host"], "cache.internal");
+
+    let both = json!({ "name": "rate-limiting", "instance_name": "both", "config": {
+        "minute": 5, "redis_host": "a.internal", "redis": { "host": "b.internal" }
+    }});
+    let reply = send_json(&gw, "POST", "/plugins", &both).await;
+    let error = expect_error(&reply, 400, 2, "schema violation");
+    assert_eq!(
+        error["fields"]["config"]["redis_host"],
+        "both deprecated and new field are used but their values mismatch: redis_host = a.internal vs redis.host = b.internal",
+        "{error}"
+    );
+    let schema = gw.admin_get("/schemas/plugins/rate-limiting").await.json();
+    let config = schema["fields"]
+        .as_array()
+        .and_then(|fields| fields.iter().find_map(|f| f.get("config")))
+        .expect("config field");
+    let names: Vec<String> = config["shorthand_fields"]
+        .as_array()
+        .expect("shorthand_fields")
+        .iter()
+        .filter_map(|f| f.as_object().and_then(|o| o.keys().next().cloned()))
+        .collect();
+    assert!(names.contains(&"redis_host".to_string()), "{names:?}");
+    assert_eq!(names.len(), 9, "{names:?}");
+}

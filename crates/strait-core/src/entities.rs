@@ -151,12 +151,9 @@ pub struct Upstream {
     /// Kong 3.10's `sticky-sessions` algorithm: the cookie naming a client's target.
     #[serde(default)]
     pub sticky_sessions_cookie: Option<String>,
-    #[serde(default = "root_path")]
-    pub sticky_sessions_cookie_path: String,
-}
-
-fn root_path() -> String {
-    "/".to_string()
+    /// That cookie's path; `/` when not set.
+    #[serde(default)]
+    pub sticky_sessions_cookie_path: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -79,8 +79,16 @@ pub fn parent_relation(kind: EntityKind, segment: &str) -> Option<(&'static str,
 pub fn render(state: &AdminState, entity: &Entity) -> Result<Value, AdminResponse> {
     let tagged = serde_json::to_value(entity).map_err(|e| failure(&e))?;
     let mut value = tagged.get("entity").cloned().unwrap_or(Value::Null);
-    if let Entity::Certificate(cert) = entity {
-        value["snis"] = json!(certificates::sni_names(state, cert.id)?);
+    match entity {
+        Entity::Certificate(cert) => value["snis"] = json!(certificates::sni_names(state, cert.id)?),
+        // Kong 3.9 answers with a plugin's deprecated config fields too,
+        // each mirroring the field it stands for.
+        Entity::Plugin(plugin) => {
+            if let Some(config) = value.get_mut("config").and_then(Value::as_object_mut) {
+                strait_core::schema::mirror_shorthands(&plugin.name, config);
+            }
+        }
+        _ => {}
     }
     Ok(value)
 }

@@ -156,9 +156,12 @@ pub(crate) fn upstream() -> EntityDef {
         ("client_certificate", Field::foreign("certificates")),
         ("use_srv_name", Field::boolean().default(json!(false))),
         ("sticky_sessions_cookie", Field::string().check(formats::cookie_name)),
+        // No default: Kong 3.9 has no such field, so an upstream that does
+        // not set it answers without it (decK compares upstreams whole).
+        // The balancer takes `/` for it.
         (
             "sticky_sessions_cookie_path",
-            Field::string().check(formats::service_path).default(json!("/")),
+            Field::string().check(formats::service_path),
         ),
     ]);
     EntityDef {

@@ -99,12 +99,12 @@ pub const EXTRA: &[(&str, &str, &str)] = &[
     (
         "upstreams",
         "sticky_sessions_cookie",
-        "Kong 3.10's cookie of the `sticky-sessions` algorithm (required with it; `hash_on` must then be `none`): its value names the client's target; a client without it, or whose target is down, is balanced round-robin and gets the cookie (docs/upstreams.md)",
+        "Kong Enterprise 3.11's cookie of the `sticky-sessions` algorithm (required with it; `hash_on` must then be `none`): its value names the client's target; a client without it, or whose target is down, is balanced round-robin and gets the cookie (docs/upstreams.md)",
     ),
     (
         "upstreams",
         "sticky_sessions_cookie_path",
-        "that cookie's path (default `/`)",
+        "that cookie's path (`/` when not set; no default is stored or returned, since Kong 3.9 has no such field and decK compares upstreams whole)",
     ),
     (
         "services",

@@ -34,7 +34,7 @@ pub use credentials::{
 };
 pub use formats::ROUTE_PATH_START;
 pub use identity::BUNDLED_PLUGINS;
-pub use plugins::{plugin_schema_json, PLUGINS_WITH_SCHEMA};
+pub use plugins::{mirror_shorthands, plugin_schema_json, PLUGINS_WITH_SCHEMA};
 pub use route_rules::{ROUTE_HTTPS_NEEDS_MATCHER, ROUTE_HTTP_NEEDS_MATCHER};
 pub use router_flavor::RouterFlavor;
 pub use secrets::{check_jwk, plugin_has_references, referenceable_fields, references_in, resolve_references};

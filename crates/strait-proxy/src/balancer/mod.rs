@@ -236,7 +236,10 @@ impl Balancer {
                     .sticky_sessions_cookie
                     .clone()
                     .unwrap_or_else(|| "KONG_STICKY".to_string()),
-                upstream.sticky_sessions_cookie_path.clone(),
+                upstream
+                    .sticky_sessions_cookie_path
+                    .clone()
+                    .unwrap_or_else(|| "/".to_string()),
             )
         });
         Balancer {

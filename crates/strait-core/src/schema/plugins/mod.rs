@@ -36,6 +36,17 @@ pub(super) struct PluginDef {
     pub protocols_default: Option<&'static [&'static str]>,
     /// Fills Kong's `auto = true` config fields a write left out.
     pub fill: fn(&mut Map<String, Value>),
+    /// Kong's deprecated `shorthand_fields` of `config`, each with the path
+    /// of the field it stands for (`redis_host` -> `redis.host`).
+    pub shorthands: &'static [ConfigShorthand],
+}
+
+/// A deprecated config field Kong still takes and answers with: a write may
+/// give it instead of the field at `path`, and every answer mirrors that
+/// field under its old name (Kong 3.7+'s "shorthand fields in responses").
+pub(super) struct ConfigShorthand {
+    pub name: &'static str,
+    pub path: [&'static str; 2],
 }
 
 impl PluginDef {
@@ -47,7 +58,13 @@ impl PluginDef {
             http_only: true,
             protocols_default: None,
             fill: |_| {},
+            shorthands: &[],
         }
+    }
+
+    pub fn shorthands(mut self, shorthands: &'static [ConfigShorthand]) -> PluginDef {
+        self.shorthands = shorthands;
+        self
     }
 
     pub fn fill(mut self, fill: fn(&mut Map<String, Value>)) -> PluginDef {
@@ -175,7 +192,6 @@ fn prometheus() -> PluginDef {
         ("latency_metrics", switch()),
         ("bandwidth_metrics", switch()),
         ("upstream_health_metrics", switch()),
-        ("wasm_metrics", switch()),
     ])
     .any_protocol()
 }
@@ -186,6 +202,7 @@ fn request_termination() -> PluginDef {
         http_only: true,
         protocols_default: None,
         fill: |_| {},
+        shorthands: &[],
         config: vec![
             (
                 "status_code",
@@ -226,6 +243,7 @@ pub(crate) fn validate_config(name: &str, config: Option<&Value>, errors: &mut V
         Some(Value::Object(given)) => given.clone(),
         _ => Map::new(),
     };
+    take_shorthands(def, &mut filled, errors);
     (def.fill)(&mut filled);
     let config = match config {
         None | Some(Value::Null) | Some(Value::Object(_)) => Some(Value::Object(filled)),
@@ -238,6 +256,112 @@ pub(crate) fn validate_config(name: &str, config: Option<&Value>, errors: &mut V
         }
     }
     Some(out)
+}
+
+/// Kong's `process_auto_fields` for shorthands: each one given moves to the
+/// field it stands for, checked with that field's type; given beside that
+/// field with another non-null value, it is refused (Kong 3.8's "both
+/// deprecated and new field are used but their values mismatch").
+fn take_shorthands(def: &PluginDef, config: &mut Map<String, Value>, errors: &mut Vec<FieldError>) {
+    for shorthand in def.shorthands {
+        let Some(value) = config.remove(shorthand.name) else {
+            continue;
+        };
+        if value.is_null() {
+            continue;
+        }
+        let [record, name] = shorthand.path;
+        let Some(target) = record_field(&def.config, record, name) else {
+            continue;
+        };
+        let at = format!("config.{}", shorthand.name);
+        let before = errors.len();
+        let value = engine::validate_value(target, Some(&value), &engine::At::Text(&at), errors);
+        if errors.len() > before {
+            continue;
+        }
+        let parent = config.entry(record).or_insert_with(|| Value::Object(Map::new()));
+        if parent.is_null() {
+            *parent = Value::Object(Map::new());
+        }
+        let Some(parent) = parent.as_object_mut() else { continue };
+        match parent.get(name) {
+            Some(current) if !current.is_null() && *current != value => errors.push(FieldError::new(
+                at,
+                format!(
+                    "both deprecated and new field are used but their values mismatch: {} = {} vs {record}.{name} = {}",
+                    shorthand.name,
+                    lua_value(&value),
+                    lua_value(current)
+                ),
+            )),
+            _ => {
+                parent.insert(name.to_string(), value);
+            }
+        }
+    }
+}
+
+/// A value as Kong's message prints it (strings bare).
+fn lua_value(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The field `name` of the record field `record` in `fields`.
+fn record_field<'f>(fields: &'f [(&'static str, Field)], record: &str, name: &str) -> Option<&'f Field> {
+    let (_, field) = fields.iter().find(|(n, _)| *n == record)?;
+    match &field.ty {
+        super::field::FieldType::Record(inner) => inner.iter().find(|(n, _)| *n == name).map(|(_, f)| f),
+        _ => None,
+    }
+}
+
+/// Adds to a stored `config` of plugin `name` its shorthands, each the
+/// value of the field it stands for (null when unset), as Kong 3.9's Admin
+/// API answers.
+pub fn mirror_shorthands(name: &str, config: &mut Map<String, Value>) {
+    let Some(def) = definition(name) else { return };
+    for shorthand in def.shorthands {
+        let [record, field] = shorthand.path;
+        let value = config
+            .get(record)
+            .and_then(|r| r.get(field))
+            .cloned()
+            .unwrap_or(Value::Null);
+        config.insert(shorthand.name.to_string(), value);
+    }
+}
+
+/// Kong's `shorthand_fields` of a plugin's `config` in its schema body.
+fn shorthand_fields_json(plugin: &str, def: &PluginDef) -> Value {
+    let described: Vec<Value> = def
+        .shorthands
+        .iter()
+        .filter_map(|shorthand| {
+            let [record, name] = shorthand.path;
+            let mut target = record_field(&def.config, record, name)?.to_json();
+            if let Some(object) = target.as_object_mut() {
+                object.remove("default");
+                object.remove("required");
+                object.insert(
+                    "deprecation".into(),
+                    json!({
+                        "message": format!(
+                            "{plugin}: config.{} is deprecated, please use config.{record}.{name} instead",
+                            shorthand.name
+                        ),
+                        "removal_in_version": "4.0",
+                        "replaced_with": [{ "path": [record, name] }],
+                    }),
+                );
+            }
+            Some(json!({ shorthand.name: target }))
+        })
+        .collect();
+    Value::Array(described)
 }
 
 /// The plugin entity's fields the plugin's own schema restricts: a
@@ -290,12 +414,102 @@ pub fn plugin_schema_json(name: &str) -> Option<Value> {
         false => Field::foreign("consumers"),
     };
     let fields = vec![("consumer", consumer), ("protocols", protocols), ("config", config)];
-    Some(json!({ "fields": fields_to_json(&fields), "entity_checks": [] }))
+    let mut fields = fields_to_json(&fields);
+    if !def.shorthands.is_empty() {
+        if let Some(config) = fields
+            .get_mut(2)
+            .and_then(|f| f.get_mut("config"))
+            .and_then(Value::as_object_mut)
+        {
+            config.insert("shorthand_fields".into(), shorthand_fields_json(name, def));
+        }
+    }
+    Some(json!({ "fields": fields, "entity_checks": [] }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rate_limiting(config: Value) -> (Value, Vec<FieldError>) {
+        let mut errors = Vec::new();
+        let out = validate_config("rate-limiting", Some(&config), &mut errors).expect("known plugin");
+        (out, errors)
+    }
+
+    #[test]
+    fn redis_shorthands_move_to_the_redis_record() {
+        let (out, errors) = rate_limiting(json!({
+            "minute": 5, "policy": "redis", "redis_host": "cache.internal", "redis_port": 6380,
+            "redis_ssl": true, "redis_database": 2
+        }));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(out["redis"]["host"], "cache.internal");
+        assert_eq!(out["redis"]["port"], 6380);
+        assert_eq!(out["redis"]["ssl"], true);
+        assert_eq!(out["redis"]["database"], 2);
+        assert_eq!(out["redis"]["timeout"], 2000, "the record's defaults still fill in");
+        assert!(out.get("redis_host").is_none(), "shorthands are not stored: {out}");
+        // The same value in both places is one value; null shorthands are nothing.
+        let (out, errors) = rate_limiting(json!({
+            "minute": 5, "redis_host": "a", "redis": {"host": "a"}, "redis_password": null
+        }));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(out["redis"]["host"], "a");
+    }
+
+    #[test]
+    fn redis_shorthands_are_checked_with_their_fields_type_and_must_agree() {
+        let (_, errors) = rate_limiting(json!({"minute": 5, "redis_port": "high"}));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "config.redis_port");
+        assert_eq!(errors[0].message, "expected an integer");
+        let (_, errors) = rate_limiting(json!({"minute": 5, "redis_host": "a", "redis": {"host": "b"}}));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "config.redis_host");
+        assert_eq!(
+            errors[0].message,
+            "both deprecated and new field are used but their values mismatch: redis_host = a vs redis.host = b"
+        );
+        let mut errors = Vec::new();
+        let given = json!({"limits": {"video": {"minute": 1}}, "redis_timeout": 10});
+        let out = validate_config("response-ratelimiting", Some(&given), &mut errors).expect("known");
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(out["redis"]["timeout"], 10);
+    }
+
+    #[test]
+    fn answers_mirror_the_shorthands_and_the_schema_describes_them() {
+        let (out, _) = rate_limiting(json!({"minute": 5}));
+        let mut config = out.as_object().cloned().expect("a record");
+        mirror_shorthands("rate-limiting", &mut config);
+        assert_eq!(config["redis_port"], 6379);
+        assert_eq!(config["redis_timeout"], 2000);
+        assert_eq!(config["redis_database"], 0);
+        assert_eq!(config["redis_ssl"], false);
+        assert!(config["redis_host"].is_null() && config.contains_key("redis_host"));
+        let mirrored = config.keys().filter(|k| k.starts_with("redis_")).count();
+        assert_eq!(mirrored, 9);
+        let mut key_auth = Map::new();
+        mirror_shorthands("key-auth", &mut key_auth);
+        assert!(key_auth.is_empty());
+
+        let schema = plugin_schema_json("rate-limiting").expect("schema");
+        let config = schema["fields"][2]["config"].clone();
+        let shorthands = config["shorthand_fields"].as_array().expect("shorthand_fields");
+        assert_eq!(shorthands.len(), 9);
+        let host = &shorthands[0]["redis_host"];
+        assert_eq!(host["type"], "string");
+        assert_eq!(
+            host["deprecation"]["replaced_with"],
+            json!([{"path": ["redis", "host"]}])
+        );
+        assert_eq!(
+            host["deprecation"]["message"],
+            "rate-limiting: config.redis_host is deprecated, please use config.redis.host instead"
+        );
+        assert!(host.get("default").is_none());
+    }
 
     #[test]
     fn request_termination_defaults_are_filled_and_described() {

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::PluginDef;
+use super::{ConfigShorthand, PluginDef};
 use crate::schema::field::Field;
 use crate::schema::formats;
 
@@ -28,6 +28,47 @@ fn redis_record() -> Field {
     ])
     .default_record()
 }
+
+/// Kong 3.9's deprecated `redis_*` fields of rate-limiting and
+/// response-ratelimiting, each standing for a field of `config.redis`.
+const REDIS_SHORTHANDS: &[ConfigShorthand] = &[
+    ConfigShorthand {
+        name: "redis_host",
+        path: ["redis", "host"],
+    },
+    ConfigShorthand {
+        name: "redis_port",
+        path: ["redis", "port"],
+    },
+    ConfigShorthand {
+        name: "redis_password",
+        path: ["redis", "password"],
+    },
+    ConfigShorthand {
+        name: "redis_username",
+        path: ["redis", "username"],
+    },
+    ConfigShorthand {
+        name: "redis_ssl",
+        path: ["redis", "ssl"],
+    },
+    ConfigShorthand {
+        name: "redis_ssl_verify",
+        path: ["redis", "ssl_verify"],
+    },
+    ConfigShorthand {
+        name: "redis_server_name",
+        path: ["redis", "server_name"],
+    },
+    ConfigShorthand {
+        name: "redis_timeout",
+        path: ["redis", "timeout"],
+    },
+    ConfigShorthand {
+        name: "redis_database",
+        path: ["redis", "database"],
+    },
+];
 
 /// Kong's `rate-limiting` schema.
 pub(super) fn rate_limiting() -> PluginDef {
@@ -66,7 +107,9 @@ pub(super) fn rate_limiting() -> PluginDef {
         ),
         ("sync_rate", Field::number().required().default(json!(-1))),
     ]);
-    PluginDef::new(config).check(rate_limiting_check)
+    PluginDef::new(config)
+        .check(rate_limiting_check)
+        .shorthands(REDIS_SHORTHANDS)
 }
 
 /// Kong's `validate_periods_order`: a longer period's limit is not lower
@@ -158,6 +201,7 @@ pub(super) fn response_ratelimiting() -> PluginDef {
         ),
     ])
     .check(response_ratelimiting_check)
+    .shorthands(REDIS_SHORTHANDS)
 }
 
 /// Kong's checks of response-ratelimiting: at least one limit, each with at

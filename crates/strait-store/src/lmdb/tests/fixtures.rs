@@ -214,7 +214,7 @@ pub(super) fn upstream(name: &str) -> Upstream {
         client_certificate: None,
         use_srv_name: false,
         sticky_sessions_cookie: None,
-        sticky_sessions_cookie_path: "/".into(),
+        sticky_sessions_cookie_path: None,
     }
 }
 
