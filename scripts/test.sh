@@ -35,13 +35,16 @@ if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && [[ -z "${STRAIT_PG
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql
 fi
 
-# decK (Kong's declarative CLI) for the dump/sync round-trip test: the release module from
-# the Go module proxy, built in a scratch copy into target/tools (kept between runs when
-# present, never required to be). `go install github.com/kong/deck@v...` cannot do this:
-# decK's go.mod has replace directives, which `go install pkg@version` refuses. v1.55.0 is the
-# newest release whose every dependency the module proxy reachable here serves.
+# decK (Kong's declarative CLI) for the dump/sync round-trip test, and decK's own integration
+# suite (`tests/integration` of the same module, build tag `integration`) with its test files,
+# for tests/tests/deck_integration.rs and deck_testdata.rs: the release module from the Go
+# module proxy, built in a scratch copy into target/tools (kept between runs when present,
+# never required to be). `go install github.com/kong/deck@v...` cannot do this: decK's go.mod
+# has replace directives, which `go install pkg@version` refuses. v1.55.0 is the newest
+# release whose every dependency the module proxy reachable here serves.
 DECK_VERSION=v1.55.0
 tools_dir="${STRAIT_TOOLS_DIR:-$PWD/target/tools}"
+deck_suite_dir="$tools_dir/deck-suite"
 ensure_go() {
   if ! need go; then
     apt-get update -qq && apt-get install -y -qq golang-go
@@ -49,20 +52,30 @@ ensure_go() {
 }
 install_deck() {
   ensure_go
-  echo "== installing decK $DECK_VERSION into $tools_dir/bin"
+  echo "== installing decK $DECK_VERSION into $tools_dir/bin and its integration suite into $deck_suite_dir"
   local scratch module_dir
   scratch="$(mktemp -d)"
   module_dir="$(cd "$scratch" && go mod download -json "github.com/kong/deck@$DECK_VERSION" |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')"
   cp -r "$module_dir" "$scratch/deck" && chmod -R u+w "$scratch/deck"
   mkdir -p "$tools_dir/bin"
-  (cd "$scratch/deck" && CGO_ENABLED=0 go build -trimpath \
-    -ldflags "-X github.com/kong/deck/cmd.VERSION=$DECK_VERSION" -o "$tools_dir/bin/deck" .)
+  rm -rf "$deck_suite_dir" && mkdir -p "$deck_suite_dir"
+  local version_flag="-X github.com/kong/deck/cmd.VERSION=$DECK_VERSION"
+  (cd "$scratch/deck" && CGO_ENABLED=0 go build -trimpath -ldflags "$version_flag" -o "$tools_dir/bin/deck" . &&
+    CGO_ENABLED=0 go test -c -tags=integration -ldflags "$version_flag" \
+      -o "$deck_suite_dir/integration.test" ./tests/integration)
+  # The tests read testdata/... from their package folder, some through ../../tests/integration:
+  # keep the module's layout beside the binary.
+  mkdir -p "$deck_suite_dir/tests"
+  cp -r "$scratch/deck/tests/integration" "$deck_suite_dir/tests/integration"
+  echo "$DECK_VERSION" >"$deck_suite_dir/version"
   rm -rf "$scratch"
 }
-if ! "$tools_dir/bin/deck" version 2>/dev/null | grep -q "$DECK_VERSION"; then
+if ! "$tools_dir/bin/deck" version 2>/dev/null | grep -q "$DECK_VERSION" ||
+  [[ "$(cat "$deck_suite_dir/version" 2>/dev/null)" != "$DECK_VERSION" ]]; then
   install_deck
 fi
+export STRAIT_DECK_SUITE="$deck_suite_dir"
 export STRAIT_DECK_BIN="$tools_dir/bin/deck"
 
 # h2spec (HTTP/2 conformance, tests/tests/conformance.rs): v2.6.0's commit, by the Go

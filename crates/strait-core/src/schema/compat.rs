@@ -301,6 +301,8 @@ pub fn markdown() -> String {
             out.push('\n');
         }
     }
+    out.push('\n');
+    out.push_str(&super::deck_testdata::markdown());
     out
 }
 

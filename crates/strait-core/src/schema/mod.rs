@@ -9,6 +9,7 @@
 mod balancer;
 pub mod compat;
 mod credentials;
+pub mod deck_testdata;
 mod engine;
 mod field;
 pub(crate) mod formats;
