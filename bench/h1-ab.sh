@@ -7,7 +7,9 @@
 # `return 200 'ok'`, one worker) run on core 0. Each round measures every proxy in turn for
 # H1_AB_SECONDS (default 5) after a 1 s warm-up, in an order that rotates from round to round. CPU per request is the proxy's utime+stime
 # (/proc/PID/stat) over the run divided by the requests wrk completed; "user" is utime alone.
-# H1_AB_NGINX=0 leaves nginx (proxy_pass with upstream keepalive) out. Compare builds measured
+# H1_AB_NGINX=0 leaves nginx (proxy_pass with upstream keepalive) out. H1_AB_ACCESS_LOG=1 turns
+# the access log on for every proxy, as Kong and Strait ship: Strait's default
+# `proxy_access_log`, nginx's in Kong's format with `buffer=64k`. Compare builds measured
 # in one run only: on a shared machine absolute figures drift from hour to hour.
 set -euo pipefail
 
@@ -26,7 +28,8 @@ trap cleanup EXIT
 
 . "$(dirname "$0")/nginx-conf.sh"
 origin_conf "$dir" 19960
-proxy_conf "$dir" 19970 19960
+access_log=${H1_AB_ACCESS_LOG:-0}
+proxy_conf "$dir" 19970 19960 "$access_log"
 kong_json "$dir" 19960
 
 taskset -c 0 nginx -p "$dir" -c "$dir/origin.conf"
@@ -41,7 +44,9 @@ fi
 i=0
 for binary in "$@"; do
     port=$((19980 + i))
-    STRAIT_PREFIX="$dir/p$i" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_ERROR_LOG=stderr \
+    strait_access=off
+    [ "$access_log" = 1 ] && strait_access="$dir/p$i/access.log"
+    STRAIT_PREFIX="$dir/p$i" STRAIT_PROXY_ACCESS_LOG="$strait_access" STRAIT_PROXY_ERROR_LOG=stderr \
         STRAIT_PROXY_LISTEN=127.0.0.1:$port STRAIT_ADMIN_LISTEN=127.0.0.1:$((19990 + i)) \
         STRAIT_STATUS_LISTEN=off STRAIT_WORKER_THREADS=1 STRAIT_LOG_LEVEL=warn \
         STRAIT_DECLARATIVE_CONFIG="$dir/kong.json" taskset -c 1 "$binary" start >"$dir/s$i.log" 2>&1 &

@@ -12,13 +12,20 @@ http { access_log off; keepalive_requests 1000000;
 CONF
 }
 
-# proxy_conf DIR PORT ORIGIN_PORT: DIR/proxy.conf, nginx proxying 127.0.0.1:PORT to the
-# origin with one worker and upstream keep-alive; pid in DIR/proxy.pid.
+# proxy_conf DIR PORT ORIGIN_PORT [ACCESS_LOG]: DIR/proxy.conf, nginx proxying 127.0.0.1:PORT to
+# the origin with one worker and upstream keep-alive; pid in DIR/proxy.pid. ACCESS_LOG=1 writes
+# DIR/proxy-access.log in Kong's access-log format (nginx's $request_id for Kong's request id),
+# buffered 64 KiB as nginx is usually run; else no access log.
 proxy_conf() {
+    local access="access_log off;"
+    if [ "${4:-0}" = 1 ]; then
+        access="log_format kong '\$remote_addr - \$remote_user [\$time_local] \"\$request\" \$status \$body_bytes_sent \"\$http_referer\" \"\$http_user_agent\" kong_request_id: \"\$request_id\"';
+  access_log $1/proxy-access.log kong buffer=64k flush=100ms;"
+    fi
     cat >"$1/proxy.conf" <<CONF
 worker_processes 1; error_log $1/proxy-error.log; pid $1/proxy.pid;
 events { worker_connections 4096; }
-http { access_log off; keepalive_requests 1000000; keepalive_timeout 120s;
+http { $access keepalive_requests 1000000; keepalive_timeout 120s;
   upstream origin { server 127.0.0.1:$3; keepalive 64; keepalive_requests 1000000; }
   server { listen 127.0.0.1:$2 backlog=4096;
     location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; } } }

@@ -149,7 +149,7 @@ pub(crate) async fn handle(
         }
     }
     let response = match access {
-        Some(pending) => pending.follow(response, request_id.as_str()),
+        Some(pending) => pending.follow(response, request_id),
         None => response,
     };
     (response, fields)

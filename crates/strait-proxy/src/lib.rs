@@ -94,7 +94,7 @@ pub struct Shared {
     pub stats: Arc<ProxyStats>,
     pub limits: ClientLimits,
     pub headers: kong_headers::HeaderSwitches,
-    pub access_log: Option<access_log::AccessLog>,
+    pub(crate) access_log: Option<access_log::WorkerLog>,
     pool: upstream::Pool,
 }
 

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::access_log::AccessLog;
 use crate::conn::{serve_plain, serve_tls};
 use crate::handler::ConnInfo;
 use crate::listen::{bind, ListenSpec};
@@ -128,7 +129,7 @@ fn run_worker(
             stats: context.stats.clone(),
             limits: context.settings.limits.clone(),
             headers: context.settings.headers,
-            access_log: context.settings.access_log.clone(),
+            access_log: context.settings.access_log.as_ref().map(AccessLog::for_worker),
             pool: Pool::new(context.settings.keepalive, context.settings.upstream_http2.clone()),
         });
         if let Some(every) = shared.pool().sweep_interval() {
