@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Per-plugin CPU split behind `bench/run plugins-cost` (docs/plugins.md#what-plugins-cost):
 # 100 routes / 100 consumers with no plugins, ip-restriction only (the plugin path's own
-# cost), key-auth, key-auth + acl, and key-auth + acl + request-transformer; for each, a
+# cost), key-auth, key-auth + acl, key-auth + acl + request-transformer, key-auth +
+# rate-limiting, key-auth + prometheus and key-auth + rate-limiting + prometheus (PLUGINS_SPLIT_SETS
+# picks some); for each, a
 # release Strait (1 worker, core 0) behind wrk -c32 (random route + key, core 1) against an
 # nginx origin (core 1): RPS and gateway CPU µs per request over 10 s, ROUNDS times.
 #   bench/plugins-split.sh [ROUNDS]      (after bench/setup.sh and cargo build --release)
 set -euo pipefail
 bench_dir="$(cd "$(dirname "$0")" && pwd)"
 rounds="${1:-2}"
-bin="$bench_dir/../target/release/strait"
+bin="${PLUGINS_SPLIT_BIN:-$bench_dir/../target/release/strait}"
 work="$(mktemp -d /tmp/strait-plugins-split.XXXXXX)"
 origin_port=19500 proxy_port=19501 admin_port=19502
 cat > "$work/nginx.conf" <<CONF
@@ -26,6 +28,13 @@ gen none
 gen key-auth --plugins key-auth
 gen key-auth+acl --plugins key-auth acl
 gen all-three --plugins key-auth acl request-transformer
+# The other set plugins-cost measures: key-auth + rate-limiting (local) + prometheus, and each
+# of the last two on their own beside key-auth.
+spec() { (cd "$bench_dir" && python3 -c "import sys; from pathlib import Path; from lab.configgen import ConfigSpec, write_config
+write_config(ConfigSpec(routes=100, consumers=100, key_auth=True, service_url='http://127.0.0.1:$origin_port', $2), Path(sys.argv[1]))" "$work/$1.json" >/dev/null); }
+spec key-auth+rl "rate_limiting=True"
+spec key-auth+prom "prometheus=True"
+spec key-auth+rl+prom "rate_limiting=True, prometheus=True"
 python3 - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
@@ -37,7 +46,7 @@ PY
 targets="$work/all-three.targets"
 lua="$bench_dir/lua/random_route.lua"
 for round in $(seq "$rounds"); do
-  for set in none ip-restriction key-auth key-auth+acl all-three; do
+  for set in ${PLUGINS_SPLIT_SETS:-none ip-restriction key-auth key-auth+acl all-three key-auth+rl key-auth+prom key-auth+rl+prom}; do
     rm -rf "$work/prefix"
     STRAIT_PREFIX="$work/prefix" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_ERROR_LOG=stderr STRAIT_PROXY_LISTEN="127.0.0.1:$proxy_port" \
       STRAIT_ADMIN_LISTEN="127.0.0.1:$admin_port" STRAIT_STATUS_LISTEN=off STRAIT_WORKER_THREADS=1 \

@@ -133,17 +133,29 @@ def start_origin(procs: Processes, work: Path, cpus: str) -> System:
     return System("direct", h1, h2, None)
 
 
-def start_nginx_proxy(procs: Processes, work: Path, cpus: str, origin: System) -> System:
+# Kong's access-log line (kong/templates/nginx_kong.lua), with nginx's own request id.
+KONG_LOG_FORMAT = ("'$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent "
+                   "\"$http_referer\" \"$http_user_agent\" kong_request_id: \"$request_id\"'")
+
+
+def start_nginx_proxy(procs: Processes, work: Path, cpus: str, origin: System, name: str = "nginx",
+                      access_log: bool = False) -> System:
+    """nginx as the reverse proxy. `access_log` writes Kong's access-log line for every request,
+    buffered 64 KiB (flushed within 100 ms), as nginx is run in production; else no log."""
     h1, h2 = free_port(), free_port()
     upstreams = (f"  upstream origin {{ server 127.0.0.1:{origin.h1_port}; keepalive 64; "
                  f"keepalive_requests 1000000; keepalive_timeout 120s; }}\n")
     location = ('location / { proxy_pass http://origin; proxy_http_version 1.1; '
                 'proxy_set_header Connection ""; }')
-    servers = (f"  server {{ listen 127.0.0.1:{h1} backlog=4096; "
+    log = ""
+    if access_log:
+        log = (f"  log_format kong {KONG_LOG_FORMAT};\n"
+               f"  access_log {work / name}/access.log kong buffer=64k flush=100ms;\n")
+    servers = (f"{log}  server {{ listen 127.0.0.1:{h1} backlog=4096; "
                f"listen 127.0.0.1:{h2} http2 backlog=4096; {location} }}\n")
-    conf = _nginx_conf(work / "nginx", servers, upstreams)
-    process = _start_nginx(procs, "nginx", work / "nginx", conf, cpus, h1)
-    return System("nginx", h1, h2, process)
+    conf = _nginx_conf(work / name, servers, upstreams)
+    process = _start_nginx(procs, name, work / name, conf, cpus, h1)
+    return System(name, h1, h2, process)
 
 
 def _envoy_yaml(port: int, origin_port: int, grpc: bool = False) -> str:
@@ -220,8 +232,9 @@ def start_strait(procs: Processes, binary: Path, work: Path, cpus: str, name: st
         "STRAIT_STATUS_LISTEN": "off",
         "STRAIT_WORKER_THREADS": "1",
         "STRAIT_LOG_LEVEL": "info",
-        # Like the nginx peers (access_log off); the node's log where the
-        # lab keeps each process's output.
+        # Like the stripped nginx peers (access_log off; `extra_env` gives Strait's default
+        # back for the default-configuration rows); the node's log where the lab keeps each
+        # process's output.
         "STRAIT_PROXY_ACCESS_LOG": "off",
         "STRAIT_PROXY_ERROR_LOG": "stderr",
     }

@@ -319,6 +319,25 @@ class ProxyBaselineGoalsTest(unittest.TestCase):
         self.assertIs(rps.met, False)
         self.assertIs(goals["HTTP/1.1 CPU per request vs nginx"].met, False)
 
+    def test_the_default_configurations_are_judged_beside_the_stripped_ones(self):
+        result = _baseline_result(150_000, 64_000, 66_000, 0.95)
+        data = result["protocols"]["h1"]
+        data["summary"]["strait-default"] = {"rps": {"median": 60_000}}
+        data["summary"]["nginx-default"] = {"rps": {"median": 58_000}}
+        data["ratios"]["strait-default/nginx-default"] = {
+            "rps": {"mean": 1.03, "min": 1.03, "max": 1.03}, "p99": {"mean": 1.0, "min": 1.0, "max": 1.0},
+            "cpu_per_request": {"mean": 1.08, "min": 1.08, "max": 1.08}}
+        from lab import registry
+        module = registry.discover()["proxy-baseline"].module
+        goals = {g.goal: g for g in module._goals(result)}
+        self.assertIs(goals["HTTP/1.1 CPU per request vs nginx"].met, True)
+        default = goals["HTTP/1.1 CPU per request vs nginx, default configurations"]
+        self.assertIs(default.met, False)
+        self.assertIn("1.080x", default.measured)
+        comparisons = {g.goal for g in module._comparisons(result)}
+        self.assertIn("HTTP/1.1 p99 latency vs nginx-default", comparisons)
+        self.assertNotIn("HTTP/1.1 gateway CPU per request vs nginx-default", comparisons)
+
     def test_the_goals_table_says_invalid_layout_and_keeps_it_out_of_losses(self):
         goals = self.goals(70_000, 64_000, 62_000, 0.98).values()
         block = report.scenario_block("proxy-baseline", "t", META, Rendered("x", goals=list(goals)))
