@@ -18,6 +18,9 @@
 # the gateway is held to. H1_INSN_CACHE=1 adds callgrind's cache simulation and prints L1
 # instruction and data misses per request beside the instructions (the simulated caches are
 # a model of this machine's, 32 KiB each: compare the counts between programs, not with time).
+# H1_INSN_CONFIG=FILE loads that declarative file in Strait instead (its services must point at
+# the origin, 127.0.0.1:19961), H1_INSN_PATH the path requested (default /) and
+# H1_INSN_HEADER one more header line (`apikey: ...`): a plugin chain's count beside none.
 set -euo pipefail
 
 requests=${H1_INSN_REQUESTS:-4000}
@@ -42,7 +45,11 @@ client() {  # REQUESTS CONNECTIONS
 import socket, sys
 total, conns = int(sys.argv[1]), int(sys.argv[2])
 socks = [socket.create_connection(("127.0.0.1", 19981)) for _ in range(conns)]
-request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1:19981\r\nUser-Agent: h1-instructions\r\nAccept: */*\r\n\r\n"
+import os
+path, extra = os.environ.get("H1_INSN_PATH", "/"), os.environ.get("H1_INSN_HEADER", "")
+extra = (extra + "\r\n") if extra else ""
+request = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:19981\r\nUser-Agent: h1-instructions\r\n"
+           f"Accept: */*\r\n{extra}\r\n").encode()
 for _ in range(total // conns):
     for s in socks:
         s.sendall(request)
@@ -71,13 +78,13 @@ for binary in "$@"; do
         STRAIT_PREFIX="$dir/p" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_ERROR_LOG=stderr \
             STRAIT_PROXY_LISTEN=127.0.0.1:19981 STRAIT_ADMIN_LISTEN=127.0.0.1:19991 STRAIT_STATUS_LISTEN=off \
             STRAIT_WORKER_THREADS=1 STRAIT_LOG_LEVEL=warn STRAIT_OAUTH2_TOKEN_STORE_SIZE=64m \
-            STRAIT_DECLARATIVE_CONFIG="$dir/kong.json" \
+            STRAIT_DECLARATIVE_CONFIG="${H1_INSN_CONFIG:-$dir/kong.json}" \
             valgrind --tool=callgrind --instr-atstart=no "${cache[@]}" --callgrind-out-file="$dir/callgrind.out" \
             "$binary" start >"$dir/strait.log" 2>&1 &
     fi
     vpid=$!
     for _ in $(seq 1 240); do
-        curl -s -o /dev/null "http://127.0.0.1:19981/" && break
+        curl -s -o /dev/null "http://127.0.0.1:19981${H1_INSN_PATH:-/}" && break
         sleep 0.5
     done
     client 2000 1
@@ -86,6 +93,8 @@ for binary in "$@"; do
     callgrind_control -d "$vpid" >/dev/null 2>&1
     # nginx without a master process runs as one process: its dump has no thread suffix.
     out=$(ls "$dir"/callgrind.out.* | head -1)
+    # H1_INSN_KEEP=DIR keeps each callgrind output there (callgrind_annotate reads it).
+    [ -n "${H1_INSN_KEEP:-}" ] && cp "$out" "$H1_INSN_KEEP/callgrind.$(basename "$binary")"
     awk -v name="$(basename "$binary")" -v n="$requests" '
         /^events:/ { for (i = 2; i <= NF; i++) event[i] = $i }
         /^summary:/ {

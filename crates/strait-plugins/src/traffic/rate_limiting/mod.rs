@@ -22,22 +22,28 @@ use crate::phase::{AccessFuture, Flow, Plugin, PluginResponse};
 use crate::PluginError;
 use windows::{unix_now, PERIODS};
 
-const X_LIMIT: [&str; 6] = [
-    "x-ratelimit-limit-second",
-    "x-ratelimit-limit-minute",
-    "x-ratelimit-limit-hour",
-    "x-ratelimit-limit-day",
-    "x-ratelimit-limit-month",
-    "x-ratelimit-limit-year",
+// Header names checked when compiled: a name made at run time is validated
+// byte by byte on every request (seven per request here).
+const X_LIMIT: [HeaderName; 6] = [
+    HeaderName::from_static("x-ratelimit-limit-second"),
+    HeaderName::from_static("x-ratelimit-limit-minute"),
+    HeaderName::from_static("x-ratelimit-limit-hour"),
+    HeaderName::from_static("x-ratelimit-limit-day"),
+    HeaderName::from_static("x-ratelimit-limit-month"),
+    HeaderName::from_static("x-ratelimit-limit-year"),
 ];
-const X_REMAINING: [&str; 6] = [
-    "x-ratelimit-remaining-second",
-    "x-ratelimit-remaining-minute",
-    "x-ratelimit-remaining-hour",
-    "x-ratelimit-remaining-day",
-    "x-ratelimit-remaining-month",
-    "x-ratelimit-remaining-year",
+const X_REMAINING: [HeaderName; 6] = [
+    HeaderName::from_static("x-ratelimit-remaining-second"),
+    HeaderName::from_static("x-ratelimit-remaining-minute"),
+    HeaderName::from_static("x-ratelimit-remaining-hour"),
+    HeaderName::from_static("x-ratelimit-remaining-day"),
+    HeaderName::from_static("x-ratelimit-remaining-month"),
+    HeaderName::from_static("x-ratelimit-remaining-year"),
 ];
+const RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
+const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+const RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
+const RETRY_AFTER: HeaderName = HeaderName::from_static("retry-after");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LimitBy {
@@ -277,8 +283,8 @@ fn int_value(value: i64) -> HeaderValue {
 
 const SMALL_VALUES: i64 = 64;
 
-fn header(name: &'static str, value: Option<HeaderValue>) -> Option<(HeaderName, HeaderValue)> {
-    Some((HeaderName::from_static(name), value?))
+fn header(name: HeaderName, value: Option<HeaderValue>) -> Option<(HeaderName, HeaderValue)> {
+    Some((name, value?))
 }
 
 impl Plugin for RateLimiting {
@@ -357,25 +363,25 @@ impl RateLimiting {
                 }
                 let value = number_value(remaining);
                 ctx.response_headers
-                    .extend(header(X_LIMIT[at], self.limit_values[at].clone()));
-                ctx.response_headers.extend(header(X_REMAINING[at], value.clone()));
+                    .extend(header(X_LIMIT[at].clone(), self.limit_values[at].clone()));
+                ctx.response_headers
+                    .extend(header(X_REMAINING[at].clone(), value.clone()));
                 remaining_values[at] = value;
             }
             if let Some((at, _)) = chosen {
                 ctx.response_headers
-                    .extend(header("ratelimit-limit", self.limit_values[at].clone()));
+                    .extend(header(RATELIMIT_LIMIT, self.limit_values[at].clone()));
                 ctx.response_headers
-                    .extend(header("ratelimit-remaining", remaining_values[at].take()));
+                    .extend(header(RATELIMIT_REMAINING, remaining_values[at].take()));
                 ctx.response_headers
-                    .extend(header("ratelimit-reset", Some(int_value(reset))));
+                    .extend(header(RATELIMIT_RESET, Some(int_value(reset))));
             }
         }
         if usage.stop.is_none() {
             return Flow::Continue;
         }
         if !self.hide_client_headers {
-            ctx.response_headers
-                .extend(header("retry-after", Some(int_value(reset))));
+            ctx.response_headers.extend(header(RETRY_AFTER, Some(int_value(reset))));
         }
         Flow::Respond(PluginResponse::message(self.error_code, &self.error_message))
     }

@@ -28,7 +28,23 @@ pub(crate) struct Windows {
 }
 
 impl Windows {
+    /// The windows of `now`, computed once per second per thread (the
+    /// calendar arithmetic of months and years is most of their cost).
     pub fn at(now: i64) -> Windows {
+        thread_local! {
+            static LAST: std::cell::Cell<Option<(i64, Windows)>> = const { std::cell::Cell::new(None) };
+        }
+        LAST.with(|last| match last.get() {
+            Some((at, windows)) if at == now => windows,
+            _ => {
+                let windows = Windows::compute(now);
+                last.set(Some((now, windows)));
+                windows
+            }
+        })
+    }
+
+    fn compute(now: i64) -> Windows {
         let day = now.div_euclid(86_400);
         let (year, month) = civil_from_days(day);
         let (next_year, next_month) = if month == 12 { (year + 1, 1) } else { (year, month + 1) };
