@@ -147,12 +147,13 @@ def start_nginx_proxy(procs: Processes, work: Path, cpus: str, origin: System, n
                  f"keepalive_requests 1000000; keepalive_timeout 120s; }}\n")
     location = ('location / { proxy_pass http://origin; proxy_http_version 1.1; '
                 'proxy_set_header Connection ""; }')
-    log = ""
+    # In the server block: the http block's `access_log off` would cancel one beside it.
+    log_format, log = "", ""
     if access_log:
-        log = (f"  log_format kong {KONG_LOG_FORMAT};\n"
-               f"  access_log {work / name}/access.log kong buffer=64k flush=100ms;\n")
-    servers = (f"{log}  server {{ listen 127.0.0.1:{h1} backlog=4096; "
-               f"listen 127.0.0.1:{h2} http2 backlog=4096; {location} }}\n")
+        log_format = f"  log_format kong {KONG_LOG_FORMAT};\n"
+        log = f"access_log {work / name}/access.log kong buffer=64k flush=100ms; "
+    servers = (f"{log_format}  server {{ listen 127.0.0.1:{h1} backlog=4096; "
+               f"listen 127.0.0.1:{h2} http2 backlog=4096; {log}{location} }}\n")
     conf = _nginx_conf(work / name, servers, upstreams)
     process = _start_nginx(procs, name, work / name, conf, cpus, h1)
     return System(name, h1, h2, process)
