@@ -174,6 +174,16 @@ impl PgServer {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
 
+    /// A node's settings for this server's database (`database = postgres`).
+    pub fn node_options(&self) -> crate::GatewayOptions {
+        crate::GatewayOptions::new()
+            .setting("database", "postgres")
+            .setting("pg_host", "127.0.0.1")
+            .setting("pg_port", &self.port.to_string())
+            .setting("pg_user", USER)
+            .setting("pg_database", DATABASE)
+    }
+
     /// The store's connection settings for this server.
     pub fn config(&self) -> strait_store::pg::PgConfig {
         strait_store::pg::PgConfig {

@@ -28,3 +28,25 @@ pub fn tool(name: &str, env_var: &str) -> PathBuf {
         )
     })
 }
+
+/// Where `scripts/test.sh` built decK's own integration suite: `integration.test`, and the decK
+/// module's `tests/integration` (its test files under `testdata`) beside it, for the decK
+/// release strait-core's compatibility notes are about. Panics that say how to build it.
+pub fn deck_suite() -> PathBuf {
+    let dir = match std::env::var_os("STRAIT_DECK_SUITE") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let exe = std::env::current_exe().expect("current_exe");
+            exe.ancestors().nth(3).expect("target dir").join("tools/deck-suite")
+        }
+    };
+    let version = std::fs::read_to_string(dir.join("version")).unwrap_or_else(|_| {
+        panic!(
+            "decK's integration suite is not at {}: run ./scripts/test.sh (it builds it), or set STRAIT_DECK_SUITE",
+            dir.display()
+        )
+    });
+    let wanted = strait_core::schema::deck_testdata::DECK_VERSION;
+    assert_eq!(version.trim(), wanted, "the suite at {} is another decK", dir.display());
+    dir
+}

@@ -6,36 +6,12 @@
 //! so the node is this test's own.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use strait_core::schema::deck_testdata::{DECK_SUITE_LEAVES, DECK_SUITE_PASSED, DECK_VERSION};
+use strait_e2e::tools::deck_suite;
 use strait_e2e::{Gateway, GatewayOptions};
-
-/// Where `scripts/test.sh` put the suite: `integration.test` and `tests/integration/testdata`.
-fn suite_dir() -> PathBuf {
-    let dir = match std::env::var_os("STRAIT_DECK_SUITE") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let exe = std::env::current_exe().expect("current_exe");
-            exe.ancestors().nth(3).expect("target dir").join("tools/deck-suite")
-        }
-    };
-    let version = std::fs::read_to_string(dir.join("version")).unwrap_or_else(|_| {
-        panic!(
-            "decK's integration suite is not at {}: run ./scripts/test.sh (it builds it), or set STRAIT_DECK_SUITE",
-            dir.display()
-        )
-    });
-    assert_eq!(
-        version.trim(),
-        DECK_VERSION,
-        "the suite at {} is another decK",
-        dir.display()
-    );
-    dir
-}
 
 /// Each test's outcome from `go test -v` output (`--- PASS: name (0.1s)`, indented for subtests).
 fn outcomes(output: &str) -> BTreeMap<String, String> {
@@ -60,7 +36,7 @@ fn leaves(all: &BTreeMap<String, String>) -> BTreeMap<&str, &str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decks_integration_suite_passes_every_test_kong_3_9_runs() {
-    let suite = suite_dir();
+    let suite = deck_suite();
     let gw = Gateway::start(GatewayOptions::new()).await;
     let admin = gw.admin_url();
     let mut command = tokio::process::Command::new(suite.join("integration.test"));

@@ -8,23 +8,10 @@ use std::path::{Path, PathBuf};
 
 use strait_core::schema::deck_testdata::{refusal_of, DECK_FILES, DECK_FILES_REFUSED, DECK_FILES_VALID, DECK_VERSION};
 use strait_e2e::strait_bin;
+use strait_e2e::tools::deck_suite;
 
 fn testdata() -> PathBuf {
-    let suite = match std::env::var_os("STRAIT_DECK_SUITE") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let exe = std::env::current_exe().expect("current_exe");
-            exe.ancestors().nth(3).expect("target dir").join("tools/deck-suite")
-        }
-    };
-    let version = std::fs::read_to_string(suite.join("version")).unwrap_or_else(|_| {
-        panic!(
-            "decK's test files are not at {}: run ./scripts/test.sh (it installs them), or set STRAIT_DECK_SUITE",
-            suite.display()
-        )
-    });
-    assert_eq!(version.trim(), DECK_VERSION);
-    suite.join("tests/integration/testdata")
+    deck_suite().join("tests/integration/testdata")
 }
 
 /// Every file under `dir`, sorted.

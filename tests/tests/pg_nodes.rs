@@ -7,16 +7,11 @@ use std::time::{Duration, Instant};
 
 use strait_e2e::client::get;
 use strait_e2e::gateway::{Gateway, GatewayOptions};
-use strait_e2e::postgres::{failed_start_on, PgServer, DATABASE, USER};
+use strait_e2e::postgres::{failed_start_on, PgServer};
 use strait_e2e::upstream::{Upstream, UpstreamKind};
 
 fn pg_options(server: &PgServer) -> GatewayOptions {
-    GatewayOptions::new()
-        .setting("database", "postgres")
-        .setting("pg_host", "127.0.0.1")
-        .setting("pg_port", &server.port().to_string())
-        .setting("pg_user", USER)
-        .setting("pg_database", DATABASE)
+    server.node_options()
 }
 
 /// The `orders` service on `origin` with a route on `path`, through `node`.

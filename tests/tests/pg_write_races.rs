@@ -6,26 +6,17 @@
 //! behind its back (the `PUT` updated the entity it created).
 
 use serde_json::{json, Value};
-use strait_e2e::gateway::{Gateway, GatewayOptions};
-use strait_e2e::postgres::{PgServer, DATABASE, USER};
+use strait_e2e::gateway::Gateway;
+use strait_e2e::postgres::PgServer;
 use strait_e2e::{LeafCert, Reply};
 
 const ROUNDS: usize = 50;
 
-fn pg_options(server: &PgServer) -> GatewayOptions {
-    GatewayOptions::new()
-        .setting("database", "postgres")
-        .setting("pg_host", "127.0.0.1")
-        .setting("pg_port", &server.port().to_string())
-        .setting("pg_user", USER)
-        .setting("pg_database", DATABASE)
-}
-
 async fn two_nodes() -> (PgServer, Gateway, Gateway) {
     let server = PgServer::start();
     server.bootstrap();
-    let a = Gateway::start(pg_options(&server)).await;
-    let b = Gateway::start(pg_options(&server)).await;
+    let a = Gateway::start(server.node_options()).await;
+    let b = Gateway::start(server.node_options()).await;
     (server, a, b)
 }
 
