@@ -198,6 +198,17 @@ impl<IO> Clone for Flusher<IO> {
     }
 }
 
+impl<IO> Flusher<IO> {
+    /// The transport back, with what the codec wrote that it has not taken
+    /// yet, once the codec's end and every other flusher are gone.
+    pub fn into_io(self) -> Option<(IO, Vec<u8>)> {
+        let out = Arc::try_unwrap(self.out).ok()?;
+        let out = out.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let unsent = out.buf.get(out.sent..).map(<[u8]>::to_vec).unwrap_or_default();
+        Some((out.io, unsent))
+    }
+}
+
 impl<IO: AsyncWrite + Unpin> Flusher<IO> {
     /// Send what the codec wrote. A transport that is full wakes the task
     /// when it drains; a failure is kept for the codec, and the task woken

@@ -40,10 +40,42 @@ where
 {
     // What the codec writes in a turn goes out in one write (coalesce.rs).
     let (io, flusher) = coalesced(io);
-    Flushing::new(drive(io, info, shared, shutdown), flusher).await;
+    let kept = flusher.clone();
+    let aged = Flushing::new(drive(io, info, shared, shutdown), flusher).await;
+    if aged {
+        if let Some((io, unsent)) = kept.into_io() {
+            linger(io, unsent).await;
+        }
+    }
 }
 
-async fn drive<IO>(io: Coalesced<IO>, info: ConnInfo, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
+/// How long a connection closed at its age keeps reading what the client
+/// still sends.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// A lingering close, as nginx's: a client that opened a stream just as the
+/// GOAWAY left has it on the wire, and a close with it unread would be a
+/// reset, which the client meets as a write error ("broken pipe") before it
+/// reads the GOAWAY that says the stream was never processed. So the rest
+/// of what the codec wrote goes out, then the end of the stream (FIN), and
+/// what the client sends is read and dropped until it closes too (or
+/// [`LINGER`] passes): the client reads the GOAWAY and a clean end, and
+/// retries the refused stream elsewhere.
+async fn linger<IO: AsyncRead + AsyncWrite + Unpin>(mut io: IO, unsent: Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = timeout(LINGER, async {
+        io.write_all(&unsent).await?;
+        io.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        while io.read(&mut sink).await? > 0 {}
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
+}
+
+/// Serves the connection; true when it ended at its age (GOAWAY, then the
+/// streams in flight finished or the grace passed).
+async fn drive<IO>(io: Coalesced<IO>, info: ConnInfo, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) -> bool
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -64,9 +96,9 @@ where
         Ok(Ok(conn)) => conn,
         Ok(Err(error)) => {
             tracing::debug!(%error, client = %info.client, "HTTP/2 handshake failed");
-            return;
+            return false;
         }
-        Err(_) => return,
+        Err(_) => return false,
     };
     let retire = Retire::new(limits);
     let info = Arc::new(info);
@@ -117,6 +149,7 @@ where
             },
         }
     }
+    graced
 }
 
 fn spawn_stream(
