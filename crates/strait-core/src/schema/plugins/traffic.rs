@@ -32,43 +32,24 @@ fn redis_record() -> Field {
 /// Kong 3.9's deprecated `redis_*` fields of rate-limiting and
 /// response-ratelimiting, each standing for a field of `config.redis`.
 const REDIS_SHORTHANDS: &[ConfigShorthand] = &[
-    ConfigShorthand {
-        name: "redis_host",
-        path: ["redis", "host"],
-    },
-    ConfigShorthand {
-        name: "redis_port",
-        path: ["redis", "port"],
-    },
-    ConfigShorthand {
-        name: "redis_password",
-        path: ["redis", "password"],
-    },
-    ConfigShorthand {
-        name: "redis_username",
-        path: ["redis", "username"],
-    },
-    ConfigShorthand {
-        name: "redis_ssl",
-        path: ["redis", "ssl"],
-    },
-    ConfigShorthand {
-        name: "redis_ssl_verify",
-        path: ["redis", "ssl_verify"],
-    },
-    ConfigShorthand {
-        name: "redis_server_name",
-        path: ["redis", "server_name"],
-    },
-    ConfigShorthand {
-        name: "redis_timeout",
-        path: ["redis", "timeout"],
-    },
-    ConfigShorthand {
-        name: "redis_database",
-        path: ["redis", "database"],
-    },
+    redis_shorthand("redis_host", "host"),
+    redis_shorthand("redis_port", "port"),
+    redis_shorthand("redis_password", "password"),
+    redis_shorthand("redis_username", "username"),
+    redis_shorthand("redis_ssl", "ssl"),
+    redis_shorthand("redis_ssl_verify", "ssl_verify"),
+    redis_shorthand("redis_server_name", "server_name"),
+    redis_shorthand("redis_timeout", "timeout"),
+    redis_shorthand("redis_database", "database"),
 ];
+
+/// `name`, standing for `config.redis.<field>`.
+const fn redis_shorthand(name: &'static str, field: &'static str) -> ConfigShorthand {
+    ConfigShorthand {
+        name,
+        path: ["redis", field],
+    }
+}
 
 /// Kong's `rate-limiting` schema.
 pub(super) fn rate_limiting() -> PluginDef {
