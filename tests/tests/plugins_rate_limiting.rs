@@ -271,3 +271,135 @@ async fn kong_3x_redis_fields_are_taken_and_answered() {
     assert!(names.contains(&"redis_host".to_string()), "{names:?}");
     assert_eq!(names.len(), 9, "{names:?}");
 }
+
+/// An upstream that answers every request on a connection with one fixed
+/// head, its names in mixed case, and a 2-byte body.
+async fn fixed_upstream() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut seen = Vec::new();
+                loop {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        seen.drain(..end + 4);
+                        let head = b"HTTP/1.1 200 OK\r\nX-Upstream-Case: Kept\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok";
+                        if stream.write_all(head).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (addr, task)
+}
+
+/// A route whose plugins leave the response head alone (key-auth,
+/// rate-limiting, prometheus) passes the upstream's head on in its own
+/// bytes, names in the upstream's case as on a route without plugins, with
+/// rate-limiting's and Kong's fields after it; a route with a header filter
+/// (response-transformer) gets the same fields through the header map,
+/// where the filter sees and changes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_no_plugin_filters_goes_on_as_the_upstream_wrote_it() {
+    let (upstream, _task) = fixed_upstream().await;
+    let url = format!("http://{upstream}");
+    let auth = json!({ "name": "key-auth", "config": { "key_names": ["apikey"] } });
+    let config = json!({
+        "_format_version": "3.0",
+        "consumers": [{ "username": "ann", "keyauth_credentials": [{ "key": "ann-key" }] }],
+        "services": [{
+            "name": "fixed", "url": url,
+            "routes": [
+                { "name": "plain", "paths": ["/plain"] },
+                { "name": "relayed", "paths": ["/relayed"],
+                  "plugins": [auth.clone(), limited(json!({ "hour": 100, "limit_by": "consumer" })),
+                              { "name": "prometheus" }] },
+                { "name": "filtered", "paths": ["/filtered"],
+                  "plugins": [auth, limited(json!({ "hour": 100, "limit_by": "consumer" })),
+                              { "name": "response-transformer",
+                                "config": { "remove": { "headers": ["x-ratelimit-limit-hour"] },
+                                            "add": { "headers": ["x-added:yes"] } } }] }
+            ]
+        }]
+    });
+    let gw = Gateway::start(strait_e2e::GatewayOptions::new()).await;
+    gw.apply(&config).await;
+    let raw = |path: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: example.test\r\napikey: ann-key\r\nConnection: close\r\n\r\n")
+            .into_bytes()
+    };
+    let head_lines = |reply: &str| -> Vec<String> {
+        let head = reply.split("\r\n\r\n").next().unwrap_or_default();
+        head.lines().skip(1).map(str::to_string).collect()
+    };
+    let value = |lines: &[String], name: &str| -> Option<String> {
+        lines
+            .iter()
+            .find_map(|line| line.split_once(": ").filter(|(n, _)| n.eq_ignore_ascii_case(name)))
+            .map(|(_, v)| v.to_string())
+    };
+
+    let plain = head_lines(&strait_e2e::send_h1_raw(gw.proxy_addr(), &raw("/plain")).await);
+    assert!(plain.contains(&"X-Upstream-Case: Kept".to_string()), "{plain:?}");
+
+    for round in 1..=2 {
+        let reply = strait_e2e::send_h1_raw(gw.proxy_addr(), &raw("/relayed")).await;
+        assert!(
+            reply.starts_with("HTTP/1.1 200 OK\r\n") && reply.ends_with("\r\n\r\nok"),
+            "{reply}"
+        );
+        let lines = head_lines(&reply);
+        assert!(
+            lines.contains(&"X-Upstream-Case: Kept".to_string()),
+            "relayed: {lines:?}"
+        );
+        assert!(lines.contains(&"Content-Length: 2".to_string()), "{lines:?}");
+        assert_eq!(value(&lines, "x-ratelimit-limit-hour").as_deref(), Some("100"));
+        let remaining = (100 - round).to_string();
+        assert_eq!(value(&lines, "x-ratelimit-remaining-hour"), Some(remaining.clone()));
+        assert_eq!(value(&lines, "ratelimit-remaining"), Some(remaining));
+        assert!(value(&lines, "ratelimit-reset").is_some(), "{lines:?}");
+        assert!(value(&lines, "x-kong-upstream-latency").is_some(), "{lines:?}");
+        assert!(value(&lines, "x-kong-request-id").is_some(), "{lines:?}");
+        assert!(value(&lines, "via").is_some(), "{lines:?}");
+        // Each field once: nothing written by both the relay and the map.
+        let mut names: Vec<String> = lines
+            .iter()
+            .map(|l| l.split(':').next().unwrap().to_ascii_lowercase())
+            .collect();
+        names.sort();
+        let count = names.len();
+        names.dedup();
+        assert_eq!(names.len(), count, "{lines:?}");
+    }
+
+    let reply = strait_e2e::send_h1_raw(gw.proxy_addr(), &raw("/filtered")).await;
+    let lines = head_lines(&reply);
+    // Through the map: names as the map writes them, and the filter saw
+    // rate-limiting's fields.
+    assert!(
+        lines.contains(&"x-upstream-case: Kept".to_string()),
+        "mapped: {lines:?}"
+    );
+    assert_eq!(value(&lines, "x-ratelimit-limit-hour"), None, "{lines:?}");
+    assert_eq!(value(&lines, "x-ratelimit-remaining-hour").as_deref(), Some("99"));
+    assert_eq!(value(&lines, "x-added").as_deref(), Some("yes"));
+    assert!(value(&lines, "x-kong-upstream-latency").is_some(), "{lines:?}");
+
+    // No key: key-auth answers, with no upstream head to relay.
+    let refused = strait_e2e::send_h1_raw(
+        gw.proxy_addr(),
+        b"GET /relayed HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+}

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::net::IpAddr;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use strait_core::Consumer;
 pub use strait_core::{Protocol, ProtocolSet};
 use uuid::Uuid;
@@ -123,7 +123,7 @@ pub struct RequestCtx<'a> {
     pub authenticated_groups: Option<Vec<String>>,
     pub shared: SharedStore,
     /// Headers to add to the response to the client, whatever produces it.
-    pub response_headers: Vec<(HeaderName, HeaderValue)>,
+    pub response_headers: crate::AddedHeaders,
     /// The client's TLS certificate, verified by the listener.
     pub client_cert: Option<std::sync::Arc<crate::auth::x509::ClientCert>>,
     /// Send `uri`'s path upstream as it is: no `strip_path`, no service path

@@ -8,6 +8,7 @@
 //! return a [`Flow`]; consumers and credentials come through [`Directory`].
 #![forbid(unsafe_code)]
 
+mod added_headers;
 pub mod auth;
 pub mod body;
 mod chain;
@@ -23,6 +24,7 @@ pub mod security;
 pub mod traffic;
 pub mod transform;
 
+pub use added_headers::{AddedHeaders, FieldLine};
 pub use chain::{rank, ChainSlot, ConsumerPlugin, PluginChain, ScopedPlugin};
 pub use context::{
     AuthenticatedCredential, BodyChunk, BodyLimit, LogDetails, LogRecord, PhaseTiming, PhaseTimings, Protocol,

@@ -127,6 +127,14 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// True when the plugin implements [`Plugin::header_filter`]. A chain
+    /// none of whose plugins do (nor filter the body, serialize or trace)
+    /// lets the proxy pass the upstream's response head on in its own
+    /// bytes, with only what `access` added beside it.
+    fn filters_headers(&self) -> bool {
+        false
+    }
+
     /// Changes status and headers of the response before they are sent
     /// (upstream answers, plugin exits and gateway errors alike).
     fn header_filter(&self, _ctx: &mut ResponseCtx<'_>) {}
@@ -167,4 +175,43 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
     /// After the last byte of the response was handed to the connection.
     /// Must not block: queue slow work.
     fn log(&self, _record: &LogRecord, _shared: &SharedStore) {}
+}
+
+#[cfg(test)]
+mod tests {
+    /// The proxy trusts the flags: a plugin with a `header_filter`,
+    /// `body_filter` or `log` that does not say so would be skipped. Every
+    /// source file that implements one of them also implements its flag.
+    #[test]
+    fn every_phase_a_plugin_implements_is_flagged() {
+        let pairs = [
+            ("fn header_filter(", "fn filters_headers("),
+            ("fn body_filter(", "fn filters_body("),
+            ("fn log(", "fn logs("),
+        ];
+        let mut files = vec![std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))];
+        let mut checked = 0;
+        while let Some(path) = files.pop() {
+            if path.is_dir() {
+                files.extend(std::fs::read_dir(&path).unwrap().map(|entry| entry.unwrap().path()));
+                continue;
+            }
+            let name = path.file_name().unwrap().to_string_lossy();
+            if !name.ends_with(".rs") || name == "phase.rs" || name == "chain.rs" {
+                continue;
+            }
+            let source = std::fs::read_to_string(&path).unwrap();
+            for (phase, flag) in pairs {
+                if source.contains(phase) {
+                    checked += 1;
+                    assert!(
+                        source.contains(flag),
+                        "{} implements `{phase}..)` without `{flag}..)`",
+                        path.display()
+                    );
+                }
+            }
+        }
+        assert!(checked >= 7, "only {checked} phases found: the walk is broken");
+    }
 }

@@ -51,7 +51,7 @@ fn run(chain: &PluginChain, headers: &mut HeaderMap) -> Flow {
         credential: None,
         authenticated_groups: None,
         shared: SharedStore::default(),
-        response_headers: Vec::new(),
+        response_headers: Default::default(),
         exact_path: false,
         client_cert: None,
     };

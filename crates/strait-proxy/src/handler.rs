@@ -341,10 +341,7 @@ async fn proxy(
         // Boxed: the plugin phases are a future of kilobytes, and inline they
         // would make every request's future (boxed per request by
         // h1_server.rs and h2_server.rs) that large, plugins or not.
-        return Ok((
-            pin_in_place(|| crate::phases::run(*request, chain, exchange, http1)).await,
-            None,
-        ));
+        return Ok(pin_in_place(|| crate::phases::run(*request, chain, exchange, http1)).await);
     }
     let service = facts
         .service
@@ -383,14 +380,18 @@ pub(crate) struct Exchange<'a> {
 
 impl Exchange<'_> {
     /// Proxy to the route's service (after the access phase); `detailed`
-    /// keeps the upstream URI and tries for a log serializer.
+    /// keeps the upstream URI and tries for a log serializer, `relay` lets
+    /// the upstream's head be passed on in its own bytes (relay.rs). Kong's
+    /// fields and the proxied mark come beside the response:
+    /// [`Exchange::into_map`] puts them where plugins read them.
     pub async fn forward(
         &self,
         request: Request<ProxyBody>,
         host_override: Option<HeaderValue>,
         detailed: bool,
         consumer: Option<uuid::Uuid>,
-    ) -> Result<Response<ProxyBody>, ProxyError> {
+        relay: bool,
+    ) -> Result<(Response<ProxyBody>, Proxied, KongFields), ProxyError> {
         let service = self
             .matched
             .facts
@@ -411,16 +412,16 @@ impl Exchange<'_> {
             host_override,
             detailed,
             consumer,
-            false,
+            relay,
         )
         .await
-        .map(|(mut response, proxied, fields)| {
-            // The plugin phases read them there (phases.rs), and their
-            // header filters see Kong's fields.
-            fields.insert(response.headers_mut());
-            response.extensions_mut().insert(proxied);
-            response
-        })
+    }
+
+    /// Kong's fields into the response's map, where header filters see
+    /// them, and the proxied mark into its extensions (handler.rs `handle`).
+    pub fn into_map(response: &mut Response<ProxyBody>, proxied: Proxied, fields: KongFields) {
+        fields.insert(response.headers_mut());
+        response.extensions_mut().insert(proxied);
     }
 }
 

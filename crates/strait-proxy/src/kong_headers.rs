@@ -244,6 +244,10 @@ pub(crate) struct KongFields {
     /// The upstream head's lines, when it is passed on as it is (relay.rs):
     /// the response's map then holds only what Strait added.
     pub relayed: Option<Box<crate::relay::RelayedHead>>,
+    /// Fields a plugin's `access` asked for (rate-limiting's, ...) on a
+    /// response no plugin filters (phases.rs): written after the upstream's,
+    /// without a map in between.
+    pub added: strait_plugins::AddedHeaders,
 }
 
 const UNSET: u32 = u32::MAX;
@@ -256,6 +260,7 @@ impl Default for KongFields {
             via: false,
             server: false,
             relayed: None,
+            added: strait_plugins::AddedHeaders::default(),
         }
     }
 }
@@ -325,6 +330,7 @@ impl KongFields {
     /// with (`Server` only when neither it nor the relayed lines have one).
     pub fn encode(&self, headers: &http::HeaderMap, out: &mut bytes::BytesMut) {
         use crate::h1_codec::put_field;
+        out.extend_from_slice(self.added.as_lines());
         if self.via {
             put_field(b"via", crate::VIA_VALUE.as_bytes(), out);
         }
@@ -347,6 +353,7 @@ impl KongFields {
         if let Some(relayed) = self.relayed.take() {
             relayed.unfold_into(headers);
         }
+        self.added.append_to(headers);
         if self.via {
             headers.append(http::header::VIA, HeaderValue::from_static(crate::VIA_VALUE));
         }

@@ -24,6 +24,7 @@ use strait_plugins::{
 use crate::body::{boxed, full, BoxError, ProxyBody};
 use crate::error::{ErrorKind, ProxyError};
 use crate::handler::{error_to_response, plugin_response_to_http, Exchange};
+use crate::kong_headers::KongFields;
 
 /// The most a plugin may make the proxy hold of a request or response body
 /// in memory; a longer request body is refused with 413.
@@ -66,13 +67,15 @@ async fn read_body_up_to(mut body: ProxyBody, limit: usize) -> Result<Bytes, Pro
     Ok(buffer.freeze())
 }
 
-/// Run the plugin phases around proxying one request.
+/// Run the plugin phases around proxying one request. A proxied response
+/// whose head no plugin reads comes with Kong's fields beside it, its head
+/// relayed when the upstream's allows (handler.rs `handle`, relay.rs).
 pub(crate) async fn run(
     request: Request<ProxyBody>,
     chain: &PluginChain,
     exchange: Exchange<'_>,
     http1: bool,
-) -> Response<ProxyBody> {
+) -> (Response<ProxyBody>, Option<KongFields>) {
     let protocol = protocol_of(&request, exchange.conn.tls);
     let (mut parts, body) = request.into_parts();
     // Plugins add headers (consumer, credential, groups, transforms): grow
@@ -112,7 +115,12 @@ pub(crate) async fn run(
     let (buffered, streaming): (Option<Bytes>, Option<ProxyBody>) = if chain.reads_request_body() {
         match read_body(body).await {
             Ok(bytes) => (Some(bytes), None),
-            Err(error) => return error_to_response(error, http1, exchange.conn, exchange.request_id),
+            Err(error) => {
+                return (
+                    error_to_response(error, http1, exchange.conn, exchange.request_id),
+                    None,
+                )
+            }
         }
     } else {
         (None, Some(body))
@@ -140,7 +148,7 @@ pub(crate) async fn run(
         credential: None,
         authenticated_groups: None,
         shared: SharedStore::default(),
-        response_headers: Vec::new(),
+        response_headers: Default::default(),
         exact_path: false,
         client_cert: exchange.conn.client_cert.clone(),
     };
@@ -163,6 +171,13 @@ pub(crate) async fn run(
     let upstream_host = ctx.upstream_host.take();
     let mut shared = std::mem::take(&mut ctx.shared);
     let response_headers = std::mem::take(&mut ctx.response_headers);
+    // The upstream's head goes on in its own bytes, as on a route without
+    // plugins, when no plugin reads or changes it: Kong's fields then stay
+    // beside it, and the map holds only what `access` added.
+    let relay = parts.version == http::Version::HTTP_11
+        && matches!(protocol, Protocol::Http | Protocol::Https)
+        && chain.leaves_response_head()
+        && shared.get::<strait_plugins::DropResponseBody>().is_none();
     let mut streaming = streaming;
     let flow = match (flow, body_limit) {
         (Flow::Continue, Some(limit)) => match (new_body.as_ref(), streaming.take()) {
@@ -177,15 +192,20 @@ pub(crate) async fn run(
                         Flow::Continue
                     }
                     Err(error) if error.kind == ErrorKind::PayloadTooLarge => Flow::Respond(limit.exceeded),
-                    Err(error) => return error_to_response(error, http1, exchange.conn, exchange.request_id),
+                    Err(error) => {
+                        return (
+                            error_to_response(error, http1, exchange.conn, exchange.request_id),
+                            None,
+                        )
+                    }
                 }
             }
             _ => Flow::Continue,
         },
         (flow, _) => flow,
     };
-    let (response, source) = match flow {
-        Flow::Respond(answer) => (plugin_response_to_http(answer), ResponseSource::Exit),
+    let (response, source, mut beside) = match flow {
+        Flow::Respond(answer) => (plugin_response_to_http(answer), ResponseSource::Exit, None),
         Flow::Continue => {
             let body = match (new_body, streaming) {
                 (Some(bytes), _) => {
@@ -206,13 +226,21 @@ pub(crate) async fn run(
                     summary
                         .consumer_id
                         .or_else(|| summary.credential.as_ref().map(|c| c.id)),
+                    relay,
                 )
                 .await
             {
-                Ok(response) => (response, ResponseSource::Service),
+                Ok((response, proxied, fields)) if relay => {
+                    (response, ResponseSource::Service, Some((proxied, fields)))
+                }
+                Ok((mut response, proxied, fields)) => {
+                    Exchange::into_map(&mut response, proxied, fields);
+                    (response, ResponseSource::Service, None)
+                }
                 Err(error) => (
                     error_to_response(error, http1, exchange.conn, exchange.request_id),
                     ResponseSource::Error,
+                    None,
                 ),
             }
         }
@@ -233,17 +261,23 @@ pub(crate) async fn run(
             }
         }
     }
-    for (name, value) in response_headers {
-        head.headers.append(name, value);
+    if let Some((_, fields)) = beside.as_mut() {
+        fields.added = response_headers;
+    } else {
+        response_headers.append_to(&mut head.headers);
+        let mut response_ctx = ResponseCtx {
+            status: &mut head.status,
+            headers: &mut head.headers,
+            source,
+            request: &summary,
+            shared: &mut shared,
+        };
+        chain.header_filter(consumer_plugins, &mut response_ctx);
     }
-    let mut response_ctx = ResponseCtx {
-        status: &mut head.status,
-        headers: &mut head.headers,
-        source,
-        request: &summary,
-        shared: &mut shared,
+    let (proxied, fields) = match beside {
+        Some((proxied, fields)) => (Some(proxied), Some(fields)),
+        None => (None, None),
     };
-    chain.header_filter(consumer_plugins, &mut response_ctx);
     let body = match shared.get::<strait_plugins::DropResponseBody>() {
         Some(_) => {
             head.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
@@ -252,11 +286,11 @@ pub(crate) async fn run(
         None => body,
     };
     if !chain.follows_response_body() {
-        return Response::from_parts(head, body);
+        return (Response::from_parts(head, body), fields);
     }
     let followers = chain.response_followers(consumer_plugins, summary.route_id, summary.service_id, protocol);
     if followers.is_empty() {
-        return Response::from_parts(head, body);
+        return (Response::from_parts(head, body), fields);
     }
     if followers.iter().any(|p| p.filters_body()) {
         // Filters may change the length.
@@ -274,12 +308,15 @@ pub(crate) async fn run(
     let outcome = Outcome {
         status: head.status,
         source,
-        upstream_ms: head.extensions.get::<crate::handler::Proxied>().map(|p| p.upstream_ms),
+        upstream_ms: proxied
+            .as_ref()
+            .or_else(|| head.extensions.get::<crate::handler::Proxied>())
+            .map(|p| p.upstream_ms),
         request_bytes,
         details,
     };
     let followed = FollowedBody::new(body, followers, shared, summary, outcome, exchange.started);
-    Response::from_parts(head, boxed(followed))
+    (Response::from_parts(head, boxed(followed)), fields)
 }
 
 /// The request's size as it arrived (HTTP/1.1 framing): request line,

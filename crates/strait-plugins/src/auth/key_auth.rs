@@ -77,7 +77,12 @@ impl KeyAuth {
                 match (values.next(), values.next()) {
                     (Some(_), Some(_)) => return Err(self.fail("Duplicate API key found")),
                     (Some(value), None) => {
-                        let key = String::from_utf8_lossy(value.as_bytes());
+                        // Keys are ASCII: checked whole first, the lossy walk
+                        // (several times dearer) only for a value that is not UTF-8.
+                        let key = match std::str::from_utf8(value.as_bytes()) {
+                            Ok(text) => Cow::Borrowed(text),
+                            Err(_) => String::from_utf8_lossy(value.as_bytes()),
+                        };
                         return Ok(Some((key, name, Source::Header)));
                     }
                     _ => {}

@@ -186,7 +186,7 @@ impl TestRequest {
             credential: None,
             authenticated_groups: None,
             shared: SharedStore::default(),
-            response_headers: Vec::new(),
+            response_headers: Default::default(),
             exact_path: false,
             client_cert: None,
         };

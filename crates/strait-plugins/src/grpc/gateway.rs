@@ -66,8 +66,8 @@ impl Plugin for GrpcGateway {
     }
 
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
-        let allow_all = (header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-        ctx.response_headers.push(allow_all);
+        ctx.response_headers
+            .push(&header::ACCESS_CONTROL_ALLOW_ORIGIN, &HeaderValue::from_static("*"));
         if *ctx.method == Method::OPTIONS {
             return Flow::Respond(PluginResponse {
                 status: 200,
@@ -160,6 +160,10 @@ impl Plugin for GrpcGateway {
             status: None,
         });
         Flow::Continue
+    }
+
+    fn filters_headers(&self) -> bool {
+        true
     }
 
     fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {

@@ -95,7 +95,7 @@ impl Plugin for GrpcWeb {
 
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         ctx.response_headers
-            .push((header::ACCESS_CONTROL_ALLOW_ORIGIN, self.allow_origin.clone()));
+            .push(&header::ACCESS_CONTROL_ALLOW_ORIGIN, &self.allow_origin);
         if *ctx.method == Method::OPTIONS {
             let origin = self.allow_origin.to_str().unwrap_or("*").to_string();
             return Flow::Respond(PluginResponse {
@@ -178,6 +178,10 @@ impl Plugin for GrpcWeb {
             head_status: Vec::new(),
         });
         Flow::Continue
+    }
+
+    fn filters_headers(&self) -> bool {
+        true
     }
 
     fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {

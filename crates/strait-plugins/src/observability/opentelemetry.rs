@@ -287,7 +287,7 @@ impl Plugin for OpenTelemetry {
         }
         if let Some(name) = &self.trace_id_header {
             if let Ok(value) = HeaderValue::from_str(&trace.trace_id_hex()) {
-                ctx.response_headers.push((name.clone(), value));
+                ctx.response_headers.push(name, &value);
             }
         }
         ctx.shared.insert(trace);

@@ -228,6 +228,10 @@ impl Plugin for Cors {
         Flow::Respond(response)
     }
 
+    fn filters_headers(&self) -> bool {
+        true
+    }
+
     fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {
         if ctx.shared.get::<PreflightSeen>().is_some() {
             return;

@@ -380,6 +380,10 @@ impl Plugin for ResponseRateLimiting {
         })
     }
 
+    fn filters_headers(&self) -> bool {
+        true
+    }
+
     fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {
         // Only an upstream's answer reports increments.
         let values: Vec<&str> = match ctx.source {

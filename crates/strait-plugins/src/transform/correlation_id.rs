@@ -112,6 +112,10 @@ impl Plugin for CorrelationId {
         Flow::Continue
     }
 
+    fn filters_headers(&self) -> bool {
+        true
+    }
+
     fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {
         if !self.echo_downstream {
             return;

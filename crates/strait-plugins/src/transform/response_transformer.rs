@@ -150,6 +150,10 @@ impl Plugin for ResponseTransformer {
         800
     }
 
+    fn filters_headers(&self) -> bool {
+        true
+    }
+
     fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {
         let headers = &mut *ctx.headers;
         for (name, _) in &self.remove.headers {

@@ -188,7 +188,7 @@ impl ProxyCache {
     fn note(&self, ctx: &mut RequestCtx<'_>, debug: bool, header: HeaderName, value: &str) {
         if self.shows(debug, &header) {
             if let Ok(value) = HeaderValue::from_str(value) {
-                ctx.response_headers.push((header, value));
+                ctx.response_headers.push(&header, &value);
             }
         }
     }
@@ -309,12 +309,16 @@ impl Plugin for ProxyCache {
             headers.push(("x-cache-key".into(), key));
         }
         // The key header was noted for a miss; the hit carries its own.
-        ctx.response_headers.retain(|(name, _)| name != KEY);
+        ctx.response_headers.retain(|name| name != KEY.as_str());
         Flow::Respond(PluginResponse {
             status: cached.status,
             headers,
             body: cached.body.clone(),
         })
+    }
+
+    fn filters_headers(&self) -> bool {
+        true
     }
 
     fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {

@@ -19,6 +19,7 @@ use uuid::Uuid;
 use crate::config::ConfigReader;
 use crate::context::RequestCtx;
 use crate::phase::{AccessFuture, Flow, Plugin, PluginResponse};
+use crate::FieldLine;
 use crate::PluginError;
 use windows::{unix_now, PERIODS};
 
@@ -69,8 +70,9 @@ pub struct PluginScope {
 pub struct RateLimiting {
     /// The limit of each period, `None` when not configured.
     limits: [Option<f64>; 6],
-    /// Each limit as a header value, built once.
-    limit_values: [Option<HeaderValue>; 6],
+    /// Each limit's `X-RateLimit-Limit-<period>` and `RateLimit-Limit`
+    /// lines, written once.
+    limit_lines: [Option<(FieldLine, FieldLine)>; 6],
     limit_by: LimitBy,
     header_name: Option<String>,
     path: Option<String>,
@@ -124,7 +126,13 @@ impl RateLimiting {
         }
         Ok(RateLimiting {
             limits,
-            limit_values: limits.map(|limit| limit.and_then(number_value)),
+            limit_lines: std::array::from_fn(|at| {
+                let value = limits[at].and_then(number_value)?;
+                Some((
+                    FieldLine::new(&X_LIMIT[at], &value),
+                    FieldLine::new(&RATELIMIT_LIMIT, &value),
+                ))
+            }),
             limit_by,
             header_name: c.string("header_name")?.map(|h| h.to_ascii_lowercase()),
             path: c.string("path")?,
@@ -283,8 +291,14 @@ fn int_value(value: i64) -> HeaderValue {
 
 const SMALL_VALUES: i64 = 64;
 
-fn header(name: HeaderName, value: Option<HeaderValue>) -> Option<(HeaderName, HeaderValue)> {
-    Some((name, value?))
+/// A count added to the response as [`number_value`] writes it: an
+/// integer straight into the lines, anything else through its text.
+fn push_number(headers: &mut crate::AddedHeaders, name: &HeaderName, value: f64) {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        headers.push_int(name, value as i64);
+    } else if let Ok(text) = HeaderValue::from_str(&number_text(value)) {
+        headers.push(name, &text);
+    }
 }
 
 impl Plugin for RateLimiting {
@@ -331,17 +345,13 @@ impl Plugin for RateLimiting {
 impl RateLimiting {
     /// Kong's headers for a decision, and the refusal when a limit is hit.
     fn answer(&self, ctx: &mut RequestCtx<'_>, usage: &Usage, now: i64) -> Flow {
-        ctx.response_headers.reserve(if self.hide_client_headers {
-            0
-        } else {
-            2 * PERIODS.len() + 4
-        });
         let mut reset = 0;
         if !self.hide_client_headers {
+            let headers = &mut ctx.response_headers;
+            headers.reserve(2 * usage.periods.iter().flatten().count() + 4);
             // Kong's choice for the RateLimit-* headers: the period with the
             // least remaining, the longer window on a tie.
             let mut chosen: Option<(usize, f64)> = None;
-            let mut remaining_values: [Option<HeaderValue>; 6] = Default::default();
             for (at, period) in usage.periods.iter().enumerate() {
                 let Some((_, remaining)) = *period else { continue };
                 let remaining = match usage.stop {
@@ -361,27 +371,24 @@ impl RateLimiting {
                     chosen = Some((at, remaining));
                     reset = (window - (now - usage.starts[at])).max(1);
                 }
-                let value = number_value(remaining);
-                ctx.response_headers
-                    .extend(header(X_LIMIT[at].clone(), self.limit_values[at].clone()));
-                ctx.response_headers
-                    .extend(header(X_REMAINING[at].clone(), value.clone()));
-                remaining_values[at] = value;
+                if let Some((limit, _)) = &self.limit_lines[at] {
+                    headers.push_line(limit);
+                }
+                push_number(headers, &X_REMAINING[at], remaining);
             }
-            if let Some((at, _)) = chosen {
-                ctx.response_headers
-                    .extend(header(RATELIMIT_LIMIT, self.limit_values[at].clone()));
-                ctx.response_headers
-                    .extend(header(RATELIMIT_REMAINING, remaining_values[at].take()));
-                ctx.response_headers
-                    .extend(header(RATELIMIT_RESET, Some(int_value(reset))));
+            if let Some((at, remaining)) = chosen {
+                if let Some((_, limit)) = &self.limit_lines[at] {
+                    headers.push_line(limit);
+                }
+                push_number(headers, &RATELIMIT_REMAINING, remaining);
+                headers.push_int(&RATELIMIT_RESET, reset);
             }
         }
         if usage.stop.is_none() {
             return Flow::Continue;
         }
         if !self.hide_client_headers {
-            ctx.response_headers.extend(header(RETRY_AFTER, Some(int_value(reset))));
+            ctx.response_headers.push_int(&RETRY_AFTER, reset);
         }
         Flow::Respond(PluginResponse::message(self.error_code, &self.error_message))
     }
