@@ -177,7 +177,7 @@ pub fn client_config(trust: &Trust, alpn: &[Vec<u8>]) -> Arc<ClientConfig> {
         }
         Trust::Anything => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(strait_runtime::tls::AcceptAnyServerCert(provider())))
+            .with_custom_certificate_verifier(Arc::new(strait_runtime::tls::verify::AcceptAny))
             .with_no_client_auth(),
     };
     config.alpn_protocols = alpn.to_vec();
@@ -201,7 +201,7 @@ pub fn custom_client_config(
         .with_protocol_versions(versions)
         .expect("protocol versions")
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(strait_runtime::tls::AcceptAnyServerCert(self::provider())));
+        .with_custom_certificate_verifier(Arc::new(strait_runtime::tls::verify::AcceptAny));
     let mut config = match identity {
         Some(leaf) => builder
             .with_client_auth_cert(vec![leaf.cert_der.clone()], leaf.key_der())

@@ -10,11 +10,10 @@
 
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::server::danger::ClientCertVerifier;
 use strait_runtime::tls::provider;
+use strait_runtime::tls::verify::SameCertificate;
 
 /// The name a data plane sends (and, in `pki` mode, checks) when
 /// `cluster_server_name` is not set: Kong's.
@@ -130,109 +129,5 @@ impl ClusterTls {
     pub fn server_name(&self) -> ServerName<'static> {
         ServerName::try_from(self.server_name.clone())
             .unwrap_or_else(|_| ServerName::try_from(DEFAULT_SERVER_NAME).expect("a valid DNS name"))
-    }
-}
-
-/// `shared` mode's check, both ways: the peer presents exactly this
-/// certificate (and proves it holds the key through the handshake).
-#[derive(Debug)]
-struct SameCertificate(CertificateDer<'static>);
-
-impl SameCertificate {
-    fn check(&self, presented: &CertificateDer<'_>) -> Result<(), rustls::Error> {
-        match presented.as_ref() == self.0.as_ref() {
-            true => Ok(()),
-            false => Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::ApplicationVerificationFailure,
-            )),
-        }
-    }
-}
-
-fn verify12(
-    message: &[u8],
-    cert: &CertificateDer<'_>,
-    dss: &DigitallySignedStruct,
-) -> Result<HandshakeSignatureValid, rustls::Error> {
-    rustls::crypto::verify_tls12_signature(message, cert, dss, &provider().signature_verification_algorithms)
-}
-
-fn verify13(
-    message: &[u8],
-    cert: &CertificateDer<'_>,
-    dss: &DigitallySignedStruct,
-) -> Result<HandshakeSignatureValid, rustls::Error> {
-    rustls::crypto::verify_tls13_signature(message, cert, dss, &provider().signature_verification_algorithms)
-}
-
-impl ServerCertVerifier for SameCertificate {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        self.check(end_entity).map(|_| ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify12(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify13(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        provider().signature_verification_algorithms.supported_schemes()
-    }
-}
-
-impl ClientCertVerifier for SameCertificate {
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        &[]
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        self.check(end_entity).map(|_| ClientCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify12(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify13(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        provider().signature_verification_algorithms.supported_schemes()
     }
 }

@@ -1,16 +1,16 @@
 //! TLS material: the certificate index by SNI (server side), the default
 //! self-signed certificate, and upstream client configurations.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::client::danger::ServerCertVerifier;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use strait_core::{Service, TlsSans};
 use uuid::Uuid;
 
@@ -18,6 +18,7 @@ use crate::snapshot::{CompileProblem, EntityState, Snapshot};
 use crate::tls_policy::TlsPolicy;
 
 pub use strait_runtime::tls::provider;
+use strait_runtime::tls::verify;
 
 fn parse_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs = rustls_pemfile::certs(&mut pem.as_bytes())
@@ -321,24 +322,25 @@ fn client_config(
             }
         }
         let verifier: Arc<dyn ServerCertVerifier> = match sans {
-            None => rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
-                .build()
-                .map_err(|e| format!("ca_certificates: {e}"))?,
-            Some(sans) => Arc::new(SanVerifier::new(roots, sans)?),
+            None => verify::chain_to(roots).map_err(|e| format!("ca_certificates: {e}"))?,
+            Some(sans) => Arc::new(
+                verify::SubjectAltNames::new(
+                    roots,
+                    sans.dnsnames.as_deref().unwrap_or_default(),
+                    sans.uris.as_deref().unwrap_or_default(),
+                )
+                .map_err(|e| format!("tls_sans: {e}"))?,
+            ),
         };
         let verifier = match depth {
             None => verifier,
-            Some(depth) => Arc::new(DepthVerifier {
-                inner: verifier,
-                depth,
-                anchors: anchors.into_iter().map(|c| c.as_ref().to_vec()).collect(),
-            }),
+            Some(depth) => Arc::new(verify::DepthLimit::new(verifier, depth, &anchors)),
         };
         builder.dangerous().with_custom_certificate_verifier(verifier)
     } else {
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(strait_runtime::tls::AcceptAnyServerCert(provider())))
+            .with_custom_certificate_verifier(Arc::new(verify::AcceptAny))
     };
     match client_cert {
         None => Ok(builder.with_no_client_auth()),
@@ -357,146 +359,3 @@ fn client_config(
 /// What an upstream TLS config is built from: `tls_verify`, the CA
 /// certificates, the client certificate, `tls_sans`.
 type TlsKey = (bool, Vec<Uuid>, Option<Uuid>, Option<TlsSans>, Option<usize>);
-
-/// The handshake-signature checks of a verifier that wraps `self.inner`:
-/// the wrapper only adds to the certificate check.
-macro_rules! signatures_by_inner {
-    () => {
-        fn verify_tls12_signature(
-            &self,
-            message: &[u8],
-            cert: &CertificateDer<'_>,
-            dss: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            self.inner.verify_tls12_signature(message, cert, dss)
-        }
-
-        fn verify_tls13_signature(
-            &self,
-            message: &[u8],
-            cert: &CertificateDer<'_>,
-            dss: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            self.inner.verify_tls13_signature(message, cert, dss)
-        }
-
-        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-            self.inner.supported_verify_schemes()
-        }
-    };
-}
-
-/// `tls_verify_depth` (nginx's `proxy_ssl_verify_depth`): at most `depth`
-/// intermediate certificates between the upstream's certificate and a
-/// trusted CA. Counted over the certificates the upstream presents, less
-/// any that is itself a trusted CA; then the usual verification runs.
-#[derive(Debug)]
-struct DepthVerifier {
-    inner: Arc<dyn ServerCertVerifier>,
-    depth: usize,
-    anchors: HashSet<Vec<u8>>,
-}
-
-impl ServerCertVerifier for DepthVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let counted = intermediates
-            .iter()
-            .filter(|cert| !self.anchors.contains(cert.as_ref()))
-            .count();
-        if counted > self.depth {
-            return Err(rustls::Error::General(format!(
-                "the certificate chain has {counted} intermediate certificates, more than tls_verify_depth {}",
-                self.depth
-            )));
-        }
-        self.inner
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-    }
-
-    signatures_by_inner!();
-}
-
-/// Verification with a service's `tls_sans` (Kong 3.10): the chain must be
-/// trusted as usual; the certificate must be valid for the service's host,
-/// or for one of `dnsnames` (wildcards as in certificates), or carry one of
-/// `uris` as a URI subject alternative name (a SPIFFE id, say).
-#[derive(Debug)]
-struct SanVerifier {
-    inner: Arc<rustls::client::WebPkiServerVerifier>,
-    /// Plain names, checked as a host name is.
-    dnsnames: Vec<ServerName<'static>>,
-    /// Wildcard names (`*.example.com`), which the certificate must list as such.
-    wildcards: Vec<String>,
-    uris: Vec<String>,
-}
-
-impl SanVerifier {
-    fn new(roots: RootCertStore, sans: &TlsSans) -> Result<SanVerifier, String> {
-        let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
-            .build()
-            .map_err(|e| format!("tls_sans: {e}"))?;
-        let names = sans.dnsnames.iter().flatten();
-        let (wildcards, plain): (Vec<&String>, Vec<&String>) = names.partition(|name| name.starts_with("*."));
-        Ok(SanVerifier {
-            inner,
-            dnsnames: plain
-                .into_iter()
-                .filter_map(|name| ServerName::try_from(name.clone()).ok())
-                .collect(),
-            wildcards: wildcards.into_iter().map(|w| w.to_ascii_lowercase()).collect(),
-            uris: sans.uris.clone().unwrap_or_default(),
-        })
-    }
-}
-
-impl ServerCertVerifier for SanVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        // The chain is checked before the name: a name error means the
-        // chain is trusted.
-        let error = match self
-            .inner
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
-            Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
-            )) => rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName),
-            other => return other,
-        };
-        for name in &self.dnsnames {
-            let verified = self
-                .inner
-                .verify_server_cert(end_entity, intermediates, name, ocsp_response, now);
-            if verified.is_ok() {
-                return verified;
-            }
-        }
-        if self.uris.is_empty() && self.wildcards.is_empty() {
-            return Err(error);
-        }
-        let cert = webpki::EndEntityCert::try_from(end_entity).map_err(|_| error.clone())?;
-        let wildcard = cert
-            .valid_dns_names()
-            .any(|name| self.wildcards.iter().any(|w| w.eq_ignore_ascii_case(name)));
-        let uri = cert.valid_uri_names().any(|uri| self.uris.iter().any(|u| u == uri));
-        match wildcard || uri {
-            true => Ok(ServerCertVerified::assertion()),
-            false => Err(error),
-        }
-    }
-
-    signatures_by_inner!();
-}
