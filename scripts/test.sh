@@ -116,6 +116,14 @@ if ! "$tools_dir/venv/bin/pip" show websockets 2>/dev/null | grep -q "^Version: 
   "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "websockets==$WEBSOCKETS_VERSION"
 fi
 
+# cargo-deny: the dependency tree's licenses, banned crates and sources (deny.toml), built
+# from crates.io into target/tools (kept between runs when present).
+CARGO_DENY_VERSION=0.20.2
+if ! "$tools_dir/cargo-deny/bin/cargo-deny" --version 2>/dev/null | grep -q "$CARGO_DENY_VERSION"; then
+  echo "== installing cargo-deny $CARGO_DENY_VERSION into $tools_dir/cargo-deny"
+  cargo install -q --locked --root "$tools_dir/cargo-deny" "cargo-deny@$CARGO_DENY_VERSION"
+fi
+
 # The flood tests hold 10,000 client connections open (and the gateway as many).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
@@ -127,6 +135,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo deny check licenses bans sources"
+"$tools_dir/cargo-deny/bin/cargo-deny" --log-level error check licenses bans sources
 echo "== build"
 cargo build --workspace
 echo "== validate example configs"
