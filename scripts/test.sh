@@ -135,6 +135,13 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== house rules: no source file over 1,000 lines, no too_many_arguments allowance"
+long_files="$(find crates tests bench fuzz -name '*.rs' -not -path '*/target/*' -exec awk 'END { if (NR > 1000) print FILENAME ": " NR " lines" }' {} \;)"
+if [ -n "$long_files" ]; then echo "$long_files" >&2; exit 1; fi
+if grep -rn --include='*.rs' 'too_many_arguments' crates tests bench fuzz; then
+  echo "a function takes too many arguments: give it a struct" >&2
+  exit 1
+fi
 echo "== cargo deny check licenses bans sources"
 "$tools_dir/cargo-deny/bin/cargo-deny" --log-level error check licenses bans sources
 echo "== build"

@@ -25,6 +25,11 @@ use crate::snapshot::{ServiceRuntime, Snapshot};
 use crate::upstream::Endpoint;
 use crate::{Shared, SERVER_HEADER};
 
+mod hop_by_hop;
+pub use hop_by_hop::strip_hop_by_hop;
+use hop_by_hop::strip_hop_by_hop_keeping;
+pub(crate) use hop_by_hop::{is_hop_by_hop, lists_token};
+
 /// What the connection knows about where a request came from.
 #[derive(Debug, Clone)]
 pub struct ConnInfo {
@@ -326,18 +331,18 @@ async fn proxy(
         .route_runtime(facts.id)
         .map(|runtime| &runtime.plugins)
         .filter(|chain| !chain.is_empty());
+    let exchange = Exchange {
+        conn,
+        shared,
+        snapshot,
+        matched: &matched,
+        host: &host,
+        port,
+        started,
+        request_id,
+    };
     if let Some(chain) = chain {
         let http1 = request.version() < Version::HTTP_2;
-        let exchange = Exchange {
-            conn,
-            shared,
-            snapshot,
-            matched: &matched,
-            host: &host,
-            port,
-            started,
-            request_id,
-        };
         // Boxed: the plugin phases are a future of kilobytes, and inline they
         // would make every request's future (boxed per request by
         // h1_server.rs and h2_server.rs) that large, plugins or not.
@@ -353,12 +358,28 @@ async fn proxy(
     // extensions it cost three allocations).
     // Only this path's responses go out as the upstream wrote them, and only
     // to an HTTP/1.1 client (relay.rs): plugins and HTTP/2 read the map.
-    let relay = request.version() == Version::HTTP_11;
-    forward(
-        request, conn, shared, &matched, &service, &host, port, started, request_id, None, false, None, relay,
-    )
-    .await
-    .map(|(response, _, fields)| (response, Some(fields)))
+    let options = ForwardOptions {
+        relay: request.version() == Version::HTTP_11,
+        ..ForwardOptions::default()
+    };
+    exchange
+        .send(request, &service, options)
+        .await
+        .map(|(response, _, fields)| (response, Some(fields)))
+}
+
+/// What the plugin phases ask of forwarding beyond the request itself.
+#[derive(Debug, Default)]
+pub(crate) struct ForwardOptions {
+    /// `Host` as a plugin set it (`ctx.upstream_host`).
+    pub host_override: Option<HeaderValue>,
+    /// Keep the upstream URI, the tries and their timing for a log
+    /// serializer or tracer.
+    pub detailed: bool,
+    /// Who the request is (consistent-hashing on the consumer).
+    pub consumer: Option<uuid::Uuid>,
+    /// Pass an HTTP/1.1 upstream's head on in its own bytes (relay.rs).
+    pub relay: bool,
 }
 
 /// What the plugin path needs of the request beyond the request itself.
@@ -387,10 +408,7 @@ impl Exchange<'_> {
     pub async fn forward(
         &self,
         request: Request<ProxyBody>,
-        host_override: Option<HeaderValue>,
-        detailed: bool,
-        consumer: Option<uuid::Uuid>,
-        relay: bool,
+        options: ForwardOptions,
     ) -> Result<(Response<ProxyBody>, Proxied, KongFields), ProxyError> {
         let service = self
             .matched
@@ -399,22 +417,7 @@ impl Exchange<'_> {
             .and_then(|id| self.snapshot.service(id))
             .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?
             .clone();
-        forward(
-            Box::new(request),
-            self.conn,
-            self.shared,
-            self.matched,
-            &service,
-            self.host,
-            self.port,
-            self.started,
-            self.request_id,
-            host_override,
-            detailed,
-            consumer,
-            relay,
-        )
-        .await
+        self.send(Box::new(request), &service, options).await
     }
 
     /// Kong's fields into the response's map, where header filters see
@@ -439,227 +442,129 @@ pub(crate) fn plugin_response_to_http(plugin: strait_plugins::PluginResponse) ->
     response
 }
 
-const HOPS: usize = 6;
-/// `TE` last: [`strip_hop_by_hop`] treats it apart. A `static`, not a
-/// `const`: a const array of names is made and dropped at each use.
-static HOP_BY_HOP: [HeaderName; HOPS] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-    header::TE,
-];
-
-/// Remove hop-by-hop headers (and those named by `Connection`), keeping `te: trailers`.
-/// Allocates only for names a `Connection` header lists (every request
-/// passes here twice, and with many routes an allocation is a cache miss).
-/// Most messages carry none of them, or only gRPC's `te: trailers`: one
-/// pass over the names tells, and nothing is removed or re-inserted.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    strip_hop_by_hop_keeping(headers, true);
-}
-
-/// [`strip_hop_by_hop`]; `TE` goes whole unless `keep_trailers` (a
-/// response's `TE` means nothing downstream).
-fn strip_hop_by_hop_keeping(headers: &mut HeaderMap, keep_trailers: bool) {
-    // Which of the fixed names are present, in one pass: only those are
-    // removed (most upstreams send `Connection` and nothing else of them).
-    let mut present = [false; HOPS];
-    for name in headers.keys() {
-        if let Some(at) = hop_index(name) {
-            present[at] = true;
-        }
-    }
-    let te = HOPS - 1;
-    let only_te = present[..te].iter().all(|p| !p);
-    if only_te && present[te] && keep_trailers {
-        let mut values = headers.get_all(header::TE).iter();
-        if values.next().is_some_and(|v| v.as_bytes() == b"trailers") && values.next().is_none() {
-            return;
-        }
-    }
-    if only_te && !present[te] {
-        return;
-    }
-    // Names beyond the fixed set, parsed only for a token that is not one
-    // of them: `Connection: keep-alive` (what most upstreams send)
-    // allocates nothing.
-    let mut named: Vec<HeaderName> = Vec::new();
-    for token in headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter(|v| v.to_str().is_ok())
-        .flat_map(|v| crate::h1_codec::list_tokens(v.as_bytes()))
-        .filter(|v| !v.is_empty())
-    {
-        if HOP_BY_HOP
-            .iter()
-            .any(|h| token.eq_ignore_ascii_case(h.as_str().as_bytes()))
-        {
-            continue;
-        }
-        if let Ok(name) = HeaderName::from_bytes(token) {
-            named.push(name);
-        }
-    }
-    let keeps_trailers = keep_trailers && present[te] && lists_token(headers, &header::TE, "trailers");
-    for (name, _) in HOP_BY_HOP.iter().zip(present).filter(|(_, present)| *present) {
-        headers.remove(name);
-    }
-    for name in &named {
-        headers.remove(name);
-    }
-    if keeps_trailers {
-        headers.insert(header::TE, HeaderValue::from_static("trailers"));
-    }
-}
-
-/// Whether `name` is one of [`HOP_BY_HOP`].
-pub(crate) fn is_hop_by_hop(name: &HeaderName) -> bool {
-    hop_index(name).is_some()
-}
-
-/// Where `name` is in [`HOP_BY_HOP`]: standard names compared as such (an
-/// integer each), the two others by their text.
-fn hop_index(name: &HeaderName) -> Option<usize> {
-    if name == header::CONNECTION {
-        Some(0)
-    } else if name == header::TRANSFER_ENCODING {
-        Some(3)
-    } else if name == header::UPGRADE {
-        Some(4)
-    } else if name == header::TE {
-        Some(5)
-    } else {
-        match name.as_str() {
-            "keep-alive" => Some(1),
-            "proxy-connection" => Some(2),
-            _ => None,
-        }
-    }
-}
-
-/// Whether a comma-separated header (`Connection`, `TE`) lists `token`.
-pub(crate) fn lists_token(headers: &HeaderMap, name: &HeaderName, token: &str) -> bool {
-    // Split as bytes: every response's `Connection` passes here, and a
-    // `str` split with trimming cost more than the rest of the check.
-    headers.get_all(name).iter().any(|value| {
-        crate::h1_codec::list_tokens(value.as_bytes()).any(|part| part.eq_ignore_ascii_case(token.as_bytes()))
-    })
-}
-
 const X_KONG_RESPONSE_LATENCY: HeaderName = HeaderName::from_static("x-kong-response-latency");
 
 fn millis(value: i64) -> Duration {
     Duration::from_millis(value.max(1) as u64)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn forward(
-    mut request: BoxedRequest,
-    conn: &ConnInfo,
-    shared: &Shared,
-    matched: &RouteMatch<'_>,
-    runtime: &Arc<ServiceRuntime>,
-    host: &str,
-    port: u16,
-    started: Instant,
-    request_id: &RequestId,
-    host_override: Option<HeaderValue>,
-    detailed: bool,
-    consumer: Option<uuid::Uuid>,
-    relay: bool,
-) -> Result<(Response<ProxyBody>, Proxied, KongFields), ProxyError> {
-    let service = &runtime.service;
-    let route = matched.facts;
-    let http2 = matches!(service.protocol.as_str(), "grpc" | "grpcs");
-    let mut upgrade = if http2 {
-        None
-    } else {
-        crate::tunnel::requested(&mut request)
-    };
-    // The client's request becomes the upstream request in its box, its
-    // URI set per attempt. Kept apart: the forwarding headers borrow its path.
-    let uri = std::mem::take(request.uri_mut());
-    // Read only where it is sent: a clone per request otherwise.
-    let original_host = (route.preserve_host && host_override.is_none())
-        .then(|| request.headers().get(header::HOST).cloned())
-        .flatten();
-    // The upstream's path and query: the request's own (shared, not built
-    // and parsed again) unless the service's path or a stripped prefix
-    // changes it, or a plugin set it.
-    let request_path = uri.path();
-    let rewritten = if request.extensions().get::<ExactPath>().is_some()
-        || keeps_path(
-            service.path.as_deref(),
-            request_path,
-            matched.matched_path.as_deref(),
-            route.strip_path,
-        ) {
-        None
-    } else {
-        Some(upstream_path(
-            service.path.as_deref(),
-            request_path,
-            matched.matched_path.as_deref(),
-            route.strip_path,
-            route.path_handling(),
-        ))
-        .filter(|path| path != request_path)
-    };
-    let path_and_query = match (rewritten, uri.path_and_query()) {
-        (None, Some(own)) => own.clone(),
-        (rewritten, _) => {
-            let path = rewritten.unwrap_or_else(|| request_path.to_string());
-            let joined = match uri.query() {
-                Some(q) => format!("{path}?{q}"),
-                None => path,
-            };
-            PathAndQuery::try_from(joined).map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?
+impl Exchange<'_> {
+    /// Send the request to `runtime`'s service (or its upstream's targets,
+    /// with retries) and take its response head.
+    async fn send(
+        &self,
+        mut request: BoxedRequest,
+        runtime: &Arc<ServiceRuntime>,
+        options: ForwardOptions,
+    ) -> Result<(Response<ProxyBody>, Proxied, KongFields), ProxyError> {
+        let Exchange {
+            conn,
+            shared,
+            matched,
+            host,
+            port,
+            started,
+            request_id,
+            ..
+        } = *self;
+        let ForwardOptions {
+            host_override,
+            detailed,
+            consumer,
+            relay,
+        } = options;
+        let service = &runtime.service;
+        let route = matched.facts;
+        let http2 = matches!(service.protocol.as_str(), "grpc" | "grpcs");
+        let mut upgrade = if http2 {
+            None
+        } else {
+            crate::tunnel::requested(&mut request)
+        };
+        // The client's request becomes the upstream request in its box, its
+        // URI set per attempt. Kept apart: the forwarding headers borrow its path.
+        let uri = std::mem::take(request.uri_mut());
+        // Read only where it is sent: a clone per request otherwise.
+        let original_host = (route.preserve_host && host_override.is_none())
+            .then(|| request.headers().get(header::HOST).cloned())
+            .flatten();
+        // The upstream's path and query: the request's own (shared, not built
+        // and parsed again) unless the service's path or a stripped prefix
+        // changes it, or a plugin set it.
+        let request_path = uri.path();
+        let rewritten = if request.extensions().get::<ExactPath>().is_some()
+            || keeps_path(
+                service.path.as_deref(),
+                request_path,
+                matched.matched_path.as_deref(),
+                route.strip_path,
+            ) {
+            None
+        } else {
+            Some(upstream_path(
+                service.path.as_deref(),
+                request_path,
+                matched.matched_path.as_deref(),
+                route.strip_path,
+                route.path_handling(),
+            ))
+            .filter(|path| path != request_path)
+        };
+        let path_and_query = match (rewritten, uri.path_and_query()) {
+            (None, Some(own)) => own.clone(),
+            (rewritten, _) => {
+                let path = rewritten.unwrap_or_else(|| request_path.to_string());
+                let joined = match uri.query() {
+                    Some(q) => format!("{path}?{q}"),
+                    None => path,
+                };
+                PathAndQuery::try_from(joined).map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?
+            }
+        };
+        let stripped_prefix = (route.strip_path && matched.matched_path.as_deref().is_some_and(|m| m != "/"))
+            .then(|| matched.matched_path.clone())
+            .flatten();
+        strip_hop_by_hop(request.headers_mut());
+        if let Some(upgrade) = &upgrade {
+            upgrade.restore(request.headers_mut());
         }
-    };
-    let stripped_prefix = (route.strip_path && matched.matched_path.as_deref().is_some_and(|m| m != "/"))
-        .then(|| matched.matched_path.clone())
-        .flatten();
-    strip_hop_by_hop(request.headers_mut());
-    if let Some(upgrade) = &upgrade {
-        upgrade.restore(request.headers_mut());
-    }
-    let forwarding = Forwarding::new(
-        request.headers(),
-        conn,
-        host,
-        port,
-        uri.path(),
-        stripped_prefix.as_deref(),
-        shared.headers.upstream_request_id.then_some(request_id),
-    );
-    // HTTP/1.1 upstreams get the forwarding headers from the encoder;
-    // HTTP/2 ones in the map. (Borrowed, not moved into an `Option`: the
-    // fields are a few hundred bytes.)
-    if http2 {
-        forwarding.insert(request.headers_mut());
-    }
-    let forwarding = (!http2).then_some(&forwarding);
-    let tls = runtime.tls.is_some();
-    let connect_timeout = millis(service.connect_timeout);
-    // A gRPC call's `grpc-timeout` is its deadline, counted from the
-    // request's arrival: no response headers by then is a 504
-    // (DEADLINE_EXCEEDED to the client), as a read timeout is; a response
-    // stream still open then is ended with DEADLINE_EXCEEDED trailers.
-    let deadline = http2
-        .then(|| crate::grpc::timeout(request.headers()))
-        .flatten()
-        .and_then(|timeout| started.checked_add(timeout));
-    let attempts = service.retries.max(0) as usize + 1;
-    let balancer = runtime.balancer.as_deref();
-    // `request_buffering`: the body is read before anything is sent
-    // upstream (up to REQUEST_BUFFER; a longer one streams after that), so
-    // a slow client never holds an upstream connection and the body can be
-    // sent again on a retry. gRPC and upgrades stream.
-    let buffered =
-        if route.request_buffering && !http2 && upgrade.is_none() && !http_body::Body::is_end_stream(request.body()) {
+        let forwarding = Forwarding::new(
+            request.headers(),
+            conn,
+            host,
+            port,
+            uri.path(),
+            stripped_prefix.as_deref(),
+            shared.headers.upstream_request_id.then_some(request_id),
+        );
+        // HTTP/1.1 upstreams get the forwarding headers from the encoder;
+        // HTTP/2 ones in the map. (Borrowed, not moved into an `Option`: the
+        // fields are a few hundred bytes.)
+        if http2 {
+            forwarding.insert(request.headers_mut());
+        }
+        let forwarding = (!http2).then_some(&forwarding);
+        let tls = runtime.tls.is_some();
+        let connect_timeout = millis(service.connect_timeout);
+        // A gRPC call's `grpc-timeout` is its deadline, counted from the
+        // request's arrival: no response headers by then is a 504
+        // (DEADLINE_EXCEEDED to the client), as a read timeout is; a response
+        // stream still open then is ended with DEADLINE_EXCEEDED trailers.
+        let deadline = http2
+            .then(|| crate::grpc::timeout(request.headers()))
+            .flatten()
+            .and_then(|timeout| started.checked_add(timeout));
+        let attempts = service.retries.max(0) as usize + 1;
+        let balancer = runtime.balancer.as_deref();
+        // `request_buffering`: the body is read before anything is sent
+        // upstream (up to REQUEST_BUFFER; a longer one streams after that), so
+        // a slow client never holds an upstream connection and the body can be
+        // sent again on a retry. gRPC and upgrades stream.
+        let buffered = if route.request_buffering
+            && !http2
+            && upgrade.is_none()
+            && !http_body::Body::is_end_stream(request.body())
+        {
             let body = std::mem::replace(request.body_mut(), crate::body::empty());
             match buffer_up_to(body, REQUEST_BUFFER).await {
                 Ok(Buffered::Whole(bytes)) => {
@@ -678,245 +583,252 @@ async fn forward(
         } else {
             http_body::Body::is_end_stream(request.body()).then(bytes::Bytes::new)
         };
-    // A request that went out and met a reset before any response byte is
-    // sent again only when it is idempotent and its whole body is held (or
-    // it has none); keeping its headers for that costs a copy, so only
-    // where a retry could reach another target.
-    let replay = (attempts > 1 && balancer.is_some_and(|b| b.target_count() > 1) && request.method().is_idempotent())
-        .then_some(buffered)
-        .flatten()
-        .map(|bytes| (request.headers().clone(), bytes));
-    // It goes out as HTTP/1.1 (HTTP/2 set below), and none of the client's
-    // extensions go with it.
-    let method = request.method().clone();
-    *request.version_mut() = Version::HTTP_11;
-    request.extensions_mut().clear();
-    let mut pending = Some(request);
-    let mut picks = Attempts::default();
-    let mut set_cookie: Option<String> = None;
-    // Made only when an attempt failed: most requests never need it.
-    let mut last_error: Option<ProxyError> = None;
-    let mut tries: Vec<strait_plugins::UpstreamTry> = Vec::new();
-    for _ in 0..attempts {
-        let mut upstream_request = match pending.take() {
-            Some(request) => request,
-            None => match &replay {
-                Some((headers, bytes)) => {
-                    let mut request = Box::new(Request::new(full(bytes.clone())));
-                    *request.method_mut() = method.clone();
-                    *request.headers_mut() = headers.clone();
-                    request
-                }
-                None => break,
-            },
-        };
-        let balancer_start = detailed.then(|| (epoch_ms(), Instant::now()));
-        let (target_host, target_port, peer, ip): (&str, u16, _, _) = match balancer {
-            Some(balancer) => {
-                let input = HashInput {
-                    client_ip: conn.client.ip(),
-                    consumer,
-                    headers: upstream_request.headers(),
-                    path: uri.path(),
-                    query: uri.query(),
-                    captures: &matched.captures,
-                };
-                match balancer.pick(&input, &mut picks) {
-                    Some(pick) => {
-                        set_cookie = pick.set_cookie.or(set_cookie);
-                        let peer = balancer.peer(pick.index);
-                        (&peer.address.host, peer.address.port, Some(pick.index), peer.ip)
+        // A request that went out and met a reset before any response byte is
+        // sent again only when it is idempotent and its whole body is held (or
+        // it has none); keeping its headers for that costs a copy, so only
+        // where a retry could reach another target.
+        let replay =
+            (attempts > 1 && balancer.is_some_and(|b| b.target_count() > 1) && request.method().is_idempotent())
+                .then_some(buffered)
+                .flatten()
+                .map(|bytes| (request.headers().clone(), bytes));
+        // It goes out as HTTP/1.1 (HTTP/2 set below), and none of the client's
+        // extensions go with it.
+        let method = request.method().clone();
+        *request.version_mut() = Version::HTTP_11;
+        request.extensions_mut().clear();
+        let mut pending = Some(request);
+        let mut picks = Attempts::default();
+        let mut set_cookie: Option<String> = None;
+        // Made only when an attempt failed: most requests never need it.
+        let mut last_error: Option<ProxyError> = None;
+        let mut tries: Vec<strait_plugins::UpstreamTry> = Vec::new();
+        for _ in 0..attempts {
+            let mut upstream_request = match pending.take() {
+                Some(request) => request,
+                None => match &replay {
+                    Some((headers, bytes)) => {
+                        let mut request = Box::new(Request::new(full(bytes.clone())));
+                        *request.method_mut() = method.clone();
+                        *request.headers_mut() = headers.clone();
+                        request
                     }
-                    None => {
-                        return Err(ProxyError::new(
-                            ErrorKind::NoPeer,
-                            format!("upstream {}: no healthy target", balancer.upstream_name),
-                        ))
+                    None => break,
+                },
+            };
+            let balancer_start = detailed.then(|| (epoch_ms(), Instant::now()));
+            let (target_host, target_port, peer, ip): (&str, u16, _, _) = match balancer {
+                Some(balancer) => {
+                    let input = HashInput {
+                        client_ip: conn.client.ip(),
+                        consumer,
+                        headers: upstream_request.headers(),
+                        path: uri.path(),
+                        query: uri.query(),
+                        captures: &matched.captures,
+                    };
+                    match balancer.pick(&input, &mut picks) {
+                        Some(pick) => {
+                            set_cookie = pick.set_cookie.or(set_cookie);
+                            let peer = balancer.peer(pick.index);
+                            (&peer.address.host, peer.address.port, Some(pick.index), peer.ip)
+                        }
+                        None => {
+                            return Err(ProxyError::new(
+                                ErrorKind::NoPeer,
+                                format!("upstream {}: no healthy target", balancer.upstream_name),
+                            ))
+                        }
                     }
                 }
-            }
-            None => (&service.host, service.port as u16, None, runtime.host_ip),
-        };
-        let report = |error: &ProxyError| {
-            if let (Some(balancer), Some(index)) = (balancer, peer) {
-                if let Some(report) = passive_report(error.kind) {
-                    balancer.report(index, report);
+                None => (&service.host, service.port as u16, None, runtime.host_ip),
+            };
+            let report = |error: &ProxyError| {
+                if let (Some(balancer), Some(index)) = (balancer, peer) {
+                    if let Some(report) = passive_report(error.kind) {
+                        balancer.report(index, report);
+                    }
                 }
+            };
+            if let Some((start, at)) = balancer_start {
+                tries.push(strait_plugins::UpstreamTry {
+                    ip: target_host.to_string(),
+                    port: target_port,
+                    balancer_start: start,
+                    balancer_latency: at.elapsed().as_millis() as u64,
+                    failure: None,
+                });
             }
-        };
-        if let Some((start, at)) = balancer_start {
-            tries.push(strait_plugins::UpstreamTry {
-                ip: target_host.to_string(),
-                port: target_port,
-                balancer_start: start,
-                balancer_latency: at.elapsed().as_millis() as u64,
-                failure: None,
-            });
-        }
-        let host_value = if host_override.is_some() {
-            host_override.clone()
-        } else if route.preserve_host {
-            original_host.clone().or_else(|| HeaderValue::from_str(host).ok())
-        } else if balancer.is_none() {
-            runtime.host_header.clone()
-        } else {
-            let name = balancer.and_then(|b| b.host_header.as_deref()).unwrap_or(target_host);
-            crate::snapshot::host_header(name, target_port, tls)
-        };
-        let authority = host_value.as_ref().and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-        let sni = || {
-            authority
-                .rsplit_once(':')
-                .map(|(n, _)| n)
-                .unwrap_or(authority)
-                .to_string()
-        };
-        let resolved = match ip {
-            Some(ip) => Ok(std::net::SocketAddr::new(ip, target_port)),
-            None => crate::dns::resolve(target_host, target_port).await,
-        };
-        let addr = match resolved {
-            Ok(addr) => addr,
-            Err(error) => {
-                let error = ProxyError::new(ErrorKind::NameResolution, error.to_string());
-                if let Some(last) = tries.last_mut() {
-                    last.failure = Some(error.cause.clone());
+            let host_value = if host_override.is_some() {
+                host_override.clone()
+            } else if route.preserve_host {
+                original_host.clone().or_else(|| HeaderValue::from_str(host).ok())
+            } else if balancer.is_none() {
+                runtime.host_header.clone()
+            } else {
+                let name = balancer.and_then(|b| b.host_header.as_deref()).unwrap_or(target_host);
+                crate::snapshot::host_header(name, target_port, tls)
+            };
+            let authority = host_value.as_ref().and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+            let sni = || {
+                authority
+                    .rsplit_once(':')
+                    .map(|(n, _)| n)
+                    .unwrap_or(authority)
+                    .to_string()
+            };
+            let resolved = match ip {
+                Some(ip) => Ok(std::net::SocketAddr::new(ip, target_port)),
+                None => crate::dns::resolve(target_host, target_port).await,
+            };
+            let addr = match resolved {
+                Ok(addr) => addr,
+                Err(error) => {
+                    let error = ProxyError::new(ErrorKind::NameResolution, error.to_string());
+                    if let Some(last) = tries.last_mut() {
+                        last.failure = Some(error.cause.clone());
+                    }
+                    last_error = Some(error);
+                    pending = Some(upstream_request);
+                    if balancer.is_some() {
+                        continue;
+                    }
+                    break;
                 }
-                last_error = Some(error);
-                pending = Some(upstream_request);
-                if balancer.is_some() {
+            };
+            let endpoint = Endpoint {
+                write_timeout: millis(service.write_timeout),
+                addr,
+                http2,
+                tls: runtime
+                    .tls
+                    .as_ref()
+                    .map(|t| (if http2 { t.http2.clone() } else { t.http1.clone() }, sni())),
+            };
+            // Timed only for a log serializer or tracer (Exchange::forward).
+            let connect_start = detailed.then(Instant::now);
+            let lease = match shared.pool().acquire(&endpoint, connect_timeout).await {
+                Ok(lease) => lease,
+                Err(error) if error.retryable() => {
+                    tracing::debug!(cause = %error.cause, "upstream connect failed, retrying");
+                    report(&error);
+                    if let Some(last) = tries.last_mut() {
+                        last.failure = Some(error.cause.to_string());
+                    }
+                    last_error = Some(error);
+                    pending = Some(upstream_request);
                     continue;
                 }
-                break;
-            }
-        };
-        let endpoint = Endpoint {
-            write_timeout: millis(service.write_timeout),
-            addr,
-            http2,
-            tls: runtime
-                .tls
-                .as_ref()
-                .map(|t| (if http2 { t.http2.clone() } else { t.http1.clone() }, sni())),
-        };
-        // Timed only for a log serializer or tracer (Exchange::forward).
-        let connect_start = detailed.then(Instant::now);
-        let lease = match shared.pool().acquire(&endpoint, connect_timeout).await {
-            Ok(lease) => lease,
-            Err(error) if error.retryable() => {
-                tracing::debug!(cause = %error.cause, "upstream connect failed, retrying");
-                report(&error);
-                if let Some(last) = tries.last_mut() {
-                    last.failure = Some(error.cause.to_string());
+                Err(error) => return Err(error),
+            };
+            let connected = connect_start.map(|start| (start, Instant::now(), lease.reused()));
+            if http2 {
+                *upstream_request.version_mut() = Version::HTTP_2;
+                upstream_request.headers_mut().remove(header::HOST);
+                let mut target = http::uri::Parts::default();
+                target.scheme = Some(if tls { Scheme::HTTPS } else { Scheme::HTTP });
+                target.authority = Some(
+                    Authority::try_from(authority)
+                        .map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?,
+                );
+                target.path_and_query = Some(path_and_query.clone());
+                *upstream_request.uri_mut() =
+                    Uri::from_parts(target).map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
+            } else {
+                if let Some(h) = host_value {
+                    upstream_request.headers_mut().insert(header::HOST, h);
                 }
-                last_error = Some(error);
-                pending = Some(upstream_request);
-                continue;
+                *upstream_request.uri_mut() = Uri::from(path_and_query.clone());
             }
-            Err(error) => return Err(error),
-        };
-        let connected = connect_start.map(|start| (start, Instant::now(), lease.reused()));
-        if http2 {
-            *upstream_request.version_mut() = Version::HTTP_2;
-            upstream_request.headers_mut().remove(header::HOST);
-            let mut target = http::uri::Parts::default();
-            target.scheme = Some(if tls { Scheme::HTTPS } else { Scheme::HTTP });
-            target.authority = Some(
-                Authority::try_from(authority).map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?,
-            );
-            target.path_and_query = Some(path_and_query.clone());
-            *upstream_request.uri_mut() =
-                Uri::from_parts(target).map_err(|e| ProxyError::new(ErrorKind::BadRequest, e.to_string()))?;
-        } else {
-            if let Some(h) = host_value {
-                upstream_request.headers_mut().insert(header::HOST, h);
-            }
-            *upstream_request.uri_mut() = Uri::from(path_and_query.clone());
-        }
-        let upstream_started = Instant::now();
-        let in_flight = match (balancer, peer) {
-            (Some(balancer), Some(index)) if balancer.counts_in_flight() => Some(balancer.peer(index).health.begin()),
-            _ => None,
-        };
-        let read_timeout = match deadline {
-            Some(deadline) => millis(service.read_timeout).min(
-                deadline
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(1)),
-            ),
-            None => millis(service.read_timeout),
-        };
-        let sent = shared
-            .pool()
-            .dispatch(
-                lease,
-                &endpoint,
-                upstream_request,
-                forwarding,
-                connect_timeout,
-                read_timeout,
-                relay,
-            )
-            .await;
-        let (mut response, relayed) = match sent {
-            Ok(response) => response,
-            Err(failed) => {
-                report(&failed.error);
-                if let Some(last) = tries.last_mut() {
-                    last.failure = Some(failed.error.cause.to_string());
+            let upstream_started = Instant::now();
+            let in_flight = match (balancer, peer) {
+                (Some(balancer), Some(index)) if balancer.counts_in_flight() => {
+                    Some(balancer.peer(index).health.begin())
                 }
-                let again =
-                    failed.error.retryable() || (failed.error.kind == ErrorKind::UpstreamInvalid && replay.is_some());
-                if !again {
-                    return Err(failed.error);
+                _ => None,
+            };
+            let read_timeout = match deadline {
+                Some(deadline) => millis(service.read_timeout).min(
+                    deadline
+                        .saturating_duration_since(Instant::now())
+                        .max(Duration::from_millis(1)),
+                ),
+                None => millis(service.read_timeout),
+            };
+            let sent = shared
+                .pool()
+                .dispatch(
+                    lease,
+                    &endpoint,
+                    upstream_request,
+                    crate::upstream::SendOptions {
+                        forwarding,
+                        read_timeout,
+                        relay,
+                    },
+                    connect_timeout,
+                )
+                .await;
+            let (mut response, relayed) = match sent {
+                Ok(response) => response,
+                Err(failed) => {
+                    report(&failed.error);
+                    if let Some(last) = tries.last_mut() {
+                        last.failure = Some(failed.error.cause.to_string());
+                    }
+                    let again = failed.error.retryable()
+                        || (failed.error.kind == ErrorKind::UpstreamInvalid && replay.is_some());
+                    if !again {
+                        return Err(failed.error);
+                    }
+                    tracing::debug!(cause = %failed.error.cause, "upstream request failed, retrying");
+                    pending = failed.unsent;
+                    last_error = Some(failed.error);
+                    continue;
                 }
-                tracing::debug!(cause = %failed.error.cause, "upstream request failed, retrying");
-                pending = failed.unsent;
-                last_error = Some(failed.error);
-                continue;
+            };
+            if let (Some(balancer), Some(index)) = (balancer, peer) {
+                balancer.report_status(index, response.status().as_u16());
+                if balancer.algorithm == Algorithm::Latency {
+                    balancer.peer(index).health.record_latency(upstream_started.elapsed());
+                }
             }
-        };
-        if let (Some(balancer), Some(index)) = (balancer, peer) {
-            balancer.report_status(index, response.status().as_u16());
-            if balancer.algorithm == Algorithm::Latency {
-                balancer.peer(index).health.record_latency(upstream_started.elapsed());
+            let detail = connected.map(|(connect_start, connect_end, reused)| {
+                Box::new(ProxiedDetail {
+                    upstream_uri: path_and_query.as_str().to_string(),
+                    tries: std::mem::take(&mut tries),
+                    timing: Some(strait_plugins::UpstreamTiming {
+                        connect_start,
+                        connect_end,
+                        sent: upstream_started,
+                        // Set when the response head arrives.
+                        head: upstream_started,
+                        reused,
+                    }),
+                })
+            });
+            let switched = upgrade
+                .take()
+                .and_then(|upgrade| upgrade.start(&mut response, millis(service.read_timeout)));
+            let body = ResponseBody {
+                read_timeout: millis(service.read_timeout),
+                in_flight,
+                buffering: route.response_buffering && !http2,
+                deadline: deadline.filter(|_| crate::grpc::is_grpc(response.headers())),
+            };
+            let (mut response, proxied, mut fields) =
+                finish_response(response, body, started, upstream_started, &shared.headers, detail);
+            fields.relayed = relayed;
+            if let Some(protocol) = switched {
+                crate::tunnel::set_headers(response.headers_mut(), protocol);
             }
+            if let Some(cookie) = set_cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+                response.headers_mut().append(header::SET_COOKIE, cookie);
+            }
+            return Ok((response, proxied, fields));
         }
-        let detail = connected.map(|(connect_start, connect_end, reused)| {
-            Box::new(ProxiedDetail {
-                upstream_uri: path_and_query.as_str().to_string(),
-                tries: std::mem::take(&mut tries),
-                timing: Some(strait_plugins::UpstreamTiming {
-                    connect_start,
-                    connect_end,
-                    sent: upstream_started,
-                    // Set when the response head arrives.
-                    head: upstream_started,
-                    reused,
-                }),
-            })
-        });
-        let switched = upgrade
-            .take()
-            .and_then(|upgrade| upgrade.start(&mut response, millis(service.read_timeout)));
-        let body = ResponseBody {
-            read_timeout: millis(service.read_timeout),
-            in_flight,
-            buffering: route.response_buffering && !http2,
-            deadline: deadline.filter(|_| crate::grpc::is_grpc(response.headers())),
-        };
-        let (mut response, proxied, mut fields) =
-            finish_response(response, body, started, upstream_started, &shared.headers, detail);
-        fields.relayed = relayed;
-        if let Some(protocol) = switched {
-            crate::tunnel::set_headers(response.headers_mut(), protocol);
-        }
-        if let Some(cookie) = set_cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
-            response.headers_mut().append(header::SET_COOKIE, cookie);
-        }
-        return Ok((response, proxied, fields));
+        Err(last_error.unwrap_or_else(|| ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made")))
     }
-    Err(last_error.unwrap_or_else(|| ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made")))
 }
 
 /// Whether `upstream_path` would give back the request's own path: no
@@ -1025,114 +937,4 @@ fn finish_response(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(*name, HeaderValue::from_static(value));
-        }
-        map
-    }
-
-    #[test]
-    fn a_path_kept_as_it_is_is_the_path_upstream_path_gives() {
-        let paths = ["/", "/a", "/a/", "/a/b", "//x", "/a//b", "/%2F"];
-        let matched = [None, Some(""), Some("/"), Some("/a"), Some("/a/")];
-        let services = [None, Some("/"), Some("/s"), Some("/s/")];
-        let mut kept = 0;
-        for path in paths {
-            for m in matched {
-                for service in services {
-                    for strip in [false, true] {
-                        for handling in ["v0", "v1"] {
-                            if keeps_path(service, path, m, strip) {
-                                kept += 1;
-                                assert_eq!(
-                                    upstream_path(service, path, m, strip, handling),
-                                    path,
-                                    "service {service:?}, matched {m:?}, strip {strip}, {handling}"
-                                );
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        // Most requests take the short way: no service path, nothing stripped.
-        assert!(kept >= 60, "{kept}");
-        assert!(!keeps_path(None, "//x", Some("/"), true));
-        assert!(!keeps_path(Some("/s"), "/a", None, false));
-    }
-
-    #[test]
-    fn headers_a_connection_header_names_are_hop_by_hop() {
-        let mut map = headers(&[
-            ("connection", "Keep-Alive, X-Secret , ,bad name"),
-            ("x-secret", "1"),
-            ("keep-alive", "timeout=5"),
-            ("upgrade", "h2c"),
-            ("te", "gzip, Trailers"),
-            ("x-end-to-end", "kept"),
-        ]);
-        strip_hop_by_hop(&mut map);
-        let left: Vec<(&str, &str)> = map
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
-            .collect();
-        assert_eq!(left, [("x-end-to-end", "kept"), ("te", "trailers")]);
-    }
-
-    #[test]
-    fn hop_index_is_the_position_in_the_list() {
-        for (at, name) in HOP_BY_HOP.iter().enumerate() {
-            assert_eq!(hop_index(name), Some(at), "{name}");
-            let spelled = HeaderName::from_bytes(name.as_str().to_uppercase().as_bytes()).unwrap();
-            assert_eq!(hop_index(&spelled), Some(at), "{spelled}");
-        }
-        assert_eq!(hop_index(&header::HOST), None);
-        assert_eq!(hop_index(&HeaderName::from_static("keep-alive-x")), None);
-    }
-
-    #[test]
-    fn a_response_keeps_no_te_and_drops_only_the_hop_fields_it_has() {
-        let mut map = headers(&[("te", "trailers"), ("content-type", "text/plain")]);
-        strip_hop_by_hop_keeping(&mut map, false);
-        assert!(!map.contains_key("te"));
-        let mut map = headers(&[
-            ("connection", "keep-alive"),
-            ("server", "origin"),
-            ("content-length", "2"),
-        ]);
-        strip_hop_by_hop_keeping(&mut map, false);
-        let mut left: Vec<&str> = map.keys().map(|name| name.as_str()).collect();
-        left.sort();
-        assert_eq!(left, ["content-length", "server"]);
-    }
-
-    #[test]
-    fn only_te_trailers_is_kept_as_it_is_and_other_te_values_are_cut_to_it() {
-        let mut map = headers(&[("te", "trailers"), ("content-type", "application/grpc")]);
-        strip_hop_by_hop(&mut map);
-        assert_eq!(map.get_all("te").iter().collect::<Vec<_>>(), ["trailers"]);
-        assert_eq!(map.len(), 2);
-        for extra in [("te", "gzip"), ("proxy-connection", "keep-alive")] {
-            let mut map = headers(&[("te", "trailers"), extra]);
-            strip_hop_by_hop(&mut map);
-            assert_eq!(map.get_all("te").iter().collect::<Vec<_>>(), ["trailers"], "{extra:?}");
-            assert_eq!(map.len(), 1, "{extra:?}");
-        }
-        let mut map = headers(&[("te", "Trailers, deflate")]);
-        strip_hop_by_hop(&mut map);
-        assert_eq!(map.get_all("te").iter().collect::<Vec<_>>(), ["trailers"]);
-    }
-
-    #[test]
-    fn two_lengths_or_length_beside_chunked_are_ambiguous() {
-        assert_eq!(ambiguous_framing(&headers(&[("content-length", "3")])), None);
-        assert_eq!(ambiguous_framing(&headers(&[("transfer-encoding", "chunked")])), None);
-        assert!(ambiguous_framing(&headers(&[("content-length", "3"), ("content-length", "3")])).is_some());
-        assert!(ambiguous_framing(&headers(&[("content-length", "3"), ("transfer-encoding", "chunked")])).is_some());
-    }
-}
+mod tests;

@@ -23,7 +23,7 @@ use strait_plugins::{
 
 use crate::body::{boxed, full, BoxError, ProxyBody};
 use crate::error::{ErrorKind, ProxyError};
-use crate::handler::{error_to_response, plugin_response_to_http, Exchange};
+use crate::handler::{error_to_response, plugin_response_to_http, Exchange, ForwardOptions};
 use crate::kong_headers::KongFields;
 
 /// The most a plugin may make the proxy hold of a request or response body
@@ -218,18 +218,15 @@ pub(crate) async fn run(
                 (None, Some(body)) => body,
                 (None, None) => full(Bytes::new()),
             };
-            match exchange
-                .forward(
-                    Request::from_parts(parts, body),
-                    upstream_host,
-                    serializes,
-                    summary
-                        .consumer_id
-                        .or_else(|| summary.credential.as_ref().map(|c| c.id)),
-                    relay,
-                )
-                .await
-            {
+            let options = ForwardOptions {
+                host_override: upstream_host,
+                detailed: serializes,
+                consumer: summary
+                    .consumer_id
+                    .or_else(|| summary.credential.as_ref().map(|c| c.id)),
+                relay,
+            };
+            match exchange.forward(Request::from_parts(parts, body), options).await {
                 Ok((response, proxied, fields)) if relay => {
                     (response, ResponseSource::Service, Some((proxied, fields)))
                 }

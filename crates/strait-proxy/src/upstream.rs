@@ -33,6 +33,19 @@ use crate::handler::BoxedRequest;
 /// are when it was parsed for that (relay.rs; its map is then empty).
 pub(crate) type Answer = (Response<UpstreamBody>, Option<Box<crate::relay::RelayedHead>>);
 
+/// How one request is sent on an upstream connection.
+#[derive(Clone, Copy)]
+pub(crate) struct SendOptions<'a> {
+    /// The forwarding headers, written by the HTTP/1.1 encoder beside the
+    /// request's map (forwarding.rs); HTTP/2 has them in the map.
+    pub forwarding: Option<&'a Forwarding<'a>>,
+    /// Longest wait for the response head.
+    pub read_timeout: Duration,
+    /// Pass an HTTP/1.1 response head on in its own bytes when it can
+    /// (relay.rs).
+    pub relay: bool,
+}
+
 pub enum UpstreamBody {
     Http1(Box<H1Body>),
     Http2(StreamBody),
@@ -387,16 +400,13 @@ impl Pool {
     /// was sent, so a retry can send it elsewhere. With `relay`, an HTTP/1.1
     /// response head that can go to the client as the upstream wrote it
     /// comes back as its lines beside an empty map (relay.rs).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn dispatch(
         &self,
         lease: Lease,
         endpoint: &Endpoint,
         request: BoxedRequest,
-        forwarding: Option<&Forwarding<'_>>,
+        send: SendOptions<'_>,
         connect_timeout: Duration,
-        read_timeout: Duration,
-        relay: bool,
     ) -> Result<Answer, DispatchFailure> {
         let lost = |error| DispatchFailure { error, unsent: None };
         let Lease {
@@ -408,14 +418,8 @@ impl Pool {
         // An HTTP/1.1 connection (most requests) is sent on here, not through
         // `try_send`: one future fewer for the request to be moved into.
         let first = match sender {
-            Sender::Http1(conn) => {
-                conn.send(request, self.home(key.clone(), uses), forwarding, read_timeout, relay)
-                    .await
-            }
-            sender => {
-                self.try_send(key.clone(), sender, uses, request, forwarding, read_timeout, relay)
-                    .await
-            }
+            Sender::Http1(conn) => conn.send(request, self.home(key.clone(), uses), send).await,
+            sender => self.try_send(key.clone(), sender, uses, request, send).await,
         };
         let request = match first.map_err(lost)? {
             Ok(response) => return Ok(response),
@@ -436,11 +440,7 @@ impl Pool {
                 })
             }
         };
-        match self
-            .try_send(key, sender, 0, request, forwarding, read_timeout, relay)
-            .await
-            .map_err(lost)?
-        {
+        match self.try_send(key, sender, 0, request, send).await.map_err(lost)? {
             Ok(response) => Ok(response),
             Err(unsent) => Err(DispatchFailure {
                 error: ProxyError::new(ErrorKind::UpstreamConnect, "fresh upstream connection closed"),
@@ -460,27 +460,21 @@ impl Pool {
     }
 
     /// Ok(Ok(response)), Ok(Err(request)) when the request was not sent, or an error.
-    #[allow(clippy::too_many_arguments)]
     async fn try_send(
         &self,
         key: PoolKey,
         sender: Sender,
         uses: u32,
         request: BoxedRequest,
-        forwarding: Option<&Forwarding<'_>>,
-        read_timeout: Duration,
-        relay: bool,
+        send: SendOptions<'_>,
     ) -> Result<Result<Answer, BoxedRequest>, ProxyError> {
         let timed_out = || ProxyError::new(ErrorKind::UpstreamTimeout, "no response headers within read_timeout");
         match sender {
             // The read timeout is the connection's own timer (h1_client.rs).
-            Sender::Http1(conn) => {
-                conn.send(request, self.home(key, uses), forwarding, read_timeout, relay)
-                    .await
-            }
+            Sender::Http1(conn) => conn.send(request, self.home(key, uses), send).await,
             Sender::Http2(conn) => {
                 self.checkin(key, Sender::Http2(conn.clone()), uses + 1);
-                match timeout(read_timeout, conn.send(*request)).await {
+                match timeout(send.read_timeout, conn.send(*request)).await {
                     Err(_) => Err(timed_out()),
                     Ok(Ok(Ok(response))) => Ok(Ok((
                         response.map(|body| body.map_or(UpstreamBody::Empty, UpstreamBody::Http2)),

@@ -26,6 +26,9 @@ use crate::context::{AuthenticatedCredential, RequestCtx};
 use crate::phase::{AccessFuture, Flow, Plugin, PluginResponse};
 use crate::PluginError;
 
+mod encoding;
+use encoding::{canonical_challenge, redirect_with, sha256_base64url};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pkce {
     None,
@@ -181,95 +184,6 @@ fn unavailable(error: &store::TokenStoreError) -> Flow {
 
 fn strip(text: &str) -> &str {
     text.trim()
-}
-
-/// Kong's base64url round trip of a PKCE challenge: a challenge that
-/// decodes is re-encoded canonically (unpadded, URL alphabet).
-fn canonical_challenge(challenge: &str) -> String {
-    let standard: String = challenge
-        .chars()
-        .map(|c| match c {
-            '-' => '+',
-            '_' => '/',
-            c => c,
-        })
-        .collect();
-    let padded = match standard.len() % 4 {
-        2 => format!("{standard}=="),
-        3 => format!("{standard}="),
-        _ => standard,
-    };
-    match STANDARD.decode(padded) {
-        Ok(bytes) => URL_SAFE_NO_PAD.encode(bytes),
-        Err(_) => challenge.to_string(),
-    }
-}
-
-fn sha256_base64url(text: &str) -> String {
-    URL_SAFE_NO_PAD.encode(ring::digest::digest(&ring::digest::SHA256, text.as_bytes()))
-}
-
-/// `application/x-www-form-urlencoded` with keys sorted, as Kong's
-/// `encode_args` writes them.
-fn encode_args(args: &Map<String, Value>) -> String {
-    let mut pairs: Vec<(&str, String)> = args
-        .iter()
-        .map(|(k, v)| {
-            let text = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            (k.as_str(), text)
-        })
-        .collect();
-    pairs.sort_by(|a, b| a.0.cmp(b.0));
-    crate::form::serialize(pairs.iter().map(|(k, v)| (*k, v.as_str())))
-}
-
-/// `redirect_uri` with `params` merged into its query (or, for the
-/// implicit grant, its fragment).
-fn redirect_with(redirect_uri: &str, params: &Map<String, Value>, in_fragment: bool) -> String {
-    let (before_fragment, fragment) = match redirect_uri.split_once('#') {
-        Some((b, f)) => (b, Some(f)),
-        None => (redirect_uri, None),
-    };
-    let (base, query) = match before_fragment.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (before_fragment, None),
-    };
-    let existing = if in_fragment { fragment } else { query };
-    let mut merged = Map::new();
-    for (k, v) in crate::form::pairs(existing.unwrap_or("")) {
-        merged.insert(k.into_owned(), json!(v.into_owned()));
-    }
-    for (k, v) in params {
-        merged.insert(k.clone(), v.clone());
-    }
-    let encoded = encode_args(&merged);
-    let mut out = base.to_string();
-    match (in_fragment, query) {
-        (true, Some(q)) => {
-            out.push('?');
-            out.push_str(q);
-        }
-        (false, _) if !encoded.is_empty() => {
-            out.push('?');
-            out.push_str(&encoded);
-        }
-        _ => {}
-    }
-    match (in_fragment, fragment) {
-        (true, _) => {
-            out.push('#');
-            out.push_str(&encoded);
-        }
-        (false, Some(f)) => {
-            out.push('#');
-            out.push_str(f);
-        }
-        _ => {}
-    }
-    out
 }
 
 impl OAuth2 {
@@ -999,35 +913,4 @@ impl Plugin for OAuth2 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redirects_merge_parameters_sorted() {
-        let mut params = Map::new();
-        params.insert("state".into(), json!("s 1"));
-        params.insert("code".into(), json!("abc"));
-        assert_eq!(
-            redirect_with("https://app.example/cb?x=1", &params, false),
-            "https://app.example/cb?code=abc&state=s%201&x=1"
-        );
-        assert_eq!(
-            redirect_with("https://app.example/cb?x=1", &params, true),
-            "https://app.example/cb?x=1#code=abc&state=s%201"
-        );
-    }
-
-    #[test]
-    fn pkce_challenges_are_canonical() {
-        // RFC 7636 appendix B.
-        let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
-        assert_eq!(
-            sha256_base64url(verifier),
-            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
-        );
-        assert_eq!(
-            canonical_challenge("E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"),
-            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
-        );
-    }
-}
+mod tests;
