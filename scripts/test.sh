@@ -162,3 +162,6 @@ cargo test --workspace -- --test-threads="${STRAIT_TEST_THREADS:-4}"
 # PostgreSQL server of its own (tests/src/gateway.rs reads STRAIT_E2E_STORE).
 echo "== end-to-end suites on PostgreSQL"
 STRAIT_E2E_STORE=postgres cargo test -p strait-e2e -- --test-threads="${STRAIT_TEST_THREADS:-4}"
+# Every fuzz target for a minute from its seed corpus (nightly toolchain; a crash fails).
+echo "== fuzz targets, ${FUZZ_SECONDS:-60}s each"
+scripts/fuzz-ci.sh
