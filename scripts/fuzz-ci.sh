@@ -14,7 +14,7 @@ tools_dir="${STRAIT_TOOLS_DIR:-$PWD/target/tools}"
 CARGO_FUZZ_VERSION=0.13.2
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
-  if ! command -v rustup >/dev/null 2>&1 || ! rustup toolchain install nightly --profile minimal >/dev/null 2>&1; then
+  if ! command -v rustup >/dev/null 2>&1 || ! timeout 300 rustup toolchain install nightly --profile minimal >/dev/null 2>&1; then
     echo "== fuzz: SKIPPED, no nightly toolchain here and rustup could not install one" >&2
     exit 0
   fi
