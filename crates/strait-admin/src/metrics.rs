@@ -76,19 +76,8 @@ impl Labels<'_> {
 
 /// Appends `value` in decimal (the scrape writes hundreds of thousands of
 /// numbers; `write!` costs several times more).
-fn push_u64(out: &mut String, mut value: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
-    }
-    // Only ASCII digits were written.
-    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or("0"));
+fn push_u64(out: &mut String, value: u64) {
+    out.push_str(itoa::Buffer::new().format(value));
 }
 
 /// One histogram's lines; `labels` is the series' label list without braces.

@@ -52,34 +52,7 @@ impl AddedHeaders {
 
     /// An integer, written without an allocation.
     pub fn push_int(&mut self, name: &HeaderName, value: i64) {
-        // Two digits a step, from a table of the hundred pairs.
-        const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-            2021222324252627282930313233343536373839\
-            4041424344454647484950515253545556575859\
-            6061626364656667686970717273747576777879\
-            8081828384858687888990919293949596979899";
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut rest = value.unsigned_abs();
-        while rest >= 100 {
-            let pair = (rest % 100) as usize * 2;
-            rest /= 100;
-            at -= 2;
-            digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-        }
-        if rest >= 10 {
-            at -= 2;
-            let pair = rest as usize * 2;
-            digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-        } else {
-            at -= 1;
-            digits[at] = b'0' + rest as u8;
-        }
-        if value < 0 {
-            at -= 1;
-            digits[at] = b'-';
-        }
-        self.push_bytes(name, &digits[at..]);
+        self.push_bytes(name, itoa::Buffer::new().format(value).as_bytes());
     }
 
     /// Room for about `fields` more fields, so pushing them does not grow
