@@ -135,7 +135,13 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== house rules: no source file over 1,000 lines, no too_many_arguments allowance"
+echo "== house rules: only the binary uses the proxy, no source file over 1,000 lines, no too_many_arguments allowance"
+for crate in strait-admin strait-cluster strait-snapshot strait-plugins strait-store strait-runtime; do
+  if cargo tree --offline -p "$crate" -e normal,build --prefix none | grep -q '^strait-proxy '; then
+    echo "$crate depends on strait-proxy: compile snapshots through strait-snapshot instead" >&2
+    exit 1
+  fi
+done
 long_files="$(find crates tests bench fuzz -name '*.rs' -not -path '*/target/*' -exec awk 'END { if (NR > 1000) print FILENAME ": " NR " lines" }' {} \;)"
 if [ -n "$long_files" ]; then echo "$long_files" >&2; exit 1; fi
 if grep -rn --include='*.rs' 'too_many_arguments' crates tests bench fuzz; then

@@ -29,7 +29,7 @@ fn threads(pid: u32) -> Vec<(String, i64, i64)> {
     found
 }
 
-/// The node opts out of transparent huge pages (see `strait_proxy::background`).
+/// The node opts out of transparent huge pages (see `strait_runtime::background`).
 #[tokio::test]
 async fn the_node_runs_without_transparent_huge_pages() {
     let gw = Gateway::start(GatewayOptions::new()).await;

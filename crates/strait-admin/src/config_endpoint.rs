@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use strait_core::declarative::parse_declarative_changes;
 use strait_core::declarative::{config_to_declarative, top_level_member, DeclarativeFormat, Member};
 use strait_core::{parse_declarative_memo, ConfigError, ConfigVersion, Memo, Parsed, RouterFlavor};
-use strait_proxy::compiler::{Part, ReplaceCommit, ReplaceCommitFn};
-use strait_proxy::{PublishError, SnapshotPublisher};
+use strait_snapshot::compiler::{Part, ReplaceCommit, ReplaceCommitFn};
+use strait_snapshot::{PublishError, SnapshotPublisher};
 use strait_store::Store;
 
 use crate::response::{empty_response, json_response, message, AdminResponse};
@@ -209,7 +209,7 @@ fn committer(store: &Arc<dyn Store>, hash: &str) -> ReplaceCommitFn {
             ReplaceCommit::Whole(config) => store.replace_hashed(config, Some(&hash)),
             ReplaceCommit::Changes { base, changes } => store.apply_hashed_at(base, changes, Some(&hash)),
         };
-        committed.map_err(|e| Box::new(e) as strait_proxy::compiler::CommitError)
+        committed.map_err(|e| Box::new(e) as strait_snapshot::compiler::CommitError)
     })
 }
 
@@ -332,7 +332,7 @@ async fn load_posted(
     }))
 }
 
-fn compile_error_body(error: &strait_proxy::CompileError) -> Value {
+fn compile_error_body(error: &strait_snapshot::CompileError) -> Value {
     let mut fields = serde_json::Map::new();
     for problem in &error.problems {
         fields.insert(problem.entity.clone(), Value::String(problem.message.clone()));
@@ -360,7 +360,7 @@ pub async fn post_config(state: &AdminState, content_type: &str, query: Option<&
     // OS shortly after; on this (the admin) thread's runtime.
     tokio::spawn(async {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        strait_proxy::background::release_memory();
+        strait_runtime::background::release_memory();
     });
     match loaded {
         Ok(_) => {

@@ -10,7 +10,7 @@
 use http::StatusCode;
 use serde_json::{json, Value};
 use strait_core::{Entity, EntityKind};
-use strait_proxy::balancer::{parse_target, Balancer, Peer, TargetState};
+use strait_snapshot::balancer::{parse_target, Balancer, Peer, TargetState};
 
 use crate::crud::nested::find_child;
 use crate::crud::pagination::{encode_offset, page_ids, parse_args};

@@ -25,6 +25,7 @@ mod oauth2_tokens;
 pub mod openapi;
 mod proxy_cache;
 mod request;
+mod request_id;
 mod response;
 mod root;
 mod server;
@@ -35,7 +36,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use strait_core::RouterFlavor;
-use strait_proxy::{ProxyStats, SnapshotPublisher};
+use strait_runtime::stats::ProxyStats;
+use strait_snapshot::SnapshotPublisher;
 use strait_store::Store;
 
 pub use config_endpoint::{load_declarative, LoadError};
@@ -66,7 +68,7 @@ pub struct AdminState {
     /// next one as changes (see `load_declarative`).
     pub declarative: std::sync::Mutex<Option<strait_core::Memo>>,
     /// Kong's `headers` setting (`Server`, `X-Kong-Admin-Latency`).
-    pub headers: strait_proxy::kong_headers::HeaderSwitches,
+    pub headers: strait_core::header_switches::HeaderSwitches,
     /// The node's side in hybrid mode, if it has one.
     pub cluster: Cluster,
 }

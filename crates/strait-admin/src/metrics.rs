@@ -45,7 +45,7 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
 /// Labels of one scope, resolved against the configuration (ids when an
 /// entity is gone or has no name).
 struct Labels<'a> {
-    snapshot: &'a strait_proxy::Snapshot,
+    snapshot: &'a strait_snapshot::Snapshot,
 }
 
 impl Labels<'_> {
@@ -109,9 +109,9 @@ fn histogram(out: &mut String, name: &str, labels: &str, bounds: &[&str], totals
 
 /// What a scrape reads, owned: the render runs on a blocking thread.
 struct Sources {
-    snapshot: Arc<strait_proxy::Snapshot>,
+    snapshot: Arc<strait_snapshot::Snapshot>,
     store: Arc<dyn strait_store::Store>,
-    stats: Arc<strait_proxy::ProxyStats>,
+    stats: Arc<strait_runtime::stats::ProxyStats>,
     node_id: String,
 }
 
@@ -283,7 +283,7 @@ fn render(sources: &Sources, sink: &mut impl io::Write) -> io::Result<()> {
     let _ = writeln!(
         out,
         "strait_http2_buffered_bytes{{node_id=\"{node}\"}} {}",
-        strait_proxy::h2_body::BUFFERED_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+        strait_runtime::stats::HTTP2_BUFFERED_BYTES.load(std::sync::atomic::Ordering::Relaxed)
     );
 
     family(&mut out, "kong_node_info", "gauge", "Kong Node metadata information");

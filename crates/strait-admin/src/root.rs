@@ -13,7 +13,7 @@ pub fn root(state: &AdminState) -> AdminResponse {
     let enabled = snapshot.enabled_plugin_names();
     let available: serde_json::Map<String, Value> = strait_plugins::AVAILABLE
         .iter()
-        .map(|name| (name.to_string(), json!({ "version": strait_proxy::VERSION })))
+        .map(|name| (name.to_string(), json!({ "version": strait_core::VERSION })))
         .collect();
     let mut configuration = state.configuration.clone();
     if let Some(object) = configuration.as_object_mut() {
@@ -22,7 +22,7 @@ pub fn root(state: &AdminState) -> AdminResponse {
     }
     let body = json!({
         "version": KONG_COMPATIBLE_VERSION,
-        "strait_version": strait_proxy::VERSION,
+        "strait_version": strait_core::VERSION,
         "edition": "community",
         "tagline": "Welcome to strait",
         "hostname": state.hostname,

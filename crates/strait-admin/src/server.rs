@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use strait_proxy::kong_headers::HeaderSwitches;
+use strait_core::header_switches::HeaderSwitches;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -63,7 +63,7 @@ async fn serve(
                     continue;
                 }
             },
-            _ = strait_proxy::stopped(&mut stop) => return,
+            _ = strait_runtime::stopped(&mut stop) => return,
         };
         let state = state.clone();
         let shutdown = shutdown.clone();
@@ -103,7 +103,7 @@ where
     tokio::pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => {}
-        _ = strait_proxy::stopped(&mut shutdown) => {
+        _ = strait_runtime::stopped(&mut shutdown) => {
             connection.as_mut().graceful_shutdown();
             let _ = connection.await;
         }
@@ -115,7 +115,7 @@ where
 fn add_kong_headers(response: &mut AdminResponse, switches: &HeaderSwitches, started: std::time::Instant) {
     let headers = response.headers_mut();
     if switches.server {
-        headers.insert(header::SERVER, HeaderValue::from_static(strait_proxy::SERVER_HEADER));
+        headers.insert(header::SERVER, HeaderValue::from_static(strait_core::SERVER_HEADER));
     } else {
         headers.remove(header::SERVER);
     }
@@ -127,7 +127,7 @@ fn add_kong_headers(response: &mut AdminResponse, switches: &HeaderSwitches, sta
     }
     headers.insert(
         HeaderName::from_static("x-kong-admin-request-id"),
-        strait_proxy::kong_headers::admin_request_id(),
+        crate::request_id::admin_request_id(),
     );
 }
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use strait_core::ConfigChange;
-use strait_proxy::{Snapshot, SnapshotPublisher};
+use strait_snapshot::{Snapshot, SnapshotPublisher};
 use strait_store::{ChangeOp, Store, StoreError};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
@@ -252,7 +252,7 @@ where
         false => Some(format!(
             "this control plane speaks protocol {PROTOCOL}, the data plane {protocol}"
         )),
-        true => version_incompatible(&version, strait_proxy::VERSION),
+        true => version_incompatible(&version, strait_core::VERSION),
     };
     let available: HashSet<String> = plugins.into_iter().collect();
     shared.planes.lock().insert(
@@ -506,7 +506,7 @@ fn full_parts(shared: &Shared, snapshot: &Snapshot) -> Result<Arc<Vec<Vec<u8>>>,
 mod tests {
     use super::*;
     use strait_core::declarative::{parse_declarative, DeclarativeFormat};
-    use strait_proxy::compiler::{CommitError, ReplaceCommitFn};
+    use strait_snapshot::compiler::{CommitError, ReplaceCommitFn};
 
     async fn publish(publisher: &SnapshotPublisher, version: u64, document: &str) {
         let config = parse_declarative(document.as_bytes(), DeclarativeFormat::Auto, 1).expect("a valid document");
@@ -569,7 +569,7 @@ mod tests {
             protocol: PROTOCOL,
             node_id: "dp-1".into(),
             hostname: "dp".into(),
-            version: strait_proxy::VERSION.into(),
+            version: strait_core::VERSION.into(),
             plugins: vec!["key-auth".into()],
             config_version: 0,
             config_hash: String::new(),

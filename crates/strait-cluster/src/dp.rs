@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use strait_core::{ConfigChange, Entity};
-use strait_proxy::compiler::{CommitError, CommitFn, PublishError};
-use strait_proxy::SnapshotPublisher;
+use strait_snapshot::compiler::{CommitError, CommitFn, PublishError};
+use strait_snapshot::SnapshotPublisher;
 
 use crate::cp::{PING_EVERY, SILENCE};
 use crate::frame::{self, Message, PROTOCOL};
@@ -45,7 +45,7 @@ struct Parts {
     hash: String,
     expected: u64,
     received: u64,
-    builder: strait_proxy::SnapshotBuilder,
+    builder: strait_snapshot::SnapshotBuilder,
 }
 
 /// What `/status` says about the control plane.
@@ -200,7 +200,7 @@ impl DataPlane {
             protocol: PROTOCOL,
             node_id: self.node_id.clone(),
             hostname: self.hostname.clone(),
-            version: strait_proxy::VERSION.to_string(),
+            version: strait_core::VERSION.to_string(),
             plugins: self.plugins.clone(),
             config_version: if *want_full { 0 } else { current.version },
             config_hash: current.hash.clone(),
@@ -347,7 +347,7 @@ impl DataPlane {
         tracing::info!(version, "configuration from the control plane applied (whole)");
         // Building it left free pages; give them back (hundreds of MB for a
         // large configuration).
-        strait_proxy::background::release_memory();
+        strait_runtime::background::release_memory();
         Ok(())
     }
 

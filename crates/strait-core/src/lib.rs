@@ -9,6 +9,7 @@ pub mod declarative;
 pub mod delta;
 pub mod entities;
 pub mod error;
+pub mod header_switches;
 pub mod protocol;
 pub mod schema;
 pub mod vault;
@@ -22,3 +23,10 @@ pub use entities::*;
 pub use error::{ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};
 pub use protocol::{Protocol, ProtocolSet};
 pub use schema::{entity_schema_json, validate_entity, RouterFlavor};
+
+/// Strait's version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// `Server` header on responses Strait itself produces.
+pub const SERVER_HEADER: &str = concat!("strait/", env!("CARGO_PKG_VERSION"));
+/// `Via` value added to proxied requests and responses.
+pub const VIA_VALUE: &str = concat!("1.1 strait/", env!("CARGO_PKG_VERSION"));

@@ -403,7 +403,7 @@ impl Retire {
 /// not reconnect in one wave.
 pub fn jittered(age: Duration) -> Duration {
     // A fraction in [0.9, 1.1), from the top 53 bits.
-    let fraction = 0.9 + 0.2 * ((crate::kong_headers::next_u64() >> 11) as f64 / (1u64 << 53) as f64);
+    let fraction = 0.9 + 0.2 * ((strait_runtime::random::next_u64() >> 11) as f64 / (1u64 << 53) as f64);
     age.mul_f64(fraction)
 }
 

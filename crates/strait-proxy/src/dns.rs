@@ -373,7 +373,7 @@ async fn ask(
 /// A query id (each query has a socket of its own, so the id only guards
 /// against stray datagrams).
 fn random_id() -> u16 {
-    crate::kong_headers::next_u64() as u16
+    strait_runtime::random::next_u64() as u16
 }
 
 /// A standard query with recursion desired.

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+use strait_runtime::stats::HTTP2_BUFFERED_BYTES;
 
 use bytes::{Bytes, BytesMut};
 use h2::{FlowControl, Ping, PingPong, Reason, RecvStream, SendStream};
@@ -128,10 +129,6 @@ impl Inbox {
     }
 }
 
-/// Bytes held in HTTP/2 stream inboxes, all connections of the node, both
-/// directions (`strait_http2_buffered_bytes`).
-pub static BUFFERED_BYTES: AtomicU64 = AtomicU64::new(0);
-
 /// A received body as the proxy reads it; the window goes back to the
 /// sender as it does.
 pub struct StreamBody {
@@ -209,7 +206,7 @@ impl Pump {
                         return Poll::Ready(());
                     }
                     inbox.push(data);
-                    BUFFERED_BYTES.fetch_add(length as u64, Ordering::Relaxed);
+                    HTTP2_BUFFERED_BYTES.fetch_add(length as u64, Ordering::Relaxed);
                     inbox.wake_reader();
                 }
                 Poll::Ready(Some(Err(error))) => {
@@ -254,7 +251,7 @@ impl Body for StreamBody {
         if let Some(chunk) = inbox.take() {
             drop(inbox);
             let length = chunk.len();
-            BUFFERED_BYTES.fetch_sub(length as u64, Ordering::Relaxed);
+            HTTP2_BUFFERED_BYTES.fetch_sub(length as u64, Ordering::Relaxed);
             // The client may send this much more: the proxy has taken it on.
             let _ = this.flow.release_capacity(length);
             if let Some(remaining) = this.remaining.as_mut() {
@@ -302,7 +299,7 @@ impl Drop for StreamBody {
         }
         drop(inbox);
         if held > 0 {
-            BUFFERED_BYTES.fetch_sub(held as u64, Ordering::Relaxed);
+            HTTP2_BUFFERED_BYTES.fetch_sub(held as u64, Ordering::Relaxed);
             // The connection's window must not shrink by what nobody reads.
             let _ = self.flow.release_capacity(held);
         }

@@ -15,15 +15,15 @@ use strait_core::ProtocolSet;
 use strait_router::{normalize_path, upstream_path, HeaderLookup, InvalidPath, RequestFacts, RouteMatch};
 use strait_runtime::health::{InFlight, Report};
 
-use crate::balancer::hashing::HashInput;
-use crate::balancer::{Algorithm, Attempts};
 use crate::body::{boxed, buffer_up_to, full, BlockBody, Buffered, IdleTimeoutBody, ProxyBody};
 use crate::error::{error_response, ErrorKind, ProxyError};
 use crate::forwarding::Forwarding;
 use crate::kong_headers::{HeaderSwitches, KongFields, RequestId};
-use crate::snapshot::{ServiceRuntime, Snapshot};
 use crate::upstream::Endpoint;
 use crate::{Shared, SERVER_HEADER};
+use strait_snapshot::balancer::hashing::HashInput;
+use strait_snapshot::balancer::{Algorithm, Attempts};
+use strait_snapshot::snapshot::{ServiceRuntime, Snapshot};
 
 mod hop_by_hop;
 pub use hop_by_hop::strip_hop_by_hop;
@@ -667,7 +667,7 @@ impl Exchange<'_> {
                 runtime.host_header.clone()
             } else {
                 let name = balancer.and_then(|b| b.host_header.as_deref()).unwrap_or(target_host);
-                crate::snapshot::host_header(name, target_port, tls)
+                strait_snapshot::snapshot::host_header(name, target_port, tls)
             };
             let authority = host_value.as_ref().and_then(|h| h.to_str().ok()).unwrap_or("localhost");
             let sni = || {

@@ -26,8 +26,8 @@ use strait_runtime::tls::ClientTls;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{watch, Semaphore};
 
-use crate::balancer::{ActiveChecks, Balancer, ProbeKind, TargetAddress};
-use crate::snapshot::Snapshot;
+use strait_snapshot::balancer::{ActiveChecks, Balancer, ProbeKind, TargetAddress};
+use strait_snapshot::snapshot::Snapshot;
 
 /// How often the checker looks for due probes.
 const TICK: Duration = Duration::from_millis(100);

@@ -1,5 +1,6 @@
-//! Kong's informational headers and the `headers` / `headers_upstream`
-//! settings that switch them (kong.conf), plus `X-Kong-Request-Id`.
+//! Kong's informational headers as the proxy writes them, switched by the
+//! `headers` / `headers_upstream` settings
+//! ([`strait_core::header_switches`]), plus `X-Kong-Request-Id`.
 //!
 //! - `headers` (default `server_tokens, latency_tokens, X-Kong-Request-Id`):
 //!   `server_tokens` is `Server` and `Via`; `latency_tokens` is
@@ -12,129 +13,10 @@
 //! two tokens case-insensitive, `off` (lower case) as the first entry turns
 //! every header off and elsewhere is ignored, and any other entry is an error.
 
-use std::cell::Cell;
-use std::hash::{BuildHasher, Hasher};
-
 use http::HeaderValue;
+use strait_runtime::random::next_u64;
 
-/// Which of Kong's headers a node sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeaderSwitches {
-    pub server: bool,
-    pub via: bool,
-    pub proxy_latency: bool,
-    pub upstream_latency: bool,
-    pub response_latency: bool,
-    pub admin_latency: bool,
-    pub upstream_status: bool,
-    pub request_id: bool,
-    /// `headers_upstream`: send `X-Kong-Request-Id` to the upstream.
-    pub upstream_request_id: bool,
-}
-
-/// Kong's defaults for `headers` and `headers_upstream`.
-pub const DEFAULT_HEADERS: &str = "server_tokens, latency_tokens, X-Kong-Request-Id";
-pub const DEFAULT_HEADERS_UPSTREAM: &str = "X-Kong-Request-Id";
-
-impl Default for HeaderSwitches {
-    fn default() -> HeaderSwitches {
-        HeaderSwitches::parse(DEFAULT_HEADERS, DEFAULT_HEADERS_UPSTREAM).expect("the defaults parse")
-    }
-}
-
-/// The entries of a list setting as Kong splits them, and whether they are
-/// on: `off` as the first entry turns the rest off, elsewhere it is skipped.
-fn entries(value: &str) -> (impl Iterator<Item = &str>, bool) {
-    let mut entries = value
-        .split(',')
-        .map(str::trim)
-        .filter(|entry| !entry.is_empty())
-        .peekable();
-    let on = entries.peek() != Some(&"off");
-    (entries.filter(|entry| *entry != "off"), on)
-}
-
-impl HeaderSwitches {
-    /// Parse the two settings; the error names the setting and the entry.
-    pub fn parse(headers: &str, headers_upstream: &str) -> Result<HeaderSwitches, String> {
-        let mut switches = HeaderSwitches {
-            server: false,
-            via: false,
-            proxy_latency: false,
-            upstream_latency: false,
-            response_latency: false,
-            admin_latency: false,
-            upstream_status: false,
-            request_id: false,
-            upstream_request_id: false,
-        };
-        let (names, on) = entries(headers);
-        for entry in names {
-            if !switches.set(&entry.to_ascii_lowercase(), on) {
-                return Err(format!("headers: invalid entry '{entry}'"));
-            }
-        }
-        let (names, on) = entries(headers_upstream);
-        for entry in names {
-            if !entry.eq_ignore_ascii_case("x-kong-request-id") {
-                return Err(format!("headers_upstream: invalid entry '{entry}'"));
-            }
-            switches.upstream_request_id = on;
-        }
-        Ok(switches)
-    }
-
-    /// Turn on what `entry` (lower case) names when `on`; whether it names anything.
-    fn set(&mut self, entry: &str, on: bool) -> bool {
-        let fields: &mut [&mut bool] = match entry {
-            "server_tokens" => &mut [&mut self.server, &mut self.via],
-            "latency_tokens" => &mut [
-                &mut self.proxy_latency,
-                &mut self.upstream_latency,
-                &mut self.response_latency,
-                &mut self.admin_latency,
-            ],
-            "server" => &mut [&mut self.server],
-            "via" => &mut [&mut self.via],
-            "x-kong-proxy-latency" => &mut [&mut self.proxy_latency],
-            "x-kong-upstream-latency" => &mut [&mut self.upstream_latency],
-            "x-kong-response-latency" => &mut [&mut self.response_latency],
-            "x-kong-admin-latency" => &mut [&mut self.admin_latency],
-            "x-kong-upstream-status" => &mut [&mut self.upstream_status],
-            "x-kong-request-id" => &mut [&mut self.request_id],
-            _ => return false,
-        };
-        if on {
-            for field in fields {
-                **field = true;
-            }
-        }
-        true
-    }
-}
-
-thread_local! {
-    /// splitmix64 state, seeded per thread from the OS's randomness (through
-    /// std's hasher keys): request ids need to be unique, not secret.
-    static ID_STATE: Cell<u64> = Cell::new({
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u64(0x5eed);
-        hasher.finish()
-    });
-}
-
-/// A fast per-thread random number (splitmix64): request ids, the
-/// balancer's draws, connection-age jitter, DNS query ids.
-pub(crate) fn next_u64() -> u64 {
-    ID_STATE.with(|state| {
-        let next = state.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
-        state.set(next);
-        let mut z = next;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    })
-}
+pub use strait_core::header_switches::HeaderSwitches;
 
 /// A request id as Kong writes `X-Kong-Request-Id`: 32 lower-case hex digits.
 ///
@@ -366,21 +248,6 @@ impl KongFields {
     }
 }
 
-/// An Admin API request id as Kong writes `X-Kong-Admin-Request-ID`: 32
-/// letters and digits.
-pub fn admin_request_id() -> HeaderValue {
-    const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let mut chars = [0u8; 32];
-    for pair in chars.chunks_mut(8) {
-        let mut word = next_u64();
-        for char in pair {
-            *char = ALPHABET[(word % 62) as usize];
-            word /= 62;
-        }
-    }
-    HeaderValue::from_bytes(&chars).expect("letters and digits are a valid header value")
-}
-
 impl Default for RequestId {
     fn default() -> RequestId {
         RequestId::new()
@@ -489,50 +356,6 @@ mod tests {
             // Strait's id goes into a map (HTTP/2 clients) never indexed by HPACK.
             assert_eq!(map["x-kong-request-id"].is_sensitive(), request_id);
         }
-    }
-
-    #[test]
-    fn defaults_are_kongs() {
-        let on = HeaderSwitches::default();
-        assert!(on.server && on.via && on.proxy_latency && on.upstream_latency);
-        assert!(on.response_latency && on.admin_latency && on.request_id && on.upstream_request_id);
-        assert!(!on.upstream_status, "X-Kong-Upstream-Status is in neither token");
-    }
-
-    #[test]
-    fn entries_are_case_insensitive_and_off_counts_only_first() {
-        let some = HeaderSwitches::parse("serVer_TokEns, x-kOng-pRoXy-lAtency", "off").unwrap();
-        assert!(some.server && some.via && some.proxy_latency);
-        assert!(!some.upstream_latency && !some.request_id && !some.upstream_request_id);
-        let off = HeaderSwitches::parse("off, server_tokens", "off").unwrap();
-        assert_eq!(off, HeaderSwitches::parse("", "").unwrap());
-        assert!(!off.server && !off.request_id);
-        let later = HeaderSwitches::parse("server_tokens, off, X-Kong-Upstream-Status", "X-Kong-Request-Id").unwrap();
-        assert!(later.server && later.upstream_status && later.upstream_request_id);
-    }
-
-    #[test]
-    fn unknown_entries_are_refused_by_name() {
-        assert_eq!(
-            HeaderSwitches::parse("server_tokens, Foo-Bar", DEFAULT_HEADERS_UPSTREAM),
-            Err("headers: invalid entry 'Foo-Bar'".to_string())
-        );
-        assert_eq!(
-            HeaderSwitches::parse(DEFAULT_HEADERS, "Via"),
-            Err("headers_upstream: invalid entry 'Via'".to_string())
-        );
-        assert!(
-            HeaderSwitches::parse("OFF", "").is_err(),
-            "only lower-case off, as Kong"
-        );
-    }
-
-    #[test]
-    fn admin_request_ids_are_32_letters_and_digits() {
-        let id = admin_request_id();
-        assert_eq!(id.len(), 32);
-        assert!(id.as_bytes().iter().all(u8::is_ascii_alphanumeric));
-        assert_ne!(id, admin_request_id());
     }
 
     #[test]

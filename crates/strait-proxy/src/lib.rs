@@ -1,17 +1,14 @@
 //! strait-proxy: the data plane. Listeners, HTTP/1.1 and HTTP/2, TLS with SNI
-//! certificate choice, upstream pools and balancers, the snapshot the proxy
-//! serves from and the compiler thread that publishes it.
+//! certificate choice, the request pipeline (route, plugin phases, upstream,
+//! response), upstream pools, health probes and DNS.
 //!
-//! This crate sees only snapshots: it never depends on a store backend or the
-//! Admin API.
+//! This crate sees only snapshots (compiled by `strait-snapshot`): it never
+//! depends on a store backend, the Admin API or the cluster.
 #![deny(unsafe_code)]
 
 pub mod access_log;
-pub mod background;
-pub mod balancer;
 pub mod body;
 mod coalesce;
-pub mod compiler;
 pub mod conn;
 pub mod deadline;
 pub mod dns;
@@ -32,9 +29,6 @@ pub mod listen;
 mod phases;
 mod prefetch;
 mod relay;
-pub mod secrets;
-pub mod snapshot;
-pub mod stats;
 pub mod tls;
 pub mod tls_policy;
 mod tunnel;
@@ -46,20 +40,15 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-pub use compiler::{PublishError, SnapshotPublisher};
 pub use conn::ClientLimits;
 pub use h1_server::parse_request_head;
 pub use listen::{parse_listen, ListenSpec};
-pub use snapshot::{compile_snapshot, compile_snapshot_hashed, config_hash, CompileError, Snapshot, SnapshotBuilder};
-pub use stats::ProxyStats;
+use strait_runtime::stats::ProxyStats;
+pub(crate) use strait_runtime::stopped;
+use strait_snapshot::Snapshot;
 pub use workers::{start_workers, WorkerModel, Workers};
 
-/// Strait's version.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-/// `Server` header on responses Strait itself produces.
-pub const SERVER_HEADER: &str = concat!("strait/", env!("CARGO_PKG_VERSION"));
-/// `Via` value added to proxied requests and responses.
-pub const VIA_VALUE: &str = concat!("1.1 strait/", env!("CARGO_PKG_VERSION"));
+pub use strait_core::{SERVER_HEADER, VERSION, VIA_VALUE};
 
 /// Proxy settings from the node configuration.
 #[derive(Debug, Clone)]
@@ -102,9 +91,4 @@ impl Shared {
     pub fn pool(&self) -> &upstream::Pool {
         &self.pool
     }
-}
-
-/// Resolves once `shutdown` turns true (or its sender is gone).
-pub async fn stopped(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await;
 }

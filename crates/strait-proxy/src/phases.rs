@@ -125,7 +125,7 @@ pub(crate) async fn run(
     } else {
         (None, Some(body))
     };
-    let snapshot: &crate::snapshot::Snapshot = exchange.snapshot;
+    let snapshot: &strait_snapshot::snapshot::Snapshot = exchange.snapshot;
     let route = &exchange.matched.route;
     let mut ctx = RequestCtx {
         method: &mut parts.method,

@@ -11,7 +11,7 @@
 //! reads nothing the program sees and never faults.
 #![allow(unsafe_code)]
 
-use crate::snapshot::Snapshot;
+use strait_snapshot::snapshot::Snapshot;
 
 /// Bytes in a cache line.
 const LINE: usize = 64;

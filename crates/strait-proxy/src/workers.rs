@@ -104,11 +104,11 @@ fn run_worker(
     runtime_threads: usize,
 ) {
     // Before the runtime: what it allocates is the worker's too.
-    crate::background::worker_allocator();
+    strait_runtime::background::worker_allocator();
     let runtime = if runtime_threads > 1 {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(runtime_threads)
-            .on_thread_start(crate::background::worker_allocator)
+            .on_thread_start(strait_runtime::background::worker_allocator)
             .enable_all()
             .build()
     } else {

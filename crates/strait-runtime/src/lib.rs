@@ -5,13 +5,16 @@
 //! and sinks that ship logs and traces off the proxy workers.
 #![deny(unsafe_code)]
 
+pub mod background;
 pub mod clock;
 pub mod health;
 pub mod logs;
 pub mod metrics;
 pub mod oauth2;
 pub mod pace;
+pub mod random;
 pub mod redis;
+pub mod stats;
 pub mod tls;
 
 /// True at most once per wall-clock second for each `last` (error lines
@@ -22,4 +25,9 @@ pub(crate) fn once_a_second(last: &std::sync::atomic::AtomicU64) -> bool {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     last.swap(now, std::sync::atomic::Ordering::Relaxed) != now
+}
+
+/// Resolves once `shutdown` turns true (or its sender is gone).
+pub async fn stopped(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
 }

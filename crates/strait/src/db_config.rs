@@ -65,9 +65,9 @@ pub fn import(args: &[String]) -> Result<ExitCode> {
     // write by a node in between makes the import derive again.
     for _ in 0..5 {
         let (version, current) = store.load().map_err(|e| anyhow!("reading the database: {e}"))?;
-        let running = strait_proxy::compile_snapshot(version, Arc::new(current))
+        let running = strait_snapshot::compile_snapshot(version, Arc::new(current))
             .map_err(|e| anyhow!("the configuration in the database does not compile: {e}"))?;
-        if let Err(error) = strait_proxy::snapshot::derive_snapshot(&running, &changes) {
+        if let Err(error) = strait_snapshot::snapshot::derive_snapshot(&running, &changes) {
             eprintln!("{file}: the imported configuration does not compile");
             for problem in &error.problems {
                 eprintln!("{}: {}", problem.entity, problem.message);

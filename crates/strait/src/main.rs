@@ -85,7 +85,7 @@ unsafe impl GlobalAlloc for Allocator {
 }
 
 /// Put the calling thread's allocations on a heap of its own (registered
-/// with `strait_proxy::background` for proxy worker threads). Blocks it
+/// with `strait_runtime::background` for proxy worker threads). Blocks it
 /// allocated may still be freed by any thread. Once per thread: a second
 /// call keeps the first heap.
 fn use_own_heap() {
@@ -97,7 +97,7 @@ fn use_own_heap() {
 }
 
 /// Return mimalloc's free pages to the OS now (registered with
-/// `strait_proxy::background`, which calls it after large jobs). mimalloc
+/// `strait_runtime::background`, which calls it after large jobs). mimalloc
 /// otherwise purges on its next call from the freeing thread, so an idle
 /// node kept a parsed configuration's garbage resident.
 fn release_allocator_memory() {
@@ -148,10 +148,10 @@ Commands:
 ";
 
 fn main() -> ExitCode {
-    strait_proxy::background::disable_transparent_huge_pages();
+    strait_runtime::background::disable_transparent_huge_pages();
     strait_store::tune_c_heap();
-    strait_proxy::background::set_memory_release(release_allocator_memory);
-    strait_proxy::background::set_worker_allocator(use_own_heap);
+    strait_runtime::background::set_memory_release(release_allocator_memory);
+    strait_runtime::background::set_worker_allocator(use_own_heap);
     let args: Vec<String> = std::env::args().skip(1).collect();
     match run(&args) {
         Ok(code) => code,
@@ -170,7 +170,7 @@ fn run(args: &[String]) -> Result<ExitCode> {
         Some("config") if args.get(1).map(String::as_str) == Some("db_export") => db_config::export(&args[2..]),
         Some("migrations") => migrations::run(&args[1..]),
         Some("version") | Some("--version") => {
-            println!("Strait {}", strait_proxy::VERSION);
+            println!("Strait {}", strait_core::VERSION);
             Ok(ExitCode::SUCCESS)
         }
         Some("help") | Some("--help") | Some("-h") | None => {
@@ -193,7 +193,7 @@ fn validate(file: Option<&String>) -> Result<ExitCode> {
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
     match parse_declarative(&bytes, DeclarativeFormat::Auto, now) {
-        Ok(config) => match strait_proxy::compile_snapshot(0, std::sync::Arc::new(config)) {
+        Ok(config) => match strait_snapshot::compile_snapshot(0, std::sync::Arc::new(config)) {
             Ok(snapshot) => {
                 println!("{file}: ok ({} entities)", snapshot.entity_count());
                 Ok(ExitCode::SUCCESS)

@@ -9,7 +9,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use strait_admin::{load_declarative, serve_admin, serve_status, AdminState};
 use strait_core::declarative::DeclarativeFormat;
 use strait_proxy::tls::{load_or_create_default_certificate, server_config};
-use strait_proxy::{compile_snapshot_hashed, start_workers, ProxyContext, ProxyStats, SnapshotPublisher};
+use strait_proxy::{start_workers, ProxyContext};
+use strait_runtime::stats::ProxyStats;
+use strait_snapshot::{compile_snapshot_hashed, SnapshotPublisher};
 use strait_store::{LmdbStore, Store};
 use tokio::sync::watch;
 
@@ -97,7 +99,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
     }
-    strait_proxy::secrets::set_defaults(settings.vaults.clone());
+    strait_snapshot::secrets::set_defaults(settings.vaults.clone());
     strait_proxy::dns::configure(settings.dns.clone());
     std::fs::create_dir_all(&settings.prefix)
         .with_context(|| format!("creating prefix {}", settings.prefix.display()))?;
@@ -265,7 +267,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         tracing::info!(config_version = version, path = %path.display(), "declarative configuration loaded");
     }
     // Parsing the file left free pages; return them before serving.
-    strait_proxy::background::release_memory();
+    strait_runtime::background::release_memory();
     strait_store::c_heap_arena_per_thread();
     let stats = Arc::new(ProxyStats::default());
     let default_cert =
@@ -405,7 +407,7 @@ fn start_admin_thread(
         .spawn(move || {
             // Admin work (a whole-config POST above all) yields to the proxy
             // workers; threads the runtime starts inherit the priority.
-            strait_proxy::background::lower_priority("strait-admin");
+            strait_runtime::background::lower_priority("strait-admin");
             let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(runtime) => runtime,
                 Err(error) => {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
 use strait_core::{Config, ConfigChange, ConfigVersion, Entity, EntityKind};
-use strait_proxy::{compile_snapshot_hashed, CompileError, Snapshot, SnapshotBuilder};
+use strait_snapshot::{compile_snapshot_hashed, CompileError, Snapshot, SnapshotBuilder};
 use strait_store::pg::PgStore;
 use strait_store::{ChangeLogEntry, LmdbStore, Store, StoreError};
 use uuid::Uuid;

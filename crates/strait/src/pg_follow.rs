@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use strait_proxy::compiler::{CommitError, CommitFn, PublishError, ReplaceCommitFn};
-use strait_proxy::SnapshotPublisher;
+use strait_snapshot::compiler::{CommitError, CommitFn, PublishError, ReplaceCommitFn};
+use strait_snapshot::SnapshotPublisher;
 use strait_store::pg::{CatchUp, PgConfig, PgStore};
 
 use crate::pg_cache::LocalCache;

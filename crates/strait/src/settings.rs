@@ -127,8 +127,11 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("pg_ro_max_concurrent_queries", ""),
     ("pg_ro_semaphore_timeout", ""),
     ("pg_ro_pool_size", ""),
-    ("headers", strait_proxy::kong_headers::DEFAULT_HEADERS),
-    ("headers_upstream", strait_proxy::kong_headers::DEFAULT_HEADERS_UPSTREAM),
+    ("headers", strait_core::header_switches::DEFAULT_HEADERS),
+    (
+        "headers_upstream",
+        strait_core::header_switches::DEFAULT_HEADERS_UPSTREAM,
+    ),
 ];
 
 /// The raw key/value settings after defaults, file and environment.
@@ -168,7 +171,7 @@ pub struct NodeSettings {
     pub mem_cache_size: usize,
     pub admin_tls: AdminTls,
     /// Defaults of references that name a vault implementation directly.
-    pub vaults: strait_proxy::secrets::VaultDefaults,
+    pub vaults: strait_snapshot::secrets::VaultDefaults,
     /// How often secret references are read again (zero: never).
     pub vault_refresh_interval: Duration,
     /// `dns_*`: how service and target hosts are resolved.
@@ -745,7 +748,7 @@ impl NodeSettings {
                 key: optional("admin_ssl_cert_key").map(PathBuf::from),
                 client_ca: optional("admin_ssl_client_ca").map(PathBuf::from),
             },
-            vaults: strait_proxy::secrets::VaultDefaults {
+            vaults: strait_snapshot::secrets::VaultDefaults {
                 env_prefix: optional("vault_env_prefix"),
                 file_base_path: match optional("vault_file_base_path").map(PathBuf::from) {
                     Some(path) if !path.is_absolute() => bail!("vault_file_base_path: must be an absolute path"),

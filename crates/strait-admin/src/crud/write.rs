@@ -9,8 +9,8 @@ use http::StatusCode;
 use serde_json::{json, Map, Value};
 use strait_core::schema::{endpoint_key, foreign_fields, transform_on_write, unique_fields};
 use strait_core::{validate_entity, ConfigChange, Entity, EntityKind, FieldError};
-use strait_proxy::compiler::{CommitError, CommitFn};
-use strait_proxy::PublishError;
+use strait_snapshot::compiler::{CommitError, CommitFn};
+use strait_snapshot::PublishError;
 use strait_store::StoreError;
 use uuid::Uuid;
 

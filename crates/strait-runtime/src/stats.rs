@@ -1,6 +1,11 @@
-//! Lock-free counters for `/status`: connections and requests.
+//! Lock-free counters for `/status` and `/metrics`: connections, requests,
+//! bytes held in HTTP/2 stream buffers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes held in HTTP/2 stream inboxes, all connections of the node, both
+/// directions (`strait_http2_buffered_bytes`).
+pub static HTTP2_BUFFERED_BYTES: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Debug, Default)]
 pub struct ProxyStats {

@@ -10,8 +10,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use http::{HeaderMap, HeaderValue};
 use serde_json::json;
 use strait_core::Upstream;
-use strait_proxy::balancer::hashing::HashInput;
-use strait_proxy::balancer::{Attempts, Balancer, TargetAddress};
+use strait_snapshot::balancer::hashing::HashInput;
+use strait_snapshot::balancer::{Attempts, Balancer, TargetAddress};
 
 const SIZES: [usize; 3] = [10, 100, 1_000];
 const ALGORITHMS: [&str; 4] = ["round-robin", "least-connections", "latency", "consistent-hashing"];

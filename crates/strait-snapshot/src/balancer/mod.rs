@@ -390,10 +390,10 @@ impl Balancer {
     /// the one with the lower `cost` (a fraction numerator / denominator).
     fn two_choices(&self, attempts: &Attempts, cost: impl Fn(&Peer) -> (u128, u128)) -> Option<usize> {
         let len = self.ring.len();
-        let first = (crate::kong_headers::next_u64() % len as u64) as usize;
+        let first = (strait_runtime::random::next_u64() % len as u64) as usize;
         let a = self.ring[first] as usize;
         let mut second =
-            (first + 1 + (crate::kong_headers::next_u64() % (len as u64).max(2).saturating_sub(1)) as usize) % len;
+            (first + 1 + (strait_runtime::random::next_u64() % (len as u64).max(2).saturating_sub(1)) as usize) % len;
         for _ in 0..16 {
             if self.ring[second] as usize != a {
                 break;

@@ -124,7 +124,7 @@ impl SnapshotPublisher {
         let spawned = std::thread::Builder::new()
             .name("strait-compiler".to_string())
             .spawn(move || {
-                crate::background::attach_c_heap();
+                strait_runtime::background::attach_c_heap();
                 compiler_loop(published, receiver)
             });
         if let Err(error) = spawned {
@@ -246,7 +246,7 @@ impl SnapshotPublisher {
 }
 
 fn compiler_loop(current: Arc<ArcSwap<Snapshot>>, jobs: mpsc::Receiver<Job>) {
-    crate::background::lower_priority("strait-compiler");
+    strait_runtime::background::lower_priority("strait-compiler");
     let mut retired: Vec<Arc<Snapshot>> = Vec::new();
     loop {
         let ran = match jobs.recv_timeout(Duration::from_millis(250)) {
@@ -264,7 +264,7 @@ fn compiler_loop(current: Arc<ArcSwap<Snapshot>>, jobs: mpsc::Receiver<Job>) {
         // A job's garbage and a freed snapshot go back to the OS now, not at
         // the allocator's next call from this thread (maybe never, idle).
         if ran || retired.len() < before {
-            crate::background::release_memory();
+            strait_runtime::background::release_memory();
         }
     }
 }
