@@ -13,6 +13,7 @@ const CONTENT_TYPES: [&str; 5] = [
 ];
 
 fuzz_target!(|data: &[u8]| {
+    strait_plugins::install();
     let Some((selector, body)) = data.split_first() else { return };
     let content_type = CONTENT_TYPES[usize::from(*selector) % CONTENT_TYPES.len()];
     strait_admin::fuzzing::write_body(content_type, body);

@@ -7,6 +7,8 @@ use strait_core::declarative::DeclarativeFormat;
 use strait_core::{parse_declarative_for, RouterFlavor};
 
 fuzz_target!(|data: &[u8]| {
+    // The bundled plugins' schemas, so plugin configs are validated too.
+    strait_plugins::install();
     for format in [DeclarativeFormat::Auto, DeclarativeFormat::Json, DeclarativeFormat::Yaml] {
         let _ = parse_declarative_for(data, format, 0, RouterFlavor::Expressions);
     }

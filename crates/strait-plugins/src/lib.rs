@@ -1,7 +1,9 @@
 //! strait-plugins: the plugin phase trait, the per-request contexts, the
 //! chains that order plugins by Kong's priority and scope precedence, the
 //! registry that builds plugin instances from configuration, and the bundled
-//! plugins (one module each, grouped by kind).
+//! plugins (one folder each under `bundled/`, with what several of them
+//! share in `auth`, `grpc`, `observability`, `transform` and
+//! `config_fields`).
 //!
 //! Plugins are built when a snapshot is compiled, never per request. This
 //! crate knows nothing of sockets or stores: phases take a context and
@@ -11,8 +13,10 @@
 mod added_headers;
 pub mod auth;
 pub mod body;
+pub mod bundled;
 mod chain;
 mod config;
+mod config_fields;
 mod context;
 mod directory;
 pub mod form;
@@ -20,8 +24,6 @@ pub mod grpc;
 pub mod observability;
 mod phase;
 mod registry;
-pub mod security;
-pub mod traffic;
 pub mod transform;
 
 pub use added_headers::{AddedHeaders, FieldLine};
@@ -35,7 +37,7 @@ pub use directory::{ConsumerView, Directory, EmptyDirectory, KeyauthKey};
 pub use phase::{
     AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, DropResponseBody, Flow, Plugin, PluginResponse,
 };
-pub use registry::{build_plugin, build_scoped_plugin, priority_of, PluginScope, AVAILABLE};
+pub use registry::{build_plugin, build_scoped_plugin, install, priority_of, BundledPlugin, PluginScope, AVAILABLE};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PluginError {

@@ -84,3 +84,29 @@ fn example_plugin_runs_in_priority_order() {
         Flow::Continue => panic!("request-termination should answer"),
     }
 }
+
+/// The schema docs/plugins.md gives the example ("one folder, one registry
+/// line"), registered as `install()` registers a bundled plugin's.
+#[test]
+fn its_schema_registers_and_validates_like_a_bundled_one() {
+    use serde_json::json;
+    use strait_core::schema::field::Field;
+    use strait_core::schema::{formats, register_plugin_schema, validate_plugin_config, PluginSchema};
+
+    let schema = PluginSchema::new(vec![(
+        "header",
+        Field::string()
+            .required()
+            .default(json!("x-forbidden"))
+            .check(formats::header_name),
+    )]);
+    register_plugin_schema("forbid-header", schema);
+    let mut errors = Vec::new();
+    let config = validate_plugin_config("forbid-header", None, &mut errors).expect("registered");
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(config["header"], "x-forbidden");
+    validate_plugin_config("forbid-header", Some(&json!({"header": "not a name"})), &mut errors);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, "config.header");
+    assert!(strait_core::schema::plugin_schema_json("forbid-header").is_some());
+}

@@ -418,7 +418,7 @@ impl FollowedBody {
             details: self.outcome.details.take().map(|mut details| {
                 details.trace_id = self
                     .shared
-                    .get::<strait_plugins::observability::opentelemetry::TraceContext>()
+                    .get::<strait_plugins::bundled::opentelemetry::TraceContext>()
                     .map(|trace| trace.trace_id_hex());
                 details
             }),

@@ -149,6 +149,7 @@ Commands:
 
 fn main() -> ExitCode {
     strait_runtime::background::disable_transparent_huge_pages();
+    strait_plugins::install();
     strait_store::tune_c_heap();
     strait_runtime::background::set_memory_release(release_allocator_memory);
     strait_runtime::background::set_worker_allocator(use_own_heap);

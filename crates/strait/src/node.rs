@@ -91,9 +91,9 @@ fn open_token_store(settings: &NodeSettings) -> Result<()> {
 }
 
 pub fn run(settings: NodeSettings) -> Result<()> {
-    strait_plugins::traffic::proxy_cache::store::set_capacity(settings.mem_cache_size);
+    strait_plugins::bundled::proxy_cache::store::set_capacity(settings.mem_cache_size);
     strait_runtime::logs::set_syslog_socket(settings.syslog_socket.clone());
-    strait_plugins::observability::opentelemetry::set_node_sampling_rate(settings.tracing_sampling_rate);
+    strait_plugins::bundled::opentelemetry::set_node_sampling_rate(settings.tracing_sampling_rate);
     if let Some(log) = &settings.proxy.access_log {
         if let Some(dir) = log.path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -257,6 +257,7 @@ mod tests {
 
     #[test]
     fn values_are_typed_from_the_schema() {
+        strait_plugins::install();
         let mut service = form("name=s&port=8080&host=h&retries=&enabled=false&tags=a");
         infer_entity(EntityKind::Services, &mut service, None);
         assert_eq!(

@@ -5,10 +5,10 @@
 use serde_json::{json, Map, Value};
 
 /// A custom check on a string value: `Err(message)` when it is invalid.
-pub(crate) type StringCheck = fn(&str) -> Result<(), String>;
+pub type StringCheck = fn(&str) -> Result<(), String>;
 
 #[derive(Clone)]
-pub(crate) enum FieldType {
+pub enum FieldType {
     String,
     Integer,
     Number,
@@ -24,7 +24,7 @@ pub(crate) enum FieldType {
 }
 
 #[derive(Clone)]
-pub(crate) struct Field {
+pub struct Field {
     pub ty: FieldType,
     pub required: bool,
     pub default: Option<Value>,

@@ -79,7 +79,7 @@ fn is_hostname(name: &str) -> bool {
 }
 
 /// typedefs.host: a host name or IP, no port.
-pub(crate) fn host(value: &str) -> Result<(), String> {
+pub fn host(value: &str) -> Result<(), String> {
     match normalize_host(value) {
         Err(e) if e == INVALID_PORT => Err("must not have a port".into()),
         Err(_) => Err(format!("invalid value: {value}")),
@@ -89,12 +89,12 @@ pub(crate) fn host(value: &str) -> Result<(), String> {
 }
 
 /// typedefs.host_with_optional_port.
-pub(crate) fn host_with_optional_port(value: &str) -> Result<(), String> {
+pub fn host_with_optional_port(value: &str) -> Result<(), String> {
     normalize_host(value).map(|_| ())
 }
 
 /// typedefs.sni: a host name (not an IP), no port.
-pub(crate) fn sni(value: &str) -> Result<(), String> {
+pub fn sni(value: &str) -> Result<(), String> {
     match normalize_host(value) {
         Err(e) if e == INVALID_PORT => Err("must not have a port".into()),
         Err(_) => Err(format!("invalid value: {value}")),
@@ -105,7 +105,7 @@ pub(crate) fn sni(value: &str) -> Result<(), String> {
 }
 
 /// typedefs.wildcard_host: an SNI with at most one `*`, first or last.
-pub(crate) fn wildcard_host(value: &str) -> Result<(), String> {
+pub fn wildcard_host(value: &str) -> Result<(), String> {
     if let Some(at) = value.find('*') {
         if at != 0 && at != value.len() - 1 {
             return Err("wildcard must be leftmost or rightmost character".into());
@@ -118,7 +118,7 @@ pub(crate) fn wildcard_host(value: &str) -> Result<(), String> {
 }
 
 /// Route `hosts` elements: one wildcard label at either end, optional port.
-pub(crate) fn route_host(value: &str) -> Result<(), String> {
+pub fn route_host(value: &str) -> Result<(), String> {
     if value.matches('*').count() > 1 {
         return Err("invalid wildcard: must have at most one wildcard".into());
     }
@@ -129,7 +129,7 @@ pub(crate) fn route_host(value: &str) -> Result<(), String> {
 }
 
 /// Upstream names: a host name, no IP, no port.
-pub(crate) fn upstream_name(value: &str) -> Result<(), String> {
+pub fn upstream_name(value: &str) -> Result<(), String> {
     match normalize_host(value) {
         Err(_) => Err(format!("Invalid name ('{value}'); must be a valid hostname")),
         Ok(p) if p.kind != HostKind::Name => Err(format!("Invalid name ('{value}'); no ip addresses allowed")),
@@ -139,7 +139,7 @@ pub(crate) fn upstream_name(value: &str) -> Result<(), String> {
 }
 
 /// Target addresses: host or IP with optional port.
-pub(crate) fn target(value: &str) -> Result<(), String> {
+pub fn target(value: &str) -> Result<(), String> {
     normalize_host(value)
         .map(|_| ())
         .map_err(|_| format!("Invalid target ('{value}'); not a valid hostname or ip address"))
@@ -160,7 +160,7 @@ pub(crate) fn target_with_port(value: &str) -> String {
 }
 
 /// typedefs.path (service paths).
-pub(crate) fn service_path(value: &str) -> Result<(), String> {
+pub fn service_path(value: &str) -> Result<(), String> {
     if !value.starts_with('/') {
         return Err("should start with: /".into());
     }
@@ -202,7 +202,7 @@ pub const ROUTE_PATH_START: &str = "should start with: / (or ~ for a regex)";
 /// typedefs.router_path: `/prefix` or `~regex`; regexes must compile within
 /// the router's limits ([`strait_expr::validate_regex`]: a pathological
 /// pattern is a validation error, not an out-of-memory at compile time).
-pub(crate) fn router_path(value: &str) -> Result<(), String> {
+pub fn router_path(value: &str) -> Result<(), String> {
     if !value.starts_with('/') && !value.starts_with('~') {
         return Err(ROUTE_PATH_START.into());
     }
@@ -221,14 +221,14 @@ pub(crate) fn router_path(value: &str) -> Result<(), String> {
 /// A route `expression`, parsed and type-checked by `strait-expr` (the same
 /// parser the router compiles with), so an invalid one is rejected with the
 /// route's field path, a column and what was expected there.
-pub(crate) fn route_expression(value: &str) -> Result<(), String> {
+pub fn route_expression(value: &str) -> Result<(), String> {
     strait_expr::parse(value)
         .map(|_| ())
         .map_err(|error| format!("invalid expression: {error}"))
 }
 
 /// utils.validate_header_name.
-pub(crate) fn header_name(value: &str) -> Result<(), String> {
+pub fn header_name(value: &str) -> Result<(), String> {
     if value.is_empty() {
         return Err("no header name provided".into());
     }
@@ -244,7 +244,7 @@ pub(crate) fn header_name(value: &str) -> Result<(), String> {
 }
 
 /// Route header names: a header name that is not `host`.
-pub(crate) fn route_header_name(value: &str) -> Result<(), String> {
+pub fn route_header_name(value: &str) -> Result<(), String> {
     header_name(value)?;
     if value.eq_ignore_ascii_case("host") {
         return Err("cannot contain 'host' header, which must be specified in the 'hosts' attribute".into());
@@ -253,7 +253,7 @@ pub(crate) fn route_header_name(value: &str) -> Result<(), String> {
 }
 
 /// typedefs.http_method: upper-case letters only.
-pub(crate) fn http_method(value: &str) -> Result<(), String> {
+pub fn http_method(value: &str) -> Result<(), String> {
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_uppercase()) {
         Ok(())
     } else {
@@ -273,7 +273,7 @@ pub(crate) fn utf8_name(value: &str) -> Result<(), String> {
 }
 
 /// typedefs.tag: printable ASCII except `,` and `/` (space allowed), or non-ASCII.
-pub(crate) fn tag(value: &str) -> Result<(), String> {
+pub fn tag(value: &str) -> Result<(), String> {
     let allowed = |c: char| !c.is_ascii() || (c == ' ' || c.is_ascii_graphic()) && c != ',' && c != '/';
     if !value.is_empty() && value.chars().all(allowed) {
         return Ok(());
@@ -284,7 +284,7 @@ pub(crate) fn tag(value: &str) -> Result<(), String> {
 }
 
 /// typedefs.ip_or_cidr.
-pub(crate) fn ip_or_cidr(value: &str) -> Result<(), String> {
+pub fn ip_or_cidr(value: &str) -> Result<(), String> {
     let valid = match value.split_once('/') {
         None => value.parse::<IpAddr>().is_ok(),
         Some((ip, bits)) => match (ip.parse::<IpAddr>(), bits.parse::<u8>()) {
@@ -305,7 +305,7 @@ fn has_pem_block(value: &str) -> bool {
 
 /// typedefs.certificate (structure only: a PEM block).
 /// A cookie name (RFC 6265 token): visible ASCII without separators.
-pub(crate) fn cookie_name(value: &str) -> Result<(), String> {
+pub fn cookie_name(value: &str) -> Result<(), String> {
     let separator = |c: char| "()<>@,;:\\\"/[]?={} \t".contains(c);
     match value.chars().all(|c| c.is_ascii_graphic() && !separator(c)) {
         true => Ok(()),
@@ -315,7 +315,7 @@ pub(crate) fn cookie_name(value: &str) -> Result<(), String> {
 
 /// A URI subject alternative name (`spiffe://cluster/ns/app`, `https://x`):
 /// a scheme, `:`, and no whitespace.
-pub(crate) fn san_uri(value: &str) -> Result<(), String> {
+pub fn san_uri(value: &str) -> Result<(), String> {
     let scheme_ok = value.split_once(':').is_some_and(|(scheme, rest)| {
         !rest.is_empty()
             && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
@@ -327,7 +327,7 @@ pub(crate) fn san_uri(value: &str) -> Result<(), String> {
     }
 }
 
-pub(crate) fn certificate(value: &str) -> Result<(), String> {
+pub fn certificate(value: &str) -> Result<(), String> {
     match has_pem_block(value) {
         true => Ok(()),
         false => Err("invalid certificate: expected a PEM-encoded certificate".into()),
@@ -335,7 +335,7 @@ pub(crate) fn certificate(value: &str) -> Result<(), String> {
 }
 
 /// typedefs.key (structure only: a PEM block).
-pub(crate) fn key(value: &str) -> Result<(), String> {
+pub fn key(value: &str) -> Result<(), String> {
     match has_pem_block(value) {
         true => Ok(()),
         false => Err("invalid key: expected a PEM-encoded key".into()),
@@ -354,7 +354,7 @@ const KEY_LABELS: &[&str] = &[
 /// Kong's jwt `validate_ssl_key`: a PEM key whose body is base64 of exactly
 /// one DER `SEQUENCE` (what every key format above is). Structure only: the
 /// plugin that uses the key parses it fully.
-pub(crate) fn pem_key(value: &str) -> Result<(), String> {
+pub fn pem_key(value: &str) -> Result<(), String> {
     let invalid = || "invalid key".to_string();
     let text = value.trim();
     let label = text

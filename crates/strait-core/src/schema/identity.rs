@@ -172,7 +172,7 @@ fn plugin_config_checks(out: &mut Map<String, Value>, given: &Map<String, Value>
         ));
     }
     super::plugins::check_entity(&name, out, given, errors);
-    if let Some(config) = super::plugins::validate_config(&name, config, errors) {
+    if let Some(config) = super::plugins::validate_plugin_config(&name, config, errors) {
         out.insert("config".into(), config);
     }
 }

@@ -11,10 +11,10 @@ pub mod compat;
 mod credentials;
 pub mod deck_testdata;
 mod engine;
-mod field;
-pub(crate) mod formats;
+pub mod field;
+pub mod formats;
 mod identity;
-mod plugins;
+pub mod plugins;
 mod proxy;
 mod route_rules;
 mod router_flavor;
@@ -35,7 +35,10 @@ pub use credentials::{
 };
 pub use formats::ROUTE_PATH_START;
 pub use identity::BUNDLED_PLUGINS;
-pub use plugins::{mirror_shorthands, plugin_schema_json, PLUGINS_WITH_SCHEMA};
+pub use plugins::{
+    mirror_shorthands, plugin_schema_json, plugins_with_schema, register_plugin_schema, validate_plugin_config,
+    ConfigShorthand, PluginSchema,
+};
 pub use route_rules::{ROUTE_HTTPS_NEEDS_MATCHER, ROUTE_HTTP_NEEDS_MATCHER};
 pub use router_flavor::RouterFlavor;
 pub use secrets::{check_jwk, plugin_has_references, referenceable_fields, references_in, resolve_references};

@@ -3,6 +3,8 @@
 //! `vaults.lua` and `typedefs.pem` / `typedefs.jwk`), and the walk over an
 //! entity's referenceable fields.
 
+use std::sync::{Arc, PoisonError, RwLock};
+
 use serde_json::{json, Map, Value};
 
 use super::field::{Field, FieldType};
@@ -229,38 +231,46 @@ fn referenceable_paths(fields: &[(&'static str, Field)], prefix: &str, out: &mut
 }
 
 /// Every referenceable field path of `kind` (for plugins, of the plugin
-/// `plugin` names). Computed once per kind and plugin: the compiler asks
-/// for every plugin of a configuration.
-pub fn referenceable_fields(kind: EntityKind, plugin: Option<&str>) -> &'static [String] {
-    type Table = Vec<(EntityKind, Option<&'static str>, Vec<String>)>;
-    static TABLE: std::sync::LazyLock<Table> = std::sync::LazyLock::new(|| {
-        let mut table = Table::new();
-        for kind in EntityKind::ALL {
-            let mut own = Vec::new();
-            referenceable_paths(&definition(kind).fields, "", &mut own);
-            if kind != EntityKind::Plugins {
-                table.push((kind, None, own));
-                continue;
-            }
-            for name in super::plugins::PLUGINS_WITH_SCHEMA {
-                let mut paths = own.clone();
-                if let Some(config) = super::plugins::config_fields(name) {
-                    referenceable_paths(config, "config", &mut paths);
-                }
-                table.push((kind, Some(*name), paths));
-            }
-            table.push((kind, None, own));
-        }
-        table
-    });
-    let wanted = match kind {
-        EntityKind::Plugins => plugin.filter(|name| super::plugins::PLUGINS_WITH_SCHEMA.contains(name)),
+/// `plugin` names). Computed once per kind and plugin (again after the
+/// plugin's schema is registered anew): the compiler asks for every plugin
+/// of a configuration.
+pub fn referenceable_fields(kind: EntityKind, plugin: Option<&str>) -> Arc<[String]> {
+    let plugin = match kind {
+        EntityKind::Plugins => plugin.filter(|name| super::plugins::has_schema(name)),
         _ => None,
     };
-    TABLE
+    let key = (kind, plugin.map(str::to_string));
+    if let Some((_, paths)) = REFERENCEABLE
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
         .iter()
-        .find(|(k, name, _)| *k == kind && *name == wanted)
-        .map_or(&[], |(_, _, paths)| paths.as_slice())
+        .find(|(cached, _)| *cached == key)
+    {
+        return paths.clone();
+    }
+    let mut paths = Vec::new();
+    referenceable_paths(&definition(kind).fields, "", &mut paths);
+    if let Some(config) = plugin.and_then(super::plugins::config_fields) {
+        referenceable_paths(&config, "config", &mut paths);
+    }
+    let paths: Arc<[String]> = paths.into();
+    REFERENCEABLE
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((key, paths.clone()));
+    paths
+}
+
+type ReferenceableKey = (EntityKind, Option<String>);
+
+static REFERENCEABLE: RwLock<Vec<(ReferenceableKey, Arc<[String]>)>> = RwLock::new(Vec::new());
+
+/// Drops the cached paths of plugin `name` (its schema was registered anew).
+pub(crate) fn forget_referenceable(name: &str) {
+    REFERENCEABLE
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .retain(|((_, plugin), _)| plugin.as_deref() != Some(name));
 }
 
 fn value_at<'a>(object: &'a Map<String, Value>, path: &str) -> Option<&'a Value> {

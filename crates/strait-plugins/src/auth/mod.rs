@@ -2,16 +2,9 @@
 //! the authenticated consumer with Kong's upstream headers, the `anonymous`
 //! fallback, and the "logical OR" rule between several auth plugins.
 
-pub mod acl;
-pub mod basic_auth;
-pub mod hmac_auth;
-pub mod jwt;
-pub mod key_auth;
-pub mod mtls_auth;
-mod nginx_base64;
-pub mod oauth2;
+pub(crate) mod nginx_base64;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 pub mod x509;
 
 use http::{HeaderName, HeaderValue};
@@ -21,17 +14,17 @@ use crate::context::{AuthenticatedCredential, RequestCtx};
 use crate::directory::ConsumerView;
 use crate::phase::{Flow, PluginResponse};
 
-const CONSUMER_ID: HeaderName = HeaderName::from_static("x-consumer-id");
-const CONSUMER_CUSTOM_ID: HeaderName = HeaderName::from_static("x-consumer-custom-id");
-const CONSUMER_USERNAME: HeaderName = HeaderName::from_static("x-consumer-username");
-const CREDENTIAL_IDENTIFIER: HeaderName = HeaderName::from_static("x-credential-identifier");
-const ANONYMOUS: HeaderName = HeaderName::from_static("x-anonymous-consumer");
+pub(crate) const CONSUMER_ID: HeaderName = HeaderName::from_static("x-consumer-id");
+pub(crate) const CONSUMER_CUSTOM_ID: HeaderName = HeaderName::from_static("x-consumer-custom-id");
+pub(crate) const CONSUMER_USERNAME: HeaderName = HeaderName::from_static("x-consumer-username");
+pub(crate) const CREDENTIAL_IDENTIFIER: HeaderName = HeaderName::from_static("x-credential-identifier");
+pub(crate) const ANONYMOUS: HeaderName = HeaderName::from_static("x-anonymous-consumer");
 
-fn set_or_clear(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Option<&str>) {
+pub(crate) fn set_or_clear(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Option<&str>) {
     set_or_clear_value(ctx, name, value.and_then(|v| HeaderValue::from_str(v).ok()));
 }
 
-fn set_or_clear_value(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Option<HeaderValue>) {
+pub(crate) fn set_or_clear_value(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Option<HeaderValue>) {
     match value {
         Some(value) => {
             ctx.headers.insert(name, value);
@@ -43,7 +36,7 @@ fn set_or_clear_value(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Option<
 /// Removes a field the client may have sent (to pass itself off as a
 /// consumer). Almost no request has it: the names are compared first, which
 /// costs less than the hashing of the name a removal does.
-fn remove_if_sent(ctx: &mut RequestCtx<'_>, name: &HeaderName) {
+pub(crate) fn remove_if_sent(ctx: &mut RequestCtx<'_>, name: &HeaderName) {
     if ctx.headers.keys().any(|sent| sent == name) {
         ctx.headers.remove(name);
     }
@@ -63,7 +56,7 @@ pub(crate) fn set_consumer<'a>(
     identify(ctx, consumer, view.filter(|v| v.consumer.is_some()), credential);
 }
 
-fn identify<'a>(
+pub(crate) fn identify<'a>(
     ctx: &mut RequestCtx<'a>,
     consumer: Option<&'a Consumer>,
     view: Option<&'a ConsumerView>,

@@ -3,9 +3,7 @@
 //! (REST/JSON to gRPC by a `.proto` file's `google.api.http` annotations).
 //! Both read the `.proto` file once, when the plugin is built ([`proto`]).
 
-pub mod gateway;
 pub mod proto;
-pub mod web;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 

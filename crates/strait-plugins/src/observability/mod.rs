@@ -1,4 +1,4 @@
-//! Plugins that watch traffic without changing it: metrics (`prometheus`),
+//! What the plugins that watch traffic share: metrics (`prometheus`),
 //! logs (`file-log`, `http-log`, `tcp-log`, `udp-log`, `syslog`, all
 //! sending Kong's serialized entry, [`serialize`]) and traces.
 //!
@@ -6,15 +6,7 @@
 //! the entry and hands it to a bounded queue (strait_runtime::logs); a full
 //! queue drops the entry and counts it.
 
-pub mod file_log;
-pub mod http_log;
-pub mod opentelemetry;
-pub mod otlp;
-pub mod prometheus;
 pub mod serialize;
-pub mod syslog;
-pub mod tcp_log;
-pub mod udp_log;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,9 +22,9 @@ use crate::PluginError;
 /// (http-log, tcp-log, udp-log).
 #[derive(Debug)]
 pub struct QueuedLog {
-    name: &'static str,
-    priority: i32,
-    queue: Arc<Queue>,
+    pub(crate) name: &'static str,
+    pub(crate) priority: i32,
+    pub(crate) queue: Arc<Queue>,
 }
 
 impl Plugin for QueuedLog {
@@ -60,7 +52,7 @@ impl Plugin for QueuedLog {
 }
 
 /// The `host` and `port` a socket logger sends to.
-fn destination(c: &ConfigReader<'_>) -> Result<(String, u16), PluginError> {
+pub(crate) fn destination(c: &ConfigReader<'_>) -> Result<(String, u16), PluginError> {
     let host = c
         .string("host")?
         .ok_or_else(|| PluginError::invalid("host", "required field missing"))?;
@@ -69,16 +61,16 @@ fn destination(c: &ConfigReader<'_>) -> Result<(String, u16), PluginError> {
     Ok((host, port))
 }
 
-fn seconds(value: f64) -> Duration {
+pub(crate) fn seconds(value: f64) -> Duration {
     Duration::from_secs_f64(value.max(0.0))
 }
 
-fn millis(value: f64) -> Duration {
+pub(crate) fn millis(value: f64) -> Duration {
     Duration::from_secs_f64(value.max(0.0) / 1000.0)
 }
 
 /// Kong's `queue` record, as the queue runs it.
-fn queue_params(config: &ConfigReader<'_>) -> Result<QueueParams, PluginError> {
+pub(crate) fn queue_params(config: &ConfigReader<'_>) -> Result<QueueParams, PluginError> {
     let queue = config.record("queue")?;
     let max_bytes = queue.integer("max_bytes", -1)?;
     Ok(QueueParams {
@@ -95,7 +87,7 @@ fn queue_params(config: &ConfigReader<'_>) -> Result<QueueParams, PluginError> {
 /// The queue of the socket loggers (tcp-log, udp-log, syslog), which have
 /// no `queue` record in Kong: entries already waiting leave together, a
 /// failed send is tried again for a second, and at most 10,000 wait.
-fn socket_queue() -> QueueParams {
+pub(crate) fn socket_queue() -> QueueParams {
     QueueParams {
         max_batch_size: 100,
         max_coalescing_delay: Duration::ZERO,

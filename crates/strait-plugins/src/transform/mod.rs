@@ -1,7 +1,3 @@
-//! Plugins that change what the request or response looks like.
+//! What the transformer plugins share: Kong's template language.
 
-pub mod correlation_id;
-pub mod request_termination;
-pub mod request_transformer;
-pub mod response_transformer;
 pub mod template;
