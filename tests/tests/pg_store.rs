@@ -17,6 +17,8 @@ fn bootstrapped() -> (PgServer, PgConfig) {
 }
 
 fn config(yaml: &str) -> Config {
+    // Plugin configs validated (defaults filled) as the node does.
+    strait_plugins::install();
     parse_declarative(yaml.as_bytes(), DeclarativeFormat::Auto, 1_700_000_000).expect("valid declarative config")
 }
 
