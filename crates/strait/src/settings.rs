@@ -10,6 +10,10 @@ use strait_core::RouterFlavor;
 use strait_proxy::tls_policy::{TlsPolicy, TlsSettings};
 use strait_proxy::{parse_listen, ClientLimits, ListenSpec, ProxySettings};
 
+use self::network::{dns_settings, http2_settings};
+
+mod network;
+
 /// Every key Strait understands, with its default.
 const DEFAULTS: &[(&str, &str)] = &[
     ("role", "traditional"),
@@ -492,100 +496,6 @@ fn parse_number(key: &str, value: &str) -> Result<usize> {
         .trim()
         .parse()
         .map_err(|_| anyhow!("{key}: expected a number, got {value:?}"))
-}
-
-/// The `http2_*` settings of client connections, checked against the
-/// ranges RFC 9113 allows.
-fn http2_settings(raw: &RawSettings, prefix: &str) -> Result<strait_proxy::conn::Http2Settings> {
-    let key = |name: &str| format!("{prefix}{name}");
-    let window = |name: &str| -> Result<u32> {
-        let key = key(name);
-        let size = parse_size(&key, raw.get(&key))?;
-        match u32::try_from(size) {
-            Ok(size) if (1..=0x7fff_ffff).contains(&size) => Ok(size),
-            _ => bail!("{key}: must be between 1 byte and 2147483647 bytes (got {size})"),
-        }
-    };
-    let frame_key = key("max_frame_size");
-    let frame = parse_size(&frame_key, raw.get(&frame_key))?;
-    if !(16_384..=16_777_215).contains(&frame) {
-        bail!("{frame_key}: must be between 16k and 16777215 bytes (got {frame})");
-    }
-    let duration = |name: &str| {
-        let key = key(name);
-        parse_duration(&key, raw.get(&key))
-    };
-    let interval = duration("keepalive_interval")?;
-    let defaults = strait_proxy::conn::Http2Settings::default();
-    // The reset limits are settings of client connections only.
-    let number = |name: &str, default: usize| {
-        let key = key(name);
-        match raw.0.get(&key) {
-            Some(value) => parse_number(&key, value),
-            None => Ok(default),
-        }
-    };
-    Ok(strait_proxy::conn::Http2Settings {
-        initial_stream_window: window("initial_stream_window_size")?,
-        initial_connection_window: window("initial_connection_window_size")?,
-        adaptive_window: parse_switch(&key("adaptive_window"), raw.get(&key("adaptive_window")))?,
-        max_frame_size: frame as u32,
-        keepalive_interval: (!interval.is_zero()).then_some(interval),
-        keepalive_timeout: duration("keepalive_timeout")?,
-        max_pending_accept_reset_streams: number(
-            "max_pending_accept_reset_streams",
-            defaults.max_pending_accept_reset_streams,
-        )?,
-        max_local_error_reset_streams: number("max_local_error_reset_streams", defaults.max_local_error_reset_streams)?,
-    })
-}
-
-/// Kong's `dns_*` settings. `dns_order` may name `LAST`, `SRV`, `A`,
-/// `AAAA` and `CNAME`; Strait asks for SRV, A and AAAA records in the
-/// order given, the type that answered a name last time first (`LAST`
-/// always applies; CNAMEs are followed by the server).
-fn dns_settings(raw: &RawSettings) -> Result<strait_proxy::dns::DnsSettings> {
-    use strait_proxy::dns::{parse_server, read_hosts_file, system_servers, DnsSettings, RecordType};
-    let servers = match raw.get("dns_resolver").trim() {
-        "" => system_servers(),
-        list => list
-            .split(',')
-            .map(|entry| parse_server(entry).ok_or_else(|| anyhow!("dns_resolver: invalid address {:?}", entry.trim())))
-            .collect::<Result<Vec<_>>>()?,
-    };
-    let mut order = Vec::new();
-    for token in raw.get("dns_order").split(',').map(str::trim) {
-        match token.to_ascii_uppercase().as_str() {
-            "A" => order.push(RecordType::A),
-            "AAAA" => order.push(RecordType::Aaaa),
-            "SRV" => order.push(RecordType::Srv),
-            // The type that answered last is always asked first; servers follow CNAMEs.
-            "LAST" | "CNAME" => {}
-            _ => bail!("dns_order: expected LAST, SRV, A, AAAA or CNAME (got {token:?})"),
-        }
-    }
-    if !order.iter().any(|t| matches!(t, RecordType::A | RecordType::Aaaa)) {
-        bail!("dns_order: must name A or AAAA");
-    }
-    let seconds = |key: &str| parse_duration(key, raw.get(key));
-    let hosts_path = raw.get("dns_hostsfile");
-    Ok(DnsSettings {
-        servers,
-        hosts: if hosts_path.is_empty() {
-            Default::default()
-        } else {
-            read_hosts_file(std::path::Path::new(hosts_path))
-        },
-        order,
-        valid_ttl: match raw.get("dns_valid_ttl").trim() {
-            "" => None,
-            value => Some(parse_duration("dns_valid_ttl", value)?),
-        },
-        stale_ttl: seconds("dns_stale_ttl")?,
-        not_found_ttl: seconds("dns_not_found_ttl")?,
-        error_ttl: seconds("dns_error_ttl")?,
-        timeout: Duration::from_secs(2),
-    })
 }
 
 impl NodeSettings {
