@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use strait_proxy::conn::{examine_head, HeadDecision};
+use strait_proxy::wire::conn::{examine_head, HeadDecision};
 use strait_proxy::ClientLimits;
 
 fuzz_target!(|data: &[u8]| {

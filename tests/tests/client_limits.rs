@@ -209,7 +209,7 @@ async fn incomplete_headers_time_out() {
 }
 
 /// A kept connection waits `client_header_timeout` for its next request. A limit of a second or
-/// more is timed from the coarse clock (crates/strait-proxy/src/deadline.rs), which must never
+/// more is timed from the coarse clock (crates/strait-proxy/src/wire/deadline.rs), which must never
 /// close the connection early: here the clock starts after the response, later than `started`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_connection_waits_its_whole_second_long_header_timeout() {

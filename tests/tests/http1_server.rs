@@ -1,4 +1,4 @@
-//! The client-facing HTTP/1.1 codec (strait-proxy/src/h1_server.rs) on a real socket:
+//! The client-facing HTTP/1.1 codec (strait-proxy/src/wire/h1_server.rs) on a real socket:
 //! `Expect: 100-continue`, pipelined requests, HTTP/1.0 keep-alive, chunked uploads and
 //! responses, and a request body nobody read. The smuggling, limits, timeouts, upgrade and
 //! connection-age suites cover the rest.

@@ -6,33 +6,9 @@
 //! depends on a store backend, the Admin API or the cluster.
 #![deny(unsafe_code)]
 
-pub mod access_log;
-pub mod body;
-mod coalesce;
-pub mod conn;
-pub mod deadline;
-pub mod dns;
-pub mod error;
-mod forwarding;
-pub mod grpc;
-pub mod h1_client;
-pub(crate) mod h1_codec;
-mod h1_names;
-pub(crate) mod h1_server;
-pub mod h2_body;
-pub mod h2_client;
-pub mod h2_server;
-pub mod handler;
-pub mod health_check;
-pub mod kong_headers;
-pub mod listen;
-mod phases;
-mod prefetch;
-mod relay;
-pub mod tls;
-pub mod tls_policy;
-mod tunnel;
+pub mod pipeline;
 pub mod upstream;
+pub mod wire;
 pub mod workers;
 
 use std::sync::Arc;
@@ -40,12 +16,12 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-pub use conn::ClientLimits;
-pub use h1_server::parse_request_head;
-pub use listen::{parse_listen, ListenSpec};
 use strait_runtime::stats::ProxyStats;
 pub(crate) use strait_runtime::stopped;
 use strait_snapshot::Snapshot;
+pub use wire::conn::ClientLimits;
+pub use wire::h1_server::parse_request_head;
+pub use wire::listen::{parse_listen, ListenSpec};
 pub use workers::{start_workers, WorkerModel, Workers};
 
 pub use strait_core::{SERVER_HEADER, VERSION, VIA_VALUE};
@@ -59,13 +35,13 @@ pub struct ProxySettings {
     pub worker_threads: usize,
     pub graceful_shutdown_timeout: Duration,
     /// Kong's `headers` / `headers_upstream`.
-    pub headers: kong_headers::HeaderSwitches,
+    pub headers: pipeline::kong_headers::HeaderSwitches,
     /// `proxy_access_log` (None: `off`).
-    pub access_log: Option<access_log::AccessLog>,
+    pub access_log: Option<pipeline::access_log::AccessLog>,
     /// `upstream_keepalive_*`.
     pub keepalive: upstream::Keepalive,
     /// `upstream_http2_*`: HTTP/2 connections to upstreams.
-    pub upstream_http2: conn::Http2Settings,
+    pub upstream_http2: wire::conn::Http2Settings,
 }
 
 /// Everything a worker needs, shared by all of them.
@@ -82,8 +58,8 @@ pub struct Shared {
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub stats: Arc<ProxyStats>,
     pub limits: ClientLimits,
-    pub headers: kong_headers::HeaderSwitches,
-    pub(crate) access_log: Option<access_log::WorkerLog>,
+    pub headers: pipeline::kong_headers::HeaderSwitches,
+    pub(crate) access_log: Option<pipeline::access_log::WorkerLog>,
     pool: upstream::Pool,
 }
 

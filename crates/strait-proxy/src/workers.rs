@@ -15,11 +15,11 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::access_log::AccessLog;
-use crate::conn::{serve_plain, serve_tls};
-use crate::handler::ConnInfo;
-use crate::listen::{bind, ListenSpec};
+use crate::pipeline::access_log::AccessLog;
+use crate::pipeline::handler::ConnInfo;
 use crate::upstream::Pool;
+use crate::wire::conn::{serve_plain, serve_tls};
+use crate::wire::listen::{bind, ListenSpec};
 use crate::{ProxyContext, Shared};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

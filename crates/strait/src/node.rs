@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context, Result};
 use strait_admin::{load_declarative, serve_admin, serve_status, AdminState};
 use strait_core::declarative::DeclarativeFormat;
-use strait_proxy::tls::{load_or_create_default_certificate, server_config};
+use strait_proxy::wire::tls::{load_or_create_default_certificate, server_config};
 use strait_proxy::{start_workers, ProxyContext};
 use strait_runtime::stats::ProxyStats;
 use strait_snapshot::{compile_snapshot_hashed, SnapshotPublisher};
@@ -100,7 +100,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         }
     }
     strait_snapshot::secrets::set_defaults(settings.vaults.clone());
-    strait_proxy::dns::configure(settings.dns.clone());
+    strait_proxy::upstream::dns::configure(settings.dns.clone());
     std::fs::create_dir_all(&settings.prefix)
         .with_context(|| format!("creating prefix {}", settings.prefix.display()))?;
     // A data plane's store is its cache of what the control plane sent.
@@ -277,12 +277,12 @@ pub fn run(settings: NodeSettings) -> Result<()> {
             let pem =
                 std::fs::read_to_string(path).with_context(|| format!("ssl_client_ca: reading {}", path.display()))?;
             if mode == "on" {
-                strait_proxy::tls::ClientVerify::On(pem)
+                strait_proxy::wire::tls::ClientVerify::On(pem)
             } else {
-                strait_proxy::tls::ClientVerify::Optional(pem)
+                strait_proxy::wire::tls::ClientVerify::Optional(pem)
             }
         }
-        _ => strait_proxy::tls::ClientVerify::Off,
+        _ => strait_proxy::wire::tls::ClientVerify::Off,
     };
     let tls = server_config(publisher.current(), default_cert.clone(), &settings.tls, &client_verify)
         .map_err(|e| anyhow!("TLS setup: {e}"))?;
@@ -307,7 +307,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     };
     let health = match proxies {
         true => Some(
-            strait_proxy::health_check::start(publisher.current(), shutdown_rx.clone())
+            strait_proxy::upstream::health_check::start(publisher.current(), shutdown_rx.clone())
                 .context("starting the health checker")?,
         ),
         false => None,
@@ -366,7 +366,7 @@ fn admin_tls_config(
     let tls = &settings.admin_tls;
     let certificate = match (&tls.cert, &tls.key) {
         (Some(cert), Some(key)) => {
-            strait_proxy::tls::certified_key(&read("admin_ssl_cert", cert)?, &read("admin_ssl_cert_key", key)?)
+            strait_proxy::wire::tls::certified_key(&read("admin_ssl_cert", cert)?, &read("admin_ssl_cert_key", key)?)
                 .map_err(|e| anyhow!("admin_ssl_cert: {e}"))?
         }
         _ => default_cert,
@@ -375,7 +375,7 @@ fn admin_tls_config(
         Some(path) => Some(read("admin_ssl_client_ca", path)?),
         None => None,
     };
-    let config = strait_proxy::tls::admin_server_config(certificate, client_ca.as_deref(), &settings.tls)
+    let config = strait_proxy::wire::tls::admin_server_config(certificate, client_ca.as_deref(), &settings.tls)
         .map_err(|e| anyhow!("Admin API TLS: {e}"))?;
     Ok(Some(config))
 }
@@ -391,7 +391,7 @@ fn start_admin_thread(
         specs
             .iter()
             .map(|spec| {
-                strait_proxy::listen::bind(spec, spec.reuseport)
+                strait_proxy::wire::listen::bind(spec, spec.reuseport)
                     .with_context(|| format!("could not listen on {}", spec.addr))
             })
             .collect()

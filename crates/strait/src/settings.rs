@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use strait_core::RouterFlavor;
-use strait_proxy::tls_policy::{TlsPolicy, TlsSettings};
+use strait_proxy::wire::tls_policy::{TlsPolicy, TlsSettings};
 use strait_proxy::{parse_listen, ClientLimits, ListenSpec, ProxySettings};
 
 use self::network::{dns_settings, http2_settings};
@@ -179,7 +179,7 @@ pub struct NodeSettings {
     /// How often secret references are read again (zero: never).
     pub vault_refresh_interval: Duration,
     /// `dns_*`: how service and target hosts are resolved.
-    pub dns: strait_proxy::dns::DnsSettings,
+    pub dns: strait_proxy::upstream::dns::DnsSettings,
     /// Where the oauth2 plugin's tokens live.
     pub oauth2_tokens: TokenStoreSettings,
     /// `role`: traditional, or one side of hybrid mode.
@@ -554,7 +554,7 @@ impl NodeSettings {
             LogTarget::Stderr => Some(PathBuf::from("/dev/stderr")),
             LogTarget::File(path) => Some(path),
         }
-        .map(|path| strait_proxy::access_log::AccessLog {
+        .map(|path| strait_proxy::pipeline::access_log::AccessLog {
             path: std::sync::Arc::from(path.as_path()),
             json: json_logs,
         });
@@ -596,8 +596,11 @@ impl NodeSettings {
                 "graceful_shutdown_timeout",
                 raw.get("graceful_shutdown_timeout"),
             )?,
-            headers: strait_proxy::kong_headers::HeaderSwitches::parse(raw.get("headers"), raw.get("headers_upstream"))
-                .map_err(|e| anyhow!(e))?,
+            headers: strait_proxy::pipeline::kong_headers::HeaderSwitches::parse(
+                raw.get("headers"),
+                raw.get("headers_upstream"),
+            )
+            .map_err(|e| anyhow!(e))?,
             upstream_http2: http2_settings(&raw, "upstream_http2_")?,
             keepalive: strait_proxy::upstream::Keepalive {
                 pool_size: parse_number("upstream_keepalive_pool_size", raw.get("upstream_keepalive_pool_size"))?,

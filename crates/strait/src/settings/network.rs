@@ -9,7 +9,7 @@ use super::{parse_duration, parse_number, parse_size, parse_switch, RawSettings}
 
 /// The `http2_*` settings of client connections, checked against the
 /// ranges RFC 9113 allows.
-pub(super) fn http2_settings(raw: &RawSettings, prefix: &str) -> Result<strait_proxy::conn::Http2Settings> {
+pub(super) fn http2_settings(raw: &RawSettings, prefix: &str) -> Result<strait_proxy::wire::conn::Http2Settings> {
     let key = |name: &str| format!("{prefix}{name}");
     let window = |name: &str| -> Result<u32> {
         let key = key(name);
@@ -29,7 +29,7 @@ pub(super) fn http2_settings(raw: &RawSettings, prefix: &str) -> Result<strait_p
         parse_duration(&key, raw.get(&key))
     };
     let interval = duration("keepalive_interval")?;
-    let defaults = strait_proxy::conn::Http2Settings::default();
+    let defaults = strait_proxy::wire::conn::Http2Settings::default();
     // The reset limits are settings of client connections only.
     let number = |name: &str, default: usize| {
         let key = key(name);
@@ -38,7 +38,7 @@ pub(super) fn http2_settings(raw: &RawSettings, prefix: &str) -> Result<strait_p
             None => Ok(default),
         }
     };
-    Ok(strait_proxy::conn::Http2Settings {
+    Ok(strait_proxy::wire::conn::Http2Settings {
         initial_stream_window: window("initial_stream_window_size")?,
         initial_connection_window: window("initial_connection_window_size")?,
         adaptive_window: parse_switch(&key("adaptive_window"), raw.get(&key("adaptive_window")))?,
@@ -57,8 +57,8 @@ pub(super) fn http2_settings(raw: &RawSettings, prefix: &str) -> Result<strait_p
 /// `AAAA` and `CNAME`; Strait asks for SRV, A and AAAA records in the
 /// order given, the type that answered a name last time first (`LAST`
 /// always applies; CNAMEs are followed by the server).
-pub(super) fn dns_settings(raw: &RawSettings) -> Result<strait_proxy::dns::DnsSettings> {
-    use strait_proxy::dns::{parse_server, read_hosts_file, system_servers, DnsSettings, RecordType};
+pub(super) fn dns_settings(raw: &RawSettings) -> Result<strait_proxy::upstream::dns::DnsSettings> {
+    use strait_proxy::upstream::dns::{parse_server, read_hosts_file, system_servers, DnsSettings, RecordType};
     let servers = match raw.get("dns_resolver").trim() {
         "" => system_servers(),
         list => list

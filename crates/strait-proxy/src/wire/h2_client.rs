@@ -23,12 +23,12 @@ use http::{Request, Response};
 use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::body::ProxyBody;
-use crate::coalesce::{coalesced, Flushing};
-use crate::conn::Http2Settings;
-use crate::error::{ErrorKind, ProxyError};
-use crate::h2_body::{data_frame_budget, inbox, send_body, PingEvent, Pinger, Pump, StreamBody, SEND_BUFFER};
-use crate::handler::strip_hop_by_hop;
+use crate::pipeline::body::ProxyBody;
+use crate::pipeline::error::{ErrorKind, ProxyError};
+use crate::pipeline::handler::strip_hop_by_hop;
+use crate::wire::coalesce::{coalesced, Flushing};
+use crate::wire::conn::Http2Settings;
+use crate::wire::h2_body::{data_frame_budget, inbox, send_body, PingEvent, Pinger, Pump, StreamBody, SEND_BUFFER};
 
 /// What one upstream HTTP/2 connection's requests share.
 #[derive(Debug, Default)]

@@ -15,10 +15,10 @@ use strait_core::ProtocolSet;
 use strait_router::{normalize_path, upstream_path, HeaderLookup, InvalidPath, RequestFacts, RouteMatch};
 use strait_runtime::health::{InFlight, Report};
 
-use crate::body::{boxed, buffer_up_to, full, BlockBody, Buffered, IdleTimeoutBody, ProxyBody};
-use crate::error::{error_response, ErrorKind, ProxyError};
-use crate::forwarding::Forwarding;
-use crate::kong_headers::{HeaderSwitches, KongFields, RequestId};
+use crate::pipeline::body::{boxed, buffer_up_to, full, BlockBody, Buffered, IdleTimeoutBody, ProxyBody};
+use crate::pipeline::error::{error_response, ErrorKind, ProxyError};
+use crate::pipeline::forwarding::Forwarding;
+use crate::pipeline::kong_headers::{HeaderSwitches, KongFields, RequestId};
 use crate::upstream::Endpoint;
 use crate::{Shared, SERVER_HEADER};
 use strait_snapshot::balancer::hashing::HashInput;
@@ -118,9 +118,9 @@ pub(crate) async fn handle(
     let access = shared
         .access_log
         .as_ref()
-        .map(|log| crate::access_log::Pending::new(log, &request, conn.client.ip(), started));
+        .map(|log| crate::pipeline::access_log::Pending::new(log, &request, conn.client.ip(), started));
     let http1 = request.version() < Version::HTTP_2;
-    let grpc = crate::grpc::is_grpc(request.headers());
+    let grpc = crate::pipeline::grpc::is_grpc(request.headers());
     // HTTP/1.1 framing was settled by the HTTP/1.1 codec (h1_server.rs); only HTTP/2 can still
     // carry lengths that would be forwarded ambiguously.
     let framing = if http1 {
@@ -147,8 +147,8 @@ pub(crate) async fn handle(
             // Through plugins, a proxied response is marked in its extensions.
             let proxied = response.extensions().get::<Proxied>().is_some();
             // What Strait or a plugin answered a gRPC client goes as a gRPC status.
-            if grpc && !proxied && !crate::grpc::is_grpc(response.headers()) {
-                response = crate::grpc::to_grpc(response).await;
+            if grpc && !proxied && !crate::pipeline::grpc::is_grpc(response.headers()) {
+                response = crate::pipeline::grpc::to_grpc(response).await;
             }
             add_kong_headers(&mut response, proxied, &shared.headers, &request_id, started);
         }
@@ -182,7 +182,7 @@ fn add_kong_headers(
         }
         if switches.response_latency {
             let latency = started.elapsed().as_millis() as u64;
-            headers.insert(X_KONG_RESPONSE_LATENCY, crate::kong_headers::number(latency));
+            headers.insert(X_KONG_RESPONSE_LATENCY, crate::pipeline::kong_headers::number(latency));
         }
     }
     if switches.request_id {
@@ -346,7 +346,7 @@ async fn proxy(
         // Boxed: the plugin phases are a future of kilobytes, and inline they
         // would make every request's future (boxed per request by
         // h1_server.rs and h2_server.rs) that large, plugins or not.
-        return Ok(pin_in_place(|| crate::phases::run(*request, chain, exchange, http1)).await);
+        return Ok(pin_in_place(|| crate::pipeline::phases::run(*request, chain, exchange, http1)).await);
     }
     let service = facts
         .service
@@ -479,7 +479,7 @@ impl Exchange<'_> {
         let mut upgrade = if http2 {
             None
         } else {
-            crate::tunnel::requested(&mut request)
+            crate::pipeline::tunnel::requested(&mut request)
         };
         // The client's request becomes the upstream request in its box, its
         // URI set per attempt. Kept apart: the forwarding headers borrow its path.
@@ -551,7 +551,7 @@ impl Exchange<'_> {
         // (DEADLINE_EXCEEDED to the client), as a read timeout is; a response
         // stream still open then is ended with DEADLINE_EXCEEDED trailers.
         let deadline = http2
-            .then(|| crate::grpc::timeout(request.headers()))
+            .then(|| crate::pipeline::grpc::timeout(request.headers()))
             .flatten()
             .and_then(|timeout| started.checked_add(timeout));
         let attempts = service.retries.max(0) as usize + 1;
@@ -565,7 +565,7 @@ impl Exchange<'_> {
             && upgrade.is_none()
             && !http_body::Body::is_end_stream(request.body())
         {
-            let body = std::mem::replace(request.body_mut(), crate::body::empty());
+            let body = std::mem::replace(request.body_mut(), crate::pipeline::body::empty());
             match buffer_up_to(body, REQUEST_BUFFER).await {
                 Ok(Buffered::Whole(bytes)) => {
                     let headers = request.headers_mut();
@@ -679,7 +679,7 @@ impl Exchange<'_> {
             };
             let resolved = match ip {
                 Some(ip) => Ok(std::net::SocketAddr::new(ip, target_port)),
-                None => crate::dns::resolve(target_host, target_port).await,
+                None => crate::upstream::dns::resolve(target_host, target_port).await,
             };
             let addr = match resolved {
                 Ok(addr) => addr,
@@ -814,13 +814,13 @@ impl Exchange<'_> {
                 read_timeout: millis(service.read_timeout),
                 in_flight,
                 buffering: route.response_buffering && !http2,
-                deadline: deadline.filter(|_| crate::grpc::is_grpc(response.headers())),
+                deadline: deadline.filter(|_| crate::pipeline::grpc::is_grpc(response.headers())),
             };
             let (mut response, proxied, mut fields) =
                 finish_response(response, body, started, upstream_started, &shared.headers, detail);
             fields.relayed = relayed;
             if let Some(protocol) = switched {
-                crate::tunnel::set_headers(response.headers_mut(), protocol);
+                crate::pipeline::tunnel::set_headers(response.headers_mut(), protocol);
             }
             if let Some(cookie) = set_cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
                 response.headers_mut().append(header::SET_COOKIE, cookie);
@@ -930,7 +930,7 @@ fn finish_response(
         }
     };
     let body = match policy.deadline {
-        Some(deadline) => boxed(crate::grpc::DeadlineBody::new(body, deadline.into())),
+        Some(deadline) => boxed(crate::pipeline::grpc::DeadlineBody::new(body, deadline.into())),
         None => body,
     };
     (Response::from_parts(parts, body), proxied, fields)

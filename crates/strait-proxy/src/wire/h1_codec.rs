@@ -16,7 +16,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http_body::{Frame, SizeHint};
 use tokio::io::AsyncRead;
 
-use crate::body::BoxError;
+use crate::pipeline::body::BoxError;
 
 /// Bytes read from a socket at a time.
 pub(crate) const READ_CHUNK: usize = 16 * 1024;

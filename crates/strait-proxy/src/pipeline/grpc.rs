@@ -22,7 +22,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::time::{sleep_until, Instant, Sleep};
 
-use crate::body::{full, BoxError, ProxyBody};
+use crate::pipeline::body::{full, BoxError, ProxyBody};
 
 /// gRPC status codes and their names.
 pub const OK: u8 = 0;

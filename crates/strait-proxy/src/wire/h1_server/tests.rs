@@ -116,14 +116,19 @@ fn meta(version: Version) -> Meta {
 
 #[test]
 fn response_heads_carry_their_framing() {
-    let (head, framing, keep) = encode(StatusCode::OK, &[], crate::body::full("abc"), meta(Version::HTTP_11));
+    let (head, framing, keep) = encode(
+        StatusCode::OK,
+        &[],
+        crate::pipeline::body::full("abc"),
+        meta(Version::HTTP_11),
+    );
     assert_eq!(head, "HTTP/1.1 200 OK\r\ndate: now\r\ncontent-length: 3\r\n\r\n");
     assert_eq!((framing, keep), (Framing::Length(3), true));
-    let streamed = crate::body::boxed(Unsized);
+    let streamed = crate::pipeline::body::boxed(Unsized);
     let (head, framing, _) = encode(StatusCode::OK, &[], streamed, meta(Version::HTTP_11));
     assert!(head.contains("transfer-encoding: chunked\r\n"), "{head}");
     assert_eq!(framing, Framing::Chunked);
-    let streamed = crate::body::boxed(Unsized);
+    let streamed = crate::pipeline::body::boxed(Unsized);
     let (head, framing, keep) = encode(StatusCode::OK, &[], streamed, meta(Version::HTTP_10));
     assert!(
         head.starts_with("HTTP/1.0 200 OK\r\n") && !head.contains("keep-alive"),
@@ -133,7 +138,7 @@ fn response_heads_carry_their_framing() {
     let (head, _, keep) = encode(
         StatusCode::NOT_FOUND,
         &[("connection", "close"), ("content-length", "2")],
-        crate::body::full("no"),
+        crate::pipeline::body::full("no"),
         meta(Version::HTTP_11),
     );
     assert_eq!(head.matches("close").count(), 1, "{head}");
@@ -141,7 +146,7 @@ fn response_heads_carry_their_framing() {
     let (head, framing, _) = encode(
         StatusCode::OK,
         &[("content-length", "10")],
-        crate::body::empty(),
+        crate::pipeline::body::empty(),
         Meta {
             head: true,
             ..meta(Version::HTTP_11)
@@ -167,8 +172,8 @@ fn a_relayed_head_goes_out_as_its_map_would() {
     let upstream = &b"HTTP/1.1 200 OK\r\nServer: origin\r\nDate: Sat, 28 Nov 2026 03:30:00 GMT\r\n\
         Content-Type: text/plain\r\nConnection: keep-alive\r\nContent-Length: 2\r\nX-Up: 1\r\n\r\n"[..];
     let undated = &b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n"[..];
-    let id = crate::kong_headers::RequestId::new();
-    let kong = |relayed: Option<&crate::relay::Relayed>| {
+    let id = crate::pipeline::kong_headers::RequestId::new();
+    let kong = |relayed: Option<&crate::pipeline::relay::Relayed>| {
         let mut fields = KongFields::default();
         fields.via = true;
         fields.server = true;
@@ -195,7 +200,7 @@ fn a_relayed_head_goes_out_as_its_map_would() {
         ),
     ];
     for (bytes, keep, meta) in cases {
-        let relayed = crate::relay::scan_head(bytes).expect("relayed");
+        let relayed = crate::pipeline::relay::scan_head(bytes).expect("relayed");
         // What the proxy added to the map after the head was parsed.
         let cookie = HeaderValue::from_static("lb=1");
         let encode = |fields: &KongFields, map: &mut HeaderMap| {
@@ -205,7 +210,7 @@ fn a_relayed_head_goes_out_as_its_map_would() {
                 StatusCode::OK,
                 map,
                 Some(fields),
-                &crate::body::full("ok"),
+                &crate::pipeline::body::full("ok"),
                 &meta,
                 &mut keep_alive,
                 &mut out,

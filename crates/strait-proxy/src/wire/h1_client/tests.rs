@@ -1,5 +1,5 @@
 use super::*;
-use crate::h1_codec::find_double_crlf;
+use crate::wire::h1_codec::find_double_crlf;
 use http::Request;
 
 fn head(bytes: &[u8]) -> Result<Option<Parsed>, ProxyError> {
@@ -154,10 +154,13 @@ fn head_values_keep_their_bytes_and_what_follows_stays() {
 #[test]
 fn request_framing_as_hyper_sets_it() {
     let mut headers = HeaderMap::new();
-    assert_eq!(request_framing(&mut headers, &crate::body::empty()), Framing::None);
+    assert_eq!(
+        request_framing(&mut headers, &crate::pipeline::body::empty()),
+        Framing::None
+    );
     assert!(headers.is_empty());
     let mut headers = HeaderMap::new();
-    let body = crate::body::full(Bytes::from_static(b"abc"));
+    let body = crate::pipeline::body::full(Bytes::from_static(b"abc"));
     assert_eq!(request_framing(&mut headers, &body), Framing::Length(3));
     assert_eq!(headers[header::CONTENT_LENGTH], "3");
     let mut headers = HeaderMap::new();
@@ -256,13 +259,13 @@ async fn chunked_bodies_trailers_and_informational_heads_then_the_connection_is_
     ])
     .await;
     let pool = crate::upstream::Pool::default();
-    let get = || Request::get("/a").body(crate::body::empty()).unwrap();
+    let get = || Request::get("/a").body(crate::pipeline::body::empty()).unwrap();
     let (status, body, trailers) = exchange(&pool, addr, get()).await;
     assert_eq!(status, 200);
     assert_eq!(&body[..], b"abcde");
     assert_eq!(trailers.unwrap()["x-t"], "1");
     let post = Request::post("/b")
-        .body(crate::body::full(Bytes::from_static(b"hello")))
+        .body(crate::pipeline::body::full(Bytes::from_static(b"hello")))
         .unwrap();
     let (status, body, _) = exchange(&pool, addr, post).await;
     assert_eq!((status, &body[..]), (StatusCode::CREATED, &b"ok"[..]));
@@ -313,7 +316,7 @@ async fn timed(
     read_timeout_ms: u64,
 ) -> Result<(), ProxyError> {
     use http_body_util::BodyExt;
-    let request = Request::get("/").body(crate::body::empty()).unwrap();
+    let request = Request::get("/").body(crate::pipeline::body::empty()).unwrap();
     let response = dispatch(pool, addr, request, std::time::Duration::from_millis(read_timeout_ms)).await?;
     response.into_body().collect().await.unwrap();
     Ok(())
@@ -350,7 +353,7 @@ async fn a_body_that_came_with_its_head_frees_the_connection_before_it_is_read()
     .await;
     let pool = crate::upstream::Pool::default();
     for expect in [&b"hello"[..], &b"bye"[..]] {
-        let request = Request::get("/").body(crate::body::empty()).unwrap();
+        let request = Request::get("/").body(crate::pipeline::body::empty()).unwrap();
         let response = dispatch(&pool, addr, request, std::time::Duration::from_secs(5))
             .await
             .unwrap();
@@ -376,13 +379,13 @@ async fn a_head_larger_than_the_socket_takes_is_sent_whole() {
     let big = "x".repeat(4 << 20);
     let request = Request::get("/big")
         .header("x-big", big.as_str())
-        .body(crate::body::empty())
+        .body(crate::pipeline::body::empty())
         .unwrap();
     let (status, body, _) = tokio::time::timeout(std::time::Duration::from_secs(20), exchange(&pool, addr, request))
         .await
         .expect("the whole head reached the origin");
     assert_eq!((status, &body[..]), (StatusCode::OK, &b"a"[..]));
-    let small = Request::get("/small").body(crate::body::empty()).unwrap();
+    let small = Request::get("/small").body(crate::pipeline::body::empty()).unwrap();
     let (status, body, _) = exchange(&pool, addr, small).await;
     assert_eq!((status, &body[..]), (StatusCode::OK, &b"b"[..]));
 }
@@ -395,7 +398,7 @@ async fn a_response_read_to_the_close_is_not_kept_and_the_next_request_opens_a_c
     ])
     .await;
     let pool = crate::upstream::Pool::default();
-    let get = || Request::get("/").body(crate::body::empty()).unwrap();
+    let get = || Request::get("/").body(crate::pipeline::body::empty()).unwrap();
     assert_eq!(&exchange(&pool, addr, get()).await.1[..], b"x");
     assert_eq!(pool.idle_http1(), 0);
     assert_eq!(&exchange(&pool, addr, get()).await.1[..], b"y");

@@ -33,8 +33,8 @@ use http::header::{HeaderMap, CONTENT_LENGTH};
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::sleep_until;
 
-use crate::body::BoxError;
-use crate::conn::Http2Settings;
+use crate::pipeline::body::BoxError;
+use crate::wire::conn::Http2Settings;
 
 /// Bytes one stream may have waiting for the peer's window before its
 /// source body is read again.

@@ -23,8 +23,8 @@ use http_body::{Body, Frame, SizeHint};
 use strait_runtime::clock::UtcTime;
 use strait_runtime::logs::files::Batch;
 
-use crate::body::{boxed, BoxError, ProxyBody};
-use crate::kong_headers::RequestId;
+use crate::pipeline::body::{boxed, BoxError, ProxyBody};
+use crate::pipeline::kong_headers::RequestId;
 
 /// Where and how access lines are written.
 #[derive(Debug, Clone)]

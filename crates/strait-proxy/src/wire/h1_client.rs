@@ -33,17 +33,17 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{sleep_until, Instant, Sleep};
 
-use crate::body::{BoxError, ProxyBody};
-use crate::error::{ErrorKind, ProxyError};
-use crate::forwarding::Forwarding;
-use crate::h1_codec::{
+use crate::pipeline::body::{BoxError, ProxyBody};
+use crate::pipeline::error::{ErrorKind, ProxyError};
+use crate::pipeline::forwarding::Forwarding;
+use crate::pipeline::handler::BoxedRequest;
+use crate::pipeline::relay::{Relayed, RelayedHead};
+use crate::upstream::Answer;
+use crate::upstream::{Home, WriteTimeoutIo};
+use crate::wire::h1_codec::{
     content_length, list_tokens, put_chunk, put_fields, put_fields_except, put_last_chunk, ready_read, BodyKind,
     Decoder, LengthFields,
 };
-use crate::handler::BoxedRequest;
-use crate::relay::{Relayed, RelayedHead};
-use crate::upstream::Answer;
-use crate::upstream::{Home, WriteTimeoutIo};
 
 /// Longest response head accepted from an upstream (nginx's
 /// `proxy_buffer_size` is 4–8 KiB; hyper's limit is larger still).
@@ -161,16 +161,16 @@ impl H1Conn {
         // No response head by then is a 504, counted from here as a timeout
         // around the whole exchange would count it (a limit of a second or
         // more from the coarse clock: never early, at most two ticks late).
-        let deadline = Instant::from_std(crate::deadline::deadline_after(read_timeout));
+        let deadline = Instant::from_std(crate::wire::deadline::deadline_after(read_timeout));
         // The body goes to the writer; the head is encoded from the box.
-        let body = std::mem::replace(request.body_mut(), crate::body::empty());
+        let body = std::mem::replace(request.body_mut(), crate::pipeline::body::empty());
         let head_request = request.method() == Method::HEAD;
         // A HEAD's response keeps a length its empty body does not have:
         // the map's encoder handles that.
         self.relay = relay && !head_request;
         let framing = request_framing(request.headers_mut(), &body);
         let mut out = std::mem::take(&mut self.out);
-        crate::h1_codec::rewind(&mut out);
+        crate::wire::h1_codec::rewind(&mut out);
         out.reserve(512);
         encode_head(request.method(), request.uri(), request.headers(), forwarding, &mut out);
         let mut writer = Writer {
@@ -193,7 +193,7 @@ impl H1Conn {
                 writer.taken = None;
                 // The head is encoded and the request can no longer be handed
                 // back: its map is kept for the next head, its box freed.
-                crate::h1_codec::recycle(std::mem::take(request.headers_mut()));
+                crate::wire::h1_codec::recycle(std::mem::take(request.headers_mut()));
                 drop(request);
             }
             _ => {
@@ -414,10 +414,10 @@ impl Writer {
     /// can still be had: untouched, or taken whole into the first write.
     fn hand_back(&mut self) -> Option<ProxyBody> {
         if let Some(whole) = self.taken.take() {
-            return Some(crate::body::full(whole));
+            return Some(crate::pipeline::body::full(whole));
         }
         if self.framing == Framing::None {
-            return Some(crate::body::empty());
+            return Some(crate::pipeline::body::empty());
         }
         if self.consumed {
             return None;
@@ -672,7 +672,7 @@ impl ResponseFields {
         // Room for Kong's response headers (`Via`, the latencies, the
         // request id, `Server`), so the map is not grown while they go in.
         let mut fields = ResponseFields {
-            map: crate::h1_codec::header_map(spans.len() + 6),
+            map: crate::wire::h1_codec::header_map(spans.len() + 6),
             relayed: None,
             length: LengthFields::default(),
             chunked: None,
@@ -681,7 +681,7 @@ impl ResponseFields {
         };
         let mut named: Vec<HeaderName> = Vec::new();
         for &(name, name_len, value, value_len) in spans {
-            let name = crate::h1_names::name_parsed_by_httparse(&head[name..name + name_len])
+            let name = crate::wire::h1_names::name_parsed_by_httparse(&head[name..name + name_len])
                 .map_err(|_| invalid("invalid upstream header name"))?;
             let bytes = &head[value..value + value_len];
             if name == header::CONTENT_LENGTH {
@@ -692,10 +692,10 @@ impl ResponseFields {
             } else if name == header::CONNECTION {
                 fields.connection_tokens(bytes, &mut named);
             }
-            if !switching && crate::handler::is_hop_by_hop(&name) {
+            if !switching && crate::pipeline::handler::is_hop_by_hop(&name) {
                 continue;
             }
-            let value = crate::h1_codec::value_parsed_by_httparse(head, value, value_len)
+            let value = crate::wire::h1_codec::value_parsed_by_httparse(head, value, value_len)
                 .ok_or_else(|| invalid("invalid upstream header value"))?;
             fields.map.append(name, value);
         }
@@ -720,7 +720,7 @@ impl ResponseFields {
                 self.keep_alive = true;
             } else if text && !token.is_empty() {
                 if let Ok(name) = HeaderName::from_bytes(token) {
-                    if !crate::handler::is_hop_by_hop(&name) {
+                    if !crate::pipeline::handler::is_hop_by_hop(&name) {
                         named.push(name);
                     }
                 }

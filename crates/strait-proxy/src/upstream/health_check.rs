@@ -184,7 +184,7 @@ impl Probe {
             server_name: tls_name,
             verify: self.checks.verify_certificate,
         });
-        let addr = match crate::dns::resolve(&self.address.host, self.address.port).await {
+        let addr = match crate::upstream::dns::resolve(&self.address.host, self.address.port).await {
             Ok(addr) => addr,
             Err(error) => {
                 tracing::debug!(target = %self.target, %error, "health probe could not resolve the target");
@@ -226,7 +226,7 @@ impl Probe {
     /// status in the unhealthy list is an HTTP failure.
     async fn grpc_exchange(&self) -> Option<Report> {
         use http_body_util::{BodyExt, Full};
-        let addr = match crate::dns::resolve(&self.address.host, self.address.port).await {
+        let addr = match crate::upstream::dns::resolve(&self.address.host, self.address.port).await {
             Ok(addr) => addr,
             Err(_) => return Some(Report::TcpFailure),
         };

@@ -81,7 +81,7 @@ pub(super) fn encode_head(
         }
     }
     if !seen.has_date {
-        headers.insert(header::DATE, crate::h2_server::http_date());
+        headers.insert(header::DATE, crate::wire::h2_server::http_date());
     }
     let version: &[u8] = if meta.version == Version::HTTP_10 {
         b"HTTP/1.0 "
@@ -118,7 +118,7 @@ fn encode_relayed(
         put_field(b"connection", b"close", out);
     }
     if !relayed.has_date {
-        put_field(b"date", crate::h2_server::http_date().as_bytes(), out);
+        put_field(b"date", crate::wire::h2_server::http_date().as_bytes(), out);
     }
     fields.encode(headers, out);
     out.extend_from_slice(b"\r\n");

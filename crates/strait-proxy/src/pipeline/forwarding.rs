@@ -18,9 +18,9 @@
 use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use crate::h1_codec::put_field;
-use crate::handler::ConnInfo;
-use crate::kong_headers::RequestId;
+use crate::pipeline::handler::ConnInfo;
+use crate::pipeline::kong_headers::RequestId;
+use crate::wire::h1_codec::put_field;
 use crate::VIA_VALUE;
 
 const FIELDS: usize = 8;
@@ -35,7 +35,7 @@ static NAMES: [HeaderName; FIELDS] = [
     HeaderName::from_static("x-forwarded-port"),
     HeaderName::from_static("x-forwarded-path"),
     HeaderName::from_static("x-forwarded-prefix"),
-    crate::handler::X_KONG_REQUEST_ID,
+    crate::pipeline::handler::X_KONG_REQUEST_ID,
 ];
 const FOR: usize = 0;
 const REAL_IP: usize = 1;
@@ -120,7 +120,7 @@ impl<'a> Forwarding<'a> {
         let port = if port == conn.local.port() {
             conn.local_port.clone()
         } else {
-            crate::kong_headers::number(u64::from(port))
+            crate::pipeline::kong_headers::number(u64::from(port))
         };
         forwarding.set(PORT, Some(Value::Owned(port)));
         forwarding.set(PATH, borrowed(path));

@@ -24,7 +24,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use crate::h1_codec::{list_tokens, LengthFields};
+use crate::wire::h1_codec::{list_tokens, LengthFields};
 
 /// Ranges of kept lines a relayed head may have: a run ends at each line
 /// left out, and a usual head leaves out one (`Connection`) or none.
@@ -73,7 +73,7 @@ enum Line {
 /// `HeaderName` for it: a common name through h1_names.rs's table (a
 /// standard name then compares as an integer), any other by its text.
 fn classify(name: &[u8]) -> Line {
-    if let Some(common) = crate::h1_names::common_name(name) {
+    if let Some(common) = crate::wire::h1_names::common_name(name) {
         return if common == header::CONTENT_LENGTH {
             Line::Length
         } else if common == header::DATE {
@@ -82,7 +82,7 @@ fn classify(name: &[u8]) -> Line {
             Line::Server
         } else if common == header::CONNECTION {
             Line::Connection
-        } else if crate::handler::is_hop_by_hop(common) {
+        } else if crate::pipeline::handler::is_hop_by_hop(common) {
             Line::Drop
         } else {
             Line::Keep

@@ -5,8 +5,8 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
-use crate::body::ProxyBody;
-use crate::kong_headers::{HeaderSwitches, RequestId};
+use crate::pipeline::body::ProxyBody;
+use crate::pipeline::kong_headers::{HeaderSwitches, RequestId};
 
 /// Where a failure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,8 +14,8 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::timeout;
 
-use crate::error::{raw_error_response, ErrorKind};
-use crate::handler::ConnInfo;
+use crate::pipeline::error::{raw_error_response, ErrorKind};
+use crate::pipeline::handler::ConnInfo;
 use crate::Shared;
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -336,9 +336,9 @@ async fn serve_stream<IO>(
             answer_refused(&mut io, ErrorKind::BadRequest, &shared).await;
             io.reset_on_close();
         }
-        Preread::Http1(read) => crate::h1_server::serve(io, read, info, shared, shutdown).await,
+        Preread::Http1(read) => crate::wire::h1_server::serve(io, read, info, shared, shutdown).await,
         Preread::Http2(prefix) => {
-            crate::h2_server::serve(Rewind::new(prefix, io), info, shared, shutdown).await;
+            crate::wire::h2_server::serve(Rewind::new(prefix, io), info, shared, shutdown).await;
         }
     }
 }

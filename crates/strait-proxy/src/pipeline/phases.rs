@@ -21,10 +21,10 @@ use strait_plugins::{
     ResponseSource, SharedStore,
 };
 
-use crate::body::{boxed, full, BoxError, ProxyBody};
-use crate::error::{ErrorKind, ProxyError};
-use crate::handler::{error_to_response, plugin_response_to_http, Exchange, ForwardOptions};
-use crate::kong_headers::KongFields;
+use crate::pipeline::body::{boxed, full, BoxError, ProxyBody};
+use crate::pipeline::error::{ErrorKind, ProxyError};
+use crate::pipeline::handler::{error_to_response, plugin_response_to_http, Exchange, ForwardOptions};
+use crate::pipeline::kong_headers::KongFields;
 
 /// The most a plugin may make the proxy hold of a request or response body
 /// in memory; a longer request body is refused with 413.
@@ -96,7 +96,8 @@ pub(crate) async fn run(
             upstream_uri: None,
             upstream_status: None,
             tries: Vec::new(),
-            started_at: crate::handler::epoch_ms().saturating_sub(exchange.started.elapsed().as_millis() as u64),
+            started_at: crate::pipeline::handler::epoch_ms()
+                .saturating_sub(exchange.started.elapsed().as_millis() as u64),
             started: exchange.started,
             http_version: parts.version,
             upstream_timing: None,
@@ -165,7 +166,7 @@ pub(crate) async fn run(
     };
     let mut new_body = ctx.body.take();
     if ctx.exact_path {
-        parts.extensions.insert(crate::handler::ExactPath);
+        parts.extensions.insert(crate::pipeline::handler::ExactPath);
     }
     let body_limit = ctx.request_body_limit.take();
     let upstream_host = ctx.upstream_host.take();
@@ -248,7 +249,7 @@ pub(crate) async fn run(
     };
     let (mut head, body) = response.into_parts();
     if let Some(details) = details.as_deref_mut() {
-        if let Some(proxied) = head.extensions.get_mut::<crate::handler::Proxied>() {
+        if let Some(proxied) = head.extensions.get_mut::<crate::pipeline::handler::Proxied>() {
             details.upstream_status = Some(head.status.as_u16());
             details.kong_ms = Some(proxied.kong_ms);
             if let Some(detail) = proxied.detail.take() {
@@ -297,9 +298,10 @@ pub(crate) async fn run(
         details.response_headers = head.headers.clone();
         // Added to every response after this point (handler.rs).
         if exchange.shared.headers.request_id {
-            details
-                .response_headers
-                .insert(crate::handler::X_KONG_REQUEST_ID, exchange.request_id.header_value());
+            details.response_headers.insert(
+                crate::pipeline::handler::X_KONG_REQUEST_ID,
+                exchange.request_id.header_value(),
+            );
         }
     }
     let outcome = Outcome {
@@ -307,7 +309,7 @@ pub(crate) async fn run(
         source,
         upstream_ms: proxied
             .as_ref()
-            .or_else(|| head.extensions.get::<crate::handler::Proxied>())
+            .or_else(|| head.extensions.get::<crate::pipeline::handler::Proxied>())
             .map(|p| p.upstream_ms),
         request_bytes,
         details,

@@ -55,7 +55,7 @@ pub(super) fn strip_hop_by_hop_keeping(headers: &mut HeaderMap, keep_trailers: b
         .get_all(header::CONNECTION)
         .iter()
         .filter(|v| v.to_str().is_ok())
-        .flat_map(|v| crate::h1_codec::list_tokens(v.as_bytes()))
+        .flat_map(|v| crate::wire::h1_codec::list_tokens(v.as_bytes()))
         .filter(|v| !v.is_empty())
     {
         if HOP_BY_HOP
@@ -110,6 +110,6 @@ pub(crate) fn lists_token(headers: &HeaderMap, name: &HeaderName, token: &str) -
     // Split as bytes: every response's `Connection` passes here, and a
     // `str` split with trimming cost more than the rest of the check.
     headers.get_all(name).iter().any(|value| {
-        crate::h1_codec::list_tokens(value.as_bytes()).any(|part| part.eq_ignore_ascii_case(token.as_bytes()))
+        crate::wire::h1_codec::list_tokens(value.as_bytes()).any(|part| part.eq_ignore_ascii_case(token.as_bytes()))
     })
 }

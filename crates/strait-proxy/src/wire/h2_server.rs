@@ -25,11 +25,11 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::time::timeout;
 
-use crate::body::ProxyBody;
-use crate::coalesce::{coalesced, Coalesced, Flushing};
-use crate::conn::{ClientLimits, Retire};
-use crate::h2_body::{data_frame_budget, inbox, send_body, PingEvent, Pinger, SEND_BUFFER};
-use crate::handler::{handle, strip_hop_by_hop, ConnInfo};
+use crate::pipeline::body::ProxyBody;
+use crate::pipeline::handler::{handle, strip_hop_by_hop, ConnInfo};
+use crate::wire::coalesce::{coalesced, Coalesced, Flushing};
+use crate::wire::conn::{ClientLimits, Retire};
+use crate::wire::h2_body::{data_frame_budget, inbox, send_body, PingEvent, Pinger, SEND_BUFFER};
 use crate::Shared;
 
 /// Serve one client HTTP/2 connection until it closes, Strait stops, or its
@@ -162,12 +162,12 @@ fn spawn_stream(
     tokio::spawn(async move {
         let (parts, recv) = request.into_parts();
         let (body, mut pump) = inbox(recv, &parts.headers, received);
-        let body = body.map_or_else(crate::body::empty, crate::body::boxed);
+        let body = body.map_or_else(crate::pipeline::body::empty, crate::pipeline::body::boxed);
         let request = Request::from_parts(parts, body);
         // The request's handling is a future of kilobytes: boxed, it is
         // written once, where inline the task would copy it whole when
         // spawned and again when it completes.
-        let mut work = crate::handler::pin_in_place(|| async move {
+        let mut work = crate::pipeline::handler::pin_in_place(|| async move {
             let (mut response, fields) = handle(Box::new(request), &info, &shared).await;
             if let Some(fields) = fields {
                 fields.insert(response.headers_mut());

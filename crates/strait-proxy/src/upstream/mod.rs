@@ -1,6 +1,9 @@
 //! Connections to upstream servers: connect with timeout, optional TLS,
 //! HTTP/1.1 or HTTP/2 handshakes, and a keep-alive pool per worker.
 
+pub mod dns;
+pub mod health_check;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
@@ -17,13 +20,13 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
-use crate::body::BoxError;
-use crate::error::{ErrorKind, ProxyError};
-use crate::forwarding::Forwarding;
-use crate::h1_client::{H1Body, H1Conn, Io};
-use crate::h2_body::StreamBody;
-use crate::h2_client::H2Conn;
-use crate::handler::BoxedRequest;
+use crate::pipeline::body::BoxError;
+use crate::pipeline::error::{ErrorKind, ProxyError};
+use crate::pipeline::forwarding::Forwarding;
+use crate::pipeline::handler::BoxedRequest;
+use crate::wire::h1_client::{H1Body, H1Conn, Io};
+use crate::wire::h2_body::StreamBody;
+use crate::wire::h2_client::H2Conn;
 
 /// An upstream response's body: read from the connection for HTTP/1.1
 /// (h1_client.rs), the stream's inbox for HTTP/2 (h2_body.rs), nothing
@@ -31,7 +34,7 @@ use crate::handler::BoxedRequest;
 /// the head (its connection is back in the pool already).
 /// A response from an upstream, and its head's lines to pass on as they
 /// are when it was parsed for that (relay.rs; its map is then empty).
-pub(crate) type Answer = (Response<UpstreamBody>, Option<Box<crate::relay::RelayedHead>>);
+pub(crate) type Answer = (Response<UpstreamBody>, Option<Box<crate::pipeline::relay::RelayedHead>>);
 
 /// How one request is sent on an upstream connection.
 #[derive(Clone, Copy)]
@@ -225,7 +228,7 @@ pub struct Pool {
     keepalive: Keepalive,
     /// Flow control, framing and pings of HTTP/2 upstream connections
     /// (the `upstream_http2_*` settings; the reset limits do not apply).
-    http2_settings: crate::conn::Http2Settings,
+    http2_settings: crate::wire::conn::Http2Settings,
     http1: Arc<Http1Idle>,
     /// HTTP/2 connections per upstream: requests share the first with a
     /// free stream; another opens when all are at the upstream's
@@ -235,7 +238,7 @@ pub struct Pool {
 
 impl Default for Pool {
     fn default() -> Pool {
-        Pool::new(Keepalive::default(), crate::conn::Http2Settings::default())
+        Pool::new(Keepalive::default(), crate::wire::conn::Http2Settings::default())
     }
 }
 
@@ -274,7 +277,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Pool {
-    pub fn new(keepalive: Keepalive, http2_settings: crate::conn::Http2Settings) -> Pool {
+    pub fn new(keepalive: Keepalive, http2_settings: crate::wire::conn::Http2Settings) -> Pool {
         Pool {
             keepalive,
             http2_settings,
@@ -495,7 +498,7 @@ impl Pool {
 fn connect<'a>(
     endpoint: &'a Endpoint,
     connect_timeout: Duration,
-    http2: &'a crate::conn::Http2Settings,
+    http2: &'a crate::wire::conn::Http2Settings,
 ) -> Pin<Box<dyn Future<Output = Result<Sender, ProxyError>> + Send + 'a>> {
     Box::pin(open_connection(endpoint, connect_timeout, http2))
 }
@@ -503,7 +506,7 @@ fn connect<'a>(
 async fn open_connection(
     endpoint: &Endpoint,
     connect_timeout: Duration,
-    http2: &crate::conn::Http2Settings,
+    http2: &crate::wire::conn::Http2Settings,
 ) -> Result<Sender, ProxyError> {
     let addr = endpoint.addr;
     let attempt = async {
@@ -514,7 +517,7 @@ async fn open_connection(
         let tcp = WriteTimeoutIo::new(tcp, endpoint.write_timeout);
         let Some((config, sni)) = &endpoint.tls else {
             return if endpoint.http2 {
-                Ok(Sender::Http2(crate::h2_client::handshake(tcp, http2).await?))
+                Ok(Sender::Http2(crate::wire::h2_client::handshake(tcp, http2).await?))
             } else {
                 Ok(Sender::Http1(Box::new(H1Conn::new(Io::Plain(tcp)))))
             };
@@ -526,7 +529,7 @@ async fn open_connection(
             .await
             .map_err(|e| ProxyError::new(ErrorKind::UpstreamConnect, format!("TLS handshake with {addr}: {e}")))?;
         if endpoint.http2 {
-            Ok(Sender::Http2(crate::h2_client::handshake(tls, http2).await?))
+            Ok(Sender::Http2(crate::wire::h2_client::handshake(tls, http2).await?))
         } else {
             Ok(Sender::Http1(Box::new(H1Conn::new(Io::Tls(Box::new(tls))))))
         }

@@ -125,7 +125,7 @@ pub(crate) struct KongFields {
     pub server: bool,
     /// The upstream head's lines, when it is passed on as it is (relay.rs):
     /// the response's map then holds only what Strait added.
-    pub relayed: Option<Box<crate::relay::RelayedHead>>,
+    pub relayed: Option<Box<crate::pipeline::relay::RelayedHead>>,
     /// Fields a plugin's `access` asked for (rate-limiting's, ...) on a
     /// response no plugin filters (phases.rs): written after the upstream's,
     /// without a map in between.
@@ -152,7 +152,7 @@ static KONG_NAMES: [http::HeaderName; 4] = [
     http::HeaderName::from_static("x-kong-upstream-latency"),
     http::HeaderName::from_static("x-kong-proxy-latency"),
     http::HeaderName::from_static("x-kong-upstream-status"),
-    crate::handler::X_KONG_REQUEST_ID,
+    crate::pipeline::handler::X_KONG_REQUEST_ID,
 ];
 
 impl KongFields {
@@ -211,7 +211,7 @@ impl KongFields {
     /// The fields as HTTP/1.1 header lines; `headers` is the map they go
     /// with (`Server` only when neither it nor the relayed lines have one).
     pub fn encode(&self, headers: &http::HeaderMap, out: &mut bytes::BytesMut) {
-        use crate::h1_codec::put_field;
+        use crate::wire::h1_codec::put_field;
         out.extend_from_slice(self.added.as_lines());
         if self.via {
             put_field(b"via", crate::VIA_VALUE.as_bytes(), out);
@@ -326,7 +326,7 @@ mod tests {
             let mut out = bytes::BytesMut::new();
             for (name, value) in &upstream {
                 if !fields.replaces(name.as_str()) {
-                    crate::h1_codec::put_field(name.as_str().as_bytes(), value.as_bytes(), &mut out);
+                    crate::wire::h1_codec::put_field(name.as_str().as_bytes(), value.as_bytes(), &mut out);
                 }
             }
             fields.encode(&upstream, &mut out);

@@ -42,17 +42,17 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::{timeout, Sleep};
 
-use crate::body::{BoxError, ProxyBody};
-use crate::conn::{jittered, ClientLimits};
-use crate::error::ErrorKind;
-use crate::h1_codec::{
+use crate::pipeline::body::{BoxError, ProxyBody};
+use crate::pipeline::error::ErrorKind;
+use crate::pipeline::handler::{handle, lists_token, ConnInfo};
+use crate::pipeline::kong_headers::KongFields;
+use crate::pipeline::relay::RelayedHead;
+use crate::pipeline::tunnel::ClientUpgrade;
+use crate::wire::conn::{jittered, ClientLimits};
+use crate::wire::h1_codec::{
     content_length, list_tokens, put_chunk, put_chunk_size, put_field, put_fields, put_fields_except, put_last_chunk,
     ready_read, BodyKind, Decoder, LengthFields, Seen,
 };
-use crate::handler::{handle, lists_token, ConnInfo};
-use crate::kong_headers::KongFields;
-use crate::relay::RelayedHead;
-use crate::tunnel::ClientUpgrade;
 use crate::Shared;
 
 mod encode;
@@ -177,7 +177,7 @@ impl Session<'_> {
                 return None;
             }
             Next::Reject(kind) => {
-                crate::conn::refuse(&mut conn.io, kind, self.shared).await;
+                crate::wire::conn::refuse(&mut conn.io, kind, self.shared).await;
                 return None;
             }
         };
@@ -211,12 +211,12 @@ impl Session<'_> {
                 send_continue: expect_continue,
                 continue_sent: 0,
             }));
-            *request.body_mut() = crate::body::boxed(RequestBody { link: link.clone() });
+            *request.body_mut() = crate::pipeline::body::boxed(RequestBody { link: link.clone() });
             Lent::Out(link)
         };
         // The request's handling is a future of kilobytes: boxed, it is
         // written once instead of being moved into each future around it.
-        let handling = crate::handler::pin_in_place(|| handle(request, self.info, self.shared));
+        let handling = crate::pipeline::handler::pin_in_place(|| handle(request, self.info, self.shared));
         let watched = watch_client(handling, &mut lent, self.limits.max_header_bytes);
         let response = match self.age {
             // Past its age, what is in flight has the grace to finish.
@@ -248,7 +248,7 @@ impl Session<'_> {
             )
             .await
         };
-        crate::h1_codec::rewind(&mut self.out);
+        crate::wire::h1_codec::rewind(&mut self.out);
         let conn = lent.take_back()?;
         if switching {
             if let (Ok(true), Some(handover)) = (written, handover) {
@@ -275,7 +275,7 @@ impl Session<'_> {
         loop {
             if !conn.buf.is_empty() {
                 // The route lookup's slot is fetched while the head is parsed.
-                crate::prefetch::route_for(&self.shared.snapshot.load(), &conn.buf);
+                crate::pipeline::prefetch::route_for(&self.shared.snapshot.load(), &conn.buf);
                 match parse_request(&mut conn.buf, self.limits, &mut self.spans) {
                     Ok(Some(parsed)) => return Next::Request(parsed),
                     Ok(None) if conn.buf.len() > self.limits.max_header_bytes => {
@@ -380,13 +380,13 @@ impl HeadClock {
     fn new(limit: Duration) -> HeadClock {
         HeadClock {
             limit,
-            deadline: crate::deadline::deadline_after(limit),
+            deadline: crate::wire::deadline::deadline_after(limit),
             timer: None,
         }
     }
 
     fn start(&mut self) {
-        self.deadline = crate::deadline::deadline_after(self.limit);
+        self.deadline = crate::wire::deadline::deadline_after(self.limit);
     }
 
     fn poll_expired(&mut self, cx: &mut Context<'_>) -> bool {
@@ -466,19 +466,20 @@ fn parse_request(
     let head = buf.split_to(length).freeze();
     let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1)).map_err(|_| ErrorKind::BadRequest)?;
     // Made in its box: the fields are written where they stay.
-    let mut request = Box::new(Request::new(crate::body::empty()));
+    let mut request = Box::new(Request::new(crate::pipeline::body::empty()));
     *request.method_mut() = method;
     *request.uri_mut() = uri;
     *request.version_mut() = version;
     // Room for the forwarding headers the proxy adds, so the map is not
     // grown (re-hashed) while they go in.
     let headers = request.headers_mut();
-    *headers = crate::h1_codec::header_map(spans.len() + ADDED_FIELDS);
+    *headers = crate::wire::h1_codec::header_map(spans.len() + ADDED_FIELDS);
     let mut seen = Seen::default();
     for &(name, name_len, value, value_len) in spans.iter() {
-        let name = crate::h1_names::name_parsed_by_httparse(&head[name..name + name_len])
+        let name = crate::wire::h1_names::name_parsed_by_httparse(&head[name..name + name_len])
             .map_err(|_| ErrorKind::BadRequest)?;
-        let value = crate::h1_codec::value_parsed_by_httparse(&head, value, value_len).ok_or(ErrorKind::BadRequest)?;
+        let value =
+            crate::wire::h1_codec::value_parsed_by_httparse(&head, value, value_len).ok_or(ErrorKind::BadRequest)?;
         seen.note(&name);
         headers.append(name, value);
     }
@@ -772,7 +773,7 @@ async fn write_response<IO: AsyncWrite + Unpin>(
 ) -> io::Result<bool> {
     let (mut parts, body) = response.into_parts();
     let mut framing = encode_head(parts.status, &mut parts.headers, fields, &body, meta, keep_alive, out);
-    crate::h1_codec::recycle(std::mem::take(&mut parts.headers));
+    crate::wire::h1_codec::recycle(std::mem::take(&mut parts.headers));
     let mut body = std::pin::pin!(body);
     let whole = loop {
         if framing == Framing::Empty || body.is_end_stream() {

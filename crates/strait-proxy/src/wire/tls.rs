@@ -11,7 +11,7 @@ use rustls::{RootCertStore, ServerConfig};
 use strait_snapshot::tls::parse_certs;
 use strait_snapshot::Snapshot;
 
-use crate::tls_policy::TlsPolicy;
+use crate::wire::tls_policy::TlsPolicy;
 
 pub use strait_snapshot::tls::{
     certified_key, load_or_create_default_certificate, provider, CertificateIndex, UpstreamTls,

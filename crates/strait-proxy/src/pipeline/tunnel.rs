@@ -26,8 +26,8 @@ use http::{Request, Response, StatusCode, Version};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
-use crate::conn::Rewind;
-use crate::h1_client::{Switched, SwitchedSlot};
+use crate::wire::conn::Rewind;
+use crate::wire::h1_client::{Switched, SwitchedSlot};
 
 /// A client's request to switch protocols.
 pub(crate) struct Upgrade {
@@ -78,7 +78,7 @@ pub(crate) fn requested<B>(request: &mut Request<B>) -> Option<Upgrade> {
     }
     // Most requests have no `Upgrade`: one lookup and done.
     let protocol = request.headers().get(header::UPGRADE)?.clone();
-    if !crate::handler::lists_token(request.headers(), &header::CONNECTION, "upgrade") {
+    if !crate::pipeline::handler::lists_token(request.headers(), &header::CONNECTION, "upgrade") {
         return None;
     }
     let slot = request.extensions_mut().remove::<ClientUpgrade>()?;
