@@ -8,6 +8,7 @@
 pub mod access_log;
 pub mod body;
 pub mod error;
+pub(crate) mod forward;
 pub(crate) mod forwarding;
 pub mod grpc;
 pub mod handler;

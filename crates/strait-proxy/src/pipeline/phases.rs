@@ -1,8 +1,9 @@
-//! The request path of a route with plugins: run the access phase (reading
-//! the request body first when a plugin needs it), proxy or answer, run
-//! `header_filter` on whatever answers, and follow the response body with
-//! `body_filter` and `log` when a plugin has them. Routes without plugins
-//! never come here (handler.rs forwards them directly).
+//! The plugin phases, the pipeline's stage between routing and the upstream
+//! exchange: run the access phase (reading the request body first when a
+//! plugin needs it), proxy (forward.rs) or answer, run `header_filter` on
+//! whatever answers, and follow the response body with `body_filter` and
+//! `log` when a plugin has them. A route without plugins runs the empty
+//! chain here too: no phase, straight to the exchange.
 //!
 //! See docs/plugins.md for the phase chart.
 
@@ -12,7 +13,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
@@ -23,8 +24,10 @@ use strait_plugins::{
 
 use crate::pipeline::body::{boxed, full, BoxError, ProxyBody};
 use crate::pipeline::error::{ErrorKind, ProxyError};
-use crate::pipeline::handler::{error_to_response, plugin_response_to_http, Exchange, ForwardOptions};
+use crate::pipeline::forward::{Exchange, ForwardOptions};
+use crate::pipeline::handler::{error_to_response, pin_in_place, BoxedRequest};
 use crate::pipeline::kong_headers::KongFields;
+use crate::SERVER_HEADER;
 
 /// The most a plugin may make the proxy hold of a request or response body
 /// in memory; a longer request body is refused with 413.
@@ -67,10 +70,35 @@ async fn read_body_up_to(mut body: ProxyBody, limit: usize) -> Result<Bytes, Pro
     Ok(buffer.freeze())
 }
 
-/// Run the plugin phases around proxying one request. A proxied response
-/// whose head no plugin reads comes with Kong's fields beside it, its head
-/// relayed when the upstream's allows (handler.rs `handle`, relay.rs).
+/// Run `chain`'s phases around the upstream exchange. An empty chain (a
+/// route without plugins) has no phase to run: the request goes upstream
+/// at once, its response head relayed to an HTTP/1.1 client in the
+/// upstream's own bytes (relay.rs). A proxied response whose head no plugin
+/// reads comes with Kong's fields beside it (handler.rs `handle`).
 pub(crate) async fn run(
+    request: BoxedRequest,
+    chain: &PluginChain,
+    exchange: Exchange<'_>,
+) -> Result<(Response<ProxyBody>, Option<KongFields>), ProxyError> {
+    let http1 = request.version() < http::Version::HTTP_2;
+    if chain.is_empty() {
+        let options = ForwardOptions {
+            relay: request.version() == http::Version::HTTP_11,
+            ..ForwardOptions::default()
+        };
+        let (response, _, fields) = exchange.forward(request, options).await?;
+        return Ok((response, Some(fields)));
+    }
+    // Boxed: the plugin phases are a future of kilobytes, and inline they
+    // would make every request's future (boxed per request by h1_server.rs
+    // and h2_server.rs) that large, plugins or not.
+    Ok(pin_in_place(|| run_chain(*request, chain, exchange, http1)).await)
+}
+
+/// The phases of a chain with plugins: access (reading the request body
+/// first when a plugin needs it), the exchange or a plugin's answer,
+/// `header_filter`, and `body_filter` and `log` following the body.
+async fn run_chain(
     request: Request<ProxyBody>,
     chain: &PluginChain,
     exchange: Exchange<'_>,
@@ -166,7 +194,7 @@ pub(crate) async fn run(
     };
     let mut new_body = ctx.body.take();
     if ctx.exact_path {
-        parts.extensions.insert(crate::pipeline::handler::ExactPath);
+        parts.extensions.insert(crate::pipeline::forward::ExactPath);
     }
     let body_limit = ctx.request_body_limit.take();
     let upstream_host = ctx.upstream_host.take();
@@ -227,7 +255,10 @@ pub(crate) async fn run(
                     .or_else(|| summary.credential.as_ref().map(|c| c.id)),
                 relay,
             };
-            match exchange.forward(Request::from_parts(parts, body), options).await {
+            match exchange
+                .forward(Box::new(Request::from_parts(parts, body)), options)
+                .await
+            {
                 Ok((response, proxied, fields)) if relay => {
                     (response, ResponseSource::Service, Some((proxied, fields)))
                 }
@@ -249,7 +280,7 @@ pub(crate) async fn run(
     };
     let (mut head, body) = response.into_parts();
     if let Some(details) = details.as_deref_mut() {
-        if let Some(proxied) = head.extensions.get_mut::<crate::pipeline::handler::Proxied>() {
+        if let Some(proxied) = head.extensions.get_mut::<crate::pipeline::forward::Proxied>() {
             details.upstream_status = Some(head.status.as_u16());
             details.kong_ms = Some(proxied.kong_ms);
             if let Some(detail) = proxied.detail.take() {
@@ -309,7 +340,7 @@ pub(crate) async fn run(
         source,
         upstream_ms: proxied
             .as_ref()
-            .or_else(|| head.extensions.get::<crate::pipeline::handler::Proxied>())
+            .or_else(|| head.extensions.get::<crate::pipeline::forward::Proxied>())
             .map(|p| p.upstream_ms),
         request_bytes,
         details,
@@ -513,4 +544,19 @@ impl Body for FollowedBody {
     fn size_hint(&self) -> SizeHint {
         SizeHint::default()
     }
+}
+
+/// A plugin's own answer (`Flow::Respond`) as a response.
+fn plugin_response_to_http(plugin: strait_plugins::PluginResponse) -> Response<ProxyBody> {
+    let mut response = Response::new(full(plugin.body));
+    *response.status_mut() = http::StatusCode::from_u16(plugin.status).unwrap_or(http::StatusCode::OK);
+    for (name, value) in plugin.headers {
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
+        .headers_mut()
+        .insert(header::SERVER, HeaderValue::from_static(SERVER_HEADER));
+    response
 }

@@ -27,7 +27,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// [`strip_hop_by_hop`]; `TE` goes whole unless `keep_trailers` (a
 /// response's `TE` means nothing downstream).
-pub(super) fn strip_hop_by_hop_keeping(headers: &mut HeaderMap, keep_trailers: bool) {
+pub(crate) fn strip_hop_by_hop_keeping(headers: &mut HeaderMap, keep_trailers: bool) {
     // Which of the fixed names are present, in one pass: only those are
     // removed (most upstreams send `Connection` and nothing else of them).
     let mut present = [false; HOPS];

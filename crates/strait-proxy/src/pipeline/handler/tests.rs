@@ -1,5 +1,7 @@
-use super::hop_by_hop::{hop_index, HOP_BY_HOP};
+use super::hop_by_hop::{hop_index, strip_hop_by_hop_keeping, HOP_BY_HOP};
 use super::*;
+use crate::pipeline::forward::keeps_path;
+use strait_router::upstream_path;
 
 fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
     let mut map = HeaderMap::new();
