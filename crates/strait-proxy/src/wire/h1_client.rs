@@ -235,6 +235,27 @@ impl H1Conn {
             }
         })
         .await?;
+        Ok(Ok(self.answer(
+            parsed,
+            writer,
+            head_request,
+            write_failed.is_some(),
+            home,
+        )))
+    }
+
+    /// The response head with its body: a `101`'s connection handed over,
+    /// a body that came whole with its head taken at once (the connection
+    /// back in the pool before the response is written), else the
+    /// connection read on as the body.
+    fn answer(
+        mut self: Box<Self>,
+        parsed: Parsed,
+        mut writer: Writer,
+        head_request: bool,
+        write_failed: bool,
+        home: Home,
+    ) -> Answer {
         let Parsed {
             mut response,
             kind,
@@ -245,13 +266,13 @@ impl H1Conn {
             let read = self.buf.split().freeze();
             let slot = SwitchedSlot(Arc::new(std::sync::Mutex::new(Some(Switched { io: self.io, read }))));
             response.extensions_mut().insert(slot);
-            return Ok(Ok((response.map(|()| crate::upstream::UpstreamBody::Empty), relayed)));
+            return (response.map(|()| crate::upstream::UpstreamBody::Empty), relayed);
         }
         if writer.done && writer.out.is_empty() && writer.out.capacity() <= KEPT_OUT {
             self.out = std::mem::take(&mut writer.out);
         }
         let kind = if head_request { BodyKind::Length(0) } else { kind };
-        let reusable = reusable(kind) && keep_alive && write_failed.is_none();
+        let reusable = reusable(kind) && keep_alive && !write_failed;
         // A body that came whole with its head (most small responses) is
         // taken now, and the connection goes back to the pool before the
         // response is written: no body to box and poll through its layers.
@@ -261,10 +282,10 @@ impl H1Conn {
                 if reusable && self.buf.is_empty() {
                     home.checkin(self);
                 }
-                return Ok(Ok((
+                return (
                     response.map(|()| crate::upstream::UpstreamBody::Whole(Some(whole))),
                     relayed,
-                )));
+                );
             }
         }
         let body = H1Body {
@@ -280,7 +301,7 @@ impl H1Conn {
         } else {
             crate::upstream::UpstreamBody::Http1(Box::new(body))
         };
-        Ok(Ok((response.map(|()| body), relayed)))
+        (response.map(|()| body), relayed)
     }
 
     /// Read until a final response head is parsed; informational heads

@@ -100,34 +100,20 @@ impl Exchange<'_> {
             });
         }
         let host_value = self.host_value(plan, &target);
-        let authority = host_value.as_ref().and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-        let addr = match target.ip {
-            Some(ip) => SocketAddr::new(ip, target.port),
-            None => match crate::upstream::dns::resolve(target.host, target.port).await {
-                Ok(addr) => addr,
-                Err(error) => {
-                    let error = ProxyError::new(ErrorKind::NameResolution, error.to_string());
-                    tries.note_failure(&error);
-                    return Err(match balancer {
-                        Some(_) => Missed::Again {
-                            unsent: Some(request),
-                            error,
-                        },
-                        None => Missed::Failed(error),
-                    });
-                }
-            },
+        let addr = match address(&target).await {
+            Ok(addr) => addr,
+            Err(error) => {
+                tries.note_failure(&error);
+                return Err(match balancer {
+                    Some(_) => Missed::Again {
+                        unsent: Some(request),
+                        error,
+                    },
+                    None => Missed::Failed(error),
+                });
+            }
         };
-        let sni = authority.rsplit_once(':').map_or(authority, |(name, _)| name);
-        let endpoint = Endpoint {
-            write_timeout: millis(service.write_timeout),
-            addr,
-            http2: plan.http2,
-            tls: runtime.tls.as_ref().map(|tls| {
-                let config = if plan.http2 { &tls.http2 } else { &tls.http1 };
-                (config.clone(), sni.to_string())
-            }),
-        };
+        let endpoint = endpoint(plan, addr, host_value.as_ref());
         let connect_timeout = millis(service.connect_timeout);
         // Timed only for a log serializer or tracer (Exchange::forward).
         let connect_start = plan.options.detailed.then(Instant::now);
@@ -179,25 +165,9 @@ impl Exchange<'_> {
             }
         };
         if let (Some(balancer), Some(index)) = (balancer, target.peer) {
-            balancer.report_status(index, response.status().as_u16());
-            if balancer.algorithm == Algorithm::Latency {
-                balancer.peer(index).health.record_latency(upstream_started.elapsed());
-            }
+            report_answer(balancer, index, response.status().as_u16(), upstream_started);
         }
-        let detail = connected.map(|(connect_start, connect_end, reused)| {
-            Box::new(ProxiedDetail {
-                upstream_uri: plan.path_and_query.as_str().to_string(),
-                tries: std::mem::take(&mut tries.log),
-                timing: Some(strait_plugins::UpstreamTiming {
-                    connect_start,
-                    connect_end,
-                    sent: upstream_started,
-                    // Set when the response head arrives.
-                    head: upstream_started,
-                    reused,
-                }),
-            })
-        });
+        let detail = connected.map(|connected| detail(plan, tries, connected, upstream_started));
         let switched = upgrade
             .take()
             .and_then(|upgrade| upgrade.start(&mut response, millis(service.read_timeout)));
@@ -308,6 +278,65 @@ impl Tries {
         if let Some(last) = self.log.last_mut() {
             last.failure = Some(error.cause.to_string());
         }
+    }
+}
+
+/// What an answer tells the balancer: the status for passive health
+/// checks, the time to the head for latency balancing.
+fn report_answer(balancer: &Balancer, index: usize, status: u16, upstream_started: Instant) {
+    balancer.report_status(index, status);
+    if balancer.algorithm == Algorithm::Latency {
+        balancer.peer(index).health.record_latency(upstream_started.elapsed());
+    }
+}
+
+/// The exchange as a log serializer reports it: the upstream URI, each
+/// try, and the connection's timing (`connected`: when connecting started
+/// and ended, and whether a pooled connection was reused).
+fn detail(
+    plan: &Plan<'_>,
+    tries: &mut Tries,
+    (connect_start, connect_end, reused): (Instant, Instant, bool),
+    upstream_started: Instant,
+) -> Box<ProxiedDetail> {
+    Box::new(ProxiedDetail {
+        upstream_uri: plan.path_and_query.as_str().to_string(),
+        tries: std::mem::take(&mut tries.log),
+        timing: Some(strait_plugins::UpstreamTiming {
+            connect_start,
+            connect_end,
+            sent: upstream_started,
+            // Set when the response head arrives.
+            head: upstream_started,
+            reused,
+        }),
+    })
+}
+
+/// The target's address: its own, or its name resolved (dns.rs).
+async fn address(target: &Target<'_>) -> Result<SocketAddr, ProxyError> {
+    match target.ip {
+        Some(ip) => Ok(SocketAddr::new(ip, target.port)),
+        None => crate::upstream::dns::resolve(target.host, target.port)
+            .await
+            .map_err(|error| ProxyError::new(ErrorKind::NameResolution, error.to_string())),
+    }
+}
+
+/// Where the pool connects: the address, the protocol, and for TLS the
+/// client configuration with the server name (the `Host`'s name).
+fn endpoint(plan: &Plan<'_>, addr: SocketAddr, host_value: Option<&HeaderValue>) -> Endpoint {
+    let runtime = plan.runtime;
+    let authority = host_value.and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    let sni = authority.rsplit_once(':').map_or(authority, |(name, _)| name);
+    Endpoint {
+        write_timeout: millis(runtime.service.write_timeout),
+        addr,
+        http2: plan.http2,
+        tls: runtime.tls.as_ref().map(|tls| {
+            let config = if plan.http2 { &tls.http2 } else { &tls.http1 };
+            (config.clone(), sni.to_string())
+        }),
     }
 }
 
