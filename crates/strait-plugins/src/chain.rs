@@ -207,23 +207,6 @@ impl PluginChain {
         self.slots.is_empty()
     }
 
-    /// The chain of a route without plugins.
-    pub fn empty() -> &'static PluginChain {
-        static EMPTY: PluginChain = PluginChain {
-            slots: Vec::new(),
-            reads_request_body: false,
-            keeps_request_headers: false,
-            consumer_scoped: false,
-            rewrites: false,
-            filters_headers: false,
-            filters_body: false,
-            logs: false,
-            serializes: false,
-            traces: false,
-        };
-        &EMPTY
-    }
-
     /// Some slot may resolve to a consumer-scoped instance.
     pub fn has_consumer_scoped(&self) -> bool {
         self.consumer_scoped

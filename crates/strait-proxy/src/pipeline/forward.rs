@@ -23,7 +23,7 @@ use strait_router::{upstream_path, RouteMatch};
 use strait_snapshot::balancer::Attempts;
 use strait_snapshot::snapshot::{ServiceRuntime, Snapshot};
 
-use self::attempt::{Missed, Plan, Tries};
+use self::attempt::{endpoint, send_options, set_target, Plan, Sent, Tries};
 use crate::pipeline::body::{boxed, buffer_up_to, full, Buffered, ProxyBody};
 use crate::pipeline::error::{ErrorKind, ProxyError};
 use crate::pipeline::forwarding::Forwarding;
@@ -97,16 +97,6 @@ impl Exchange<'_> {
     /// the upstream's head be passed on in its own bytes (relay.rs). Kong's
     /// fields and the proxied mark come beside the response:
     /// [`Exchange::into_map`] puts them where plugins read them.
-    pub async fn forward(&self, request: BoxedRequest, options: ForwardOptions) -> Result<Forwarded, ProxyError> {
-        let runtime = self
-            .matched
-            .facts
-            .service
-            .and_then(|id| self.snapshot.service(id))
-            .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?;
-        self.send(request, runtime, options).await
-    }
-
     /// Kong's fields into the response's map, where header filters see
     /// them, and the proxied mark into its extensions (handler.rs `handle`).
     pub fn into_map(response: &mut Response<ProxyBody>, proxied: Proxied, fields: KongFields) {
@@ -114,14 +104,19 @@ impl Exchange<'_> {
         response.extensions_mut().insert(proxied);
     }
 
-    /// Send the request to `runtime`'s service (or its upstream's targets,
-    /// with retries) and take its response head.
-    async fn send(
-        &self,
-        mut request: BoxedRequest,
-        runtime: &ServiceRuntime,
-        options: ForwardOptions,
-    ) -> Result<Forwarded, ProxyError> {
+    /// Proxy to the route's service (or its upstream's targets, with
+    /// retries) and take its response head. `detailed` keeps the upstream
+    /// URI and tries for a log serializer, `relay` lets the upstream's head
+    /// be passed on in its own bytes (relay.rs). Kong's fields and the
+    /// proxied mark come beside the response: [`Exchange::into_map`] puts
+    /// them where plugins read them.
+    pub async fn forward(&self, mut request: BoxedRequest, options: ForwardOptions) -> Result<Forwarded, ProxyError> {
+        let runtime: &ServiceRuntime = self
+            .matched
+            .facts
+            .service
+            .and_then(|id| self.snapshot.service(id))
+            .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?;
         let service = &runtime.service;
         let route = self.matched.facts;
         let http2 = matches!(service.protocol.as_str(), "grpc" | "grpcs");
@@ -180,7 +175,65 @@ impl Exchange<'_> {
             deadline,
             options,
         };
-        self.attempts(request, &plan, buffered, upgrade).await
+        let (mut pending, replay, mut tries) = prepare_tries(request, &plan, buffered);
+        let mut upgrade = upgrade;
+        let balancer = runtime.balancer.as_deref();
+        let connect_timeout = millis(service.connect_timeout);
+        // One try per attempt (forward/attempt.rs has each step); awaited
+        // here, in one future, rather than in a future per try.
+        for _ in 0..tries.left {
+            let mut request = match (pending.take(), &replay) {
+                (Some(request), _) => request,
+                (None, Some(replay)) => replay.request(),
+                (None, None) => break,
+            };
+            let (target, host_value) = self.begin_try(&request, &plan, &mut tries)?;
+            let resolved = match target.ip {
+                Some(ip) => Ok(std::net::SocketAddr::new(ip, target.port)),
+                None => crate::upstream::dns::resolve(target.host, target.port)
+                    .await
+                    .map_err(|error| ProxyError::new(ErrorKind::NameResolution, error.to_string())),
+            };
+            let addr = match resolved {
+                Ok(addr) => addr,
+                Err(error) => {
+                    tries.note_failure(&error);
+                    if balancer.is_none() {
+                        return Err(error);
+                    }
+                    (pending, tries.last_error) = (Some(request), Some(error));
+                    continue;
+                }
+            };
+            let endpoint = endpoint(&plan, addr, host_value.as_ref());
+            // Timed only for a log serializer or tracer.
+            let connect_start = plan.options.detailed.then(Instant::now);
+            let lease = match self.shared.pool().acquire(&endpoint, connect_timeout).await {
+                Ok(lease) => lease,
+                Err(error) if error.retryable() => {
+                    tries.connect_failed(balancer, target.peer, &error);
+                    (pending, tries.last_error) = (Some(request), Some(error));
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            let connected = connect_start.map(|start| (start, Instant::now(), lease.reused()));
+            set_target(&mut request, &plan, host_value)?;
+            let sent = Sent::now(balancer, target.peer, connected);
+            let options = send_options(&plan);
+            match self
+                .shared
+                .pool()
+                .dispatch(lease, &endpoint, request, options, connect_timeout)
+                .await
+            {
+                Ok(answer) => return Ok(self.answered(answer, &plan, &mut tries, sent, &mut upgrade)),
+                Err(failed) => pending = tries.dispatch_failed(failed, balancer, target.peer)?,
+            }
+        }
+        Err(tries
+            .last_error
+            .unwrap_or_else(|| ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made")))
     }
 
     /// The upstream's path and query: the request's own (shared, not built
@@ -222,65 +275,58 @@ impl Exchange<'_> {
             }
         }
     }
+}
 
-    /// One attempt per try until one gets a response head, the tries run
-    /// out, or a failure is not worth another try.
-    async fn attempts(
-        &self,
-        request: BoxedRequest,
-        plan: &Plan<'_>,
-        buffered: Option<bytes::Bytes>,
-        mut upgrade: Option<crate::pipeline::tunnel::Upgrade>,
-    ) -> Result<Forwarded, ProxyError> {
-        let attempts = plan.runtime.service.retries.max(0) as usize + 1;
-        let balancer = plan.runtime.balancer.as_deref();
-        // A request that went out and met a reset before any response byte is
-        // sent again only when it is idempotent and its whole body is held (or
-        // it has none); keeping its headers for that costs a copy, so only
-        // where a retry could reach another target.
-        let replay =
-            (attempts > 1 && balancer.is_some_and(|b| b.target_count() > 1) && request.method().is_idempotent())
-                .then_some(buffered)
-                .flatten()
-                .map(|bytes| (request.headers().clone(), bytes));
-        // It goes out as HTTP/1.1 (HTTP/2 set per attempt), and none of the
-        // client's extensions go with it.
-        let method = request.method().clone();
-        let mut request = request;
-        *request.version_mut() = Version::HTTP_11;
-        request.extensions_mut().clear();
-        let mut pending = Some(request);
-        let mut tries = Tries {
-            picks: Attempts::default(),
-            set_cookie: None,
-            last_error: None,
-            log: Vec::new(),
-            replayable: replay.is_some(),
-        };
-        for _ in 0..attempts {
-            let request = match (pending.take(), &replay) {
-                (Some(request), _) => request,
-                (None, Some((headers, bytes))) => {
-                    let mut request = Box::new(Request::new(full(bytes.clone())));
-                    *request.method_mut() = method.clone();
-                    *request.headers_mut() = headers.clone();
-                    request
-                }
-                (None, None) => break,
-            };
-            match self.attempt(request, plan, &mut tries, &mut upgrade).await {
-                Ok(forwarded) => return Ok(forwarded),
-                Err(Missed::Failed(error)) => return Err(error),
-                Err(Missed::Again { unsent, error }) => {
-                    pending = unsent;
-                    tries.last_error = Some(error);
-                }
-            }
-        }
-        Err(tries
-            .last_error
-            .unwrap_or_else(|| ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made")))
+/// A request held whole, to be sent again after a try that met a reset
+/// before any response byte.
+struct Replay {
+    method: http::Method,
+    headers: http::HeaderMap,
+    body: bytes::Bytes,
+}
+
+impl Replay {
+    fn request(&self) -> BoxedRequest {
+        let mut request = Box::new(Request::new(full(self.body.clone())));
+        *request.method_mut() = self.method.clone();
+        *request.headers_mut() = self.headers.clone();
+        request
     }
+}
+
+/// The request as it goes out (HTTP/1.1, HTTP/2 set per try, none of the
+/// client's extensions), a replay of it when retries may need one, and the
+/// tries' shared state.
+fn prepare_tries(
+    mut request: BoxedRequest,
+    plan: &Plan<'_>,
+    buffered: Option<bytes::Bytes>,
+) -> (Option<BoxedRequest>, Option<Replay>, Tries) {
+    let attempts = plan.runtime.service.retries.max(0) as usize + 1;
+    let balancer = plan.runtime.balancer.as_deref();
+    // A request that went out and met a reset before any response byte is
+    // sent again only when it is idempotent and its whole body is held (or
+    // it has none); keeping its headers for that costs a copy, so only
+    // where a retry could reach another target.
+    let replay = (attempts > 1 && balancer.is_some_and(|b| b.target_count() > 1) && request.method().is_idempotent())
+        .then_some(buffered)
+        .flatten()
+        .map(|body| Replay {
+            method: request.method().clone(),
+            headers: request.headers().clone(),
+            body,
+        });
+    *request.version_mut() = Version::HTTP_11;
+    request.extensions_mut().clear();
+    let tries = Tries {
+        left: attempts,
+        picks: Attempts::default(),
+        set_cookie: None,
+        last_error: None,
+        log: Vec::new(),
+        replayable: replay.is_some(),
+    };
+    (Some(request), replay, tries)
 }
 
 /// `request_buffering`: the body is read before anything is sent upstream

@@ -14,13 +14,12 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{Request, Response, Uri, Version};
 use strait_core::ProtocolSet;
-use strait_plugins::PluginChain;
 use strait_router::{normalize_path, HeaderLookup, InvalidPath, RequestFacts};
 use strait_snapshot::snapshot::Snapshot;
 
 use crate::pipeline::body::ProxyBody;
 use crate::pipeline::error::{error_response, ErrorKind, ProxyError};
-use crate::pipeline::forward::{Exchange, Proxied};
+use crate::pipeline::forward::{Exchange, ForwardOptions, Proxied};
 use crate::pipeline::kong_headers::{HeaderSwitches, KongFields, RequestId};
 use crate::{Shared, SERVER_HEADER};
 
@@ -312,13 +311,23 @@ async fn route(
         started,
         request_id,
     };
-    // A route without a runtime (a snapshot that lost it) or without
-    // plugins runs the empty chain: the same walk, with no phase to run.
-    let chain = match snapshot.route_runtime(facts.id) {
-        Some(runtime) => &runtime.plugins,
-        None => PluginChain::empty(),
+    // A route without plugins (or a runtime) has the empty chain: no phase
+    // to run, so the request goes to the exchange at once, its response
+    // head relayed to an HTTP/1.1 client in the upstream's own bytes
+    // (relay.rs). Other chains run their phases around the exchange.
+    let chain = snapshot
+        .route_runtime(facts.id)
+        .map(|runtime| &runtime.plugins)
+        .filter(|chain| !chain.is_empty());
+    let Some(chain) = chain else {
+        let options = ForwardOptions {
+            relay: request.version() == Version::HTTP_11,
+            ..ForwardOptions::default()
+        };
+        let (response, _, fields) = exchange.forward(request, options).await?;
+        return Ok((response, Some(fields)));
     };
-    crate::pipeline::phases::run(request, chain, exchange).await
+    Ok(crate::pipeline::phases::run(request, chain, exchange).await)
 }
 
 const X_KONG_RESPONSE_LATENCY: HeaderName = HeaderName::from_static("x-kong-response-latency");

@@ -1,7 +1,8 @@
-//! One try of the upstream exchange: a target (the balancer's pick, or the
-//! service's own host), its address, a pooled connection, the request sent
-//! and the response head taken. A failure says whether another try may
-//! follow, with the request when none of it left.
+//! The steps of one try of the upstream exchange (the loop that awaits
+//! them is `Exchange::forward`): a target (the balancer's pick, or the
+//! service's own host) and its `Host`, the endpoint to connect to, the
+//! request's target, what a failure tells the balancer and whether another
+//! try may follow, and the response head made ready for the client.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 use http::header::{self, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Uri, Version};
-use strait_runtime::health::Report;
+use strait_runtime::health::{InFlight, Report};
 use strait_snapshot::balancer::hashing::HashInput;
 use strait_snapshot::balancer::{Algorithm, Attempts, Balancer};
 use strait_snapshot::snapshot::ServiceRuntime;
@@ -20,7 +21,7 @@ use crate::pipeline::error::{ErrorKind, ProxyError};
 use crate::pipeline::forwarding::Forwarding;
 use crate::pipeline::handler::{epoch_ms, BoxedRequest};
 use crate::pipeline::tunnel::Upgrade;
-use crate::upstream::{Endpoint, UpstreamBody};
+use crate::upstream::{DispatchFailure, Endpoint};
 
 /// What every try of one request shares, settled before the first.
 pub(super) struct Plan<'p> {
@@ -41,6 +42,8 @@ pub(super) struct Plan<'p> {
 
 /// What carries over from one try to the next.
 pub(super) struct Tries {
+    /// How many tries may be made (the service's `retries` + 1).
+    pub left: usize,
     pub picks: Attempts,
     /// A sticky-sessions cookie to set on the response.
     pub set_cookie: Option<String>,
@@ -53,43 +56,27 @@ pub(super) struct Tries {
     pub replayable: bool,
 }
 
-/// A try that got no response head.
-pub(super) enum Missed {
-    /// Another try may follow; `unsent` is the request when none of it left.
-    Again {
-        unsent: Option<BoxedRequest>,
-        error: ProxyError,
-    },
-    /// No other try will do better.
-    Failed(ProxyError),
-}
-
 /// Where one try goes.
-struct Target<'t> {
-    host: &'t str,
-    port: u16,
+pub(super) struct Target<'t> {
+    pub host: &'t str,
+    pub port: u16,
     /// The balancer's peer, when the service names an upstream.
-    peer: Option<usize>,
+    pub peer: Option<usize>,
     /// The address, when the target is one (no name to resolve).
-    ip: Option<IpAddr>,
+    pub ip: Option<IpAddr>,
 }
 
 impl Exchange<'_> {
-    pub(super) async fn attempt(
+    /// A try's target and the `Host` it is sent with; the try is logged
+    /// for a serializer (`ForwardOptions::detailed`).
+    pub(super) fn begin_try<'p>(
         &self,
-        mut request: BoxedRequest,
-        plan: &Plan<'_>,
+        request: &BoxedRequest,
+        plan: &Plan<'p>,
         tries: &mut Tries,
-        upgrade: &mut Option<Upgrade>,
-    ) -> Result<Forwarded, Missed> {
-        let runtime = plan.runtime;
-        let service = &runtime.service;
-        let balancer = runtime.balancer.as_deref();
+    ) -> Result<(Target<'p>, Option<HeaderValue>), ProxyError> {
         let balancer_start = plan.options.detailed.then(|| (epoch_ms(), Instant::now()));
-        let target = match self.target(&request, plan, tries) {
-            Ok(target) => target,
-            Err(error) => return Err(Missed::Failed(error)),
-        };
+        let target = self.target(request, plan, tries)?;
         if let Some((start, at)) = balancer_start {
             tries.log.push(strait_plugins::UpstreamTry {
                 ip: target.host.to_string(),
@@ -100,88 +87,7 @@ impl Exchange<'_> {
             });
         }
         let host_value = self.host_value(plan, &target);
-        let addr = match address(&target).await {
-            Ok(addr) => addr,
-            Err(error) => {
-                tries.note_failure(&error);
-                return Err(match balancer {
-                    Some(_) => Missed::Again {
-                        unsent: Some(request),
-                        error,
-                    },
-                    None => Missed::Failed(error),
-                });
-            }
-        };
-        let endpoint = endpoint(plan, addr, host_value.as_ref());
-        let connect_timeout = millis(service.connect_timeout);
-        // Timed only for a log serializer or tracer (Exchange::forward).
-        let connect_start = plan.options.detailed.then(Instant::now);
-        let lease = match self.shared.pool().acquire(&endpoint, connect_timeout).await {
-            Ok(lease) => lease,
-            Err(error) if error.retryable() => {
-                tracing::debug!(cause = %error.cause, "upstream connect failed, retrying");
-                report(balancer, target.peer, &error);
-                tries.note_failure(&error);
-                return Err(Missed::Again {
-                    unsent: Some(request),
-                    error,
-                });
-            }
-            Err(error) => return Err(Missed::Failed(error)),
-        };
-        let connected = connect_start.map(|start| (start, Instant::now(), lease.reused()));
-        set_target(&mut request, plan, host_value).map_err(Missed::Failed)?;
-        let upstream_started = Instant::now();
-        let in_flight = match (balancer, target.peer) {
-            (Some(balancer), Some(index)) if balancer.counts_in_flight() => Some(balancer.peer(index).health.begin()),
-            _ => None,
-        };
-        let options = crate::upstream::SendOptions {
-            forwarding: plan.forwarding,
-            read_timeout: read_timeout(service.read_timeout, plan.deadline),
-            relay: plan.options.relay,
-        };
-        let sent = self
-            .shared
-            .pool()
-            .dispatch(lease, &endpoint, request, options, connect_timeout)
-            .await;
-        let (mut response, relayed) = match sent {
-            Ok(response) => response,
-            Err(failed) => {
-                report(balancer, target.peer, &failed.error);
-                tries.note_failure(&failed.error);
-                let again =
-                    failed.error.retryable() || (failed.error.kind == ErrorKind::UpstreamInvalid && tries.replayable);
-                if !again {
-                    return Err(Missed::Failed(failed.error));
-                }
-                tracing::debug!(cause = %failed.error.cause, "upstream request failed, retrying");
-                return Err(Missed::Again {
-                    unsent: failed.unsent,
-                    error: failed.error,
-                });
-            }
-        };
-        if let (Some(balancer), Some(index)) = (balancer, target.peer) {
-            report_answer(balancer, index, response.status().as_u16(), upstream_started);
-        }
-        let detail = connected.map(|connected| detail(plan, tries, connected, upstream_started));
-        let switched = upgrade
-            .take()
-            .and_then(|upgrade| upgrade.start(&mut response, millis(service.read_timeout)));
-        let body = ResponseBody {
-            read_timeout: millis(service.read_timeout),
-            in_flight,
-            buffering: self.matched.facts.response_buffering && !plan.http2,
-            deadline: plan
-                .deadline
-                .filter(|_| crate::pipeline::grpc::is_grpc(response.headers())),
-        };
-        let (response, proxied, mut fields) = self.answered(response, body, upstream_started, detail, tries, switched);
-        fields.relayed = relayed;
-        Ok((response, proxied, fields))
+        Ok((target, host_value))
     }
 
     /// The balancer's pick, or the service's own host.
@@ -243,25 +149,44 @@ impl Exchange<'_> {
         }
     }
 
-    /// The response head ready for the client: Kong's fields, the body's
-    /// read timeout and buffering, the upgrade's headers, a sticky cookie.
-    fn answered(
+    /// The response head ready for the client: what the answer tells the
+    /// balancer, Kong's fields, the body's read timeout and buffering, the
+    /// upgrade's headers, a sticky cookie.
+    pub(super) fn answered(
         &self,
-        response: http::Response<UpstreamBody>,
-        body: ResponseBody,
-        upstream_started: Instant,
-        detail: Option<Box<ProxiedDetail>>,
+        (mut response, relayed): crate::upstream::Answer,
+        plan: &Plan<'_>,
         tries: &mut Tries,
-        switched: Option<HeaderValue>,
+        sent: Sent,
+        upgrade: &mut Option<Upgrade>,
     ) -> Forwarded {
-        let (mut response, proxied, fields) = finish_response(
+        let service = &plan.runtime.service;
+        if let (Some(balancer), Some(index)) = (plan.runtime.balancer.as_deref(), sent.peer) {
+            report_answer(balancer, index, response.status().as_u16(), sent.upstream_started);
+        }
+        let detail = sent
+            .connected
+            .map(|connected| detail(plan, tries, connected, sent.upstream_started));
+        let switched = upgrade
+            .take()
+            .and_then(|upgrade| upgrade.start(&mut response, millis(service.read_timeout)));
+        let body = ResponseBody {
+            read_timeout: millis(service.read_timeout),
+            in_flight: sent.in_flight,
+            buffering: self.matched.facts.response_buffering && !plan.http2,
+            deadline: plan
+                .deadline
+                .filter(|_| crate::pipeline::grpc::is_grpc(response.headers())),
+        };
+        let (mut response, proxied, mut fields) = finish_response(
             response,
             body,
             self.started,
-            upstream_started,
+            sent.upstream_started,
             &self.shared.headers,
             detail,
         );
+        fields.relayed = relayed;
         if let Some(protocol) = switched {
             crate::pipeline::tunnel::set_headers(response.headers_mut(), protocol);
         }
@@ -272,12 +197,79 @@ impl Exchange<'_> {
     }
 }
 
+/// A request on its way: when it was sent, to which peer, and what is held
+/// until its body is done.
+pub(super) struct Sent {
+    peer: Option<usize>,
+    /// When connecting started and ended, and whether a pooled connection
+    /// was reused (for a log serializer).
+    connected: Option<(Instant, Instant, bool)>,
+    upstream_started: Instant,
+    /// Held until the body is done (least-connections and latency balancing).
+    in_flight: Option<InFlight>,
+}
+
+impl Sent {
+    pub(super) fn now(
+        balancer: Option<&Balancer>,
+        peer: Option<usize>,
+        connected: Option<(Instant, Instant, bool)>,
+    ) -> Sent {
+        let in_flight = match (balancer, peer) {
+            (Some(balancer), Some(index)) if balancer.counts_in_flight() => Some(balancer.peer(index).health.begin()),
+            _ => None,
+        };
+        Sent {
+            peer,
+            connected,
+            upstream_started: Instant::now(),
+            in_flight,
+        }
+    }
+}
+
+/// How the request is sent on the connection.
+pub(super) fn send_options<'p>(plan: &'p Plan<'p>) -> crate::upstream::SendOptions<'p> {
+    crate::upstream::SendOptions {
+        forwarding: plan.forwarding,
+        read_timeout: read_timeout(plan.runtime.service.read_timeout, plan.deadline),
+        relay: plan.options.relay,
+    }
+}
+
 impl Tries {
     /// Notes `error` on the try being made, for a log serializer.
-    fn note_failure(&mut self, error: &ProxyError) {
+    pub(super) fn note_failure(&mut self, error: &ProxyError) {
         if let Some(last) = self.log.last_mut() {
             last.failure = Some(error.cause.to_string());
         }
+    }
+
+    /// A connection that could not be made (the caller tries again).
+    pub(super) fn connect_failed(&mut self, balancer: Option<&Balancer>, peer: Option<usize>, error: &ProxyError) {
+        tracing::debug!(cause = %error.cause, "upstream connect failed, retrying");
+        report(balancer, peer, error);
+        self.note_failure(error);
+    }
+
+    /// A request that failed on its connection: the request to try again
+    /// with (`None` when some of it left and it cannot be made again), or
+    /// the error when no other try will do better.
+    pub(super) fn dispatch_failed(
+        &mut self,
+        failed: DispatchFailure,
+        balancer: Option<&Balancer>,
+        peer: Option<usize>,
+    ) -> Result<Option<BoxedRequest>, ProxyError> {
+        report(balancer, peer, &failed.error);
+        self.note_failure(&failed.error);
+        let again = failed.error.retryable() || (failed.error.kind == ErrorKind::UpstreamInvalid && self.replayable);
+        if !again {
+            return Err(failed.error);
+        }
+        tracing::debug!(cause = %failed.error.cause, "upstream request failed, retrying");
+        self.last_error = Some(failed.error);
+        Ok(failed.unsent)
     }
 }
 
@@ -313,28 +305,18 @@ fn detail(
     })
 }
 
-/// The target's address: its own, or its name resolved (dns.rs).
-async fn address(target: &Target<'_>) -> Result<SocketAddr, ProxyError> {
-    match target.ip {
-        Some(ip) => Ok(SocketAddr::new(ip, target.port)),
-        None => crate::upstream::dns::resolve(target.host, target.port)
-            .await
-            .map_err(|error| ProxyError::new(ErrorKind::NameResolution, error.to_string())),
-    }
-}
-
 /// Where the pool connects: the address, the protocol, and for TLS the
 /// client configuration with the server name (the `Host`'s name).
-fn endpoint(plan: &Plan<'_>, addr: SocketAddr, host_value: Option<&HeaderValue>) -> Endpoint {
+pub(super) fn endpoint(plan: &Plan<'_>, addr: SocketAddr, host_value: Option<&HeaderValue>) -> Endpoint {
     let runtime = plan.runtime;
-    let authority = host_value.and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-    let sni = authority.rsplit_once(':').map_or(authority, |(name, _)| name);
     Endpoint {
         write_timeout: millis(runtime.service.write_timeout),
         addr,
         http2: plan.http2,
         tls: runtime.tls.as_ref().map(|tls| {
             let config = if plan.http2 { &tls.http2 } else { &tls.http1 };
+            let authority = host_value.and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+            let sni = authority.rsplit_once(':').map_or(authority, |(name, _)| name);
             (config.clone(), sni.to_string())
         }),
     }
@@ -373,7 +355,11 @@ fn read_timeout(read_timeout: i64, deadline: Option<Instant>) -> Duration {
 
 /// The upstream request's target: HTTP/2 in its URI (with the authority
 /// instead of `Host`), HTTP/1.1 in its path and `Host`.
-fn set_target(request: &mut BoxedRequest, plan: &Plan<'_>, host_value: Option<HeaderValue>) -> Result<(), ProxyError> {
+pub(super) fn set_target(
+    request: &mut BoxedRequest,
+    plan: &Plan<'_>,
+    host_value: Option<HeaderValue>,
+) -> Result<(), ProxyError> {
     let invalid = |e: &dyn std::fmt::Display| ProxyError::new(ErrorKind::BadRequest, e.to_string());
     if !plan.http2 {
         if let Some(host) = host_value {

@@ -2,11 +2,13 @@
 //! exchange: run the access phase (reading the request body first when a
 //! plugin needs it), proxy (forward.rs) or answer, run `header_filter` on
 //! whatever answers, and follow the response body with `body_filter` and
-//! `log` when a plugin has them. A route without plugins runs the empty
-//! chain here too: no phase, straight to the exchange.
+//! `log` when a plugin has them. A route without plugins has the empty
+//! chain: no phase to run, so handler.rs sends it to the exchange at once.
 //!
 //! See docs/plugins.md for the phase chart.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -68,29 +70,21 @@ async fn read_body_up_to(mut body: ProxyBody, limit: usize) -> Result<Bytes, Pro
     Ok(buffer.freeze())
 }
 
-/// Run `chain`'s phases around the upstream exchange. An empty chain (a
-/// route without plugins) has no phase to run: the request goes upstream
-/// at once, its response head relayed to an HTTP/1.1 client in the
-/// upstream's own bytes (relay.rs). A proxied response whose head no plugin
-/// reads comes with Kong's fields beside it (handler.rs `handle`).
-pub(crate) async fn run(
+/// Run a chain's phases around the upstream exchange (handler.rs sends a
+/// route without plugins, the empty chain, to the exchange at once). A
+/// proxied response whose head no plugin reads comes with Kong's fields
+/// beside it (handler.rs `handle`).
+///
+/// Boxed: the plugin phases are a future of kilobytes, and inline they
+/// would make every request's future (boxed per request by h1_server.rs and
+/// h2_server.rs) that large, plugins or not.
+pub(crate) fn run<'a>(
     request: BoxedRequest,
-    chain: &PluginChain,
-    exchange: Exchange<'_>,
-) -> Result<(Response<ProxyBody>, Option<KongFields>), ProxyError> {
+    chain: &'a PluginChain,
+    exchange: Exchange<'a>,
+) -> Pin<Box<impl Future<Output = (Response<ProxyBody>, Option<KongFields>)> + 'a>> {
     let http1 = request.version() < http::Version::HTTP_2;
-    if chain.is_empty() {
-        let options = ForwardOptions {
-            relay: request.version() == http::Version::HTTP_11,
-            ..ForwardOptions::default()
-        };
-        let (response, _, fields) = exchange.forward(request, options).await?;
-        return Ok((response, Some(fields)));
-    }
-    // Boxed: the plugin phases are a future of kilobytes, and inline they
-    // would make every request's future (boxed per request by h1_server.rs
-    // and h2_server.rs) that large, plugins or not.
-    Ok(pin_in_place(|| run_chain(*request, chain, exchange, http1)).await)
+    pin_in_place(|| run_chain(*request, chain, exchange, http1))
 }
 
 /// The phases of a chain with plugins: access (reading the request body
@@ -120,14 +114,33 @@ async fn run_chain(
     } else {
         0
     };
-    let body = match RequestBody::read_for(chain, body).await {
-        Ok(body) => body,
-        Err(error) => return failed(error),
+    let mut body = match chain.reads_request_body() {
+        true => match read_body(body).await {
+            Ok(bytes) => RequestBody {
+                buffered: Some(bytes),
+                streaming: None,
+            },
+            Err(error) => return failed(error),
+        },
+        false => RequestBody {
+            buffered: None,
+            streaming: Some(body),
+        },
     };
-    let mut accessed = access(chain, &exchange, &mut parts, protocol, body).await;
-    let flow = match accessed.limit_body().await {
-        Ok(flow) => flow,
-        Err(error) => return failed(error),
+    // The access phase (each step awaited here, in this one future).
+    let request_headers = chain.keeps_request_headers().then(|| parts.headers.clone());
+    let mut ctx = request_ctx(&exchange, &mut parts, protocol, body.buffered.take());
+    let flow = chain.access(&mut ctx).await;
+    let mut accessed = Accessed::take(&mut ctx, protocol, request_headers, body);
+    if ctx.exact_path {
+        parts.extensions.insert(crate::pipeline::forward::ExactPath);
+    }
+    let flow = match (flow, accessed.body_limit.take()) {
+        (Flow::Continue, Some(limit)) => match accessed.limit_body(limit).await {
+            Ok(flow) => flow,
+            Err(error) => return failed(error),
+        },
+        (flow, _) => flow,
     };
     // The upstream's head goes on in its own bytes, as on a route without
     // plugins, when no plugin reads or changes it: Kong's fields then stay
@@ -142,7 +155,11 @@ async fn run_chain(
             source: ResponseSource::Exit,
             beside: None,
         },
-        Flow::Continue => forward(&exchange, parts, &mut accessed, chain.serializes_log(), relay, http1).await,
+        Flow::Continue => {
+            let (request, options) = accessed.upstream_request(parts, chain.serializes_log(), relay);
+            let forwarded = exchange.forward(request, options).await;
+            Answer::from_exchange(forwarded, relay, http1, &exchange)
+        }
     };
     respond(chain, &exchange, accessed, answer, details, request_bytes, protocol)
 }
@@ -180,24 +197,8 @@ struct RequestBody {
     streaming: Option<ProxyBody>,
 }
 
-impl RequestBody {
-    async fn read_for(chain: &PluginChain, body: ProxyBody) -> Result<RequestBody, ProxyError> {
-        if !chain.reads_request_body() {
-            return Ok(RequestBody {
-                buffered: None,
-                streaming: Some(body),
-            });
-        }
-        Ok(RequestBody {
-            buffered: Some(read_body(body).await?),
-            streaming: None,
-        })
-    }
-}
-
 /// What the access phase left for the stages after it.
 struct Accessed {
-    flow: Flow,
     summary: RequestSummary,
     body: RequestBody,
     body_limit: Option<strait_plugins::BodyLimit>,
@@ -206,18 +207,15 @@ struct Accessed {
     response_headers: strait_plugins::AddedHeaders,
 }
 
-/// The access phase (and rewrite before it) over the request's context.
-async fn access(
-    chain: &PluginChain,
-    exchange: &Exchange<'_>,
-    parts: &mut http::request::Parts,
+/// The request's context for the access phase.
+fn request_ctx<'a>(
+    exchange: &'a Exchange<'a>,
+    parts: &'a mut http::request::Parts,
     protocol: Protocol,
-    body: RequestBody,
-) -> Accessed {
-    let snapshot: &strait_snapshot::snapshot::Snapshot = exchange.snapshot;
+    body: Option<Bytes>,
+) -> RequestCtx<'a> {
     let route = &exchange.matched.route;
-    let request_headers = chain.keeps_request_headers().then(|| parts.headers.clone());
-    let mut ctx = RequestCtx {
+    RequestCtx {
         method: &mut parts.method,
         protocol,
         http_version: parts.version,
@@ -229,10 +227,10 @@ async fn access(
         captures: &exchange.matched.captures,
         uri: &mut parts.uri,
         headers: &mut parts.headers,
-        body: body.buffered,
+        body,
         upstream_host: None,
         request_body_limit: None,
-        directory: snapshot,
+        directory: exchange.snapshot.as_ref(),
         consumer: None,
         consumer_view: None,
         credential: None,
@@ -241,44 +239,43 @@ async fn access(
         response_headers: Default::default(),
         exact_path: false,
         client_cert: exchange.conn.client_cert.clone(),
-    };
-    let flow = chain.access(&mut ctx).await;
-    let summary = RequestSummary {
-        method: ctx.method.clone(),
-        protocol,
-        client_ip: ctx.client_ip,
-        route_id: ctx.route_id,
-        service_id: ctx.service_id,
-        consumer_id: ctx.consumer.map(|c| c.id),
-        credential: ctx.credential.take(),
-        request_headers,
-    };
-    let accessed = Accessed {
-        flow,
-        summary,
-        body: RequestBody {
-            buffered: ctx.body.take(),
-            streaming: body.streaming,
-        },
-        body_limit: ctx.request_body_limit.take(),
-        upstream_host: ctx.upstream_host.take(),
-        shared: std::mem::take(&mut ctx.shared),
-        response_headers: std::mem::take(&mut ctx.response_headers),
-    };
-    if ctx.exact_path {
-        parts.extensions.insert(crate::pipeline::forward::ExactPath);
     }
-    accessed
 }
 
 impl Accessed {
-    /// The access phase's decision, with a body limit a plugin set
-    /// (request-size-limiting) applied: a streaming body is read up to it.
-    async fn limit_body(&mut self) -> Result<Flow, ProxyError> {
-        let flow = std::mem::replace(&mut self.flow, Flow::Continue);
-        let (Flow::Continue, Some(limit)) = (&flow, self.body_limit.take()) else {
-            return Ok(flow);
+    /// What the access phase left in `ctx`.
+    fn take(
+        ctx: &mut RequestCtx<'_>,
+        protocol: Protocol,
+        request_headers: Option<http::HeaderMap>,
+        body: RequestBody,
+    ) -> Accessed {
+        let summary = RequestSummary {
+            method: ctx.method.clone(),
+            protocol,
+            client_ip: ctx.client_ip,
+            route_id: ctx.route_id,
+            service_id: ctx.service_id,
+            consumer_id: ctx.consumer.map(|c| c.id),
+            credential: ctx.credential.take(),
+            request_headers,
         };
+        Accessed {
+            summary,
+            body: RequestBody {
+                buffered: ctx.body.take(),
+                streaming: body.streaming,
+            },
+            body_limit: ctx.request_body_limit.take(),
+            upstream_host: ctx.upstream_host.take(),
+            shared: std::mem::take(&mut ctx.shared),
+            response_headers: std::mem::take(&mut ctx.response_headers),
+        }
+    }
+
+    /// A body limit a plugin set (request-size-limiting) applied: a
+    /// streaming body is read up to it.
+    async fn limit_body(&mut self, limit: strait_plugins::BodyLimit) -> Result<Flow, ProxyError> {
         match (self.body.buffered.as_ref(), self.body.streaming.take()) {
             (Some(bytes), _) if bytes.len() as u64 > limit.max_bytes => Ok(Flow::Respond(limit.exceeded)),
             (None, Some(body)) => {
@@ -294,8 +291,38 @@ impl Accessed {
                     Err(error) => Err(error),
                 }
             }
-            _ => Ok(flow),
+            _ => Ok(Flow::Continue),
         }
+    }
+
+    /// The request as the access phase left it, to go upstream.
+    fn upstream_request(
+        &mut self,
+        mut parts: http::request::Parts,
+        detailed: bool,
+        relay: bool,
+    ) -> (BoxedRequest, ForwardOptions) {
+        let body = match (self.body.buffered.take(), self.body.streaming.take()) {
+            (Some(bytes), _) => {
+                parts.headers.remove(header::TRANSFER_ENCODING);
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+                full(bytes)
+            }
+            (None, Some(body)) => body,
+            (None, None) => full(Bytes::new()),
+        };
+        let summary = &self.summary;
+        let options = ForwardOptions {
+            host_override: self.upstream_host.take(),
+            detailed,
+            consumer: summary
+                .consumer_id
+                .or_else(|| summary.credential.as_ref().map(|c| c.id)),
+            relay,
+        };
+        (Box::new(Request::from_parts(parts, body)), options)
     }
 }
 
@@ -307,54 +334,31 @@ struct Answer {
     beside: Option<(Proxied, KongFields)>,
 }
 
-/// The upstream exchange after the access phase let the request through.
-async fn forward(
-    exchange: &Exchange<'_>,
-    mut parts: http::request::Parts,
-    accessed: &mut Accessed,
-    detailed: bool,
-    relay: bool,
-    http1: bool,
-) -> Answer {
-    let body = match (accessed.body.buffered.take(), accessed.body.streaming.take()) {
-        (Some(bytes), _) => {
-            parts.headers.remove(header::TRANSFER_ENCODING);
-            parts
-                .headers
-                .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
-            full(bytes)
+impl Answer {
+    /// What the upstream exchange answered, or the error it met.
+    fn from_exchange(
+        forwarded: Result<crate::pipeline::forward::Forwarded, ProxyError>,
+        relay: bool,
+        http1: bool,
+        exchange: &Exchange<'_>,
+    ) -> Answer {
+        let (response, source, beside) = match forwarded {
+            Ok((response, proxied, fields)) if relay => (response, ResponseSource::Service, Some((proxied, fields))),
+            Ok((mut response, proxied, fields)) => {
+                Exchange::into_map(&mut response, proxied, fields);
+                (response, ResponseSource::Service, None)
+            }
+            Err(error) => (
+                error_to_response(error, http1, exchange.conn, exchange.request_id),
+                ResponseSource::Error,
+                None,
+            ),
+        };
+        Answer {
+            response,
+            source,
+            beside,
         }
-        (None, Some(body)) => body,
-        (None, None) => full(Bytes::new()),
-    };
-    let summary = &accessed.summary;
-    let options = ForwardOptions {
-        host_override: accessed.upstream_host.take(),
-        detailed,
-        consumer: summary
-            .consumer_id
-            .or_else(|| summary.credential.as_ref().map(|c| c.id)),
-        relay,
-    };
-    let (response, source, beside) = match exchange
-        .forward(Box::new(Request::from_parts(parts, body)), options)
-        .await
-    {
-        Ok((response, proxied, fields)) if relay => (response, ResponseSource::Service, Some((proxied, fields))),
-        Ok((mut response, proxied, fields)) => {
-            Exchange::into_map(&mut response, proxied, fields);
-            (response, ResponseSource::Service, None)
-        }
-        Err(error) => (
-            error_to_response(error, http1, exchange.conn, exchange.request_id),
-            ResponseSource::Error,
-            None,
-        ),
-    };
-    Answer {
-        response,
-        source,
-        beside,
     }
 }
 
