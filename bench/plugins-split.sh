@@ -7,10 +7,12 @@
 # release Strait (1 worker, core 0) behind wrk -c32 (random route + key, core 1) against an
 # nginx origin (core 1): RPS and gateway CPU µs per request over 10 s, ROUNDS times.
 #   bench/plugins-split.sh [ROUNDS]      (after bench/setup.sh and cargo build --release)
+# PLUGINS_SPLIT_BINS="A B" measures several builds, interleaved within each round and set
+# (each line names its build): compare builds measured in one run only.
 set -euo pipefail
 bench_dir="$(cd "$(dirname "$0")" && pwd)"
 rounds="${1:-2}"
-bin="${PLUGINS_SPLIT_BIN:-$bench_dir/../target/release/strait}"
+bins="${PLUGINS_SPLIT_BINS:-${PLUGINS_SPLIT_BIN:-$bench_dir/../target/release/strait}}"
 work="$(mktemp -d /tmp/strait-plugins-split.XXXXXX)"
 origin_port=19500 proxy_port=19501 admin_port=19502
 cat > "$work/nginx.conf" <<CONF
@@ -47,6 +49,7 @@ targets="$work/all-three.targets"
 lua="$bench_dir/lua/random_route.lua"
 for round in $(seq "$rounds"); do
   for set in ${PLUGINS_SPLIT_SETS:-none ip-restriction key-auth key-auth+acl all-three key-auth+rl key-auth+prom key-auth+rl+prom}; do
+   for bin in $bins; do
     rm -rf "$work/prefix"
     STRAIT_PREFIX="$work/prefix" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_ERROR_LOG=stderr STRAIT_PROXY_LISTEN="127.0.0.1:$proxy_port" \
       STRAIT_ADMIN_LISTEN="127.0.0.1:$admin_port" STRAIT_STATUS_LISTEN=off STRAIT_WORKER_THREADS=1 \
@@ -61,6 +64,7 @@ for round in $(seq "$rounds"); do
     requests=$(echo "$out" | awk '/requests in/ {print $1}')
     non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
     python3 -c "import os; r=$requests; t=os.sysconf('SC_CLK_TCK'); \
-print(f'round $round  {\"$set\":15} {r/10:8.0f} rps  {($after-$before)/t*1e6/r:6.2f} us/req  non-2xx ${non2xx:-0}')"
+print(f'round $round  {\"$set\":15} {r/10:8.0f} rps  {($after-$before)/t*1e6/r:6.2f} us/req  non-2xx ${non2xx:-0}  $(basename "$bin")')"
+   done
   done
 done
