@@ -7,7 +7,7 @@
 use http::{Method, StatusCode};
 use serde_json::Value;
 use strait_core::{Entity, EntityKind};
-use strait_plugins::bundled::proxy_cache::store::{self, MemoryStore};
+use strait_runtime::cache::{self as store, MemoryStore};
 use uuid::Uuid;
 
 use crate::response::{empty_response, failure, json_response, not_found, AdminResponse};

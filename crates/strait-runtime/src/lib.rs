@@ -6,7 +6,9 @@
 #![deny(unsafe_code)]
 
 pub mod background;
+pub mod cache;
 pub mod clock;
+pub mod counters;
 pub mod health;
 pub mod logs;
 pub mod metrics;

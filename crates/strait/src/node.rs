@@ -91,7 +91,7 @@ fn open_token_store(settings: &NodeSettings) -> Result<()> {
 }
 
 pub fn run(settings: NodeSettings) -> Result<()> {
-    strait_plugins::bundled::proxy_cache::store::set_capacity(settings.mem_cache_size);
+    strait_runtime::cache::set_capacity(settings.mem_cache_size);
     strait_runtime::logs::set_syslog_socket(settings.syslog_socket.clone());
     strait_plugins::bundled::opentelemetry::set_node_sampling_rate(settings.tracing_sampling_rate);
     if let Some(log) = &settings.proxy.access_log {

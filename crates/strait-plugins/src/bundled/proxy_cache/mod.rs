@@ -31,7 +31,6 @@ pub const PLUGIN: crate::BundledPlugin = crate::BundledPlugin {
 
 pub mod http;
 pub mod key;
-pub mod store;
 
 use std::sync::Arc;
 
@@ -42,7 +41,7 @@ use serde_json::{Map, Value};
 
 use self::http::{resource_ttl, Directives, MediaType};
 use self::key::{KeyParts, Vary};
-use self::store::{now_secs, CachedResponse, MemoryStore};
+use strait_runtime::cache::{now_secs, CachedResponse, ResponseCache};
 use crate::config::ConfigReader;
 use crate::context::{BodyChunk, RequestCtx, ResponseCtx, SharedStore};
 use crate::phase::{Flow, Plugin, PluginResponse};
@@ -91,7 +90,7 @@ pub struct ProxyCache {
     storage_ttl: Option<u64>,
     vary: Vary,
     diagnostics: Diagnostics,
-    store: Arc<MemoryStore>,
+    store: Arc<dyn ResponseCache>,
 }
 
 /// What a request marked for caching carries from access to body_filter.
@@ -181,7 +180,7 @@ impl ProxyCache {
                 status: headers.bool("X-Cache-Status", true)?,
                 key: headers.bool("X-Cache-Key", true)?,
             },
-            store: store::dictionary(&dictionary),
+            store: strait_runtime::cache::dictionary(&dictionary),
         })
     }
 

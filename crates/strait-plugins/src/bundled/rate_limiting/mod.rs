@@ -23,11 +23,12 @@ pub(crate) mod local;
 pub(crate) mod redis;
 pub(crate) mod windows;
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use serde_json::{Map, Value};
+use strait_runtime::counters::{LocalCounters, WindowCounters};
 use strait_runtime::redis::{Redis, RedisConfig};
 use uuid::Uuid;
 
@@ -97,6 +98,9 @@ pub struct RateLimiting {
     scope: PluginScope,
     /// `Some` for the `redis` policy.
     redis: Option<redis::RedisPolicy>,
+    /// The `local` policy's counters (runtime data, shared by every
+    /// instance: a rebuilt plugin keeps the counts).
+    counters: Arc<dyn WindowCounters<CounterKey>>,
     fault_tolerant: bool,
 }
 
@@ -159,6 +163,7 @@ impl RateLimiting {
             scope,
             redis,
             fault_tolerant: c.bool("fault_tolerant", true)?,
+            counters: strait_runtime::counters::shared::<LocalCounters<CounterKey>>("rate-limiting"),
         })
     }
 
@@ -331,7 +336,7 @@ impl Plugin for RateLimiting {
             scope: self.scope,
             identifier: self.identifier(ctx),
         };
-        let usage = local::take(&self.limits, key, now);
+        let usage = local::take(self.counters.as_ref(), &self.limits, key, now);
         self.answer(ctx, &usage, now)
     }
 
@@ -423,7 +428,7 @@ mod tests {
                 scope: self.scope,
                 identifier,
             };
-            local::take(&self.limits, key, now)
+            local::take(self.counters.as_ref(), &self.limits, key, now)
         }
     }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use strait_runtime::redis::{Redis, RedisError, Script, Value};
 
-use super::local::Sharded;
+use strait_runtime::counters::ShardedMap;
 use super::windows::{Windows, PERIODS};
 use super::{CounterKey, Identifier, PluginScope, Usage};
 use crate::phase::{Flow, PluginResponse};
@@ -65,6 +65,9 @@ const MAX_LEASE: u64 = 10_000;
 
 #[derive(Debug)]
 pub(super) struct RedisPolicy {
+    /// This node's leases of tokens (runtime data, shared by every
+    /// instance: a rebuilt plugin keeps them).
+    leases: std::sync::Arc<ShardedMap<CounterKey, Lease>>,
     redis: Redis,
     /// `None`: every request asks Redis (`sync_rate = -1`).
     sync_rate: Option<Duration>,
@@ -101,7 +104,6 @@ struct Lease {
     fetching: bool,
 }
 
-static LEASES: LazyLock<Sharded<Lease>> = LazyLock::new(Sharded::new);
 
 fn unix_ms() -> i64 {
     std::time::SystemTime::now()
@@ -146,6 +148,7 @@ impl RedisPolicy {
                 .flatten()
                 .fold(MAX_LEASE as f64, |cap, limit| cap.min(limit.ceil()))
                 .max(1.0) as u64,
+            leases: strait_runtime::counters::shared("rate-limiting leases"),
         }
     }
 
@@ -160,7 +163,7 @@ impl RedisPolicy {
         let cap = self.lease_cap;
         // From the lease when it can; else decide what to ask for.
         let (want, back, renewing) = {
-            let mut shard = LEASES.shard(&key, now, |lease| lease.expires <= now);
+            let mut shard = self.leases.shard(&key, now, |lease| lease.expires <= now);
             let lease = shard.entries.entry(key.clone()).or_default();
             let current = same_windows(limits, &lease.starts, &windows.starts);
             let fresh = now_ms - lease.taken_ms < sync_rate.as_millis() as i64;
@@ -196,10 +199,11 @@ impl RedisPolicy {
         let guard = RenewalGuard {
             key: renewing.then(|| key.clone()),
             now,
+            leases: &self.leases,
         };
         let result = self.ask(limits, &key, &windows, want, back).await;
         drop(guard);
-        let mut shard = LEASES.shard(&key, now, |lease| lease.expires <= now);
+        let mut shard = self.leases.shard(&key, now, |lease| lease.expires <= now);
         let lease = shard.entries.entry(key).or_default();
         let grant = result?;
         if grant.granted > 0 {
@@ -279,15 +283,16 @@ impl RedisPolicy {
 
 /// Clears a lease's `fetching` mark when the renewing request is done or
 /// dropped.
-struct RenewalGuard {
+struct RenewalGuard<'a> {
     key: Option<CounterKey>,
     now: i64,
+    leases: &'a ShardedMap<CounterKey, Lease>,
 }
 
-impl Drop for RenewalGuard {
+impl Drop for RenewalGuard<'_> {
     fn drop(&mut self) {
         if let Some(key) = &self.key {
-            let mut shard = LEASES.shard(key, self.now, |_| false);
+            let mut shard = self.leases.shard(key, self.now, |_| false);
             if let Some(lease) = shard.entries.get_mut(key) {
                 lease.fetching = false;
             }

@@ -34,7 +34,7 @@ use strait_runtime::redis::{Redis, Script, Value as RedisValue};
 use crate::config::ConfigReader;
 use crate::context::{LogRecord, RequestCtx, ResponseCtx, ResponseSource, SharedStore};
 use crate::phase::{AccessFuture, DropResponseBody, Flow, Plugin, PluginResponse};
-use crate::bundled::rate_limiting::local::Sharded;
+use strait_runtime::counters::{LocalCounters, WindowCounters, WindowSpan};
 use crate::bundled::rate_limiting::redis::{identifier_text, unanswered};
 use crate::bundled::rate_limiting::windows::{unix_now, Windows, PERIODS};
 use crate::bundled::rate_limiting::{number_text, number_value, redis_client, CounterKey, Identifier, PluginScope};
@@ -72,6 +72,8 @@ pub struct ResponseRateLimiting {
     /// `response-ratelimit:<route>:<service>:`, the plugin's part of every
     /// Redis key.
     key_prefix: String,
+    /// The counters without Redis (runtime data, shared by every instance).
+    counters: std::sync::Arc<dyn WindowCounters<NamedKey>>,
 }
 
 /// What access found, for the later phases.
@@ -154,6 +156,7 @@ impl ResponseRateLimiting {
                 scope.route.unwrap_or_default(),
                 scope.service.unwrap_or_default()
             ),
+            counters: strait_runtime::counters::shared::<LocalCounters<NamedKey>>("response-ratelimiting"),
         })
     }
 
@@ -233,44 +236,27 @@ impl ResponseRateLimiting {
     }
 }
 
-#[derive(Default)]
-struct Counter {
-    windows: [i64; 6],
-    counts: [f64; 6],
-    expires: i64,
-}
-
+/// A local counter's key: the rate-limiting key and the limit's name.
 type NamedKey = (CounterKey, Box<str>);
 
-static COUNTERS: LazyLock<Sharded<Counter, NamedKey>> = LazyLock::new(Sharded::new);
-
-/// Reads the counts of every period of `name` (0 for an ended window).
-fn local_counts(key: NamedKey, windows: &Windows, now: i64) -> [f64; 6] {
-    let shard = COUNTERS.shard(&key, now, |c| c.expires <= now);
-    let mut counts = [0.0; 6];
-    if let Some(counter) = shard.entries.get(&key) {
-        for (at, count) in counts.iter_mut().enumerate() {
-            if counter.windows[at] == windows.starts[at] {
-                *count = counter.counts[at];
-            }
-        }
+impl ResponseRateLimiting {
+    /// Reads the counts of every period of `name` (0 for an ended window).
+    fn local_counts(&self, key: NamedKey, windows: &Windows, now: i64) -> [f64; 6] {
+        let span = WindowSpan {
+            starts: &windows.starts,
+            ends: &windows.ends,
+        };
+        self.counters.counts(&key, span, now)
     }
-    counts
-}
 
-fn local_add(key: NamedKey, windows: &Windows, periods: &[Option<f64>; 6], value: f64, now: i64) {
-    let mut shard = COUNTERS.shard(&key, now, |c| c.expires <= now);
-    let counter = shard.entries.entry(key).or_default();
-    for (at, limit) in periods.iter().enumerate() {
-        if limit.is_none() {
-            continue;
-        }
-        if counter.windows[at] != windows.starts[at] {
-            counter.windows[at] = windows.starts[at];
-            counter.counts[at] = 0.0;
-        }
-        counter.counts[at] += value;
-        counter.expires = counter.expires.max(windows.ends[at]);
+    /// Adds `value` to each configured period of `key`.
+    fn local_add(&self, key: NamedKey, windows: &Windows, periods: &[Option<f64>; 6], value: f64, now: i64) {
+        let span = WindowSpan {
+            starts: &windows.starts,
+            ends: &windows.ends,
+        };
+        let selected = periods.map(|limit| limit.is_some());
+        self.counters.take(key, span, selected, value, &|_| true, now);
     }
 }
 
@@ -334,7 +320,7 @@ impl Plugin for ResponseRateLimiting {
         let counts: Vec<[f64; 6]> = self
             .limits
             .iter()
-            .map(|limit| local_counts((self.key(&identifier), limit.name.clone()), &windows, now))
+            .map(|limit| self.local_counts((self.key(&identifier), limit.name.clone()), &windows, now))
             .collect();
         let usage = self.usage(identifier, windows, &counts);
         self.decide(ctx, usage)
@@ -467,7 +453,7 @@ impl Plugin for ResponseRateLimiting {
                 for (limit, increment) in self.limits.iter().zip(increments) {
                     if *increment != 0.0 {
                         let key = (self.key(&usage.identifier), limit.name.clone());
-                        local_add(key, &usage.windows, &limit.periods, *increment, now);
+                        self.local_add(key, &usage.windows, &limit.periods, *increment, now);
                     }
                 }
             }
@@ -524,13 +510,13 @@ mod tests {
         let now = 1_700_000_000;
         let windows = Windows::at(now);
         let key = || (p.key(&Identifier::Text("t".into())), "video".into());
-        local_add(key(), &windows, &p.limits[0].periods, 3.0, now);
-        local_add(key(), &windows, &p.limits[0].periods, 1.0, now);
-        let counts = local_counts(key(), &windows, now);
+        p.local_add(key(), &windows, &p.limits[0].periods, 3.0, now);
+        p.local_add(key(), &windows, &p.limits[0].periods, 1.0, now);
+        let counts = p.local_counts(key(), &windows, now);
         assert_eq!((counts[1], counts[2]), (4.0, 4.0));
         // The next minute starts over; the hour keeps counting.
         let later = Windows::at(now + 60);
-        let counts = local_counts(key(), &later, now + 60);
+        let counts = p.local_counts(key(), &later, now + 60);
         assert_eq!((counts[1], counts[2]), (0.0, 4.0));
     }
 }

@@ -1,8 +1,8 @@
-//! The memory strategy's stores: one bounded, least-recently-used map of
-//! cached responses per `memory.dictionary_name`, shared by every
+//! Cached responses (proxy-cache's memory strategy): one bounded,
+//! least-recently-used map per `memory.dictionary_name`, shared by every
 //! proxy-cache instance naming it (Kong's shared dictionaries), living
 //! across snapshot swaps and reachable from the Admin API's purge
-//! endpoints. Each store holds at most `mem_cache_size` bytes (Kong's name;
+//! endpoints. A plugin reads and writes through [`ResponseCache`]. Each store holds at most `mem_cache_size` bytes (Kong's name;
 //! default 128 MiB); storing past that evicts the least recently used
 //! entries, and an entry larger than the whole store is not kept.
 //!
@@ -25,6 +25,30 @@ const ENTRY_OVERHEAD: usize = 128;
 
 static CAPACITY: AtomicUsize = AtomicUsize::new(DEFAULT_CAPACITY);
 static DICTIONARIES: OnceLock<Mutex<HashMap<String, Arc<MemoryStore>>>> = OnceLock::new();
+
+/// Where cached responses live: [`MemoryStore`] in this process today (a
+/// Redis-backed store would implement the same).
+pub trait ResponseCache: Send + Sync + std::fmt::Debug {
+    /// A fresh copy of the response stored under `key`.
+    fn fetch(&self, key: &str) -> Option<Arc<CachedResponse>>;
+    /// Stores `response` under `key` for `ttl_secs`; false when it was not
+    /// kept (larger than the store).
+    fn store(&self, key: &str, response: CachedResponse, ttl_secs: u64) -> bool;
+    /// The largest body the store keeps.
+    fn max_body(&self) -> usize;
+}
+
+impl ResponseCache for MemoryStore {
+    fn fetch(&self, key: &str) -> Option<Arc<CachedResponse>> {
+        MemoryStore::fetch(self, key)
+    }
+    fn store(&self, key: &str, response: CachedResponse, ttl_secs: u64) -> bool {
+        MemoryStore::store(self, key, response, ttl_secs)
+    }
+    fn max_body(&self) -> usize {
+        MemoryStore::max_body(self)
+    }
+}
 
 /// Sets the capacity of stores created from now on (the node calls this
 /// once at start, before any plugin is built).
