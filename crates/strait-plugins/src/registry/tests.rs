@@ -79,3 +79,45 @@ fn the_registry_is_the_only_list_of_plugins() {
         "plugins listed outside the registry: {offenders:?}"
     );
 }
+
+/// docs/plugins.md's table of bundled plugins is generated from the
+/// registry (`STRAIT_WRITE_DOCS=1 cargo test -p strait-plugins registry`
+/// rewrites it), and every plugin there has its own section.
+#[test]
+fn the_docs_table_of_plugins_is_the_registry() {
+    const BEGIN: &str =
+        "<!-- generated from the registry (crates/strait-plugins/src/bundled/mod.rs): STRAIT_WRITE_DOCS=1 cargo test -p strait-plugins registry -->";
+    const END: &str = "<!-- end of the generated table -->";
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/plugins.md");
+    let text = std::fs::read_to_string(&path).expect("docs/plugins.md");
+    let mut table = String::from("| Plugin | Kong priority | Folder |\n|---|---|---|\n");
+    for plugin in crate::bundled::BUNDLED {
+        let folder = plugin.name.replace('-', "_");
+        table.push_str(&format!(
+            "| `{}` | {} | [`bundled/{folder}/`](../crates/strait-plugins/src/bundled/{folder}/) |\n",
+            plugin.name, plugin.priority
+        ));
+    }
+    let (Some(start), Some(stop)) = (text.find(BEGIN), text.find(END)) else {
+        panic!("docs/plugins.md has no generated table (the markers {BEGIN:?} and {END:?})");
+    };
+    let generated = format!("{}{BEGIN}\n{table}{}", &text[..start], &text[stop..]);
+    if std::env::var_os("STRAIT_WRITE_DOCS").is_some() {
+        std::fs::write(&path, &generated).expect("write docs/plugins.md");
+    } else {
+        assert!(
+            generated == text,
+            "docs/plugins.md's table of plugins is stale: STRAIT_WRITE_DOCS=1 cargo test -p strait-plugins registry"
+        );
+    }
+    for plugin in crate::bundled::BUNDLED {
+        let documented = text
+            .lines()
+            .any(|line| line.starts_with("### ") && line.contains(&format!("{} ({})", plugin.name, plugin.priority)));
+        assert!(
+            documented,
+            "docs/plugins.md has no section `{} ({})`",
+            plugin.name, plugin.priority
+        );
+    }
+}
