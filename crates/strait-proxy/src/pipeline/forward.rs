@@ -111,12 +111,7 @@ impl Exchange<'_> {
     /// proxied mark come beside the response: [`Exchange::into_map`] puts
     /// them where plugins read them.
     pub async fn forward(&self, mut request: BoxedRequest, options: ForwardOptions) -> Result<Forwarded, ProxyError> {
-        let runtime: &ServiceRuntime = self
-            .matched
-            .facts
-            .service
-            .and_then(|id| self.snapshot.service(id))
-            .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))?;
+        let runtime = self.service_runtime()?;
         let service = &runtime.service;
         let route = self.matched.facts;
         let http2 = matches!(service.protocol.as_str(), "grpc" | "grpcs");
@@ -133,9 +128,7 @@ impl Exchange<'_> {
             .then(|| request.headers().get(header::HOST).cloned())
             .flatten();
         let path_and_query = self.upstream_target(&request, &uri, runtime)?;
-        let stripped_prefix = (route.strip_path && self.matched.matched_path.as_deref().is_some_and(|m| m != "/"))
-            .then(|| self.matched.matched_path.clone())
-            .flatten();
+        let stripped_prefix = (self.matched.matched_path.as_deref()).filter(|m| route.strip_path && *m != "/");
         strip_hop_by_hop(request.headers_mut());
         if let Some(upgrade) = &upgrade {
             upgrade.restore(request.headers_mut());
@@ -146,7 +139,7 @@ impl Exchange<'_> {
             self.host,
             self.port,
             uri.path(),
-            stripped_prefix.as_deref(),
+            stripped_prefix,
             self.shared.headers.upstream_request_id.then_some(self.request_id),
         );
         // HTTP/1.1 upstreams get the forwarding headers from the encoder;
@@ -234,6 +227,16 @@ impl Exchange<'_> {
         Err(tries
             .last_error
             .unwrap_or_else(|| ProxyError::new(ErrorKind::UpstreamConnect, "no attempt made")))
+    }
+
+    /// The route's service, prepared at compile time.
+    fn service_runtime(&self) -> Result<&ServiceRuntime, ProxyError> {
+        self.matched
+            .facts
+            .service
+            .and_then(|id| self.snapshot.service(id))
+            .map(|runtime| runtime.as_ref())
+            .ok_or_else(|| ProxyError::new(ErrorKind::NoService, "route has no service"))
     }
 
     /// The upstream's path and query: the request's own (shared, not built
