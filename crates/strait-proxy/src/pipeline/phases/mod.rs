@@ -84,14 +84,14 @@ pub(crate) fn run<'a>(
     exchange: Exchange<'a>,
 ) -> Pin<Box<impl Future<Output = (Response<ProxyBody>, Option<KongFields>)> + 'a>> {
     let http1 = request.version() < http::Version::HTTP_2;
-    pin_in_place(|| run_chain(*request, chain, exchange, http1))
+    pin_in_place(|| run_chain(request, chain, exchange, http1))
 }
 
 /// The phases of a chain with plugins: access (reading the request body
 /// first when a plugin needs it), the exchange or a plugin's answer,
 /// `header_filter`, and `body_filter` and `log` following the body.
 async fn run_chain(
-    request: Request<ProxyBody>,
+    mut boxed: BoxedRequest,
     chain: &PluginChain,
     exchange: Exchange<'_>,
     http1: bool,
@@ -102,8 +102,10 @@ async fn run_chain(
             None,
         )
     };
-    let protocol = protocol_of(&request, exchange.conn.tls);
-    let (mut parts, body) = request.into_parts();
+    let protocol = protocol_of(&boxed, exchange.conn.tls);
+    // Taken apart for the plugins, and put back in its box to go upstream
+    // (the box is kept: no second allocation and copy of the request).
+    let (mut parts, body) = std::mem::replace(&mut *boxed, Request::new(crate::pipeline::body::empty())).into_parts();
     // Plugins add headers (consumer, credential, groups, transforms): grow
     // the map once rather than as each arrives.
     parts.headers.reserve(8);
@@ -156,7 +158,7 @@ async fn run_chain(
             beside: None,
         },
         Flow::Continue => {
-            let (request, options) = accessed.upstream_request(parts, chain.serializes_log(), relay);
+            let (request, options) = accessed.upstream_request(boxed, parts, chain.serializes_log(), relay);
             let forwarded = exchange.forward(request, options).await;
             Answer::from_exchange(forwarded, relay, http1, &exchange)
         }
@@ -298,6 +300,7 @@ impl Accessed {
     /// The request as the access phase left it, to go upstream.
     fn upstream_request(
         &mut self,
+        mut boxed: BoxedRequest,
         mut parts: http::request::Parts,
         detailed: bool,
         relay: bool,
@@ -322,7 +325,8 @@ impl Accessed {
                 .or_else(|| summary.credential.as_ref().map(|c| c.id)),
             relay,
         };
-        (Box::new(Request::from_parts(parts, body)), options)
+        *boxed = Request::from_parts(parts, body);
+        (boxed, options)
     }
 }
 
