@@ -165,6 +165,15 @@ pub(crate) fn port() -> Field {
     Field::integer().required().between(0, 65535)
 }
 
+/// Whether the list `field` of `config` holds something (acl's and
+/// ip-restriction's allow and deny).
+pub(crate) fn non_empty_list(config: &Map<String, Value>, field: &str) -> bool {
+    config
+        .get(field)
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

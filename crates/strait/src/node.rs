@@ -8,9 +8,10 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context, Result};
 use strait_admin::{load_declarative, serve_admin, serve_status, AdminState};
 use strait_core::declarative::DeclarativeFormat;
-use strait_proxy::wire::tls::{load_or_create_default_certificate, server_config};
+use strait_proxy::wire::tls::server_config;
 use strait_proxy::{start_workers, ProxyContext};
 use strait_runtime::stats::ProxyStats;
+use strait_snapshot::tls::load_or_create_default_certificate;
 use strait_snapshot::{compile_snapshot_hashed, SnapshotPublisher};
 use strait_store::{LmdbStore, Store};
 use tokio::sync::watch;
@@ -366,7 +367,7 @@ fn admin_tls_config(
     let tls = &settings.admin_tls;
     let certificate = match (&tls.cert, &tls.key) {
         (Some(cert), Some(key)) => {
-            strait_proxy::wire::tls::certified_key(&read("admin_ssl_cert", cert)?, &read("admin_ssl_cert_key", key)?)
+            strait_snapshot::tls::certified_key(&read("admin_ssl_cert", cert)?, &read("admin_ssl_cert_key", key)?)
                 .map_err(|e| anyhow!("admin_ssl_cert: {e}"))?
         }
         _ => default_cert,

@@ -239,12 +239,12 @@ pub fn referenceable_fields(kind: EntityKind, plugin: Option<&str>) -> Arc<[Stri
         EntityKind::Plugins => plugin.filter(|name| super::plugins::has_schema(name)),
         _ => None,
     };
-    let key = (kind, plugin.map(str::to_string));
+    // Looked up without building a key: the compiler asks for every plugin.
     if let Some((_, paths)) = REFERENCEABLE
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .iter()
-        .find(|(cached, _)| *cached == key)
+        .find(|((cached, name), _)| *cached == kind && name.as_deref() == plugin)
     {
         return paths.clone();
     }
@@ -257,7 +257,7 @@ pub fn referenceable_fields(kind: EntityKind, plugin: Option<&str>) -> Arc<[Stri
     REFERENCEABLE
         .write()
         .unwrap_or_else(PoisonError::into_inner)
-        .push((key, paths.clone()));
+        .push(((kind, plugin.map(str::to_string)), paths.clone()));
     paths
 }
 

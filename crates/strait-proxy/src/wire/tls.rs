@@ -8,14 +8,11 @@ use arc_swap::ArcSwap;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{RootCertStore, ServerConfig};
+use strait_runtime::tls::provider;
 use strait_snapshot::tls::parse_certs;
 use strait_snapshot::Snapshot;
 
 use crate::wire::tls_policy::TlsPolicy;
-
-pub use strait_snapshot::tls::{
-    certified_key, load_or_create_default_certificate, provider, CertificateIndex, UpstreamTls,
-};
 
 /// Chooses the certificate for each handshake from the live snapshot.
 #[derive(Debug)]

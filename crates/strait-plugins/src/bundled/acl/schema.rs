@@ -4,14 +4,7 @@ use serde_json::{Map, Value};
 use strait_core::schema::PluginSchema;
 use strait_core::schema::field::Field;
 
-use crate::config_fields::{bool_default};
-
-fn non_empty_list(config: &Map<String, Value>, field: &str) -> bool {
-    config
-        .get(field)
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
-}
+use crate::config_fields::{bool_default, non_empty_list};
 
 /// Kong's entity checks `only_one_of` and `at_least_one_of` on
 /// `config.allow` / `config.deny`.

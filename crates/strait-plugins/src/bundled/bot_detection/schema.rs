@@ -4,7 +4,7 @@ use serde_json::json;
 use strait_core::schema::PluginSchema;
 use strait_core::schema::field::Field;
 
-use crate::config_fields::{regex};
+use crate::config_fields::regex;
 
 pub(super) fn schema() -> PluginSchema {
     PluginSchema::new(vec![

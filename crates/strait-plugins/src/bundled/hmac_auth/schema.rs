@@ -4,7 +4,7 @@ use serde_json::{json, Map, Value};
 use strait_core::schema::PluginSchema;
 use strait_core::schema::field::Field;
 
-use crate::config_fields::{bool_default};
+use crate::config_fields::bool_default;
 
 const HMAC_ALGORITHMS: &[&str] = &["hmac-sha1", "hmac-sha256", "hmac-sha384", "hmac-sha512"];
 

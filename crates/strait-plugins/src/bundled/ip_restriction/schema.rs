@@ -5,12 +5,7 @@ use strait_core::schema::PluginSchema;
 use strait_core::schema::field::Field;
 use strait_core::schema::formats;
 
-fn non_empty_list(config: &Map<String, Value>, field: &str) -> bool {
-    config
-        .get(field)
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
-}
+use crate::config_fields::non_empty_list;
 
 fn ip_restriction_check(config: &Map<String, Value>) -> Result<(), String> {
     if !non_empty_list(config, "allow") && !non_empty_list(config, "deny") {

@@ -4,7 +4,7 @@ use serde_json::{json, Map, Value};
 use strait_core::schema::PluginSchema;
 use strait_core::schema::field::Field;
 
-use crate::config_fields::{bool_default};
+use crate::config_fields::bool_default;
 
 fn strings(default: Value) -> Field {
     Field::set(Field::string()).default(default)

@@ -5,7 +5,7 @@ use strait_core::schema::PluginSchema;
 use strait_core::schema::field::Field;
 use strait_core::schema::formats;
 
-use crate::config_fields::{bool_default};
+use crate::config_fields::bool_default;
 
 pub(super) fn schema() -> PluginSchema {
     PluginSchema::new(vec![

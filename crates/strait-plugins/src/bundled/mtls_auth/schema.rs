@@ -4,7 +4,7 @@ use serde_json::json;
 use strait_core::schema::PluginSchema;
 use strait_core::schema::field::Field;
 
-use crate::config_fields::{bool_default};
+use crate::config_fields::bool_default;
 
 /// Kong Enterprise's `mtls-auth`, with its fields and defaults.
 pub(super) fn schema() -> PluginSchema {

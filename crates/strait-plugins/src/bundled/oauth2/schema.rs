@@ -4,7 +4,7 @@ use serde_json::{json, Map, Value};
 use strait_core::schema::PluginSchema;
 use strait_core::schema::field::Field;
 
-use crate::config_fields::{bool_default};
+use crate::config_fields::bool_default;
 
 /// Kong's oauth2 `validate_flows` and its conditional entity check.
 fn oauth2_check(config: &Map<String, Value>) -> Result<(), String> {

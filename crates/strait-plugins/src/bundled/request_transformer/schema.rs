@@ -4,7 +4,7 @@ use strait_core::schema::PluginSchema;
 use strait_core::schema::field::Field;
 use strait_core::schema::formats;
 
-use crate::config_fields::{list};
+use crate::config_fields::list;
 
 /// `name:value` with a non-empty value (Kong's `check_for_value`).
 fn name_and_value(entry: &str) -> Result<(), String> {

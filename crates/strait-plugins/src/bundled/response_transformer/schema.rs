@@ -4,7 +4,7 @@ use strait_core::schema::PluginSchema;
 use strait_core::schema::field::Field;
 use strait_core::schema::formats;
 
-use crate::config_fields::{list};
+use crate::config_fields::list;
 
 /// `name:value` (Kong's `match = "^[^:]+:.*$"`).
 fn colon_pair(entry: &str) -> Result<(), String> {
