@@ -9,6 +9,7 @@
 #   bench/plugins-split.sh [ROUNDS]      (after bench/setup.sh and cargo build --release)
 # PLUGINS_SPLIT_BINS="A B" measures several builds, interleaved within each round and set
 # (each line names its build): compare builds measured in one run only.
+# PLUGINS_SPLIT_ACCESS_LOG=1 keeps Strait's default access log on (as Kong ships).
 set -euo pipefail
 bench_dir="$(cd "$(dirname "$0")" && pwd)"
 rounds="${1:-2}"
@@ -46,12 +47,14 @@ for route in doc["services"][0]["routes"]:
 json.dump(doc, open(f"{work}/ip-restriction.json", "w"))
 PY
 targets="$work/all-three.targets"
+access_log=off
+[ "${PLUGINS_SPLIT_ACCESS_LOG:-0}" = 1 ] && access_log="$work/access.log"
 lua="$bench_dir/lua/random_route.lua"
 for round in $(seq "$rounds"); do
   for set in ${PLUGINS_SPLIT_SETS:-none ip-restriction key-auth key-auth+acl all-three key-auth+rl key-auth+prom key-auth+rl+prom}; do
    for bin in $bins; do
     rm -rf "$work/prefix"
-    STRAIT_PREFIX="$work/prefix" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_ERROR_LOG=stderr STRAIT_PROXY_LISTEN="127.0.0.1:$proxy_port" \
+    STRAIT_PREFIX="$work/prefix" STRAIT_PROXY_ACCESS_LOG="$access_log" STRAIT_PROXY_ERROR_LOG=stderr STRAIT_PROXY_LISTEN="127.0.0.1:$proxy_port" \
       STRAIT_ADMIN_LISTEN="127.0.0.1:$admin_port" STRAIT_STATUS_LISTEN=off STRAIT_WORKER_THREADS=1 \
       STRAIT_DECLARATIVE_CONFIG="$work/$set.json" taskset -c 0 "$bin" start >"$work/strait.log" 2>&1 &
     pid=$!
