@@ -331,3 +331,76 @@ async fn consumer_plugins_follow_admin_writes_and_protocols_filter() {
     assert_eq!(refused.status, 400, "{}", refused.text());
     assert_eq!(refused.json()["fields"]["consumer"], "value must be null");
 }
+
+/// The consumer's fields are held beside the request's header map until a plugin reads them
+/// (strait-plugins identity.rs): a request-transformer after key-auth and acl that renames one
+/// finds it, one that only adds a field leaves them to the encoder, and an HTTP/2 (gRPC)
+/// upstream gets them in its map. Each way the upstream sees the same fields, the client's
+/// spoofed ones replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_fields_reach_every_upstream_and_the_plugins_that_read_them() {
+    let h2 = Upstream::start(UpstreamKind::H2c).await;
+    let acl = json!({ "name": "acl", "config": { "allow": ["admins"] } });
+    let config = json!({
+        "_format_version": "3.0",
+        "consumers": consumers(),
+        "services": [
+            { "name": "echo", "url": "UPSTREAM", "routes": [
+                { "name": "renames", "paths": ["/renames"], "plugins": [{ "name": "key-auth" }, acl,
+                    { "name": "request-transformer", "config": {
+                        "rename": { "headers": ["x-consumer-username:x-user"] } } }] },
+                { "name": "adds", "paths": ["/adds"], "plugins": [{ "name": "key-auth" }, acl,
+                    { "name": "request-transformer", "config": { "add": { "headers": ["x-added:1"] } } }] }
+            ] },
+            { "name": "h2", "url": h2.url("grpc"), "routes": [
+                { "name": "h2", "paths": ["/echo.Service"], "protocols": ["grpc"], "strip_path": false,
+                  "plugins": [{ "name": "key-auth" }, acl] }
+            ] }
+        ]
+    });
+    let (gw, _upstream) = gateway_with_echo(&config).await;
+    let spoofed = [
+        ("apikey", "alice-key"),
+        ("x-consumer-id", "spoofed"),
+        ("x-anonymous-consumer", "true"),
+    ];
+    let expect_alice = |headers: &Value| {
+        assert!(
+            headers["x-consumer-id"].as_str().is_some_and(|id| id.len() == 36),
+            "{headers}"
+        );
+        assert_eq!(headers["x-consumer-custom-id"], "a-1", "{headers}");
+        assert!(headers["x-credential-identifier"]
+            .as_str()
+            .is_some_and(|id| id.len() == 36));
+        assert_eq!(headers["x-consumer-groups"], "admins, staff", "{headers}");
+        assert!(headers.get("x-anonymous-consumer").is_none(), "{headers}");
+    };
+
+    let renamed = gw.proxy(request("GET", "/renames", &spoofed, "")).await;
+    assert_eq!(renamed.status, 200, "{}", renamed.text());
+    let headers = echo_headers(&renamed);
+    expect_alice(&headers);
+    assert_eq!(headers["x-user"], "alice");
+    assert!(headers.get("x-consumer-username").is_none(), "{headers}");
+
+    let added = gw.proxy(request("GET", "/adds", &spoofed, "")).await;
+    assert_eq!(added.status, 200, "{}", added.text());
+    let headers = echo_headers(&added);
+    expect_alice(&headers);
+    assert_eq!(headers["x-consumer-username"], "alice");
+    assert_eq!(headers["x-added"], "1");
+
+    let mut conn = strait_e2e::Conn::h2c(gw.proxy_addr()).await.expect("h2c connect");
+    let mut grpc = spoofed.to_vec();
+    grpc.extend([("content-type", "application/grpc"), ("te", "trailers")]);
+    let reply = conn
+        .send(request("POST", "/echo.Service/Call", &grpc, "\0\0\0\0\0"))
+        .await
+        .expect("grpc call");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.json()["version"], "HTTP/2", "{}", reply.text());
+    let headers = echo_headers(&reply);
+    expect_alice(&headers);
+    assert_eq!(headers["x-consumer-username"], "alice");
+}

@@ -292,6 +292,9 @@ impl PluginChain {
             let Some(plugin) = slot.resolve(consumer_plugins, ctx.route_id, ctx.service_id, ctx.protocol) else {
                 continue;
             };
+            if plugin.reads_identity_fields() {
+                ctx.identity.move_into(ctx.headers);
+            }
             let start = self.traces.then(std::time::Instant::now);
             let flow = if plugin.waits() {
                 plugin.access_async(ctx).await

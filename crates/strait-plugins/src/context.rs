@@ -19,6 +19,7 @@ use uuid::Uuid;
 
 use crate::chain::ConsumerPlugin;
 use crate::directory::Directory;
+use crate::identity::{IdentityField, IdentityFields};
 
 /// A small typed key-value store shared by the plugins of one request and
 /// kept across its phases. Empty (no allocation) until a plugin writes.
@@ -71,10 +72,27 @@ impl SharedStore {
 pub struct AuthenticatedCredential {
     pub id: Uuid,
     /// Kong's `X-Credential-Identifier`: the key-auth credential id, the
-    /// basic-auth and hmac-auth username, the jwt secret's key.
-    pub identifier: String,
+    /// basic-auth and hmac-auth username, the jwt secret's key (`None`: not
+    /// a valid header value, and then not sent).
+    pub identifier: Option<HeaderValue>,
     /// The plugin that accepted it (`key-auth`, ...).
     pub plugin: &'static str,
+}
+
+impl AuthenticatedCredential {
+    /// A credential identified by `identifier` as text.
+    pub fn new(id: Uuid, identifier: &str, plugin: &'static str) -> AuthenticatedCredential {
+        AuthenticatedCredential {
+            id,
+            identifier: HeaderValue::from_str(identifier).ok(),
+            plugin,
+        }
+    }
+
+    /// The identifier as text (empty when it is not a header value).
+    pub fn identifier_str(&self) -> &str {
+        self.identifier.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
 }
 
 /// A cap on the request body and the answer when a body exceeds it.
@@ -129,6 +147,11 @@ pub struct RequestCtx<'a> {
     /// Send `uri`'s path upstream as it is: no `strip_path`, no service path
     /// (a plugin that chose the upstream's path itself, as gRPC transcoders do).
     pub exact_path: bool,
+    /// Kong's identity fields for the upstream request (`X-Consumer-*`,
+    /// ...), set with [`RequestCtx::set_identity`]: on the proxy's requests
+    /// held beside `headers` until a plugin that reads them runs
+    /// (identity.rs); [`IdentityFields::default`] keeps them in `headers`.
+    pub identity: IdentityFields,
 }
 
 impl std::fmt::Debug for RequestCtx<'_> {
@@ -208,6 +231,13 @@ impl<'a> RequestCtx<'a> {
         parts.path_and_query = Some(path_and_query);
         *self.uri = Uri::from_parts(parts)?;
         Ok(())
+    }
+
+    /// Sets (`Some`) or removes (`None`) one of Kong's identity fields on
+    /// the upstream request, replacing what the client sent under its name.
+    #[inline]
+    pub fn set_identity(&mut self, field: IdentityField, value: Option<HeaderValue>) {
+        self.identity.set(self.headers, field, value);
     }
 
     /// The consumer's plugins, for consumer-scoped resolution.

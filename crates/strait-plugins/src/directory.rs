@@ -59,21 +59,26 @@ impl ConsumerView {
 }
 
 /// What key-auth needs of a credential, found by its key in one lookup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyauthKey {
     pub credential: Uuid,
     pub consumer: Uuid,
     pub created_at: i64,
     pub ttl: Option<i64>,
+    /// `X-Credential-Identifier` (the credential's id), made once.
+    pub identifier: HeaderValue,
 }
 
 impl KeyauthKey {
     pub fn of(credential: &KeyauthCredential) -> KeyauthKey {
+        let mut id_text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        let id = credential.id.hyphenated().encode_lower(&mut id_text);
         KeyauthKey {
             credential: credential.id,
             consumer: credential.consumer.id,
             created_at: credential.created_at,
             ttl: credential.ttl,
+            identifier: HeaderValue::from_str(id).expect("a hyphenated uuid is a header value"),
         }
     }
 }

@@ -21,6 +21,7 @@ mod context;
 mod directory;
 pub mod form;
 pub mod grpc;
+mod identity;
 pub mod observability;
 mod phase;
 mod registry;
@@ -34,6 +35,7 @@ pub use context::{
     UpstreamTry,
 };
 pub use directory::{ConsumerView, Directory, EmptyDirectory, KeyauthKey};
+pub use identity::{is_identity_name, IdentityField, IdentityFields};
 pub use phase::{
     AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, DropResponseBody, Flow, Plugin, PluginResponse,
 };

@@ -122,6 +122,16 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(flow))
     }
 
+    /// True unless the plugin's `access` (and `rewrite`) never read or
+    /// change Kong's identity fields on the request (`X-Consumer-*`,
+    /// `X-Credential-Identifier`, ..., identity.rs) other than through
+    /// [`RequestCtx::set_identity`]. Before such a plugin the chain moves
+    /// the fields held beside the request's map into it. The safe answer,
+    /// and the default, is true.
+    fn reads_identity_fields(&self) -> bool {
+        true
+    }
+
     /// True when access needs the whole request body in `ctx.body`.
     fn reads_request_body(&self) -> bool {
         false

@@ -53,6 +53,7 @@ fn run(chain: &PluginChain, headers: &mut HeaderMap) -> Flow {
         shared: SharedStore::default(),
         response_headers: Default::default(),
         exact_path: false,
+        identity: Default::default(),
         client_cert: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");

@@ -12,20 +12,11 @@ use strait_core::Consumer;
 
 use crate::context::{AuthenticatedCredential, RequestCtx};
 use crate::directory::ConsumerView;
+use crate::identity::IdentityField;
 use crate::phase::{Flow, PluginResponse};
 
-pub(crate) const CONSUMER_ID: HeaderName = HeaderName::from_static("x-consumer-id");
-pub(crate) const CONSUMER_CUSTOM_ID: HeaderName = HeaderName::from_static("x-consumer-custom-id");
-pub(crate) const CONSUMER_USERNAME: HeaderName = HeaderName::from_static("x-consumer-username");
-pub(crate) const CREDENTIAL_IDENTIFIER: HeaderName = HeaderName::from_static("x-credential-identifier");
-pub(crate) const ANONYMOUS: HeaderName = HeaderName::from_static("x-anonymous-consumer");
-
 pub(crate) fn set_or_clear(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Option<&str>) {
-    set_or_clear_value(ctx, name, value.and_then(|v| HeaderValue::from_str(v).ok()));
-}
-
-pub(crate) fn set_or_clear_value(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Option<HeaderValue>) {
-    match value {
+    match value.and_then(|v| HeaderValue::from_str(v).ok()) {
         Some(value) => {
             ctx.headers.insert(name, value);
         }
@@ -64,29 +55,25 @@ pub(crate) fn identify<'a>(
 ) {
     match view {
         Some(view) => {
-            set_or_clear_value(ctx, CONSUMER_ID, view.id_header.clone());
-            set_or_clear_value(ctx, CONSUMER_CUSTOM_ID, view.custom_id_header.clone());
-            set_or_clear_value(ctx, CONSUMER_USERNAME, view.username_header.clone());
+            ctx.set_identity(IdentityField::ConsumerId, view.id_header.clone());
+            ctx.set_identity(IdentityField::ConsumerCustomId, view.custom_id_header.clone());
+            ctx.set_identity(IdentityField::ConsumerUsername, view.username_header.clone());
         }
         None => {
+            let value = |text: &str| HeaderValue::from_str(text).ok();
             let mut id_text = [0u8; uuid::fmt::Hyphenated::LENGTH];
-            let id = consumer.map(|c| &*c.id.hyphenated().encode_lower(&mut id_text));
-            set_or_clear(ctx, CONSUMER_ID, id);
-            set_or_clear(ctx, CONSUMER_CUSTOM_ID, consumer.and_then(|c| c.custom_id.as_deref()));
-            set_or_clear(ctx, CONSUMER_USERNAME, consumer.and_then(|c| c.username.as_deref()));
+            let id = consumer.and_then(|c| value(c.id.hyphenated().encode_lower(&mut id_text)));
+            ctx.set_identity(IdentityField::ConsumerId, id);
+            let custom_id = consumer.and_then(|c| c.custom_id.as_deref()).and_then(value);
+            ctx.set_identity(IdentityField::ConsumerCustomId, custom_id);
+            let username = consumer.and_then(|c| c.username.as_deref()).and_then(value);
+            ctx.set_identity(IdentityField::ConsumerUsername, username);
         }
     }
-    set_or_clear(
-        ctx,
-        CREDENTIAL_IDENTIFIER,
-        credential.as_ref().map(|c| c.identifier.as_str()),
-    );
-    match credential {
-        Some(_) => remove_if_sent(ctx, &ANONYMOUS),
-        None => {
-            ctx.headers.insert(ANONYMOUS, HeaderValue::from_static("true"));
-        }
-    }
+    let identifier = credential.as_ref().and_then(|c| c.identifier.clone());
+    ctx.set_identity(IdentityField::CredentialIdentifier, identifier);
+    let anonymous = credential.is_none().then(|| HeaderValue::from_static("true"));
+    ctx.set_identity(IdentityField::AnonymousConsumer, anonymous);
     ctx.consumer = consumer;
     ctx.consumer_view = view;
     ctx.credential = credential;

@@ -188,6 +188,7 @@ impl TestRequest {
             shared: SharedStore::default(),
             response_headers: Default::default(),
             exact_path: false,
+            identity: Default::default(),
             client_cert: None,
         };
         let flow = plugin.access(&mut ctx);

@@ -17,6 +17,7 @@
 
 use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use strait_plugins::IdentityFields;
 
 use crate::pipeline::handler::ConnInfo;
 use crate::pipeline::kong_headers::RequestId;
@@ -88,6 +89,9 @@ pub(crate) struct Forwarding<'a> {
     values: [Option<Value<'a>>; FIELDS],
     /// Bit `i`: the client's field named `NAMES[i]` is not passed on.
     replaced: u8,
+    /// Kong's identity fields the plugins set beside the map
+    /// (strait-plugins identity.rs), written before the forwarding fields.
+    identity: Option<&'a IdentityFields>,
 }
 
 impl<'a> Forwarding<'a> {
@@ -107,6 +111,7 @@ impl<'a> Forwarding<'a> {
         let mut forwarding = Forwarding {
             values: Default::default(),
             replaced: 0,
+            identity: None,
         };
         let forwarded_for = match headers.get(&NAMES[FOR]).and_then(|v| v.to_str().ok()) {
             Some(existing) => HeaderValue::from_str(&format!("{existing}, {}", conn.client.ip())).ok(),
@@ -132,6 +137,13 @@ impl<'a> Forwarding<'a> {
         forwarding
     }
 
+    /// With the identity fields the plugins held beside the map (an
+    /// HTTP/1.1 upstream: the encoder writes them).
+    pub(crate) fn with_identity(mut self, identity: &'a IdentityFields) -> Forwarding<'a> {
+        self.identity = Some(identity);
+        self
+    }
+
     /// A value that could not be a header value (a host or path with bytes
     /// no field may carry) leaves the client's field as it was.
     fn set(&mut self, field: usize, value: Option<Value<'a>>) {
@@ -152,8 +164,12 @@ impl<'a> Forwarding<'a> {
             .any(|(at, ours)| self.replaced & (1 << at) != 0 && ours.as_str() == name)
     }
 
-    /// The fields as HTTP/1.1 header lines, `Via` last.
+    /// The fields as HTTP/1.1 header lines: the identity fields, then the
+    /// forwarding fields, `Via` last.
     pub(crate) fn encode(&self, out: &mut BytesMut) {
+        for (name, value) in self.identity.iter().flat_map(|identity| identity.iter()) {
+            put_field(name.as_str().as_bytes(), value.as_bytes(), out);
+        }
         for (name, value) in NAMES.iter().zip(&self.values) {
             if let Some(value) = value {
                 put_field(name.as_str().as_bytes(), value.as_bytes(), out);

@@ -509,7 +509,7 @@ impl strait_plugins::Directory for Snapshot {
     }
 
     fn keyauth_key(&self, key: &str) -> Option<strait_plugins::KeyauthKey> {
-        self.compiled.identities.keyauth_by_key.get(key).copied()
+        self.compiled.identities.keyauth_by_key.get(key).cloned()
     }
 
     fn basicauth_credential(&self, username: &str) -> Option<&strait_core::BasicauthCredential> {

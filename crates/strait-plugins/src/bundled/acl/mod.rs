@@ -12,16 +12,15 @@ pub const PLUGIN: crate::BundledPlugin = crate::BundledPlugin {
     build: |config, _| Ok(std::sync::Arc::new(Acl::from_config(config)?)),
 };
 
-use http::{HeaderName, HeaderValue};
+use http::HeaderValue;
 use serde_json::{Map, Value};
 
 use crate::config::ConfigReader;
 use crate::context::RequestCtx;
+use crate::identity::IdentityField;
 use crate::phase::{Flow, Plugin, PluginResponse};
 use crate::PluginError;
 
-const CONSUMER_GROUPS: HeaderName = HeaderName::from_static("x-consumer-groups");
-const AUTHENTICATED_GROUPS: HeaderName = HeaderName::from_static("x-authenticated-groups");
 
 #[derive(Debug)]
 pub struct Acl {
@@ -92,12 +91,17 @@ impl Plugin for Acl {
         950
     }
 
+    /// Reads none of Kong's identity fields (identity.rs).
+    fn reads_identity_fields(&self) -> bool {
+        false
+    }
+
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         let use_authenticated =
             ctx.consumer.is_none() || ctx.credential.is_none() || self.always_use_authenticated_groups;
         let authenticated = ctx.authenticated_groups.as_deref().filter(|_| use_authenticated);
         let (decision, header) = match (ctx.consumer, authenticated) {
-            (_, Some(groups)) => (self.decide(groups, None), AUTHENTICATED_GROUPS),
+            (_, Some(groups)) => (self.decide(groups, None), IdentityField::AuthenticatedGroups),
             (None, None) => return Acl::refuse(ctx),
             (Some(consumer), None) => {
                 // The view set_consumer found, else the directory's.
@@ -112,11 +116,11 @@ impl Plugin for Acl {
                             .filter(|g| !view.groups.contains(g))
                             .cloned(),
                     );
-                    (self.decide(&groups, None), CONSUMER_GROUPS)
+                    (self.decide(&groups, None), IdentityField::ConsumerGroups)
                 } else {
                     match view.filter(|v| !v.groups.is_empty()) {
-                        Some(view) => (self.decide(&view.groups, view.groups_header.as_ref()), CONSUMER_GROUPS),
-                        None if self.deny => (self.decide(&[], None), CONSUMER_GROUPS),
+                        Some(view) => (self.decide(&view.groups, view.groups_header.as_ref()), IdentityField::ConsumerGroups),
+                        None if self.deny => (self.decide(&[], None), IdentityField::ConsumerGroups),
                         None => return Acl::refuse(ctx),
                     }
                 }
@@ -125,8 +129,8 @@ impl Plugin for Acl {
         match decision {
             Decision::Block => Flow::Respond(PluginResponse::message(403, "You cannot consume this service")),
             Decision::Pass(value) => {
-                if let Some(value) = value {
-                    ctx.headers.insert(header, value);
+                if value.is_some() {
+                    ctx.set_identity(header, value);
                 }
                 Flow::Continue
             }

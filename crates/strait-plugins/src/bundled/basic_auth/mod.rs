@@ -82,11 +82,7 @@ impl BasicAuth {
         if !equal_in_constant_time(digest.as_bytes(), credential.password.as_bytes()) {
             return Err(self.fail());
         }
-        let authenticated = AuthenticatedCredential {
-            id: credential.id,
-            identifier: credential.username.clone(),
-            plugin: "basic-auth",
-        };
+        let authenticated = AuthenticatedCredential::new(credential.id, &credential.username, "basic-auth");
         accept_credential(ctx, credential.consumer.id, authenticated)
     }
 }
@@ -98,6 +94,11 @@ impl Plugin for BasicAuth {
 
     fn priority(&self) -> i32 {
         1100
+    }
+
+    /// Reads none of Kong's identity fields (identity.rs).
+    fn reads_identity_fields(&self) -> bool {
+        false
     }
 
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {

@@ -96,6 +96,11 @@ impl Plugin for BotDetection {
         2500
     }
 
+    /// Reads none of Kong's identity fields (identity.rs).
+    fn reads_identity_fields(&self) -> bool {
+        false
+    }
+
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         let mut agents = ctx.headers.get_all("user-agent").iter();
         let agent = match (agents.next(), agents.next()) {

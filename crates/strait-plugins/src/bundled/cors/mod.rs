@@ -194,6 +194,11 @@ impl Plugin for Cors {
         2000
     }
 
+    /// Reads none of Kong's identity fields (identity.rs).
+    fn reads_identity_fields(&self) -> bool {
+        false
+    }
+
     fn reads_request_headers_in_response(&self) -> bool {
         true
     }

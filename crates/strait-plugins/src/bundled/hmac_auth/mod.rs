@@ -253,11 +253,7 @@ impl HmacAuth {
             tracing::debug!("digest validation failed");
             return Err(self.fail(SIGNATURE_NOT_SAME));
         }
-        let authenticated = AuthenticatedCredential {
-            id: credential.id,
-            identifier: credential.username.clone(),
-            plugin: "hmac-auth",
-        };
+        let authenticated = AuthenticatedCredential::new(credential.id, &credential.username, "hmac-auth");
         accept_credential(ctx, credential.consumer.id, authenticated)
     }
 }

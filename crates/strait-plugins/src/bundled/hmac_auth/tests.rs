@@ -78,7 +78,7 @@ fn every_algorithm_verifies() {
         assert_eq!(outcome.consumer.as_deref(), Some("bob"));
         let credential = outcome.credential.expect("credential");
         assert_eq!(
-            (credential.identifier.as_str(), credential.plugin),
+            (credential.identifier_str(), credential.plugin),
             ("bob", "hmac-auth")
         );
         assert!(request.upstream_header("authorization").is_some(), "kept unless hidden");

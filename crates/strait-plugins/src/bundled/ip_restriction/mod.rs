@@ -103,6 +103,11 @@ impl Plugin for IpRestriction {
         990
     }
 
+    /// Reads none of Kong's identity fields (identity.rs).
+    fn reads_identity_fields(&self) -> bool {
+        false
+    }
+
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         let ip = ctx.client_ip;
         let denied = self.deny.iter().any(|c| c.contains(ip));

@@ -215,11 +215,7 @@ impl Jwt {
         let consumer = directory
             .consumer(secret.consumer.id)
             .ok_or_else(|| PluginResponse::message(401, &format!("Could not find consumer for '{claim}={key}'")))?;
-        let credential = AuthenticatedCredential {
-            id: secret.id,
-            identifier: secret.key.clone(),
-            plugin: "jwt",
-        };
+        let credential = AuthenticatedCredential::new(secret.id, &secret.key, "jwt");
         set_consumer(ctx, Some(consumer), Some(credential));
         ctx.shared.insert(AuthenticatedJwtToken(token));
         Ok(())

@@ -132,7 +132,7 @@ fn finds_the_token_in_query_cookie_and_header() {
     assert_eq!(outcome.consumer.as_deref(), Some("alice"));
     let credential = outcome.credential.expect("credential");
     assert_eq!(
-        (credential.identifier.as_str(), credential.plugin),
+        (credential.identifier_str(), credential.plugin),
         ("alice-key", "jwt")
     );
     assert_eq!(

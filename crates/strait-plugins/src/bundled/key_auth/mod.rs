@@ -35,6 +35,8 @@ pub struct KeyAuth {
     key_in_body: bool,
     run_on_preflight: bool,
     www_authenticate: String,
+    /// A key is looked for in a header named like an identity field.
+    reads_identity: bool,
 }
 
 /// Where the key was found, to hide it from the upstream.
@@ -55,6 +57,7 @@ impl KeyAuth {
         if key_names.is_empty() {
             key_names.push("apikey".into());
         }
+        let reads_identity = c.bool("key_in_header", true)? && key_names.iter().any(|k| crate::is_identity_name(k));
         Ok(KeyAuth {
             header_names: key_names
                 .iter()
@@ -67,6 +70,7 @@ impl KeyAuth {
             key_in_query: c.bool("key_in_query", true)?,
             key_in_body: c.bool("key_in_body", false)?,
             run_on_preflight: c.bool("run_on_preflight", true)?,
+            reads_identity,
             www_authenticate: match realm {
                 Some(realm) => format!("Key realm=\"{realm}\""),
                 None => "Key".to_string(),
@@ -141,14 +145,14 @@ impl KeyAuth {
         let credential = credential
             .filter(|c| !expired(c.created_at, c.ttl))
             .ok_or_else(|| self.fail("Unauthorized"))?;
-        let (consumer, id) = (credential.consumer, credential.credential);
         if self.hide_credentials {
             self.hide(ctx, name, source);
         }
-        let mut id_text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        let consumer = credential.consumer;
+        // The identifier's header value comes prepared with the credential.
         let credential = AuthenticatedCredential {
-            id,
-            identifier: id.hyphenated().encode_lower(&mut id_text).to_owned(),
+            id: credential.credential,
+            identifier: Some(credential.identifier),
             plugin: "key-auth",
         };
         accept_credential(ctx, consumer, credential)
@@ -178,6 +182,10 @@ impl Plugin for KeyAuth {
 
     fn reads_request_body(&self) -> bool {
         self.key_in_body
+    }
+
+    fn reads_identity_fields(&self) -> bool {
+        self.reads_identity
     }
 
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {

@@ -146,11 +146,11 @@ impl MtlsAuth {
         if !self.issued_by_allowed_ca(ctx, &cert) {
             return Err(unauthorized(401, "TLS certificate failed verification", None));
         }
-        let credential = AuthenticatedCredential {
-            id: Uuid::from_bytes(cert.fingerprint),
-            identifier: cert.subject_cn.clone().unwrap_or_else(|| cert.subject_dn.clone()),
-            plugin: "mtls-auth",
-        };
+        let credential = AuthenticatedCredential::new(
+            Uuid::from_bytes(cert.fingerprint),
+            cert.subject_cn.as_deref().unwrap_or(&cert.subject_dn),
+            "mtls-auth",
+        );
         if self.skip_consumer_lookup {
             let group = if self.group_by_dn {
                 Some(cert.subject_dn.clone())
@@ -193,6 +193,11 @@ impl Plugin for MtlsAuth {
 
     fn priority(&self) -> i32 {
         1600
+    }
+
+    /// Reads none of Kong's identity fields (identity.rs).
+    fn reads_identity_fields(&self) -> bool {
+        false
     }
 
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {

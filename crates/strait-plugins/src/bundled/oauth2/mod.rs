@@ -833,11 +833,7 @@ impl OAuth2 {
         let Some(client) = directory.oauth2_credential_by_id(token.credential) else {
             return Err(invalid());
         };
-        let credential = AuthenticatedCredential {
-            id: client.id,
-            identifier: client.client_id.clone(),
-            plugin: "oauth2",
-        };
+        let credential = AuthenticatedCredential::new(client.id, &client.client_id, "oauth2");
         accept_credential(ctx, client.consumer.id, credential).map_err(Flow::Respond)?;
         set_or_clear(ctx, SCOPE_HEADER, token.scope.as_deref());
         set_or_clear(ctx, USERID_HEADER, token.authenticated_userid.as_deref());

@@ -58,6 +58,11 @@ impl Plugin for Prometheus {
         13
     }
 
+    /// Reads none of Kong's identity fields (identity.rs).
+    fn reads_identity_fields(&self) -> bool {
+        false
+    }
+
     fn logs(&self) -> bool {
         self.status_code_metrics || self.latency_metrics || self.bandwidth_metrics
     }

@@ -57,6 +57,11 @@ impl Plugin for RequestSizeLimiting {
         951
     }
 
+    /// Reads none of Kong's identity fields (identity.rs).
+    fn reads_identity_fields(&self) -> bool {
+        false
+    }
+
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         let expects_continue = ctx
             .header("expect")

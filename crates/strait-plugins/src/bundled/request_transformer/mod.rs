@@ -112,6 +112,9 @@ pub struct RequestTransformer {
     append: Lists,
     replace_uri: Option<Template>,
     needs_body: bool,
+    /// A header it changes is named like an identity field, or a value is
+    /// a template (which may read any header).
+    reads_identity: bool,
 }
 
 fn entries(c: &ConfigReader<'_>, field: &str, with_value: bool) -> Result<Vec<(String, Template)>, PluginError> {
@@ -170,6 +173,7 @@ impl RequestTransformer {
             append: lists(&c, "append", true)?,
             replace_uri,
             needs_body: false,
+            reads_identity: false,
         };
         let body_ops = [
             &plugin.remove,
@@ -185,6 +189,14 @@ impl RequestTransformer {
             Some(Method::GET) | Some(Method::HEAD) | Some(Method::TRACE)
         );
         plugin.needs_body = body_ops || method_moves_form;
+        let lists = [&plugin.remove, &plugin.rename, &plugin.replace, &plugin.add, &plugin.append];
+        plugin.reads_identity = plugin.replace_uri.as_ref().is_some_and(|t| !t.is_literal())
+            || lists.iter().any(|list| {
+                list.headers
+                    .iter()
+                    .any(|(name, value)| crate::is_identity_name(name) || !value.is_literal() || value.literal_text().is_some_and(|v| crate::is_identity_name(&v)))
+                    || list.querystring.iter().chain(&list.body).any(|(_, value)| !value.is_literal())
+            });
         Ok(plugin)
     }
 
@@ -448,6 +460,10 @@ impl Plugin for RequestTransformer {
 
     fn priority(&self) -> i32 {
         801
+    }
+
+    fn reads_identity_fields(&self) -> bool {
+        self.reads_identity
     }
 
     fn reads_request_body(&self) -> bool {

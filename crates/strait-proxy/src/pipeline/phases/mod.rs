@@ -207,6 +207,7 @@ struct Accessed {
     upstream_host: Option<HeaderValue>,
     shared: SharedStore,
     response_headers: strait_plugins::AddedHeaders,
+    identity: strait_plugins::IdentityFields,
 }
 
 /// The request's context for the access phase.
@@ -241,6 +242,7 @@ fn request_ctx<'a>(
         response_headers: Default::default(),
         exact_path: false,
         client_cert: exchange.conn.client_cert.clone(),
+        identity: strait_plugins::IdentityFields::beside(),
     }
 }
 
@@ -272,6 +274,7 @@ impl Accessed {
             upstream_host: ctx.upstream_host.take(),
             shared: std::mem::take(&mut ctx.shared),
             response_headers: std::mem::take(&mut ctx.response_headers),
+            identity: std::mem::take(&mut ctx.identity),
         }
     }
 
@@ -324,6 +327,7 @@ impl Accessed {
                 .consumer_id
                 .or_else(|| summary.credential.as_ref().map(|c| c.id)),
             relay,
+            identity: std::mem::take(&mut self.identity),
         };
         *boxed = Request::from_parts(parts, body);
         (boxed, options)
