@@ -41,7 +41,7 @@ use windows::{unix_now, PERIODS};
 
 // Header names checked when compiled: a name made at run time is validated
 // byte by byte on every request (seven per request here).
-const X_LIMIT: [HeaderName; 6] = [
+static X_LIMIT: [HeaderName; 6] = [
     HeaderName::from_static("x-ratelimit-limit-second"),
     HeaderName::from_static("x-ratelimit-limit-minute"),
     HeaderName::from_static("x-ratelimit-limit-hour"),
@@ -49,7 +49,7 @@ const X_LIMIT: [HeaderName; 6] = [
     HeaderName::from_static("x-ratelimit-limit-month"),
     HeaderName::from_static("x-ratelimit-limit-year"),
 ];
-const X_REMAINING: [HeaderName; 6] = [
+static X_REMAINING: [HeaderName; 6] = [
     HeaderName::from_static("x-ratelimit-remaining-second"),
     HeaderName::from_static("x-ratelimit-remaining-minute"),
     HeaderName::from_static("x-ratelimit-remaining-hour"),
@@ -57,10 +57,10 @@ const X_REMAINING: [HeaderName; 6] = [
     HeaderName::from_static("x-ratelimit-remaining-month"),
     HeaderName::from_static("x-ratelimit-remaining-year"),
 ];
-const RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
-const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
-const RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
-const RETRY_AFTER: HeaderName = HeaderName::from_static("retry-after");
+static RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
+static RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+static RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
+static RETRY_AFTER: HeaderName = HeaderName::from_static("retry-after");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LimitBy {

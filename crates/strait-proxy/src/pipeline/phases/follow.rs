@@ -29,6 +29,8 @@ pub(super) struct Outcome {
 pub(super) struct FollowedBody {
     inner: ProxyBody,
     plugins: Vec<Arc<dyn Plugin>>,
+    /// Some plugin filters the body (else only `log` follows it).
+    filters: bool,
     buffers: bool,
     buffer: BytesMut,
     shared: SharedStore,
@@ -53,6 +55,7 @@ impl FollowedBody {
         FollowedBody {
             inner,
             buffers: shared.get::<strait_plugins::BufferResponseBody>().is_some(),
+            filters: plugins.iter().any(|p| p.filters_body()),
             plugins,
             buffer: BytesMut::new(),
             shared,
@@ -77,6 +80,10 @@ impl FollowedBody {
         end: bool,
         trailers: Option<http::HeaderMap>,
     ) -> (Bytes, Option<http::HeaderMap>) {
+        if !self.filters {
+            self.sent += data.len() as u64;
+            return (data, trailers);
+        }
         let mut chunk = BodyChunk { data, end, trailers };
         for plugin in self.plugins.iter().filter(|p| p.filters_body()) {
             plugin.body_filter(&mut self.shared, &mut chunk);
