@@ -23,7 +23,7 @@ use http_body::{Body, Frame, SizeHint};
 use strait_runtime::clock::UtcTime;
 use strait_runtime::logs::files::Batch;
 
-use crate::pipeline::body::{boxed, BoxError, ProxyBody};
+use crate::pipeline::body::{boxed_as_is, BoxError, ProxyBody};
 use crate::pipeline::kong_headers::RequestId;
 
 /// Where and how access lines are written.
@@ -92,7 +92,7 @@ impl Pending {
             request_id,
             sent: 0,
         };
-        Response::from_parts(head, boxed(logged))
+        Response::from_parts(head, boxed_as_is(logged))
     }
 
     fn write(self, status: u16, sent: u64, request_id: &RequestId) {

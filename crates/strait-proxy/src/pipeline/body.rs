@@ -23,6 +23,15 @@ pub fn empty() -> ProxyBody {
     Empty::new().map_err(|never| match never {}).boxed_unsync()
 }
 
+/// A body whose error is already the proxy's, boxed as it is: no `map_err` layer, which
+/// would move it once more and add a call to every poll (most of the proxy's own bodies).
+pub fn boxed_as_is<B>(body: B) -> ProxyBody
+where
+    B: Body<Data = Bytes, Error = BoxError> + Send + 'static,
+{
+    ProxyBody::new(body)
+}
+
 pub fn boxed<B>(body: B) -> ProxyBody
 where
     B: Body<Data = Bytes> + Send + 'static,

@@ -24,7 +24,7 @@ use strait_snapshot::balancer::Attempts;
 use strait_snapshot::snapshot::{ServiceRuntime, Snapshot};
 
 use self::attempt::{endpoint, send_options, set_target, Plan, Sent, Tries};
-use crate::pipeline::body::{boxed, buffer_up_to, full, Buffered, ProxyBody};
+use crate::pipeline::body::{boxed_as_is, buffer_up_to, full, Buffered, ProxyBody};
 use crate::pipeline::error::{ErrorKind, ProxyError};
 use crate::pipeline::forwarding::Forwarding;
 use crate::pipeline::handler::{strip_hop_by_hop, BoxedRequest, ConnInfo};
@@ -365,7 +365,7 @@ async fn buffer_request_body(request: &mut BoxedRequest, buffer: bool) -> Result
             Ok(Some(bytes))
         }
         Ok(Buffered::Partial(rest)) => {
-            *request.body_mut() = boxed(rest);
+            *request.body_mut() = boxed_as_is(rest);
             Ok(None)
         }
         Err(error) => Err(ProxyError::new(ErrorKind::BadRequest, format!("request body: {error}"))),

@@ -10,7 +10,7 @@ use http::{Response, Version};
 use strait_runtime::health::InFlight;
 
 use super::{Proxied, ProxiedDetail};
-use crate::pipeline::body::{boxed, BlockBody, IdleTimeoutBody, ProxyBody};
+use crate::pipeline::body::{boxed_as_is, BlockBody, IdleTimeoutBody, ProxyBody};
 use crate::pipeline::handler::hop_by_hop::strip_hop_by_hop_keeping;
 use crate::pipeline::kong_headers::{HeaderSwitches, KongFields};
 
@@ -84,17 +84,17 @@ pub(super) fn finish_response(
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"no"));
     let body = if body.is_whole() && policy.in_flight.is_none() {
         // Nothing to wait for, nothing to gather: the body goes as it is.
-        boxed(body)
+        boxed_as_is(body)
     } else {
         let body = IdleTimeoutBody::new(body, policy.read_timeout).holding(policy.in_flight);
         if policy.buffering && !unbuffered {
-            boxed(BlockBody::new(body))
+            boxed_as_is(BlockBody::new(body))
         } else {
-            boxed(body)
+            boxed_as_is(body)
         }
     };
     let body = match policy.deadline {
-        Some(deadline) => boxed(crate::pipeline::grpc::DeadlineBody::new(body, deadline.into())),
+        Some(deadline) => boxed_as_is(crate::pipeline::grpc::DeadlineBody::new(body, deadline.into())),
         None => body,
     };
     (Response::from_parts(parts, body), proxied, fields)

@@ -22,7 +22,7 @@ use strait_plugins::{
 mod follow;
 
 use self::follow::{FollowedBody, Outcome};
-use crate::pipeline::body::{boxed, full, ProxyBody};
+use crate::pipeline::body::{boxed_as_is, full, ProxyBody};
 use crate::pipeline::error::{ErrorKind, ProxyError};
 use crate::pipeline::forward::{Exchange, ForwardOptions, Proxied};
 use crate::pipeline::handler::{error_to_response, pin_in_place, BoxedRequest};
@@ -456,7 +456,7 @@ fn respond(
         details,
     };
     let followed = FollowedBody::new(body, followers, shared, summary, outcome, exchange.started);
-    (Response::from_parts(head, boxed(followed)), fields)
+    (Response::from_parts(head, boxed_as_is(followed)), fields)
 }
 
 /// What the upstream exchange tells a log serializer.
