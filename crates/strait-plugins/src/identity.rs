@@ -257,39 +257,16 @@ mod tests {
         directory: &dyn crate::Directory,
     ) -> (HeaderMap, Vec<String>) {
         let chain = crate::PluginChain::from_instances(plugins);
-        let mut method = http::Method::GET;
-        let mut uri: http::Uri = "/".parse().unwrap();
-        let mut headers = client_headers();
-        let mut ctx = crate::RequestCtx {
-            method: &mut method,
-            protocol: crate::Protocol::Http,
-            http_version: http::Version::HTTP_11,
-            client_ip: "127.0.0.1".parse().unwrap(),
-            host: "example.test",
-            route_id: None,
-            route_name: None,
-            service_id: None,
-            captures: &[],
-            uri: &mut uri,
-            headers: &mut headers,
-            body: None,
-            request_body_limit: None,
-            upstream_host: None,
-            directory,
-            consumer: None,
-            consumer_view: None,
-            credential: None,
-            authenticated_groups: None,
-            shared: crate::SharedStore::default(),
-            response_headers: Default::default(),
-            exact_path: false,
-            identity: IdentityFields::beside(),
-            client_cert: None,
-        };
+        let mut request = crate::auth::test_support::TestRequest::new("GET", "/")
+            .header("x-consumer-id", "spoofed")
+            .header("x-anonymous-consumer", "spoofed");
+        let mut ctx = request.ctx(directory);
+        ctx.identity = IdentityFields::beside();
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         assert_eq!(runtime.block_on(chain.access(&mut ctx)), crate::Flow::Continue);
         let beside = ctx.identity.iter().map(|(name, _)| name.to_string()).collect();
-        (headers, beside)
+        drop(ctx);
+        (request.headers, beside)
     }
 
     /// A plugin that reads the request's fields (request-transformer here)

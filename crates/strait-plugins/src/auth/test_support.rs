@@ -165,7 +165,19 @@ impl TestRequest {
     }
 
     pub fn run(&mut self, plugin: &dyn Plugin, directory: &dyn Directory) -> Outcome {
-        let mut ctx = RequestCtx {
+        let mut ctx = self.ctx(directory);
+        let flow = plugin.access(&mut ctx);
+        Outcome {
+            flow,
+            consumer: ctx.consumer.and_then(|c| c.username.clone()),
+            credential: ctx.credential.clone(),
+            shared: std::mem::take(&mut ctx.shared),
+        }
+    }
+
+    /// The access phase's context for this request (identity fields in the map).
+    pub fn ctx<'a>(&'a mut self, directory: &'a dyn Directory) -> RequestCtx<'a> {
+        RequestCtx {
             method: &mut self.method,
             protocol: Protocol::Http,
             http_version: self.version,
@@ -190,13 +202,6 @@ impl TestRequest {
             exact_path: false,
             identity: Default::default(),
             client_cert: None,
-        };
-        let flow = plugin.access(&mut ctx);
-        Outcome {
-            flow,
-            consumer: ctx.consumer.and_then(|c| c.username.clone()),
-            credential: ctx.credential.clone(),
-            shared: std::mem::take(&mut ctx.shared),
         }
     }
 
