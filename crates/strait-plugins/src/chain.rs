@@ -166,10 +166,12 @@ pub struct PluginChain {
 }
 
 impl PluginChain {
-    /// Order by Kong priority, highest first (equal priorities by name, so
-    /// the order never depends on how the configuration was listed).
+    /// Order by Kong priority, highest first; equal priorities by name in
+    /// descending order, as Kong 3.9 sorts its handlers
+    /// (`kong/db/dao/plugins.lua`, `sort_by_handler_priority`), so the order
+    /// never depends on how the configuration was listed.
     pub fn new(mut slots: Vec<ChainSlot>) -> PluginChain {
-        slots.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(b.name)));
+        slots.sort_by(|a, b| b.priority.cmp(&a.priority).then(b.name.cmp(a.name)));
         let any = |f: fn(&dyn Plugin) -> bool| slots.iter().any(|s| f(s.sample.as_ref()));
         PluginChain {
             reads_request_body: any(|p| p.reads_request_body()),
@@ -357,5 +359,36 @@ fn record(shared: &mut crate::SharedStore, plugin: &'static str, phase: crate::T
             start,
             end: std::time::Instant::now(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Named(&'static str, i32);
+
+    impl Plugin for Named {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn priority(&self) -> i32 {
+            self.1
+        }
+    }
+
+    /// Highest priority first; on a tie the name that sorts last runs
+    /// first, as in Kong 3.9, whatever order the configuration listed.
+    #[test]
+    fn equal_priorities_run_by_name_descending() {
+        let instances: Vec<Arc<dyn Plugin>> = vec![
+            Arc::new(Named("alpha", 10)),
+            Arc::new(Named("omega", 5)),
+            Arc::new(Named("gamma", 10)),
+            Arc::new(Named("beta", 10)),
+        ];
+        let chain = PluginChain::from_instances(instances);
+        assert_eq!(chain.names(), ["gamma", "beta", "alpha", "omega"]);
     }
 }
