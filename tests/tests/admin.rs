@@ -42,11 +42,11 @@ async fn root_describes_the_node() {
     assert!(root["tagline"].is_string());
     assert!(root["configuration"].is_object());
     let plugins = &root["plugins"];
-    assert!(
-        plugins["available_on_server"]["request-termination"].is_object()
-            || plugins["available_on_server"]["request-termination"] == json!(true),
-        "request-termination available: {plugins}"
-    );
+    // Kong 3.x: each plugin's version and priority.
+    let termination = &plugins["available_on_server"]["request-termination"];
+    assert_eq!(termination["priority"], 2, "request-termination available: {plugins}");
+    assert!(termination["version"].is_string(), "{plugins}");
+    assert_eq!(plugins["available_on_server"]["key-auth"]["priority"], 1250);
     assert!(plugins["enabled_in_cluster"].is_array());
     let version = root["strait_version"].as_str().unwrap();
     assert_eq!(reply.header("server"), Some(format!("strait/{version}")));

@@ -11,9 +11,13 @@ use crate::{AdminState, KONG_COMPATIBLE_VERSION};
 pub fn root(state: &AdminState) -> AdminResponse {
     let snapshot = state.publisher.current().load_full();
     let enabled = snapshot.enabled_plugin_names();
+    // Kong 3.x: each plugin's handler VERSION and PRIORITY.
     let available: serde_json::Map<String, Value> = strait_plugins::AVAILABLE
         .iter()
-        .map(|name| (name.to_string(), json!({ "version": strait_core::VERSION })))
+        .map(|name| {
+            let entry = json!({ "version": strait_core::VERSION, "priority": strait_plugins::priority_of(name) });
+            (name.to_string(), entry)
+        })
         .collect();
     let mut configuration = state.configuration.clone();
     if let Some(object) = configuration.as_object_mut() {
