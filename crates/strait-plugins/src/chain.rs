@@ -127,7 +127,10 @@ impl ChainSlot {
         self.name
     }
 
-    /// The instance that runs for this request, if any.
+    /// The instance that runs for this request, if any. Inline for the
+    /// common slot, one with no consumer-scoped instances (six calls per
+    /// request through three plugins).
+    #[inline]
     fn resolve<'s>(
         &'s self,
         consumer_plugins: &'s [ConsumerPlugin],
@@ -135,15 +138,28 @@ impl ChainSlot {
         service: Option<Uuid>,
         protocol: Protocol,
     ) -> Option<&'s Arc<dyn Plugin>> {
+        if !self.consumer_scoped {
+            let default = self.default.as_ref()?;
+            return default.protocols.contains(protocol).then_some(&default.instance);
+        }
+        self.resolve_scoped(consumer_plugins, route, service, protocol)
+    }
+
+    /// [`ChainSlot::resolve`] for a slot with consumer-scoped instances.
+    fn resolve_scoped<'s>(
+        &'s self,
+        consumer_plugins: &'s [ConsumerPlugin],
+        route: Option<Uuid>,
+        service: Option<Uuid>,
+        protocol: Protocol,
+    ) -> Option<&'s Arc<dyn Plugin>> {
         let mut best = self.default.as_ref();
-        if self.consumer_scoped {
-            for candidate in consumer_plugins {
-                if candidate.plugin.instance.name() != self.name || !candidate.applies(route, service) {
-                    continue;
-                }
-                if best.is_none_or(|b| candidate.plugin.rank > b.rank) {
-                    best = Some(&candidate.plugin);
-                }
+        for candidate in consumer_plugins {
+            if candidate.plugin.instance.name() != self.name || !candidate.applies(route, service) {
+                continue;
+            }
+            if best.is_none_or(|b| candidate.plugin.rank > b.rank) {
+                best = Some(&candidate.plugin);
             }
         }
         best.filter(|p| p.protocols.contains(protocol)).map(|p| &p.instance)
