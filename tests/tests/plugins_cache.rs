@@ -40,7 +40,10 @@ async fn a_miss_is_stored_and_the_next_request_is_a_hit() {
     let second = gw.proxy(get("/c/echo?a=1")).await;
     assert_eq!(status(&second), "Hit");
     assert_eq!(second.header("x-cache-key").as_deref(), Some(key.as_str()));
-    assert_eq!(second.header("age").as_deref(), Some("0"));
+    // Whole seconds since it was stored, as Kong counts: 0, or 1 when a second turned between
+    // the two requests (seen under the full suite's load).
+    let age: u64 = second.header("age").expect("age").parse().expect("number");
+    assert!(age <= 1, "age {age}");
     assert_eq!(second.body, first.body, "the stored body is replayed");
     assert_eq!(second.header("content-type").as_deref(), Some("application/json"));
     assert_eq!(upstream.hits(), 1, "a hit never reaches the service");
