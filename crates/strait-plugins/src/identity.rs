@@ -85,13 +85,7 @@ impl IdentityFields {
                 Some(value) => {
                     headers.insert(name, value);
                 }
-                None => {
-                    // Almost no request has it: the names are compared
-                    // first, which costs less than the hashing a removal does.
-                    if headers.keys().any(|sent| sent == name) {
-                        headers.remove(name);
-                    }
-                }
+                None => remove_if_sent(headers, name),
             }
             return;
         }
@@ -141,6 +135,15 @@ impl IdentityFields {
                 self.in_map |= 1 << at;
             }
         }
+    }
+}
+
+/// Removes a field the client may have sent (to pass itself off as a
+/// consumer). Almost no request has it: the names are compared first, which
+/// costs less than the hashing of the name a removal does.
+pub(crate) fn remove_if_sent(headers: &mut HeaderMap, name: &HeaderName) {
+    if headers.keys().any(|sent| sent == name) {
+        headers.remove(name);
     }
 }
 

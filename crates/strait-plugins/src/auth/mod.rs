@@ -20,16 +20,7 @@ pub(crate) fn set_or_clear(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Op
         Some(value) => {
             ctx.headers.insert(name, value);
         }
-        None => remove_if_sent(ctx, &name),
-    }
-}
-
-/// Removes a field the client may have sent (to pass itself off as a
-/// consumer). Almost no request has it: the names are compared first, which
-/// costs less than the hashing of the name a removal does.
-pub(crate) fn remove_if_sent(ctx: &mut RequestCtx<'_>, name: &HeaderName) {
-    if ctx.headers.keys().any(|sent| sent == name) {
-        ctx.headers.remove(name);
+        None => crate::identity::remove_if_sent(ctx.headers, &name),
     }
 }
 

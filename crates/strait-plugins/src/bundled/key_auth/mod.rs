@@ -57,8 +57,7 @@ impl KeyAuth {
         if key_names.is_empty() {
             key_names.push("apikey".into());
         }
-        let reads_identity = c.bool("key_in_header", true)? && key_names.iter().any(|k| crate::is_identity_name(k));
-        Ok(KeyAuth {
+        let mut plugin = KeyAuth {
             header_names: key_names
                 .iter()
                 .map(|k| http::HeaderName::from_bytes(k.as_bytes()).ok())
@@ -70,12 +69,14 @@ impl KeyAuth {
             key_in_query: c.bool("key_in_query", true)?,
             key_in_body: c.bool("key_in_body", false)?,
             run_on_preflight: c.bool("run_on_preflight", true)?,
-            reads_identity,
+            reads_identity: false,
             www_authenticate: match realm {
                 Some(realm) => format!("Key realm=\"{realm}\""),
                 None => "Key".to_string(),
             },
-        })
+        };
+        plugin.reads_identity = plugin.key_in_header && plugin.key_names.iter().any(|k| crate::is_identity_name(k));
+        Ok(plugin)
     }
 
     fn fail(&self, message: &str) -> PluginResponse {
