@@ -24,6 +24,25 @@ impl FieldLine {
     }
 }
 
+/// Finished lines and the start of one more field (`name: `), made once
+/// when a plugin is built: a value pushed after it
+/// ([`AddedHeaders::push_int_after`]) completes the last field, so a line
+/// whose value changes per request costs one copy of what does not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldStart(Box<[u8]>);
+
+impl FieldStart {
+    pub fn new<'a>(lines: impl IntoIterator<Item = &'a FieldLine>, name: &HeaderName) -> FieldStart {
+        let mut start = Vec::new();
+        for line in lines {
+            start.extend_from_slice(&line.0);
+        }
+        start.extend_from_slice(name.as_str().as_bytes());
+        start.extend_from_slice(b": ");
+        FieldStart(start.into_boxed_slice())
+    }
+}
+
 /// Response header fields to add, in the order they were pushed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AddedHeaders {
@@ -53,6 +72,25 @@ impl AddedHeaders {
     /// An integer, written without an allocation.
     pub fn push_int(&mut self, name: &HeaderName, value: i64) {
         self.push_bytes(name, itoa::Buffer::new().format(value).as_bytes());
+    }
+
+    /// `start`, then `value` ending its last field.
+    pub fn push_int_after(&mut self, start: &FieldStart, value: i64) {
+        let mut digits = itoa::Buffer::new();
+        self.push_after_bytes(start, digits.format(value).as_bytes());
+    }
+
+    /// `start`, then `value` ending its last field.
+    pub fn push_after(&mut self, start: &FieldStart, value: &HeaderValue) {
+        self.push_after_bytes(start, value.as_bytes());
+    }
+
+    fn push_after_bytes(&mut self, start: &FieldStart, value: &[u8]) {
+        debug_assert!(HeaderValue::from_bytes(value).is_ok(), "{value:?}");
+        self.lines.reserve(start.0.len() + value.len() + 2);
+        self.lines.extend_from_slice(&start.0);
+        self.lines.extend_from_slice(value);
+        self.lines.extend_from_slice(b"\r\n");
     }
 
     /// Room for about `fields` more fields, so pushing them does not grow
@@ -176,5 +214,27 @@ mod tests {
         assert_eq!(lines.as_lines(), b"ratelimit-limit: 60\r\nratelimit-limit: 60\r\n");
         added.retain(|name| name != "x-ratelimit-limit-second");
         assert_eq!(added.as_lines(), b"ratelimit-reset: -12\r\nx-note: a: b, c\r\n");
+    }
+
+    #[test]
+    fn a_field_start_is_finished_by_the_value_pushed_after_it() {
+        let limit = FieldLine::new(
+            &HeaderName::from_static("x-ratelimit-limit-hour"),
+            &HeaderValue::from_static("60"),
+        );
+        let start = FieldStart::new([&limit], &HeaderName::from_static("x-ratelimit-remaining-hour"));
+        let bare = FieldStart::new(None, &HeaderName::from_static("ratelimit-reset"));
+        let mut added = AddedHeaders::default();
+        added.push_int_after(&start, 59);
+        added.push_after(&start, &HeaderValue::from_static("2.5"));
+        added.push_int_after(&bare, -3);
+        assert_eq!(
+            added.as_lines(),
+            b"x-ratelimit-limit-hour: 60\r\nx-ratelimit-remaining-hour: 59\r\n\
+              x-ratelimit-limit-hour: 60\r\nx-ratelimit-remaining-hour: 2.5\r\nratelimit-reset: -3\r\n"
+        );
+        let fields: Vec<_> = added.iter().map(|(name, value)| (name, value.to_vec())).collect();
+        assert_eq!(fields.len(), 5);
+        assert_eq!(fields[4], ("ratelimit-reset", b"-3".to_vec()));
     }
 }

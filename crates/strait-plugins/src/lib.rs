@@ -27,7 +27,7 @@ mod phase;
 mod registry;
 pub mod transform;
 
-pub use added_headers::{AddedHeaders, FieldLine};
+pub use added_headers::{AddedHeaders, FieldLine, FieldStart};
 pub use chain::{rank, ChainSlot, ConsumerPlugin, PluginChain, ScopedPlugin};
 pub use context::{
     AuthenticatedCredential, BodyChunk, BodyLimit, LogDetails, LogRecord, PhaseTiming, PhaseTimings, Protocol,

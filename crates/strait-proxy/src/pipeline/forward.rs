@@ -87,6 +87,8 @@ pub(crate) struct Exchange<'a> {
     pub port: u16,
     pub started: Instant,
     pub request_id: &'a RequestId,
+    /// The request's content type is gRPC's.
+    pub grpc: bool,
 }
 
 /// A response from the upstream, with the mark that it was proxied and

@@ -107,7 +107,7 @@ pub(crate) async fn handle(
     };
     let outcome = match framing {
         Some(problem) => Err(ProxyError::new(ErrorKind::BadRequest, problem)),
-        None => route(request, conn, shared, &snapshot, started, &request_id).await,
+        None => route(request, conn, shared, &snapshot, started, &request_id, grpc).await,
     };
     let (mut response, mut fields) = match outcome {
         Ok(answer) => answer,
@@ -270,6 +270,7 @@ async fn route(
     snapshot: &Arc<Snapshot>,
     started: Instant,
     request_id: &RequestId,
+    grpc: bool,
 ) -> Result<(Response<ProxyBody>, Option<KongFields>), ProxyError> {
     normalize_request_path(&mut request)?;
     let (host, port) = requested_host(&request, conn);
@@ -310,6 +311,7 @@ async fn route(
         port,
         started,
         request_id,
+        grpc,
     };
     // A route without plugins (or a runtime) has the empty chain: no phase
     // to run, so the request goes to the exchange at once, its response

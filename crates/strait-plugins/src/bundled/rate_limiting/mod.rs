@@ -35,7 +35,7 @@ use uuid::Uuid;
 use crate::config::ConfigReader;
 use crate::context::RequestCtx;
 use crate::phase::{AccessFuture, Flow, Plugin, PluginResponse};
-use crate::FieldLine;
+use crate::{FieldLine, FieldStart};
 use crate::PluginError;
 use windows::{unix_now, PERIODS};
 
@@ -86,9 +86,11 @@ pub struct PluginScope {
 pub struct RateLimiting {
     /// The limit of each period, `None` when not configured.
     limits: [Option<f64>; 6],
-    /// Each limit's `X-RateLimit-Limit-<period>` and `RateLimit-Limit`
-    /// lines, written once.
-    limit_lines: [Option<(FieldLine, FieldLine)>; 6],
+    /// Each configured period's lines up to its remaining count, written
+    /// once.
+    lines: [Option<PeriodLines>; 6],
+    /// `RateLimit-Reset: `, to be finished by the seconds.
+    reset: FieldStart,
     limit_by: LimitBy,
     header_name: Option<String>,
     path: Option<String>,
@@ -145,13 +147,8 @@ impl RateLimiting {
         }
         Ok(RateLimiting {
             limits,
-            limit_lines: std::array::from_fn(|at| {
-                let value = limits[at].and_then(number_value)?;
-                Some((
-                    FieldLine::new(&X_LIMIT[at], &value),
-                    FieldLine::new(&RATELIMIT_LIMIT, &value),
-                ))
-            }),
+            lines: std::array::from_fn(|at| limits[at].map(PeriodLines::new(at))),
+            reset: FieldStart::new(None, &RATELIMIT_RESET),
             limit_by,
             header_name: c.string("header_name")?.map(|h| h.to_ascii_lowercase()),
             path: c.string("path")?,
@@ -191,6 +188,32 @@ impl RateLimiting {
             LimitBy::Ip => None,
         };
         chosen.unwrap_or(Identifier::Ip(ctx.client_ip))
+    }
+}
+
+/// A period's client headers up to the counts that change per request:
+/// `X-RateLimit-Limit-<period>` and the start of
+/// `X-RateLimit-Remaining-<period>`; and, for when the period is the one
+/// the `RateLimit-*` headers report, `RateLimit-Limit` and the start of
+/// `RateLimit-Remaining`.
+#[derive(Debug)]
+struct PeriodLines {
+    own: FieldStart,
+    chosen: FieldStart,
+}
+
+impl PeriodLines {
+    fn new(at: usize) -> impl Fn(f64) -> PeriodLines {
+        move |limit| {
+            // A limit no header value can carry has no limit lines.
+            let value = number_value(limit);
+            let own = value.as_ref().map(|value| FieldLine::new(&X_LIMIT[at], value));
+            let chosen = value.as_ref().map(|value| FieldLine::new(&RATELIMIT_LIMIT, value));
+            PeriodLines {
+                own: FieldStart::new(own.as_ref(), &X_REMAINING[at]),
+                chosen: FieldStart::new(chosen.as_ref(), &RATELIMIT_REMAINING),
+            }
+        }
     }
 }
 
@@ -331,13 +354,13 @@ fn int_value(value: i64) -> HeaderValue {
 
 const SMALL_VALUES: i64 = 64;
 
-/// A count added to the response as [`number_value`] writes it: an
-/// integer straight into the lines, anything else through its text.
-fn push_number(headers: &mut crate::AddedHeaders, name: &HeaderName, value: f64) {
+/// A count finishing `start` as [`number_value`] writes it: an integer
+/// straight into the lines, anything else through its text.
+fn push_number(headers: &mut crate::AddedHeaders, start: &FieldStart, value: f64) {
     if value.fract() == 0.0 && value.abs() < 1e15 {
-        headers.push_int(name, value as i64);
+        headers.push_int_after(start, value as i64);
     } else if let Ok(text) = HeaderValue::from_str(&number_text(value)) {
-        headers.push(name, &text);
+        headers.push_after(start, &text);
     }
 }
 
@@ -416,17 +439,13 @@ impl RateLimiting {
                     chosen = Some((at, remaining));
                     reset = (window - (now - usage.starts[at])).max(1);
                 }
-                if let Some((limit, _)) = &self.limit_lines[at] {
-                    headers.push_line(limit);
+                if let Some(lines) = &self.lines[at] {
+                    push_number(headers, &lines.own, remaining);
                 }
-                push_number(headers, &X_REMAINING[at], remaining);
             }
-            if let Some((at, remaining)) = chosen {
-                if let Some((_, limit)) = &self.limit_lines[at] {
-                    headers.push_line(limit);
-                }
-                push_number(headers, &RATELIMIT_REMAINING, remaining);
-                headers.push_int(&RATELIMIT_RESET, reset);
+            if let Some(lines) = chosen.and_then(|(at, remaining)| Some((self.lines[at].as_ref()?, remaining))) {
+                push_number(headers, &lines.0.chosen, lines.1);
+                headers.push_int_after(&self.reset, reset);
             }
         }
         if usage.stop.is_none() {

@@ -33,12 +33,7 @@ use crate::SERVER_HEADER;
 /// in memory; a longer request body is refused with 413.
 pub const MAX_BUFFERED_BODY: usize = 16 * 1024 * 1024;
 
-fn protocol_of(request: &Request<ProxyBody>, tls: bool) -> Protocol {
-    let grpc = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/grpc"));
+fn protocol_of(grpc: bool, tls: bool) -> Protocol {
     match (grpc, tls) {
         (true, true) => Protocol::Grpcs,
         (true, false) => Protocol::Grpc,
@@ -102,7 +97,7 @@ async fn run_chain(
             None,
         )
     };
-    let protocol = protocol_of(&boxed, exchange.conn.tls);
+    let protocol = protocol_of(exchange.grpc, exchange.conn.tls);
     // Taken apart for the plugins, and put back in its box to go upstream
     // (the box is kept: no second allocation and copy of the request).
     let (mut parts, body) = std::mem::replace(&mut *boxed, Request::new(crate::pipeline::body::empty())).into_parts();
