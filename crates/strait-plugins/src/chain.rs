@@ -166,10 +166,17 @@ impl ChainSlot {
     }
 }
 
+/// The instances whose body filter or log phase follow a response body,
+/// in chain order.
+pub type Followers = Arc<[Arc<dyn Plugin>]>;
+
 /// The plugins that may run for one route, highest priority first.
 #[derive(Debug, Clone, Default)]
 pub struct PluginChain {
     slots: Vec<ChainSlot>,
+    /// Each protocol's [`Followers`], for a chain whose slots resolve the
+    /// same for every consumer (made once, not collected per request).
+    followers: [Followers; 4],
     reads_request_body: bool,
     keeps_request_headers: bool,
     consumer_scoped: bool,
@@ -189,7 +196,9 @@ impl PluginChain {
     pub fn new(mut slots: Vec<ChainSlot>) -> PluginChain {
         slots.sort_by(|a, b| b.priority.cmp(&a.priority).then(b.name.cmp(a.name)));
         let any = |f: fn(&dyn Plugin) -> bool| slots.iter().any(|s| f(s.sample.as_ref()));
+        let followers = |protocol| collect_followers(&slots, &[], None, None, protocol);
         PluginChain {
+            followers: [Protocol::Http, Protocol::Https, Protocol::Grpc, Protocol::Grpcs].map(followers),
             reads_request_body: any(|p| p.reads_request_body()),
             keeps_request_headers: any(|p| p.reads_request_headers_in_response()),
             consumer_scoped: slots.iter().any(|s| s.consumer_scoped),
@@ -348,22 +357,35 @@ impl PluginChain {
     }
 
     /// The instances whose body filter or log phase follow the response
-    /// body, in chain order (allocates; called only when
-    /// [`PluginChain::follows_response_body`]).
+    /// body, in chain order: made when the chain was, unless a slot has
+    /// consumer-scoped instances (then collected for this request).
     pub fn response_followers(
         &self,
         consumer_plugins: &[ConsumerPlugin],
         route: Option<Uuid>,
         service: Option<Uuid>,
         protocol: Protocol,
-    ) -> Vec<Arc<dyn Plugin>> {
-        self.slots
-            .iter()
-            .filter_map(|slot| slot.resolve(consumer_plugins, route, service, protocol))
-            .filter(|p| p.filters_body() || p.logs())
-            .cloned()
-            .collect()
+    ) -> Followers {
+        if !self.consumer_scoped {
+            return self.followers[protocol as usize].clone();
+        }
+        collect_followers(&self.slots, consumer_plugins, route, service, protocol)
     }
+}
+
+fn collect_followers(
+    slots: &[ChainSlot],
+    consumer_plugins: &[ConsumerPlugin],
+    route: Option<Uuid>,
+    service: Option<Uuid>,
+    protocol: Protocol,
+) -> Followers {
+    slots
+        .iter()
+        .filter_map(|slot| slot.resolve(consumer_plugins, route, service, protocol))
+        .filter(|p| p.filters_body() || p.logs())
+        .cloned()
+        .collect()
 }
 
 /// Appends one timed phase (ended now) to the request's [`crate::PhaseTimings`].
@@ -406,5 +428,77 @@ mod tests {
         ];
         let chain = PluginChain::from_instances(instances);
         assert_eq!(chain.names(), ["gamma", "beta", "alpha", "omega"]);
+    }
+
+    #[derive(Debug)]
+    struct Logger(&'static str);
+
+    impl Plugin for Logger {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn priority(&self) -> i32 {
+            1
+        }
+        fn logs(&self) -> bool {
+            true
+        }
+    }
+
+    fn names(followers: &Followers) -> Vec<&'static str> {
+        followers.iter().map(|p| p.name()).collect()
+    }
+
+    /// The followers made with the chain are those of its protocol; a
+    /// consumer's own instance replaces the default for that consumer only.
+    #[test]
+    fn followers_are_the_loggers_that_run_for_the_request() {
+        let http_only = ScopedPlugin {
+            instance: Arc::new(Logger("http-log")),
+            protocols: ProtocolSet::from_names(["http"]),
+            rank: rank::ROUTE,
+        };
+        let everywhere = ScopedPlugin {
+            instance: Arc::new(Logger("file-log")),
+            protocols: ProtocolSet::ALL,
+            rank: rank::ROUTE,
+        };
+        let silent = ScopedPlugin {
+            instance: Arc::new(Named("key-auth", 1250)),
+            protocols: ProtocolSet::ALL,
+            rank: rank::ROUTE,
+        };
+        let plain = PluginChain::new(vec![
+            ChainSlot::new(http_only.clone(), false),
+            ChainSlot::new(everywhere.clone(), false),
+            ChainSlot::new(silent.clone(), false),
+        ]);
+        assert_eq!(
+            names(&plain.response_followers(&[], None, None, Protocol::Http)),
+            ["http-log", "file-log"]
+        );
+        assert_eq!(
+            names(&plain.response_followers(&[], None, None, Protocol::Grpc)),
+            ["file-log"]
+        );
+
+        let consumers_own = Arc::new(Logger("file-log"));
+        let scoped = PluginChain::new(vec![ChainSlot::new(everywhere, true), ChainSlot::new(silent, false)]);
+        let theirs = [ConsumerPlugin {
+            id: Uuid::nil(),
+            route: None,
+            service: None,
+            plugin: ScopedPlugin {
+                instance: consumers_own.clone(),
+                protocols: ProtocolSet::ALL,
+                rank: rank::CONSUMER,
+            },
+            group: None,
+        }];
+        let followers = scoped.response_followers(&theirs, None, None, Protocol::Https);
+        assert_eq!(followers.len(), 1);
+        assert!(Arc::ptr_eq(&followers[0], &(consumers_own as Arc<dyn Plugin>)));
+        let others = scoped.response_followers(&[], None, None, Protocol::Https);
+        assert!(!Arc::ptr_eq(&others[0], &followers[0]));
     }
 }

@@ -28,7 +28,7 @@ mod registry;
 pub mod transform;
 
 pub use added_headers::{AddedHeaders, FieldLine, FieldStart};
-pub use chain::{rank, ChainSlot, ConsumerPlugin, PluginChain, ScopedPlugin};
+pub use chain::{rank, ChainSlot, ConsumerPlugin, Followers, PluginChain, ScopedPlugin};
 pub use context::{
     AuthenticatedCredential, BodyChunk, BodyLimit, LogDetails, LogRecord, PhaseTiming, PhaseTimings, Protocol,
     ProtocolSet, RequestCtx, RequestSummary, ResponseCtx, ResponseSource, SharedStore, TimedPhase, UpstreamTiming,

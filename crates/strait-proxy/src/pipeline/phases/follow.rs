@@ -3,14 +3,13 @@
 //! body ended or was dropped), with what the log phase reports.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use http::StatusCode;
 use http_body::{Body, Frame, SizeHint};
-use strait_plugins::{BodyChunk, LogDetails, LogRecord, Plugin, RequestSummary, ResponseSource, SharedStore};
+use strait_plugins::{BodyChunk, Followers, LogDetails, LogRecord, RequestSummary, ResponseSource, SharedStore};
 
 use super::MAX_BUFFERED_BODY;
 use crate::pipeline::body::{BoxError, ProxyBody};
@@ -28,7 +27,7 @@ pub(super) struct Outcome {
 /// plugins, calling their log phase once it ends (or is dropped).
 pub(super) struct FollowedBody {
     inner: ProxyBody,
-    plugins: Vec<Arc<dyn Plugin>>,
+    plugins: Followers,
     /// Some plugin filters the body (else only `log` follows it).
     filters: bool,
     buffers: bool,
@@ -46,7 +45,7 @@ pub(super) struct FollowedBody {
 impl FollowedBody {
     pub(super) fn new(
         inner: ProxyBody,
-        plugins: Vec<Arc<dyn Plugin>>,
+        plugins: Followers,
         shared: SharedStore,
         summary: RequestSummary,
         outcome: Outcome,

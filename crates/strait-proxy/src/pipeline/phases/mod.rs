@@ -419,13 +419,13 @@ fn respond(
         }
         None => body,
     };
-    let followers = match chain.follows_response_body() {
-        true => chain.response_followers(consumer_plugins, summary.route_id, summary.service_id, protocol),
-        false => Vec::new(),
-    };
-    if followers.is_empty() {
+    let followers = chain
+        .follows_response_body()
+        .then(|| chain.response_followers(consumer_plugins, summary.route_id, summary.service_id, protocol))
+        .filter(|followers| !followers.is_empty());
+    let Some(followers) = followers else {
         return (Response::from_parts(head, body), fields);
-    }
+    };
     if followers.iter().any(|p| p.filters_body()) {
         // Filters may change the length.
         head.headers.remove(header::CONTENT_LENGTH);
