@@ -186,6 +186,9 @@ pub struct PluginChain {
     logs: bool,
     serializes: bool,
     traces: bool,
+    /// The access phase never waits: no instance waits on the network, no
+    /// slot resolves per consumer, the request body is not read first.
+    inline: bool,
 }
 
 impl PluginChain {
@@ -208,6 +211,11 @@ impl PluginChain {
             logs: any(|p| p.logs()),
             serializes: any(|p| p.serializes()),
             traces: any(|p| p.traces()),
+            inline: !slots.iter().any(|s| {
+                s.consumer_scoped
+                    || s.sample.reads_request_body()
+                    || s.default.as_ref().is_some_and(|d| d.instance.waits())
+            }),
             slots,
         }
     }
@@ -300,15 +308,36 @@ impl PluginChain {
         Flow::Continue
     }
 
+    /// The access phase can run as a plain call ([`PluginChain::access_now`]):
+    /// no plugin of the chain waits, reads the request body first or is
+    /// scoped to consumers.
+    pub fn runs_inline(&self) -> bool {
+        self.inline
+    }
+
+    /// [`PluginChain::access`] as a plain call, for a chain that
+    /// [`PluginChain::runs_inline`].
+    pub fn access_now(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        debug_assert!(self.inline, "a chain whose access may wait, run inline");
+        self.begin_access(ctx);
+        for slot in &self.slots {
+            let Some(plugin) = slot.resolve(&[], ctx.route_id, ctx.service_id, ctx.protocol) else {
+                continue;
+            };
+            let start = self.before_step(plugin.as_ref(), ctx);
+            let flow = plugin.access(ctx);
+            self.after_step(plugin.as_ref(), ctx, start);
+            if let Flow::Respond(response) = flow {
+                return Flow::Respond(response);
+            }
+        }
+        Flow::Continue
+    }
+
     /// Run `access` of every plugin until one responds. Slots after an
     /// authentication plugin resolve against the consumer it identified.
     pub async fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
-        if self.traces {
-            ctx.shared.insert(crate::PhaseTimings {
-                chain_started: std::time::Instant::now(),
-                phases: Vec::with_capacity(self.slots.len() * 2),
-            });
-        }
+        self.begin_access(ctx);
         for slot in &self.slots {
             // Only slots with consumer-scoped instances look the consumer up.
             let consumer_plugins = if slot.consumer_scoped {
@@ -319,23 +348,42 @@ impl PluginChain {
             let Some(plugin) = slot.resolve(consumer_plugins, ctx.route_id, ctx.service_id, ctx.protocol) else {
                 continue;
             };
-            if plugin.reads_identity_fields() {
-                ctx.identity.move_into(ctx.headers);
-            }
-            let start = self.traces.then(std::time::Instant::now);
+            let start = self.before_step(plugin.as_ref(), ctx);
             let flow = if plugin.waits() {
                 plugin.access_async(ctx).await
             } else {
                 plugin.access(ctx)
             };
-            if let Some(start) = start {
-                record(&mut ctx.shared, plugin.name(), crate::TimedPhase::Access, start);
-            }
+            self.after_step(plugin.as_ref(), ctx, start);
             if let Flow::Respond(response) = flow {
                 return Flow::Respond(response);
             }
         }
         Flow::Continue
+    }
+
+    fn begin_access(&self, ctx: &mut RequestCtx<'_>) {
+        if self.traces {
+            ctx.shared.insert(crate::PhaseTimings {
+                chain_started: std::time::Instant::now(),
+                phases: Vec::with_capacity(self.slots.len() * 2),
+            });
+        }
+    }
+
+    /// Before a plugin's access: the identity fields where it reads them,
+    /// and the start of its timing when the chain traces.
+    fn before_step(&self, plugin: &dyn Plugin, ctx: &mut RequestCtx<'_>) -> Option<std::time::Instant> {
+        if plugin.reads_identity_fields() {
+            ctx.identity.move_into(ctx.headers);
+        }
+        self.traces.then(std::time::Instant::now)
+    }
+
+    fn after_step(&self, plugin: &dyn Plugin, ctx: &mut RequestCtx<'_>, start: Option<std::time::Instant>) {
+        if let Some(start) = start {
+            record(&mut ctx.shared, plugin.name(), crate::TimedPhase::Access, start);
+        }
     }
 
     /// Run `header_filter` of every plugin that applies to the request.

@@ -302,8 +302,8 @@ pub struct BodyChunk {
 
 /// What the `log` phase receives after the response was sent.
 #[derive(Debug, Clone)]
-pub struct LogRecord {
-    pub request: RequestSummary,
+pub struct LogRecord<'a> {
+    pub request: &'a RequestSummary,
     pub status: u16,
     pub response_bytes: u64,
     /// From the request's arrival to the last body byte, in milliseconds.

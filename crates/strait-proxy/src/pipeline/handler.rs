@@ -1,6 +1,6 @@
 //! The pipeline's entry: a request in, its response out, never an error.
-//! Loads the snapshot once, routes, and hands the request to the plugin
-//! phases (phases.rs), which run around the upstream exchange (forward.rs);
+//! Loads the snapshot once, routes, runs the route's access phase
+//! (phases/), the upstream exchange (forward.rs) and the phases after it;
 //! whatever comes back gets Kong's headers here, and failures become Kong's
 //! responses (error.rs). See docs/life-of-a-request.md for the walk.
 
@@ -21,6 +21,7 @@ use crate::pipeline::body::ProxyBody;
 use crate::pipeline::error::{error_response, ErrorKind, ProxyError};
 use crate::pipeline::forward::{Exchange, ForwardOptions, Proxied};
 use crate::pipeline::kong_headers::{HeaderSwitches, KongFields, RequestId};
+use crate::pipeline::phases::{self, Before};
 use crate::{Shared, SERVER_HEADER};
 
 pub(crate) mod hop_by_hop;
@@ -313,23 +314,36 @@ async fn route(
         request_id,
         grpc,
     };
-    // A route without plugins (or a runtime) has the empty chain: no phase
-    // to run, so the request goes to the exchange at once, its response
-    // head relayed to an HTTP/1.1 client in the upstream's own bytes
-    // (relay.rs). Other chains run their phases around the exchange.
+    // One path for every request: the access phase (none for a route
+    // without plugins, the empty chain; a plain call for most chains), the
+    // exchange, and the response completed by the later phases. A chain
+    // whose access phase may wait runs as one boxed future (phases.rs).
     let chain = snapshot
         .route_runtime(facts.id)
         .map(|runtime| &runtime.plugins)
         .filter(|chain| !chain.is_empty());
-    let Some(chain) = chain else {
-        let options = ForwardOptions {
-            relay: request.version() == Version::HTTP_11,
-            ..ForwardOptions::default()
-        };
-        let (response, _, fields) = exchange.forward(request, options).await?;
-        return Ok((response, Some(fields)));
+    let (request, options, after) = match chain {
+        None => {
+            // The upstream's response head is relayed to an HTTP/1.1
+            // client in its own bytes (relay.rs).
+            let options = ForwardOptions {
+                relay: request.version() == Version::HTTP_11,
+                ..ForwardOptions::default()
+            };
+            (request, options, None)
+        }
+        Some(chain) if !chain.runs_inline() => return Ok(phases::run(request, chain, exchange).await),
+        Some(chain) => match phases::before(request, chain, &exchange) {
+            Before::Forward(request, options, state) => (request, options, Some((chain, state))),
+            Before::Done(response, fields) => return Ok((response, fields)),
+            Before::Limited(request, state) => return Ok(phases::limited(request, state, chain, exchange).await),
+        },
     };
-    Ok(crate::pipeline::phases::run(request, chain, exchange).await)
+    let forwarded = exchange.forward(request, options).await;
+    match after {
+        None => forwarded.map(|(response, _, fields)| (response, Some(fields))),
+        Some((chain, state)) => Ok(phases::finish(state, forwarded, chain, &exchange)),
+    }
 }
 
 const X_KONG_RESPONSE_LATENCY: HeaderName = HeaderName::from_static("x-kong-response-latency");

@@ -9,9 +9,9 @@ use std::time::Instant;
 use bytes::{Bytes, BytesMut};
 use http::StatusCode;
 use http_body::{Body, Frame, SizeHint};
-use strait_plugins::{BodyChunk, Followers, LogDetails, LogRecord, RequestSummary, ResponseSource, SharedStore};
+use strait_plugins::{BodyChunk, Followers, LogRecord, ResponseSource};
 
-use super::MAX_BUFFERED_BODY;
+use super::{PhaseState, MAX_BUFFERED_BODY};
 use crate::pipeline::body::{BoxError, ProxyBody};
 
 /// How the response was produced, for the log phase.
@@ -19,8 +19,6 @@ pub(super) struct Outcome {
     pub status: StatusCode,
     pub source: ResponseSource,
     pub upstream_ms: Option<u64>,
-    pub request_bytes: u64,
-    pub details: Option<Box<LogDetails>>,
 }
 
 /// A response body passed through the body filters of the request's
@@ -32,12 +30,14 @@ pub(super) struct FollowedBody {
     filters: bool,
     buffers: bool,
     buffer: BytesMut,
-    shared: SharedStore,
-    summary: Option<RequestSummary>,
+    /// The request's phase state: what the filters share, and what the log
+    /// phase reports.
+    state: Box<PhaseState>,
     outcome: Outcome,
     started: Instant,
     sent: u64,
     done: bool,
+    logged: bool,
     /// Trailers to send after the data the last filter produced.
     pending: Option<Frame<Bytes>>,
 }
@@ -46,23 +46,22 @@ impl FollowedBody {
     pub(super) fn new(
         inner: ProxyBody,
         plugins: Followers,
-        shared: SharedStore,
-        summary: RequestSummary,
+        state: Box<PhaseState>,
         outcome: Outcome,
         started: Instant,
     ) -> FollowedBody {
         FollowedBody {
             inner,
-            buffers: shared.get::<strait_plugins::BufferResponseBody>().is_some(),
+            buffers: state.shared.get::<strait_plugins::BufferResponseBody>().is_some(),
             filters: plugins.iter().any(|p| p.filters_body()),
             plugins,
             buffer: BytesMut::new(),
-            shared,
-            summary: Some(summary),
+            state,
             outcome,
             started,
             sent: 0,
             done: false,
+            logged: false,
             pending: None,
         }
     }
@@ -85,7 +84,7 @@ impl FollowedBody {
         }
         let mut chunk = BodyChunk { data, end, trailers };
         for plugin in self.plugins.iter().filter(|p| p.filters_body()) {
-            plugin.body_filter(&mut self.shared, &mut chunk);
+            plugin.body_filter(&mut self.state.shared, &mut chunk);
         }
         self.sent += chunk.data.len() as u64;
         (chunk.data, chunk.trailers)
@@ -93,25 +92,29 @@ impl FollowedBody {
 
     /// Runs the log phase once.
     fn finish(&mut self) {
-        let Some(request) = self.summary.take() else { return };
+        if std::mem::replace(&mut self.logged, true) {
+            return;
+        }
+        let state = &mut *self.state;
+        let details = state.details.take().map(|mut details| {
+            details.trace_id = state
+                .shared
+                .get::<strait_plugins::bundled::opentelemetry::TraceContext>()
+                .map(|trace| trace.trace_id_hex());
+            details
+        });
         let record = LogRecord {
-            request,
+            request: &state.summary,
             status: self.outcome.status.as_u16(),
             response_bytes: self.sent,
             total_ms: self.started.elapsed().as_millis() as u64,
             source: self.outcome.source,
             upstream_ms: self.outcome.upstream_ms,
-            request_bytes: self.outcome.request_bytes,
-            details: self.outcome.details.take().map(|mut details| {
-                details.trace_id = self
-                    .shared
-                    .get::<strait_plugins::bundled::opentelemetry::TraceContext>()
-                    .map(|trace| trace.trace_id_hex());
-                details
-            }),
+            request_bytes: state.request_bytes,
+            details,
         };
         for plugin in self.plugins.iter().filter(|p| p.logs()) {
-            plugin.log(&record, &self.shared);
+            plugin.log(&record, &state.shared);
         }
     }
 }

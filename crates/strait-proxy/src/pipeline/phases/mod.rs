@@ -2,26 +2,33 @@
 //! exchange: run the access phase (reading the request body first when a
 //! plugin needs it), proxy (forward.rs) or answer, run `header_filter` on
 //! whatever answers, and follow the response body with `body_filter` and
-//! `log` when a plugin has them. A route without plugins has the empty
-//! chain: no phase to run, so handler.rs sends it to the exchange at once.
+//! `log` when a plugin has them.
+//!
+//! Every request takes one path through handler.rs `route`: the access
+//! phase, the exchange, the response completed. A route without plugins has
+//! the empty chain (no phase to run). Most chains run their access phase as
+//! a plain call ([`before`]) and complete the response with [`finish`]; only
+//! a chain whose access phase may wait (a plugin's network call, a request
+//! body read first) runs as one boxed future ([`run`]). One box per request
+//! holds the phases' state ([`PhaseState`], state.rs) from access to log.
 //!
 //! See docs/plugins.md for the phase chart.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderName, HeaderValue};
-use http::{Request, Response};
+use http::Response;
 use http_body_util::BodyExt;
-use strait_plugins::{
-    Flow, LogDetails, PluginChain, Protocol, RequestCtx, RequestSummary, ResponseCtx, ResponseSource, SharedStore,
-};
+use strait_plugins::{Flow, LogDetails, PluginChain, Protocol, ResponseCtx, ResponseSource};
 
 mod follow;
+mod state;
 
 use self::follow::{FollowedBody, Outcome};
+pub(crate) use self::state::PhaseState;
+use self::state::{request_ctx, Taken};
 use crate::pipeline::body::{boxed_as_is, full, ProxyBody};
 use crate::pipeline::error::{ErrorKind, ProxyError};
 use crate::pipeline::forward::{Exchange, ForwardOptions, Proxied};
@@ -65,9 +72,51 @@ async fn read_body_up_to(mut body: ProxyBody, limit: usize) -> Result<Bytes, Pro
     Ok(buffer.freeze())
 }
 
-/// Run a chain's phases around the upstream exchange (handler.rs sends a
-/// route without plugins, the empty chain, to the exchange at once). A
-/// proxied response whose head no plugin reads comes with Kong's fields
+/// Where the access phase leaves a request run inline ([`before`]).
+pub(crate) enum Before {
+    /// To the upstream; [`finish`] completes the response.
+    Forward(BoxedRequest, ForwardOptions, Box<PhaseState>),
+    /// Answered without the upstream: a plugin's response, or a failure.
+    Done(Response<ProxyBody>, Option<KongFields>),
+    /// A plugin set a limit the streaming body must be read against first
+    /// (request-size-limiting without a `Content-Length`): the rest runs in
+    /// a boxed future, [`limited`].
+    Limited(BoxedRequest, Box<PhaseState>),
+}
+
+/// The access phase of a chain that [`PluginChain::runs_inline`], as a plain
+/// call: handler.rs then sends the request to the exchange as it sends one
+/// without plugins, and completes the response with [`finish`]. No future
+/// of its own, no box for one: most chains run this way.
+pub(crate) fn before(mut request: BoxedRequest, chain: &PluginChain, exchange: &Exchange<'_>) -> Before {
+    let mut state = PhaseState::new(&request, chain, exchange);
+    let mut taken = Taken::out_of(&mut request);
+    let mut ctx = request_ctx(exchange, &mut taken, &mut state);
+    let flow = chain.access_now(&mut ctx);
+    state.take_from(ctx);
+    taken.restore(&mut request, &state);
+    if matches!(flow, Flow::Continue) && state.body_limit.is_some() {
+        return Before::Limited(request, state);
+    }
+    match decide(flow, state, chain, request, exchange) {
+        Decided::Forward(request, options, state) => Before::Forward(request, options, state),
+        Decided::Done(response, fields) => Before::Done(response, fields),
+    }
+}
+
+/// The rest of a [`Before::Limited`] request, boxed (a rare path).
+pub(crate) fn limited<'a>(
+    request: BoxedRequest,
+    state: Box<PhaseState>,
+    chain: &'a PluginChain,
+    exchange: Exchange<'a>,
+) -> Pin<Box<impl Future<Output = (Response<ProxyBody>, Option<KongFields>)> + 'a>> {
+    pin_in_place(move || proceed(request, Flow::Continue, state, chain, exchange))
+}
+
+/// Run a chain whose access phase may wait (on a plugin's network call, or
+/// the request body read first) as one future around the upstream exchange.
+/// A proxied response whose head no plugin reads comes with Kong's fields
 /// beside it (handler.rs `handle`).
 ///
 /// Boxed: the plugin phases are a future of kilobytes, and inline they
@@ -78,255 +127,113 @@ pub(crate) fn run<'a>(
     chain: &'a PluginChain,
     exchange: Exchange<'a>,
 ) -> Pin<Box<impl Future<Output = (Response<ProxyBody>, Option<KongFields>)> + 'a>> {
-    let http1 = request.version() < http::Version::HTTP_2;
-    pin_in_place(|| run_chain(request, chain, exchange, http1))
+    pin_in_place(|| run_chain(request, chain, exchange))
 }
 
-/// The phases of a chain with plugins: access (reading the request body
-/// first when a plugin needs it), the exchange or a plugin's answer,
-/// `header_filter`, and `body_filter` and `log` following the body.
+/// The phases of a chain whose access may wait: the request body read first
+/// when a plugin needs it, access, then as [`proceed`] goes on.
 async fn run_chain(
-    mut boxed: BoxedRequest,
+    mut request: BoxedRequest,
     chain: &PluginChain,
     exchange: Exchange<'_>,
-    http1: bool,
 ) -> (Response<ProxyBody>, Option<KongFields>) {
-    let failed = |error| {
-        (
-            error_to_response(error, http1, exchange.conn, exchange.request_id),
-            None,
-        )
-    };
-    let protocol = protocol_of(exchange.grpc, exchange.conn.tls);
-    // Taken apart for the plugins, and put back in its box to go upstream
-    // (the box is kept: no second allocation and copy of the request).
-    let (mut parts, body) = std::mem::replace(&mut *boxed, Request::new(crate::pipeline::body::empty())).into_parts();
-    // Plugins add headers (consumer, credential, groups, transforms): grow
-    // the map once rather than as each arrives.
-    parts.headers.reserve(8);
-    let details = chain.serializes_log().then(|| log_details(&exchange, &parts));
-    // Measured as it arrived, before plugins change it.
-    let request_bytes = if chain.follows_response_body() {
-        request_size(&parts)
-    } else {
-        0
-    };
-    let mut body = match chain.reads_request_body() {
-        true => match read_body(body).await {
-            Ok(bytes) => RequestBody {
-                buffered: Some(bytes),
-                streaming: None,
-            },
-            Err(error) => return failed(error),
-        },
-        false => RequestBody {
-            buffered: None,
-            streaming: Some(body),
-        },
-    };
-    // The access phase (each step awaited here, in this one future).
-    let request_headers = chain.keeps_request_headers().then(|| parts.headers.clone());
-    let mut ctx = request_ctx(&exchange, &mut parts, protocol, body.buffered.take());
-    let flow = chain.access(&mut ctx).await;
-    let mut accessed = Accessed::take(&mut ctx, protocol, request_headers, body);
-    if ctx.exact_path {
-        parts.extensions.insert(crate::pipeline::forward::ExactPath);
+    let mut state = PhaseState::new(&request, chain, &exchange);
+    if chain.reads_request_body() {
+        let body = std::mem::replace(request.body_mut(), crate::pipeline::body::empty());
+        state.body_in_box = false;
+        match read_body(body).await {
+            Ok(bytes) => state.buffered = Some(bytes),
+            Err(error) => return failed(error, state.http1(), &exchange),
+        }
     }
-    let flow = match (flow, accessed.body_limit.take()) {
-        (Flow::Continue, Some(limit)) => match accessed.limit_body(limit).await {
+    let mut taken = Taken::out_of(&mut request);
+    let mut ctx = request_ctx(&exchange, &mut taken, &mut state);
+    let flow = chain.access(&mut ctx).await;
+    state.take_from(ctx);
+    taken.restore(&mut request, &state);
+    proceed(request, flow, state, chain, exchange).await
+}
+
+/// After the access phase: a body limit applied, then the exchange or the
+/// plugin's answer, completed by [`finish`].
+async fn proceed(
+    mut request: BoxedRequest,
+    flow: Flow,
+    mut state: Box<PhaseState>,
+    chain: &PluginChain,
+    exchange: Exchange<'_>,
+) -> (Response<ProxyBody>, Option<KongFields>) {
+    let flow = match (flow, state.body_limit.take()) {
+        (Flow::Continue, Some(limit)) => match state.limit_body(&mut request, limit).await {
             Ok(flow) => flow,
-            Err(error) => return failed(error),
+            Err(error) => return failed(error, state.http1(), &exchange),
         },
         (flow, _) => flow,
     };
+    match decide(flow, state, chain, request, &exchange) {
+        Decided::Forward(request, options, state) => {
+            let forwarded = exchange.forward(request, options).await;
+            finish(state, forwarded, chain, &exchange)
+        }
+        Decided::Done(response, fields) => (response, fields),
+    }
+}
+
+fn failed(error: ProxyError, http1: bool, exchange: &Exchange<'_>) -> (Response<ProxyBody>, Option<KongFields>) {
+    (
+        error_to_response(error, http1, exchange.conn, exchange.request_id),
+        None,
+    )
+}
+
+/// What [`decide`] made of the access phase's flow.
+enum Decided {
+    Forward(BoxedRequest, ForwardOptions, Box<PhaseState>),
+    Done(Response<ProxyBody>, Option<KongFields>),
+}
+
+/// The access phase's decision carried out: the request readied for the
+/// upstream, or the plugin's answer completed.
+fn decide(
+    flow: Flow,
+    mut state: Box<PhaseState>,
+    chain: &PluginChain,
+    mut request: BoxedRequest,
+    exchange: &Exchange<'_>,
+) -> Decided {
     // The upstream's head goes on in its own bytes, as on a route without
     // plugins, when no plugin reads or changes it: Kong's fields then stay
     // beside it, and the map holds only what `access` added.
-    let relay = parts.version == http::Version::HTTP_11
-        && matches!(protocol, Protocol::Http | Protocol::Https)
+    state.relay = state.version == http::Version::HTTP_11
+        && matches!(state.protocol, Protocol::Http | Protocol::Https)
         && chain.leaves_response_head()
-        && accessed.shared.get::<strait_plugins::DropResponseBody>().is_none();
-    let answer = match flow {
-        Flow::Respond(answer) => Answer {
-            response: plugin_response_to_http(answer),
-            source: ResponseSource::Exit,
-            beside: None,
-        },
+        && state.shared.get::<strait_plugins::DropResponseBody>().is_none();
+    match flow {
+        Flow::Respond(answer) => {
+            let answer = Answer {
+                response: plugin_response_to_http(answer),
+                source: ResponseSource::Exit,
+                beside: None,
+            };
+            let (response, fields) = respond(state, chain, exchange, answer);
+            Decided::Done(response, fields)
+        }
         Flow::Continue => {
-            let (request, options) = accessed.upstream_request(boxed, parts, chain.serializes_log(), relay);
-            let forwarded = exchange.forward(request, options).await;
-            Answer::from_exchange(forwarded, relay, http1, &exchange)
-        }
-    };
-    respond(chain, &exchange, accessed, answer, details, request_bytes, protocol)
-}
-
-/// What the request log serializers report, kept only when a plugin of the
-/// chain serializes Kong's log entry.
-fn log_details(exchange: &Exchange<'_>, parts: &http::request::Parts) -> Box<LogDetails> {
-    let entities: Arc<dyn strait_plugins::Directory + Send> = exchange.snapshot.clone();
-    Box::new(LogDetails {
-        request_id: exchange.request_id.as_str().to_string(),
-        scheme: if exchange.conn.tls { "https" } else { "http" },
-        host: exchange.host.to_string(),
-        port: exchange.port,
-        request_uri: parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string(),
-        request_headers: parts.headers.clone(),
-        response_headers: http::HeaderMap::new(),
-        upstream_uri: None,
-        upstream_status: None,
-        tries: Vec::new(),
-        started_at: crate::pipeline::handler::epoch_ms().saturating_sub(exchange.started.elapsed().as_millis() as u64),
-        started: exchange.started,
-        http_version: parts.version,
-        upstream_timing: None,
-        kong_ms: None,
-        tls_version: None,
-        entities,
-        trace_id: None,
-    })
-}
-
-/// The request body as the access phase gets it: read whole first when a
-/// plugin of the chain reads it, else still streaming.
-struct RequestBody {
-    buffered: Option<Bytes>,
-    streaming: Option<ProxyBody>,
-}
-
-/// What the access phase left for the stages after it.
-struct Accessed {
-    summary: RequestSummary,
-    body: RequestBody,
-    body_limit: Option<strait_plugins::BodyLimit>,
-    upstream_host: Option<HeaderValue>,
-    shared: SharedStore,
-    response_headers: strait_plugins::AddedHeaders,
-    identity: strait_plugins::IdentityFields,
-}
-
-/// The request's context for the access phase.
-fn request_ctx<'a>(
-    exchange: &'a Exchange<'a>,
-    parts: &'a mut http::request::Parts,
-    protocol: Protocol,
-    body: Option<Bytes>,
-) -> RequestCtx<'a> {
-    let route = &exchange.matched.route;
-    RequestCtx {
-        method: &mut parts.method,
-        protocol,
-        http_version: parts.version,
-        client_ip: exchange.conn.client.ip(),
-        host: exchange.host,
-        route_id: Some(route.id),
-        route_name: route.name.as_deref(),
-        service_id: route.service.map(|s| s.id),
-        captures: &exchange.matched.captures,
-        uri: &mut parts.uri,
-        headers: &mut parts.headers,
-        body,
-        upstream_host: None,
-        request_body_limit: None,
-        directory: exchange.snapshot.as_ref(),
-        consumer: None,
-        consumer_view: None,
-        credential: None,
-        authenticated_groups: None,
-        shared: SharedStore::default(),
-        response_headers: Default::default(),
-        exact_path: false,
-        client_cert: exchange.conn.client_cert.clone(),
-        identity: strait_plugins::IdentityFields::beside(),
-    }
-}
-
-impl Accessed {
-    /// What the access phase left in `ctx`.
-    fn take(
-        ctx: &mut RequestCtx<'_>,
-        protocol: Protocol,
-        request_headers: Option<http::HeaderMap>,
-        body: RequestBody,
-    ) -> Accessed {
-        let summary = RequestSummary {
-            method: ctx.method.clone(),
-            protocol,
-            client_ip: ctx.client_ip,
-            route_id: ctx.route_id,
-            service_id: ctx.service_id,
-            consumer_id: ctx.consumer.map(|c| c.id),
-            credential: ctx.credential.take(),
-            request_headers,
-        };
-        Accessed {
-            summary,
-            body: RequestBody {
-                buffered: ctx.body.take(),
-                streaming: body.streaming,
-            },
-            body_limit: ctx.request_body_limit.take(),
-            upstream_host: ctx.upstream_host.take(),
-            shared: std::mem::take(&mut ctx.shared),
-            response_headers: std::mem::take(&mut ctx.response_headers),
-            identity: std::mem::take(&mut ctx.identity),
+            let options = state.forward_options(&mut request, chain.serializes_log());
+            Decided::Forward(request, options, state)
         }
     }
+}
 
-    /// A body limit a plugin set (request-size-limiting) applied: a
-    /// streaming body is read up to it.
-    async fn limit_body(&mut self, limit: strait_plugins::BodyLimit) -> Result<Flow, ProxyError> {
-        match (self.body.buffered.as_ref(), self.body.streaming.take()) {
-            (Some(bytes), _) if bytes.len() as u64 > limit.max_bytes => Ok(Flow::Respond(limit.exceeded)),
-            (None, Some(body)) => {
-                let max = usize::try_from(limit.max_bytes)
-                    .unwrap_or(usize::MAX)
-                    .min(MAX_BUFFERED_BODY);
-                match read_body_up_to(body, max).await {
-                    Ok(bytes) => {
-                        self.body.buffered = Some(bytes);
-                        Ok(Flow::Continue)
-                    }
-                    Err(error) if error.kind == ErrorKind::PayloadTooLarge => Ok(Flow::Respond(limit.exceeded)),
-                    Err(error) => Err(error),
-                }
-            }
-            _ => Ok(Flow::Continue),
-        }
-    }
-
-    /// The request as the access phase left it, to go upstream.
-    fn upstream_request(
-        &mut self,
-        mut boxed: BoxedRequest,
-        mut parts: http::request::Parts,
-        detailed: bool,
-        relay: bool,
-    ) -> (BoxedRequest, ForwardOptions) {
-        let body = match (self.body.buffered.take(), self.body.streaming.take()) {
-            (Some(bytes), _) => {
-                parts.headers.remove(header::TRANSFER_ENCODING);
-                parts
-                    .headers
-                    .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
-                full(bytes)
-            }
-            (None, Some(body)) => body,
-            (None, None) => full(Bytes::new()),
-        };
-        let summary = &self.summary;
-        let options = ForwardOptions {
-            host_override: self.upstream_host.take(),
-            detailed,
-            consumer: summary
-                .consumer_id
-                .or_else(|| summary.credential.as_ref().map(|c| c.id)),
-            relay,
-            identity: std::mem::take(&mut self.identity),
-        };
-        *boxed = Request::from_parts(parts, body);
-        (boxed, options)
-    }
+/// The response to what the exchange answered (or the error it met).
+pub(crate) fn finish(
+    state: Box<PhaseState>,
+    forwarded: Result<crate::pipeline::forward::Forwarded, ProxyError>,
+    chain: &PluginChain,
+    exchange: &Exchange<'_>,
+) -> (Response<ProxyBody>, Option<KongFields>) {
+    let answer = Answer::from_exchange(forwarded, state.relay, state.http1(), exchange);
+    respond(state, chain, exchange, answer)
 }
 
 /// What answered the request, and whether Kong's fields travel beside a
@@ -368,43 +275,36 @@ impl Answer {
 /// After the answer: `header_filter` (unless the head is relayed), then
 /// the body followed by `body_filter` and `log` when a plugin has them.
 fn respond(
+    mut state: Box<PhaseState>,
     chain: &PluginChain,
     exchange: &Exchange<'_>,
-    accessed: Accessed,
     answer: Answer,
-    mut details: Option<Box<LogDetails>>,
-    request_bytes: u64,
-    protocol: Protocol,
 ) -> (Response<ProxyBody>, Option<KongFields>) {
-    let Accessed {
-        summary,
-        mut shared,
-        response_headers,
-        ..
-    } = accessed;
     let Answer {
         response,
         source,
         mut beside,
     } = answer;
-    let consumer_plugins = match summary.consumer_id {
+    let consumer_plugins = match state.summary.consumer_id {
         Some(id) if chain.has_consumer_scoped() => exchange.snapshot.consumer_plugins(id),
         _ => &[],
     };
     let (mut head, body) = response.into_parts();
-    if let Some(details) = details.as_deref_mut() {
+    if let Some(details) = state.details.as_deref_mut() {
         note_upstream(details, &mut head);
     }
+    let response_headers = std::mem::take(&mut state.response_headers);
     if let Some((_, fields)) = beside.as_mut() {
         fields.added = response_headers;
     } else {
         response_headers.append_to(&mut head.headers);
+        let state = &mut *state;
         let mut response_ctx = ResponseCtx {
             status: &mut head.status,
             headers: &mut head.headers,
             source,
-            request: &summary,
-            shared: &mut shared,
+            request: &state.summary,
+            shared: &mut state.shared,
         };
         chain.header_filter(consumer_plugins, &mut response_ctx);
     }
@@ -412,7 +312,7 @@ fn respond(
         Some((proxied, fields)) => (Some(proxied), Some(fields)),
         None => (None, None),
     };
-    let body = match shared.get::<strait_plugins::DropResponseBody>() {
+    let body = match state.shared.get::<strait_plugins::DropResponseBody>() {
         Some(_) => {
             head.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
             full(Bytes::new())
@@ -421,7 +321,10 @@ fn respond(
     };
     let followers = chain
         .follows_response_body()
-        .then(|| chain.response_followers(consumer_plugins, summary.route_id, summary.service_id, protocol))
+        .then(|| {
+            let summary = &state.summary;
+            chain.response_followers(consumer_plugins, summary.route_id, summary.service_id, state.protocol)
+        })
         .filter(|followers| !followers.is_empty());
     let Some(followers) = followers else {
         return (Response::from_parts(head, body), fields);
@@ -430,7 +333,7 @@ fn respond(
         // Filters may change the length.
         head.headers.remove(header::CONTENT_LENGTH);
     }
-    if let Some(details) = details.as_deref_mut() {
+    if let Some(details) = state.details.as_deref_mut() {
         details.response_headers = head.headers.clone();
         // Added to every response after this point (handler.rs).
         if exchange.shared.headers.request_id {
@@ -447,10 +350,8 @@ fn respond(
             .as_ref()
             .or_else(|| head.extensions.get::<Proxied>())
             .map(|p| p.upstream_ms),
-        request_bytes,
-        details,
     };
-    let followed = FollowedBody::new(body, followers, shared, summary, outcome, exchange.started);
+    let followed = FollowedBody::new(body, followers, state, outcome, exchange.started);
     (Response::from_parts(head, boxed_as_is(followed)), fields)
 }
 
@@ -465,24 +366,6 @@ fn note_upstream(details: &mut LogDetails, head: &mut http::response::Parts) {
             details.upstream_timing = detail.timing;
         }
     }
-}
-
-/// The request's size as it arrived (HTTP/1.1 framing): request line,
-/// headers, and the body's declared length.
-fn request_size(parts: &http::request::Parts) -> u64 {
-    let target = parts.uri.path_and_query().map_or(1, |p| p.as_str().len());
-    let line = parts.method.as_str().len() + target + " HTTP/1.1\r\n".len() + 1;
-    let headers: usize = parts
-        .headers
-        .iter()
-        .map(|(name, value)| name.as_str().len() + value.len() + 4)
-        .sum();
-    let body = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-        .unwrap_or(0);
-    (line + headers + 2) as u64 + body
 }
 
 /// A plugin's own answer (`Flow::Respond`) as a response.
