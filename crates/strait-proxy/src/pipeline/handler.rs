@@ -322,27 +322,26 @@ async fn route(
         .route_runtime(facts.id)
         .map(|runtime| &runtime.plugins)
         .filter(|chain| !chain.is_empty());
-    let (request, options, after) = match chain {
-        None => {
-            // The upstream's response head is relayed to an HTTP/1.1
-            // client in its own bytes (relay.rs).
-            let options = ForwardOptions {
-                relay: request.version() == Version::HTTP_11,
-                ..ForwardOptions::default()
-            };
-            (request, options, None)
-        }
-        Some(chain) if !chain.runs_inline() => return Ok(phases::run(request, chain, exchange).await),
-        Some(chain) => match phases::before(request, chain, &exchange) {
-            Before::Forward(request, options, state) => (request, options, Some((chain, state))),
-            Before::Done(response, fields) => return Ok((response, fields)),
-            Before::Limited(request, state) => return Ok(phases::limited(request, state, chain, exchange).await),
-        },
+    let Some(chain) = chain else {
+        // The upstream's response head is relayed to an HTTP/1.1 client in
+        // its own bytes (relay.rs).
+        let options = ForwardOptions {
+            relay: request.version() == Version::HTTP_11,
+            ..ForwardOptions::default()
+        };
+        let (response, _, fields) = exchange.forward(request, options).await?;
+        return Ok((response, Some(fields)));
     };
-    let forwarded = exchange.forward(request, options).await;
-    match after {
-        None => forwarded.map(|(response, _, fields)| (response, Some(fields))),
-        Some((chain, state)) => Ok(phases::finish(state, forwarded, chain, &exchange)),
+    if !chain.runs_inline() {
+        return Ok(phases::run(request, chain, exchange).await);
+    }
+    match phases::before(request, chain, &exchange) {
+        Before::Forward(request, options, state) => {
+            let forwarded = exchange.forward(request, options).await;
+            Ok(phases::finish(state, forwarded, chain, &exchange))
+        }
+        Before::Done(response, fields) => Ok((response, fields)),
+        Before::Limited(request, state) => Ok(phases::limited(request, state, chain, exchange).await),
     }
 }
 
