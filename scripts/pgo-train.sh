@@ -9,7 +9,9 @@
 # writes its profile:
 #   - HTTP/1.1 keep-alive and h2c (prior knowledge) to a route without plugins;
 #   - HTTP/1.1 to a route with key-auth, rate-limiting, cors, request- and
-#     response-transformer (an authenticated consumer);
+#     response-transformer (an authenticated consumer), and to the two chains the lab's
+#     plugins-cost measures: key-auth + acl + request-transformer, and key-auth +
+#     rate-limiting + prometheus;
 #   - HTTPS, HTTP/1.1 and HTTP/2 (ALPN), on the node's default certificate;
 #   - Admin API reads and writes (services, routes, consumers, plugins);
 #   - POST /config of 10,000 routes (twice), then HTTP/1.1 to a random one of them per request.
@@ -55,8 +57,18 @@ cat >"$dir/kong.json" <<'JSON'
                            {"name": "rate-limiting", "config": {"second": 100000000, "policy": "local"}},
                            {"name": "cors"},
                            {"name": "request-transformer", "config": {"add": {"headers": ["x-trained:1"]}}},
-                           {"name": "response-transformer", "config": {"add": {"headers": ["x-trained:1"]}}}]}]}],
- "consumers": [{"username": "trainer", "keyauth_credentials": [{"key": "train-key"}]}]}
+                           {"name": "response-transformer", "config": {"add": {"headers": ["x-trained:1"]}}}]},
+              {"name": "allowed", "paths": ["/allowed"],
+               "plugins": [{"name": "key-auth"},
+                           {"name": "acl", "config": {"allow": ["trained"]}},
+                           {"name": "request-transformer", "config": {"add": {"headers": ["x-trained:1"]}}}]},
+              {"name": "metered", "paths": ["/metered"],
+               "plugins": [{"name": "key-auth"},
+                           {"name": "rate-limiting", "config": {"second": 100000000, "policy": "local"}},
+                           {"name": "prometheus", "config": {"status_code_metrics": true, "latency_metrics": true,
+                                                             "bandwidth_metrics": true}}]}]}],
+ "consumers": [{"username": "trainer", "keyauth_credentials": [{"key": "train-key"}],
+                "acls": [{"group": "trained"}]}]}
 JSON
 STRAIT_PREFIX="$dir/prefix" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_ERROR_LOG=stderr \
     STRAIT_PROXY_LISTEN="127.0.0.1:19982, 127.0.0.1:19983 http2 ssl" \
@@ -98,11 +110,15 @@ load_h2() {
     grep -qE ", 0 failed, 0 errored, 0 timeout" <<<"$out" || fail "h2load $1: $out"
     echo "pgo-train: $1 (HTTP/2): $(awk '/^finished in/ {print $4}' <<<"$out") requests/s" >&2
 }
-curl -sf -o /dev/null -H 'apikey: train-key' http://127.0.0.1:19982/keyed || fail "key-auth route refused the key"
+for path in keyed allowed metered; do
+    curl -sf -o /dev/null -H 'apikey: train-key' "http://127.0.0.1:19982/$path" || fail "/$path refused the key"
+done
 
 load_h1 http://127.0.0.1:19982/ "$seconds" 32
 load_h2 http://127.0.0.1:19982/ "$half"
 load_h1 http://127.0.0.1:19982/keyed "$half" 16 'apikey: train-key' 'Origin: http://example.com'
+load_h1 http://127.0.0.1:19982/allowed "$half" 16 'apikey: train-key'
+load_h1 http://127.0.0.1:19982/metered "$half" 16 'apikey: train-key'
 load_h1 https://127.0.0.1:19983/ "$half" 16
 load_h2 https://127.0.0.1:19983/ "$half"
 python3 - <<'PY' || fail "Admin API calls failed"

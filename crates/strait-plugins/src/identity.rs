@@ -33,6 +33,9 @@ pub enum IdentityField {
 
 const COUNT: usize = 7;
 
+/// How many of the fields an authentication sets ([`IdentityFields::set_authenticated`]).
+pub const AUTHENTICATED: usize = 5;
+
 /// The fields' names, by [`IdentityField`], in the order they are written
 /// (the order the plugins set them in: authentication, then `acl`).
 static NAMES: [HeaderName; COUNT] = [
@@ -104,6 +107,44 @@ impl IdentityFields {
             (values @ None, Some(value)) => {
                 values.get_or_insert_with(Box::default)[field as usize] = Some(value);
             }
+        }
+    }
+
+    /// The fields an authentication sets together, in [`IdentityField`]'s
+    /// order: consumer id, custom id, username, credential identifier and
+    /// anonymous. As five [`IdentityFields::set`] calls would, in one pass.
+    pub fn set_authenticated(&mut self, headers: &mut HeaderMap, values: [Option<HeaderValue>; AUTHENTICATED]) {
+        if !self.beside {
+            for (name, value) in NAMES.iter().zip(values) {
+                match value {
+                    Some(value) => {
+                        headers.insert(name, value);
+                    }
+                    None => remove_if_sent(headers, name),
+                }
+            }
+            return;
+        }
+        if !self.scanned {
+            self.scanned = true;
+            self.in_map = present(headers);
+        }
+        const MASK: u8 = (1 << AUTHENTICATED) - 1;
+        if self.in_map & MASK != 0 {
+            for (at, name) in NAMES[..AUTHENTICATED].iter().enumerate() {
+                if self.in_map & (1 << at) != 0 {
+                    headers.remove(name);
+                }
+            }
+            self.in_map &= !MASK;
+        }
+        let slots = match &mut self.values {
+            Some(slots) => slots,
+            None if values.iter().all(Option::is_none) => return,
+            values @ None => values.get_or_insert_with(Box::default),
+        };
+        for (slot, value) in slots.iter_mut().zip(values) {
+            *slot = value;
         }
     }
 
@@ -230,6 +271,60 @@ mod tests {
         );
         assert!(beside_headers.get("x-consumer-id").is_none());
         assert_eq!(beside.iter().count(), 1);
+    }
+
+    /// The five fields set together land as five single sets would,
+    /// beside the map or in it, the client's of those names removed.
+    #[test]
+    fn an_authentication_sets_its_fields_as_single_sets_would() {
+        let values = || {
+            [
+                Some(HeaderValue::from_static("c1")),
+                None,
+                Some(HeaderValue::from_static("ann")),
+                Some(HeaderValue::from_static("key-1")),
+                None,
+            ]
+        };
+        for beside in [false, true] {
+            let fresh = || match beside {
+                true => IdentityFields::beside(),
+                false => IdentityFields::default(),
+            };
+            let (mut one_by_one, mut one_headers) = (fresh(), client_headers());
+            let fields = [
+                IdentityField::ConsumerId,
+                IdentityField::ConsumerCustomId,
+                IdentityField::ConsumerUsername,
+                IdentityField::CredentialIdentifier,
+                IdentityField::AnonymousConsumer,
+            ];
+            for (field, value) in fields.into_iter().zip(values()) {
+                one_by_one.set(&mut one_headers, field, value);
+            }
+            let (mut together, mut together_headers) = (fresh(), client_headers());
+            together.set_authenticated(&mut together_headers, values());
+            assert_eq!(
+                fields_of(&together_headers, &together),
+                fields_of(&one_headers, &one_by_one),
+                "beside: {beside}"
+            );
+            assert!(together_headers.get("x-anonymous-consumer").is_none());
+            // A second authentication replaces all five (anonymous now set).
+            together.set_authenticated(
+                &mut together_headers,
+                [None, None, None, None, Some(HeaderValue::from_static("true"))],
+            );
+            let after = fields_of(&together_headers, &together);
+            assert_eq!(
+                after,
+                vec![
+                    ("accept".to_string(), "*/*".to_string()),
+                    ("x-anonymous-consumer".to_string(), "true".to_string()),
+                ],
+                "beside: {beside}"
+            );
+        }
     }
 
     /// A plugin that sets the consumer, as the authentication plugins do.

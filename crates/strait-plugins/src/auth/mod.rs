@@ -12,7 +12,6 @@ use strait_core::Consumer;
 
 use crate::context::{AuthenticatedCredential, RequestCtx};
 use crate::directory::ConsumerView;
-use crate::identity::IdentityField;
 use crate::phase::{Flow, PluginResponse};
 
 pub(crate) fn set_or_clear(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Option<&str>) {
@@ -44,23 +43,18 @@ pub(crate) fn identify<'a>(
     view: Option<&'a ConsumerView>,
     credential: Option<AuthenticatedCredential>,
 ) {
-    match view {
-        Some(view) => {
-            ctx.set_identity(IdentityField::ConsumerId, view.id_header.clone());
-            ctx.set_identity(IdentityField::ConsumerCustomId, view.custom_id_header.clone());
-            ctx.set_identity(IdentityField::ConsumerUsername, view.username_header.clone());
-        }
-        None => {
-            let [id, custom_id, username] = consumer.map(prepared_headers).unwrap_or_default();
-            ctx.set_identity(IdentityField::ConsumerId, id);
-            ctx.set_identity(IdentityField::ConsumerCustomId, custom_id);
-            ctx.set_identity(IdentityField::ConsumerUsername, username);
-        }
-    }
+    let [id, custom_id, username] = match view {
+        Some(view) => [
+            view.id_header.clone(),
+            view.custom_id_header.clone(),
+            view.username_header.clone(),
+        ],
+        None => consumer.map(prepared_headers).unwrap_or_default(),
+    };
     let identifier = credential.as_ref().and_then(|c| c.identifier.clone());
-    ctx.set_identity(IdentityField::CredentialIdentifier, identifier);
     let anonymous = credential.is_none().then(|| HeaderValue::from_static("true"));
-    ctx.set_identity(IdentityField::AnonymousConsumer, anonymous);
+    ctx.identity
+        .set_authenticated(ctx.headers, [id, custom_id, username, identifier, anonymous]);
     ctx.consumer = consumer;
     ctx.consumer_view = view;
     ctx.credential = credential;

@@ -275,15 +275,15 @@ fn log_details(exchange: &Exchange<'_>, request: &Request<ProxyBody>) -> Box<Log
 fn request_size(request: &Request<ProxyBody>) -> u64 {
     let target = request.uri().path_and_query().map_or(1, |p| p.as_str().len());
     let line = request.method().as_str().len() + target + " HTTP/1.1\r\n".len() + 1;
-    let headers: usize = request
-        .headers()
-        .iter()
-        .map(|(name, value)| name.as_str().len() + value.len() + 4)
-        .sum();
-    let body = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-        .unwrap_or(0);
-    (line + headers + 2) as u64 + body
+    // One pass over the fields: the declared body length is read on the way
+    // (a lookup of its own hashed the name again).
+    let mut headers = 0;
+    let mut body = None;
+    for (name, value) in request.headers() {
+        headers += name.as_str().len() + value.len() + 4;
+        if name == header::CONTENT_LENGTH && body.is_none() {
+            body = Some(value.to_str().ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0));
+        }
+    }
+    (line + headers + 2) as u64 + body.unwrap_or(0)
 }
