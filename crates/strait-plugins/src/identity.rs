@@ -84,18 +84,10 @@ impl IdentityFields {
     pub fn set(&mut self, headers: &mut HeaderMap, field: IdentityField, value: Option<HeaderValue>) {
         let name = field.name();
         if !self.beside {
-            match value {
-                Some(value) => {
-                    headers.insert(name, value);
-                }
-                None => remove_if_sent(headers, name),
-            }
+            set_in_map(headers, name, value);
             return;
         }
-        if !self.scanned {
-            self.scanned = true;
-            self.in_map = present(headers);
-        }
+        self.scan(headers);
         let bit = 1 << field as usize;
         if self.in_map & bit != 0 {
             headers.remove(name);
@@ -116,19 +108,11 @@ impl IdentityFields {
     pub fn set_authenticated(&mut self, headers: &mut HeaderMap, values: [Option<HeaderValue>; AUTHENTICATED]) {
         if !self.beside {
             for (name, value) in NAMES.iter().zip(values) {
-                match value {
-                    Some(value) => {
-                        headers.insert(name, value);
-                    }
-                    None => remove_if_sent(headers, name),
-                }
+                set_in_map(headers, name, value);
             }
             return;
         }
-        if !self.scanned {
-            self.scanned = true;
-            self.in_map = present(headers);
-        }
+        self.scan(headers);
         const MASK: u8 = (1 << AUTHENTICATED) - 1;
         if self.in_map & MASK != 0 {
             for (at, name) in NAMES[..AUTHENTICATED].iter().enumerate() {
@@ -145,6 +129,14 @@ impl IdentityFields {
         };
         for (slot, value) in slots.iter_mut().zip(values) {
             *slot = value;
+        }
+    }
+
+    /// Notes, once, which of the names the client sent.
+    fn scan(&mut self, headers: &HeaderMap) {
+        if !self.scanned {
+            self.scanned = true;
+            self.in_map = present(headers);
         }
     }
 
@@ -176,6 +168,16 @@ impl IdentityFields {
                 self.in_map |= 1 << at;
             }
         }
+    }
+}
+
+/// Sets a field in the map (`Some`) or removes the client's (`None`).
+fn set_in_map(headers: &mut HeaderMap, name: &HeaderName, value: Option<HeaderValue>) {
+    match value {
+        Some(value) => {
+            headers.insert(name, value);
+        }
+        None => remove_if_sent(headers, name),
     }
 }
 
