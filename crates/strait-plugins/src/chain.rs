@@ -200,22 +200,23 @@ impl PluginChain {
         slots.sort_by(|a, b| b.priority.cmp(&a.priority).then(b.name.cmp(a.name)));
         let any = |f: fn(&dyn Plugin) -> bool| slots.iter().any(|s| f(s.sample.as_ref()));
         let followers = |protocol| collect_followers(&slots, &[], None, None, protocol);
+        let reads_request_body = any(|p| p.reads_request_body());
+        let consumer_scoped = slots.iter().any(|s| s.consumer_scoped);
+        let waits = slots
+            .iter()
+            .any(|s| s.default.as_ref().is_some_and(|d| d.instance.waits()));
         PluginChain {
             followers: [Protocol::Http, Protocol::Https, Protocol::Grpc, Protocol::Grpcs].map(followers),
-            reads_request_body: any(|p| p.reads_request_body()),
+            inline: !(consumer_scoped || reads_request_body || waits),
+            reads_request_body,
             keeps_request_headers: any(|p| p.reads_request_headers_in_response()),
-            consumer_scoped: slots.iter().any(|s| s.consumer_scoped),
+            consumer_scoped,
             rewrites: any(|p| p.rewrites()),
             filters_headers: any(|p| p.filters_headers()),
             filters_body: any(|p| p.filters_body()),
             logs: any(|p| p.logs()),
             serializes: any(|p| p.serializes()),
             traces: any(|p| p.traces()),
-            inline: !slots.iter().any(|s| {
-                s.consumer_scoped
-                    || s.sample.reads_request_body()
-                    || s.default.as_ref().is_some_and(|d| d.instance.waits())
-            }),
             slots,
         }
     }
@@ -491,6 +492,35 @@ mod tests {
         fn logs(&self) -> bool {
             true
         }
+    }
+
+    #[derive(Debug)]
+    struct Waits;
+
+    impl Plugin for Waits {
+        fn name(&self) -> &'static str {
+            "waits"
+        }
+        fn priority(&self) -> i32 {
+            5
+        }
+        fn waits(&self) -> bool {
+            true
+        }
+    }
+
+    /// Only a chain whose access can never wait runs it as a plain call.
+    #[test]
+    fn a_chain_runs_inline_only_when_no_access_can_wait() {
+        let plain = || -> Arc<dyn Plugin> { Arc::new(Named("ip-restriction", 990)) };
+        assert!(PluginChain::from_instances(vec![plain()]).runs_inline());
+        assert!(!PluginChain::from_instances(vec![plain(), Arc::new(Waits)]).runs_inline());
+        let scoped = ScopedPlugin {
+            instance: plain(),
+            protocols: ProtocolSet::ALL,
+            rank: rank::ROUTE,
+        };
+        assert!(!PluginChain::new(vec![ChainSlot::new(scoped, true)]).runs_inline());
     }
 
     fn names(followers: &Followers) -> Vec<&'static str> {
