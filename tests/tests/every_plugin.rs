@@ -69,10 +69,20 @@ async fn the_every_plugin_file_validates_loads_runs_and_round_trips_through_deck
     assert_eq!(maintenance.header("x-served-by").as_deref(), Some("strait"));
     let census = plugin_census(&gw).await;
     let names: Vec<&str> = census.iter().map(|(n, _)| n.as_str()).collect();
+    // The bundled plugins and the two strait-lua adds (pre-function, post-function).
+    let mut every: Vec<&str> = strait_plugins::AVAILABLE.to_vec();
+    every.extend(["pre-function", "post-function"]);
+    every.sort_unstable();
+    assert_eq!(names, every, "the file enables every plugin this build runs");
+    let lua = gw.proxy(get("/lua")).await;
     assert_eq!(
-        names,
-        strait_plugins::AVAILABLE,
-        "the file enables every plugin this build runs"
+        (lua.status.as_u16(), lua.message(), lua.header("x-lua")),
+        (200, Some("lua: welcome".into()), Some("post-function 200".into()))
+    );
+    let denied = gw.proxy(get("/lua?deny=1")).await;
+    assert_eq!(
+        (denied.status.as_u16(), denied.message(), denied.header("x-lua")),
+        (403, Some("lua: denied".into()), Some("post-function 403".into()))
     );
 
     let alice = gw

@@ -12,8 +12,8 @@ pub fn root(state: &AdminState) -> AdminResponse {
     let snapshot = state.publisher.current().load_full();
     let enabled = snapshot.enabled_plugin_names();
     // Kong 3.x: each plugin's handler VERSION and PRIORITY.
-    let available: serde_json::Map<String, Value> = strait_plugins::AVAILABLE
-        .iter()
+    let available: serde_json::Map<String, Value> = strait_plugins::available()
+        .into_iter()
         .map(|name| {
             let entry = json!({ "version": strait_core::VERSION, "priority": strait_plugins::priority_of(name) });
             (name.to_string(), entry)

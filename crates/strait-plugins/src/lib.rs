@@ -39,7 +39,10 @@ pub use identity::{is_identity_name, IdentityField, IdentityFields};
 pub use phase::{
     AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, DropResponseBody, Flow, Plugin, PluginResponse,
 };
-pub use registry::{build_plugin, build_scoped_plugin, install, priority_of, BundledPlugin, PluginScope, AVAILABLE};
+pub use registry::{
+    add, available, build_plugin, build_scoped_plugin, install, priority_of, BundledPlugin, PluginFactory, PluginScope,
+    AVAILABLE,
+};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PluginError {

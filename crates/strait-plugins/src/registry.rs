@@ -1,9 +1,10 @@
 //! The registry: the plugins this build runs, as entries of one type
 //! whatever their kind. Bundled plugins are listed in [`crate::bundled`];
-//! plugins whose schema arrives at run time (Lua, plugin servers, Wasm)
-//! will register entries of the same shape.
+//! plugins another crate implements (strait-lua's `pre-function` and
+//! `post-function`; later plugin servers and Wasm) are added at start-up
+//! with [`add`], before any configuration is read.
 
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Once, PoisonError, RwLock};
 
 use serde_json::{Map, Value};
 use strait_core::schema::{register_plugin_schema, PluginSchema};
@@ -29,7 +30,7 @@ pub struct BundledPlugin {
 /// Builds a plugin instance from its validated config and scope.
 pub type PluginFactory = fn(&Map<String, Value>, PluginScope) -> Result<Arc<dyn Plugin>, PluginError>;
 
-/// Names of the plugins this build runs, as listed in the registry.
+/// Names of the bundled plugins, as listed in [`crate::bundled`].
 pub const AVAILABLE: &[&str] = &{
     let mut names = [""; BUNDLED.len()];
     let mut index = 0;
@@ -52,9 +53,37 @@ pub fn install() {
     });
 }
 
+/// Entries added at start-up by other crates ([`add`]).
+static ADDED: RwLock<Vec<BundledPlugin>> = RwLock::new(Vec::new());
+
+/// Adds a plugin implemented outside this crate and registers its config
+/// schema with strait-core, so every write path validates it. A name
+/// already in the registry is replaced (adding twice is harmless).
+pub fn add(plugin: BundledPlugin) {
+    register_plugin_schema(plugin.name, (plugin.schema)());
+    let mut added = ADDED.write().unwrap_or_else(PoisonError::into_inner);
+    match added.iter_mut().find(|p| p.name == plugin.name) {
+        Some(slot) => *slot = plugin,
+        None => added.push(plugin),
+    }
+}
+
+/// Names of every plugin this build runs (bundled and added), sorted.
+pub fn available() -> Vec<&'static str> {
+    let added = ADDED.read().unwrap_or_else(PoisonError::into_inner);
+    let mut names: Vec<&'static str> = AVAILABLE.iter().copied().chain(added.iter().map(|p| p.name)).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
 /// The registry entry of plugin `name`.
-pub fn find(name: &str) -> Option<&'static BundledPlugin> {
-    BUNDLED.iter().find(|plugin| plugin.name == name)
+pub fn find(name: &str) -> Option<BundledPlugin> {
+    if let Some(plugin) = BUNDLED.iter().find(|plugin| plugin.name == name) {
+        return Some(*plugin);
+    }
+    let added = ADDED.read().unwrap_or_else(PoisonError::into_inner);
+    added.iter().find(|plugin| plugin.name == name).copied()
 }
 
 /// Kong's priority of a plugin this build runs (higher runs first).

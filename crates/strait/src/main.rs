@@ -150,6 +150,7 @@ Commands:
 fn main() -> ExitCode {
     strait_runtime::background::disable_transparent_huge_pages();
     strait_plugins::install();
+    strait_lua::install();
     strait_store::tune_c_heap();
     strait_runtime::background::set_memory_release(release_allocator_memory);
     strait_runtime::background::set_worker_allocator(use_own_heap);
@@ -235,6 +236,7 @@ fn start(args: &[String]) -> Result<()> {
     let raw = RawSettings::load(conf.as_deref(), std::env::vars().chain(overrides))?;
     let settings = NodeSettings::from_raw(raw)?;
     init_logging(&settings)?;
+    strait_lua::configure(settings.lua.clone());
     node::run(settings)
 }
 

@@ -240,7 +240,10 @@ pub fn run(settings: NodeSettings) -> Result<()> {
                     cache: dp_cache.clone().expect("a data plane's cache"),
                     node_id: node_id.clone(),
                     hostname: hostname(),
-                    plugins: strait_plugins::AVAILABLE.iter().map(|name| name.to_string()).collect(),
+                    plugins: strait_plugins::available()
+                        .iter()
+                        .map(|name| name.to_string())
+                        .collect(),
                     ready: ready.clone(),
                 }
                 .start()

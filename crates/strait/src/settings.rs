@@ -75,6 +75,12 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("ssl_session_tickets", "on"),
     ("ssl_session_cache_size", "10m"),
     ("mem_cache_size", "128m"),
+    // Lua code sent through the Admin API (pre-function, post-function):
+    // Kong's settings, and Strait's budget per phase call (0: none).
+    ("untrusted_lua", "sandbox"),
+    ("untrusted_lua_sandbox_requires", ""),
+    ("untrusted_lua_sandbox_environment", ""),
+    ("lua_max_run_time", "100ms"),
     ("admin_ssl_cert", ""),
     ("admin_ssl_cert_key", ""),
     ("admin_ssl_client_ca", ""),
@@ -173,6 +179,8 @@ pub struct NodeSettings {
     pub client_verify: (String, Option<PathBuf>),
     /// `mem_cache_size`: the most bytes each proxy-cache memory store holds.
     pub mem_cache_size: usize,
+    /// `untrusted_lua*` and `lua_max_run_time`: how Lua code runs.
+    pub lua: strait_lua::LuaSettings,
     pub admin_tls: AdminTls,
     /// Defaults of references that name a vault implementation directly.
     pub vaults: strait_snapshot::secrets::VaultDefaults,
@@ -656,6 +664,15 @@ impl NodeSettings {
                 (mode, ca)
             },
             mem_cache_size: parse_size("mem_cache_size", raw.get("mem_cache_size"))?,
+            lua: strait_lua::LuaSettings {
+                untrusted_lua: raw
+                    .get("untrusted_lua")
+                    .parse()
+                    .map_err(|e: String| anyhow!("untrusted_lua: {e}"))?,
+                sandbox_requires: strait_lua::list(raw.get("untrusted_lua_sandbox_requires")),
+                sandbox_environment: strait_lua::list(raw.get("untrusted_lua_sandbox_environment")),
+                max_run_time: parse_duration("lua_max_run_time", raw.get("lua_max_run_time"))?,
+            },
             admin_tls: AdminTls {
                 cert: optional("admin_ssl_cert").map(PathBuf::from),
                 key: optional("admin_ssl_cert_key").map(PathBuf::from),

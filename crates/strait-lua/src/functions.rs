@@ -1,0 +1,319 @@
+//! `pre-function` (Kong priority 1000000) and `post-function` (-1000): Lua
+//! code sent in the plugin's config, one array of strings per phase, run
+//! under Kong's `untrusted_lua` setting (worker.rs, sandbox.lua).
+//!
+//! This version runs the `access`, `header_filter` and `log` arrays; a
+//! config with `certificate`, `rewrite` or `body_filter` code is refused
+//! when written, with a message saying so, rather than accepted and not
+//! run.
+
+use std::sync::Arc;
+
+use http::header::HeaderMap;
+use http::Version;
+use serde_json::{json, Map, Value};
+use strait_core::schema::field::Field;
+use strait_core::schema::PluginSchema;
+use strait_plugins::{
+    BundledPlugin, Flow, LogRecord, Plugin, PluginError, PluginResponse, PluginScope, Protocol, RequestCtx,
+    ResponseCtx, SharedStore,
+};
+
+use crate::pdk::{Call, Phase};
+use crate::worker::{self, Code};
+
+const PHASES: [&str; 6] = [
+    "certificate",
+    "rewrite",
+    "access",
+    "header_filter",
+    "body_filter",
+    "log",
+];
+
+/// Phases whose code this version does not run yet.
+const NOT_YET: [&str; 3] = ["certificate", "rewrite", "body_filter"];
+
+pub(crate) const PRE_FUNCTION: BundledPlugin = BundledPlugin {
+    name: "pre-function",
+    priority: 1_000_000,
+    schema: || schema(pre_syntax),
+    build: |config, scope| build("pre-function", 1_000_000, config, scope),
+};
+
+pub(crate) const POST_FUNCTION: BundledPlugin = BundledPlugin {
+    name: "post-function",
+    priority: -1000,
+    schema: || schema(post_syntax),
+    build: |config, scope| build("post-function", -1000, config, scope),
+};
+
+fn schema(syntax: fn(&str) -> Result<(), String>) -> PluginSchema {
+    PluginSchema {
+        no_consumer: true,
+        http_only: false,
+        protocols_default: None,
+        fill: |_| {},
+        shorthands: &[],
+        config: PHASES
+            .iter()
+            .map(|phase| {
+                (
+                    *phase,
+                    Field::array(Field::string().required().check(syntax))
+                        .required()
+                        .default(json!([])),
+                )
+            })
+            .collect(),
+        check,
+    }
+}
+
+/// Kong's `at_least_one_of` over the phase arrays, and this version's
+/// refusal of the phases it does not run.
+fn check(config: &Map<String, Value>) -> Result<(), String> {
+    let filled = |phase: &str| {
+        config
+            .get(phase)
+            .and_then(Value::as_array)
+            .is_some_and(|code| !code.is_empty())
+    };
+    if !PHASES.iter().any(|phase| filled(phase)) {
+        let names: Vec<String> = PHASES.iter().map(|phase| format!("'config.{phase}'")).collect();
+        return Err(format!(
+            "at least one of these fields must be non-empty: {}",
+            names.join(", ")
+        ));
+    }
+    if let Some(phase) = NOT_YET.iter().find(|phase| filled(phase)) {
+        return Err(format!(
+            "config.{phase}: Strait does not run {phase} code in pre-function or post-function yet (access, header_filter and log are supported)"
+        ));
+    }
+    Ok(())
+}
+
+fn syntax_check(plugin: &str, source: &str) -> Result<(), String> {
+    match worker::syntax_error(source) {
+        Some(message) => Err(format!("error parsing {plugin}: {message}")),
+        None => Ok(()),
+    }
+}
+
+fn pre_syntax(source: &str) -> Result<(), String> {
+    syntax_check("pre-function", source)
+}
+
+fn post_syntax(source: &str) -> Result<(), String> {
+    syntax_check("post-function", source)
+}
+
+fn build(
+    name: &'static str,
+    priority: i32,
+    config: &Map<String, Value>,
+    _scope: PluginScope,
+) -> Result<Arc<dyn Plugin>, PluginError> {
+    let code = |phase: &str| -> Result<Vec<String>, PluginError> {
+        match config.get(phase) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    item.as_str()
+                        .map(String::from)
+                        .ok_or_else(|| PluginError::InvalidConfig {
+                            field: phase.to_string(),
+                            message: "expected an array of strings".into(),
+                        })
+                })
+                .collect(),
+            Some(_) => Err(PluginError::InvalidConfig {
+                field: phase.to_string(),
+                message: "expected an array of strings".into(),
+            }),
+        }
+    };
+    Ok(Arc::new(Function {
+        priority,
+        code: Code::new(name, code("access")?, code("header_filter")?, code("log")?),
+    }))
+}
+
+/// One pre-function or post-function instance.
+#[derive(Debug)]
+pub(crate) struct Function {
+    priority: i32,
+    code: Code,
+}
+
+/// What the later phases' Lua code reads of the request (the request's
+/// parts the response phases do not otherwise keep), noted in `access`.
+#[derive(Debug, Clone)]
+struct RequestLine {
+    scheme: &'static str,
+    host: String,
+    path: String,
+    query: String,
+    http_version: f64,
+}
+
+fn scheme_of(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::Https | Protocol::Grpcs => "https",
+        _ => "http",
+    }
+}
+
+fn version_number(version: Version) -> f64 {
+    match version {
+        Version::HTTP_09 => 0.9,
+        Version::HTTP_10 => 1.0,
+        Version::HTTP_2 => 2.0,
+        Version::HTTP_3 => 3.0,
+        _ => 1.1,
+    }
+}
+
+impl Function {
+    fn later_phases(&self) -> bool {
+        !self.code.header_filter.is_empty() || !self.code.log.is_empty()
+    }
+
+    fn later_call(&self, phase: Phase, shared: &SharedStore, request: &strait_plugins::RequestSummary) -> Call {
+        let line = shared.get::<RequestLine>().cloned();
+        Call {
+            phase,
+            plugin: self.code.plugin,
+            method: request.method.clone(),
+            scheme: line.as_ref().map_or(scheme_of(request.protocol), |l| l.scheme),
+            host: line.as_ref().map(|l| l.host.clone()).unwrap_or_default(),
+            path: line.as_ref().map(|l| l.path.clone()).unwrap_or_default(),
+            query: line.as_ref().map(|l| l.query.clone()).unwrap_or_default(),
+            http_version: line.as_ref().map_or(1.1, |l| l.http_version),
+            client_ip: request.client_ip,
+            headers: request.request_headers.clone().unwrap_or_default(),
+            upstream_host: None,
+            status: None,
+            response_headers: HeaderMap::new(),
+            exit: None,
+        }
+    }
+}
+
+/// A failed phase call: an error line naming the plugin (Kong's
+/// namespaced log) and the phase.
+fn failed(plugin: &str, phase: Phase, error: &str) {
+    tracing::error!(target: "strait::lua", "[{plugin}] {} phase: {error}", phase_name(phase));
+}
+
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Access => "access",
+        Phase::HeaderFilter => "header_filter",
+        Phase::Log => "log",
+    }
+}
+
+impl Plugin for Function {
+    fn name(&self) -> &'static str {
+        self.code.plugin
+    }
+
+    fn priority(&self) -> i32 {
+        self.priority
+    }
+
+    fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        if self.later_phases() && ctx.shared.get::<RequestLine>().is_none() {
+            ctx.shared.insert(RequestLine {
+                scheme: scheme_of(ctx.protocol),
+                host: ctx.host.to_string(),
+                path: ctx.path().to_string(),
+                query: ctx.query().to_string(),
+                http_version: version_number(ctx.http_version),
+            });
+        }
+        if self.code.access.is_empty() {
+            return Flow::Continue;
+        }
+        let call = Call {
+            phase: Phase::Access,
+            plugin: self.code.plugin,
+            method: ctx.method.clone(),
+            scheme: scheme_of(ctx.protocol),
+            host: ctx.host.to_string(),
+            path: ctx.path().to_string(),
+            query: ctx.query().to_string(),
+            http_version: version_number(ctx.http_version),
+            client_ip: ctx.client_ip,
+            headers: std::mem::take(ctx.headers),
+            upstream_host: None,
+            status: None,
+            response_headers: HeaderMap::new(),
+            exit: None,
+        };
+        let (result, call) = worker::run(&self.code, Phase::Access, call);
+        *ctx.headers = call.headers;
+        if call.upstream_host.is_some() {
+            ctx.upstream_host = call.upstream_host;
+        }
+        for (name, value) in &call.response_headers {
+            ctx.response_headers.push(name, value);
+        }
+        match (call.exit, result) {
+            (Some(exit), _) => Flow::Respond(exit),
+            (None, Ok(())) => Flow::Continue,
+            (None, Err(error)) => {
+                failed(self.code.plugin, Phase::Access, &error);
+                Flow::Respond(PluginResponse::message(500, "An unexpected error occurred"))
+            }
+        }
+    }
+
+    fn filters_headers(&self) -> bool {
+        !self.code.header_filter.is_empty()
+    }
+
+    fn reads_request_headers_in_response(&self) -> bool {
+        self.later_phases()
+    }
+
+    fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {
+        if self.code.header_filter.is_empty() {
+            return;
+        }
+        let mut call = self.later_call(Phase::HeaderFilter, ctx.shared, ctx.request);
+        call.status = Some(ctx.status.as_u16());
+        call.response_headers = std::mem::take(ctx.headers);
+        let (result, call) = worker::run(&self.code, Phase::HeaderFilter, call);
+        *ctx.headers = call.response_headers;
+        if let Err(error) = result {
+            failed(self.code.plugin, Phase::HeaderFilter, &error);
+        }
+    }
+
+    fn logs(&self) -> bool {
+        !self.code.log.is_empty()
+    }
+
+    fn serializes(&self) -> bool {
+        !self.code.log.is_empty()
+    }
+
+    fn log(&self, record: &LogRecord, shared: &SharedStore) {
+        if self.code.log.is_empty() {
+            return;
+        }
+        let mut call = self.later_call(Phase::Log, shared, record.request);
+        call.status = Some(record.status);
+        if let Some(details) = &record.details {
+            call.response_headers = details.response_headers.clone();
+        }
+        let (result, _) = worker::run(&self.code, Phase::Log, call);
+        if let Err(error) = result {
+            failed(self.code.plugin, Phase::Log, &error);
+        }
+    }
+}

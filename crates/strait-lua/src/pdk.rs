@@ -1,0 +1,698 @@
+//! Kong's PDK for Lua code, the parts this version provides, over the
+//! request a phase call works on ([`Call`]).
+//!
+//! The functions are made once per worker state; while a phase runs Lua
+//! code, the request's parts it may read or change are moved into a
+//! thread-local [`Call`] (the header map moved, not copied) and moved back
+//! after, so no per-request closure, userdata or pointer is handed to Lua.
+//! A name the PDK does not provide raises `kong.<name> is not available in
+//! Strait` rather than reading as nil.
+
+use std::cell::RefCell;
+use std::net::IpAddr;
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::Method;
+use mlua::{Error, Lua, MultiValue, Table, Value, Variadic};
+use strait_plugins::PluginResponse;
+
+/// The phase a call runs in (Kong's phase names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Access,
+    HeaderFilter,
+    Log,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Access => "access",
+            Phase::HeaderFilter => "header_filter",
+            Phase::Log => "log",
+        }
+    }
+}
+
+/// What one phase call of Lua code works on.
+#[derive(Debug)]
+pub(crate) struct Call {
+    pub phase: Phase,
+    pub plugin: &'static str,
+    pub method: Method,
+    pub scheme: &'static str,
+    pub host: String,
+    pub path: String,
+    pub query: String,
+    pub http_version: f64,
+    pub client_ip: IpAddr,
+    /// The request's headers: in `access` the map the upstream gets (moved
+    /// out of the request and back), later a copy to read.
+    pub headers: HeaderMap,
+    /// `Host` for the upstream (`kong.service.request.set_header("host")`).
+    pub upstream_host: Option<HeaderValue>,
+    /// The response status, from `header_filter` on.
+    pub status: Option<u16>,
+    /// In `access`: headers to add to the response; in `header_filter` the
+    /// response's own map (moved out and back).
+    pub response_headers: HeaderMap,
+    /// `kong.response.exit`'s answer.
+    pub exit: Option<PluginResponse>,
+}
+
+thread_local! {
+    static CALL: RefCell<Option<Call>> = const { RefCell::new(None) };
+}
+
+/// Runs `run` with `call` as the current call, and gives the call back.
+pub(crate) fn with_current<R>(call: Call, run: impl FnOnce() -> R) -> (R, Call) {
+    CALL.with(|cell| *cell.borrow_mut() = Some(call));
+    let result = run();
+    let call = CALL.with(|cell| cell.borrow_mut().take()).expect("the call set above");
+    (result, call)
+}
+
+/// The current call, for a PDK function named `name`.
+fn current<R>(name: &str, read: impl FnOnce(&mut Call) -> mlua::Result<R>) -> mlua::Result<R> {
+    CALL.with(|cell| match cell.borrow_mut().as_mut() {
+        Some(call) => read(call),
+        None => Err(Error::runtime(format!(
+            "{name} can only be called while a request is handled"
+        ))),
+    })
+}
+
+/// Kong's phase check: `function cannot be called in <phase> phase (only
+/// in: <names>)`, the names in Kong's bit order.
+fn only_in(call: &Call, allowed: &[Phase], names: &str) -> mlua::Result<()> {
+    match allowed.contains(&call.phase) {
+        true => Ok(()),
+        false => Err(Error::runtime(format!(
+            "function cannot be called in {} phase (only in: {names})",
+            call.phase.name()
+        ))),
+    }
+}
+
+const REQUEST_PHASES: &[Phase] = &[Phase::Access, Phase::HeaderFilter, Phase::Log];
+const REQUEST_NAMES: &str =
+    "rewrite, access, balancer, response, cluster_listener, header_filter, body_filter, log, error, admin_api";
+const SERVICE_REQUEST: &[Phase] = &[Phase::Access];
+const SERVICE_REQUEST_NAMES: &str = "rewrite, access, balancer";
+const RESPONSE_READ: &[Phase] = &[Phase::HeaderFilter, Phase::Log];
+const RESPONSE_READ_NAMES: &str = "response, header_filter, body_filter, log, error, admin_api";
+const RESPONSE_WRITE: &[Phase] = &[Phase::Access, Phase::HeaderFilter];
+const RESPONSE_WRITE_NAMES: &str = "rewrite, access, balancer, response, header_filter, error, admin_api";
+const EXIT: &[Phase] = &[Phase::Access];
+const EXIT_NAMES: &str = "rewrite, access, balancer, response, error, admin_api";
+
+/// The error `kong.response.exit` raises to end the phase's code; the
+/// call's `exit` holds the answer.
+pub(crate) const EXIT_SENTINEL: &str = "strait: kong.response.exit";
+
+/// A header name given by Lua code: Kong's checks and messages.
+fn header_name(value: &Value) -> mlua::Result<HeaderName> {
+    match value {
+        Value::String(name) => {
+            let text = name.to_str()?;
+            HeaderName::from_bytes(text.as_bytes())
+                .map_err(|_| Error::runtime(format!("invalid header name \"{}\"", &*text)))
+        }
+        other => Err(Error::runtime(format!(
+            "invalid header name \"{}\": got {}, expected string",
+            display(other),
+            other.type_name()
+        ))),
+    }
+}
+
+/// A header value given by Lua code (strings, numbers and booleans; an
+/// array of them for several fields), as Kong normalises them: an empty
+/// string becomes a single space.
+fn header_values(name: &HeaderName, value: &Value) -> mlua::Result<Vec<HeaderValue>> {
+    let one = |value: &Value| -> mlua::Result<Option<String>> {
+        Ok(match value {
+            Value::String(text) => Some(text.to_str()?.to_string()),
+            Value::Integer(n) => Some(n.to_string()),
+            Value::Number(n) => Some(lua_number(*n)),
+            Value::Boolean(b) => Some(b.to_string()),
+            _ => None,
+        })
+    };
+    let to_value = |text: String| {
+        let text = if text.is_empty() { " ".to_string() } else { text };
+        HeaderValue::from_str(&text)
+            .map_err(|_| Error::runtime(format!("invalid header value for \"{name}\": {text:?}")))
+    };
+    if let Some(text) = one(value)? {
+        return Ok(vec![to_value(text)?]);
+    }
+    if let Value::Table(array) = value {
+        let mut values = Vec::new();
+        for item in array.clone().sequence_values::<Value>() {
+            let item = item?;
+            match one(&item)? {
+                Some(text) if matches!(item, Value::String(_)) => values.push(to_value(text)?),
+                _ => {
+                    return Err(Error::runtime(format!(
+                        "invalid header value in array \"{name}\": got {}, expected string",
+                        item.type_name()
+                    )))
+                }
+            }
+        }
+        return Ok(values);
+    }
+    Err(Error::runtime(format!(
+        "invalid header value for \"{name}\": got {}, expected array of string, string, number or boolean",
+        value.type_name()
+    )))
+}
+
+/// A number as Lua's `tostring` writes it (integers without a fraction).
+fn lua_number(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n}")
+    }
+}
+
+/// A value as `%q`-with-`tostring` shows it in Kong's messages.
+fn display(value: &Value) -> String {
+    match value {
+        Value::Nil => "nil".into(),
+        Value::Boolean(b) => b.to_string(),
+        Value::Integer(n) => n.to_string(),
+        Value::Number(n) => lua_number(*n),
+        Value::String(s) => s.to_string_lossy(),
+        other => other.type_name().into(),
+    }
+}
+
+/// A map's values of `name` as Lua sees them: nil, the first value, and
+/// every value for `get_headers`.
+fn first_value(headers: &HeaderMap, name: &str) -> Option<String> {
+    let name = name.to_ascii_lowercase();
+    let value = headers.get(&name).or_else(|| {
+        // Kong reads `ngx.var.http_<name>`: `_` matches `-`.
+        let dashed = name.replace('_', "-");
+        (dashed != name).then(|| headers.get(&dashed)).flatten()
+    })?;
+    Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
+}
+
+/// A header map as Kong's `get_headers` table: lower-case names, repeated
+/// fields as arrays.
+fn headers_table(lua: &Lua, headers: &HeaderMap, limit: usize) -> mlua::Result<(Table, Option<&'static str>)> {
+    let table = lua.create_table()?;
+    let mut count = 0;
+    for name in headers.keys() {
+        let values: Vec<String> = headers
+            .get_all(name)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        count += values.len();
+        if count > limit {
+            return Ok((table, Some("truncated")));
+        }
+        match values.len() {
+            1 => table.set(name.as_str(), values.into_iter().next())?,
+            _ => table.set(name.as_str(), values)?,
+        }
+    }
+    Ok((table, None))
+}
+
+/// `get_headers`' optional limit: Kong's checks, default 100.
+fn header_limit(max: Option<Value>) -> mlua::Result<usize> {
+    match max {
+        None | Some(Value::Nil) => Ok(100),
+        Some(Value::Integer(n)) => limit_in_range(n as f64),
+        Some(Value::Number(n)) => limit_in_range(n),
+        Some(_) => Err(Error::runtime("max_headers must be a number")),
+    }
+}
+
+fn limit_in_range(n: f64) -> mlua::Result<usize> {
+    if n < 1.0 {
+        return Err(Error::runtime("max_headers must be >= 1"));
+    }
+    if n > 1000.0 {
+        return Err(Error::runtime("max_headers must be <= 1000"));
+    }
+    Ok(n as usize)
+}
+
+/// The first value of a query argument, as Kong returns it: `true` for a
+/// key without `=`.
+fn query_arg(lua: &Lua, query: &str, name: &str) -> mlua::Result<Value> {
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = match pair.split_once('=') {
+            Some((key, value)) => (key, Some(value)),
+            None => (pair, None),
+        };
+        if unescape(key) == name {
+            return match value {
+                Some(value) => Ok(Value::String(lua.create_string(unescape(value))?)),
+                None => Ok(Value::Boolean(true)),
+            };
+        }
+    }
+    Ok(Value::Nil)
+}
+
+/// `%XX` escapes and `+` decoded (ngx's `unescape_uri` for query args).
+fn unescape(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[at] {
+            b'%' if at + 2 < bytes.len() => match (hex(bytes[at + 1]), hex(bytes[at + 2])) {
+                (Some(high), Some(low)) => {
+                    out.push((high * 16 + low) as u8);
+                    at += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            other => out.push(other),
+        }
+        at += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Makes the `kong` and `ngx` tables of a worker state.
+pub(crate) fn install(lua: &Lua) -> mlua::Result<(Table, Table)> {
+    let kong = lua.create_table()?;
+    kong.set("request", request(lua)?)?;
+    let service = lua.create_table()?;
+    service.set("request", service_request(lua)?)?;
+    kong.set("service", strict(lua, service, "kong.service")?)?;
+    kong.set("response", response(lua)?)?;
+    kong.set("client", client(lua)?)?;
+    kong.set("log", log(lua)?)?;
+    let kong = strict(lua, kong, "kong")?;
+    let ngx = ngx(lua)?;
+    Ok((kong, ngx))
+}
+
+/// `table` with a metatable that names what it lacks.
+fn strict(lua: &Lua, table: Table, prefix: &'static str) -> mlua::Result<Table> {
+    let meta = lua.create_table()?;
+    meta.set(
+        "__index",
+        lua.create_function(move |_, (_, key): (Value, Value)| -> mlua::Result<Value> {
+            Err(Error::runtime(format!(
+                "{prefix}.{} is not available in Strait",
+                display(&key)
+            )))
+        })?,
+    )?;
+    table.set_metatable(Some(meta))?;
+    Ok(table)
+}
+
+fn request(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    macro_rules! getter {
+        ($name:literal, |$call:ident| $body:expr) => {
+            t.set(
+                $name,
+                lua.create_function(|_, ()| {
+                    current(concat!("kong.request.", $name), |$call| {
+                        only_in($call, REQUEST_PHASES, REQUEST_NAMES)?;
+                        Ok($body)
+                    })
+                })?,
+            )?;
+        };
+    }
+    getter!("get_method", |call| call.method.as_str().to_string());
+    getter!("get_scheme", |call| call.scheme);
+    getter!("get_host", |call| call.host.clone());
+    getter!("get_path", |call| call.path.clone());
+    getter!("get_raw_query", |call| call.query.clone());
+    getter!("get_http_version", |call| call.http_version);
+    getter!("get_path_with_query", |call| match call.query.is_empty() {
+        true => call.path.clone(),
+        false => format!("{}?{}", call.path, call.query),
+    });
+    t.set(
+        "get_header",
+        lua.create_function(|_, name: Value| {
+            current("kong.request.get_header", |call| {
+                only_in(call, REQUEST_PHASES, REQUEST_NAMES)?;
+                match &name {
+                    Value::String(name) => Ok(first_value(&call.headers, &name.to_str()?)),
+                    _ => Err(Error::runtime("header name must be a string")),
+                }
+            })
+        })?,
+    )?;
+    t.set(
+        "get_headers",
+        lua.create_function(|lua, max: Option<Value>| {
+            let limit = header_limit(max)?;
+            current("kong.request.get_headers", |call| {
+                only_in(call, REQUEST_PHASES, REQUEST_NAMES)?;
+                headers_table(lua, &call.headers, limit)
+            })
+        })?,
+    )?;
+    t.set(
+        "get_query_arg",
+        lua.create_function(|lua, name: Value| {
+            current("kong.request.get_query_arg", |call| {
+                only_in(call, REQUEST_PHASES, REQUEST_NAMES)?;
+                match &name {
+                    Value::String(name) => query_arg(lua, &call.query, &name.to_str()?),
+                    _ => Err(Error::runtime("query argument name must be a string")),
+                }
+            })
+        })?,
+    )?;
+    strict(lua, t, "kong.request")
+}
+
+fn service_request(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    /// Sets (replacing) or adds a header for the upstream.
+    fn set(call: &mut Call, name: HeaderName, values: Vec<HeaderValue>, replace: bool) {
+        if name == http::header::HOST {
+            call.upstream_host = values.into_iter().next();
+            return;
+        }
+        if replace {
+            call.headers.remove(&name);
+        }
+        for value in values {
+            call.headers.append(name.clone(), value);
+        }
+    }
+    for (function, replace) in [("set_header", true), ("add_header", false)] {
+        t.set(
+            function,
+            lua.create_function(move |_, (name, value): (Value, Value)| {
+                let name = header_name(&name)?;
+                let values = header_values(&name, &value)?;
+                current("kong.service.request.set_header", |call| {
+                    only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
+                    set(call, name, values, replace);
+                    Ok(())
+                })
+            })?,
+        )?;
+    }
+    t.set(
+        "clear_header",
+        lua.create_function(|_, name: Value| {
+            let name = header_name(&name)?;
+            current("kong.service.request.clear_header", |call| {
+                only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
+                call.headers.remove(&name);
+                Ok(())
+            })
+        })?,
+    )?;
+    t.set(
+        "set_headers",
+        lua.create_function(|_, headers: Value| {
+            let Value::Table(headers) = headers else {
+                return Err(Error::runtime("headers must be a table"));
+            };
+            let mut parsed = Vec::new();
+            for pair in headers.pairs::<Value, Value>() {
+                let (name, value) = pair?;
+                let name = header_name(&name)?;
+                let values = header_values(&name, &value)?;
+                parsed.push((name, values));
+            }
+            current("kong.service.request.set_headers", |call| {
+                only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
+                for (name, values) in parsed {
+                    set(call, name, values, true);
+                }
+                Ok(())
+            })
+        })?,
+    )?;
+    strict(lua, t, "kong.service.request")
+}
+
+fn response(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    for (function, replace) in [("set_header", true), ("add_header", false)] {
+        t.set(
+            function,
+            lua.create_function(move |_, (name, value): (Value, Value)| {
+                let name = header_name(&name)?;
+                let values = header_values(&name, &value)?;
+                current("kong.response.set_header", |call| {
+                    only_in(call, RESPONSE_WRITE, RESPONSE_WRITE_NAMES)?;
+                    if replace {
+                        call.response_headers.remove(&name);
+                    }
+                    for value in values {
+                        call.response_headers.append(name.clone(), value);
+                    }
+                    Ok(())
+                })
+            })?,
+        )?;
+    }
+    t.set(
+        "clear_header",
+        lua.create_function(|_, name: Value| {
+            let name = header_name(&name)?;
+            current("kong.response.clear_header", |call| {
+                only_in(call, RESPONSE_WRITE, RESPONSE_WRITE_NAMES)?;
+                call.response_headers.remove(&name);
+                Ok(())
+            })
+        })?,
+    )?;
+    t.set(
+        "get_status",
+        lua.create_function(|_, ()| {
+            current("kong.response.get_status", |call| {
+                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
+                Ok(call.status)
+            })
+        })?,
+    )?;
+    t.set(
+        "get_header",
+        lua.create_function(|_, name: Value| {
+            current("kong.response.get_header", |call| {
+                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
+                match &name {
+                    Value::String(name) => Ok(first_value(&call.response_headers, &name.to_str()?)),
+                    _ => Err(Error::runtime("header name must be a string")),
+                }
+            })
+        })?,
+    )?;
+    t.set(
+        "exit",
+        lua.create_function(|lua, (status, body, headers): (Value, Value, Value)| {
+            let status = match status {
+                Value::Integer(n) if (100..=599).contains(&n) => n as u16,
+                Value::Number(n) if n.fract() == 0.0 && (100.0..=599.0).contains(&n) => n as u16,
+                Value::Integer(_) | Value::Number(_) => {
+                    return Err(Error::runtime("code must be a number between 100 and 599"))
+                }
+                _ => return Err(Error::runtime("code must be a number")),
+            };
+            let mut answer = PluginResponse {
+                status,
+                headers: Vec::new(),
+                body: Bytes::new(),
+            };
+            if let Value::Table(headers) = &headers {
+                for pair in headers.pairs::<Value, Value>() {
+                    let (name, value) = pair?;
+                    let name = header_name(&name)?;
+                    for value in header_values(&name, &value)? {
+                        let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                        answer.headers.push((name.as_str().to_string(), text));
+                    }
+                }
+            } else if !headers.is_nil() {
+                return Err(Error::runtime("headers must be a nil or table"));
+            }
+            match body {
+                Value::Nil => {}
+                Value::String(text) => answer.body = Bytes::copy_from_slice(&text.as_bytes()),
+                Value::Table(table) => {
+                    let json: serde_json::Value = mlua::LuaSerdeExt::from_value(lua, Value::Table(table))
+                        .map_err(|e| Error::runtime(format!("body cannot be encoded as JSON: {e}")))?;
+                    answer.body = Bytes::from(json.to_string());
+                    if !answer.headers.iter().any(|(n, _)| n == "content-type") {
+                        answer
+                            .headers
+                            .push(("content-type".into(), "application/json; charset=utf-8".into()));
+                    }
+                }
+                _ => return Err(Error::runtime("body must be a nil, string or table")),
+            }
+            current("kong.response.exit", |call| {
+                only_in(call, EXIT, EXIT_NAMES)?;
+                call.exit = Some(answer);
+                Ok(())
+            })?;
+            Err::<(), _>(Error::runtime(EXIT_SENTINEL))
+        })?,
+    )?;
+    strict(lua, t, "kong.response")
+}
+
+fn client(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set(
+        "get_ip",
+        lua.create_function(|_, ()| current("kong.client.get_ip", |call| Ok(call.client_ip.to_string())))?,
+    )?;
+    t.set(
+        "get_forwarded_ip",
+        lua.create_function(|_, ()| current("kong.client.get_forwarded_ip", |call| Ok(call.client_ip.to_string())))?,
+    )?;
+    strict(lua, t, "kong.client")
+}
+
+/// `kong.log.<level>(...)`: the arguments joined as Kong joins them, to the
+/// node's log, naming the plugin.
+fn log(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    for level in ["emerg", "alert", "crit", "err", "warn", "notice", "info", "debug"] {
+        t.set(
+            level,
+            lua.create_function(move |_, args: Variadic<Value>| {
+                write_log(level, &args.iter().map(display).collect::<String>());
+                Ok(())
+            })?,
+        )?;
+    }
+    strict(lua, t, "kong.log")
+}
+
+/// One line to the node's log at a Kong level, naming the plugin.
+pub(crate) fn write_log(level: &str, message: &str) {
+    let plugin = CALL
+        .with(|cell| cell.borrow().as_ref().map(|call| call.plugin))
+        .unwrap_or("lua");
+    match level {
+        "emerg" | "alert" | "crit" | "err" | "error" => tracing::error!(target: "strait::lua", "[{plugin}] {message}"),
+        "warn" => tracing::warn!(target: "strait::lua", "[{plugin}] {message}"),
+        "notice" => tracing::info!(target: "strait::lua", "[{plugin}] {message}"),
+        _ => tracing::debug!(target: "strait::lua", "[{plugin}] {message}"),
+    }
+}
+
+/// The `ngx` members plugins commonly reach for (this version: logging,
+/// levels, `null`, time).
+fn ngx(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    const LEVELS: [(&str, i64, &str); 9] = [
+        ("STDERR", 0, "err"),
+        ("EMERG", 1, "emerg"),
+        ("ALERT", 2, "alert"),
+        ("CRIT", 3, "crit"),
+        ("ERR", 4, "err"),
+        ("WARN", 5, "warn"),
+        ("NOTICE", 6, "notice"),
+        ("INFO", 7, "info"),
+        ("DEBUG", 8, "debug"),
+    ];
+    for (name, number, _) in LEVELS {
+        t.set(name, number)?;
+    }
+    t.set(
+        "log",
+        lua.create_function(|_, (level, rest): (i64, MultiValue)| {
+            let name = LEVELS
+                .iter()
+                .find(|(_, number, _)| *number == level)
+                .map_or("notice", |(_, _, name)| name);
+            write_log(name, &rest.iter().map(display).collect::<String>());
+            Ok(())
+        })?,
+    )?;
+    t.set("null", Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())))?;
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+    };
+    t.set("time", lua.create_function(move |_, ()| Ok(now().as_secs() as i64))?)?;
+    t.set(
+        "now",
+        lua.create_function(move |_, ()| Ok((now().as_millis() as f64) / 1000.0))?,
+    )?;
+    t.set("update_time", lua.create_function(|_, ()| Ok(()))?)?;
+    for (name, status) in [
+        ("HTTP_OK", 200),
+        ("HTTP_CREATED", 201),
+        ("HTTP_NO_CONTENT", 204),
+        ("HTTP_MOVED_PERMANENTLY", 301),
+        ("HTTP_MOVED_TEMPORARILY", 302),
+        ("HTTP_BAD_REQUEST", 400),
+        ("HTTP_UNAUTHORIZED", 401),
+        ("HTTP_FORBIDDEN", 403),
+        ("HTTP_NOT_FOUND", 404),
+        ("HTTP_NOT_ALLOWED", 405),
+        ("HTTP_TOO_MANY_REQUESTS", 429),
+        ("HTTP_INTERNAL_SERVER_ERROR", 500),
+        ("HTTP_BAD_GATEWAY", 502),
+        ("HTTP_SERVICE_UNAVAILABLE", 503),
+        ("HTTP_GATEWAY_TIMEOUT", 504),
+    ] {
+        t.set(name, status)?;
+    }
+    strict(lua, t, "ngx")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_arguments_read_as_kong_reads_them() {
+        let lua = Lua::new();
+        let arg = |query: &str, name: &str| query_arg(&lua, query, name).unwrap();
+        assert!(matches!(arg("a=1&b", "b"), Value::Boolean(true)));
+        assert_eq!(display(&arg("a=1&a=2", "a")), "1");
+        assert_eq!(display(&arg("x=a%20b+c", "x")), "a b c");
+        assert_eq!(display(&arg("x=", "x")), "");
+        assert!(arg("x=1", "y").is_nil());
+        assert_eq!(unescape("%zz%4"), "%zz%4");
+    }
+
+    #[test]
+    fn header_values_are_normalised_as_kong_does() {
+        let lua = Lua::new();
+        let name = HeaderName::from_static("x-a");
+        let values = |code: &str| header_values(&name, &lua.load(code).eval::<Value>().unwrap());
+        assert_eq!(values("return ''").unwrap(), [" "]);
+        assert_eq!(values("return 5").unwrap(), ["5"]);
+        assert_eq!(values("return true").unwrap(), ["true"]);
+        assert_eq!(values("return {'a', 'b'}").unwrap(), ["a", "b"]);
+        assert_eq!(
+            values("return {'a', 1}").unwrap_err().to_string(),
+            "runtime error: invalid header value in array \"x-a\": got integer, expected string"
+        );
+        assert!(values("return nil").unwrap_err().to_string().contains(
+            "invalid header value for \"x-a\": got nil, expected array of string, string, number or boolean"
+        ));
+        assert!(header_name(&Value::Nil)
+            .unwrap_err()
+            .to_string()
+            .contains("invalid header name \"nil\": got nil, expected string"));
+    }
+}

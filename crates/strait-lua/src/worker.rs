@@ -1,0 +1,287 @@
+//! One Lua state per worker thread: made on the thread's first Lua call,
+//! never shared or moved. It holds the PDK tables, the sandbox's
+//! environment makers, and each plugin instance's compiled code, compiled
+//! on the instance's first call on this thread and dropped when the
+//! instance is (a configuration change makes new instances).
+//!
+//! **The time budget.** User code runs on LuaJIT's interpreter (the JIT is
+//! switched off for every chunk it compiles here) under a count hook that
+//! looks at the call's deadline every 1,000 instructions: a phase call that
+//! runs past `lua_max_run_time` raises an error in the code, which ends
+//! that request with 500. Code that catches it (`pcall`, `xpcall`,
+//! `coroutine.resume`) has it raised again as those return (sandbox.lua
+//! wraps them in the state). Compiled traces never check hooks (LuaJIT issues #723, #1120),
+//! hence the interpreter. A call stuck inside one C function (a huge
+//! `string.rep`) is bounded by the memory limit, not the clock.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
+
+use crate::pdk::{self, Call, Phase};
+use crate::settings::{self, LuaSettings, UntrustedLua};
+
+/// Kong's message when `untrusted_lua = off`.
+pub(crate) const UNTRUSTED_OFF: &str =
+    "loading of untrusted Lua code disabled because 'untrusted_lua' config option is set to 'off'";
+
+/// A plugin instance's Lua code, per phase: what the workers compile.
+#[derive(Debug)]
+pub(crate) struct Code {
+    /// Process-wide, taken when the instance is built.
+    pub id: u64,
+    pub plugin: &'static str,
+    pub access: Vec<String>,
+    pub header_filter: Vec<String>,
+    pub log: Vec<String>,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Code {
+    pub fn new(plugin: &'static str, access: Vec<String>, header_filter: Vec<String>, log: Vec<String>) -> Code {
+        Code {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            plugin,
+            access,
+            header_filter,
+            log,
+        }
+    }
+
+    fn phase(&self, phase: Phase) -> &[String] {
+        match phase {
+            Phase::Access => &self.access,
+            Phase::HeaderFilter => &self.header_filter,
+            Phase::Log => &self.log,
+        }
+    }
+}
+
+impl Drop for Code {
+    fn drop(&mut self) {
+        let mut retired = RETIRED.lock().unwrap_or_else(PoisonError::into_inner);
+        retired.push(self.id);
+        RETIRED_COUNT.store(retired.len(), Ordering::Release);
+    }
+}
+
+/// Ids of dropped instances, in order; each worker forgets their code when
+/// it next runs Lua (one atomic load when nothing was dropped). Eight bytes
+/// per instance ever dropped.
+static RETIRED: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+static RETIRED_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// One compiled piece of code (one string of a phase's array), run as
+/// Kong runs it: the chunk's first run returning a function makes that
+/// function what runs from then on (its upvalues kept between requests);
+/// otherwise the chunk itself runs on every request.
+struct Entry {
+    chunk: Function,
+    resolved: RefCell<Option<Function>>,
+}
+
+impl Entry {
+    fn run(&self, jit_off: &Function) -> mlua::Result<()> {
+        let resolved = self.resolved.borrow().clone();
+        if let Some(function) = resolved {
+            return function.call(());
+        }
+        match self.chunk.call::<Value>(()) {
+            Ok(Value::Function(function)) => {
+                jit_off.call::<()>((function.clone(), true))?;
+                *self.resolved.borrow_mut() = Some(function.clone());
+                function.call(())
+            }
+            Ok(_) => {
+                *self.resolved.borrow_mut() = Some(self.chunk.clone());
+                Ok(())
+            }
+            Err(error) => {
+                // Ended early (an error, `kong.response.exit`): the chunk
+                // itself runs next time, as in Kong.
+                *self.resolved.borrow_mut() = Some(self.chunk.clone());
+                Err(error)
+            }
+        }
+    }
+}
+
+/// A phase's compiled code, or why it could not be compiled.
+type Compiled = Rc<Result<Vec<Entry>, String>>;
+
+struct Worker {
+    lua: Lua,
+    settings: Arc<LuaSettings>,
+    /// Makes one chunk's environment under `sandbox` (sandbox.lua).
+    sandboxed: Function,
+    /// Makes one chunk's environment under `on`.
+    open: Function,
+    jit_off: Function,
+    /// The running call's deadline, read by the count hook.
+    deadline: Rc<Cell<Option<Instant>>>,
+    compiled: HashMap<(u64, u8), Compiled>,
+    retired_seen: usize,
+}
+
+thread_local! {
+    static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
+}
+
+impl Worker {
+    fn new(settings: Arc<LuaSettings>) -> mlua::Result<Worker> {
+        let lua = Lua::new();
+        let (kong, ngx) = pdk::install(&lua)?;
+        let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
+        let seen = deadline.clone();
+        let expired = lua.create_function(move |_, ()| Ok(seen.get().is_some_and(|d| Instant::now() >= d)))?;
+        let requires = settings.sandbox_requires.clone();
+        let environment = settings.sandbox_environment.clone();
+        let (sandboxed, open): (Function, Function) = lua
+            .load(include_str!("sandbox.lua"))
+            .set_name("=strait/sandbox.lua")
+            .call((requires, environment, kong, ngx, expired))?;
+        let jit: Table = lua.globals().get("jit")?;
+        let jit_off: Function = jit.get("off")?;
+        if !settings.max_run_time.is_zero() {
+            let seen = deadline.clone();
+            let limit = settings.max_run_time;
+            lua.set_global_hook(
+                HookTriggers::new().every_nth_instruction(1000),
+                move |_, _| match seen.get() {
+                    Some(deadline) if Instant::now() >= deadline => Err(mlua::Error::runtime(format!(
+                        "strait: Lua code exceeded lua_max_run_time ({} ms)",
+                        limit.as_millis()
+                    ))),
+                    _ => Ok(VmState::Continue),
+                },
+            )?;
+        }
+        Ok(Worker {
+            lua,
+            settings,
+            sandboxed,
+            open,
+            jit_off,
+            deadline,
+            compiled: HashMap::new(),
+            retired_seen: 0,
+        })
+    }
+
+    /// Forgets the code of instances dropped since the last look.
+    fn forget_retired(&mut self) {
+        let count = RETIRED_COUNT.load(Ordering::Acquire);
+        if count == self.retired_seen {
+            return;
+        }
+        let retired = RETIRED.lock().unwrap_or_else(PoisonError::into_inner);
+        for id in &retired[self.retired_seen..] {
+            for phase in 0..3 {
+                self.compiled.remove(&(*id, phase));
+            }
+        }
+        self.retired_seen = retired.len();
+    }
+
+    fn compiled(&mut self, code: &Code, phase: Phase) -> Compiled {
+        let key = (code.id, phase as u8);
+        if let Some(compiled) = self.compiled.get(&key) {
+            return compiled.clone();
+        }
+        let compiled = Rc::new(self.compile(code.phase(phase)));
+        self.compiled.insert(key, compiled.clone());
+        compiled
+    }
+
+    fn compile(&self, sources: &[String]) -> Result<Vec<Entry>, String> {
+        sources
+            .iter()
+            .map(|source| {
+                let env: Table = match self.settings.untrusted_lua {
+                    UntrustedLua::Off => return Err(UNTRUSTED_OFF.to_string()),
+                    UntrustedLua::Sandbox => self.sandboxed.call(()),
+                    UntrustedLua::On => self.open.call(()),
+                }
+                .map_err(|e| e.to_string())?;
+                let chunk = self
+                    .lua
+                    .load(source.as_str())
+                    .set_name(source.as_str())
+                    .set_mode(mlua::ChunkMode::Text)
+                    .set_environment(env)
+                    .into_function()
+                    .map_err(|e| e.to_string())?;
+                self.jit_off
+                    .call::<()>((chunk.clone(), true))
+                    .map_err(|e| e.to_string())?;
+                Ok(Entry {
+                    chunk,
+                    resolved: RefCell::new(None),
+                })
+            })
+            .collect()
+    }
+
+    fn run(&mut self, code: &Code, phase: Phase, call: Call) -> (Result<(), String>, Call) {
+        self.forget_retired();
+        let compiled = self.compiled(code, phase);
+        let entries = match compiled.as_ref() {
+            Ok(entries) => entries,
+            Err(error) => return (Err(error.clone()), call),
+        };
+        let limit = self.settings.max_run_time;
+        self.deadline.set((!limit.is_zero()).then(|| Instant::now() + limit));
+        let jit_off = &self.jit_off;
+        let (result, call) = pdk::with_current(call, || {
+            for entry in entries {
+                entry.run(jit_off)?;
+            }
+            Ok::<(), mlua::Error>(())
+        });
+        self.deadline.set(None);
+        (result.map_err(|e| e.to_string()), call)
+    }
+}
+
+/// Runs `code`'s `phase` functions on this thread's state, on `call`.
+pub(crate) fn run(code: &Code, phase: Phase, call: Call) -> (Result<(), String>, Call) {
+    WORKER.with(|cell| {
+        let mut worker = cell.borrow_mut();
+        if worker.is_none() {
+            match Worker::new(settings::current()) {
+                Ok(made) => *worker = Some(made),
+                Err(error) => return (Err(format!("the worker's Lua state could not be made: {error}")), call),
+            }
+        }
+        let worker = worker.as_mut().expect("made above");
+        worker.run(code, phase, call)
+    })
+}
+
+/// Whether `source` parses as a Lua chunk (the pre-/post-function schema's
+/// check): the parser's message when it does not.
+pub(crate) fn syntax_error(source: &str) -> Option<String> {
+    thread_local! {
+        static PARSER: Lua = Lua::new();
+    }
+    PARSER.with(|lua| {
+        lua.load(source)
+            .set_name(source)
+            .set_mode(mlua::ChunkMode::Text)
+            .into_function()
+            .err()
+            .map(|error| match error {
+                mlua::Error::SyntaxError { message, .. } => message,
+                other => other.to_string(),
+            })
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,217 @@
+use std::time::Duration;
+
+use http::header::HeaderValue;
+use http::Method;
+
+use super::*;
+
+fn settings(mode: UntrustedLua, max_run_time: Duration) -> Arc<LuaSettings> {
+    Arc::new(LuaSettings {
+        untrusted_lua: mode,
+        max_run_time,
+        ..LuaSettings::default()
+    })
+}
+
+fn call() -> Call {
+    let mut headers = http::HeaderMap::new();
+    headers.insert("x-api", HeaderValue::from_static("secret"));
+    Call {
+        phase: Phase::Access,
+        plugin: "pre-function",
+        method: Method::GET,
+        scheme: "http",
+        host: "example.test".into(),
+        path: "/a".into(),
+        query: "q=1".into(),
+        http_version: 1.1,
+        client_ip: "127.0.0.1".parse().unwrap(),
+        headers,
+        upstream_host: None,
+        status: None,
+        response_headers: http::HeaderMap::new(),
+        exit: None,
+    }
+}
+
+fn run(worker: &mut Worker, access: &[&str]) -> (Result<(), String>, Call) {
+    let code = Code::new(
+        "pre-function",
+        access.iter().map(|s| s.to_string()).collect(),
+        vec![],
+        vec![],
+    );
+    worker.run(&code, Phase::Access, call())
+}
+
+fn error_of(worker: &mut Worker, source: &str) -> String {
+    run(worker, &[source]).0.unwrap_err()
+}
+
+#[test]
+fn the_sandbox_holds_kongs_whitelist_and_nothing_else() {
+    let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
+    let error = error_of(&mut worker, "os.execute('true')");
+    assert!(
+        error.contains("attempt to call field 'execute' (a nil value)"),
+        "{error}"
+    );
+    let error = error_of(&mut worker, "io.open('/etc/hostname')");
+    assert!(error.contains("attempt to index global 'io' (a nil value)"), "{error}");
+    let error = error_of(&mut worker, "string.rep = nil");
+    assert!(
+        error.contains("Can not modify string.rep. Protected by the sandbox."),
+        "{error}"
+    );
+    let error = error_of(&mut worker, "require 'os'");
+    assert!(error.contains("require 'os' not allowed within sandbox"), "{error}");
+    let error = error_of(&mut worker, "setmetatable({}, {})");
+    assert!(
+        error.contains("attempt to call global 'setmetatable' (a nil value)"),
+        "{error}"
+    );
+    // What the whitelist has works.
+    let (result, call) = run(
+        &mut worker,
+        &["kong.service.request.set_header('x-rep', string.rep('a', 3) .. math.floor(2.5) .. os.time() - os.time())"],
+    );
+    result.unwrap();
+    assert_eq!(call.headers["x-rep"], "aaa20");
+    // Globals stay in their chunk, and the state's own string table is whole.
+    run(&mut worker, &["leaked = 1"]).0.unwrap();
+    let (result, call) = run(
+        &mut worker,
+        &["kong.service.request.set_header('x-leak', tostring(leaked))"],
+    );
+    result.unwrap();
+    assert_eq!(call.headers["x-leak"], "nil");
+    assert_eq!(
+        worker.lua.load("return string.rep('b', 2)").eval::<String>().unwrap(),
+        "bb"
+    );
+}
+
+#[test]
+fn on_opens_the_state_and_off_refuses_to_load() {
+    let mut open = Worker::new(settings(UntrustedLua::On, Duration::ZERO)).unwrap();
+    let (result, call) = run(
+        &mut open,
+        &["local f = io.open('/proc/self/status') kong.service.request.set_header('x-io', tostring(f ~= nil)) f:close()"],
+    );
+    result.unwrap();
+    assert_eq!(call.headers["x-io"], "true");
+    let (result, call) = run(
+        &mut open,
+        &["kong.service.request.set_header('x-os', type(os.execute))"],
+    );
+    result.unwrap();
+    assert_eq!(call.headers["x-os"], "function");
+    let mut off = Worker::new(settings(UntrustedLua::Off, Duration::ZERO)).unwrap();
+    assert_eq!(error_of(&mut off, "return 1"), UNTRUSTED_OFF);
+}
+
+#[test]
+fn a_runaway_loop_ends_within_the_budget_even_when_it_catches_the_error() {
+    let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::from_millis(50))).unwrap();
+    for source in [
+        "while true do end",
+        "local n = 0 while true do n = n + 1 end",
+        "while true do pcall(function() while true do end end) end",
+    ] {
+        let started = Instant::now();
+        let error = error_of(&mut worker, source);
+        assert!(error.contains("exceeded lua_max_run_time (50 ms)"), "{source}: {error}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{source}: {:?}",
+            started.elapsed()
+        );
+    }
+    // The state serves the next call.
+    let (result, call) = run(&mut worker, &["kong.service.request.set_header('x-after', 'yes')"]);
+    result.unwrap();
+    assert_eq!(call.headers["x-after"], "yes");
+}
+
+#[test]
+fn exit_answers_with_a_json_table_and_stops_the_code() {
+    let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
+    let (_, call) = run(
+        &mut worker,
+        &[
+            "kong.response.exit(403, { message = 'no key' }, { ['X-Why'] = 'test' }) kong.service.request.set_header('x-not', 'reached')",
+            "kong.service.request.set_header('x-next', 'reached')",
+        ],
+    );
+    let exit = call.exit.expect("an exit");
+    assert_eq!(exit.status, 403);
+    assert_eq!(&exit.body[..], br#"{"message":"no key"}"#);
+    assert!(exit.headers.contains(&("x-why".into(), "test".into())));
+    assert!(exit
+        .headers
+        .contains(&("content-type".into(), "application/json; charset=utf-8".into())));
+    assert!(call.headers.get("x-not").is_none() && call.headers.get("x-next").is_none());
+}
+
+#[test]
+fn a_returned_function_keeps_its_upvalues_between_requests() {
+    let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
+    let code = Code::new(
+        "pre-function",
+        vec!["local n = 0 return function() n = n + 1 kong.service.request.set_header('x-n', n) end".into()],
+        vec![],
+        vec![],
+    );
+    for expected in ["1", "2", "3"] {
+        let (result, call) = worker.run(&code, Phase::Access, call());
+        result.unwrap();
+        assert_eq!(call.headers["x-n"], expected);
+    }
+}
+
+#[test]
+fn the_pdk_reads_the_request_and_names_what_it_lacks() {
+    let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
+    let (result, call) = run(
+        &mut worker,
+        &["local r = kong.request kong.service.request.set_header('x-seen', table.concat({r.get_method(), r.get_scheme(), r.get_host(), r.get_path(), r.get_raw_query(), r.get_query_arg('q'), r.get_header('X-API'), r.get_path_with_query(), kong.client.get_ip()}, ' '))"],
+    );
+    result.unwrap();
+    assert_eq!(
+        call.headers["x-seen"],
+        "GET http example.test /a q=1 1 secret /a?q=1 127.0.0.1"
+    );
+    let error = error_of(&mut worker, "kong.response.get_status()");
+    assert!(
+        error.contains("function cannot be called in access phase (only in: response, header_filter, body_filter, log, error, admin_api)"),
+        "{error}"
+    );
+    let error = error_of(&mut worker, "return kong.db.consumers");
+    assert!(error.contains("kong.db is not available in Strait"), "{error}");
+    let error = error_of(&mut worker, "kong.service.request.set_header(nil, 'x')");
+    assert!(
+        error.contains("invalid header name \"nil\": got nil, expected string"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_syntax_error_reads_as_luajits() {
+    assert_eq!(
+        syntax_error("x =").as_deref(),
+        Some("[string \"x =\"]:1: unexpected symbol near '<eof>'")
+    );
+    assert_eq!(syntax_error("return 1"), None);
+}
+
+#[test]
+fn dropped_instances_are_forgotten() {
+    let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
+    let code = Code::new("pre-function", vec!["return 1".into()], vec![], vec![]);
+    worker.run(&code, Phase::Access, call()).0.unwrap();
+    let key = (code.id, Phase::Access as u8);
+    assert!(worker.compiled.contains_key(&key));
+    drop(code);
+    worker.forget_retired();
+    assert!(!worker.compiled.contains_key(&key));
+}

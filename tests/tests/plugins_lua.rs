@@ -1,0 +1,222 @@
+//! `pre-function` and `post-function` on a real node with a real upstream:
+//! Lua code that answers instead of the upstream, changes the upstream
+//! request, adds a response header and logs; Kong's sandbox refusing `os`
+//! and `io` and `untrusted_lua = on` allowing them; a runaway loop ending
+//! in 500 within `lua_max_run_time` while the node keeps serving; a snippet
+//! that does not parse refused when written, with Kong's message.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use strait_e2e::admin_api::send_json;
+use strait_e2e::plugins::{echo_headers, echo_service, UPSTREAM};
+use strait_e2e::upstream::{Upstream, UpstreamKind};
+use strait_e2e::{get, request, Gateway, GatewayOptions};
+
+fn route(name: &str, plugins: Value) -> Value {
+    json!({ "name": name, "paths": [format!("/{name}")], "plugins": plugins })
+}
+
+async fn gateway(options: GatewayOptions, routes: Value) -> (Gateway, Upstream) {
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(options).await;
+    let config = echo_service(routes, json!([]))
+        .to_string()
+        .replace(UPSTREAM, &upstream.url("http"));
+    gw.apply(&serde_json::from_str(&config).expect("config")).await;
+    (gw, upstream)
+}
+
+/// Waits up to five seconds for the node's log to contain `text`.
+async fn log_shows(gw: &Gateway, text: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if gw.log().contains(text) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_function_guards_a_route_and_a_post_function_adds_a_header_and_logs() {
+    let guard = r#"
+        if not kong.request.get_header("x-api-key") then
+          return kong.response.exit(401, { message = "key required" }, { ["X-Guard"] = "pre-function" })
+        end
+        kong.service.request.set_header("x-checked", kong.request.get_method() .. " " .. kong.request.get_path())
+        kong.service.request.clear_header("x-api-key")
+    "#;
+    let routes = json!([
+        route(
+            "guarded",
+            json!([{ "name": "pre-function", "config": { "access": [guard] } }])
+        ),
+        route(
+            "served",
+            json!([{ "name": "post-function", "config": {
+            "header_filter": ["kong.response.set_header('x-served-by', 'post-function ' .. kong.response.get_status())"],
+            "log": ["kong.log.notice('served ', kong.request.get_path(), ' with ', kong.response.get_status())"]
+        } }])
+        ),
+    ]);
+    let (gw, _upstream) = gateway(GatewayOptions::new().setting("log_level", "notice"), routes).await;
+
+    let refused = gw.proxy(get("/guarded")).await;
+    assert_eq!(refused.status, 401, "{}", refused.text());
+    assert_eq!(refused.json(), json!({ "message": "key required" }));
+    assert_eq!(refused.header("x-guard").as_deref(), Some("pre-function"));
+    assert!(refused
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("application/json")));
+
+    let passed = gw.proxy(request("GET", "/guarded/x", &[("x-api-key", "k1")], "")).await;
+    assert_eq!(passed.status, 200, "{}", passed.text());
+    let headers = echo_headers(&passed);
+    assert_eq!(headers["x-checked"], "GET /guarded/x");
+    assert!(headers.get("x-api-key").is_none(), "cleared: {headers}");
+
+    let served = gw.proxy(get("/served")).await;
+    assert_eq!(served.status, 200);
+    assert_eq!(served.header("x-served-by").as_deref(), Some("post-function 200"));
+    assert!(
+        log_shows(&gw, "[post-function] served /served with 200").await,
+        "{}",
+        gw.log_tail()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_refuses_os_and_io_and_untrusted_lua_on_allows_them() {
+    let probe = "local f = io.open('/proc/self/status') \
+                 kong.service.request.set_header('x-io', tostring(f ~= nil)) f:close() \
+                 kong.service.request.set_header('x-os', type(os.execute))";
+    let routes = json!([
+        route(
+            "execute",
+            json!([{ "name": "pre-function", "config": { "access": ["os.execute('true')"] } }])
+        ),
+        route(
+            "probe",
+            json!([{ "name": "pre-function", "config": { "access": [probe] } }])
+        ),
+    ]);
+    let (sandboxed, _upstream) = gateway(GatewayOptions::new(), routes.clone()).await;
+    let reply = sandboxed.proxy(get("/execute")).await;
+    assert_eq!(reply.status, 500);
+    assert_eq!(reply.message().as_deref(), Some("An unexpected error occurred"));
+    assert!(
+        log_shows(&sandboxed, "attempt to call field 'execute' (a nil value)").await,
+        "{}",
+        sandboxed.log_tail()
+    );
+    let reply = sandboxed.proxy(get("/probe")).await;
+    assert_eq!(reply.status, 500);
+    assert!(log_shows(&sandboxed, "attempt to index global 'io' (a nil value)").await);
+
+    let (open, _upstream) = gateway(GatewayOptions::new().setting("untrusted_lua", "on"), routes).await;
+    let reply = open.proxy(get("/probe")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let headers = echo_headers(&reply);
+    assert_eq!(headers["x-io"], "true");
+    assert_eq!(headers["x-os"], "function");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runaway_loop_ends_in_500_within_the_budget_while_requests_keep_flowing() {
+    let routes = json!([
+        route(
+            "loop",
+            json!([{ "name": "pre-function", "config": {
+            "access": ["while true do pcall(function() while true do end end) end"]
+        } }])
+        ),
+        route("plain", json!([])),
+    ]);
+    let options = GatewayOptions::new()
+        .setting("lua_max_run_time", "300ms")
+        .setting("worker_threads", "2");
+    let (gw, _upstream) = gateway(options, routes).await;
+    let gw = std::sync::Arc::new(gw);
+    let looping = {
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let reply = gw.proxy(get("/loop")).await;
+            (reply.status.as_u16(), started.elapsed())
+        })
+    };
+    // Meanwhile the node answers others.
+    let mut served = 0;
+    let until = Instant::now() + Duration::from_millis(400);
+    while Instant::now() < until {
+        assert_eq!(gw.proxy(get("/plain")).await.status, 200);
+        served += 1;
+    }
+    assert!(served > 0);
+    let (status, took) = looping.await.unwrap();
+    assert_eq!(status, 500);
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    assert!(
+        log_shows(&gw, "exceeded lua_max_run_time (300 ms)").await,
+        "{}",
+        gw.log_tail()
+    );
+    // The worker that ran it lives on: every request is answered, the loop
+    // again with 500.
+    for _ in 0..4 {
+        assert_eq!(gw.proxy(get("/plain")).await.status, 200);
+        assert_eq!(gw.proxy(get("/loop")).await.status, 500);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_that_does_not_parse_is_refused_when_written() {
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let reply = send_json(
+        &gw,
+        "POST",
+        "/plugins",
+        &json!({ "name": "pre-function", "config": { "access": ["x ="] } }),
+    )
+    .await;
+    assert_eq!(reply.status, 400, "{}", reply.text());
+    assert!(
+        reply
+            .text()
+            .contains(r#"error parsing pre-function: [string \"x =\"]:1: unexpected symbol near '<eof>'"#),
+        "{}",
+        reply.text()
+    );
+    let reply = send_json(
+        &gw,
+        "POST",
+        "/plugins",
+        &json!({ "name": "post-function", "config": {} }),
+    )
+    .await;
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply
+            .text()
+            .contains("at least one of these fields must be non-empty: 'config.certificate'"),
+        "{}",
+        reply.text()
+    );
+    let reply = send_json(
+        &gw,
+        "POST",
+        "/plugins",
+        &json!({ "name": "post-function", "config": { "log": ["kong.log.err('x')"] } }),
+    )
+    .await;
+    assert_eq!(reply.status, 201, "{}", reply.text());
+    assert_eq!(reply.json()["config"]["access"], json!([]));
+    let root = gw.admin("GET", "/", &[], "").await.json();
+    assert!(root["plugins"]["available_on_server"]["pre-function"].is_object());
+    assert_eq!(
+        root["plugins"]["available_on_server"]["pre-function"]["priority"],
+        1_000_000
+    );
+}
