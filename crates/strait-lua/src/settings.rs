@@ -41,6 +41,9 @@ pub struct LuaSettings {
     pub sandbox_environment: Vec<String>,
     /// The most one phase call of Lua code may run; zero for no limit.
     pub max_run_time: Duration,
+    /// The most memory one worker's Lua state may hold, in bytes; zero for
+    /// no limit.
+    pub memory_limit: usize,
 }
 
 impl Default for LuaSettings {
@@ -50,6 +53,7 @@ impl Default for LuaSettings {
             sandbox_requires: Vec::new(),
             sandbox_environment: Vec::new(),
             max_run_time: Duration::from_millis(100),
+            memory_limit: 256 << 20,
         }
     }
 }

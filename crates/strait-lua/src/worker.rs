@@ -13,6 +13,12 @@
 //! wraps them in the state). Compiled traces never check hooks (LuaJIT issues #723, #1120),
 //! hence the interpreter. A call stuck inside one C function (a huge
 //! `string.rep`) is bounded by the memory limit, not the clock.
+//!
+//! **The memory cap.** A state holds at most `lua_memory_limit`; an
+//! allocation past it fails that call (its request gets the phase's error),
+//! then the state is collected, and when it still holds more than four
+//! fifths of the cap (code keeping data in upvalues or globals) the worker
+//! drops it and makes a fresh one on its next call.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -127,6 +133,9 @@ struct Worker {
     deadline: Rc<Cell<Option<Instant>>>,
     compiled: HashMap<(u64, u8), Compiled>,
     retired_seen: usize,
+    /// Set when a call ran out of memory and collecting did not free
+    /// enough: the state is dropped after the call.
+    spent: bool,
 }
 
 thread_local! {
@@ -136,6 +145,11 @@ thread_local! {
 impl Worker {
     fn new(settings: Arc<LuaSettings>) -> mlua::Result<Worker> {
         let lua = Lua::new();
+        if settings.memory_limit > 0 {
+            if let Err(error) = lua.set_memory_limit(settings.memory_limit) {
+                tracing::warn!("lua_memory_limit cannot apply to this LuaJIT build: {error}");
+            }
+        }
         let (kong, ngx) = pdk::install(&lua)?;
         let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
         let seen = deadline.clone();
@@ -171,6 +185,7 @@ impl Worker {
             deadline,
             compiled: HashMap::new(),
             retired_seen: 0,
+            spent: false,
         })
     }
 
@@ -245,7 +260,22 @@ impl Worker {
             Ok::<(), mlua::Error>(())
         });
         self.deadline.set(None);
+        if let Err(error) = &result {
+            self.after_error(error);
+        }
         (result.map_err(|e| e.to_string()), call)
+    }
+
+    /// After a failed call: a state out of memory is collected, and marked
+    /// spent when that leaves it nearly full.
+    fn after_error(&mut self, error: &mlua::Error) {
+        let limit = self.settings.memory_limit;
+        if limit == 0 || !error.to_string().contains("not enough memory") {
+            return;
+        }
+        if self.lua.gc_collect().is_err() || self.lua.used_memory() > limit / 5 * 4 {
+            self.spent = true;
+        }
     }
 }
 
@@ -259,8 +289,16 @@ pub(crate) fn run(code: &Code, phase: Phase, call: Call) -> (Result<(), String>,
                 Err(error) => return (Err(format!("the worker's Lua state could not be made: {error}")), call),
             }
         }
-        let worker = worker.as_mut().expect("made above");
-        worker.run(code, phase, call)
+        let made = worker.as_mut().expect("made above");
+        let ran = made.run(code, phase, call);
+        if made.spent {
+            tracing::warn!(
+                plugin = code.plugin,
+                "this worker's Lua state stayed near lua_memory_limit after a collection: made anew"
+            );
+            *worker = None;
+        }
+        ran
     })
 }
 

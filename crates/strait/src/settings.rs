@@ -81,6 +81,7 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("untrusted_lua_sandbox_requires", ""),
     ("untrusted_lua_sandbox_environment", ""),
     ("lua_max_run_time", "100ms"),
+    ("lua_memory_limit", "256m"),
     ("admin_ssl_cert", ""),
     ("admin_ssl_cert_key", ""),
     ("admin_ssl_client_ca", ""),
@@ -672,6 +673,7 @@ impl NodeSettings {
                 sandbox_requires: strait_lua::list(raw.get("untrusted_lua_sandbox_requires")),
                 sandbox_environment: strait_lua::list(raw.get("untrusted_lua_sandbox_environment")),
                 max_run_time: parse_duration("lua_max_run_time", raw.get("lua_max_run_time"))?,
+                memory_limit: parse_size("lua_memory_limit", raw.get("lua_memory_limit"))?,
             },
             admin_tls: AdminTls {
                 cert: optional("admin_ssl_cert").map(PathBuf::from),

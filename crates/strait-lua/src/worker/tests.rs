@@ -215,3 +215,37 @@ fn dropped_instances_are_forgotten() {
     worker.forget_retired();
     assert!(!worker.compiled.contains_key(&key));
 }
+
+#[test]
+fn a_call_past_the_memory_cap_fails_alone() {
+    let limits = Arc::new(LuaSettings {
+        memory_limit: 32 << 20,
+        max_run_time: Duration::ZERO,
+        ..LuaSettings::default()
+    });
+    let mut worker = Worker::new(limits).unwrap();
+    let error = error_of(
+        &mut worker,
+        "local t = {} for i = 1, 1e8 do t[i] = string.rep('x', 64) .. i end",
+    );
+    assert!(error.contains("not enough memory"), "{error}");
+    assert!(!worker.spent, "the table was garbage: collected");
+    let (result, call) = run(&mut worker, &["kong.service.request.set_header('x-after', 'fine')"]);
+    result.unwrap();
+    assert_eq!(call.headers["x-after"], "fine");
+    // Data kept past the call (a global of the open environment's state)
+    // leaves the state spent.
+    let mut open = Worker::new(Arc::new(LuaSettings {
+        untrusted_lua: UntrustedLua::On,
+        memory_limit: 32 << 20,
+        max_run_time: Duration::ZERO,
+        ..LuaSettings::default()
+    }))
+    .unwrap();
+    let error = error_of(
+        &mut open,
+        "_G.kept = {} for i = 1, 1e8 do _G.kept[i] = string.rep('y', 64) .. i end",
+    );
+    assert!(error.contains("not enough memory"), "{error}");
+    assert!(open.spent);
+}
