@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use strait_e2e::admin_api::send_json;
+use strait_e2e::deck::deck;
 use strait_e2e::plugins::{echo_headers, echo_service, UPSTREAM};
 use strait_e2e::upstream::{Upstream, UpstreamKind};
 use strait_e2e::{get, request, Gateway, GatewayOptions};
@@ -218,5 +219,220 @@ async fn code_that_does_not_parse_is_refused_when_written() {
     assert_eq!(
         root["plugins"]["available_on_server"]["pre-function"]["priority"],
         1_000_000
+    );
+}
+
+/// A custom plugin as Kong's plugin template and documentation teach it:
+/// `handler.lua` with PRIORITY, VERSION and phase methods, `schema.lua` in
+/// Kong's schema DSL with typedefs. Only the PDK.
+const GREETER_HANDLER: &str = r#"
+local plugin = {
+  PRIORITY = 1000,
+  VERSION = "0.1.0",
+}
+
+function plugin:init_worker()
+  kong.log.debug("saying hi from the 'init_worker' handler")
+end
+
+function plugin:access(plugin_conf)
+  local who = kong.request.get_header(plugin_conf.request_header) or "anonymous"
+  if plugin_conf.deny and who == plugin_conf.deny then
+    return kong.response.exit(403, { message = "denied: " .. who })
+  end
+  kong.service.request.set_header(plugin_conf.upstream_header, string.rep(plugin_conf.greeting .. " ", plugin_conf.times) .. who)
+end
+
+function plugin:header_filter(plugin_conf)
+  kong.response.set_header(plugin_conf.response_header, "status " .. kong.response.get_status())
+end
+
+function plugin:log(plugin_conf)
+  kong.log.notice("greeted ", kong.request.get_header(plugin_conf.request_header), " with ", plugin_conf.greeting)
+end
+
+return plugin
+"#;
+
+const GREETER_SCHEMA: &str = r#"
+local typedefs = require "kong.db.schema.typedefs"
+
+local PLUGIN_NAME = "greeter"
+
+local schema = {
+  name = PLUGIN_NAME,
+  fields = {
+    { consumer = typedefs.no_consumer },
+    { protocols = typedefs.protocols_http },
+    { config = {
+        type = "record",
+        fields = {
+          { request_header = typedefs.header_name { required = true, default = "x-user" } },
+          { upstream_header = typedefs.header_name { required = true, default = "x-greeting" } },
+          { response_header = typedefs.header_name { required = true, default = "x-greeter" } },
+          { greeting = { type = "string", required = true, default = "hello" } },
+          { deny = { type = "string" } },
+          { times = { type = "integer", default = 1, between = { 1, 10 } } },
+        },
+      },
+    },
+  },
+}
+
+return schema
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_plugin_folder_loads_validates_and_runs_its_phases() {
+    let dir = strait_e2e::TempDir::new();
+    let folder = dir.path().join("kong/plugins/greeter");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("handler.lua"), GREETER_HANDLER).unwrap();
+    std::fs::write(folder.join("schema.lua"), GREETER_SCHEMA).unwrap();
+    let package_path = format!("{}/?.lua;;", dir.path().display());
+    let options = GatewayOptions::new()
+        .setting("plugins", "bundled,greeter")
+        .setting("lua_package_path", &package_path)
+        .setting("log_level", "notice");
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(options).await;
+
+    let root = gw.admin("GET", "/", &[], "").await.json();
+    assert_eq!(root["plugins"]["available_on_server"]["greeter"]["priority"], 1000);
+    let schema = gw.admin("GET", "/schemas/plugins/greeter", &[], "").await;
+    assert_eq!(schema.status, 200, "{}", schema.text());
+
+    // Configured through the Admin API.
+    let service = send_json(
+        &gw,
+        "POST",
+        "/services",
+        &json!({ "name": "echo", "url": upstream.url("http") }),
+    )
+    .await;
+    assert_eq!(service.status, 201, "{}", service.text());
+    let created_route = send_json(
+        &gw,
+        "POST",
+        "/services/echo/routes",
+        &json!({ "name": "greet", "paths": ["/greet"] }),
+    )
+    .await;
+    assert_eq!(created_route.status, 201, "{}", created_route.text());
+    let refused = send_json(
+        &gw,
+        "POST",
+        "/routes/greet/plugins",
+        &json!({ "name": "greeter", "config": { "times": 50 } }),
+    )
+    .await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert_eq!(refused.json()["name"], "schema violation", "{}", refused.text());
+    assert_eq!(
+        refused.json()["fields"]["config"]["times"],
+        "value should be between 1 and 10",
+        "{}",
+        refused.text()
+    );
+    let refused = send_json(
+        &gw,
+        "POST",
+        "/routes/greet/plugins",
+        &json!({ "name": "greeter", "config": { "request_header": "bad header" } }),
+    )
+    .await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    let created = send_json(
+        &gw,
+        "POST",
+        "/routes/greet/plugins",
+        &json!({ "name": "greeter", "config": { "greeting": "hi", "times": 2, "deny": "eve" } }),
+    )
+    .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    assert_eq!(created.json()["config"]["request_header"], "x-user");
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let greeted = loop {
+        let reply = gw.proxy(request("GET", "/greet", &[("x-user", "bob")], "")).await;
+        if reply.header("x-greeter").is_some() || Instant::now() > deadline {
+            break reply;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(greeted.status, 200, "{}", greeted.text());
+    assert_eq!(echo_headers(&greeted)["x-greeting"], "hi hi bob");
+    assert_eq!(greeted.header("x-greeter").as_deref(), Some("status 200"));
+    assert!(
+        log_shows(&gw, "[greeter] greeted bob with hi").await,
+        "{}",
+        gw.log_tail()
+    );
+    let denied = gw.proxy(request("GET", "/greet", &[("x-user", "eve")], "")).await;
+    assert_eq!(denied.status, 403);
+    assert_eq!(denied.json(), json!({ "message": "denied: eve" }));
+    assert_eq!(denied.header("x-greeter").as_deref(), Some("status 403"));
+
+    // And through POST /config (the declarative path).
+    let routes = json!([route(
+        "declared",
+        json!([{ "name": "greeter", "config": { "greeting": "hey" } }])
+    )]);
+    let config = echo_service(routes, json!([]))
+        .to_string()
+        .replace(UPSTREAM, &upstream.url("http"));
+    gw.apply(&serde_json::from_str(&config).unwrap()).await;
+    let declared = gw.proxy(get("/declared")).await;
+    assert_eq!(declared.status, 200, "{}", declared.text());
+    assert_eq!(echo_headers(&declared)["x-greeting"], "hey anonymous");
+
+    // And through decK (`deck gateway sync`, then a diff with no changes).
+    let file = format!(
+        "_format_version: \"3.0\"\nservices:\n  - name: echo\n    url: {}\n    routes:\n      - name: synced\n        paths: [/synced]\n        plugins:\n          - name: greeter\n            config: {{ greeting: yo, times: 3 }}\n",
+        upstream.url("http")
+    );
+    std::fs::write(dir.path().join("kong.yml"), file).unwrap();
+    let synced = deck(&gw, dir.path(), &["gateway", "sync", "kong.yml"])
+        .await
+        .expect_success("deck gateway sync");
+    deck(&gw, dir.path(), &["gateway", "diff", "kong.yml"])
+        .await
+        .expect_success("deck gateway diff")
+        .expect_no_changes(&synced.stdout);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let synced_reply = loop {
+        let reply = gw.proxy(get("/synced")).await;
+        if reply.status == 200 || Instant::now() > deadline {
+            break reply;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(synced_reply.status, 200, "{}", synced_reply.text());
+    assert_eq!(echo_headers(&synced_reply)["x-greeting"], "yo yo yo anonymous");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_plugin_that_does_not_load_stops_the_node_with_kongs_message() {
+    let dir = strait_e2e::TempDir::new();
+    let folder = dir.path().join("kong/plugins/broken");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("handler.lua"), "return { VERSION = '1.0.0' }").unwrap();
+    std::fs::write(folder.join("schema.lua"), GREETER_SCHEMA).unwrap();
+    let conf = dir.path().join("strait.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "plugins = bundled,broken\nlua_package_path = {}/?.lua;;\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let run = strait_e2e::run_strait(&["start", "--conf", conf.to_str().unwrap()], dir.path(), &[]).await;
+    assert_ne!(run.code, Some(0));
+    assert!(
+        run.stderr
+            .contains("error loading plugin schemas: on plugin 'broken': handler.PRIORITY must be an integer"),
+        "{}",
+        run.stderr
     );
 }

@@ -180,31 +180,97 @@ impl Function {
     fn later_phases(&self) -> bool {
         !self.code.header_filter.is_empty() || !self.code.log.is_empty()
     }
+}
 
-    fn later_call(&self, phase: Phase, shared: &SharedStore, request: &strait_plugins::RequestSummary) -> Call {
-        let line = shared.get::<RequestLine>().cloned();
-        Call {
-            phase,
-            plugin: self.code.plugin,
-            method: request.method.clone(),
-            scheme: line.as_ref().map_or(scheme_of(request.protocol), |l| l.scheme),
-            host: line.as_ref().map(|l| l.host.clone()).unwrap_or_default(),
-            path: line.as_ref().map(|l| l.path.clone()).unwrap_or_default(),
-            query: line.as_ref().map(|l| l.query.clone()).unwrap_or_default(),
-            http_version: line.as_ref().map_or(1.1, |l| l.http_version),
-            client_ip: request.client_ip,
-            headers: request.request_headers.clone().unwrap_or_default(),
-            upstream_host: None,
-            status: None,
-            response_headers: HeaderMap::new(),
-            exit: None,
+/// Notes what the later phases' Lua code reads of the request, once per
+/// request, when a plugin has later phases.
+pub(crate) fn note_request(ctx: &mut RequestCtx<'_>, later_phases: bool) {
+    if later_phases && ctx.shared.get::<RequestLine>().is_none() {
+        ctx.shared.insert(RequestLine {
+            scheme: scheme_of(ctx.protocol),
+            host: ctx.host.to_string(),
+            path: ctx.path().to_string(),
+            query: ctx.query().to_string(),
+            http_version: version_number(ctx.http_version),
+        });
+    }
+}
+
+/// The access phase's call: the request's headers moved in.
+pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str) -> Call {
+    Call {
+        phase: Phase::Access,
+        plugin,
+        method: ctx.method.clone(),
+        scheme: scheme_of(ctx.protocol),
+        host: ctx.host.to_string(),
+        path: ctx.path().to_string(),
+        query: ctx.query().to_string(),
+        http_version: version_number(ctx.http_version),
+        client_ip: ctx.client_ip,
+        headers: std::mem::take(ctx.headers),
+        upstream_host: None,
+        status: None,
+        response_headers: HeaderMap::new(),
+        exit: None,
+    }
+}
+
+/// The access phase's call back into the request, and what it decided:
+/// `kong.response.exit`'s answer, or Kong's 500 for an error.
+pub(crate) fn finish_access(
+    ctx: &mut RequestCtx<'_>,
+    plugin: &'static str,
+    result: Result<(), String>,
+    call: Call,
+) -> Flow {
+    *ctx.headers = call.headers;
+    if call.upstream_host.is_some() {
+        ctx.upstream_host = call.upstream_host;
+    }
+    for (name, value) in &call.response_headers {
+        ctx.response_headers.push(name, value);
+    }
+    match (call.exit, result) {
+        (Some(exit), _) => Flow::Respond(exit),
+        (None, Ok(())) => Flow::Continue,
+        (None, Err(error)) => {
+            failed(plugin, Phase::Access, &error);
+            Flow::Respond(PluginResponse::message(500, "An unexpected error occurred"))
         }
+    }
+}
+
+/// A later phase's call: what access noted, the request's headers as the
+/// response phases keep them.
+pub(crate) fn later_call(
+    plugin: &'static str,
+    phase: Phase,
+    shared: &SharedStore,
+    request: &strait_plugins::RequestSummary,
+) -> Call {
+    let line = shared.get::<RequestLine>().cloned();
+    Call {
+        phase,
+        plugin,
+        method: request.method.clone(),
+        scheme: line.as_ref().map_or(scheme_of(request.protocol), |l| l.scheme),
+        host: line.as_ref().map(|l| l.host.clone()).unwrap_or_default(),
+        path: line.as_ref().map(|l| l.path.clone()).unwrap_or_default(),
+        query: line.as_ref().map(|l| l.query.clone()).unwrap_or_default(),
+        http_version: line.as_ref().map_or(1.1, |l| l.http_version),
+        client_ip: request.client_ip,
+        headers: request.request_headers.clone().unwrap_or_default(),
+        upstream_host: None,
+        status: None,
+        response_headers: HeaderMap::new(),
+        exit: None,
     }
 }
 
 /// A failed phase call: an error line naming the plugin (Kong's
 /// namespaced log) and the phase.
-fn failed(plugin: &str, phase: Phase, error: &str) {
+pub(crate) fn failed(plugin: &str, phase: Phase, error: &str) {
     tracing::error!(target: "strait::lua", "[{plugin}] {} phase: {error}", phase_name(phase));
 }
 
@@ -226,50 +292,13 @@ impl Plugin for Function {
     }
 
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
-        if self.later_phases() && ctx.shared.get::<RequestLine>().is_none() {
-            ctx.shared.insert(RequestLine {
-                scheme: scheme_of(ctx.protocol),
-                host: ctx.host.to_string(),
-                path: ctx.path().to_string(),
-                query: ctx.query().to_string(),
-                http_version: version_number(ctx.http_version),
-            });
-        }
+        note_request(ctx, self.later_phases());
         if self.code.access.is_empty() {
             return Flow::Continue;
         }
-        let call = Call {
-            phase: Phase::Access,
-            plugin: self.code.plugin,
-            method: ctx.method.clone(),
-            scheme: scheme_of(ctx.protocol),
-            host: ctx.host.to_string(),
-            path: ctx.path().to_string(),
-            query: ctx.query().to_string(),
-            http_version: version_number(ctx.http_version),
-            client_ip: ctx.client_ip,
-            headers: std::mem::take(ctx.headers),
-            upstream_host: None,
-            status: None,
-            response_headers: HeaderMap::new(),
-            exit: None,
-        };
+        let call = access_call(ctx, self.code.plugin);
         let (result, call) = worker::run(&self.code, Phase::Access, call);
-        *ctx.headers = call.headers;
-        if call.upstream_host.is_some() {
-            ctx.upstream_host = call.upstream_host;
-        }
-        for (name, value) in &call.response_headers {
-            ctx.response_headers.push(name, value);
-        }
-        match (call.exit, result) {
-            (Some(exit), _) => Flow::Respond(exit),
-            (None, Ok(())) => Flow::Continue,
-            (None, Err(error)) => {
-                failed(self.code.plugin, Phase::Access, &error);
-                Flow::Respond(PluginResponse::message(500, "An unexpected error occurred"))
-            }
-        }
+        finish_access(ctx, self.code.plugin, result, call)
     }
 
     fn filters_headers(&self) -> bool {
@@ -284,7 +313,7 @@ impl Plugin for Function {
         if self.code.header_filter.is_empty() {
             return;
         }
-        let mut call = self.later_call(Phase::HeaderFilter, ctx.shared, ctx.request);
+        let mut call = later_call(self.code.plugin, Phase::HeaderFilter, ctx.shared, ctx.request);
         call.status = Some(ctx.status.as_u16());
         call.response_headers = std::mem::take(ctx.headers);
         let (result, call) = worker::run(&self.code, Phase::HeaderFilter, call);
@@ -306,7 +335,7 @@ impl Plugin for Function {
         if self.code.log.is_empty() {
             return;
         }
-        let mut call = self.later_call(Phase::Log, shared, record.request);
+        let mut call = later_call(self.code.plugin, Phase::Log, shared, record.request);
         call.status = Some(record.status);
         if let Some(details) = &record.details {
             call.response_headers = details.response_headers.clone();

@@ -5,11 +5,13 @@
 //! it), one Lua state per worker thread and a time budget per phase call.
 #![deny(unsafe_code)]
 
+mod custom;
 mod functions;
 mod pdk;
 mod settings;
 mod worker;
 
+pub use custom::load as load_custom_plugins;
 pub use settings::{configure, list, LuaSettings, UntrustedLua};
 
 /// Adds `pre-function` and `post-function` to the plugin registry (their

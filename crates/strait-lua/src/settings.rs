@@ -44,6 +44,10 @@ pub struct LuaSettings {
     /// The most memory one worker's Lua state may hold, in bytes; zero for
     /// no limit.
     pub memory_limit: usize,
+    /// Custom plugins to load (`plugins` without `bundled`).
+    pub custom_plugins: Vec<String>,
+    /// `lua_package_path`: where `require` looks first.
+    pub package_path: String,
 }
 
 impl Default for LuaSettings {
@@ -54,6 +58,8 @@ impl Default for LuaSettings {
             sandbox_environment: Vec::new(),
             max_run_time: Duration::from_millis(100),
             memory_limit: 256 << 20,
+            custom_plugins: Vec::new(),
+            package_path: "./?.lua;./?/init.lua;".into(),
         }
     }
 }

@@ -29,6 +29,7 @@ use std::time::Instant;
 
 use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
 
+use crate::custom::CustomPlugin;
 use crate::pdk::{self, Call, Phase};
 use crate::settings::{self, LuaSettings, UntrustedLua};
 
@@ -36,11 +37,30 @@ use crate::settings::{self, LuaSettings, UntrustedLua};
 pub(crate) const UNTRUSTED_OFF: &str =
     "loading of untrusted Lua code disabled because 'untrusted_lua' config option is set to 'off'";
 
+/// A plugin instance's id, process-wide, taken when the instance is built:
+/// what the workers key its compiled code and config table by. Dropping
+/// it tells every worker to forget them.
+#[derive(Debug)]
+pub(crate) struct InstanceId(pub u64);
+
+impl InstanceId {
+    pub fn new() -> InstanceId {
+        InstanceId(NEXT_ID.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl Drop for InstanceId {
+    fn drop(&mut self) {
+        let mut retired = RETIRED.lock().unwrap_or_else(PoisonError::into_inner);
+        retired.push(self.0);
+        RETIRED_COUNT.store(retired.len(), Ordering::Release);
+    }
+}
+
 /// A plugin instance's Lua code, per phase: what the workers compile.
 #[derive(Debug)]
 pub(crate) struct Code {
-    /// Process-wide, taken when the instance is built.
-    pub id: u64,
+    pub id: InstanceId,
     pub plugin: &'static str,
     pub access: Vec<String>,
     pub header_filter: Vec<String>,
@@ -52,7 +72,7 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 impl Code {
     pub fn new(plugin: &'static str, access: Vec<String>, header_filter: Vec<String>, log: Vec<String>) -> Code {
         Code {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: InstanceId::new(),
             plugin,
             access,
             header_filter,
@@ -66,14 +86,6 @@ impl Code {
             Phase::HeaderFilter => &self.header_filter,
             Phase::Log => &self.log,
         }
-    }
-}
-
-impl Drop for Code {
-    fn drop(&mut self) {
-        let mut retired = RETIRED.lock().unwrap_or_else(PoisonError::into_inner);
-        retired.push(self.id);
-        RETIRED_COUNT.store(retired.len(), Ordering::Release);
     }
 }
 
@@ -93,14 +105,13 @@ struct Entry {
 }
 
 impl Entry {
-    fn run(&self, jit_off: &Function) -> mlua::Result<()> {
+    fn run(&self) -> mlua::Result<()> {
         let resolved = self.resolved.borrow().clone();
         if let Some(function) = resolved {
             return function.call(());
         }
         match self.chunk.call::<Value>(()) {
             Ok(Value::Function(function)) => {
-                jit_off.call::<()>((function.clone(), true))?;
                 *self.resolved.borrow_mut() = Some(function.clone());
                 function.call(())
             }
@@ -128,7 +139,10 @@ struct Worker {
     sandboxed: Function,
     /// Makes one chunk's environment under `on`.
     open: Function,
-    jit_off: Function,
+    /// Custom plugins' handler modules, required on first use.
+    handlers: HashMap<&'static str, Table>,
+    /// Custom plugin instances' config tables, by instance id.
+    confs: HashMap<u64, Table>,
     /// The running call's deadline, read by the count hook.
     deadline: Rc<Cell<Option<Instant>>>,
     compiled: HashMap<(u64, u8), Compiled>,
@@ -151,6 +165,9 @@ impl Worker {
             }
         }
         let (kong, ngx) = pdk::install(&lua)?;
+        // Custom plugins' handlers read `kong` and `ngx` as globals.
+        lua.globals().set("kong", kong.clone())?;
+        lua.globals().set("ngx", ngx.clone())?;
         let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
         let seen = deadline.clone();
         let expired = lua.create_function(move |_, ()| Ok(seen.get().is_some_and(|d| Instant::now() >= d)))?;
@@ -160,8 +177,11 @@ impl Worker {
             .load(include_str!("sandbox.lua"))
             .set_name("=strait/sandbox.lua")
             .call((requires, environment, kong, ngx, expired))?;
+        // Hooks never fire in compiled traces: user code runs on the
+        // interpreter, so the budget holds.
         let jit: Table = lua.globals().get("jit")?;
-        let jit_off: Function = jit.get("off")?;
+        jit.get::<Function>("off")?.call::<()>(())?;
+        crate::custom::prepare(&lua, &settings)?;
         if !settings.max_run_time.is_zero() {
             let seen = deadline.clone();
             let limit = settings.max_run_time;
@@ -181,7 +201,8 @@ impl Worker {
             settings,
             sandboxed,
             open,
-            jit_off,
+            handlers: HashMap::new(),
+            confs: HashMap::new(),
             deadline,
             compiled: HashMap::new(),
             retired_seen: 0,
@@ -200,12 +221,13 @@ impl Worker {
             for phase in 0..3 {
                 self.compiled.remove(&(*id, phase));
             }
+            self.confs.remove(id);
         }
         self.retired_seen = retired.len();
     }
 
     fn compiled(&mut self, code: &Code, phase: Phase) -> Compiled {
-        let key = (code.id, phase as u8);
+        let key = (code.id.0, phase as u8);
         if let Some(compiled) = self.compiled.get(&key) {
             return compiled.clone();
         }
@@ -232,9 +254,6 @@ impl Worker {
                     .set_environment(env)
                     .into_function()
                     .map_err(|e| e.to_string())?;
-                self.jit_off
-                    .call::<()>((chunk.clone(), true))
-                    .map_err(|e| e.to_string())?;
                 Ok(Entry {
                     chunk,
                     resolved: RefCell::new(None),
@@ -252,18 +271,73 @@ impl Worker {
         };
         let limit = self.settings.max_run_time;
         self.deadline.set((!limit.is_zero()).then(|| Instant::now() + limit));
-        let jit_off = &self.jit_off;
         let (result, call) = pdk::with_current(call, || {
             for entry in entries {
-                entry.run(jit_off)?;
+                entry.run()?;
             }
             Ok::<(), mlua::Error>(())
         });
+        self.finish(result, call)
+    }
+
+    /// After a phase call: the deadline cleared, a memory error handled.
+    fn finish(&mut self, result: mlua::Result<()>, call: Call) -> (Result<(), String>, Call) {
         self.deadline.set(None);
         if let Err(error) = &result {
             self.after_error(error);
         }
         (result.map_err(|e| e.to_string()), call)
+    }
+
+    /// A custom plugin's handler in this state: required on first use, its
+    /// `init_worker` run then (an error there is logged, as Kong does).
+    fn handler(&mut self, name: &'static str) -> mlua::Result<Table> {
+        if let Some(handler) = self.handlers.get(name) {
+            return Ok(handler.clone());
+        }
+        let require: Function = self.lua.globals().get("require")?;
+        let handler: Table = require.call(crate::custom::module(name, "handler"))?;
+        if let Ok(init) = handler.get::<Function>("init_worker") {
+            if let Err(error) = init.call::<()>(handler.clone()) {
+                tracing::error!(target: "strait::lua", "[{name}] init_worker: {error}");
+            }
+        }
+        self.handlers.insert(name, handler.clone());
+        Ok(handler)
+    }
+
+    /// A custom plugin instance's config as a Lua table, made once (nulls
+    /// left out, as Kong's are).
+    fn conf(&mut self, plugin: &CustomPlugin) -> mlua::Result<Table> {
+        if let Some(conf) = self.confs.get(&plugin.id.0) {
+            return Ok(conf.clone());
+        }
+        let options = mlua::SerializeOptions::new()
+            .serialize_none_to_null(false)
+            .serialize_unit_to_null(false);
+        let value = mlua::LuaSerdeExt::to_value_with(&self.lua, &*plugin.config, options)?;
+        let Value::Table(conf) = value else {
+            return Err(mlua::Error::runtime("a plugin's config is a record"));
+        };
+        self.confs.insert(plugin.id.0, conf.clone());
+        Ok(conf)
+    }
+
+    fn run_custom(&mut self, plugin: &CustomPlugin, phase: Phase, call: Call) -> (Result<(), String>, Call) {
+        self.forget_retired();
+        let name = plugin.definition.name;
+        let prepared = self.handler(name).and_then(|handler| {
+            let method: Function = handler.get(phase_method(phase))?;
+            Ok((handler, method, self.conf(plugin)?))
+        });
+        let (handler, method, conf) = match prepared {
+            Ok(prepared) => prepared,
+            Err(error) => return (Err(error.to_string()), call),
+        };
+        let limit = self.settings.max_run_time;
+        self.deadline.set((!limit.is_zero()).then(|| Instant::now() + limit));
+        let (result, call) = pdk::with_current(call, || method.call::<()>((handler, conf)));
+        self.finish(result, call)
     }
 
     /// After a failed call: a state out of memory is collected, and marked
@@ -279,8 +353,33 @@ impl Worker {
     }
 }
 
+/// A handler's method for a phase.
+fn phase_method(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Access => "access",
+        Phase::HeaderFilter => "header_filter",
+        Phase::Log => "log",
+    }
+}
+
 /// Runs `code`'s `phase` functions on this thread's state, on `call`.
 pub(crate) fn run(code: &Code, phase: Phase, call: Call) -> (Result<(), String>, Call) {
+    with_worker(code.plugin, call, |worker, call| worker.run(code, phase, call))
+}
+
+/// Runs a custom plugin's `phase` method on this thread's state.
+pub(crate) fn run_custom(plugin: &CustomPlugin, phase: Phase, call: Call) -> (Result<(), String>, Call) {
+    with_worker(plugin.definition.name, call, |worker, call| {
+        worker.run_custom(plugin, phase, call)
+    })
+}
+
+/// This thread's worker state (made on first use), for one call.
+fn with_worker(
+    plugin: &str,
+    call: Call,
+    run: impl FnOnce(&mut Worker, Call) -> (Result<(), String>, Call),
+) -> (Result<(), String>, Call) {
     WORKER.with(|cell| {
         let mut worker = cell.borrow_mut();
         if worker.is_none() {
@@ -290,10 +389,10 @@ pub(crate) fn run(code: &Code, phase: Phase, call: Call) -> (Result<(), String>,
             }
         }
         let made = worker.as_mut().expect("made above");
-        let ran = made.run(code, phase, call);
+        let ran = run(made, call);
         if made.spent {
             tracing::warn!(
-                plugin = code.plugin,
+                plugin,
                 "this worker's Lua state stayed near lua_memory_limit after a collection: made anew"
             );
             *worker = None;

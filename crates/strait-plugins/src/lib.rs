@@ -40,8 +40,8 @@ pub use phase::{
     AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, DropResponseBody, Flow, Plugin, PluginResponse,
 };
 pub use registry::{
-    add, available, build_plugin, build_scoped_plugin, install, priority_of, BundledPlugin, PluginFactory, PluginScope,
-    AVAILABLE,
+    add, add_dynamic, available, build_plugin, build_scoped_plugin, install, priority_of, BundledPlugin,
+    DynamicFactory, PluginFactory, PluginScope, AVAILABLE,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq)]

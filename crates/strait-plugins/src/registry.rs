@@ -53,18 +53,37 @@ pub fn install() {
     });
 }
 
-/// Entries added at start-up by other crates ([`add`]).
-static ADDED: RwLock<Vec<BundledPlugin>> = RwLock::new(Vec::new());
+/// Builds an instance of a plugin whose definition arrives at run time
+/// (a custom Lua plugin's handler and schema): a closure over it.
+pub type DynamicFactory =
+    Arc<dyn Fn(&Map<String, Value>, PluginScope) -> Result<Arc<dyn Plugin>, PluginError> + Send + Sync>;
+
+/// An entry another crate added ([`add`], [`add_dynamic`]).
+struct Added {
+    name: &'static str,
+    priority: i32,
+    build: DynamicFactory,
+}
+
+/// Entries added at start-up by other crates.
+static ADDED: RwLock<Vec<Added>> = RwLock::new(Vec::new());
 
 /// Adds a plugin implemented outside this crate and registers its config
 /// schema with strait-core, so every write path validates it. A name
-/// already in the registry is replaced (adding twice is harmless).
+/// already added is replaced (adding twice is harmless).
 pub fn add(plugin: BundledPlugin) {
-    register_plugin_schema(plugin.name, (plugin.schema)());
+    let build = plugin.build;
+    add_dynamic(plugin.name, plugin.priority, (plugin.schema)(), Arc::new(build));
+}
+
+/// [`add`] for a plugin whose schema and factory are made at run time.
+pub fn add_dynamic(name: &'static str, priority: i32, schema: PluginSchema, build: DynamicFactory) {
+    register_plugin_schema(name, schema);
+    let entry = Added { name, priority, build };
     let mut added = ADDED.write().unwrap_or_else(PoisonError::into_inner);
-    match added.iter_mut().find(|p| p.name == plugin.name) {
-        Some(slot) => *slot = plugin,
-        None => added.push(plugin),
+    match added.iter_mut().find(|p| p.name == name) {
+        Some(slot) => *slot = entry,
+        None => added.push(entry),
     }
 }
 
@@ -77,18 +96,26 @@ pub fn available() -> Vec<&'static str> {
     names
 }
 
-/// The registry entry of plugin `name`.
-pub fn find(name: &str) -> Option<BundledPlugin> {
-    if let Some(plugin) = BUNDLED.iter().find(|plugin| plugin.name == name) {
-        return Some(*plugin);
-    }
+/// The bundled entry of plugin `name`.
+fn find(name: &str) -> Option<&'static BundledPlugin> {
+    BUNDLED.iter().find(|plugin| plugin.name == name)
+}
+
+/// The priority and factory of an added plugin `name`.
+fn find_added(name: &str) -> Option<(i32, DynamicFactory)> {
     let added = ADDED.read().unwrap_or_else(PoisonError::into_inner);
-    added.iter().find(|plugin| plugin.name == name).copied()
+    added
+        .iter()
+        .find(|plugin| plugin.name == name)
+        .map(|plugin| (plugin.priority, plugin.build.clone()))
 }
 
 /// Kong's priority of a plugin this build runs (higher runs first).
 pub fn priority_of(name: &str) -> Option<i32> {
-    find(name).map(|plugin| plugin.priority)
+    match find(name) {
+        Some(plugin) => Some(plugin.priority),
+        None => find_added(name).map(|(priority, _)| priority),
+    }
 }
 
 /// Build an instance of plugin `name` from its (defaults-filled) config,
@@ -104,8 +131,11 @@ pub fn build_scoped_plugin(
     config: &Map<String, Value>,
     scope: PluginScope,
 ) -> Result<Arc<dyn Plugin>, PluginError> {
-    match find(name) {
-        Some(plugin) => (plugin.build)(config, scope),
+    if let Some(plugin) = find(name) {
+        return (plugin.build)(config, scope);
+    }
+    match find_added(name) {
+        Some((_, build)) => build(config, scope),
         None => Err(PluginError::NotImplemented(name.to_string())),
     }
 }

@@ -189,6 +189,9 @@ fn run(args: &[String]) -> Result<ExitCode> {
 
 fn validate(file: Option<&String>) -> Result<ExitCode> {
     let file = file.ok_or_else(|| anyhow!("config validate needs a FILE\n\n{USAGE}"))?;
+    // Custom plugins named by STRAIT_PLUGINS validate as they will run.
+    let raw = RawSettings::load(None, std::env::vars())?;
+    strait_lua::load_custom_plugins(&settings::lua_settings(&raw)?).map_err(|e| anyhow!(e))?;
     let bytes = std::fs::read(file).map_err(|e| anyhow!("reading {file}: {e}"))?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -237,6 +240,7 @@ fn start(args: &[String]) -> Result<()> {
     let settings = NodeSettings::from_raw(raw)?;
     init_logging(&settings)?;
     strait_lua::configure(settings.lua.clone());
+    strait_lua::load_custom_plugins(&settings.lua).map_err(|e| anyhow!(e))?;
     node::run(settings)
 }
 

@@ -82,6 +82,10 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("untrusted_lua_sandbox_environment", ""),
     ("lua_max_run_time", "100ms"),
     ("lua_memory_limit", "256m"),
+    // Kong's: `bundled` and the names of custom Lua plugins, found as
+    // kong/plugins/<name>/ through lua_package_path.
+    ("plugins", "bundled"),
+    ("lua_package_path", "./?.lua;./?/init.lua;"),
     ("admin_ssl_cert", ""),
     ("admin_ssl_cert_key", ""),
     ("admin_ssl_client_ca", ""),
@@ -665,16 +669,7 @@ impl NodeSettings {
                 (mode, ca)
             },
             mem_cache_size: parse_size("mem_cache_size", raw.get("mem_cache_size"))?,
-            lua: strait_lua::LuaSettings {
-                untrusted_lua: raw
-                    .get("untrusted_lua")
-                    .parse()
-                    .map_err(|e: String| anyhow!("untrusted_lua: {e}"))?,
-                sandbox_requires: strait_lua::list(raw.get("untrusted_lua_sandbox_requires")),
-                sandbox_environment: strait_lua::list(raw.get("untrusted_lua_sandbox_environment")),
-                max_run_time: parse_duration("lua_max_run_time", raw.get("lua_max_run_time"))?,
-                memory_limit: parse_size("lua_memory_limit", raw.get("lua_memory_limit"))?,
-            },
+            lua: lua_settings(&raw)?,
             admin_tls: AdminTls {
                 cert: optional("admin_ssl_cert").map(PathBuf::from),
                 key: optional("admin_ssl_cert_key").map(PathBuf::from),
@@ -699,6 +694,25 @@ impl NodeSettings {
             raw,
         })
     }
+}
+
+/// `untrusted_lua*`, `lua_*` and the custom plugins `plugins` names.
+pub fn lua_settings(raw: &RawSettings) -> Result<strait_lua::LuaSettings> {
+    Ok(strait_lua::LuaSettings {
+        untrusted_lua: raw
+            .get("untrusted_lua")
+            .parse()
+            .map_err(|e: String| anyhow!("untrusted_lua: {e}"))?,
+        sandbox_requires: strait_lua::list(raw.get("untrusted_lua_sandbox_requires")),
+        sandbox_environment: strait_lua::list(raw.get("untrusted_lua_sandbox_environment")),
+        max_run_time: parse_duration("lua_max_run_time", raw.get("lua_max_run_time"))?,
+        memory_limit: parse_size("lua_memory_limit", raw.get("lua_memory_limit"))?,
+        custom_plugins: strait_lua::list(raw.get("plugins"))
+            .into_iter()
+            .filter(|name| name != "bundled" && name != "off")
+            .collect(),
+        package_path: raw.get("lua_package_path").to_string(),
+    })
 }
 
 /// `oauth2_token_store`: the embedded LMDB store under the prefix, or a

@@ -118,8 +118,10 @@ pub(crate) fn consumer_group_consumer() -> EntityDef {
     }
 }
 
+/// Kong's bundled names, and any plugin whose schema was registered at
+/// start-up (a custom Lua plugin the `plugins` setting names).
 fn known_plugin(name: &str) -> Result<(), String> {
-    match BUNDLED_PLUGINS.contains(&name) {
+    match BUNDLED_PLUGINS.contains(&name) || super::plugins::has_schema(name) {
         true => Ok(()),
         false => Err(format!(
             "plugin '{name}' not enabled; add it to the 'plugins' configuration property"

@@ -209,7 +209,7 @@ fn dropped_instances_are_forgotten() {
     let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
     let code = Code::new("pre-function", vec!["return 1".into()], vec![], vec![]);
     worker.run(&code, Phase::Access, call()).0.unwrap();
-    let key = (code.id, Phase::Access as u8);
+    let key = (code.id.0, Phase::Access as u8);
     assert!(worker.compiled.contains_key(&key));
     drop(code);
     worker.forget_retired();

@@ -1,0 +1,429 @@
+//! Custom Lua plugins as Kong loads them: every name in the `plugins`
+//! setting other than `bundled` is a folder `kong/plugins/<name>/` found
+//! through `lua_package_path`, with `handler.lua` (`PRIORITY`, `VERSION`,
+//! phase methods) and `schema.lua` (Kong's schema DSL). At start-up each is
+//! loaded once in a loader state, its schema translated into a Strait
+//! schema (so every write path validates its config) and its entry added
+//! to the registry; the workers require the handler in their own states on
+//! first use (worker.rs).
+
+use std::sync::Arc;
+
+use mlua::{Lua, Table, Value};
+use serde_json::{Map, Value as Json};
+use strait_core::schema::field::Field;
+use strait_core::schema::{formats, PluginSchema};
+use strait_plugins::{Flow, LogRecord, Plugin, RequestCtx, ResponseCtx, SharedStore};
+
+use crate::pdk::{Call, Phase};
+use crate::settings::LuaSettings;
+use crate::worker::{self, InstanceId};
+
+/// Handler methods a custom plugin may have that this version does not
+/// run: the plugin is refused at start-up rather than loaded and skipped.
+const NOT_YET: [&str; 5] = ["certificate", "rewrite", "body_filter", "response", "preread"];
+
+/// A custom plugin's definition, from its handler and schema.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Definition {
+    pub name: &'static str,
+    pub priority: i32,
+    pub access: bool,
+    pub header_filter: bool,
+    pub log: bool,
+}
+
+/// The module paths of plugin `name`.
+pub(crate) fn module(name: &str, part: &str) -> String {
+    format!("kong.plugins.{name}.{part}")
+}
+
+/// Sets `package.path` (the setting first, then LuaJIT's own) and preloads
+/// the Kong modules plugins require.
+pub(crate) fn prepare(lua: &Lua, settings: &LuaSettings) -> mlua::Result<()> {
+    let package: Table = lua.globals().get("package")?;
+    let default: String = package.get("path")?;
+    let path = settings.package_path.trim_end_matches(';');
+    if !path.is_empty() {
+        package.set("path", format!("{path};{default}"))?;
+    }
+    lua.load(include_str!("shims.lua")).set_name("=strait/shims.lua").exec()
+}
+
+/// Loads every custom plugin the settings name and adds it to the
+/// registry. The error is Kong's: `error loading plugin schemas: on plugin
+/// '<name>': <why>`.
+pub fn load(settings: &LuaSettings) -> Result<(), String> {
+    if settings.custom_plugins.is_empty() {
+        return Ok(());
+    }
+    let lua = Lua::new();
+    let prepared = crate::pdk::install(&lua).and_then(|(kong, ngx)| {
+        lua.globals().set("kong", kong)?;
+        lua.globals().set("ngx", ngx)?;
+        prepare(&lua, settings)
+    });
+    prepared.map_err(|e| format!("preparing the loader: {e}"))?;
+    for name in &settings.custom_plugins {
+        let (definition, schema) =
+            load_one(&lua, name).map_err(|why| format!("error loading plugin schemas: on plugin '{name}': {why}"))?;
+        strait_plugins::add_dynamic(
+            definition.name,
+            definition.priority,
+            schema,
+            Arc::new(move |config: &Map<String, Json>, _| {
+                Ok(Arc::new(CustomPlugin {
+                    definition,
+                    id: InstanceId::new(),
+                    config: Arc::new(config.clone()),
+                }) as Arc<dyn Plugin>)
+            }),
+        );
+    }
+    Ok(())
+}
+
+fn load_one(lua: &Lua, name: &str) -> Result<(Definition, PluginSchema), String> {
+    if strait_plugins::priority_of(name).is_some() {
+        return Err("a plugin of that name is already bundled".into());
+    }
+    let require: mlua::Function = lua.globals().get("require").map_err(|e| e.to_string())?;
+    let handler: Table = require
+        .call(module(name, "handler"))
+        .map_err(|e| format!("the handler did not load: {e}"))?;
+    let schema: Table = require
+        .call(module(name, "schema"))
+        .map_err(|e| format!("the schema did not load: {e}"))?;
+    let priority = match handler.get::<Value>("PRIORITY").map_err(|e| e.to_string())? {
+        Value::Integer(n) => i32::try_from(n).map_err(|_| "PRIORITY is out of range".to_string())?,
+        Value::Number(n) if n.fract() == 0.0 && n.abs() < 2e9 => n as i32,
+        _ => return Err("handler.PRIORITY must be an integer".into()),
+    };
+    if !matches!(handler.get::<Value>("VERSION"), Ok(Value::String(_))) {
+        return Err("handler.VERSION must be a string".into());
+    }
+    let has = |method: &str| matches!(handler.get::<Value>(method), Ok(Value::Function(_)));
+    if let Some(method) = NOT_YET.iter().find(|method| has(method)) {
+        return Err(format!(
+            "the handler has a {method} method: Strait runs init_worker, access, header_filter and log in this version"
+        ));
+    }
+    let definition = Definition {
+        name: Box::leak(name.to_string().into_boxed_str()),
+        priority,
+        access: has("access"),
+        header_filter: has("header_filter"),
+        log: has("log"),
+    };
+    Ok((definition, plugin_schema(lua, &schema)?))
+}
+
+/// Kong's plugin schema table as Strait's: `consumer`, `protocols` and the
+/// `config` record.
+fn plugin_schema(lua: &Lua, schema: &Table) -> Result<PluginSchema, String> {
+    let mut plugin = PluginSchema::new(Vec::new());
+    plugin.http_only = false;
+    let fields: Table = schema
+        .get("fields")
+        .map_err(|_| "the schema has no fields".to_string())?;
+    for entry in fields.sequence_values::<Table>() {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let (name, def) = single_pair(&entry)?;
+        match name.as_str() {
+            "consumer" => plugin.no_consumer = is_null_foreign(&def),
+            "protocols" => plugin.http_only = def.get::<bool>("strait_protocols_http").unwrap_or(false),
+            "route" | "service" | "consumer_group" => {}
+            "config" => {
+                if def.get::<String>("type").ok().as_deref() != Some("record") {
+                    return Err("config must be a record".into());
+                }
+                plugin.config = record_fields(lua, &def, "config")?;
+            }
+            other => return Err(format!("unknown top-level schema field '{other}'")),
+        }
+    }
+    Ok(plugin)
+}
+
+fn is_null_foreign(def: &Table) -> bool {
+    def.get::<String>("eq").is_ok_and(|eq| eq == "null")
+}
+
+/// A `{ name = def }` entry of a `fields` array.
+fn single_pair(entry: &Table) -> Result<(String, Table), String> {
+    let mut pairs = entry.pairs::<String, Table>();
+    match (pairs.next(), pairs.next()) {
+        (Some(Ok(pair)), None) => Ok(pair),
+        _ => Err("each entry of a fields array must be a table with one field".into()),
+    }
+}
+
+/// A record's `fields` as named Strait fields (names kept for the process's
+/// life: a bounded set made at start-up).
+fn record_fields(lua: &Lua, def: &Table, path: &str) -> Result<Vec<(&'static str, Field)>, String> {
+    let fields: Table = def
+        .get("fields")
+        .map_err(|_| format!("{path}: a record needs fields"))?;
+    let mut out = Vec::new();
+    for entry in fields.sequence_values::<Table>() {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let (name, def) = single_pair(&entry)?;
+        let path = format!("{path}.{name}");
+        let leaked: &'static str = Box::leak(name.into_boxed_str());
+        out.push((leaked, field(lua, &def, &path)?));
+    }
+    Ok(out)
+}
+
+/// The attributes of a field definition this version translates.
+const KNOWN: [&str; 15] = [
+    "type",
+    "required",
+    "default",
+    "one_of",
+    "between",
+    "gt",
+    "len_min",
+    "elements",
+    "keys",
+    "values",
+    "fields",
+    "description",
+    "referenceable",
+    "encrypted",
+    "strait_check",
+];
+
+/// One field definition of Kong's DSL as a Strait field.
+fn field(lua: &Lua, def: &Table, path: &str) -> Result<Field, String> {
+    for pair in def.pairs::<String, Value>() {
+        let (key, _) = pair.map_err(|e| e.to_string())?;
+        if !KNOWN.contains(&key.as_str()) && key != "uuid" && key != "strait_protocols_http" {
+            return Err(format!("{path}: '{key}' is not supported by Strait yet"));
+        }
+    }
+    let kind: String = def.get("type").map_err(|_| format!("{path}: a field needs a type"))?;
+    let sub = |key: &str| -> Result<Field, String> {
+        let inner: Table = def.get(key).map_err(|_| format!("{path}: {kind} needs {key}"))?;
+        field(lua, &inner, &format!("{path}.{key}"))
+    };
+    let mut out = match kind.as_str() {
+        "string" => Field::string(),
+        "integer" => Field::integer(),
+        "number" => Field::number(),
+        "boolean" => Field::boolean(),
+        "array" => Field::array(sub("elements")?),
+        "set" => Field::set(sub("elements")?),
+        "map" => Field::map(sub("keys")?, sub("values")?),
+        "record" => Field::record(record_fields(lua, def, path)?),
+        other => return Err(format!("{path}: type '{other}' is not supported by Strait yet")),
+    };
+    if def.get::<bool>("required").unwrap_or(false) {
+        out = out.required();
+    }
+    if let Ok(Value::Table(options)) = def.get::<Value>("one_of") {
+        let mut texts = Vec::new();
+        let mut numbers = Vec::new();
+        for option in options.sequence_values::<Value>() {
+            match option.map_err(|e| e.to_string())? {
+                Value::String(text) => texts.push(text.to_string_lossy()),
+                Value::Integer(n) => numbers.push(n),
+                _ => return Err(format!("{path}: one_of holds a value Strait cannot check")),
+            }
+        }
+        if !texts.is_empty() {
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            out = out.one_of(&refs);
+        } else if !numbers.is_empty() {
+            out = out.one_of_integers(&numbers);
+        }
+    }
+    if let Ok(Value::Table(range)) = def.get::<Value>("between") {
+        let (low, high): (i64, i64) = (
+            range
+                .get(1)
+                .map_err(|_| format!("{path}: between needs two integers"))?,
+            range
+                .get(2)
+                .map_err(|_| format!("{path}: between needs two integers"))?,
+        );
+        out = out.between(low, high);
+    }
+    if let Ok(bound) = def.get::<i64>("gt") {
+        out = out.gt(bound);
+    }
+    if let Ok(min) = def.get::<i64>("len_min") {
+        out = out.len_min(min.max(0) as usize);
+    }
+    if def.get::<bool>("uuid").unwrap_or(false) {
+        out = out.uuid();
+    }
+    if def
+        .get::<String>("strait_check")
+        .is_ok_and(|check| check == "header_name")
+    {
+        out = out.check(formats::header_name);
+    }
+    if def.get::<bool>("referenceable").unwrap_or(false) {
+        out = out.referenceable();
+    }
+    match def.get::<Value>("default") {
+        Ok(Value::Nil) | Err(_) => {}
+        Ok(value) => {
+            let json: Json = mlua::LuaSerdeExt::from_value(lua, value)
+                .map_err(|e| format!("{path}: the default cannot be read: {e}"))?;
+            out = out.default(json);
+        }
+    }
+    Ok(out)
+}
+
+/// One custom plugin instance: its definition and validated config; the
+/// workers hold its handler and config table.
+#[derive(Debug)]
+pub(crate) struct CustomPlugin {
+    pub definition: Definition,
+    pub id: InstanceId,
+    pub config: Arc<Map<String, Json>>,
+}
+
+impl CustomPlugin {
+    fn call(&self, phase: Phase, call: Call) -> (Result<(), String>, Call) {
+        worker::run_custom(self, phase, call)
+    }
+}
+
+impl Plugin for CustomPlugin {
+    fn name(&self) -> &'static str {
+        self.definition.name
+    }
+
+    fn priority(&self) -> i32 {
+        self.definition.priority
+    }
+
+    fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        crate::functions::note_request(ctx, self.definition.header_filter || self.definition.log);
+        if !self.definition.access {
+            return Flow::Continue;
+        }
+        let call = crate::functions::access_call(ctx, self.definition.name);
+        let (result, call) = self.call(Phase::Access, call);
+        crate::functions::finish_access(ctx, self.definition.name, result, call)
+    }
+
+    fn filters_headers(&self) -> bool {
+        self.definition.header_filter
+    }
+
+    fn reads_request_headers_in_response(&self) -> bool {
+        self.definition.header_filter || self.definition.log
+    }
+
+    fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {
+        if !self.definition.header_filter {
+            return;
+        }
+        let mut call = crate::functions::later_call(self.definition.name, Phase::HeaderFilter, ctx.shared, ctx.request);
+        call.status = Some(ctx.status.as_u16());
+        call.response_headers = std::mem::take(ctx.headers);
+        let (result, call) = self.call(Phase::HeaderFilter, call);
+        *ctx.headers = call.response_headers;
+        if let Err(error) = result {
+            crate::functions::failed(self.definition.name, Phase::HeaderFilter, &error);
+        }
+    }
+
+    fn logs(&self) -> bool {
+        self.definition.log
+    }
+
+    fn serializes(&self) -> bool {
+        self.definition.log
+    }
+
+    fn log(&self, record: &LogRecord, shared: &SharedStore) {
+        if !self.definition.log {
+            return;
+        }
+        let mut call = crate::functions::later_call(self.definition.name, Phase::Log, shared, record.request);
+        call.status = Some(record.status);
+        call.response_headers = record
+            .details
+            .as_ref()
+            .map(|d| d.response_headers.clone())
+            .unwrap_or_default();
+        let (result, _) = self.call(Phase::Log, call);
+        if let Err(error) = result {
+            crate::functions::failed(self.definition.name, Phase::Log, &error);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn translated(schema: &str) -> Result<PluginSchema, String> {
+        let lua = Lua::new();
+        prepare(&lua, &LuaSettings::default()).unwrap();
+        let table: Table = lua.load(schema).eval().map_err(|e| e.to_string())?;
+        plugin_schema(&lua, &table)
+    }
+
+    #[test]
+    fn kongs_schema_dsl_becomes_strait_fields() {
+        let schema = translated(
+            r#"
+            local typedefs = require "kong.db.schema.typedefs"
+            return { name = "x", fields = {
+              { consumer = typedefs.no_consumer },
+              { protocols = typedefs.protocols_http },
+              { config = { type = "record", fields = {
+                  { header = typedefs.header_name { required = true, default = "x-a" } },
+                  { mode = { type = "string", one_of = { "fast", "slow" }, default = "fast" } },
+                  { tries = { type = "integer", between = { 1, 5 } } },
+                  { tags = { type = "array", elements = { type = "string" }, default = {} } },
+                  { limits = { type = "map", keys = { type = "string" }, values = { type = "number" } } },
+                  { inner = { type = "record", fields = { { on = { type = "boolean", default = true } } } } },
+              } } },
+            } }
+            "#,
+        )
+        .unwrap();
+        assert!(schema.no_consumer && schema.http_only);
+        let names: Vec<&str> = schema.config.iter().map(|(name, _)| *name).collect();
+        assert_eq!(names, ["header", "mode", "tries", "tags", "limits", "inner"]);
+        let json = Field::record(schema.config.clone()).to_json();
+        let text = json.to_string();
+        for expected in [
+            r#""default":"x-a""#,
+            r#""one_of":["fast","slow"]"#,
+            r#""between":[1,5]"#,
+        ] {
+            assert!(text.contains(expected), "{expected} in {text}");
+        }
+    }
+
+    #[test]
+    fn what_strait_cannot_check_is_refused_by_name() {
+        let error = translated(
+            r#"return { name = "x", fields = { { config = { type = "record", fields = {
+                { code = { type = "string", custom_validator = function() return true end } },
+            } } } } }"#,
+        )
+        .err()
+        .unwrap();
+        assert_eq!(error, "config.code: 'custom_validator' is not supported by Strait yet");
+        let error = translated(
+            r#"local typedefs = require "kong.db.schema.typedefs"
+               return { name = "x", fields = { { config = typedefs.nope } } }"#,
+        )
+        .err()
+        .unwrap();
+        assert!(
+            error.contains("schema typedef error: definition nope does not exist"),
+            "{error}"
+        );
+    }
+}
