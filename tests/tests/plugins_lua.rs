@@ -241,6 +241,7 @@ function plugin:access(plugin_conf)
     return kong.response.exit(403, { message = "denied: " .. who })
   end
   kong.service.request.set_header(plugin_conf.upstream_header, string.rep(plugin_conf.greeting .. " ", plugin_conf.times) .. who)
+  kong.ctx.shared.greeted = who
 end
 
 function plugin:header_filter(plugin_conf)
@@ -282,18 +283,24 @@ local schema = {
 return schema
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_custom_plugin_folder_loads_validates_and_runs_its_phases() {
-    let dir = strait_e2e::TempDir::new();
-    let folder = dir.path().join("kong/plugins/greeter");
+/// The greeter plugin's folder under `dir`, and the node's settings that
+/// load it.
+fn with_greeter(dir: &std::path::Path) -> GatewayOptions {
+    let folder = dir.join("kong/plugins/greeter");
     std::fs::create_dir_all(&folder).unwrap();
     std::fs::write(folder.join("handler.lua"), GREETER_HANDLER).unwrap();
     std::fs::write(folder.join("schema.lua"), GREETER_SCHEMA).unwrap();
-    let package_path = format!("{}/?.lua;;", dir.path().display());
-    let options = GatewayOptions::new()
+    let package_path = format!("{}/?.lua;;", dir.display());
+    GatewayOptions::new()
         .setting("plugins", "bundled,greeter")
         .setting("lua_package_path", &package_path)
-        .setting("log_level", "notice");
+        .setting("log_level", "notice")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_plugin_folder_loads_validates_and_runs_its_phases() {
+    let dir = strait_e2e::TempDir::new();
+    let options = with_greeter(dir.path());
     let upstream = Upstream::start(UpstreamKind::Http1).await;
     let gw = Gateway::start(options).await;
 
@@ -435,4 +442,35 @@ async fn a_custom_plugin_that_does_not_load_stops_the_node_with_kongs_message() 
         "{}",
         run.stderr
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kong_ctx_shared_carries_a_value_from_a_custom_plugin_to_file_log() {
+    let dir = strait_e2e::TempDir::new();
+    let log_path = dir.path().join("requests.log");
+    let routes = json!([route(
+        "traced",
+        json!([
+            { "name": "greeter", "config": {} },
+            { "name": "post-function", "config": {
+                "header_filter": ["kong.log.set_serialize_value('greeted', kong.ctx.shared.greeted)"]
+            } },
+            { "name": "file-log", "config": { "path": log_path.to_str().unwrap() } }
+        ])
+    )]);
+    let (gw, _upstream) = gateway(with_greeter(dir.path()), routes).await;
+    let reply = gw.proxy(request("GET", "/traced", &[("x-user", "carol")], "")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let line = loop {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if let Some(line) = text.lines().next() {
+            break line.to_string();
+        }
+        assert!(Instant::now() < deadline, "file-log wrote nothing: {}", gw.log_tail());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let entry: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(entry["greeted"], "carol", "{line}");
+    assert_eq!(entry["response"]["status"], 200);
 }

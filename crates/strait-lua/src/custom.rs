@@ -17,7 +17,7 @@ use strait_plugins::{Flow, LogRecord, Plugin, RequestCtx, ResponseCtx, SharedSto
 
 use crate::pdk::{Call, Phase};
 use crate::settings::LuaSettings;
-use crate::worker::{self, InstanceId};
+use crate::worker::{self, InstanceId, Store};
 
 /// Handler methods a custom plugin may have that this version does not
 /// run: the plugin is refused at start-up rather than loaded and skipped.
@@ -58,9 +58,9 @@ pub fn load(settings: &LuaSettings) -> Result<(), String> {
         return Ok(());
     }
     let lua = Lua::new();
-    let prepared = crate::pdk::install(&lua).and_then(|(kong, ngx)| {
-        lua.globals().set("kong", kong)?;
-        lua.globals().set("ngx", ngx)?;
+    let prepared = crate::pdk::install(&lua).and_then(|tables| {
+        lua.globals().set("kong", tables.kong)?;
+        lua.globals().set("ngx", tables.ngx)?;
         prepare(&lua, settings)
     });
     prepared.map_err(|e| format!("preparing the loader: {e}"))?;
@@ -288,8 +288,8 @@ pub(crate) struct CustomPlugin {
 }
 
 impl CustomPlugin {
-    fn call(&self, phase: Phase, call: Call) -> (Result<(), String>, Call) {
-        worker::run_custom(self, phase, call)
+    fn call(&self, phase: Phase, store: Store<'_>, call: Call) -> (Result<(), String>, Call) {
+        worker::run_custom(self, phase, store, call)
     }
 }
 
@@ -308,7 +308,7 @@ impl Plugin for CustomPlugin {
             return Flow::Continue;
         }
         let call = crate::functions::access_call(ctx, self.definition.name);
-        let (result, call) = self.call(Phase::Access, call);
+        let (result, call) = self.call(Phase::Access, Store::Write(&mut ctx.shared), call);
         crate::functions::finish_access(ctx, self.definition.name, result, call)
     }
 
@@ -327,7 +327,8 @@ impl Plugin for CustomPlugin {
         let mut call = crate::functions::later_call(self.definition.name, Phase::HeaderFilter, ctx.shared, ctx.request);
         call.status = Some(ctx.status.as_u16());
         call.response_headers = std::mem::take(ctx.headers);
-        let (result, call) = self.call(Phase::HeaderFilter, call);
+        let (result, mut call) = self.call(Phase::HeaderFilter, Store::Write(ctx.shared), call);
+        crate::functions::keep_serialize_values(ctx.shared, &mut call);
         *ctx.headers = call.response_headers;
         if let Err(error) = result {
             crate::functions::failed(self.definition.name, Phase::HeaderFilter, &error);
@@ -353,7 +354,7 @@ impl Plugin for CustomPlugin {
             .as_ref()
             .map(|d| d.response_headers.clone())
             .unwrap_or_default();
-        let (result, _) = self.call(Phase::Log, call);
+        let (result, _) = self.call(Phase::Log, Store::Read(shared), call);
         if let Err(error) = result {
             crate::functions::failed(self.definition.name, Phase::Log, &error);
         }

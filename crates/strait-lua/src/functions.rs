@@ -14,13 +14,14 @@ use http::Version;
 use serde_json::{json, Map, Value};
 use strait_core::schema::field::Field;
 use strait_core::schema::PluginSchema;
+use strait_plugins::observability::serialize::SerializeValues;
 use strait_plugins::{
     BundledPlugin, Flow, LogRecord, Plugin, PluginError, PluginResponse, PluginScope, Protocol, RequestCtx,
     ResponseCtx, SharedStore,
 };
 
 use crate::pdk::{Call, Phase};
-use crate::worker::{self, Code};
+use crate::worker::{self, Code, Store};
 
 const PHASES: [&str; 6] = [
     "certificate",
@@ -213,6 +214,19 @@ pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str) -> Cal
         status: None,
         response_headers: HeaderMap::new(),
         exit: None,
+        serialize: Vec::new(),
+    }
+}
+
+/// What a call set for the logging plugins, into the request's store.
+pub(crate) fn keep_serialize_values(shared: &mut SharedStore, call: &mut Call) {
+    if call.serialize.is_empty() {
+        return;
+    }
+    let edits = std::mem::take(&mut call.serialize);
+    match shared.get_mut::<SerializeValues>() {
+        Some(values) => values.0.extend(edits),
+        None => shared.insert(SerializeValues(edits)),
     }
 }
 
@@ -222,8 +236,9 @@ pub(crate) fn finish_access(
     ctx: &mut RequestCtx<'_>,
     plugin: &'static str,
     result: Result<(), String>,
-    call: Call,
+    mut call: Call,
 ) -> Flow {
+    keep_serialize_values(&mut ctx.shared, &mut call);
     *ctx.headers = call.headers;
     if call.upstream_host.is_some() {
         ctx.upstream_host = call.upstream_host;
@@ -265,6 +280,7 @@ pub(crate) fn later_call(
         status: None,
         response_headers: HeaderMap::new(),
         exit: None,
+        serialize: Vec::new(),
     }
 }
 
@@ -297,7 +313,7 @@ impl Plugin for Function {
             return Flow::Continue;
         }
         let call = access_call(ctx, self.code.plugin);
-        let (result, call) = worker::run(&self.code, Phase::Access, call);
+        let (result, call) = worker::run(&self.code, Phase::Access, Store::Write(&mut ctx.shared), call);
         finish_access(ctx, self.code.plugin, result, call)
     }
 
@@ -316,7 +332,8 @@ impl Plugin for Function {
         let mut call = later_call(self.code.plugin, Phase::HeaderFilter, ctx.shared, ctx.request);
         call.status = Some(ctx.status.as_u16());
         call.response_headers = std::mem::take(ctx.headers);
-        let (result, call) = worker::run(&self.code, Phase::HeaderFilter, call);
+        let (result, mut call) = worker::run(&self.code, Phase::HeaderFilter, Store::Write(ctx.shared), call);
+        keep_serialize_values(ctx.shared, &mut call);
         *ctx.headers = call.response_headers;
         if let Err(error) = result {
             failed(self.code.plugin, Phase::HeaderFilter, &error);
@@ -340,7 +357,7 @@ impl Plugin for Function {
         if let Some(details) = &record.details {
             call.response_headers = details.response_headers.clone();
         }
-        let (result, _) = worker::run(&self.code, Phase::Log, call);
+        let (result, _) = worker::run(&self.code, Phase::Log, Store::Read(shared), call);
         if let Err(error) = result {
             failed(self.code.plugin, Phase::Log, &error);
         }

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
 use mlua::{Error, Lua, MultiValue, Table, Value, Variadic};
+use strait_plugins::observability::serialize::SerializeMode;
 use strait_plugins::PluginResponse;
 
 /// The phase a call runs in (Kong's phase names).
@@ -59,6 +60,8 @@ pub(crate) struct Call {
     pub response_headers: HeaderMap,
     /// `kong.response.exit`'s answer.
     pub exit: Option<PluginResponse>,
+    /// `kong.log.set_serialize_value` calls, for the logging plugins.
+    pub serialize: Vec<(String, serde_json::Value, SerializeMode)>,
 }
 
 thread_local! {
@@ -288,9 +291,19 @@ fn unescape(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The `kong`, `ngx` and `kong.ctx` tables of a worker state.
+pub(crate) struct Tables {
+    pub kong: Table,
+    pub ngx: Table,
+    /// `kong.ctx`: its `shared` and `plugin` are set before each call.
+    pub ctx: Table,
+}
+
 /// Makes the `kong` and `ngx` tables of a worker state.
-pub(crate) fn install(lua: &Lua) -> mlua::Result<(Table, Table)> {
+pub(crate) fn install(lua: &Lua) -> mlua::Result<Tables> {
     let kong = lua.create_table()?;
+    let ctx = lua.create_table()?;
+    kong.set("ctx", ctx.clone())?;
     kong.set("request", request(lua)?)?;
     let service = lua.create_table()?;
     service.set("request", service_request(lua)?)?;
@@ -300,7 +313,7 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<(Table, Table)> {
     kong.set("log", log(lua)?)?;
     let kong = strict(lua, kong, "kong")?;
     let ngx = ngx(lua)?;
-    Ok((kong, ngx))
+    Ok(Tables { kong, ngx, ctx })
 }
 
 /// `table` with a metatable that names what it lacks.
@@ -579,6 +592,45 @@ fn log(lua: &Lua) -> mlua::Result<Table> {
             })?,
         )?;
     }
+    t.set(
+        "set_serialize_value",
+        lua.create_function(|lua, (key, value, options): (Value, Value, Value)| {
+            let Value::String(key) = key else {
+                return Err(Error::runtime("key must be a string"));
+            };
+            if !matches!(
+                value,
+                Value::Nil
+                    | Value::Boolean(_)
+                    | Value::Integer(_)
+                    | Value::Number(_)
+                    | Value::String(_)
+                    | Value::Table(_)
+            ) {
+                return Err(Error::runtime("value must be a number, string, boolean, table or nil"));
+            }
+            let mode = match &options {
+                Value::Nil => SerializeMode::Set,
+                Value::Table(options) => match options.get::<Option<String>>("mode")?.as_deref() {
+                    None | Some("set") => SerializeMode::Set,
+                    Some("add") => SerializeMode::Add,
+                    Some("replace") => SerializeMode::Replace,
+                    Some(_) => return Err(Error::runtime("mode must be 'set', 'add' or 'replace'")),
+                },
+                _ => return Err(Error::runtime("options must be a table")),
+            };
+            let json: serde_json::Value = match value {
+                Value::Nil => serde_json::Value::Null,
+                value => mlua::LuaSerdeExt::from_value(lua, value)
+                    .map_err(|e| Error::runtime(format!("value cannot be serialized: {e}")))?,
+            };
+            let key = key.to_str()?.to_string();
+            current("kong.log.set_serialize_value", |call| {
+                call.serialize.push((key, json, mode));
+                Ok(())
+            })
+        })?,
+    )?;
     strict(lua, t, "kong.log")
 }
 

@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
+use strait_plugins::SharedStore;
 
 use crate::custom::CustomPlugin;
 use crate::pdk::{self, Call, Phase};
@@ -150,7 +151,48 @@ struct Worker {
     /// Set when a call ran out of memory and collecting did not free
     /// enough: the state is dropped after the call.
     spent: bool,
+    /// `kong.ctx`, whose `shared` and `plugin` each call sets.
+    kong_ctx: Table,
+    ngx: Table,
+    /// Each request's `kong.ctx.shared`, `ngx.ctx` and `kong.ctx.plugin`
+    /// tables, by its slot ([`LuaRequest`]).
+    requests: HashMap<u64, RequestTables>,
+    /// Slots of requests that ended ([`LuaRequest`]'s drop).
+    freed: Arc<Mutex<Vec<u64>>>,
 }
+
+/// One request's Lua tables, kept across its phases and plugins.
+struct RequestTables {
+    shared: Table,
+    ngx: Table,
+    plugins: HashMap<&'static str, Table>,
+}
+
+/// Where a call finds its request's Lua tables: the request's store (the
+/// slot noted there, or made when the phase may write it).
+pub(crate) enum Store<'a> {
+    Write(&'a mut SharedStore),
+    Read(&'a SharedStore),
+}
+
+/// A request's slot in its worker's [`RequestTables`], kept in the
+/// request's store; dropping it with the request frees the tables.
+#[derive(Debug)]
+struct LuaRequest {
+    slot: u64,
+    freed: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Drop for LuaRequest {
+    fn drop(&mut self) {
+        self.freed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(self.slot);
+    }
+}
+
+static NEXT_SLOT: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
     static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
@@ -164,7 +206,8 @@ impl Worker {
                 tracing::warn!("lua_memory_limit cannot apply to this LuaJIT build: {error}");
             }
         }
-        let (kong, ngx) = pdk::install(&lua)?;
+        let tables = pdk::install(&lua)?;
+        let (kong, ngx) = (tables.kong.clone(), tables.ngx.clone());
         // Custom plugins' handlers read `kong` and `ngx` as globals.
         lua.globals().set("kong", kong.clone())?;
         lua.globals().set("ngx", ngx.clone())?;
@@ -207,7 +250,67 @@ impl Worker {
             compiled: HashMap::new(),
             retired_seen: 0,
             spent: false,
+            kong_ctx: tables.ctx,
+            ngx: tables.ngx,
+            requests: HashMap::new(),
+            freed: Arc::new(Mutex::new(Vec::new())),
         })
+    }
+
+    /// Sets `kong.ctx.shared`, `kong.ctx.plugin` and `ngx.ctx` for a call
+    /// of `plugin` on the request `store` belongs to.
+    fn enter(&mut self, store: Store<'_>, plugin: &'static str) -> mlua::Result<()> {
+        let freed: Vec<u64> = std::mem::take(&mut *self.freed.lock().unwrap_or_else(PoisonError::into_inner));
+        for slot in freed {
+            self.requests.remove(&slot);
+        }
+        let ours = |request: &LuaRequest| Arc::ptr_eq(&request.freed, &self.freed).then_some(request.slot);
+        let slot = match store {
+            Store::Write(store) => match store.get::<LuaRequest>() {
+                Some(request) => ours(request),
+                None => {
+                    let slot = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+                    store.insert(LuaRequest {
+                        slot,
+                        freed: self.freed.clone(),
+                    });
+                    Some(slot)
+                }
+            },
+            Store::Read(store) => store.get::<LuaRequest>().and_then(ours),
+        };
+        let fresh = |lua: &Lua| -> mlua::Result<RequestTables> {
+            Ok(RequestTables {
+                shared: lua.create_table()?,
+                ngx: lua.create_table()?,
+                plugins: HashMap::new(),
+            })
+        };
+        let mut temporary;
+        let tables = match slot {
+            Some(slot) => match self.requests.entry(slot) {
+                std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                std::collections::hash_map::Entry::Vacant(entry) => entry.insert(fresh(&self.lua)?),
+            },
+            // A phase that cannot keep them (a log call on a request no Lua
+            // code saw before): tables for this call only.
+            None => {
+                temporary = fresh(&self.lua)?;
+                &mut temporary
+            }
+        };
+        let plugin_table = match tables.plugins.get(plugin) {
+            Some(table) => table.clone(),
+            None => {
+                let table = self.lua.create_table()?;
+                tables.plugins.insert(plugin, table.clone());
+                table
+            }
+        };
+        self.kong_ctx.raw_set("shared", tables.shared.clone())?;
+        self.kong_ctx.raw_set("plugin", plugin_table)?;
+        self.ngx.raw_set("ctx", tables.ngx.clone())?;
+        Ok(())
     }
 
     /// Forgets the code of instances dropped since the last look.
@@ -262,8 +365,11 @@ impl Worker {
             .collect()
     }
 
-    fn run(&mut self, code: &Code, phase: Phase, call: Call) -> (Result<(), String>, Call) {
+    fn run(&mut self, code: &Code, phase: Phase, store: Store<'_>, call: Call) -> (Result<(), String>, Call) {
         self.forget_retired();
+        if let Err(error) = self.enter(store, code.plugin) {
+            return (Err(error.to_string()), call);
+        }
         let compiled = self.compiled(code, phase);
         let entries = match compiled.as_ref() {
             Ok(entries) => entries,
@@ -323,9 +429,18 @@ impl Worker {
         Ok(conf)
     }
 
-    fn run_custom(&mut self, plugin: &CustomPlugin, phase: Phase, call: Call) -> (Result<(), String>, Call) {
+    fn run_custom(
+        &mut self,
+        plugin: &CustomPlugin,
+        phase: Phase,
+        store: Store<'_>,
+        call: Call,
+    ) -> (Result<(), String>, Call) {
         self.forget_retired();
         let name = plugin.definition.name;
+        if let Err(error) = self.enter(store, name) {
+            return (Err(error.to_string()), call);
+        }
         let prepared = self.handler(name).and_then(|handler| {
             let method: Function = handler.get(phase_method(phase))?;
             Ok((handler, method, self.conf(plugin)?))
@@ -362,15 +477,21 @@ fn phase_method(phase: Phase) -> &'static str {
     }
 }
 
-/// Runs `code`'s `phase` functions on this thread's state, on `call`.
-pub(crate) fn run(code: &Code, phase: Phase, call: Call) -> (Result<(), String>, Call) {
-    with_worker(code.plugin, call, |worker, call| worker.run(code, phase, call))
+/// Runs `code`'s `phase` functions on this thread's state, on `call`, with
+/// the request's Lua tables found through `store`.
+pub(crate) fn run(code: &Code, phase: Phase, store: Store<'_>, call: Call) -> (Result<(), String>, Call) {
+    with_worker(code.plugin, call, |worker, call| worker.run(code, phase, store, call))
 }
 
 /// Runs a custom plugin's `phase` method on this thread's state.
-pub(crate) fn run_custom(plugin: &CustomPlugin, phase: Phase, call: Call) -> (Result<(), String>, Call) {
+pub(crate) fn run_custom(
+    plugin: &CustomPlugin,
+    phase: Phase,
+    store: Store<'_>,
+    call: Call,
+) -> (Result<(), String>, Call) {
     with_worker(plugin.definition.name, call, |worker, call| {
-        worker.run_custom(plugin, phase, call)
+        worker.run_custom(plugin, phase, store, call)
     })
 }
 

@@ -31,6 +31,7 @@ fn call() -> Call {
         status: None,
         response_headers: http::HeaderMap::new(),
         exit: None,
+        serialize: Vec::new(),
     }
 }
 
@@ -41,7 +42,8 @@ fn run(worker: &mut Worker, access: &[&str]) -> (Result<(), String>, Call) {
         vec![],
         vec![],
     );
-    worker.run(&code, Phase::Access, call())
+    let mut store = SharedStore::default();
+    worker.run(&code, Phase::Access, Store::Write(&mut store), call())
 }
 
 fn error_of(worker: &mut Worker, source: &str) -> String {
@@ -163,7 +165,8 @@ fn a_returned_function_keeps_its_upvalues_between_requests() {
         vec![],
     );
     for expected in ["1", "2", "3"] {
-        let (result, call) = worker.run(&code, Phase::Access, call());
+        let mut store = SharedStore::default();
+        let (result, call) = worker.run(&code, Phase::Access, Store::Write(&mut store), call());
         result.unwrap();
         assert_eq!(call.headers["x-n"], expected);
     }
@@ -208,7 +211,11 @@ fn a_syntax_error_reads_as_luajits() {
 fn dropped_instances_are_forgotten() {
     let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
     let code = Code::new("pre-function", vec!["return 1".into()], vec![], vec![]);
-    worker.run(&code, Phase::Access, call()).0.unwrap();
+    let mut store = SharedStore::default();
+    worker
+        .run(&code, Phase::Access, Store::Write(&mut store), call())
+        .0
+        .unwrap();
     let key = (code.id.0, Phase::Access as u8);
     assert!(worker.compiled.contains_key(&key));
     drop(code);
@@ -248,4 +255,51 @@ fn a_call_past_the_memory_cap_fails_alone() {
     );
     assert!(error.contains("not enough memory"), "{error}");
     assert!(open.spent);
+}
+
+#[test]
+fn kong_ctx_lives_as_long_as_its_request() {
+    let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
+    let first = Code::new(
+        "pre-function",
+        vec![
+            "kong.ctx.shared.tenant = kong.request.get_header('x-api') kong.ctx.plugin.mine = 'pre' ngx.ctx.seen = 1"
+                .into(),
+        ],
+        vec![],
+        vec![],
+    );
+    let second = Code::new(
+        "post-function",
+        vec![
+            "kong.service.request.set_header('x-tenant', tostring(kong.ctx.shared.tenant) .. ' ' .. tostring(kong.ctx.plugin.mine) .. ' ' .. tostring(ngx.ctx.seen)) kong.log.set_serialize_value('request.tenant', kong.ctx.shared.tenant)"
+                .into(),
+        ],
+        vec![],
+        vec![],
+    );
+    let mut store = SharedStore::default();
+    worker
+        .run(&first, Phase::Access, Store::Write(&mut store), call())
+        .0
+        .unwrap();
+    let (result, call_after) = worker.run(&second, Phase::Access, Store::Write(&mut store), call());
+    result.unwrap();
+    // Shared across plugins, each plugin's own table apart.
+    assert_eq!(call_after.headers["x-tenant"], "secret nil 1");
+    assert_eq!(call_after.serialize.len(), 1);
+    assert_eq!(call_after.serialize[0].0, "request.tenant");
+    // Another request sees none of it.
+    let mut other = SharedStore::default();
+    let (_, call_other) = worker.run(&second, Phase::Access, Store::Write(&mut other), call());
+    assert_eq!(call_other.headers["x-tenant"], "nil nil nil");
+    assert_eq!(worker.requests.len(), 2);
+    drop(store);
+    drop(other);
+    let mut third = SharedStore::default();
+    worker
+        .run(&first, Phase::Access, Store::Write(&mut third), call())
+        .0
+        .unwrap();
+    assert_eq!(worker.requests.len(), 1, "the ended requests' tables are gone");
 }

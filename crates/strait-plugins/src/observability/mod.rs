@@ -44,8 +44,8 @@ impl Plugin for QueuedLog {
         true
     }
 
-    fn log(&self, record: &LogRecord, _shared: &SharedStore) {
-        if let Some(entry) = serialize::kong_entry(record) {
+    fn log(&self, record: &LogRecord, shared: &SharedStore) {
+        if let Some(entry) = serialize::kong_entry(record, shared) {
             self.queue.push(serialize::to_bytes(&entry));
         }
     }

@@ -7,15 +7,83 @@
 use http::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::context::{LogRecord, ResponseSource};
+use crate::context::{LogRecord, ResponseSource, SharedStore};
 
 /// The id Strait reports for Kong's `default` workspace (Strait has no
 /// other workspace).
 pub const DEFAULT_WORKSPACE_ID: &str = "00000000-0000-0000-0000-000000000000";
 
+/// Values plugins set for the log entry (Kong's
+/// `kong.log.set_serialize_value`), kept in the request's [`SharedStore`]
+/// and applied to the entry in the order they were set. A key is a dotted
+/// path (`request.tenant`); a null value removes the key (mode `Set`).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct SerializeValues(pub Vec<(String, Value, SerializeMode)>);
+
+/// `set_serialize_value`'s `mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SerializeMode {
+    /// Set, adding or replacing.
+    Set,
+    /// Only when the key is not there yet.
+    Add,
+    /// Only when the key is there.
+    Replace,
+}
+
+impl SerializeValues {
+    /// Applies the values to `entry`, in order.
+    pub fn apply(&self, entry: &mut Value) {
+        for (key, value, mode) in &self.0 {
+            let mut parts: Vec<&str> = key.split('.').collect();
+            let Some(last) = parts.pop() else { continue };
+            let Some(object) = parent(entry, &parts, *mode != SerializeMode::Replace) else {
+                continue;
+            };
+            let present = object.contains_key(last);
+            match (mode, value) {
+                (SerializeMode::Add, _) if present => {}
+                (SerializeMode::Replace, _) if !present => {}
+                (_, Value::Null) => {
+                    object.remove(last);
+                }
+                (_, value) => {
+                    object.insert(last.to_string(), value.clone());
+                }
+            }
+        }
+    }
+}
+
+/// The object at `path` in `entry`, its missing objects made on the way
+/// when `create`.
+fn parent<'a>(entry: &'a mut Value, path: &[&str], create: bool) -> Option<&'a mut Map<String, Value>> {
+    let mut at = entry;
+    for part in path {
+        let object = at.as_object_mut()?;
+        if !object.contains_key(*part) {
+            if !create {
+                return None;
+            }
+            object.insert(part.to_string(), Value::Object(Map::new()));
+        }
+        at = object.get_mut(*part)?;
+    }
+    at.as_object_mut()
+}
+
 /// Kong's entry for `record`, or `None` when the proxy kept no details
-/// (a chain with no serializing plugin).
-pub fn kong_entry(record: &LogRecord) -> Option<Value> {
+/// (a chain with no serializing plugin), with the values plugins set for
+/// it ([`SerializeValues`]) applied.
+pub fn kong_entry(record: &LogRecord, shared: &SharedStore) -> Option<Value> {
+    let mut entry = base_entry(record)?;
+    if let Some(values) = shared.get::<SerializeValues>() {
+        values.apply(&mut entry);
+    }
+    Some(entry)
+}
+
+fn base_entry(record: &LogRecord) -> Option<Value> {
     let details = record.details.as_deref()?;
     let request = &record.request;
     let mut entry = Map::new();
@@ -168,6 +236,30 @@ pub fn to_bytes(entry: &Value) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serialize_values_set_add_replace_and_remove_by_path() {
+        let mut entry = json!({ "request": { "id": "r1" }, "client_ip": "1.2.3.4" });
+        SerializeValues(vec![
+            ("tenant".into(), json!("acme"), SerializeMode::Set),
+            ("request.team".into(), json!({ "name": "core" }), SerializeMode::Set),
+            ("request.id".into(), json!("r2"), SerializeMode::Add),
+            ("request.size".into(), json!(5), SerializeMode::Replace),
+            ("request.id".into(), json!("r3"), SerializeMode::Replace),
+            ("client_ip".into(), Value::Null, SerializeMode::Set),
+            ("a.b.c".into(), json!(true), SerializeMode::Set),
+            ("x.y".into(), json!(1), SerializeMode::Replace),
+        ])
+        .apply(&mut entry);
+        assert_eq!(
+            entry,
+            json!({
+                "request": { "id": "r3", "team": { "name": "core" } },
+                "tenant": "acme",
+                "a": { "b": { "c": true } }
+            })
+        );
+    }
 
     #[test]
     fn query_arguments_decode_like_kong() {

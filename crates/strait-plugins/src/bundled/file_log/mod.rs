@@ -62,8 +62,8 @@ impl Plugin for FileLog {
         true
     }
 
-    fn log(&self, record: &LogRecord, _shared: &SharedStore) {
-        let Some(entry) = kong_entry(record) else { return };
+    fn log(&self, record: &LogRecord, shared: &SharedStore) {
+        let Some(entry) = kong_entry(record, shared) else { return };
         let mut line = to_bytes(&entry);
         line.push(b'\n');
         files::append(&self.path, line, self.reopen);

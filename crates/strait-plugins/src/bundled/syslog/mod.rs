@@ -111,7 +111,7 @@ impl Plugin for Syslog {
         true
     }
 
-    fn log(&self, record: &LogRecord, _shared: &SharedStore) {
+    fn log(&self, record: &LogRecord, shared: &SharedStore) {
         let severity = match record.status {
             500.. => self.server_errors,
             400..=499 => self.client_errors,
@@ -120,7 +120,7 @@ impl Plugin for Syslog {
         if severity > self.threshold {
             return;
         }
-        if let Some(entry) = kong_entry(record) {
+        if let Some(entry) = kong_entry(record, shared) {
             let priority = self.facility * 8 + severity;
             self.queue.push(syslog_entry(priority, &to_bytes(&entry)));
         }
