@@ -474,3 +474,28 @@ async fn kong_ctx_shared_carries_a_value_from_a_custom_plugin_to_file_log() {
     assert_eq!(entry["greeted"], "carol", "{line}");
     assert_eq!(entry["response"]["status"], 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_function_reads_the_body_and_sets_the_upstream_one_from_a_table() {
+    let rewrite = "local body = kong.request.get_body() \
+                   kong.service.request.set_body({ name = body.name, greeted = true }, 'application/json')";
+    let routes = json!([route(
+        "bodied",
+        json!([{ "name": "pre-function", "config": { "access": [rewrite] } }])
+    )]);
+    let (gw, _upstream) = gateway(GatewayOptions::new(), routes).await;
+    let reply = gw
+        .proxy(request(
+            "POST",
+            "/bodied",
+            &[("content-type", "application/json")],
+            r#"{"name":"dan","extra":1}"#,
+        ))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let echoed = reply.json();
+    let body: Value = serde_json::from_str(echoed["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body, json!({ "name": "dan", "greeted": true }));
+    let length: usize = echoed["headers"]["content-length"].as_str().unwrap().parse().unwrap();
+    assert_eq!(length, echoed["body"].as_str().unwrap().len());
+}

@@ -31,6 +31,8 @@ pub(crate) struct Definition {
     pub access: bool,
     pub header_filter: bool,
     pub log: bool,
+    /// The handler's source reads the request body through the PDK.
+    pub reads_body: bool,
 }
 
 /// The module paths of plugin `name`.
@@ -114,8 +116,18 @@ fn load_one(lua: &Lua, name: &str) -> Result<(Definition, PluginSchema), String>
         access: has("access"),
         header_filter: has("header_filter"),
         log: has("log"),
+        reads_body: handler_source(lua, name).is_some_and(|source| crate::functions::mentions_body(&source)),
     };
     Ok((definition, plugin_schema(lua, &schema)?))
+}
+
+/// The handler module's source, found as `require` found it.
+fn handler_source(lua: &Lua, name: &str) -> Option<String> {
+    let package: Table = lua.globals().get("package").ok()?;
+    let search: mlua::Function = package.get("searchpath").ok()?;
+    let path: String = package.get("path").ok()?;
+    let file: Option<String> = search.call((module(name, "handler"), path)).ok()?;
+    std::fs::read_to_string(file?).ok()
 }
 
 /// Kong's plugin schema table as Strait's: `consumer`, `protocols` and the
@@ -310,6 +322,10 @@ impl Plugin for CustomPlugin {
         let call = crate::functions::access_call(ctx, self.definition.name);
         let (result, call) = self.call(Phase::Access, Store::Write(&mut ctx.shared), call);
         crate::functions::finish_access(ctx, self.definition.name, result, call)
+    }
+
+    fn reads_request_body(&self) -> bool {
+        self.definition.access && self.definition.reads_body
     }
 
     fn filters_headers(&self) -> bool {

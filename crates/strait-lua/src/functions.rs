@@ -209,12 +209,14 @@ pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str) -> Cal
         query: ctx.query().to_string(),
         http_version: version_number(ctx.http_version),
         client_ip: ctx.client_ip,
+        body: ctx.body.clone(),
         headers: std::mem::take(ctx.headers),
         upstream_host: None,
         status: None,
         response_headers: HeaderMap::new(),
         exit: None,
         serialize: Vec::new(),
+        body_set: None,
     }
 }
 
@@ -240,6 +242,12 @@ pub(crate) fn finish_access(
 ) -> Flow {
     keep_serialize_values(&mut ctx.shared, &mut call);
     *ctx.headers = call.headers;
+    if let Some((body, content_type)) = call.body_set.take() {
+        ctx.body = Some(body);
+        if let Some(content_type) = content_type {
+            ctx.headers.insert(http::header::CONTENT_TYPE, content_type);
+        }
+    }
     if call.upstream_host.is_some() {
         ctx.upstream_host = call.upstream_host;
     }
@@ -281,7 +289,14 @@ pub(crate) fn later_call(
         response_headers: HeaderMap::new(),
         exit: None,
         serialize: Vec::new(),
+        body: None,
+        body_set: None,
     }
+}
+
+/// Whether Lua source reads the request body through the PDK.
+pub(crate) fn mentions_body(source: &str) -> bool {
+    source.contains("get_raw_body") || source.contains("get_body")
 }
 
 /// A failed phase call: an error line naming the plugin (Kong's
@@ -315,6 +330,12 @@ impl Plugin for Function {
         let call = access_call(ctx, self.code.plugin);
         let (result, call) = worker::run(&self.code, Phase::Access, Store::Write(&mut ctx.shared), call);
         finish_access(ctx, self.code.plugin, result, call)
+    }
+
+    /// Code that reads the request body (`get_raw_body`, `get_body`) has
+    /// it read before the access phase.
+    fn reads_request_body(&self) -> bool {
+        self.code.access.iter().any(|code| mentions_body(code))
     }
 
     fn filters_headers(&self) -> bool {

@@ -62,6 +62,11 @@ pub(crate) struct Call {
     pub exit: Option<PluginResponse>,
     /// `kong.log.set_serialize_value` calls, for the logging plugins.
     pub serialize: Vec<(String, serde_json::Value, SerializeMode)>,
+    /// The request body, when the chain read it (`reads_request_body`).
+    pub body: Option<Bytes>,
+    /// A body `set_raw_body`/`set_body` gave the upstream request, with the
+    /// content type `set_body` chose.
+    pub body_set: Option<(Bytes, Option<HeaderValue>)>,
 }
 
 thread_local! {
@@ -391,8 +396,55 @@ fn request(lua: &Lua) -> mlua::Result<Table> {
             })
         })?,
     )?;
+    t.set(
+        "get_raw_body",
+        lua.create_function(|lua, ()| {
+            current("kong.request.get_raw_body", |call| {
+                only_in(call, BODY_PHASES, BODY_NAMES)?;
+                match &call.body {
+                    Some(body) => Ok((Value::String(lua.create_string(&body[..])?), Value::Nil)),
+                    None => Ok((Value::String(lua.create_string("")?), Value::Nil)),
+                }
+            })
+        })?,
+    )?;
+    t.set(
+        "get_body",
+        lua.create_function(|lua, mime: Option<String>| {
+            let (body, content_type) = current("kong.request.get_body", |call| {
+                only_in(call, BODY_PHASES, BODY_NAMES)?;
+                let content_type = first_value(&call.headers, "content-type").unwrap_or_default();
+                Ok((call.body.clone().unwrap_or_default(), content_type))
+            })?;
+            let mime = mime.unwrap_or(content_type).to_ascii_lowercase();
+            let mut values = MultiValue::new();
+            if mime.starts_with("application/json") {
+                match serde_json::from_slice::<serde_json::Value>(&body) {
+                    Ok(json) => values.push_back(mlua::LuaSerdeExt::to_value(lua, &json)?),
+                    Err(_) => {
+                        values.push_back(Value::Nil);
+                        values.push_back(Value::String(lua.create_string("invalid json body")?));
+                    }
+                }
+            } else if mime.starts_with("application/x-www-form-urlencoded") {
+                let table = lua.create_table()?;
+                for (key, value) in strait_plugins::form::pairs(&String::from_utf8_lossy(&body)) {
+                    table.set(key.as_ref(), value.as_ref())?;
+                }
+                values.push_back(Value::Table(table));
+            } else {
+                values.push_back(Value::Nil);
+                values.push_back(Value::String(lua.create_string("missing content type")?));
+            }
+            values.push_back(Value::String(lua.create_string(&mime)?));
+            Ok(values)
+        })?,
+    )?;
     strict(lua, t, "kong.request")
 }
+
+const BODY_PHASES: &[Phase] = &[Phase::Access];
+const BODY_NAMES: &str = "rewrite, access, response, error, admin_api";
 
 fn service_request(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
@@ -452,6 +504,81 @@ fn service_request(lua: &Lua) -> mlua::Result<Table> {
                 for (name, values) in parsed {
                     set(call, name, values, true);
                 }
+                Ok(())
+            })
+        })?,
+    )?;
+    t.set(
+        "set_raw_body",
+        lua.create_function(|_, body: Value| {
+            let Value::String(body) = body else {
+                return Err(Error::runtime(format!(
+                    "body must be a string, got {}",
+                    body.type_name()
+                )));
+            };
+            let bytes = Bytes::copy_from_slice(&body.as_bytes());
+            current("kong.service.request.set_raw_body", |call| {
+                only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
+                call.body_set = Some((bytes, None));
+                Ok(())
+            })
+        })?,
+    )?;
+    t.set(
+        "set_body",
+        lua.create_function(|lua, (args, mime): (Value, Option<String>)| {
+            let Value::Table(args) = args else {
+                return Err(Error::runtime("args must be a table"));
+            };
+            let content_type = current("kong.service.request.set_body", |call| {
+                only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
+                Ok(first_value(&call.headers, "content-type"))
+            })?;
+            let mime = mime.or(content_type).unwrap_or_default();
+            let lower = mime.to_ascii_lowercase();
+            let body = if lower.starts_with("application/json") {
+                let json: serde_json::Value = mlua::LuaSerdeExt::from_value(lua, Value::Table(args))
+                    .map_err(|e| Error::runtime(format!("args cannot be encoded as JSON: {e}")))?;
+                json.to_string()
+            } else if lower.starts_with("application/x-www-form-urlencoded") {
+                let mut pairs = Vec::new();
+                for pair in args.pairs::<String, Value>() {
+                    let (key, value) = pair?;
+                    match value {
+                        Value::Table(list) => {
+                            for item in list.sequence_values::<Value>() {
+                                pairs.push((key.clone(), display(&item?)));
+                            }
+                        }
+                        Value::Boolean(true) => pairs.push((key, String::new())),
+                        other => pairs.push((key, display(&other))),
+                    }
+                }
+                // Kong sorts the arguments by name.
+                pairs.sort();
+                pairs
+                    .iter()
+                    .map(|(k, v)| match v.is_empty() {
+                        true => strait_plugins::form::encode(k).into_owned(),
+                        false => format!(
+                            "{}={}",
+                            strait_plugins::form::encode(k),
+                            strait_plugins::form::encode(v)
+                        ),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("&")
+            } else if mime.is_empty() {
+                return Err(Error::runtime(
+                    "content type was neither explicitly given as an argument or received as a header",
+                ));
+            } else {
+                return Err(Error::runtime(format!("unsupported content type '{mime}'")));
+            };
+            let content_type = HeaderValue::from_str(&mime).ok();
+            current("kong.service.request.set_body", |call| {
+                call.body_set = Some((Bytes::from(body), content_type));
                 Ok(())
             })
         })?,

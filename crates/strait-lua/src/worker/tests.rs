@@ -32,6 +32,8 @@ fn call() -> Call {
         response_headers: http::HeaderMap::new(),
         exit: None,
         serialize: Vec::new(),
+        body: None,
+        body_set: None,
     }
 }
 
@@ -302,4 +304,48 @@ fn kong_ctx_lives_as_long_as_its_request() {
         .0
         .unwrap();
     assert_eq!(worker.requests.len(), 1, "the ended requests' tables are gone");
+}
+
+#[test]
+fn bodies_are_read_and_set_as_kong_does() {
+    let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
+    let code = |source: &str| Code::new("pre-function", vec![source.to_string()], vec![], vec![]);
+    let run_with = |worker: &mut Worker, source: &str, body: &str, content_type: &str| {
+        let mut request = call();
+        request.body = Some(bytes::Bytes::from(body.to_string()));
+        request
+            .headers
+            .insert("content-type", HeaderValue::from_str(content_type).unwrap());
+        let mut store = SharedStore::default();
+        worker.run(&code(source), Phase::Access, Store::Write(&mut store), request)
+    };
+    let (result, call) = run_with(
+        &mut worker,
+        "local b = kong.request.get_body() kong.service.request.set_body({ seen = b.name, n = 2 }, 'application/json')",
+        r#"{"name":"ann"}"#,
+        "application/json",
+    );
+    result.unwrap();
+    let (body, content_type) = call.body_set.unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(json, serde_json::json!({ "seen": "ann", "n": 2 }));
+    assert_eq!(content_type.unwrap(), "application/json");
+    let (result, call) = run_with(
+        &mut worker,
+        "local b = kong.request.get_body() kong.service.request.set_body({ z = b.a, a = { '1', '2' }, flag = true })",
+        "a=x%20y",
+        "application/x-www-form-urlencoded",
+    );
+    result.unwrap();
+    assert_eq!(&call.body_set.unwrap().0[..], b"a=1&a=2&flag&z=x%20y");
+    let (result, call) = run_with(
+        &mut worker,
+        "kong.service.request.set_raw_body(kong.request.get_raw_body() .. '!')",
+        "raw",
+        "text/plain",
+    );
+    result.unwrap();
+    assert_eq!(&call.body_set.unwrap().0[..], b"raw!");
+    let (result, _) = run_with(&mut worker, "kong.service.request.set_body({})", "", "text/plain");
+    assert!(result.unwrap_err().contains("unsupported content type 'text/plain'"));
 }
