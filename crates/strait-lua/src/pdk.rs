@@ -446,46 +446,83 @@ fn request(lua: &Lua) -> mlua::Result<Table> {
 const BODY_PHASES: &[Phase] = &[Phase::Access];
 const BODY_NAMES: &str = "rewrite, access, response, error, admin_api";
 
-fn service_request(lua: &Lua) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    /// Sets (replacing) or adds a header for the upstream.
-    fn set(call: &mut Call, name: HeaderName, values: Vec<HeaderValue>, replace: bool) {
-        if name == http::header::HOST {
-            call.upstream_host = values.into_iter().next();
-            return;
-        }
-        if replace {
-            call.headers.remove(&name);
-        }
-        for value in values {
-            call.headers.append(name.clone(), value);
+/// Which map a family of header functions writes: the upstream request's
+/// (`kong.service.request`) or the response's (`kong.response`).
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Upstream,
+    Response,
+}
+
+impl Target {
+    fn prefix(self) -> &'static str {
+        match self {
+            Target::Upstream => "kong.service.request",
+            Target::Response => "kong.response",
         }
     }
+
+    fn check(self, call: &Call) -> mlua::Result<()> {
+        match self {
+            Target::Upstream => only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES),
+            Target::Response => only_in(call, RESPONSE_WRITE, RESPONSE_WRITE_NAMES),
+        }
+    }
+
+    /// Sets (replacing) or adds `name`'s values; `None` clears the field.
+    /// The upstream's `Host` is the request's upstream host.
+    fn write(self, call: &mut Call, name: &HeaderName, values: Option<Vec<HeaderValue>>, replace: bool) {
+        let map = match self {
+            Target::Upstream if name == http::header::HOST => {
+                call.upstream_host = values.and_then(|values| values.into_iter().next());
+                return;
+            }
+            Target::Upstream => &mut call.headers,
+            Target::Response => &mut call.response_headers,
+        };
+        if replace || values.is_none() {
+            map.remove(name);
+        }
+        for value in values.into_iter().flatten() {
+            map.append(name.clone(), value);
+        }
+    }
+}
+
+/// `set_header`, `add_header` and `clear_header` of `target`, into `t`.
+fn header_functions(lua: &Lua, t: &Table, target: Target) -> mlua::Result<()> {
     for (function, replace) in [("set_header", true), ("add_header", false)] {
+        let full = format!("{}.{function}", target.prefix());
         t.set(
             function,
             lua.create_function(move |_, (name, value): (Value, Value)| {
                 let name = header_name(&name)?;
                 let values = header_values(&name, &value)?;
-                current("kong.service.request.set_header", |call| {
-                    only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
-                    set(call, name, values, replace);
+                current(&full, |call| {
+                    target.check(call)?;
+                    target.write(call, &name, Some(values), replace);
                     Ok(())
                 })
             })?,
         )?;
     }
+    let full = format!("{}.clear_header", target.prefix());
     t.set(
         "clear_header",
-        lua.create_function(|_, name: Value| {
+        lua.create_function(move |_, name: Value| {
             let name = header_name(&name)?;
-            current("kong.service.request.clear_header", |call| {
-                only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
-                call.headers.remove(&name);
+            current(&full, |call| {
+                target.check(call)?;
+                target.write(call, &name, None, true);
                 Ok(())
             })
         })?,
-    )?;
+    )
+}
+
+fn service_request(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    header_functions(lua, &t, Target::Upstream)?;
     t.set(
         "set_headers",
         lua.create_function(|_, headers: Value| {
@@ -502,7 +539,7 @@ fn service_request(lua: &Lua) -> mlua::Result<Table> {
             current("kong.service.request.set_headers", |call| {
                 only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
                 for (name, values) in parsed {
-                    set(call, name, values, true);
+                    Target::Upstream.write(call, &name, Some(values), true);
                 }
                 Ok(())
             })
@@ -588,36 +625,7 @@ fn service_request(lua: &Lua) -> mlua::Result<Table> {
 
 fn response(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    for (function, replace) in [("set_header", true), ("add_header", false)] {
-        t.set(
-            function,
-            lua.create_function(move |_, (name, value): (Value, Value)| {
-                let name = header_name(&name)?;
-                let values = header_values(&name, &value)?;
-                current("kong.response.set_header", |call| {
-                    only_in(call, RESPONSE_WRITE, RESPONSE_WRITE_NAMES)?;
-                    if replace {
-                        call.response_headers.remove(&name);
-                    }
-                    for value in values {
-                        call.response_headers.append(name.clone(), value);
-                    }
-                    Ok(())
-                })
-            })?,
-        )?;
-    }
-    t.set(
-        "clear_header",
-        lua.create_function(|_, name: Value| {
-            let name = header_name(&name)?;
-            current("kong.response.clear_header", |call| {
-                only_in(call, RESPONSE_WRITE, RESPONSE_WRITE_NAMES)?;
-                call.response_headers.remove(&name);
-                Ok(())
-            })
-        })?,
-    )?;
+    header_functions(lua, &t, Target::Response)?;
     t.set(
         "get_status",
         lua.create_function(|_, ()| {
