@@ -302,15 +302,7 @@ pub(crate) fn mentions_body(source: &str) -> bool {
 /// A failed phase call: an error line naming the plugin (Kong's
 /// namespaced log) and the phase.
 pub(crate) fn failed(plugin: &str, phase: Phase, error: &str) {
-    tracing::error!(target: "strait::lua", "[{plugin}] {} phase: {error}", phase_name(phase));
-}
-
-fn phase_name(phase: Phase) -> &'static str {
-    match phase {
-        Phase::Access => "access",
-        Phase::HeaderFilter => "header_filter",
-        Phase::Log => "log",
-    }
+    tracing::error!(target: "strait::lua", "[{plugin}] {} phase: {error}", phase.name());
 }
 
 impl Plugin for Function {

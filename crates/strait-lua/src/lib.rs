@@ -21,9 +21,3 @@ pub fn install() {
     strait_plugins::add(functions::PRE_FUNCTION);
     strait_plugins::add(functions::POST_FUNCTION);
 }
-
-/// The embedded LuaJIT's version (`GET /`'s `lua_version`).
-pub fn lua_version() -> String {
-    let lua = mlua::Lua::new();
-    lua.load("return jit.version").eval::<String>().unwrap_or_default()
-}

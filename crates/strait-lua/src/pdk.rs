@@ -27,7 +27,8 @@ pub(crate) enum Phase {
 }
 
 impl Phase {
-    fn name(self) -> &'static str {
+    /// Kong's name of the phase, which is also the handler method's.
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Phase::Access => "access",
             Phase::HeaderFilter => "header_filter",

@@ -442,7 +442,7 @@ impl Worker {
             return (Err(error.to_string()), call);
         }
         let prepared = self.handler(name).and_then(|handler| {
-            let method: Function = handler.get(phase_method(phase))?;
+            let method: Function = handler.get(phase.name())?;
             Ok((handler, method, self.conf(plugin)?))
         });
         let (handler, method, conf) = match prepared {
@@ -465,15 +465,6 @@ impl Worker {
         if self.lua.gc_collect().is_err() || self.lua.used_memory() > limit / 5 * 4 {
             self.spent = true;
         }
-    }
-}
-
-/// A handler's method for a phase.
-fn phase_method(phase: Phase) -> &'static str {
-    match phase {
-        Phase::Access => "access",
-        Phase::HeaderFilter => "header_filter",
-        Phase::Log => "log",
     }
 }
 
