@@ -499,3 +499,127 @@ async fn a_pre_function_reads_the_body_and_sets_the_upstream_one_from_a_table() 
     let length: usize = echoed["headers"]["content-length"].as_str().unwrap().parse().unwrap();
     assert_eq!(length, echoed["body"].as_str().unwrap().len());
 }
+
+/// A plugin that turns `x-user` into an `apikey` header: useful only if it
+/// runs before key-auth, which its priority (10) does not give it.
+const MINTER_HANDLER: &str = r#"
+local Minter = {
+  PRIORITY = 10,
+  VERSION = "1.0.0",
+}
+
+function Minter:access(conf)
+  local user = kong.request.get_header("x-user")
+  if user then
+    kong.service.request.set_header("apikey", conf.prefix .. user)
+  end
+end
+
+return Minter
+"#;
+
+const MINTER_SCHEMA: &str = r#"
+local typedefs = require "kong.db.schema.typedefs"
+
+return {
+  name = "minter",
+  fields = {
+    { consumer = typedefs.no_consumer },
+    { protocols = typedefs.protocols_http },
+    { config = {
+        type = "record",
+        fields = {
+          { prefix = { type = "string", required = true, default = "key-" } },
+        },
+      },
+    },
+  },
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordering_moves_a_custom_plugin_before_key_auth_and_a_cycle_is_refused() {
+    let dir = strait_e2e::TempDir::new();
+    let folder = dir.path().join("kong/plugins/minter");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("handler.lua"), MINTER_HANDLER).unwrap();
+    std::fs::write(folder.join("schema.lua"), MINTER_SCHEMA).unwrap();
+    let options = GatewayOptions::new()
+        .setting("plugins", "bundled,minter")
+        .setting("lua_package_path", &format!("{}/?.lua;;", dir.path().display()));
+    let routes = json!([route(
+        "minted",
+        json!([
+            { "name": "key-auth", "config": {} },
+            { "name": "minter", "instance_name": "minter-1", "config": {} }
+        ])
+    )]);
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(options).await;
+    let mut config = echo_service(routes, json!([]));
+    config["consumers"] = json!([{ "username": "bob", "keyauth_credentials": [{ "key": "key-bob" }] }]);
+    let config = config.to_string().replace(UPSTREAM, &upstream.url("http"));
+    gw.apply(&serde_json::from_str(&config).unwrap()).await;
+
+    // By priority key-auth (1250) runs first and finds no key.
+    let before = gw.proxy(request("GET", "/minted", &[("x-user", "bob")], "")).await;
+    assert_eq!(before.status, 401, "{}", before.text());
+
+    let moved = send_json(
+        &gw,
+        "PATCH",
+        "/plugins/minter-1",
+        &json!({ "ordering": { "before": { "access": ["key-auth"] } } }),
+    )
+    .await;
+    assert_eq!(moved.status, 200, "{}", moved.text());
+    assert_eq!(moved.json()["ordering"]["before"]["access"], json!(["key-auth"]));
+    let after = gw.proxy(request("GET", "/minted", &[("x-user", "bob")], "")).await;
+    assert_eq!(after.status, 200, "{}", after.text());
+    assert_eq!(echo_headers(&after)["x-consumer-username"], "bob");
+
+    // key-auth ordered before minter as well: a cycle, refused and named.
+    let plugins = gw.admin("GET", "/routes/minted/plugins", &[], "").await.json();
+    let key_auth = plugins["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "key-auth")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cycle = send_json(
+        &gw,
+        "PATCH",
+        &format!("/plugins/{key_auth}"),
+        &json!({ "ordering": { "before": { "access": ["minter"] } } }),
+    )
+    .await;
+    assert_eq!(cycle.status, 400, "{}", cycle.text());
+    assert!(
+        cycle
+            .text()
+            .contains("plugin ordering cycle: key-auth -> minter -> key-auth"),
+        "{}",
+        cycle.text()
+    );
+    // Nothing of the refused change was applied.
+    let still = gw.proxy(request("GET", "/minted", &[("x-user", "bob")], "")).await;
+    assert_eq!(still.status, 200, "{}", still.text());
+
+    let own = send_json(
+        &gw,
+        "PATCH",
+        "/plugins/minter-1",
+        &json!({ "ordering": { "after": { "access": ["minter"] } } }),
+    )
+    .await;
+    assert_eq!(own.status, 400, "{}", own.text());
+    assert_eq!(
+        own.json()["fields"]["ordering"]["after"]["access"],
+        "a plugin cannot be ordered after itself ('minter')",
+        "{}",
+        own.text()
+    );
+}

@@ -190,6 +190,10 @@ pub struct Plugin {
     /// Kong Enterprise's consumer-group scope (decK writes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumer_group: Option<ForeignKey>,
+    /// Kong Enterprise's dynamic ordering: `{"before": {"access": [names]},
+    /// "after": {...}}`, applied per route when the chains are compiled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering: Option<Value>,
     /// Plugin configuration with the plugin schema's defaults filled in.
     pub config: Map<String, Value>,
     pub protocols: Vec<String>,

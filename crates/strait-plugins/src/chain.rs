@@ -97,6 +97,10 @@ pub struct ChainSlot {
     /// An instance of this name (the default or a consumer-scoped one),
     /// telling which phases the plugin type implements.
     sample: Arc<dyn Plugin>,
+    /// The plugin entity's `ordering` for the access phase: names this
+    /// plugin runs before, and names it runs after.
+    before: Vec<String>,
+    after: Vec<String>,
 }
 
 impl ChainSlot {
@@ -108,7 +112,17 @@ impl ChainSlot {
             sample: default.instance.clone(),
             default: Some(default),
             consumer_scoped,
+            before: Vec::new(),
+            after: Vec::new(),
         }
+    }
+
+    /// The slot with its entity's dynamic ordering of the access phase
+    /// (Kong Enterprise's `ordering.before.access` / `after.access`).
+    pub fn ordered(mut self, before: Vec<String>, after: Vec<String>) -> ChainSlot {
+        self.before = before;
+        self.after = after;
+        self
     }
 
     /// A slot for a plugin configured only for consumers; `sample` is any
@@ -120,6 +134,8 @@ impl ChainSlot {
             sample,
             default: None,
             consumer_scoped: true,
+            before: Vec::new(),
+            after: Vec::new(),
         }
     }
 
@@ -174,6 +190,9 @@ pub type Followers = Arc<[Arc<dyn Plugin>]>;
 #[derive(Debug, Clone, Default)]
 pub struct PluginChain {
     slots: Vec<ChainSlot>,
+    /// The access phase's order as indexes into `slots`, when a slot's
+    /// `ordering` moved a plugin from its priority's place.
+    access_order: Option<Box<[usize]>>,
     /// Each protocol's [`Followers`], for a chain whose slots resolve the
     /// same for every consumer (made once, not collected per request).
     followers: [Followers; 4],
@@ -217,8 +236,30 @@ impl PluginChain {
             logs: any(|p| p.logs()),
             serializes: any(|p| p.serializes()),
             traces: any(|p| p.traces()),
+            access_order: None,
             slots,
         }
+    }
+
+    /// [`PluginChain::new`], then the slots' dynamic ordering applied to
+    /// the access phase: each plugin runs after those it must follow and
+    /// otherwise in priority order. A cycle is an error naming it.
+    pub fn ordered(slots: Vec<ChainSlot>) -> Result<PluginChain, String> {
+        let mut chain = PluginChain::new(slots);
+        if chain.slots.iter().all(|s| s.before.is_empty() && s.after.is_empty()) {
+            return Ok(chain);
+        }
+        let order = access_order(&chain.slots)?;
+        if order.iter().enumerate().any(|(at, index)| at != *index) {
+            chain.access_order = Some(order.into_boxed_slice());
+        }
+        Ok(chain)
+    }
+
+    /// The slots in the access phase's order.
+    fn access_slots(&self) -> impl Iterator<Item = &ChainSlot> {
+        let order = self.access_order.as_deref();
+        (0..self.slots.len()).map(move |at| &self.slots[order.map_or(at, |o| o[at])])
     }
 
     /// A chain of plain instances, each at the given rank (tests, global rewrite).
@@ -321,7 +362,7 @@ impl PluginChain {
     pub fn access_now(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         debug_assert!(self.inline, "a chain whose access may wait, run inline");
         self.begin_access(ctx);
-        for slot in &self.slots {
+        for slot in self.access_slots() {
             let Some(plugin) = slot.resolve(&[], ctx.route_id, ctx.service_id, ctx.protocol) else {
                 continue;
             };
@@ -339,7 +380,7 @@ impl PluginChain {
     /// authentication plugin resolve against the consumer it identified.
     pub async fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         self.begin_access(ctx);
-        for slot in &self.slots {
+        for slot in self.access_slots() {
             // Only slots with consumer-scoped instances look the consumer up.
             let consumer_plugins = if slot.consumer_scoped {
                 ctx.consumer_plugins()
@@ -422,6 +463,74 @@ impl PluginChain {
     }
 }
 
+/// The access order of priority-sorted `slots` under their `ordering`:
+/// in priority order, each plugin placed right after the plugins it must
+/// follow (placed first, the same way), so a moved plugin lands just
+/// before the one it names and nothing else moves.
+fn access_order(slots: &[ChainSlot]) -> Result<Vec<usize>, String> {
+    let count = slots.len();
+    let index = |name: &str| slots.iter().position(|s| s.name == name);
+    // must[j] holds every i that runs before j, in priority order.
+    let mut must: Vec<Vec<usize>> = vec![Vec::new(); count];
+    for (at, slot) in slots.iter().enumerate() {
+        for other in slot.before.iter().filter_map(|n| index(n)) {
+            must[other].push(at);
+        }
+        for other in slot.after.iter().filter_map(|n| index(n)) {
+            must[at].push(other);
+        }
+    }
+    for list in &mut must {
+        list.sort_unstable();
+        list.dedup();
+    }
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Visiting,
+        Placed,
+    }
+    fn place(
+        j: usize,
+        must: &[Vec<usize>],
+        marks: &mut [Mark],
+        path: &mut Vec<usize>,
+        order: &mut Vec<usize>,
+    ) -> Result<(), Vec<usize>> {
+        match marks[j] {
+            Mark::Placed => return Ok(()),
+            Mark::Visiting => {
+                let from = path.iter().position(|&p| p == j).unwrap_or(0);
+                let mut cycle = path[from..].to_vec();
+                cycle.push(j);
+                return Err(cycle);
+            }
+            Mark::New => {}
+        }
+        marks[j] = Mark::Visiting;
+        path.push(j);
+        for &i in &must[j] {
+            place(i, must, marks, path, order)?;
+        }
+        path.pop();
+        marks[j] = Mark::Placed;
+        order.push(j);
+        Ok(())
+    }
+    let mut marks = vec![Mark::New; count];
+    let mut order = Vec::with_capacity(count);
+    for j in 0..count {
+        let mut path = Vec::new();
+        if let Err(cycle) = place(j, &must, &mut marks, &mut path, &mut order) {
+            // The walk went from each plugin to one that must run before
+            // it: reversed, the cycle reads in running order.
+            let names: Vec<&str> = cycle.iter().rev().map(|&i| slots[i].name).collect();
+            return Err(format!("plugin ordering cycle: {}", names.join(" -> ")));
+        }
+    }
+    Ok(order)
+}
+
 fn collect_followers(
     slots: &[ChainSlot],
     consumer_plugins: &[ConsumerPlugin],
@@ -477,6 +586,48 @@ mod tests {
         ];
         let chain = PluginChain::from_instances(instances);
         assert_eq!(chain.names(), ["gamma", "beta", "alpha", "omega"]);
+    }
+
+    fn slot(name: &'static str, priority: i32, before: &[&str], after: &[&str]) -> ChainSlot {
+        let scoped = ScopedPlugin {
+            instance: Arc::new(Named(name, priority)),
+            protocols: ProtocolSet::ALL,
+            rank: rank::ROUTE,
+        };
+        let list = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+        ChainSlot::new(scoped, false).ordered(list(before), list(after))
+    }
+
+    fn access_names(chain: &PluginChain) -> Vec<&'static str> {
+        chain.access_slots().map(|s| s.name).collect()
+    }
+
+    /// `ordering` moves a plugin in the access phase only; the rest keeps
+    /// priority order, and names not on the chain are ignored.
+    #[test]
+    fn ordering_moves_plugins_in_access_only() {
+        let chain = PluginChain::ordered(vec![
+            slot("key-auth", 1250, &[], &[]),
+            slot("mine", 10, &["key-auth", "not-here"], &[]),
+            slot("acl", 950, &[], &[]),
+            slot("late", 1000, &[], &["acl"]),
+        ])
+        .unwrap();
+        assert_eq!(access_names(&chain), ["mine", "key-auth", "acl", "late"]);
+        assert_eq!(chain.names(), ["key-auth", "late", "acl", "mine"]);
+        let plain = PluginChain::ordered(vec![slot("a", 2, &[], &["b"]), slot("b", 3, &[], &[])]).unwrap();
+        assert!(plain.access_order.is_none(), "already in that order");
+    }
+
+    #[test]
+    fn an_ordering_cycle_is_named() {
+        let error = PluginChain::ordered(vec![
+            slot("a", 3, &["b"], &[]),
+            slot("b", 2, &["c"], &[]),
+            slot("c", 1, &["a"], &[]),
+        ])
+        .unwrap_err();
+        assert_eq!(error, "plugin ordering cycle: a -> b -> c -> a");
     }
 
     #[derive(Debug)]

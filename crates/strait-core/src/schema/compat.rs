@@ -117,6 +117,11 @@ pub const EXTRA: &[(&str, &str, &str)] = &[
         "Kong Enterprise's consumer-group scope of a plugin (decK writes it)",
     ),
     (
+        "plugins",
+        "ordering",
+        "Kong Enterprise's dynamic plugin ordering (`{\"before\": {\"access\": [names]}, \"after\": {...}}`): applied to each route's access phase when its chain is compiled; a cycle refuses the change and names it (docs/plugins.md)",
+    ),
+    (
         "keyauth_credentials",
         "ttl",
         "Kong's key-auth table is declared with `ttl = true`: its Admin API takes `ttl` (seconds) on a credential",

@@ -11,7 +11,7 @@ pub const DECK_VERSION: &str = "v1.55.0";
 /// Files with `_format_version: "3.0"` under decK's testdata, and how many of them
 /// `strait config validate` accepts.
 pub const DECK_FILES: usize = 303;
-pub const DECK_FILES_VALID: usize = 135;
+pub const DECK_FILES_VALID: usize = 136;
 
 /// Leaf tests of decK's integration suite that run against a Kong 3.9.0 OSS gateway (the
 /// rest are gated to Kong Enterprise, Konnect or other versions) and pass against Strait.
@@ -34,8 +34,6 @@ const MADE_UP_PLUGIN: &str = "`foofloat`, a plugin name made up for decK's rende
 const FILTER_CHAINS: &str = "`filter_chains` (Kong 3.4's Wasm filters): not supported yet (issue 61)";
 const WASM_METRICS: &str = "prometheus `wasm_metrics` (Kong 3.10)";
 const FAILOVER: &str = "`targets[].failover` (Kong Enterprise 3.12)";
-const ORDERING: &str =
-    "a plugin's `ordering` (Kong Enterprise's dynamic ordering; Kong 3.9 OSS's plugins have no such field)";
 const ENV_VAULT: &str = "a certificate and key read from `{vault://my-env-vault/...}`: valid where `MY_SECRET_CERT` and `MY_SECRET_KEY` hold them, as decK's (Enterprise-gated) test sets them";
 const AWS_LAMBDA: &str = "the `aws-lambda` plugin: not built yet (issue 62)";
 const SKIP_HASH: &str = "`_info.skip_hash_for_basic_auth`, a decK option for Konnect only";
@@ -92,7 +90,6 @@ pub const DECK_FILES_REFUSED: &[(&str, &str)] = &[
     ("render/001-mocked-env/input.yaml", TEMPLATE),
     ("render/001-mocked-env/expected.yaml", MADE_UP_PLUGIN),
     ("render/002-populated-env/expected.yaml", MADE_UP_PLUGIN),
-    ("sync/011-plugin-ordering/", ORDERING),
     ("sync/012-vaults/kong3x.yaml", ENV_VAULT),
     ("sync/015-consumer-groups/", LOOKUP),
     ("sync/016-consumer-groups-and-plugins/", ENTERPRISE_PLUGINS),

@@ -139,6 +139,7 @@ pub(crate) fn plugin() -> EntityDef {
         ("consumer", Field::foreign("consumers")),
         ("consumer_group", Field::foreign("consumer_groups")),
         ("config", Field::object().default(json!({}))),
+        ("ordering", ordering_field()),
         (
             "protocols",
             Field::set(Field::string().one_of(PROTOCOLS))
@@ -154,6 +155,49 @@ pub(crate) fn plugin() -> EntityDef {
         shorthand: |_, _| {},
         finish: plugin_config_checks,
         entity_checks: json!([]),
+    }
+}
+
+/// Kong Enterprise's `ordering`: for `before` and `after`, a map from a
+/// phase (`access`, the one Kong orders dynamically) to plugin names.
+fn ordering_field() -> Field {
+    let names = || {
+        Field::map(
+            Field::string().one_of(&["access"]),
+            Field::array(Field::string().check(known_plugin)),
+        )
+    };
+    Field::record(vec![("before", names()), ("after", names())])
+}
+
+/// An `ordering` that names the plugin itself, or one plugin both before
+/// and after it: a cycle on any route it applies to.
+fn check_ordering(out: &Map<String, Value>, errors: &mut Vec<FieldError>) {
+    let Some(name) = out.get("name").and_then(Value::as_str) else {
+        return;
+    };
+    let names = |side: &str| -> Vec<&str> {
+        out.get("ordering")
+            .and_then(|o| o.get(side))
+            .and_then(|s| s.get("access"))
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    };
+    let (before, after) = (names("before"), names("after"));
+    for (side, list) in [("before", &before), ("after", &after)] {
+        if list.contains(&name) {
+            errors.push(FieldError::new(
+                format!("ordering.{side}.access"),
+                format!("a plugin cannot be ordered {side} itself ('{name}')"),
+            ));
+        }
+    }
+    if let Some(both) = before.iter().find(|other| after.contains(other)) {
+        errors.push(FieldError::new(
+            "ordering",
+            format!("plugin ordering cycle: {name} -> {both} -> {name} ('{both}' is both before and after)"),
+        ));
     }
 }
 
@@ -173,6 +217,7 @@ fn plugin_config_checks(out: &mut Map<String, Value>, given: &Map<String, Value>
             "only one of these fields must be non-empty: 'consumer', 'consumer_group'",
         ));
     }
+    check_ordering(out, errors);
     super::plugins::check_entity(&name, out, given, errors);
     if let Some(config) = super::plugins::validate_plugin_config(&name, config, errors) {
         out.insert("config".into(), config);

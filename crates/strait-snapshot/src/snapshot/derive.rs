@@ -323,7 +323,7 @@ pub(crate) fn rebuild(
     } else {
         dirty.routes.into_iter().collect()
     };
-    rebuild_chains(compiled, state, &route_ids, dirty.all_routes);
+    rebuild_chains(compiled, state, &route_ids, dirty.all_routes, problems);
 }
 
 fn rebuild_balancers(compiled: &mut Compiled, state: &EntityState, names: &HashSet<String>, all: bool) {
@@ -449,7 +449,23 @@ impl<'a> PluginScopes<'a> {
     }
 }
 
-fn rebuild_chains(compiled: &mut Compiled, state: &EntityState, route_ids: &[Uuid], all: bool) {
+/// The plugin names of an `ordering`'s `before` or `after` access list.
+fn access_names(ordering: &serde_json::Value, side: &str) -> Vec<String> {
+    ordering
+        .get(side)
+        .and_then(|s| s.get("access"))
+        .and_then(serde_json::Value::as_array)
+        .map(|names| names.iter().filter_map(|n| n.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+fn rebuild_chains(
+    compiled: &mut Compiled,
+    state: &EntityState,
+    route_ids: &[Uuid],
+    all: bool,
+    problems: &mut Vec<CompileProblem>,
+) {
     if route_ids.is_empty() && !all {
         return;
     }
@@ -488,7 +504,11 @@ fn rebuild_chains(compiled: &mut Compiled, state: &EntityState, route_ids: &[Uui
                     protocols: ProtocolSet::from_names(plugin.protocols.iter().map(String::as_str)),
                     rank: rank::of(plugin.route.is_some(), plugin.service.is_some(), false),
                 };
-                Some(ChainSlot::new(scoped, consumer_scoped.contains_key(&plugin.name)))
+                let slot = ChainSlot::new(scoped, consumer_scoped.contains_key(&plugin.name));
+                Some(match &plugin.ordering {
+                    None => slot,
+                    Some(ordering) => slot.ordered(access_names(ordering, "before"), access_names(ordering, "after")),
+                })
             })
             .collect();
         for (name, (_, sample)) in consumer_scoped.iter() {
@@ -503,9 +523,19 @@ fn rebuild_chains(compiled: &mut Compiled, state: &EntityState, route_ids: &[Uui
             compiled.routes.remove(id);
             continue;
         }
-        let runtime = RouteRuntime {
-            plugins: PluginChain::new(slots),
+        let plugins = match PluginChain::ordered(slots) {
+            Ok(chain) => chain,
+            Err(message) => {
+                let name = route.name.as_deref().map_or_else(|| id.to_string(), str::to_string);
+                problems.push(CompileProblem {
+                    entity: format!("routes[{name}]"),
+                    message,
+                });
+                compiled.routes.remove(id);
+                continue;
+            }
         };
+        let runtime = RouteRuntime { plugins };
         compiled.routes.insert(*id, Arc::new(runtime));
     }
 }

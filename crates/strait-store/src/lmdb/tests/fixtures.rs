@@ -159,6 +159,7 @@ pub(super) fn plugin(name: &str, service: Option<Uuid>, route: Option<Uuid>) -> 
         service: service.map(ForeignKey::new),
         consumer: None,
         consumer_group: None,
+        ordering: None,
         config,
         protocols: vec!["http".into()],
         enabled: true,
