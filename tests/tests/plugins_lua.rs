@@ -248,6 +248,16 @@ function plugin:header_filter(plugin_conf)
   kong.response.set_header(plugin_conf.response_header, "status " .. kong.response.get_status())
 end
 
+function plugin:body_filter(plugin_conf)
+  if not plugin_conf.signature then
+    return
+  end
+  local body = kong.response.get_raw_body()
+  if body then
+    kong.response.set_raw_body(body .. plugin_conf.signature)
+  end
+end
+
 function plugin:log(plugin_conf)
   kong.log.notice("greeted ", kong.request.get_header(plugin_conf.request_header), " with ", plugin_conf.greeting)
 end
@@ -273,6 +283,7 @@ local schema = {
           { response_header = typedefs.header_name { required = true, default = "x-greeter" } },
           { greeting = { type = "string", required = true, default = "hello" } },
           { deny = { type = "string" } },
+          { signature = { type = "string" } },
           { times = { type = "integer", default = 1, between = { 1, 10 } } },
         },
       },
@@ -383,7 +394,7 @@ async fn a_custom_plugin_folder_loads_validates_and_runs_its_phases() {
     // And through POST /config (the declarative path).
     let routes = json!([route(
         "declared",
-        json!([{ "name": "greeter", "config": { "greeting": "hey" } }])
+        json!([{ "name": "greeter", "config": { "greeting": "hey", "signature": "<!-- signed -->" } }])
     )]);
     let config = echo_service(routes, json!([]))
         .to_string()
@@ -391,7 +402,11 @@ async fn a_custom_plugin_folder_loads_validates_and_runs_its_phases() {
     gw.apply(&serde_json::from_str(&config).unwrap()).await;
     let declared = gw.proxy(get("/declared")).await;
     assert_eq!(declared.status, 200, "{}", declared.text());
-    assert_eq!(echo_headers(&declared)["x-greeting"], "hey anonymous");
+    // The body filter buffered the body and appended the signature.
+    let text = declared.text();
+    let echoed = text.strip_suffix("<!-- signed -->").expect("signed by body_filter");
+    let echoed: Value = serde_json::from_str(echoed).unwrap();
+    assert_eq!(echoed["headers"]["x-greeting"], "hey anonymous");
 
     // And through decK (`deck gateway sync`, then a diff with no changes).
     let file = format!(
@@ -622,4 +637,32 @@ async fn ordering_moves_a_custom_plugin_before_key_auth_and_a_cycle_is_refused()
         "{}",
         own.text()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewrite_code_runs_globally_and_body_filter_code_changes_the_body() {
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let mut config = echo_service(
+        json!([route(
+            "upper",
+            json!([{ "name": "post-function", "config": {
+                "body_filter": ["if ngx.arg[1] then ngx.arg[1] = ngx.arg[1]:upper() end"]
+            } }])
+        )]),
+        json!([]),
+    );
+    config["plugins"] = json!([{ "name": "pre-function", "config": {
+        "rewrite": ["kong.service.request.set_header('x-rewritten', kong.request.get_path())"]
+    } }]);
+    let config = config.to_string().replace(UPSTREAM, &upstream.url("http"));
+    gw.apply(&serde_json::from_str(&config).unwrap()).await;
+    let reply = gw.proxy(get("/upper/a")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let text = reply.text();
+    assert!(text.contains("\"HEADERS\"") && !text.contains("\"headers\""), "{text}");
+    assert!(text.contains("\"X-REWRITTEN\":\"/UPPER/A\""), "{text}");
+    assert!(reply
+        .header("content-length")
+        .is_none_or(|n| n == reply.text().len().to_string()));
 }

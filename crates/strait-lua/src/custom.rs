@@ -13,23 +13,26 @@ use mlua::{Lua, Table, Value};
 use serde_json::{Map, Value as Json};
 use strait_core::schema::field::Field;
 use strait_core::schema::{formats, PluginSchema};
-use strait_plugins::{Flow, LogRecord, Plugin, RequestCtx, ResponseCtx, SharedStore};
+use strait_plugins::{BodyChunk, Flow, LogRecord, Plugin, RequestCtx, ResponseCtx, SharedStore};
 
+use crate::functions;
 use crate::pdk::{Call, Phase};
 use crate::settings::LuaSettings;
 use crate::worker::{self, InstanceId, Store};
 
 /// Handler methods a custom plugin may have that this version does not
 /// run: the plugin is refused at start-up rather than loaded and skipped.
-const NOT_YET: [&str; 5] = ["certificate", "rewrite", "body_filter", "response", "preread"];
+const NOT_YET: [&str; 3] = ["certificate", "response", "preread"];
 
 /// A custom plugin's definition, from its handler and schema.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Definition {
     pub name: &'static str,
     pub priority: i32,
+    pub rewrite: bool,
     pub access: bool,
     pub header_filter: bool,
+    pub body_filter: bool,
     pub log: bool,
     /// The handler's source reads the request body through the PDK.
     pub reads_body: bool,
@@ -107,14 +110,16 @@ fn load_one(lua: &Lua, name: &str) -> Result<(Definition, PluginSchema), String>
     let has = |method: &str| matches!(handler.get::<Value>(method), Ok(Value::Function(_)));
     if let Some(method) = NOT_YET.iter().find(|method| has(method)) {
         return Err(format!(
-            "the handler has a {method} method: Strait runs init_worker, access, header_filter and log in this version"
+            "the handler has a {method} method: Strait runs init_worker, rewrite, access, header_filter, body_filter and log in this version"
         ));
     }
     let definition = Definition {
         name: Box::leak(name.to_string().into_boxed_str()),
         priority,
+        rewrite: has("rewrite"),
         access: has("access"),
         header_filter: has("header_filter"),
+        body_filter: has("body_filter"),
         log: has("log"),
         reads_body: handler_source(lua, name).is_some_and(|source| crate::functions::mentions_body(&source)),
     };
@@ -314,14 +319,30 @@ impl Plugin for CustomPlugin {
         self.definition.priority
     }
 
-    fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
-        crate::functions::note_request(ctx, self.definition.header_filter || self.definition.log);
-        if !self.definition.access {
+    fn rewrites(&self) -> bool {
+        self.definition.rewrite
+    }
+
+    /// Runs for a global instance only, as Kong runs rewrite handlers.
+    fn rewrite(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        if !self.definition.rewrite {
             return Flow::Continue;
         }
-        let call = crate::functions::access_call(ctx, self.definition.name);
+        let call = functions::access_call(ctx, self.definition.name, Phase::Rewrite);
+        let (result, call) = self.call(Phase::Rewrite, Store::Write(&mut ctx.shared), call);
+        functions::finish_access(ctx, self.definition.name, result, call)
+    }
+
+    fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        let definition = &self.definition;
+        let later = definition.header_filter || definition.body_filter || definition.log;
+        functions::note_request(ctx, later, definition.body_filter);
+        if !definition.access {
+            return Flow::Continue;
+        }
+        let call = functions::access_call(ctx, definition.name, Phase::Access);
         let (result, call) = self.call(Phase::Access, Store::Write(&mut ctx.shared), call);
-        crate::functions::finish_access(ctx, self.definition.name, result, call)
+        functions::finish_access(ctx, definition.name, result, call)
     }
 
     fn reads_request_body(&self) -> bool {
@@ -329,26 +350,31 @@ impl Plugin for CustomPlugin {
     }
 
     fn filters_headers(&self) -> bool {
-        self.definition.header_filter
+        self.definition.header_filter || self.definition.body_filter
     }
 
     fn reads_request_headers_in_response(&self) -> bool {
-        self.definition.header_filter || self.definition.log
+        self.definition.header_filter || self.definition.body_filter || self.definition.log
     }
 
     fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {
-        if !self.definition.header_filter {
-            return;
-        }
-        let mut call = crate::functions::later_call(self.definition.name, Phase::HeaderFilter, ctx.shared, ctx.request);
-        call.status = Some(ctx.status.as_u16());
-        call.response_headers = std::mem::take(ctx.headers);
-        let (result, mut call) = self.call(Phase::HeaderFilter, Store::Write(ctx.shared), call);
-        crate::functions::keep_serialize_values(ctx.shared, &mut call);
-        *ctx.headers = call.response_headers;
-        if let Err(error) = result {
-            crate::functions::failed(self.definition.name, Phase::HeaderFilter, &error);
-        }
+        functions::header_filter(
+            self.definition.name,
+            ctx,
+            self.definition.header_filter,
+            self.definition.body_filter,
+            |store, call| self.call(Phase::HeaderFilter, store, call),
+        );
+    }
+
+    fn filters_body(&self) -> bool {
+        self.definition.body_filter
+    }
+
+    fn body_filter(&self, shared: &mut SharedStore, chunk: &mut BodyChunk) {
+        functions::body_filter(self.definition.name, shared, chunk, |store, call| {
+            self.call(Phase::BodyFilter, store, call)
+        });
     }
 
     fn logs(&self) -> bool {
@@ -363,8 +389,9 @@ impl Plugin for CustomPlugin {
         if !self.definition.log {
             return;
         }
-        let mut call = crate::functions::later_call(self.definition.name, Phase::Log, shared, record.request);
+        let mut call = functions::later_call(self.definition.name, Phase::Log, shared, Some(record.request));
         call.status = Some(record.status);
+        call.source = Some(functions::source_name(record.source));
         call.response_headers = record
             .details
             .as_ref()
@@ -372,7 +399,7 @@ impl Plugin for CustomPlugin {
             .unwrap_or_default();
         let (result, _) = self.call(Phase::Log, Store::Read(shared), call);
         if let Err(error) = result {
-            crate::functions::failed(self.definition.name, Phase::Log, &error);
+            functions::failed(self.definition.name, Phase::Log, &error);
         }
     }
 }

@@ -2,10 +2,10 @@
 //! code sent in the plugin's config, one array of strings per phase, run
 //! under Kong's `untrusted_lua` setting (worker.rs, sandbox.lua).
 //!
-//! This version runs the `access`, `header_filter` and `log` arrays; a
-//! config with `certificate`, `rewrite` or `body_filter` code is refused
-//! when written, with a message saying so, rather than accepted and not
-//! run.
+//! This version runs the `rewrite` (on a global instance, as Kong does),
+//! `access`, `header_filter`, `body_filter` and `log` arrays; a config with
+//! `certificate` code is refused when written, with a message saying so,
+//! rather than accepted and not run.
 
 use std::sync::Arc;
 
@@ -33,7 +33,7 @@ const PHASES: [&str; 6] = [
 ];
 
 /// Phases whose code this version does not run yet.
-const NOT_YET: [&str; 3] = ["certificate", "rewrite", "body_filter"];
+const NOT_YET: [&str; 1] = ["certificate"];
 
 pub(crate) const PRE_FUNCTION: BundledPlugin = BundledPlugin {
     name: "pre-function",
@@ -89,7 +89,7 @@ fn check(config: &Map<String, Value>) -> Result<(), String> {
     }
     if let Some(phase) = NOT_YET.iter().find(|phase| filled(phase)) {
         return Err(format!(
-            "config.{phase}: Strait does not run {phase} code in pre-function or post-function yet (access, header_filter and log are supported)"
+            "config.{phase}: Strait does not run {phase} code in pre-function or post-function yet (rewrite, access, header_filter, body_filter and log are supported)"
         ));
     }
     Ok(())
@@ -138,7 +138,16 @@ fn build(
     };
     Ok(Arc::new(Function {
         priority,
-        code: Code::new(name, code("access")?, code("header_filter")?, code("log")?),
+        code: Code::new(
+            name,
+            [
+                code("rewrite")?,
+                code("access")?,
+                code("header_filter")?,
+                code("body_filter")?,
+                code("log")?,
+            ],
+        ),
     }))
 }
 
@@ -158,6 +167,34 @@ struct RequestLine {
     path: String,
     query: String,
     http_version: f64,
+    method: http::Method,
+    client_ip: std::net::IpAddr,
+    /// The request's headers, for `body_filter` code (the other response
+    /// phases have the proxy's copy).
+    headers: Option<HeaderMap>,
+}
+
+/// What `body_filter` code reads of the response head, noted by the
+/// plugin's `header_filter`.
+#[derive(Debug, Clone)]
+struct ResponseHead {
+    status: u16,
+    headers: HeaderMap,
+    source: &'static str,
+}
+
+/// Per request, each Lua plugin's `body_filter` state: what
+/// `get_raw_body` buffered, and whether its code ended the body early
+/// (`ngx.arg[2] = true`, `set_raw_body`).
+#[derive(Debug, Default)]
+struct BodyFilters(Vec<(&'static str, Option<bytes::BytesMut>, bool)>);
+
+pub(crate) fn source_name(source: strait_plugins::ResponseSource) -> &'static str {
+    match source {
+        strait_plugins::ResponseSource::Service => "service",
+        strait_plugins::ResponseSource::Exit => "exit",
+        strait_plugins::ResponseSource::Error => "error",
+    }
 }
 
 fn scheme_of(protocol: Protocol) -> &'static str {
@@ -179,28 +216,39 @@ fn version_number(version: Version) -> f64 {
 
 impl Function {
     fn later_phases(&self) -> bool {
-        !self.code.header_filter.is_empty() || !self.code.log.is_empty()
+        !self.code.header_filter.is_empty() || !self.code.body_filter.is_empty() || !self.code.log.is_empty()
     }
 }
 
 /// Notes what the later phases' Lua code reads of the request, once per
-/// request, when a plugin has later phases.
-pub(crate) fn note_request(ctx: &mut RequestCtx<'_>, later_phases: bool) {
-    if later_phases && ctx.shared.get::<RequestLine>().is_none() {
-        ctx.shared.insert(RequestLine {
-            scheme: scheme_of(ctx.protocol),
-            host: ctx.host.to_string(),
-            path: ctx.path().to_string(),
-            query: ctx.query().to_string(),
-            http_version: version_number(ctx.http_version),
-        });
+/// request, when a plugin has later phases (with the request headers when
+/// one has a body filter).
+pub(crate) fn note_request(ctx: &mut RequestCtx<'_>, later_phases: bool, body_filter: bool) {
+    if !later_phases {
+        return;
     }
+    if let Some(line) = ctx.shared.get_mut::<RequestLine>() {
+        if body_filter && line.headers.is_none() {
+            line.headers = Some(ctx.headers.clone());
+        }
+        return;
+    }
+    ctx.shared.insert(RequestLine {
+        scheme: scheme_of(ctx.protocol),
+        host: ctx.host.to_string(),
+        path: ctx.path().to_string(),
+        query: ctx.query().to_string(),
+        http_version: version_number(ctx.http_version),
+        method: ctx.method.clone(),
+        client_ip: ctx.client_ip,
+        headers: body_filter.then(|| ctx.headers.clone()),
+    });
 }
 
-/// The access phase's call: the request's headers moved in.
-pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str) -> Call {
+/// The access (or rewrite) phase's call: the request's headers moved in.
+pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str, phase: Phase) -> Call {
     Call {
-        phase: Phase::Access,
+        phase,
         plugin,
         method: ctx.method.clone(),
         scheme: scheme_of(ctx.protocol),
@@ -217,6 +265,10 @@ pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str) -> Cal
         exit: None,
         serialize: Vec::new(),
         body_set: None,
+        chunk: None,
+        eof: false,
+        buffered: None,
+        source: None,
     }
 }
 
@@ -240,6 +292,7 @@ pub(crate) fn finish_access(
     result: Result<(), String>,
     mut call: Call,
 ) -> Flow {
+    let phase = call.phase;
     keep_serialize_values(&mut ctx.shared, &mut call);
     *ctx.headers = call.headers;
     if let Some((body, content_type)) = call.body_set.take() {
@@ -258,32 +311,47 @@ pub(crate) fn finish_access(
         (Some(exit), _) => Flow::Respond(exit),
         (None, Ok(())) => Flow::Continue,
         (None, Err(error)) => {
-            failed(plugin, Phase::Access, &error);
+            failed(plugin, phase, &error);
             Flow::Respond(PluginResponse::message(500, "An unexpected error occurred"))
         }
     }
 }
 
 /// A later phase's call: what access noted, the request's headers as the
-/// response phases keep them.
+/// response phases keep them (`request`; in `body_filter`, the copy
+/// access noted).
 pub(crate) fn later_call(
     plugin: &'static str,
     phase: Phase,
     shared: &SharedStore,
-    request: &strait_plugins::RequestSummary,
+    request: Option<&strait_plugins::RequestSummary>,
 ) -> Call {
-    let line = shared.get::<RequestLine>().cloned();
+    let line = shared.get::<RequestLine>();
+    let headers = match request {
+        Some(request) => request.request_headers.clone().unwrap_or_default(),
+        None => line.and_then(|l| l.headers.clone()).unwrap_or_default(),
+    };
     Call {
         phase,
         plugin,
-        method: request.method.clone(),
-        scheme: line.as_ref().map_or(scheme_of(request.protocol), |l| l.scheme),
-        host: line.as_ref().map(|l| l.host.clone()).unwrap_or_default(),
-        path: line.as_ref().map(|l| l.path.clone()).unwrap_or_default(),
-        query: line.as_ref().map(|l| l.query.clone()).unwrap_or_default(),
-        http_version: line.as_ref().map_or(1.1, |l| l.http_version),
-        client_ip: request.client_ip,
-        headers: request.request_headers.clone().unwrap_or_default(),
+        method: request.map_or_else(
+            || line.map_or(http::Method::GET, |l| l.method.clone()),
+            |r| r.method.clone(),
+        ),
+        scheme: match (line, request) {
+            (Some(l), _) => l.scheme,
+            (None, Some(r)) => scheme_of(r.protocol),
+            (None, None) => "http",
+        },
+        host: line.map(|l| l.host.clone()).unwrap_or_default(),
+        path: line.map(|l| l.path.clone()).unwrap_or_default(),
+        query: line.map(|l| l.query.clone()).unwrap_or_default(),
+        http_version: line.map_or(1.1, |l| l.http_version),
+        client_ip: request.map_or_else(
+            || line.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |l| l.client_ip),
+            |r| r.client_ip,
+        ),
+        headers,
         upstream_host: None,
         status: None,
         response_headers: HeaderMap::new(),
@@ -291,6 +359,97 @@ pub(crate) fn later_call(
         serialize: Vec::new(),
         body: None,
         body_set: None,
+        chunk: None,
+        eof: false,
+        buffered: None,
+        source: None,
+    }
+}
+
+/// A Lua plugin's `header_filter` call on `ctx`, through `run`; notes
+/// the response head for the plugin's body filter when it has one.
+pub(crate) fn header_filter(
+    plugin: &'static str,
+    ctx: &mut ResponseCtx<'_>,
+    code: bool,
+    body_filter: bool,
+    run: impl FnOnce(Store<'_>, Call) -> (Result<(), String>, Call),
+) {
+    if code {
+        let mut call = later_call(plugin, Phase::HeaderFilter, ctx.shared, Some(ctx.request));
+        let status = ctx.status.as_u16();
+        call.status = Some(status);
+        call.source = Some(source_name(ctx.source));
+        call.response_headers = std::mem::take(ctx.headers);
+        let (result, mut call) = run(Store::Write(ctx.shared), call);
+        keep_serialize_values(ctx.shared, &mut call);
+        *ctx.headers = call.response_headers;
+        if let Some(changed) = call.status.filter(|s| *s != status) {
+            if let Ok(changed) = http::StatusCode::from_u16(changed) {
+                *ctx.status = changed;
+            }
+        }
+        if let Err(error) = result {
+            failed(plugin, Phase::HeaderFilter, &error);
+        }
+    }
+    if body_filter {
+        // Kong's body filters change the length: the proxy drops
+        // Content-Length for a chain that filters bodies.
+        ctx.shared.insert(ResponseHead {
+            status: ctx.status.as_u16(),
+            headers: ctx.headers.clone(),
+            source: source_name(ctx.source),
+        });
+    }
+}
+
+/// A Lua plugin's `body_filter` call on one piece of the body, through
+/// `run`: `ngx.arg[1]`/`[2]` in and out, its buffer kept between pieces.
+/// An error is logged and leaves the piece as it was.
+pub(crate) fn body_filter(
+    plugin: &'static str,
+    shared: &mut SharedStore,
+    chunk: &mut strait_plugins::BodyChunk,
+    run: impl FnOnce(Store<'_>, Call) -> (Result<(), String>, Call),
+) {
+    let filters = match shared.get_mut::<BodyFilters>() {
+        Some(filters) => filters,
+        None => {
+            shared.insert(BodyFilters::default());
+            shared.get_mut::<BodyFilters>().expect("inserted above")
+        }
+    };
+    let at = match filters.0.iter().position(|(name, _, _)| *name == plugin) {
+        Some(at) => at,
+        None => {
+            filters.0.push((plugin, None, false));
+            filters.0.len() - 1
+        }
+    };
+    if filters.0[at].2 {
+        // The code ended the body on an earlier piece.
+        chunk.data = bytes::Bytes::new();
+        return;
+    }
+    let buffered = filters.0[at].1.take();
+    let mut call = later_call(plugin, Phase::BodyFilter, shared, None);
+    if let Some(head) = shared.get::<ResponseHead>() {
+        call.status = Some(head.status);
+        call.response_headers = head.headers.clone();
+        call.source = Some(head.source);
+    }
+    call.chunk = Some(chunk.data.clone());
+    call.eof = chunk.end;
+    call.buffered = buffered;
+    let (result, call) = run(Store::Write(shared), call);
+    if let Some(filters) = shared.get_mut::<BodyFilters>() {
+        filters.0[at].1 = call.buffered;
+        filters.0[at].2 = call.eof && !chunk.end;
+    }
+    match result {
+        Ok(()) => chunk.data = call.chunk.unwrap_or_default(),
+        Err(error) => failed(plugin, Phase::BodyFilter, &error),
     }
 }
 
@@ -314,12 +473,26 @@ impl Plugin for Function {
         self.priority
     }
 
+    fn rewrites(&self) -> bool {
+        !self.code.rewrite.is_empty()
+    }
+
+    /// Runs for a global instance only, as Kong runs rewrite handlers.
+    fn rewrite(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        if self.code.rewrite.is_empty() {
+            return Flow::Continue;
+        }
+        let call = access_call(ctx, self.code.plugin, Phase::Rewrite);
+        let (result, call) = worker::run(&self.code, Phase::Rewrite, Store::Write(&mut ctx.shared), call);
+        finish_access(ctx, self.code.plugin, result, call)
+    }
+
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
-        note_request(ctx, self.later_phases());
+        note_request(ctx, self.later_phases(), !self.code.body_filter.is_empty());
         if self.code.access.is_empty() {
             return Flow::Continue;
         }
-        let call = access_call(ctx, self.code.plugin);
+        let call = access_call(ctx, self.code.plugin, Phase::Access);
         let (result, call) = worker::run(&self.code, Phase::Access, Store::Write(&mut ctx.shared), call);
         finish_access(ctx, self.code.plugin, result, call)
     }
@@ -331,7 +504,7 @@ impl Plugin for Function {
     }
 
     fn filters_headers(&self) -> bool {
-        !self.code.header_filter.is_empty()
+        !self.code.header_filter.is_empty() || !self.code.body_filter.is_empty()
     }
 
     fn reads_request_headers_in_response(&self) -> bool {
@@ -339,18 +512,23 @@ impl Plugin for Function {
     }
 
     fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {
-        if self.code.header_filter.is_empty() {
-            return;
-        }
-        let mut call = later_call(self.code.plugin, Phase::HeaderFilter, ctx.shared, ctx.request);
-        call.status = Some(ctx.status.as_u16());
-        call.response_headers = std::mem::take(ctx.headers);
-        let (result, mut call) = worker::run(&self.code, Phase::HeaderFilter, Store::Write(ctx.shared), call);
-        keep_serialize_values(ctx.shared, &mut call);
-        *ctx.headers = call.response_headers;
-        if let Err(error) = result {
-            failed(self.code.plugin, Phase::HeaderFilter, &error);
-        }
+        header_filter(
+            self.code.plugin,
+            ctx,
+            !self.code.header_filter.is_empty(),
+            !self.code.body_filter.is_empty(),
+            |store, call| worker::run(&self.code, Phase::HeaderFilter, store, call),
+        );
+    }
+
+    fn filters_body(&self) -> bool {
+        !self.code.body_filter.is_empty()
+    }
+
+    fn body_filter(&self, shared: &mut SharedStore, chunk: &mut strait_plugins::BodyChunk) {
+        body_filter(self.code.plugin, shared, chunk, |store, call| {
+            worker::run(&self.code, Phase::BodyFilter, store, call)
+        });
     }
 
     fn logs(&self) -> bool {
@@ -365,8 +543,9 @@ impl Plugin for Function {
         if self.code.log.is_empty() {
             return;
         }
-        let mut call = later_call(self.code.plugin, Phase::Log, shared, record.request);
+        let mut call = later_call(self.code.plugin, Phase::Log, shared, Some(record.request));
         call.status = Some(record.status);
+        call.source = Some(source_name(record.source));
         if let Some(details) = &record.details {
             call.response_headers = details.response_headers.clone();
         }

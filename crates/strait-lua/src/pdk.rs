@@ -21,8 +21,10 @@ use strait_plugins::PluginResponse;
 /// The phase a call runs in (Kong's phase names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
+    Rewrite,
     Access,
     HeaderFilter,
+    BodyFilter,
     Log,
 }
 
@@ -30,8 +32,10 @@ impl Phase {
     /// Kong's name of the phase, which is also the handler method's.
     pub(crate) fn name(self) -> &'static str {
         match self {
+            Phase::Rewrite => "rewrite",
             Phase::Access => "access",
             Phase::HeaderFilter => "header_filter",
+            Phase::BodyFilter => "body_filter",
             Phase::Log => "log",
         }
     }
@@ -68,6 +72,16 @@ pub(crate) struct Call {
     /// A body `set_raw_body`/`set_body` gave the upstream request, with the
     /// content type `set_body` chose.
     pub body_set: Option<(Bytes, Option<HeaderValue>)>,
+    /// In `body_filter`: `ngx.arg[1]` (the piece of the response body;
+    /// `None` reads as nil and sends nothing) and `ngx.arg[2]` (the last
+    /// piece).
+    pub chunk: Option<Bytes>,
+    pub eof: bool,
+    /// In `body_filter`: what `get_raw_body` buffered of earlier pieces.
+    pub buffered: Option<bytes::BytesMut>,
+    /// From `header_filter` on: where the response came from
+    /// (`kong.response.get_source`).
+    pub source: Option<&'static str>,
 }
 
 thread_local! {
@@ -104,16 +118,24 @@ fn only_in(call: &Call, allowed: &[Phase], names: &str) -> mlua::Result<()> {
     }
 }
 
-const REQUEST_PHASES: &[Phase] = &[Phase::Access, Phase::HeaderFilter, Phase::Log];
+const REQUEST_PHASES: &[Phase] = &[
+    Phase::Rewrite,
+    Phase::Access,
+    Phase::HeaderFilter,
+    Phase::BodyFilter,
+    Phase::Log,
+];
 const REQUEST_NAMES: &str =
     "rewrite, access, balancer, response, cluster_listener, header_filter, body_filter, log, error, admin_api";
-const SERVICE_REQUEST: &[Phase] = &[Phase::Access];
+const SERVICE_REQUEST: &[Phase] = &[Phase::Rewrite, Phase::Access];
 const SERVICE_REQUEST_NAMES: &str = "rewrite, access, balancer";
-const RESPONSE_READ: &[Phase] = &[Phase::HeaderFilter, Phase::Log];
+const RESPONSE_READ: &[Phase] = &[Phase::HeaderFilter, Phase::BodyFilter, Phase::Log];
 const RESPONSE_READ_NAMES: &str = "response, header_filter, body_filter, log, error, admin_api";
-const RESPONSE_WRITE: &[Phase] = &[Phase::Access, Phase::HeaderFilter];
+const RESPONSE_WRITE: &[Phase] = &[Phase::Rewrite, Phase::Access, Phase::HeaderFilter];
 const RESPONSE_WRITE_NAMES: &str = "rewrite, access, balancer, response, header_filter, error, admin_api";
-const EXIT: &[Phase] = &[Phase::Access];
+const EXIT: &[Phase] = &[Phase::Rewrite, Phase::Access];
+const BODY_FILTER: &[Phase] = &[Phase::BodyFilter];
+const BODY_FILTER_NAMES: &str = "body_filter";
 const EXIT_NAMES: &str = "rewrite, access, balancer, response, error, admin_api";
 
 /// The error `kong.response.exit` raises to end the phase's code; the
@@ -313,6 +335,7 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<Tables> {
     kong.set("request", request(lua)?)?;
     let service = lua.create_table()?;
     service.set("request", service_request(lua)?)?;
+    service.set("response", service_response(lua)?)?;
     kong.set("service", strict(lua, service, "kong.service")?)?;
     kong.set("response", response(lua)?)?;
     kong.set("client", client(lua)?)?;
@@ -444,7 +467,7 @@ fn request(lua: &Lua) -> mlua::Result<Table> {
     strict(lua, t, "kong.request")
 }
 
-const BODY_PHASES: &[Phase] = &[Phase::Access];
+const BODY_PHASES: &[Phase] = &[Phase::Rewrite, Phase::Access];
 const BODY_NAMES: &str = "rewrite, access, response, error, admin_api";
 
 /// Which map a family of header functions writes: the upstream request's
@@ -651,14 +674,7 @@ fn response(lua: &Lua) -> mlua::Result<Table> {
     t.set(
         "exit",
         lua.create_function(|lua, (status, body, headers): (Value, Value, Value)| {
-            let status = match status {
-                Value::Integer(n) if (100..=599).contains(&n) => n as u16,
-                Value::Number(n) if n.fract() == 0.0 && (100.0..=599.0).contains(&n) => n as u16,
-                Value::Integer(_) | Value::Number(_) => {
-                    return Err(Error::runtime("code must be a number between 100 and 599"))
-                }
-                _ => return Err(Error::runtime("code must be a number")),
-            };
+            let status = status_code(&status)?;
             let mut answer = PluginResponse {
                 status,
                 headers: Vec::new(),
@@ -699,7 +715,199 @@ fn response(lua: &Lua) -> mlua::Result<Table> {
             Err::<(), _>(Error::runtime(EXIT_SENTINEL))
         })?,
     )?;
+    t.set(
+        "get_headers",
+        lua.create_function(|lua, max: Option<Value>| {
+            let limit = header_limit(max)?;
+            current("kong.response.get_headers", |call| {
+                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
+                headers_table(lua, &call.response_headers, limit)
+            })
+        })?,
+    )?;
+    t.set(
+        "get_source",
+        lua.create_function(|_, ()| {
+            current("kong.response.get_source", |call| {
+                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
+                Ok(call.source.unwrap_or("error"))
+            })
+        })?,
+    )?;
+    t.set(
+        "set_status",
+        lua.create_function(|_, status: Value| {
+            let status = status_code(&status)?;
+            current("kong.response.set_status", |call| {
+                only_in(call, SET_STATUS, SET_STATUS_NAMES)?;
+                call.status = Some(status);
+                Ok(())
+            })
+        })?,
+    )?;
+    t.set(
+        "get_raw_body",
+        lua.create_function(|lua, ()| raw_body(lua, "kong.response.get_raw_body"))?,
+    )?;
+    t.set(
+        "set_raw_body",
+        lua.create_function(|_, body: Value| {
+            let Value::String(body) = body else {
+                return Err(Error::runtime("body must be a string"));
+            };
+            let bytes = Bytes::copy_from_slice(&body.as_bytes());
+            current("kong.response.set_raw_body", |call| {
+                only_in(call, BODY_FILTER, BODY_FILTER_NAMES)?;
+                call.chunk = Some(bytes);
+                call.eof = true;
+                call.buffered = None;
+                Ok(())
+            })
+        })?,
+    )?;
     strict(lua, t, "kong.response")
+}
+
+const SET_STATUS: &[Phase] = &[Phase::Rewrite, Phase::Access, Phase::HeaderFilter];
+const SET_STATUS_NAMES: &str = "rewrite, access, header_filter, response, admin_api";
+
+/// A status code given by Lua code: Kong's checks.
+fn status_code(status: &Value) -> mlua::Result<u16> {
+    match status {
+        Value::Integer(n) if (100..=599).contains(n) => Ok(*n as u16),
+        Value::Number(n) if n.fract() == 0.0 && (100.0..=599.0).contains(n) => Ok(*n as u16),
+        Value::Integer(_) | Value::Number(_) => Err(Error::runtime("code must be a number between 100 and 599")),
+        _ => Err(Error::runtime("code must be a number")),
+    }
+}
+
+/// Kong's `get_raw_body` in `body_filter`: a piece before the last is
+/// buffered (and not sent: `ngx.arg[1]` becomes nil) and nil returned;
+/// the last piece returns the whole body, which is then what is sent.
+fn raw_body(lua: &Lua, name: &str) -> mlua::Result<Value> {
+    let whole = current(name, |call| {
+        only_in(call, BODY_FILTER, BODY_FILTER_NAMES)?;
+        let chunk = call.chunk.take().unwrap_or_default();
+        if !call.eof {
+            call.buffered
+                .get_or_insert_with(bytes::BytesMut::new)
+                .extend_from_slice(&chunk);
+            return Ok(None);
+        }
+        let whole = match call.buffered.take() {
+            None => chunk,
+            Some(mut buffered) => {
+                buffered.extend_from_slice(&chunk);
+                buffered.freeze()
+            }
+        };
+        call.chunk = Some(whole.clone());
+        Ok(Some(whole))
+    })?;
+    match whole {
+        None => Ok(Value::Nil),
+        Some(body) => Ok(Value::String(lua.create_string(&body[..])?)),
+    }
+}
+
+/// `kong.service.response`: the response as it came to the plugins.
+fn service_response(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set(
+        "get_status",
+        lua.create_function(|_, ()| {
+            current("kong.service.response.get_status", |call| {
+                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
+                Ok(call.status.filter(|_| call.source == Some("service")))
+            })
+        })?,
+    )?;
+    t.set(
+        "get_header",
+        lua.create_function(|_, name: Value| {
+            current("kong.service.response.get_header", |call| {
+                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
+                match &name {
+                    Value::String(name) => Ok(first_value(&call.response_headers, &name.to_str()?)),
+                    _ => Err(Error::runtime("header name must be a string")),
+                }
+            })
+        })?,
+    )?;
+    t.set(
+        "get_headers",
+        lua.create_function(|lua, max: Option<Value>| {
+            let limit = header_limit(max)?;
+            current("kong.service.response.get_headers", |call| {
+                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
+                headers_table(lua, &call.response_headers, limit)
+            })
+        })?,
+    )?;
+    t.set(
+        "get_raw_body",
+        lua.create_function(|lua, ()| raw_body(lua, "kong.service.response.get_raw_body"))?,
+    )?;
+    strict(lua, t, "kong.service.response")
+}
+
+/// `ngx.arg`: in `body_filter`, `[1]` the piece of the body and `[2]`
+/// whether it is the last, both writable.
+fn ngx_arg(lua: &Lua) -> mlua::Result<Table> {
+    let arg = lua.create_table()?;
+    let meta = lua.create_table()?;
+    meta.set(
+        "__index",
+        lua.create_function(|lua, (_, key): (Value, Value)| {
+            let read = CALL.with(|cell| {
+                cell.borrow()
+                    .as_ref()
+                    .filter(|c| c.phase == Phase::BodyFilter)
+                    .map(|call| match key {
+                        Value::Integer(1) => call.chunk.clone().map(ArgValue::Chunk),
+                        Value::Integer(2) => Some(ArgValue::Eof(call.eof)),
+                        _ => None,
+                    })
+            });
+            match read.flatten() {
+                Some(ArgValue::Chunk(chunk)) => Ok(Value::String(lua.create_string(&chunk[..])?)),
+                Some(ArgValue::Eof(eof)) => Ok(Value::Boolean(eof)),
+                None => Ok(Value::Nil),
+            }
+        })?,
+    )?;
+    meta.set(
+        "__newindex",
+        lua.create_function(|_, (_, key, value): (Value, Value, Value)| {
+            current("ngx.arg", |call| {
+                if call.phase != Phase::BodyFilter {
+                    return Err(Error::runtime("ngx.arg can only be set in body_filter"));
+                }
+                match (key, value) {
+                    (Value::Integer(1), Value::Nil) => call.chunk = None,
+                    (Value::Integer(1), Value::String(text)) => {
+                        call.chunk = Some(Bytes::copy_from_slice(&text.as_bytes()))
+                    }
+                    (Value::Integer(1), other) => {
+                        return Err(Error::runtime(format!(
+                            "bad argument #1 to 'ngx.arg' (string or nil expected, got {})",
+                            other.type_name()
+                        )))
+                    }
+                    (Value::Integer(2), value) => call.eof = value.as_boolean().unwrap_or(false),
+                    _ => return Err(Error::runtime("ngx.arg has only [1] (the body piece) and [2] (eof)")),
+                }
+                Ok(())
+            })
+        })?,
+    )?;
+    arg.set_metatable(Some(meta))?;
+    Ok(arg)
+}
+
+enum ArgValue {
+    Chunk(Bytes),
+    Eof(bool),
 }
 
 fn client(lua: &Lua) -> mlua::Result<Table> {
@@ -812,6 +1020,7 @@ fn ngx(lua: &Lua) -> mlua::Result<Table> {
             Ok(())
         })?,
     )?;
+    t.set("arg", ngx_arg(lua)?)?;
     t.set("null", Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())))?;
     let now = || {
         std::time::SystemTime::now()

@@ -63,28 +63,37 @@ impl Drop for InstanceId {
 pub(crate) struct Code {
     pub id: InstanceId,
     pub plugin: &'static str,
+    pub rewrite: Vec<String>,
     pub access: Vec<String>,
     pub header_filter: Vec<String>,
+    pub body_filter: Vec<String>,
     pub log: Vec<String>,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Code {
-    pub fn new(plugin: &'static str, access: Vec<String>, header_filter: Vec<String>, log: Vec<String>) -> Code {
+    /// `phases` in [`Phase`]'s order: rewrite, access, header_filter,
+    /// body_filter, log.
+    pub fn new(plugin: &'static str, phases: [Vec<String>; 5]) -> Code {
+        let [rewrite, access, header_filter, body_filter, log] = phases;
         Code {
             id: InstanceId::new(),
             plugin,
+            rewrite,
             access,
             header_filter,
+            body_filter,
             log,
         }
     }
 
     fn phase(&self, phase: Phase) -> &[String] {
         match phase {
+            Phase::Rewrite => &self.rewrite,
             Phase::Access => &self.access,
             Phase::HeaderFilter => &self.header_filter,
+            Phase::BodyFilter => &self.body_filter,
             Phase::Log => &self.log,
         }
     }
@@ -321,7 +330,7 @@ impl Worker {
         }
         let retired = RETIRED.lock().unwrap_or_else(PoisonError::into_inner);
         for id in &retired[self.retired_seen..] {
-            for phase in 0..3 {
+            for phase in 0..5 {
                 self.compiled.remove(&(*id, phase));
             }
             self.confs.remove(id);

@@ -361,7 +361,9 @@ impl PluginChain {
     /// [`PluginChain::runs_inline`].
     pub fn access_now(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         debug_assert!(self.inline, "a chain whose access may wait, run inline");
-        self.begin_access(ctx);
+        if let Flow::Respond(response) = self.begin_access(ctx) {
+            return Flow::Respond(response);
+        }
         for slot in self.access_slots() {
             let Some(plugin) = slot.resolve(&[], ctx.route_id, ctx.service_id, ctx.protocol) else {
                 continue;
@@ -379,7 +381,9 @@ impl PluginChain {
     /// Run `access` of every plugin until one responds. Slots after an
     /// authentication plugin resolve against the consumer it identified.
     pub async fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
-        self.begin_access(ctx);
+        if let Flow::Respond(response) = self.begin_access(ctx) {
+            return Flow::Respond(response);
+        }
         for slot in self.access_slots() {
             // Only slots with consumer-scoped instances look the consumer up.
             let consumer_plugins = if slot.consumer_scoped {
@@ -404,13 +408,36 @@ impl PluginChain {
         Flow::Continue
     }
 
-    fn begin_access(&self, ctx: &mut RequestCtx<'_>) {
+    /// Before access: the `rewrite` of the chain's global instances (Kong
+    /// runs rewrite handlers of global plugins only). Strait runs them once
+    /// the route is known, so a rewrite does not re-route the request.
+    fn global_rewrites(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        for slot in &self.slots {
+            let Some(plugin) = slot.default.as_ref().filter(|p| p.rank == rank::GLOBAL) else {
+                continue;
+            };
+            if plugin.instance.rewrites() && plugin.protocols.contains(ctx.protocol) {
+                if let Flow::Respond(response) = plugin.instance.rewrite(ctx) {
+                    return Flow::Respond(response);
+                }
+            }
+        }
+        Flow::Continue
+    }
+
+    fn begin_access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        if self.rewrites {
+            if let Flow::Respond(response) = self.global_rewrites(ctx) {
+                return Flow::Respond(response);
+            }
+        }
         if self.traces {
             ctx.shared.insert(crate::PhaseTimings {
                 chain_started: std::time::Instant::now(),
                 phases: Vec::with_capacity(self.slots.len() * 2),
             });
         }
+        Flow::Continue
     }
 
     /// Before a plugin's access: the identity fields where it reads them,

@@ -34,16 +34,19 @@ fn call() -> Call {
         serialize: Vec::new(),
         body: None,
         body_set: None,
+        chunk: None,
+        eof: false,
+        buffered: None,
+        source: None,
     }
 }
 
+fn access_code(plugin: &'static str, access: Vec<String>) -> Code {
+    Code::new(plugin, [vec![], access, vec![], vec![], vec![]])
+}
+
 fn run(worker: &mut Worker, access: &[&str]) -> (Result<(), String>, Call) {
-    let code = Code::new(
-        "pre-function",
-        access.iter().map(|s| s.to_string()).collect(),
-        vec![],
-        vec![],
-    );
+    let code = access_code("pre-function", access.iter().map(|s| s.to_string()).collect());
     let mut store = SharedStore::default();
     worker.run(&code, Phase::Access, Store::Write(&mut store), call())
 }
@@ -160,11 +163,9 @@ fn exit_answers_with_a_json_table_and_stops_the_code() {
 #[test]
 fn a_returned_function_keeps_its_upvalues_between_requests() {
     let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
-    let code = Code::new(
+    let code = access_code(
         "pre-function",
         vec!["local n = 0 return function() n = n + 1 kong.service.request.set_header('x-n', n) end".into()],
-        vec![],
-        vec![],
     );
     for expected in ["1", "2", "3"] {
         let mut store = SharedStore::default();
@@ -212,7 +213,7 @@ fn a_syntax_error_reads_as_luajits() {
 #[test]
 fn dropped_instances_are_forgotten() {
     let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
-    let code = Code::new("pre-function", vec!["return 1".into()], vec![], vec![]);
+    let code = access_code("pre-function", vec!["return 1".into()]);
     let mut store = SharedStore::default();
     worker
         .run(&code, Phase::Access, Store::Write(&mut store), call())
@@ -262,24 +263,17 @@ fn a_call_past_the_memory_cap_fails_alone() {
 #[test]
 fn kong_ctx_lives_as_long_as_its_request() {
     let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
-    let first = Code::new(
+    let first = access_code(
         "pre-function",
         vec![
             "kong.ctx.shared.tenant = kong.request.get_header('x-api') kong.ctx.plugin.mine = 'pre' ngx.ctx.seen = 1"
                 .into(),
         ],
-        vec![],
-        vec![],
     );
-    let second = Code::new(
-        "post-function",
-        vec![
+    let second = access_code("post-function", vec![
             "kong.service.request.set_header('x-tenant', tostring(kong.ctx.shared.tenant) .. ' ' .. tostring(kong.ctx.plugin.mine) .. ' ' .. tostring(ngx.ctx.seen)) kong.log.set_serialize_value('request.tenant', kong.ctx.shared.tenant)"
                 .into(),
-        ],
-        vec![],
-        vec![],
-    );
+        ]);
     let mut store = SharedStore::default();
     worker
         .run(&first, Phase::Access, Store::Write(&mut store), call())
@@ -309,7 +303,7 @@ fn kong_ctx_lives_as_long_as_its_request() {
 #[test]
 fn bodies_are_read_and_set_as_kong_does() {
     let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
-    let code = |source: &str| Code::new("pre-function", vec![source.to_string()], vec![], vec![]);
+    let code = |source: &str| access_code("pre-function", vec![source.to_string()]);
     let run_with = |worker: &mut Worker, source: &str, body: &str, content_type: &str| {
         let mut request = call();
         request.body = Some(bytes::Bytes::from(body.to_string()));
