@@ -666,3 +666,49 @@ async fn rewrite_code_runs_globally_and_body_filter_code_changes_the_body() {
         .header("content-length")
         .is_none_or(|n| n == reply.text().len().to_string()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lua_code_reads_the_consumer_and_route_and_authenticates_a_consumer() {
+    let read = "local c = kong.client.get_consumer() \
+                kong.service.request.set_header('x-who', c and c.username or 'nobody') \
+                kong.service.request.set_header('x-route', kong.router.get_route().name) \
+                kong.service.request.set_header('x-service', kong.router.get_service().name) \
+                kong.service.request.set_header('x-cred', kong.client.get_credential() and 'yes' or 'no')";
+    let login = "local c = kong.client.load_consumer(kong.request.get_header('x-user'), true) \
+                 if not c then return kong.response.error(401) end \
+                 kong.client.authenticate(c, nil)";
+    let routes = json!([
+        route(
+            "keyed",
+            json!([
+                { "name": "key-auth", "config": {} },
+                { "name": "post-function", "config": { "access": [read] } }
+            ])
+        ),
+        route(
+            "login",
+            json!([{ "name": "pre-function", "config": { "access": [login] } }])
+        ),
+    ]);
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    let mut config = echo_service(routes, json!([]));
+    config["consumers"] = json!([{ "username": "bob", "keyauth_credentials": [{ "key": "k-bob" }] }]);
+    let config = config.to_string().replace(UPSTREAM, &upstream.url("http"));
+    gw.apply(&serde_json::from_str(&config).unwrap()).await;
+
+    let keyed = gw.proxy(request("GET", "/keyed", &[("apikey", "k-bob")], "")).await;
+    assert_eq!(keyed.status, 200, "{}", keyed.text());
+    let headers = echo_headers(&keyed);
+    assert_eq!(headers["x-who"], "bob");
+    assert_eq!(headers["x-route"], "keyed");
+    assert_eq!(headers["x-service"], "echo");
+    assert_eq!(headers["x-cred"], "yes");
+
+    let login = gw.proxy(request("GET", "/login", &[("x-user", "bob")], "")).await;
+    assert_eq!(login.status, 200, "{}", login.text());
+    assert_eq!(echo_headers(&login)["x-consumer-username"], "bob");
+    let stranger = gw.proxy(request("GET", "/login", &[("x-user", "eve")], "")).await;
+    assert_eq!(stranger.status, 401);
+    assert_eq!(stranger.json(), json!({ "message": "Unauthorized" }));
+}

@@ -36,6 +36,9 @@ pub(crate) struct Definition {
     pub log: bool,
     /// The handler's source reads the request body through the PDK.
     pub reads_body: bool,
+    /// The handler's source reads `kong.router` (noted in access for the
+    /// response phases).
+    pub reads_router: bool,
 }
 
 /// The module paths of plugin `name`.
@@ -113,6 +116,7 @@ fn load_one(lua: &Lua, name: &str) -> Result<(Definition, PluginSchema), String>
             "the handler has a {method} method: Strait runs init_worker, rewrite, access, header_filter, body_filter and log in this version"
         ));
     }
+    let source = handler_source(lua, name);
     let definition = Definition {
         name: Box::leak(name.to_string().into_boxed_str()),
         priority,
@@ -121,7 +125,8 @@ fn load_one(lua: &Lua, name: &str) -> Result<(Definition, PluginSchema), String>
         header_filter: has("header_filter"),
         body_filter: has("body_filter"),
         log: has("log"),
-        reads_body: handler_source(lua, name).is_some_and(|source| crate::functions::mentions_body(&source)),
+        reads_body: source.as_deref().is_some_and(functions::mentions_body),
+        reads_router: source.as_deref().is_some_and(functions::mentions_router),
     };
     Ok((definition, plugin_schema(lua, &schema)?))
 }
@@ -329,7 +334,10 @@ impl Plugin for CustomPlugin {
             return Flow::Continue;
         }
         let call = functions::access_call(ctx, self.definition.name, Phase::Rewrite);
-        let (result, call) = self.call(Phase::Rewrite, Store::Write(&mut ctx.shared), call);
+        let directory = ctx.directory;
+        let (result, call) = crate::scoped::with_directory(directory, || {
+            self.call(Phase::Rewrite, Store::Write(&mut ctx.shared), call)
+        });
         functions::finish_access(ctx, self.definition.name, result, call)
     }
 
@@ -337,11 +345,17 @@ impl Plugin for CustomPlugin {
         let definition = &self.definition;
         let later = definition.header_filter || definition.body_filter || definition.log;
         functions::note_request(ctx, later, definition.body_filter);
+        if later && definition.reads_router {
+            functions::note_router(ctx);
+        }
         if !definition.access {
             return Flow::Continue;
         }
         let call = functions::access_call(ctx, definition.name, Phase::Access);
-        let (result, call) = self.call(Phase::Access, Store::Write(&mut ctx.shared), call);
+        let directory = ctx.directory;
+        let (result, call) = crate::scoped::with_directory(directory, || {
+            self.call(Phase::Access, Store::Write(&mut ctx.shared), call)
+        });
         functions::finish_access(ctx, definition.name, result, call)
     }
 

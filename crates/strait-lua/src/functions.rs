@@ -20,7 +20,9 @@ use strait_plugins::{
     ResponseCtx, SharedStore,
 };
 
+use crate::pdk::client::More;
 use crate::pdk::{Call, Phase};
+use crate::scoped;
 use crate::worker::{self, Code, Store};
 
 const PHASES: [&str; 6] = [
@@ -136,18 +138,23 @@ fn build(
             }),
         }
     };
+    let code = Code::new(
+        name,
+        [
+            code("rewrite")?,
+            code("access")?,
+            code("header_filter")?,
+            code("body_filter")?,
+            code("log")?,
+        ],
+    );
+    let reads_router = [&code.header_filter, &code.body_filter, &code.log]
+        .iter()
+        .any(|phase| phase.iter().any(|source| mentions_router(source)));
     Ok(Arc::new(Function {
         priority,
-        code: Code::new(
-            name,
-            [
-                code("rewrite")?,
-                code("access")?,
-                code("header_filter")?,
-                code("body_filter")?,
-                code("log")?,
-            ],
-        ),
+        code,
+        reads_router,
     }))
 }
 
@@ -156,6 +163,9 @@ fn build(
 pub(crate) struct Function {
     priority: i32,
     code: Code,
+    /// Code of a later phase reads `kong.router`: access notes the route
+    /// and service for it.
+    reads_router: bool,
 }
 
 /// What the later phases' Lua code reads of the request (the request's
@@ -169,6 +179,8 @@ struct RequestLine {
     http_version: f64,
     method: http::Method,
     client_ip: std::net::IpAddr,
+    client_port: u16,
+    server_port: u16,
     /// The request's headers, for `body_filter` code (the other response
     /// phases have the proxy's copy).
     headers: Option<HeaderMap>,
@@ -241,8 +253,40 @@ pub(crate) fn note_request(ctx: &mut RequestCtx<'_>, later_phases: bool, body_fi
         http_version: version_number(ctx.http_version),
         method: ctx.method.clone(),
         client_ip: ctx.client_ip,
+        client_port: ctx.client_port,
+        server_port: ctx.server_port,
         headers: body_filter.then(|| ctx.headers.clone()),
     });
+}
+
+/// The route and service as `kong.router` returns them in the response
+/// phases (which have no directory), noted in access by a plugin whose
+/// code reads them.
+#[derive(Debug, Clone)]
+struct RouterNote {
+    route: Option<serde_json::Value>,
+    service: Option<serde_json::Value>,
+}
+
+pub(crate) fn note_router(ctx: &mut RequestCtx<'_>) {
+    if ctx.shared.get::<RouterNote>().is_some() {
+        return;
+    }
+    let directory = ctx.directory;
+    let route = ctx
+        .route_id
+        .and_then(|id| directory.route(id))
+        .and_then(|r| serde_json::to_value(r).ok());
+    let service = ctx
+        .service_id
+        .and_then(|id| directory.service(id))
+        .and_then(|s| serde_json::to_value(s).ok());
+    ctx.shared.insert(RouterNote { route, service });
+}
+
+/// Whether Lua source reads the route or service (`kong.router`).
+pub(crate) fn mentions_router(source: &str) -> bool {
+    source.contains("kong.router")
 }
 
 /// The access (or rewrite) phase's call: the request's headers moved in.
@@ -269,6 +313,16 @@ pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str, phase:
         eof: false,
         buffered: None,
         source: None,
+        more: More {
+            client_port: ctx.client_port,
+            server_port: ctx.server_port,
+            protocol: ctx.protocol.name(),
+            route_id: ctx.route_id,
+            service_id: ctx.service_id,
+            consumer_id: ctx.consumer.map(|c| c.id),
+            credential: ctx.credential.as_ref().map(|c| (c.id, c.plugin)),
+            ..More::default()
+        },
     }
 }
 
@@ -304,6 +358,7 @@ pub(crate) fn finish_access(
     if call.upstream_host.is_some() {
         ctx.upstream_host = call.upstream_host;
     }
+    apply_more(ctx, plugin, &mut call.more);
     for (name, value) in &call.response_headers {
         ctx.response_headers.push(name, value);
     }
@@ -317,6 +372,27 @@ pub(crate) fn finish_access(
     }
 }
 
+/// What `kong.client.authenticate` and the request-line setters asked.
+fn apply_more(ctx: &mut RequestCtx<'_>, plugin: &'static str, more: &mut More) {
+    if let Some(method) = more.upstream_method.take() {
+        *ctx.method = method;
+    }
+    if more.upstream_path.is_some() || more.upstream_query.is_some() {
+        let path = more.upstream_path.take().unwrap_or_else(|| ctx.path().to_string());
+        let query = more.upstream_query.take().unwrap_or_else(|| ctx.query().to_string());
+        if let Err(error) = ctx.set_path_and_query(&path, &query) {
+            tracing::warn!(target: "strait::lua", "the upstream path or query was not valid: {error}");
+        }
+    }
+    if let Some((consumer, credential)) = more.authenticate.take() {
+        let directory = ctx.directory;
+        let consumer = consumer.and_then(|id| directory.consumer(id));
+        let credential =
+            credential.map(|(id, identifier)| strait_plugins::AuthenticatedCredential::new(id, &identifier, plugin));
+        strait_plugins::auth::set_consumer(ctx, consumer, credential);
+    }
+}
+
 /// A later phase's call: what access noted, the request's headers as the
 /// response phases keep them (`request`; in `body_filter`, the copy
 /// access noted).
@@ -327,6 +403,19 @@ pub(crate) fn later_call(
     request: Option<&strait_plugins::RequestSummary>,
 ) -> Call {
     let line = shared.get::<RequestLine>();
+    let router = shared.get::<RouterNote>();
+    let more = More {
+        client_port: line.map_or(0, |l| l.client_port),
+        server_port: line.map_or(0, |l| l.server_port),
+        protocol: request.map_or("http", |r| r.protocol.name()),
+        route_id: request.and_then(|r| r.route_id),
+        service_id: request.and_then(|r| r.service_id),
+        consumer_id: request.and_then(|r| r.consumer_id),
+        credential: request.and_then(|r| r.credential.as_ref().map(|c| (c.id, c.plugin))),
+        route: router.and_then(|r| r.route.clone()),
+        service: router.and_then(|r| r.service.clone()),
+        ..More::default()
+    };
     let headers = match request {
         Some(request) => request.request_headers.clone().unwrap_or_default(),
         None => line.and_then(|l| l.headers.clone()).unwrap_or_default(),
@@ -363,6 +452,7 @@ pub(crate) fn later_call(
         eof: false,
         buffered: None,
         source: None,
+        more,
     }
 }
 
@@ -483,17 +573,26 @@ impl Plugin for Function {
             return Flow::Continue;
         }
         let call = access_call(ctx, self.code.plugin, Phase::Rewrite);
-        let (result, call) = worker::run(&self.code, Phase::Rewrite, Store::Write(&mut ctx.shared), call);
+        let directory = ctx.directory;
+        let (result, call) = scoped::with_directory(directory, || {
+            worker::run(&self.code, Phase::Rewrite, Store::Write(&mut ctx.shared), call)
+        });
         finish_access(ctx, self.code.plugin, result, call)
     }
 
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         note_request(ctx, self.later_phases(), !self.code.body_filter.is_empty());
+        if self.reads_router {
+            note_router(ctx);
+        }
         if self.code.access.is_empty() {
             return Flow::Continue;
         }
         let call = access_call(ctx, self.code.plugin, Phase::Access);
-        let (result, call) = worker::run(&self.code, Phase::Access, Store::Write(&mut ctx.shared), call);
+        let directory = ctx.directory;
+        let (result, call) = scoped::with_directory(directory, || {
+            worker::run(&self.code, Phase::Access, Store::Write(&mut ctx.shared), call)
+        });
         finish_access(ctx, self.code.plugin, result, call)
     }
 

@@ -7,11 +7,14 @@
 
 mod custom;
 mod functions;
+mod ngx;
 mod pdk;
+mod scoped;
 mod settings;
 mod worker;
 
 pub use custom::load as load_custom_plugins;
+pub use pdk::client::set_node;
 pub use settings::{configure, list, LuaSettings, UntrustedLua};
 
 /// Adds `pre-function` and `post-function` to the plugin registry (their

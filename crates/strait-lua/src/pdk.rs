@@ -14,9 +14,11 @@ use std::net::IpAddr;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
-use mlua::{Error, Lua, MultiValue, Table, Value, Variadic};
+use mlua::{Error, Function, Lua, MultiValue, Table, Value, Variadic};
 use strait_plugins::observability::serialize::SerializeMode;
 use strait_plugins::PluginResponse;
+
+pub mod client;
 
 /// The phase a call runs in (Kong's phase names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +84,8 @@ pub(crate) struct Call {
     /// From `header_filter` on: where the response came from
     /// (`kong.response.get_source`).
     pub source: Option<&'static str>,
+    /// What the rest of the PDK reads and sets (client.rs).
+    pub more: client::More,
 }
 
 thread_local! {
@@ -297,26 +301,7 @@ fn query_arg(lua: &Lua, query: &str, name: &str) -> mlua::Result<Value> {
 
 /// `%XX` escapes and `+` decoded (ngx's `unescape_uri` for query args).
 fn unescape(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match bytes[at] {
-            b'%' if at + 2 < bytes.len() => match (hex(bytes[at + 1]), hex(bytes[at + 2])) {
-                (Some(high), Some(low)) => {
-                    out.push((high * 16 + low) as u8);
-                    at += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' => out.push(b' '),
-            other => out.push(other),
-        }
-        at += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8_lossy(&crate::ngx::unescape(text.as_bytes(), true)).into_owned()
 }
 
 /// The `kong`, `ngx` and `kong.ctx` tables of a worker state.
@@ -340,8 +325,16 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<Tables> {
     kong.set("response", response(lua)?)?;
     kong.set("client", client(lua)?)?;
     kong.set("log", log(lua)?)?;
+    kong.set("router", strict(lua, client::router(lua)?, "kong.router")?)?;
+    kong.set("node", strict(lua, client::node(lua)?, "kong.node")?)?;
+    kong.set("ip", strict(lua, client::ip(lua)?, "kong.ip")?)?;
+    kong.set("table", client::table(lua)?)?;
     let kong = strict(lua, kong, "kong")?;
     let ngx = ngx(lua)?;
+    crate::ngx::install(lua, &ngx)?;
+    lua.load(include_str!("pdk.lua"))
+        .set_name("=strait/pdk.lua")
+        .call::<()>((kong.clone(), ngx.clone()))?;
     Ok(Tables { kong, ngx, ctx })
 }
 
@@ -386,6 +379,7 @@ fn request(lua: &Lua) -> mlua::Result<Table> {
         true => call.path.clone(),
         false => format!("{}?{}", call.path, call.query),
     });
+    client::request(lua, &t)?;
     t.set(
         "get_header",
         lua.create_function(|_, name: Value| {
@@ -547,6 +541,7 @@ fn header_functions(lua: &Lua, t: &Table, target: Target) -> mlua::Result<()> {
 fn service_request(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     header_functions(lua, &t, Target::Upstream)?;
+    client::service_request(lua, &t)?;
     t.set(
         "set_headers",
         lua.create_function(|_, headers: Value| {
@@ -671,48 +666,67 @@ fn response(lua: &Lua) -> mlua::Result<Table> {
             })
         })?,
     )?;
+    let exit = lua.create_function(|lua, (status, body, headers): (Value, Value, Value)| {
+        let status = status_code(&status)?;
+        let mut answer = PluginResponse {
+            status,
+            headers: Vec::new(),
+            body: Bytes::new(),
+        };
+        if let Value::Table(headers) = &headers {
+            for pair in headers.pairs::<Value, Value>() {
+                let (name, value) = pair?;
+                let name = header_name(&name)?;
+                for value in header_values(&name, &value)? {
+                    let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                    answer.headers.push((name.as_str().to_string(), text));
+                }
+            }
+        } else if !headers.is_nil() {
+            return Err(Error::runtime("headers must be a nil or table"));
+        }
+        match body {
+            Value::Nil => {}
+            Value::String(text) => answer.body = Bytes::copy_from_slice(&text.as_bytes()),
+            Value::Table(table) => {
+                let json: serde_json::Value = mlua::LuaSerdeExt::from_value(lua, Value::Table(table))
+                    .map_err(|e| Error::runtime(format!("body cannot be encoded as JSON: {e}")))?;
+                answer.body = Bytes::from(json.to_string());
+                if !answer.headers.iter().any(|(n, _)| n == "content-type") {
+                    answer
+                        .headers
+                        .push(("content-type".into(), "application/json; charset=utf-8".into()));
+                }
+            }
+            _ => return Err(Error::runtime("body must be a nil, string or table")),
+        }
+        current("kong.response.exit", |call| {
+            only_in(call, EXIT, EXIT_NAMES)?;
+            call.exit = Some(answer);
+            Ok(())
+        })?;
+        Err::<(), _>(Error::runtime(EXIT_SENTINEL))
+    })?;
+    lua.set_named_registry_value("strait.response.exit", exit.clone())?;
+    t.set("exit", exit)?;
     t.set(
-        "exit",
-        lua.create_function(|lua, (status, body, headers): (Value, Value, Value)| {
-            let status = status_code(&status)?;
-            let mut answer = PluginResponse {
-                status,
-                headers: Vec::new(),
-                body: Bytes::new(),
+        "error",
+        lua.create_function(|lua, (status, message, headers): (Value, Value, Value)| {
+            let code = status_code(&status)?;
+            let exit: Function = lua.named_registry_value("strait.response.exit")?;
+            let message = match message {
+                Value::Nil => Value::String(lua.create_string(client::error_message(code))?),
+                other => other,
             };
-            if let Value::Table(headers) = &headers {
-                for pair in headers.pairs::<Value, Value>() {
-                    let (name, value) = pair?;
-                    let name = header_name(&name)?;
-                    for value in header_values(&name, &value)? {
-                        let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
-                        answer.headers.push((name.as_str().to_string(), text));
-                    }
+            let body = match message {
+                Value::Table(table) => Value::Table(table),
+                other => {
+                    let table = lua.create_table()?;
+                    table.set("message", other)?;
+                    Value::Table(table)
                 }
-            } else if !headers.is_nil() {
-                return Err(Error::runtime("headers must be a nil or table"));
-            }
-            match body {
-                Value::Nil => {}
-                Value::String(text) => answer.body = Bytes::copy_from_slice(&text.as_bytes()),
-                Value::Table(table) => {
-                    let json: serde_json::Value = mlua::LuaSerdeExt::from_value(lua, Value::Table(table))
-                        .map_err(|e| Error::runtime(format!("body cannot be encoded as JSON: {e}")))?;
-                    answer.body = Bytes::from(json.to_string());
-                    if !answer.headers.iter().any(|(n, _)| n == "content-type") {
-                        answer
-                            .headers
-                            .push(("content-type".into(), "application/json; charset=utf-8".into()));
-                    }
-                }
-                _ => return Err(Error::runtime("body must be a nil, string or table")),
-            }
-            current("kong.response.exit", |call| {
-                only_in(call, EXIT, EXIT_NAMES)?;
-                call.exit = Some(answer);
-                Ok(())
-            })?;
-            Err::<(), _>(Error::runtime(EXIT_SENTINEL))
+            };
+            exit.call::<()>((status, body, headers))
         })?,
     )?;
     t.set(
@@ -920,6 +934,7 @@ fn client(lua: &Lua) -> mlua::Result<Table> {
         "get_forwarded_ip",
         lua.create_function(|_, ()| current("kong.client.get_forwarded_ip", |call| Ok(call.client_ip.to_string())))?,
     )?;
+    client::client(lua, &t)?;
     strict(lua, t, "kong.client")
 }
 
@@ -936,6 +951,20 @@ fn log(lua: &Lua) -> mlua::Result<Table> {
             })?,
         )?;
     }
+    t.set(
+        "inspect",
+        lua.create_function(|_, args: Variadic<Value>| {
+            let mut out = String::new();
+            for (at, value) in args.iter().enumerate() {
+                if at > 0 {
+                    out.push(' ');
+                }
+                client::inspect(value, 0, &mut out);
+            }
+            write_log("debug", &out);
+            Ok(())
+        })?,
+    )?;
     t.set(
         "set_serialize_value",
         lua.create_function(|lua, (key, value, options): (Value, Value, Value)| {
@@ -976,6 +1005,85 @@ fn log(lua: &Lua) -> mlua::Result<Table> {
         })?,
     )?;
     strict(lua, t, "kong.log")
+}
+
+/// The running call's phase name, for `ngx.get_phase()`.
+pub(crate) fn current_phase() -> Option<&'static str> {
+    CALL.with(|cell| cell.borrow().as_ref().map(|call| call.phase.name()))
+}
+
+/// `display` for the other modules.
+pub(crate) fn display_value(value: &Value) -> String {
+    display(value)
+}
+
+/// One of `ngx.var`'s variables for the running call (`None`: unset).
+pub(crate) fn read_var(name: &str) -> mlua::Result<Option<String>> {
+    current("ngx.var", |call| {
+        let query = (!call.query.is_empty()).then(|| call.query.clone());
+        Ok(match name {
+            "uri" => Some(call.path.clone()),
+            "request_uri" => Some(match &query {
+                Some(query) => format!("{}?{query}", call.path),
+                None => call.path.clone(),
+            }),
+            "args" | "query_string" => query,
+            "is_args" => Some(if query.is_some() { "?" } else { "" }.to_string()),
+            "host" | "server_name" => Some(call.host.clone()),
+            "hostname" => Some(client::hostname()),
+            "scheme" => Some(call.scheme.to_string()),
+            "https" => Some(if call.scheme == "https" { "on" } else { "" }.to_string()),
+            "request_method" => Some(call.method.as_str().to_string()),
+            "remote_addr" | "realip_remote_addr" | "binary_remote_addr" => Some(call.client_ip.to_string()),
+            "remote_port" | "realip_remote_port" => Some(call.more.client_port.to_string()),
+            "server_port" => Some(call.more.server_port.to_string()),
+            "server_protocol" => Some(
+                if call.http_version == 2.0 {
+                    "HTTP/2.0"
+                } else if call.http_version == 1.0 {
+                    "HTTP/1.0"
+                } else {
+                    "HTTP/1.1"
+                }
+                .to_string(),
+            ),
+            "content_type" => first_value(&call.headers, "content-type"),
+            "content_length" => first_value(&call.headers, "content-length"),
+            "status" => call.status.map(|s| s.to_string()),
+            "kong_request_id" | "request_id" => first_value(&call.headers, "x-kong-request-id"),
+            other => {
+                if let Some(header) = other.strip_prefix("http_") {
+                    first_value(&call.headers, header)
+                } else if let Some(arg) = other.strip_prefix("arg_") {
+                    query_text(&call.query, arg)
+                } else if let Some(cookie) = other.strip_prefix("cookie_") {
+                    cookie_value(&call.headers, cookie)
+                } else if let Some(header) = other.strip_prefix("sent_http_") {
+                    first_value(&call.response_headers, header)
+                } else {
+                    return Err(Error::runtime(format!("ngx.var.{other} is not available in Strait")));
+                }
+            }
+        })
+    })
+}
+
+/// An argument's raw (escaped) value, as `$arg_<name>` gives it.
+fn query_text(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        key.eq_ignore_ascii_case(name).then(|| value.to_string())
+    })
+}
+
+/// A cookie's value from the `Cookie` headers.
+fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get_all(http::header::COOKIE).iter().find_map(|value| {
+        value.to_str().ok()?.split(';').find_map(|pair| {
+            let (key, value) = pair.trim().split_once('=')?;
+            (key == name).then(|| value.to_string())
+        })
+    })
 }
 
 /// One line to the node's log at a Kong level, naming the plugin.

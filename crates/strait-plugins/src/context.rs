@@ -110,6 +110,9 @@ pub struct RequestCtx<'a> {
     /// The HTTP version the client spoke (hmac-auth signs it in `request-line`).
     pub http_version: http::Version,
     pub client_ip: IpAddr,
+    /// The client's port, and the port of the listener it reached.
+    pub client_port: u16,
+    pub server_port: u16,
     /// Host the client addressed, lower case, without port.
     pub host: &'a str,
     pub route_id: Option<Uuid>,

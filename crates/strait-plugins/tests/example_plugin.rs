@@ -35,6 +35,8 @@ fn run(chain: &PluginChain, headers: &mut HeaderMap) -> Flow {
         protocol: Protocol::Http,
         http_version: http::Version::HTTP_11,
         client_ip: "127.0.0.1".parse().expect("ip"),
+        client_port: 50000,
+        server_port: 8000,
         host: "example.test",
         route_id: None,
         route_name: None,

@@ -38,6 +38,7 @@ fn call() -> Call {
         eof: false,
         buffered: None,
         source: None,
+        more: Default::default(),
     }
 }
 
@@ -342,4 +343,173 @@ fn bodies_are_read_and_set_as_kong_does() {
     assert_eq!(&call.body_set.unwrap().0[..], b"raw!");
     let (result, _) = run_with(&mut worker, "kong.service.request.set_body({})", "", "text/plain");
     assert!(result.unwrap_err().contains("unsupported content type 'text/plain'"));
+}
+
+/// Runs `source` in access on a fresh call, sets the result into
+/// `x-out` via `kong.service.request.set_header`, and returns it.
+fn out_of(worker: &mut Worker, source: &str) -> String {
+    let code = access_code(
+        "pre-function",
+        vec![format!(
+            "kong.service.request.set_header('x-out', tostring(({source})))"
+        )],
+    );
+    let mut store = SharedStore::default();
+    let (result, call) = worker.run(&code, Phase::Access, Store::Write(&mut store), call());
+    result.unwrap_or_else(|e| panic!("{source}: {e}"));
+    call.headers["x-out"].to_str().unwrap().to_string()
+}
+
+#[test]
+fn ngx_helpers_answer_as_openresty_does() {
+    let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
+    let cases = [
+        ("ngx.encode_base64('hello?')", "aGVsbG8/"),
+        ("ngx.decode_base64('aGVsbG8/')", "hello?"),
+        ("ngx.md5('abc')", "900150983cd24fb0d6963f7d28e17f72"),
+        ("ngx.encode_base64(ngx.sha1_bin('abc'))", "qZk+NkcGgWq6PiVxeFDCbJzQ2J0="),
+        (
+            "ngx.encode_base64(ngx.hmac_sha1('key', 'The quick brown fox jumps over the lazy dog'))",
+            "3nybhbi3iqa8ino29wqQcBydtNk=",
+        ),
+        ("ngx.escape_uri('a b/ü')", "a%20b%2F%C3%BC"),
+        ("ngx.unescape_uri('a%20b+c')", "a b c"),
+        (
+            "ngx.encode_args({ b = 'x y', a = true, c = { '1', '2' } })",
+            "a&b=x%20y&c=1&c=2",
+        ),
+        ("ngx.decode_args('a=1&a=2&b')['a'][2]", "2"),
+        ("ngx.re.match('hello 2026', '(\\\\d+)')[1]", "2026"),
+        ("ngx.re.match('Key: v', '^(?<k>\\\\w+): (v)$', 'i').k", "Key"),
+        ("ngx.re.match('abc', 'x')", "nil"),
+        (
+            "select(2, ngx.re.match('abc', '('))",
+            "pcre_compile() failed: unclosed group",
+        ),
+        ("select(2, ngx.re.find('hello world', 'wor'))", "9"),
+        ("ngx.re.gsub('a1b22', '\\\\d+', '<$0>')", "a<1>b<22>"),
+        ("ngx.re.sub('a1b22', '(\\\\d)', '${1}$$')", "a1$b22"),
+        ("ngx.re.gsub('ab', 'b', function(m) return m[0]:upper() end)", "aB"),
+        (
+            "(function() local n = 0 for m in ngx.re.gmatch('a1b2c3', '\\\\d') do n = n + m[0] end return n end)()",
+            "6",
+        ),
+        (
+            "require('cjson.safe').encode({ a = { 1, 2, ngx.null } })",
+            r#"{"a":[1,2,null]}"#,
+        ),
+        ("require('cjson.safe').decode('{\"x\": [true]}').x[1]", "true"),
+        (
+            "select(2, require('cjson.safe').decode('{'))",
+            "Expected value but found invalid JSON: EOF while parsing an object at line 1 column 1",
+        ),
+        ("ngx.var.request_uri", "/a?q=1"),
+        ("ngx.var.http_x_api", "secret"),
+        ("ngx.var.arg_q", "1"),
+        ("ngx.get_phase()", "access"),
+        ("kong.request.get_query().q", "1"),
+        ("kong.ip.is_trusted('10.0.0.1')", "false"),
+        ("#kong.node.get_id()", "36"),
+        (
+            "(function() local t = kong.table.new(2, 0) t[1] = 1 kong.table.clear(t) return #t end)()",
+            "0",
+        ),
+        ("ngx.http_time(0)", "Thu, 01 Jan 1970 00:00:00 GMT"),
+        ("ngx.cookie_time(0)", "Thu, 01-Jan-1970 00:00:00 GMT"),
+    ];
+    for (source, expected) in cases {
+        // `require` of cjson needs it allowed (Kong's sandbox too).
+        let mut open = Worker::new(settings(UntrustedLua::On, Duration::ZERO)).unwrap();
+        let worker = if source.contains("require") {
+            &mut open
+        } else {
+            &mut worker
+        };
+        assert_eq!(out_of(worker, source), expected, "{source}");
+    }
+}
+
+#[test]
+fn kong_cache_calls_back_once_and_keeps_errors_out() {
+    let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
+    let source = "(function() \
+        local calls = 0 \
+        local function load(x) calls = calls + 1 return x .. '!' end \
+        local a = kong.cache:get('k', nil, load, 'v') \
+        local b, err, level = kong.cache:get('k', nil, load, 'other') \
+        local c, failed = kong.cache:get('bad', nil, function() error('boom') end) \
+        local ttl, _, probed = kong.cache:probe('k') \
+        kong.cache:invalidate('k') \
+        local d = kong.cache:get('k', { ttl = 10 }, load, 'again') \
+        return table.concat({ a, b, level, calls, tostring(c), failed:match('callback threw an error') and 'err' or failed, probed, d }, ',') \
+      end)()";
+    assert_eq!(out_of(&mut worker, source), "v!,v!,1,2,nil,err,v!,again!");
+}
+
+#[test]
+fn request_line_setters_and_errors_reach_the_call() {
+    let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
+    let code = access_code(
+        "pre-function",
+        vec!["kong.service.request.set_path('/v2/items') kong.service.request.set_query({ page = 2 }) kong.service.request.set_method('POST')".into()],
+    );
+    let mut store = SharedStore::default();
+    let (result, call) = worker.run(&code, Phase::Access, Store::Write(&mut store), call());
+    result.unwrap();
+    assert_eq!(call.more.upstream_path.as_deref(), Some("/v2/items"));
+    assert_eq!(call.more.upstream_query.as_deref(), Some("page=2"));
+    assert_eq!(call.more.upstream_method, Some(Method::POST));
+    let (result, _) = run(&mut worker, &["kong.service.request.set_path('v2')"]);
+    assert!(result.unwrap_err().contains("path must start with /"));
+    let (result, _) = run(&mut worker, &["kong.service.request.set_method('BREW')"]);
+    assert!(result.unwrap_err().contains("invalid method: BREW"));
+
+    let (_, call) = run(&mut worker, &["return kong.response.error(403)"]);
+    let exit = call.exit.expect("answered");
+    assert_eq!(exit.status, 403);
+    assert_eq!(&exit.body[..], br#"{"message":"Forbidden"}"#);
+    let (_, call) = run(
+        &mut worker,
+        &["return kong.response.error(429, 'slow down', { ['Retry-After'] = 5 })"],
+    );
+    let exit = call.exit.expect("answered");
+    assert_eq!(&exit.body[..], br#"{"message":"slow down"}"#);
+    assert!(exit.headers.iter().any(|(n, v)| n == "retry-after" && v == "5"));
+}
+
+#[test]
+fn body_filter_code_buffers_and_replaces_the_body() {
+    let mut worker = Worker::new(settings(UntrustedLua::Sandbox, Duration::ZERO)).unwrap();
+    let code = Code::new(
+        "post-function",
+        [
+            vec![],
+            vec![],
+            vec![],
+            vec![
+                "local body = kong.response.get_raw_body() if body then kong.response.set_raw_body(body:upper()) end"
+                    .into(),
+            ],
+            vec![],
+        ],
+    );
+    let mut store = SharedStore::default();
+    let mut piece = |data: &str, eof: bool, buffered: Option<bytes::BytesMut>, store: &mut SharedStore| {
+        let mut request = call();
+        request.phase = Phase::BodyFilter;
+        request.chunk = Some(bytes::Bytes::from(data.to_string()));
+        request.eof = eof;
+        request.buffered = buffered;
+        let (result, call) = worker.run(&code, Phase::BodyFilter, Store::Write(store), request);
+        result.unwrap();
+        call
+    };
+    let first = piece("hello ", false, None, &mut store);
+    assert!(first.chunk.is_none(), "nothing sent before the last piece");
+    let last = piece("world", true, first.buffered, &mut store);
+    assert_eq!(&last.chunk.unwrap()[..], b"HELLO WORLD");
+    let (result, _) = run(&mut worker, &["kong.response.get_raw_body()"]);
+    assert!(result
+        .unwrap_err()
+        .contains("function cannot be called in access phase (only in: body_filter)"));
 }

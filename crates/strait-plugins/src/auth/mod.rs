@@ -27,7 +27,7 @@ pub(crate) fn set_or_clear(ctx: &mut RequestCtx<'_>, name: HeaderName, value: Op
 /// (`X-Consumer-*`, `X-Credential-Identifier`, `X-Anonymous-Consumer`).
 /// The consumer's header values come prepared from the directory's
 /// [`crate::ConsumerView`] when it has one.
-pub(crate) fn set_consumer<'a>(
+pub fn set_consumer<'a>(
     ctx: &mut RequestCtx<'a>,
     consumer: Option<&'a Consumer>,
     credential: Option<AuthenticatedCredential>,

@@ -182,6 +182,8 @@ impl TestRequest {
             protocol: Protocol::Http,
             http_version: self.version,
             client_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            client_port: 50000,
+            server_port: 8000,
             host: "example.test",
             route_id: None,
             route_name: None,

@@ -221,6 +221,8 @@ pub(super) fn request_ctx<'a>(
         protocol: state.protocol,
         http_version: state.version,
         client_ip: exchange.conn.client.ip(),
+        client_port: exchange.conn.client.port(),
+        server_port: exchange.conn.local.port(),
         host: exchange.host,
         route_id: Some(route.id),
         route_name: route.name.as_deref(),
