@@ -43,6 +43,9 @@ class ConfigSpec:
     service_url: str | None = None      # one service every route proxies to
     message: str = "ok"                 # request-termination message (changes the config hash)
     key_header: str = "apikey"
+    # Further plugins on every route, as {"name": ..., "config": {...}} (pre-function,
+    # a custom Lua plugin, ...).
+    extra_plugins: list = field(default_factory=list)
 
 
 @dataclass
@@ -100,6 +103,8 @@ def _route_plugins(spec: ConfigSpec, route_name: str) -> list[dict]:
         plugins.append({"id": entity_id("plugin", f"{route_name}:request-termination"),
                         "name": "request-termination",
                         "config": {"status_code": 200, "message": spec.message}})
+    for extra in spec.extra_plugins:
+        plugins.append({"id": entity_id("plugin", f"{route_name}:{extra['name']}"), **extra})
     return plugins
 
 
@@ -145,7 +150,8 @@ def build_document(spec: ConfigSpec) -> dict:
 
 def count_objects(spec: ConfigSpec) -> dict:
     plugins_per_route = (int(spec.key_auth) + int(spec.acl) + int(spec.request_transformer)
-                         + int(spec.rate_limiting) + int(spec.prometheus) + int(spec.request_termination))
+                         + int(spec.rate_limiting) + int(spec.prometheus) + int(spec.request_termination)
+                         + len(spec.extra_plugins))
     counts = {"services": 1 if spec.service_url else 0, "routes": spec.routes,
               "plugins": spec.routes * plugins_per_route, "consumers": spec.consumers,
               "keyauth_credentials": spec.consumers, "acls": spec.consumers if spec.acl else 0}

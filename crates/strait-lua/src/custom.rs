@@ -310,7 +310,7 @@ pub(crate) struct CustomPlugin {
 }
 
 impl CustomPlugin {
-    fn call(&self, phase: Phase, store: Store<'_>, call: Call) -> (Result<(), String>, Call) {
+    fn call(&self, phase: Phase, store: Store<'_>, call: Box<Call>) -> (Result<(), String>, Box<Call>) {
         worker::run_custom(self, phase, store, call)
     }
 }

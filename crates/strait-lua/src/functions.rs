@@ -290,8 +290,8 @@ pub(crate) fn mentions_router(source: &str) -> bool {
 }
 
 /// The access (or rewrite) phase's call: the request's headers moved in.
-pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str, phase: Phase) -> Call {
-    Call {
+pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str, phase: Phase) -> Box<Call> {
+    Box::new(Call {
         phase,
         plugin,
         method: ctx.method.clone(),
@@ -323,7 +323,7 @@ pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str, phase:
             credential: ctx.credential.as_ref().map(|c| (c.id, c.plugin)),
             ..More::default()
         },
-    }
+    })
 }
 
 /// What a call set for the logging plugins, into the request's store.
@@ -344,7 +344,7 @@ pub(crate) fn finish_access(
     ctx: &mut RequestCtx<'_>,
     plugin: &'static str,
     result: Result<(), String>,
-    mut call: Call,
+    mut call: Box<Call>,
 ) -> Flow {
     let phase = call.phase;
     keep_serialize_values(&mut ctx.shared, &mut call);
@@ -401,7 +401,7 @@ pub(crate) fn later_call(
     phase: Phase,
     shared: &SharedStore,
     request: Option<&strait_plugins::RequestSummary>,
-) -> Call {
+) -> Box<Call> {
     let line = shared.get::<RequestLine>();
     let router = shared.get::<RouterNote>();
     let more = More {
@@ -420,7 +420,7 @@ pub(crate) fn later_call(
         Some(request) => request.request_headers.clone().unwrap_or_default(),
         None => line.and_then(|l| l.headers.clone()).unwrap_or_default(),
     };
-    Call {
+    Box::new(Call {
         phase,
         plugin,
         method: request.map_or_else(
@@ -453,7 +453,7 @@ pub(crate) fn later_call(
         buffered: None,
         source: None,
         more,
-    }
+    })
 }
 
 /// A Lua plugin's `header_filter` call on `ctx`, through `run`; notes
@@ -463,7 +463,7 @@ pub(crate) fn header_filter(
     ctx: &mut ResponseCtx<'_>,
     code: bool,
     body_filter: bool,
-    run: impl FnOnce(Store<'_>, Call) -> (Result<(), String>, Call),
+    run: impl FnOnce(Store<'_>, Box<Call>) -> (Result<(), String>, Box<Call>),
 ) {
     if code {
         let mut call = later_call(plugin, Phase::HeaderFilter, ctx.shared, Some(ctx.request));
@@ -501,7 +501,7 @@ pub(crate) fn body_filter(
     plugin: &'static str,
     shared: &mut SharedStore,
     chunk: &mut strait_plugins::BodyChunk,
-    run: impl FnOnce(Store<'_>, Call) -> (Result<(), String>, Call),
+    run: impl FnOnce(Store<'_>, Box<Call>) -> (Result<(), String>, Box<Call>),
 ) {
     let filters = match shared.get_mut::<BodyFilters>() {
         Some(filters) => filters,

@@ -18,6 +18,8 @@ use mlua::{Error, Function, Lua, MultiValue, Table, Value, Variadic};
 use strait_plugins::observability::serialize::SerializeMode;
 use strait_plugins::PluginResponse;
 
+use crate::ctx::Which;
+
 pub mod client;
 
 /// The phase a call runs in (Kong's phase names).
@@ -89,11 +91,11 @@ pub(crate) struct Call {
 }
 
 thread_local! {
-    static CALL: RefCell<Option<Call>> = const { RefCell::new(None) };
+    static CALL: RefCell<Option<Box<Call>>> = const { RefCell::new(None) };
 }
 
 /// Runs `run` with `call` as the current call, and gives the call back.
-pub(crate) fn with_current<R>(call: Call, run: impl FnOnce() -> R) -> (R, Call) {
+pub(crate) fn with_current<R>(call: Box<Call>, run: impl FnOnce() -> R) -> (R, Box<Call>) {
     CALL.with(|cell| *cell.borrow_mut() = Some(call));
     let result = run();
     let call = CALL.with(|cell| cell.borrow_mut().take()).expect("the call set above");
@@ -166,6 +168,14 @@ fn header_name(value: &Value) -> mlua::Result<HeaderName> {
 /// array of them for several fields), as Kong normalises them: an empty
 /// string becomes a single space.
 fn header_values(name: &HeaderName, value: &Value) -> mlua::Result<Vec<HeaderValue>> {
+    if let Value::String(text) = value {
+        let bytes = text.as_bytes();
+        if !bytes.is_empty() {
+            if let Ok(value) = HeaderValue::from_bytes(&bytes) {
+                return Ok(vec![value]);
+            }
+        }
+    }
     let one = |value: &Value| -> mlua::Result<Option<String>> {
         Ok(match value {
             Value::String(text) => Some(text.to_str()?.to_string()),
@@ -229,13 +239,33 @@ fn display(value: &Value) -> String {
 /// A map's values of `name` as Lua sees them: nil, the first value, and
 /// every value for `get_headers`.
 fn first_value(headers: &HeaderMap, name: &str) -> Option<String> {
-    let name = name.to_ascii_lowercase();
-    let value = headers.get(&name).or_else(|| {
-        // Kong reads `ngx.var.http_<name>`: `_` matches `-`.
-        let dashed = name.replace('_', "-");
-        (dashed != name).then(|| headers.get(&dashed)).flatten()
-    })?;
-    Some(String::from_utf8_lossy(value.as_bytes()).into_owned())
+    header_value(headers, name).map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+}
+
+/// A header's first value, the name case-insensitive (Kong reads
+/// `ngx.var.http_<name>`, where `_` matches `-`).
+fn header_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h HeaderValue> {
+    if let Some(value) = headers.get(name) {
+        return Some(value);
+    }
+    match name.contains('_') {
+        true => headers.get(name.replace('_', "-").as_str()),
+        false => None,
+    }
+}
+
+/// A Lua string made outside the memory limit's protected mode. With a
+/// limit set, mlua wraps every allocation it makes in a protected call (a
+/// C closure made and called each time); a PDK function's own result is
+/// small and bounded by the request, so it is made directly, the limit
+/// set back right after.
+pub(crate) fn text(lua: &Lua, bytes: impl AsRef<[u8]>) -> mlua::Result<mlua::String> {
+    let limit = lua.set_memory_limit(0).unwrap_or(0);
+    let made = lua.create_string(bytes);
+    if limit > 0 {
+        let _ = lua.set_memory_limit(limit);
+    }
+    made
 }
 
 /// A header map as Kong's `get_headers` table: lower-case names, repeated
@@ -308,14 +338,35 @@ fn unescape(text: &str) -> String {
 pub(crate) struct Tables {
     pub kong: Table,
     pub ngx: Table,
-    /// `kong.ctx`: its `shared` and `plugin` are set before each call.
-    pub ctx: Table,
 }
 
 /// Makes the `kong` and `ngx` tables of a worker state.
 pub(crate) fn install(lua: &Lua) -> mlua::Result<Tables> {
     let kong = lua.create_table()?;
     let ctx = lua.create_table()?;
+    let meta = lua.create_table()?;
+    meta.set(
+        "__index",
+        lua.create_function(|lua, (_, key): (Value, Value)| match &key {
+            Value::String(name) if name.as_bytes().as_ref() == b"shared" => {
+                crate::ctx::table(lua, Which::Shared).map(Value::Table)
+            }
+            Value::String(name) if name.as_bytes().as_ref() == b"plugin" => {
+                crate::ctx::table(lua, Which::Plugin).map(Value::Table)
+            }
+            _ => Ok(Value::Nil),
+        })?,
+    )?;
+    meta.set(
+        "__newindex",
+        lua.create_function(|_, (_, key): (Value, Value)| -> mlua::Result<()> {
+            Err(Error::runtime(format!(
+                "kong.ctx.{} cannot be set: use kong.ctx.shared or kong.ctx.plugin",
+                display(&key)
+            )))
+        })?,
+    )?;
+    ctx.set_metatable(Some(meta))?;
     kong.set("ctx", ctx.clone())?;
     kong.set("request", request(lua)?)?;
     let service = lua.create_table()?;
@@ -335,7 +386,7 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<Tables> {
     lua.load(include_str!("pdk.lua"))
         .set_name("=strait/pdk.lua")
         .call::<()>((kong.clone(), ngx.clone()))?;
-    Ok(Tables { kong, ngx, ctx })
+    Ok(Tables { kong, ngx })
 }
 
 /// `table` with a metatable that names what it lacks.
@@ -360,21 +411,29 @@ fn request(lua: &Lua) -> mlua::Result<Table> {
         ($name:literal, |$call:ident| $body:expr) => {
             t.set(
                 $name,
-                lua.create_function(|_, ()| {
+                lua.create_function(|lua, ()| {
                     current(concat!("kong.request.", $name), |$call| {
                         only_in($call, REQUEST_PHASES, REQUEST_NAMES)?;
-                        Ok($body)
+                        text(lua, $body)
                     })
                 })?,
             )?;
         };
     }
-    getter!("get_method", |call| call.method.as_str().to_string());
+    getter!("get_method", |call| call.method.as_str());
     getter!("get_scheme", |call| call.scheme);
-    getter!("get_host", |call| call.host.clone());
-    getter!("get_path", |call| call.path.clone());
-    getter!("get_raw_query", |call| call.query.clone());
-    getter!("get_http_version", |call| call.http_version);
+    getter!("get_host", |call| call.host.as_str());
+    getter!("get_path", |call| call.path.as_str());
+    getter!("get_raw_query", |call| call.query.as_str());
+    t.set(
+        "get_http_version",
+        lua.create_function(|_, ()| {
+            current("kong.request.get_http_version", |call| {
+                only_in(call, REQUEST_PHASES, REQUEST_NAMES)?;
+                Ok(call.http_version)
+            })
+        })?,
+    )?;
     getter!("get_path_with_query", |call| match call.query.is_empty() {
         true => call.path.clone(),
         false => format!("{}?{}", call.path, call.query),
@@ -382,11 +441,14 @@ fn request(lua: &Lua) -> mlua::Result<Table> {
     client::request(lua, &t)?;
     t.set(
         "get_header",
-        lua.create_function(|_, name: Value| {
+        lua.create_function(|lua, name: Value| {
             current("kong.request.get_header", |call| {
                 only_in(call, REQUEST_PHASES, REQUEST_NAMES)?;
                 match &name {
-                    Value::String(name) => Ok(first_value(&call.headers, &name.to_str()?)),
+                    Value::String(name) => match header_value(&call.headers, &name.to_str()?) {
+                        Some(value) => text(lua, value.as_bytes()).map(Some),
+                        None => Ok(None),
+                    },
                     _ => Err(Error::runtime("header name must be a string")),
                 }
             })
@@ -1160,7 +1222,23 @@ fn ngx(lua: &Lua) -> mlua::Result<Table> {
     ] {
         t.set(name, status)?;
     }
-    strict(lua, t, "ngx")
+    let meta = lua.create_table()?;
+    meta.set(
+        "__index",
+        lua.create_function(|lua, (_, key): (Value, Value)| -> mlua::Result<Value> {
+            match &key {
+                Value::String(name) if name.as_bytes().as_ref() == b"ctx" => {
+                    crate::ctx::table(lua, Which::Ngx).map(Value::Table)
+                }
+                other => Err(Error::runtime(format!(
+                    "ngx.{} is not available in Strait",
+                    display(other)
+                ))),
+            }
+        })?,
+    )?;
+    t.set_metatable(Some(meta))?;
+    Ok(t)
 }
 
 #[cfg(test)]

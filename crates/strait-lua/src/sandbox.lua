@@ -118,6 +118,9 @@ local function sandboxed()
     env[name] = proxy
   end
   env._G = env
+  -- Held in the environment itself: the PDK is reached on every call, and a
+  -- miss through the metatable costs a metamethod each time.
+  env.kong, env.ngx = kong, ngx
   return setmetatable(env, { __index = fallback })
 end
 

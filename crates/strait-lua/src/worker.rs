@@ -28,8 +28,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
-use strait_plugins::SharedStore;
 
+use crate::ctx;
+pub(crate) use crate::ctx::Store;
 use crate::custom::CustomPlugin;
 use crate::pdk::{self, Call, Phase};
 use crate::settings::{self, LuaSettings, UntrustedLua};
@@ -116,8 +117,7 @@ struct Entry {
 
 impl Entry {
     fn run(&self) -> mlua::Result<()> {
-        let resolved = self.resolved.borrow().clone();
-        if let Some(function) = resolved {
+        if let Some(function) = &*self.resolved.borrow() {
             return function.call(());
         }
         match self.chunk.call::<Value>(()) {
@@ -139,6 +139,15 @@ impl Entry {
     }
 }
 
+type Hasher = foldhash::fast::RandomState;
+
+/// A custom plugin's phase method, called as `handler:method(conf)`.
+struct Method {
+    function: Function,
+    handler: Table,
+    conf: Table,
+}
+
 /// A phase's compiled code, or why it could not be compiled.
 type Compiled = Rc<Result<Vec<Entry>, String>>;
 
@@ -150,58 +159,20 @@ struct Worker {
     /// Makes one chunk's environment under `on`.
     open: Function,
     /// Custom plugins' handler modules, required on first use.
-    handlers: HashMap<&'static str, Table>,
+    handlers: HashMap<&'static str, Table, Hasher>,
     /// Custom plugin instances' config tables, by instance id.
-    confs: HashMap<u64, Table>,
+    confs: HashMap<u64, Table, Hasher>,
+    /// Custom plugin instances' phase methods, with their handler and
+    /// config, by instance id and phase: looked up once.
+    methods: HashMap<(u64, u8), Rc<Method>, Hasher>,
     /// The running call's deadline, read by the count hook.
     deadline: Rc<Cell<Option<Instant>>>,
-    compiled: HashMap<(u64, u8), Compiled>,
+    compiled: HashMap<(u64, u8), Compiled, Hasher>,
     retired_seen: usize,
     /// Set when a call ran out of memory and collecting did not free
     /// enough: the state is dropped after the call.
     spent: bool,
-    /// `kong.ctx`, whose `shared` and `plugin` each call sets.
-    kong_ctx: Table,
-    ngx: Table,
-    /// Each request's `kong.ctx.shared`, `ngx.ctx` and `kong.ctx.plugin`
-    /// tables, by its slot ([`LuaRequest`]).
-    requests: HashMap<u64, RequestTables>,
-    /// Slots of requests that ended ([`LuaRequest`]'s drop).
-    freed: Arc<Mutex<Vec<u64>>>,
 }
-
-/// One request's Lua tables, kept across its phases and plugins.
-struct RequestTables {
-    shared: Table,
-    ngx: Table,
-    plugins: HashMap<&'static str, Table>,
-}
-
-/// Where a call finds its request's Lua tables: the request's store (the
-/// slot noted there, or made when the phase may write it).
-pub(crate) enum Store<'a> {
-    Write(&'a mut SharedStore),
-    Read(&'a SharedStore),
-}
-
-/// A request's slot in its worker's [`RequestTables`], kept in the
-/// request's store; dropping it with the request frees the tables.
-#[derive(Debug)]
-struct LuaRequest {
-    slot: u64,
-    freed: Arc<Mutex<Vec<u64>>>,
-}
-
-impl Drop for LuaRequest {
-    fn drop(&mut self) {
-        self.freed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(self.slot);
-    }
-}
-
-static NEXT_SLOT: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
     static WORKER: RefCell<Option<Worker>> = const { RefCell::new(None) };
@@ -253,73 +224,14 @@ impl Worker {
             settings,
             sandboxed,
             open,
-            handlers: HashMap::new(),
-            confs: HashMap::new(),
+            handlers: HashMap::default(),
+            confs: HashMap::default(),
+            methods: HashMap::default(),
             deadline,
-            compiled: HashMap::new(),
+            compiled: HashMap::default(),
             retired_seen: 0,
             spent: false,
-            kong_ctx: tables.ctx,
-            ngx: tables.ngx,
-            requests: HashMap::new(),
-            freed: Arc::new(Mutex::new(Vec::new())),
         })
-    }
-
-    /// Sets `kong.ctx.shared`, `kong.ctx.plugin` and `ngx.ctx` for a call
-    /// of `plugin` on the request `store` belongs to.
-    fn enter(&mut self, store: Store<'_>, plugin: &'static str) -> mlua::Result<()> {
-        let freed: Vec<u64> = std::mem::take(&mut *self.freed.lock().unwrap_or_else(PoisonError::into_inner));
-        for slot in freed {
-            self.requests.remove(&slot);
-        }
-        let ours = |request: &LuaRequest| Arc::ptr_eq(&request.freed, &self.freed).then_some(request.slot);
-        let slot = match store {
-            Store::Write(store) => match store.get::<LuaRequest>() {
-                Some(request) => ours(request),
-                None => {
-                    let slot = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
-                    store.insert(LuaRequest {
-                        slot,
-                        freed: self.freed.clone(),
-                    });
-                    Some(slot)
-                }
-            },
-            Store::Read(store) => store.get::<LuaRequest>().and_then(ours),
-        };
-        let fresh = |lua: &Lua| -> mlua::Result<RequestTables> {
-            Ok(RequestTables {
-                shared: lua.create_table()?,
-                ngx: lua.create_table()?,
-                plugins: HashMap::new(),
-            })
-        };
-        let mut temporary;
-        let tables = match slot {
-            Some(slot) => match self.requests.entry(slot) {
-                std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-                std::collections::hash_map::Entry::Vacant(entry) => entry.insert(fresh(&self.lua)?),
-            },
-            // A phase that cannot keep them (a log call on a request no Lua
-            // code saw before): tables for this call only.
-            None => {
-                temporary = fresh(&self.lua)?;
-                &mut temporary
-            }
-        };
-        let plugin_table = match tables.plugins.get(plugin) {
-            Some(table) => table.clone(),
-            None => {
-                let table = self.lua.create_table()?;
-                tables.plugins.insert(plugin, table.clone());
-                table
-            }
-        };
-        self.kong_ctx.raw_set("shared", tables.shared.clone())?;
-        self.kong_ctx.raw_set("plugin", plugin_table)?;
-        self.ngx.raw_set("ctx", tables.ngx.clone())?;
-        Ok(())
     }
 
     /// Forgets the code of instances dropped since the last look.
@@ -332,6 +244,7 @@ impl Worker {
         for id in &retired[self.retired_seen..] {
             for phase in 0..5 {
                 self.compiled.remove(&(*id, phase));
+                self.methods.remove(&(*id, phase));
             }
             self.confs.remove(id);
         }
@@ -374,16 +287,14 @@ impl Worker {
             .collect()
     }
 
-    fn run(&mut self, code: &Code, phase: Phase, store: Store<'_>, call: Call) -> (Result<(), String>, Call) {
+    fn run(&mut self, code: &Code, phase: Phase, store: Store<'_>, call: Box<Call>) -> (Result<(), String>, Box<Call>) {
         self.forget_retired();
-        if let Err(error) = self.enter(store, code.plugin) {
-            return (Err(error.to_string()), call);
-        }
         let compiled = self.compiled(code, phase);
         let entries = match compiled.as_ref() {
             Ok(entries) => entries,
             Err(error) => return (Err(error.clone()), call),
         };
+        ctx::enter(&store, code.plugin);
         let limit = self.settings.max_run_time;
         self.deadline.set((!limit.is_zero()).then(|| Instant::now() + limit));
         let (result, call) = pdk::with_current(call, || {
@@ -392,11 +303,12 @@ impl Worker {
             }
             Ok::<(), mlua::Error>(())
         });
+        ctx::leave(store);
         self.finish(result, call)
     }
 
     /// After a phase call: the deadline cleared, a memory error handled.
-    fn finish(&mut self, result: mlua::Result<()>, call: Call) -> (Result<(), String>, Call) {
+    fn finish(&mut self, result: mlua::Result<()>, call: Box<Call>) -> (Result<(), String>, Box<Call>) {
         self.deadline.set(None);
         if let Err(error) = &result {
             self.after_error(error);
@@ -443,24 +355,36 @@ impl Worker {
         plugin: &CustomPlugin,
         phase: Phase,
         store: Store<'_>,
-        call: Call,
-    ) -> (Result<(), String>, Call) {
+        call: Box<Call>,
+    ) -> (Result<(), String>, Box<Call>) {
         self.forget_retired();
         let name = plugin.definition.name;
-        if let Err(error) = self.enter(store, name) {
-            return (Err(error.to_string()), call);
-        }
-        let prepared = self.handler(name).and_then(|handler| {
-            let method: Function = handler.get(phase.name())?;
-            Ok((handler, method, self.conf(plugin)?))
-        });
-        let (handler, method, conf) = match prepared {
-            Ok(prepared) => prepared,
-            Err(error) => return (Err(error.to_string()), call),
+        let key = (plugin.id.0, phase as u8);
+        let method = match self.methods.get(&key) {
+            Some(method) => method.clone(),
+            None => {
+                let prepared = self.handler(name).and_then(|handler| {
+                    let function: Function = handler.get(phase.name())?;
+                    Ok(Rc::new(Method {
+                        function,
+                        handler,
+                        conf: self.conf(plugin)?,
+                    }))
+                });
+                match prepared {
+                    Ok(method) => {
+                        self.methods.insert(key, method.clone());
+                        method
+                    }
+                    Err(error) => return (Err(error.to_string()), call),
+                }
+            }
         };
+        ctx::enter(&store, name);
         let limit = self.settings.max_run_time;
         self.deadline.set((!limit.is_zero()).then(|| Instant::now() + limit));
-        let (result, call) = pdk::with_current(call, || method.call::<()>((handler, conf)));
+        let (result, call) = pdk::with_current(call, || method.function.call::<()>((&method.handler, &method.conf)));
+        ctx::leave(store);
         self.finish(result, call)
     }
 
@@ -479,7 +403,7 @@ impl Worker {
 
 /// Runs `code`'s `phase` functions on this thread's state, on `call`, with
 /// the request's Lua tables found through `store`.
-pub(crate) fn run(code: &Code, phase: Phase, store: Store<'_>, call: Call) -> (Result<(), String>, Call) {
+pub(crate) fn run(code: &Code, phase: Phase, store: Store<'_>, call: Box<Call>) -> (Result<(), String>, Box<Call>) {
     with_worker(code.plugin, call, |worker, call| worker.run(code, phase, store, call))
 }
 
@@ -488,8 +412,8 @@ pub(crate) fn run_custom(
     plugin: &CustomPlugin,
     phase: Phase,
     store: Store<'_>,
-    call: Call,
-) -> (Result<(), String>, Call) {
+    call: Box<Call>,
+) -> (Result<(), String>, Box<Call>) {
     with_worker(plugin.definition.name, call, |worker, call| {
         worker.run_custom(plugin, phase, store, call)
     })
@@ -498,9 +422,9 @@ pub(crate) fn run_custom(
 /// This thread's worker state (made on first use), for one call.
 fn with_worker(
     plugin: &str,
-    call: Call,
-    run: impl FnOnce(&mut Worker, Call) -> (Result<(), String>, Call),
-) -> (Result<(), String>, Call) {
+    call: Box<Call>,
+    run: impl FnOnce(&mut Worker, Box<Call>) -> (Result<(), String>, Box<Call>),
+) -> (Result<(), String>, Box<Call>) {
     WORKER.with(|cell| {
         let mut worker = cell.borrow_mut();
         if worker.is_none() {
@@ -517,6 +441,7 @@ fn with_worker(
                 "this worker's Lua state stayed near lua_memory_limit after a collection: made anew"
             );
             *worker = None;
+            ctx::reset();
         }
         ran
     })

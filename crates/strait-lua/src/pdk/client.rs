@@ -297,14 +297,14 @@ pub(super) fn request(lua: &Lua, t: &Table) -> mlua::Result<()> {
             )?;
         };
     }
-    getter!("get_port", |call| call.more.server_port);
     // No trusted_ips in Strait (Kong's default: none): the forwarded
     // values are the request's own.
+    getter!("get_port", |call| call.more.server_port);
     getter!("get_forwarded_scheme", |call| call.scheme);
     getter!("get_forwarded_host", |call| call.host.clone());
     getter!("get_forwarded_port", |call| call.more.server_port);
     getter!("get_forwarded_path", |call| call.path.clone());
-    getter!("get_forwarded_prefix", |call| Option::<String>::None);
+    getter!("get_forwarded_prefix", |_call| Option::<String>::None);
     t.set(
         "get_query",
         lua.create_function(|lua, max: Option<Value>| {
