@@ -7,6 +7,7 @@
 
 mod ctx;
 mod custom;
+mod fast;
 mod functions;
 mod ngx;
 mod pdk;

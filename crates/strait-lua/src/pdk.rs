@@ -14,13 +14,17 @@ use std::net::IpAddr;
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::Method;
-use mlua::{Error, Function, Lua, MultiValue, Table, Value, Variadic};
+use mlua::{Error, Lua, MultiValue, Table, Value};
 use strait_plugins::observability::serialize::SerializeMode;
 use strait_plugins::PluginResponse;
 
 use crate::ctx::Which;
 
 pub mod client;
+mod log;
+mod response;
+
+pub(crate) use log::{current_phase, display_value, read_var};
 
 /// The phase a call runs in (Kong's phase names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +106,12 @@ pub(crate) fn with_current<R>(call: Box<Call>, run: impl FnOnce() -> R) -> (R, B
     (result, call)
 }
 
+/// The current call for a fast path (fast.rs): `None` outside a call, or
+/// when `run` declines, never an error.
+pub(crate) fn fast_call<R>(run: impl FnOnce(&mut Call) -> Option<R>) -> Option<R> {
+    CALL.with(|cell| cell.try_borrow_mut().ok()?.as_mut().and_then(|call| run(call)))
+}
+
 /// The current call, for a PDK function named `name`.
 fn current<R>(name: &str, read: impl FnOnce(&mut Call) -> mlua::Result<R>) -> mlua::Result<R> {
     CALL.with(|cell| match cell.borrow_mut().as_mut() {
@@ -124,7 +134,7 @@ fn only_in(call: &Call, allowed: &[Phase], names: &str) -> mlua::Result<()> {
     }
 }
 
-const REQUEST_PHASES: &[Phase] = &[
+pub(crate) const REQUEST_PHASES: &[Phase] = &[
     Phase::Rewrite,
     Phase::Access,
     Phase::HeaderFilter,
@@ -140,8 +150,6 @@ const RESPONSE_READ_NAMES: &str = "response, header_filter, body_filter, log, er
 const RESPONSE_WRITE: &[Phase] = &[Phase::Rewrite, Phase::Access, Phase::HeaderFilter];
 const RESPONSE_WRITE_NAMES: &str = "rewrite, access, balancer, response, header_filter, error, admin_api";
 const EXIT: &[Phase] = &[Phase::Rewrite, Phase::Access];
-const BODY_FILTER: &[Phase] = &[Phase::BodyFilter];
-const BODY_FILTER_NAMES: &str = "body_filter";
 const EXIT_NAMES: &str = "rewrite, access, balancer, response, error, admin_api";
 
 /// The error `kong.response.exit` raises to end the phase's code; the
@@ -244,7 +252,7 @@ fn first_value(headers: &HeaderMap, name: &str) -> Option<String> {
 
 /// A header's first value, the name case-insensitive (Kong reads
 /// `ngx.var.http_<name>`, where `_` matches `-`).
-fn header_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h HeaderValue> {
+pub(crate) fn header_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h HeaderValue> {
     if let Some(value) = headers.get(name) {
         return Some(value);
     }
@@ -368,20 +376,24 @@ pub(crate) fn install(lua: &Lua) -> mlua::Result<Tables> {
     )?;
     ctx.set_metatable(Some(meta))?;
     kong.set("ctx", ctx.clone())?;
-    kong.set("request", request(lua)?)?;
+    let request_table = request(lua)?;
+    kong.set("request", request_table.clone())?;
     let service = lua.create_table()?;
-    service.set("request", service_request(lua)?)?;
-    service.set("response", service_response(lua)?)?;
+    let upstream_table = service_request(lua)?;
+    service.set("request", upstream_table.clone())?;
+    service.set("response", response::service_response(lua)?)?;
     kong.set("service", strict(lua, service, "kong.service")?)?;
-    kong.set("response", response(lua)?)?;
+    let response_table = response::response(lua)?;
+    kong.set("response", response_table.clone())?;
+    crate::fast::install(lua, &request_table, &upstream_table, &response_table)?;
     kong.set("client", client(lua)?)?;
-    kong.set("log", log(lua)?)?;
+    kong.set("log", log::log(lua)?)?;
     kong.set("router", strict(lua, client::router(lua)?, "kong.router")?)?;
     kong.set("node", strict(lua, client::node(lua)?, "kong.node")?)?;
     kong.set("ip", strict(lua, client::ip(lua)?, "kong.ip")?)?;
     kong.set("table", client::table(lua)?)?;
     let kong = strict(lua, kong, "kong")?;
-    let ngx = ngx(lua)?;
+    let ngx = log::ngx(lua)?;
     crate::ngx::install(lua, &ngx)?;
     lua.load(include_str!("pdk.lua"))
         .set_name("=strait/pdk.lua")
@@ -529,7 +541,7 @@ const BODY_NAMES: &str = "rewrite, access, response, error, admin_api";
 /// Which map a family of header functions writes: the upstream request's
 /// (`kong.service.request`) or the response's (`kong.response`).
 #[derive(Debug, Clone, Copy)]
-enum Target {
+pub(crate) enum Target {
     Upstream,
     Response,
 }
@@ -542,7 +554,7 @@ impl Target {
         }
     }
 
-    fn check(self, call: &Call) -> mlua::Result<()> {
+    pub(crate) fn check(self, call: &Call) -> mlua::Result<()> {
         match self {
             Target::Upstream => only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES),
             Target::Response => only_in(call, RESPONSE_WRITE, RESPONSE_WRITE_NAMES),
@@ -551,7 +563,7 @@ impl Target {
 
     /// Sets (replacing) or adds `name`'s values; `None` clears the field.
     /// The upstream's `Host` is the request's upstream host.
-    fn write(self, call: &mut Call, name: &HeaderName, values: Option<Vec<HeaderValue>>, replace: bool) {
+    pub(crate) fn write(self, call: &mut Call, name: &HeaderName, values: Option<Vec<HeaderValue>>, replace: bool) {
         let map = match self {
             Target::Upstream if name == http::header::HOST => {
                 call.upstream_host = values.and_then(|values| values.into_iter().next());
@@ -704,288 +716,6 @@ fn service_request(lua: &Lua) -> mlua::Result<Table> {
     strict(lua, t, "kong.service.request")
 }
 
-fn response(lua: &Lua) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    header_functions(lua, &t, Target::Response)?;
-    t.set(
-        "get_status",
-        lua.create_function(|_, ()| {
-            current("kong.response.get_status", |call| {
-                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
-                Ok(call.status)
-            })
-        })?,
-    )?;
-    t.set(
-        "get_header",
-        lua.create_function(|_, name: Value| {
-            current("kong.response.get_header", |call| {
-                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
-                match &name {
-                    Value::String(name) => Ok(first_value(&call.response_headers, &name.to_str()?)),
-                    _ => Err(Error::runtime("header name must be a string")),
-                }
-            })
-        })?,
-    )?;
-    let exit = lua.create_function(|lua, (status, body, headers): (Value, Value, Value)| {
-        let status = status_code(&status)?;
-        let mut answer = PluginResponse {
-            status,
-            headers: Vec::new(),
-            body: Bytes::new(),
-        };
-        if let Value::Table(headers) = &headers {
-            for pair in headers.pairs::<Value, Value>() {
-                let (name, value) = pair?;
-                let name = header_name(&name)?;
-                for value in header_values(&name, &value)? {
-                    let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
-                    answer.headers.push((name.as_str().to_string(), text));
-                }
-            }
-        } else if !headers.is_nil() {
-            return Err(Error::runtime("headers must be a nil or table"));
-        }
-        match body {
-            Value::Nil => {}
-            Value::String(text) => answer.body = Bytes::copy_from_slice(&text.as_bytes()),
-            Value::Table(table) => {
-                let json: serde_json::Value = mlua::LuaSerdeExt::from_value(lua, Value::Table(table))
-                    .map_err(|e| Error::runtime(format!("body cannot be encoded as JSON: {e}")))?;
-                answer.body = Bytes::from(json.to_string());
-                if !answer.headers.iter().any(|(n, _)| n == "content-type") {
-                    answer
-                        .headers
-                        .push(("content-type".into(), "application/json; charset=utf-8".into()));
-                }
-            }
-            _ => return Err(Error::runtime("body must be a nil, string or table")),
-        }
-        current("kong.response.exit", |call| {
-            only_in(call, EXIT, EXIT_NAMES)?;
-            call.exit = Some(answer);
-            Ok(())
-        })?;
-        Err::<(), _>(Error::runtime(EXIT_SENTINEL))
-    })?;
-    lua.set_named_registry_value("strait.response.exit", exit.clone())?;
-    t.set("exit", exit)?;
-    t.set(
-        "error",
-        lua.create_function(|lua, (status, message, headers): (Value, Value, Value)| {
-            let code = status_code(&status)?;
-            let exit: Function = lua.named_registry_value("strait.response.exit")?;
-            let message = match message {
-                Value::Nil => Value::String(lua.create_string(client::error_message(code))?),
-                other => other,
-            };
-            let body = match message {
-                Value::Table(table) => Value::Table(table),
-                other => {
-                    let table = lua.create_table()?;
-                    table.set("message", other)?;
-                    Value::Table(table)
-                }
-            };
-            exit.call::<()>((status, body, headers))
-        })?,
-    )?;
-    t.set(
-        "get_headers",
-        lua.create_function(|lua, max: Option<Value>| {
-            let limit = header_limit(max)?;
-            current("kong.response.get_headers", |call| {
-                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
-                headers_table(lua, &call.response_headers, limit)
-            })
-        })?,
-    )?;
-    t.set(
-        "get_source",
-        lua.create_function(|_, ()| {
-            current("kong.response.get_source", |call| {
-                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
-                Ok(call.source.unwrap_or("error"))
-            })
-        })?,
-    )?;
-    t.set(
-        "set_status",
-        lua.create_function(|_, status: Value| {
-            let status = status_code(&status)?;
-            current("kong.response.set_status", |call| {
-                only_in(call, SET_STATUS, SET_STATUS_NAMES)?;
-                call.status = Some(status);
-                Ok(())
-            })
-        })?,
-    )?;
-    t.set(
-        "get_raw_body",
-        lua.create_function(|lua, ()| raw_body(lua, "kong.response.get_raw_body"))?,
-    )?;
-    t.set(
-        "set_raw_body",
-        lua.create_function(|_, body: Value| {
-            let Value::String(body) = body else {
-                return Err(Error::runtime("body must be a string"));
-            };
-            let bytes = Bytes::copy_from_slice(&body.as_bytes());
-            current("kong.response.set_raw_body", |call| {
-                only_in(call, BODY_FILTER, BODY_FILTER_NAMES)?;
-                call.chunk = Some(bytes);
-                call.eof = true;
-                call.buffered = None;
-                Ok(())
-            })
-        })?,
-    )?;
-    strict(lua, t, "kong.response")
-}
-
-const SET_STATUS: &[Phase] = &[Phase::Rewrite, Phase::Access, Phase::HeaderFilter];
-const SET_STATUS_NAMES: &str = "rewrite, access, header_filter, response, admin_api";
-
-/// A status code given by Lua code: Kong's checks.
-fn status_code(status: &Value) -> mlua::Result<u16> {
-    match status {
-        Value::Integer(n) if (100..=599).contains(n) => Ok(*n as u16),
-        Value::Number(n) if n.fract() == 0.0 && (100.0..=599.0).contains(n) => Ok(*n as u16),
-        Value::Integer(_) | Value::Number(_) => Err(Error::runtime("code must be a number between 100 and 599")),
-        _ => Err(Error::runtime("code must be a number")),
-    }
-}
-
-/// Kong's `get_raw_body` in `body_filter`: a piece before the last is
-/// buffered (and not sent: `ngx.arg[1]` becomes nil) and nil returned;
-/// the last piece returns the whole body, which is then what is sent.
-fn raw_body(lua: &Lua, name: &str) -> mlua::Result<Value> {
-    let whole = current(name, |call| {
-        only_in(call, BODY_FILTER, BODY_FILTER_NAMES)?;
-        let chunk = call.chunk.take().unwrap_or_default();
-        if !call.eof {
-            call.buffered
-                .get_or_insert_with(bytes::BytesMut::new)
-                .extend_from_slice(&chunk);
-            return Ok(None);
-        }
-        let whole = match call.buffered.take() {
-            None => chunk,
-            Some(mut buffered) => {
-                buffered.extend_from_slice(&chunk);
-                buffered.freeze()
-            }
-        };
-        call.chunk = Some(whole.clone());
-        Ok(Some(whole))
-    })?;
-    match whole {
-        None => Ok(Value::Nil),
-        Some(body) => Ok(Value::String(lua.create_string(&body[..])?)),
-    }
-}
-
-/// `kong.service.response`: the response as it came to the plugins.
-fn service_response(lua: &Lua) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    t.set(
-        "get_status",
-        lua.create_function(|_, ()| {
-            current("kong.service.response.get_status", |call| {
-                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
-                Ok(call.status.filter(|_| call.source == Some("service")))
-            })
-        })?,
-    )?;
-    t.set(
-        "get_header",
-        lua.create_function(|_, name: Value| {
-            current("kong.service.response.get_header", |call| {
-                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
-                match &name {
-                    Value::String(name) => Ok(first_value(&call.response_headers, &name.to_str()?)),
-                    _ => Err(Error::runtime("header name must be a string")),
-                }
-            })
-        })?,
-    )?;
-    t.set(
-        "get_headers",
-        lua.create_function(|lua, max: Option<Value>| {
-            let limit = header_limit(max)?;
-            current("kong.service.response.get_headers", |call| {
-                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
-                headers_table(lua, &call.response_headers, limit)
-            })
-        })?,
-    )?;
-    t.set(
-        "get_raw_body",
-        lua.create_function(|lua, ()| raw_body(lua, "kong.service.response.get_raw_body"))?,
-    )?;
-    strict(lua, t, "kong.service.response")
-}
-
-/// `ngx.arg`: in `body_filter`, `[1]` the piece of the body and `[2]`
-/// whether it is the last, both writable.
-fn ngx_arg(lua: &Lua) -> mlua::Result<Table> {
-    let arg = lua.create_table()?;
-    let meta = lua.create_table()?;
-    meta.set(
-        "__index",
-        lua.create_function(|lua, (_, key): (Value, Value)| {
-            let read = CALL.with(|cell| {
-                cell.borrow()
-                    .as_ref()
-                    .filter(|c| c.phase == Phase::BodyFilter)
-                    .map(|call| match key {
-                        Value::Integer(1) => call.chunk.clone().map(ArgValue::Chunk),
-                        Value::Integer(2) => Some(ArgValue::Eof(call.eof)),
-                        _ => None,
-                    })
-            });
-            match read.flatten() {
-                Some(ArgValue::Chunk(chunk)) => Ok(Value::String(lua.create_string(&chunk[..])?)),
-                Some(ArgValue::Eof(eof)) => Ok(Value::Boolean(eof)),
-                None => Ok(Value::Nil),
-            }
-        })?,
-    )?;
-    meta.set(
-        "__newindex",
-        lua.create_function(|_, (_, key, value): (Value, Value, Value)| {
-            current("ngx.arg", |call| {
-                if call.phase != Phase::BodyFilter {
-                    return Err(Error::runtime("ngx.arg can only be set in body_filter"));
-                }
-                match (key, value) {
-                    (Value::Integer(1), Value::Nil) => call.chunk = None,
-                    (Value::Integer(1), Value::String(text)) => {
-                        call.chunk = Some(Bytes::copy_from_slice(&text.as_bytes()))
-                    }
-                    (Value::Integer(1), other) => {
-                        return Err(Error::runtime(format!(
-                            "bad argument #1 to 'ngx.arg' (string or nil expected, got {})",
-                            other.type_name()
-                        )))
-                    }
-                    (Value::Integer(2), value) => call.eof = value.as_boolean().unwrap_or(false),
-                    _ => return Err(Error::runtime("ngx.arg has only [1] (the body piece) and [2] (eof)")),
-                }
-                Ok(())
-            })
-        })?,
-    )?;
-    arg.set_metatable(Some(meta))?;
-    Ok(arg)
-}
-
-enum ArgValue {
-    Chunk(Bytes),
-    Eof(bool),
-}
-
 fn client(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set(
@@ -998,247 +728,6 @@ fn client(lua: &Lua) -> mlua::Result<Table> {
     )?;
     client::client(lua, &t)?;
     strict(lua, t, "kong.client")
-}
-
-/// `kong.log.<level>(...)`: the arguments joined as Kong joins them, to the
-/// node's log, naming the plugin.
-fn log(lua: &Lua) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    for level in ["emerg", "alert", "crit", "err", "warn", "notice", "info", "debug"] {
-        t.set(
-            level,
-            lua.create_function(move |_, args: Variadic<Value>| {
-                write_log(level, &args.iter().map(display).collect::<String>());
-                Ok(())
-            })?,
-        )?;
-    }
-    t.set(
-        "inspect",
-        lua.create_function(|_, args: Variadic<Value>| {
-            let mut out = String::new();
-            for (at, value) in args.iter().enumerate() {
-                if at > 0 {
-                    out.push(' ');
-                }
-                client::inspect(value, 0, &mut out);
-            }
-            write_log("debug", &out);
-            Ok(())
-        })?,
-    )?;
-    t.set(
-        "set_serialize_value",
-        lua.create_function(|lua, (key, value, options): (Value, Value, Value)| {
-            let Value::String(key) = key else {
-                return Err(Error::runtime("key must be a string"));
-            };
-            if !matches!(
-                value,
-                Value::Nil
-                    | Value::Boolean(_)
-                    | Value::Integer(_)
-                    | Value::Number(_)
-                    | Value::String(_)
-                    | Value::Table(_)
-            ) {
-                return Err(Error::runtime("value must be a number, string, boolean, table or nil"));
-            }
-            let mode = match &options {
-                Value::Nil => SerializeMode::Set,
-                Value::Table(options) => match options.get::<Option<String>>("mode")?.as_deref() {
-                    None | Some("set") => SerializeMode::Set,
-                    Some("add") => SerializeMode::Add,
-                    Some("replace") => SerializeMode::Replace,
-                    Some(_) => return Err(Error::runtime("mode must be 'set', 'add' or 'replace'")),
-                },
-                _ => return Err(Error::runtime("options must be a table")),
-            };
-            let json: serde_json::Value = match value {
-                Value::Nil => serde_json::Value::Null,
-                value => mlua::LuaSerdeExt::from_value(lua, value)
-                    .map_err(|e| Error::runtime(format!("value cannot be serialized: {e}")))?,
-            };
-            let key = key.to_str()?.to_string();
-            current("kong.log.set_serialize_value", |call| {
-                call.serialize.push((key, json, mode));
-                Ok(())
-            })
-        })?,
-    )?;
-    strict(lua, t, "kong.log")
-}
-
-/// The running call's phase name, for `ngx.get_phase()`.
-pub(crate) fn current_phase() -> Option<&'static str> {
-    CALL.with(|cell| cell.borrow().as_ref().map(|call| call.phase.name()))
-}
-
-/// `display` for the other modules.
-pub(crate) fn display_value(value: &Value) -> String {
-    display(value)
-}
-
-/// One of `ngx.var`'s variables for the running call (`None`: unset).
-pub(crate) fn read_var(name: &str) -> mlua::Result<Option<String>> {
-    current("ngx.var", |call| {
-        let query = (!call.query.is_empty()).then(|| call.query.clone());
-        Ok(match name {
-            "uri" => Some(call.path.clone()),
-            "request_uri" => Some(match &query {
-                Some(query) => format!("{}?{query}", call.path),
-                None => call.path.clone(),
-            }),
-            "args" | "query_string" => query,
-            "is_args" => Some(if query.is_some() { "?" } else { "" }.to_string()),
-            "host" | "server_name" => Some(call.host.clone()),
-            "hostname" => Some(client::hostname()),
-            "scheme" => Some(call.scheme.to_string()),
-            "https" => Some(if call.scheme == "https" { "on" } else { "" }.to_string()),
-            "request_method" => Some(call.method.as_str().to_string()),
-            "remote_addr" | "realip_remote_addr" | "binary_remote_addr" => Some(call.client_ip.to_string()),
-            "remote_port" | "realip_remote_port" => Some(call.more.client_port.to_string()),
-            "server_port" => Some(call.more.server_port.to_string()),
-            "server_protocol" => Some(
-                if call.http_version == 2.0 {
-                    "HTTP/2.0"
-                } else if call.http_version == 1.0 {
-                    "HTTP/1.0"
-                } else {
-                    "HTTP/1.1"
-                }
-                .to_string(),
-            ),
-            "content_type" => first_value(&call.headers, "content-type"),
-            "content_length" => first_value(&call.headers, "content-length"),
-            "status" => call.status.map(|s| s.to_string()),
-            "kong_request_id" | "request_id" => first_value(&call.headers, "x-kong-request-id"),
-            other => {
-                if let Some(header) = other.strip_prefix("http_") {
-                    first_value(&call.headers, header)
-                } else if let Some(arg) = other.strip_prefix("arg_") {
-                    query_text(&call.query, arg)
-                } else if let Some(cookie) = other.strip_prefix("cookie_") {
-                    cookie_value(&call.headers, cookie)
-                } else if let Some(header) = other.strip_prefix("sent_http_") {
-                    first_value(&call.response_headers, header)
-                } else {
-                    return Err(Error::runtime(format!("ngx.var.{other} is not available in Strait")));
-                }
-            }
-        })
-    })
-}
-
-/// An argument's raw (escaped) value, as `$arg_<name>` gives it.
-fn query_text(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        key.eq_ignore_ascii_case(name).then(|| value.to_string())
-    })
-}
-
-/// A cookie's value from the `Cookie` headers.
-fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers.get_all(http::header::COOKIE).iter().find_map(|value| {
-        value.to_str().ok()?.split(';').find_map(|pair| {
-            let (key, value) = pair.trim().split_once('=')?;
-            (key == name).then(|| value.to_string())
-        })
-    })
-}
-
-/// One line to the node's log at a Kong level, naming the plugin.
-pub(crate) fn write_log(level: &str, message: &str) {
-    let plugin = CALL
-        .with(|cell| cell.borrow().as_ref().map(|call| call.plugin))
-        .unwrap_or("lua");
-    match level {
-        "emerg" | "alert" | "crit" | "err" | "error" => tracing::error!(target: "strait::lua", "[{plugin}] {message}"),
-        "warn" => tracing::warn!(target: "strait::lua", "[{plugin}] {message}"),
-        "notice" => tracing::info!(target: "strait::lua", "[{plugin}] {message}"),
-        _ => tracing::debug!(target: "strait::lua", "[{plugin}] {message}"),
-    }
-}
-
-/// The `ngx` members plugins commonly reach for (this version: logging,
-/// levels, `null`, time).
-fn ngx(lua: &Lua) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    const LEVELS: [(&str, i64, &str); 9] = [
-        ("STDERR", 0, "err"),
-        ("EMERG", 1, "emerg"),
-        ("ALERT", 2, "alert"),
-        ("CRIT", 3, "crit"),
-        ("ERR", 4, "err"),
-        ("WARN", 5, "warn"),
-        ("NOTICE", 6, "notice"),
-        ("INFO", 7, "info"),
-        ("DEBUG", 8, "debug"),
-    ];
-    for (name, number, _) in LEVELS {
-        t.set(name, number)?;
-    }
-    t.set(
-        "log",
-        lua.create_function(|_, (level, rest): (i64, MultiValue)| {
-            let name = LEVELS
-                .iter()
-                .find(|(_, number, _)| *number == level)
-                .map_or("notice", |(_, _, name)| name);
-            write_log(name, &rest.iter().map(display).collect::<String>());
-            Ok(())
-        })?,
-    )?;
-    t.set("arg", ngx_arg(lua)?)?;
-    t.set("null", Value::LightUserData(mlua::LightUserData(std::ptr::null_mut())))?;
-    let now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-    };
-    t.set("time", lua.create_function(move |_, ()| Ok(now().as_secs() as i64))?)?;
-    t.set(
-        "now",
-        lua.create_function(move |_, ()| Ok((now().as_millis() as f64) / 1000.0))?,
-    )?;
-    t.set("update_time", lua.create_function(|_, ()| Ok(()))?)?;
-    for (name, status) in [
-        ("HTTP_OK", 200),
-        ("HTTP_CREATED", 201),
-        ("HTTP_NO_CONTENT", 204),
-        ("HTTP_MOVED_PERMANENTLY", 301),
-        ("HTTP_MOVED_TEMPORARILY", 302),
-        ("HTTP_BAD_REQUEST", 400),
-        ("HTTP_UNAUTHORIZED", 401),
-        ("HTTP_FORBIDDEN", 403),
-        ("HTTP_NOT_FOUND", 404),
-        ("HTTP_NOT_ALLOWED", 405),
-        ("HTTP_TOO_MANY_REQUESTS", 429),
-        ("HTTP_INTERNAL_SERVER_ERROR", 500),
-        ("HTTP_BAD_GATEWAY", 502),
-        ("HTTP_SERVICE_UNAVAILABLE", 503),
-        ("HTTP_GATEWAY_TIMEOUT", 504),
-    ] {
-        t.set(name, status)?;
-    }
-    let meta = lua.create_table()?;
-    meta.set(
-        "__index",
-        lua.create_function(|lua, (_, key): (Value, Value)| -> mlua::Result<Value> {
-            match &key {
-                Value::String(name) if name.as_bytes().as_ref() == b"ctx" => {
-                    crate::ctx::table(lua, Which::Ngx).map(Value::Table)
-                }
-                other => Err(Error::runtime(format!(
-                    "ngx.{} is not available in Strait",
-                    display(other)
-                ))),
-            }
-        })?,
-    )?;
-    t.set_metatable(Some(meta))?;
-    Ok(t)
 }
 
 #[cfg(test)]
