@@ -334,10 +334,8 @@ impl Plugin for CustomPlugin {
             return Flow::Continue;
         }
         let call = functions::access_call(ctx, self.definition.name, Phase::Rewrite);
-        let directory = ctx.directory;
-        let (result, call) = crate::scoped::with_directory(directory, || {
-            self.call(Phase::Rewrite, Store::Write(&mut ctx.shared), call)
-        });
+        let (result, call) =
+            crate::scoped::with_request(ctx, |shared| self.call(Phase::Rewrite, Store::Write(shared), call));
         functions::finish_access(ctx, self.definition.name, result, call)
     }
 
@@ -352,10 +350,8 @@ impl Plugin for CustomPlugin {
             return Flow::Continue;
         }
         let call = functions::access_call(ctx, definition.name, Phase::Access);
-        let directory = ctx.directory;
-        let (result, call) = crate::scoped::with_directory(directory, || {
-            self.call(Phase::Access, Store::Write(&mut ctx.shared), call)
-        });
+        let (result, call) =
+            crate::scoped::with_request(ctx, |shared| self.call(Phase::Access, Store::Write(shared), call));
         functions::finish_access(ctx, definition.name, result, call)
     }
 

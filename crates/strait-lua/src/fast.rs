@@ -123,7 +123,7 @@ unsafe fn set_header(state: *mut ffi::lua_State, target: pdk::Target, replace: b
         (2, Some(name), Some(value)) if !value.is_empty() => (name, value),
         _ => return full(state, key),
     };
-    let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) else {
+    let (Some(name), Ok(value)) = (header_name(name), HeaderValue::from_bytes(value)) else {
         return full(state, key);
     };
     let written = pdk::fast_call(|call| {
@@ -137,6 +137,28 @@ unsafe fn set_header(state: *mut ffi::lua_State, target: pdk::Target, replace: b
         Some(()) => 0,
         None => full(state, key),
     }
+}
+
+/// A header name Lua code gave, parsed once per worker for the few names
+/// code sets over and over (parsing a name that is not a standard one
+/// allocates).
+fn header_name(bytes: &[u8]) -> Option<HeaderName> {
+    const KEPT: usize = 16;
+    thread_local! {
+        static NAMES: std::cell::RefCell<Vec<(Box<[u8]>, HeaderName)>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    NAMES.with(|cell| {
+        let mut names = cell.borrow_mut();
+        if let Some((_, name)) = names.iter().find(|(given, _)| **given == *bytes) {
+            return Some(name.clone());
+        }
+        let name = HeaderName::from_bytes(bytes).ok()?;
+        if names.len() == KEPT {
+            names.remove(0);
+        }
+        names.push((bytes.into(), name.clone()));
+        Some(name)
+    })
 }
 
 unsafe extern "C-unwind" fn upstream_set_header(state: *mut ffi::lua_State) -> c_int {

@@ -296,9 +296,10 @@ pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str, phase:
         plugin,
         method: ctx.method.clone(),
         scheme: scheme_of(ctx.protocol),
-        host: ctx.host.to_string(),
-        path: ctx.path().to_string(),
-        query: ctx.query().to_string(),
+        // Read in place while the call runs (scoped.rs).
+        host: String::new(),
+        path: String::new(),
+        query: String::new(),
         http_version: version_number(ctx.http_version),
         client_ip: ctx.client_ip,
         body: ctx.body.clone(),
@@ -573,9 +574,8 @@ impl Plugin for Function {
             return Flow::Continue;
         }
         let call = access_call(ctx, self.code.plugin, Phase::Rewrite);
-        let directory = ctx.directory;
-        let (result, call) = scoped::with_directory(directory, || {
-            worker::run(&self.code, Phase::Rewrite, Store::Write(&mut ctx.shared), call)
+        let (result, call) = scoped::with_request(ctx, |shared| {
+            worker::run(&self.code, Phase::Rewrite, Store::Write(shared), call)
         });
         finish_access(ctx, self.code.plugin, result, call)
     }
@@ -589,9 +589,8 @@ impl Plugin for Function {
             return Flow::Continue;
         }
         let call = access_call(ctx, self.code.plugin, Phase::Access);
-        let directory = ctx.directory;
-        let (result, call) = scoped::with_directory(directory, || {
-            worker::run(&self.code, Phase::Access, Store::Write(&mut ctx.shared), call)
+        let (result, call) = scoped::with_request(ctx, |shared| {
+            worker::run(&self.code, Phase::Access, Store::Write(shared), call)
         });
         finish_access(ctx, self.code.plugin, result, call)
     }

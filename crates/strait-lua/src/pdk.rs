@@ -56,6 +56,8 @@ pub(crate) struct Call {
     pub plugin: &'static str,
     pub method: Method,
     pub scheme: &'static str,
+    /// The request line in the response phases (in rewrite and access it
+    /// is read in place: [`Call::line`]).
     pub host: String,
     pub path: String,
     pub query: String,
@@ -92,6 +94,16 @@ pub(crate) struct Call {
     pub source: Option<&'static str>,
     /// What the rest of the PDK reads and sets (client.rs).
     pub more: client::More,
+}
+
+impl Call {
+    /// The request's host, path and query.
+    pub(crate) fn line<R>(&self, read: impl FnOnce(&str, &str, &str) -> R) -> R {
+        crate::scoped::line(|line| match line {
+            Some((host, path, query)) => read(host, path, query),
+            None => read(&self.host, &self.path, &self.query),
+        })
+    }
 }
 
 thread_local! {
@@ -434,9 +446,18 @@ fn request(lua: &Lua) -> mlua::Result<Table> {
     }
     getter!("get_method", |call| call.method.as_str());
     getter!("get_scheme", |call| call.scheme);
-    getter!("get_host", |call| call.host.as_str());
-    getter!("get_path", |call| call.path.as_str());
-    getter!("get_raw_query", |call| call.query.as_str());
+    for (name, part) in [("get_host", 0), ("get_path", 1), ("get_raw_query", 2)] {
+        let full = format!("kong.request.{name}");
+        t.set(
+            name,
+            lua.create_function(move |lua, ()| {
+                current(&full, |call| {
+                    only_in(call, REQUEST_PHASES, REQUEST_NAMES)?;
+                    call.line(|host, path, query| text(lua, [host, path, query][part]))
+                })
+            })?,
+        )?;
+    }
     t.set(
         "get_http_version",
         lua.create_function(|_, ()| {
@@ -446,10 +467,12 @@ fn request(lua: &Lua) -> mlua::Result<Table> {
             })
         })?,
     )?;
-    getter!("get_path_with_query", |call| match call.query.is_empty() {
-        true => call.path.clone(),
-        false => format!("{}?{}", call.path, call.query),
-    });
+    getter!("get_path_with_query", |call| call.line(|_, path, query| {
+        match query.is_empty() {
+            true => path.to_string(),
+            false => format!("{path}?{query}"),
+        }
+    }));
     client::request(lua, &t)?;
     t.set(
         "get_header",
@@ -482,7 +505,10 @@ fn request(lua: &Lua) -> mlua::Result<Table> {
             current("kong.request.get_query_arg", |call| {
                 only_in(call, REQUEST_PHASES, REQUEST_NAMES)?;
                 match &name {
-                    Value::String(name) => query_arg(lua, &call.query, &name.to_str()?),
+                    Value::String(name) => {
+                        let name = name.to_str()?;
+                        call.line(|_, _, query| query_arg(lua, query, &name))
+                    }
                     _ => Err(Error::runtime("query argument name must be a string")),
                 }
             })

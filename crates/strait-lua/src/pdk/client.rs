@@ -301,9 +301,9 @@ pub(super) fn request(lua: &Lua, t: &Table) -> mlua::Result<()> {
     // values are the request's own.
     getter!("get_port", |call| call.more.server_port);
     getter!("get_forwarded_scheme", |call| call.scheme);
-    getter!("get_forwarded_host", |call| call.host.clone());
+    getter!("get_forwarded_host", |call| call.line(|host, _, _| host.to_string()));
     getter!("get_forwarded_port", |call| call.more.server_port);
-    getter!("get_forwarded_path", |call| call.path.clone());
+    getter!("get_forwarded_path", |call| call.line(|_, path, _| path.to_string()));
     getter!("get_forwarded_prefix", |_call| Option::<String>::None);
     t.set(
         "get_query",
@@ -317,7 +317,7 @@ pub(super) fn request(lua: &Lua, t: &Table) -> mlua::Result<()> {
             };
             let query = current("kong.request.get_query", |call| {
                 only_in(call, REQUEST_PHASES, REQUEST_NAMES)?;
-                Ok(call.query.clone())
+                Ok(call.line(|_, _, query| query.to_string()))
             })?;
             crate::ngx::decode_args(lua, &query, limit)
         })?,

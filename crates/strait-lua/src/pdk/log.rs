@@ -89,16 +89,18 @@ pub(crate) fn display_value(value: &Value) -> String {
 /// One of `ngx.var`'s variables for the running call (`None`: unset).
 pub(crate) fn read_var(name: &str) -> mlua::Result<Option<String>> {
     current("ngx.var", |call| {
-        let query = (!call.query.is_empty()).then(|| call.query.clone());
+        let (host, path, query) =
+            call.line(|host, path, query| (host.to_string(), path.to_string(), query.to_string()));
+        let query = (!query.is_empty()).then_some(query);
         Ok(match name {
-            "uri" => Some(call.path.clone()),
+            "uri" => Some(path.clone()),
             "request_uri" => Some(match &query {
-                Some(query) => format!("{}?{query}", call.path),
-                None => call.path.clone(),
+                Some(query) => format!("{path}?{query}"),
+                None => path.clone(),
             }),
             "args" | "query_string" => query,
             "is_args" => Some(if query.is_some() { "?" } else { "" }.to_string()),
-            "host" | "server_name" => Some(call.host.clone()),
+            "host" | "server_name" => Some(host.clone()),
             "hostname" => Some(client::hostname()),
             "scheme" => Some(call.scheme.to_string()),
             "https" => Some(if call.scheme == "https" { "on" } else { "" }.to_string()),
@@ -124,7 +126,7 @@ pub(crate) fn read_var(name: &str) -> mlua::Result<Option<String>> {
                 if let Some(header) = other.strip_prefix("http_") {
                     first_value(&call.headers, header)
                 } else if let Some(arg) = other.strip_prefix("arg_") {
-                    query_text(&call.query, arg)
+                    query_text(query.as_deref().unwrap_or(""), arg)
                 } else if let Some(cookie) = other.strip_prefix("cookie_") {
                     cookie_value(&call.headers, cookie)
                 } else if let Some(header) = other.strip_prefix("sent_http_") {
