@@ -598,11 +598,19 @@ impl Target {
             Target::Upstream => &mut call.headers,
             Target::Response => &mut call.response_headers,
         };
-        if replace || values.is_none() {
-            map.remove(name);
-        }
-        for value in values.into_iter().flatten() {
-            map.append(name.clone(), value);
+        match values {
+            // One probe of the map: replaced and set at once.
+            Some(mut values) if replace && values.len() == 1 => {
+                map.insert(name.clone(), values.pop().expect("one value"));
+            }
+            values => {
+                if replace || values.is_none() {
+                    map.remove(name);
+                }
+                for value in values.into_iter().flatten() {
+                    map.append(name.clone(), value);
+                }
+            }
         }
     }
 }
