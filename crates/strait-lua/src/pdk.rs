@@ -474,30 +474,13 @@ fn request(lua: &Lua) -> mlua::Result<Table> {
         }
     }));
     client::request(lua, &t)?;
-    t.set(
-        "get_header",
-        lua.create_function(|lua, name: Value| {
-            current("kong.request.get_header", |call| {
-                only_in(call, REQUEST_PHASES, REQUEST_NAMES)?;
-                match &name {
-                    Value::String(name) => match header_value(&call.headers, &name.to_str()?) {
-                        Some(value) => text(lua, value.as_bytes()).map(Some),
-                        None => Ok(None),
-                    },
-                    _ => Err(Error::runtime("header name must be a string")),
-                }
-            })
-        })?,
-    )?;
-    t.set(
-        "get_headers",
-        lua.create_function(|lua, max: Option<Value>| {
-            let limit = header_limit(max)?;
-            current("kong.request.get_headers", |call| {
-                only_in(call, REQUEST_PHASES, REQUEST_NAMES)?;
-                headers_table(lua, &call.headers, limit)
-            })
-        })?,
+    header_getters(
+        lua,
+        &t,
+        "kong.request",
+        |call| &call.headers,
+        REQUEST_PHASES,
+        REQUEST_NAMES,
     )?;
     t.set(
         "get_query_arg",
@@ -559,6 +542,46 @@ fn request(lua: &Lua) -> mlua::Result<Table> {
         })?,
     )?;
     strict(lua, t, "kong.request")
+}
+
+/// `get_header(name)` and `get_headers(max?)` over one of the call's maps:
+/// the request's (`kong.request`) or the response's (`kong.response`,
+/// `kong.service.response`), in `phases`.
+fn header_getters(
+    lua: &Lua,
+    t: &Table,
+    prefix: &'static str,
+    map: fn(&Call) -> &HeaderMap,
+    phases: &'static [Phase],
+    names: &'static str,
+) -> mlua::Result<()> {
+    let full = format!("{prefix}.get_header");
+    t.set(
+        "get_header",
+        lua.create_function(move |lua, name: Value| {
+            current(&full, |call| {
+                only_in(call, phases, names)?;
+                match &name {
+                    Value::String(name) => match header_value(map(call), &name.to_str()?) {
+                        Some(value) => text(lua, value.as_bytes()).map(Some),
+                        None => Ok(None),
+                    },
+                    _ => Err(Error::runtime("header name must be a string")),
+                }
+            })
+        })?,
+    )?;
+    let full = format!("{prefix}.get_headers");
+    t.set(
+        "get_headers",
+        lua.create_function(move |lua, max: Option<Value>| {
+            let limit = header_limit(max)?;
+            current(&full, |call| {
+                only_in(call, phases, names)?;
+                headers_table(lua, map(call), limit)
+            })
+        })?,
+    )
 }
 
 const BODY_PHASES: &[Phase] = &[Phase::Rewrite, Phase::Access];

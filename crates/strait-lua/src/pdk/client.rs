@@ -325,112 +325,102 @@ pub(super) fn request(lua: &Lua, t: &Table) -> mlua::Result<()> {
     Ok(())
 }
 
-/// `kong.service.request` members that change the request line.
+/// `kong.service.request` members that change the request line: each
+/// checks its argument, then records the change on the call.
 pub(super) fn service_request(lua: &Lua, t: &Table) -> mlua::Result<()> {
+    setter(lua, t, "set_path", |value| {
+        let path = string_argument(value, "path")?;
+        if !path.starts_with('/') {
+            return Err(Error::runtime("path must start with /"));
+        }
+        if http::uri::PathAndQuery::try_from(path.as_str()).is_err() || path.contains('?') {
+            return Err(Error::runtime(format!("invalid path: {path:?}")));
+        }
+        Ok(Change::Path(path))
+    })?;
+    setter(lua, t, "set_raw_query", |value| {
+        let query = string_argument(value, "query")?;
+        if http::uri::PathAndQuery::try_from(format!("/?{query}").as_str()).is_err() {
+            return Err(Error::runtime(format!("invalid query: {query:?}")));
+        }
+        Ok(Change::Query(query))
+    })?;
+    setter(lua, t, "set_query", |value| {
+        let Value::Table(args) = value else {
+            return Err(Error::runtime("args must be a table"));
+        };
+        Ok(Change::Query(crate::ngx::encode_args(&args)?))
+    })?;
+    setter(lua, t, "set_method", |value| {
+        let text = string_argument(value, "method")?;
+        const METHODS: [&str; 15] = [
+            "GET",
+            "HEAD",
+            "PUT",
+            "POST",
+            "DELETE",
+            "OPTIONS",
+            "MKCOL",
+            "COPY",
+            "MOVE",
+            "PROPFIND",
+            "PROPPATCH",
+            "LOCK",
+            "UNLOCK",
+            "PATCH",
+            "TRACE",
+        ];
+        match METHODS.contains(&text.as_str()) {
+            true => Method::from_bytes(text.as_bytes())
+                .map(Change::Method)
+                .map_err(|_| Error::runtime(format!("invalid method: {text}"))),
+            false => Err(Error::runtime(format!("invalid method: {text}"))),
+        }
+    })?;
+    setter(lua, t, "set_scheme", |value| {
+        let scheme = string_argument(value, "scheme")?;
+        if scheme != "http" && scheme != "https" {
+            return Err(Error::runtime(format!("invalid scheme: {scheme}")));
+        }
+        Err(Error::runtime(
+            "kong.service.request.set_scheme is not available in Strait (the service's protocol decides the upstream scheme)",
+        ))
+    })
+}
+
+/// What a request-line setter changes.
+enum Change {
+    Path(String),
+    Query(String),
+    Method(Method),
+}
+
+fn string_argument(value: Value, what: &str) -> mlua::Result<String> {
+    match value {
+        Value::String(text) => Ok(text.to_str()?.to_string()),
+        _ => Err(Error::runtime(format!("{what} must be a string"))),
+    }
+}
+
+/// `kong.service.request.<name>(value)`: `parse` checks the argument,
+/// then the change is recorded in the request phases.
+fn setter(lua: &Lua, t: &Table, name: &'static str, parse: fn(Value) -> mlua::Result<Change>) -> mlua::Result<()> {
+    let full = format!("kong.service.request.{name}");
     t.set(
-        "set_path",
-        lua.create_function(|_, path: Value| {
-            let Value::String(path) = path else {
-                return Err(Error::runtime("path must be a string"));
-            };
-            let path = path.to_str()?.to_string();
-            if !path.starts_with('/') {
-                return Err(Error::runtime("path must start with /"));
-            }
-            if http::uri::PathAndQuery::try_from(path.as_str()).is_err() || path.contains('?') {
-                return Err(Error::runtime(format!("invalid path: {path:?}")));
-            }
-            current("kong.service.request.set_path", |call| {
+        name,
+        lua.create_function(move |_, value: Value| {
+            let change = parse(value)?;
+            current(&full, |call| {
                 only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
-                call.more.upstream_path = Some(path);
+                match change {
+                    Change::Path(path) => call.more.upstream_path = Some(path),
+                    Change::Query(query) => call.more.upstream_query = Some(query),
+                    Change::Method(method) => call.more.upstream_method = Some(method),
+                }
                 Ok(())
             })
         })?,
-    )?;
-    t.set(
-        "set_raw_query",
-        lua.create_function(|_, query: Value| {
-            let Value::String(query) = query else {
-                return Err(Error::runtime("query must be a string"));
-            };
-            let query = query.to_str()?.to_string();
-            if http::uri::PathAndQuery::try_from(format!("/?{query}").as_str()).is_err() {
-                return Err(Error::runtime(format!("invalid query: {query:?}")));
-            }
-            current("kong.service.request.set_raw_query", |call| {
-                only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
-                call.more.upstream_query = Some(query);
-                Ok(())
-            })
-        })?,
-    )?;
-    t.set(
-        "set_query",
-        lua.create_function(|_, args: Value| {
-            let Value::Table(args) = args else {
-                return Err(Error::runtime("args must be a table"));
-            };
-            let query = crate::ngx::encode_args(&args)?;
-            current("kong.service.request.set_query", |call| {
-                only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
-                call.more.upstream_query = Some(query);
-                Ok(())
-            })
-        })?,
-    )?;
-    t.set(
-        "set_method",
-        lua.create_function(|_, method: Value| {
-            let Value::String(method) = method else {
-                return Err(Error::runtime("method must be a string"));
-            };
-            let text = method.to_str()?.to_string();
-            const METHODS: [&str; 13] = [
-                "GET",
-                "HEAD",
-                "PUT",
-                "POST",
-                "DELETE",
-                "OPTIONS",
-                "MKCOL",
-                "COPY",
-                "MOVE",
-                "PROPFIND",
-                "PROPPATCH",
-                "LOCK",
-                "UNLOCK",
-            ];
-            if !METHODS.contains(&text.as_str()) && text != "PATCH" && text != "TRACE" {
-                return Err(Error::runtime(format!("invalid method: {text}")));
-            }
-            let method =
-                Method::from_bytes(text.as_bytes()).map_err(|_| Error::runtime(format!("invalid method: {text}")))?;
-            current("kong.service.request.set_method", |call| {
-                only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
-                call.more.upstream_method = Some(method);
-                Ok(())
-            })
-        })?,
-    )?;
-    t.set(
-        "set_scheme",
-        lua.create_function(|_, scheme: Value| {
-            let Value::String(scheme) = scheme else {
-                return Err(Error::runtime("scheme must be a string"));
-            };
-            let scheme = scheme.to_str()?.to_string();
-            if scheme != "http" && scheme != "https" {
-                return Err(Error::runtime(format!("invalid scheme: {scheme}")));
-            }
-            current("kong.service.request.set_scheme", |call| {
-                only_in(call, SERVICE_REQUEST, SERVICE_REQUEST_NAMES)?;
-                Err::<(), _>(Error::runtime(
-                    "kong.service.request.set_scheme is not available in Strait (the service's protocol decides the upstream scheme)",
-                ))
-            })
-        })?,
-    )?;
-    Ok(())
+    )
 }
 
 /// Kong's default message for `kong.response.error(status)`.

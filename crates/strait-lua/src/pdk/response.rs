@@ -6,8 +6,8 @@ use mlua::{Error, Function, Lua, Table, Value};
 use strait_plugins::PluginResponse;
 
 use super::{
-    client, current, first_value, header_functions, header_limit, header_name, header_values, headers_table, only_in,
-    strict, Phase, Target, CALL, EXIT, EXIT_NAMES, EXIT_SENTINEL, RESPONSE_READ, RESPONSE_READ_NAMES,
+    client, current, header_functions, header_getters, header_name, header_values, only_in, strict, Phase, Target,
+    CALL, EXIT, EXIT_NAMES, EXIT_SENTINEL, RESPONSE_READ, RESPONSE_READ_NAMES,
 };
 
 const BODY_FILTER: &[Phase] = &[Phase::BodyFilter];
@@ -25,17 +25,13 @@ pub(super) fn response(lua: &Lua) -> mlua::Result<Table> {
             })
         })?,
     )?;
-    t.set(
-        "get_header",
-        lua.create_function(|_, name: Value| {
-            current("kong.response.get_header", |call| {
-                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
-                match &name {
-                    Value::String(name) => Ok(first_value(&call.response_headers, &name.to_str()?)),
-                    _ => Err(Error::runtime("header name must be a string")),
-                }
-            })
-        })?,
+    header_getters(
+        lua,
+        &t,
+        "kong.response",
+        |call| &call.response_headers,
+        RESPONSE_READ,
+        RESPONSE_READ_NAMES,
     )?;
     let exit = lua.create_function(|lua, (status, body, headers): (Value, Value, Value)| {
         let status = status_code(&status)?;
@@ -98,16 +94,6 @@ pub(super) fn response(lua: &Lua) -> mlua::Result<Table> {
                 }
             };
             exit.call::<()>((status, body, headers))
-        })?,
-    )?;
-    t.set(
-        "get_headers",
-        lua.create_function(|lua, max: Option<Value>| {
-            let limit = header_limit(max)?;
-            current("kong.response.get_headers", |call| {
-                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
-                headers_table(lua, &call.response_headers, limit)
-            })
         })?,
     )?;
     t.set(
@@ -207,27 +193,13 @@ pub(super) fn service_response(lua: &Lua) -> mlua::Result<Table> {
             })
         })?,
     )?;
-    t.set(
-        "get_header",
-        lua.create_function(|_, name: Value| {
-            current("kong.service.response.get_header", |call| {
-                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
-                match &name {
-                    Value::String(name) => Ok(first_value(&call.response_headers, &name.to_str()?)),
-                    _ => Err(Error::runtime("header name must be a string")),
-                }
-            })
-        })?,
-    )?;
-    t.set(
-        "get_headers",
-        lua.create_function(|lua, max: Option<Value>| {
-            let limit = header_limit(max)?;
-            current("kong.service.response.get_headers", |call| {
-                only_in(call, RESPONSE_READ, RESPONSE_READ_NAMES)?;
-                headers_table(lua, &call.response_headers, limit)
-            })
-        })?,
+    header_getters(
+        lua,
+        &t,
+        "kong.service.response",
+        |call| &call.response_headers,
+        RESPONSE_READ,
+        RESPONSE_READ_NAMES,
     )?;
     t.set(
         "get_raw_body",
