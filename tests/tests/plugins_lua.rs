@@ -644,12 +644,20 @@ async fn rewrite_code_runs_globally_and_body_filter_code_changes_the_body() {
     let upstream = Upstream::start(UpstreamKind::Http1).await;
     let gw = Gateway::start(GatewayOptions::new()).await;
     let mut config = echo_service(
-        json!([route(
-            "upper",
-            json!([{ "name": "post-function", "config": {
-                "body_filter": ["if ngx.arg[1] then ngx.arg[1] = ngx.arg[1]:upper() end"]
-            } }])
-        )]),
+        json!([
+            route(
+                "upper",
+                json!([{ "name": "post-function", "config": {
+                    "body_filter": ["if ngx.arg[1] then ngx.arg[1] = ngx.arg[1]:upper() end"]
+                } }])
+            ),
+            route(
+                "broken",
+                json!([{ "name": "pre-function", "config": {
+                    "access": ["local function inner() error('boom from lua') end inner()"]
+                } }])
+            ),
+        ]),
         json!([]),
     );
     config["plugins"] = json!([{ "name": "pre-function", "config": {
@@ -662,6 +670,14 @@ async fn rewrite_code_runs_globally_and_body_filter_code_changes_the_body() {
     let text = reply.text();
     assert!(text.contains("\"HEADERS\"") && !text.contains("\"headers\""), "{text}");
     assert!(text.contains("\"X-REWRITTEN\":\"/UPPER/A\""), "{text}");
+
+    // Code that raises: Kong's 500, and the error with its traceback in the log.
+    let broken = gw.proxy(get("/broken")).await;
+    assert_eq!(broken.status, 500);
+    assert_eq!(broken.json(), json!({ "message": "An unexpected error occurred" }));
+    assert!(log_shows(&gw, "boom from lua").await, "{}", gw.log_tail());
+    assert!(gw.log().contains("stack traceback"), "{}", gw.log_tail());
+    assert!(gw.log().contains(":1: in local 'inner'"), "{}", gw.log_tail());
     assert!(reply
         .header("content-length")
         .is_none_or(|n| n == reply.text().len().to_string()));
