@@ -130,7 +130,7 @@ unsafe fn set_header(state: *mut ffi::lua_State, target: pdk::Target, replace: b
         if target.check(call).is_err() {
             return None;
         }
-        target.write(call, &name, Some(vec![value]), replace);
+        target.write_one(call, &name, value, replace);
         Some(())
     });
     match written {

@@ -613,20 +613,16 @@ impl Target {
     /// Sets (replacing) or adds `name`'s values; `None` clears the field.
     /// The upstream's `Host` is the request's upstream host.
     pub(crate) fn write(self, call: &mut Call, name: &HeaderName, values: Option<Vec<HeaderValue>>, replace: bool) {
-        let map = match self {
-            Target::Upstream if name == http::header::HOST => {
-                call.upstream_host = values.and_then(|values| values.into_iter().next());
-                return;
-            }
-            Target::Upstream => &mut call.headers,
-            Target::Response => &mut call.response_headers,
-        };
+        if self.is_host(name) {
+            call.upstream_host = values.and_then(|values| values.into_iter().next());
+            return;
+        }
         match values {
-            // One probe of the map: replaced and set at once.
-            Some(mut values) if replace && values.len() == 1 => {
-                map.insert(name.clone(), values.pop().expect("one value"));
+            Some(mut values) if values.len() == 1 => {
+                self.write_one(call, name, values.pop().expect("one value"), replace);
             }
             values => {
+                let map = self.map(call);
                 if replace || values.is_none() {
                     map.remove(name);
                 }
@@ -634,6 +630,36 @@ impl Target {
                     map.append(name.clone(), value);
                 }
             }
+        }
+    }
+
+    /// [`Target::write`] of one value (the common case: no list made).
+    pub(crate) fn write_one(self, call: &mut Call, name: &HeaderName, value: HeaderValue, replace: bool) {
+        if self.is_host(name) {
+            call.upstream_host = Some(value);
+            return;
+        }
+        let map = self.map(call);
+        match replace {
+            // One probe of the map: replaced and set at once.
+            true => {
+                map.insert(name.clone(), value);
+            }
+            false => {
+                map.append(name.clone(), value);
+            }
+        }
+    }
+
+    /// The upstream's `Host`, kept beside the map.
+    fn is_host(self, name: &HeaderName) -> bool {
+        matches!(self, Target::Upstream) && name == http::header::HOST
+    }
+
+    fn map(self, call: &mut Call) -> &mut HeaderMap {
+        match self {
+            Target::Upstream => &mut call.headers,
+            Target::Response => &mut call.response_headers,
         }
     }
 }
