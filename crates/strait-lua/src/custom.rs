@@ -401,7 +401,7 @@ impl Plugin for CustomPlugin {
         }
         let mut call = functions::later_call(self.definition.name, Phase::Log, shared, Some(record.request));
         call.status = Some(record.status);
-        call.source = Some(functions::source_name(record.source));
+        call.source = Some(record.source.name());
         call.response_headers = record
             .details
             .as_ref()

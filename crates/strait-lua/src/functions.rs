@@ -201,14 +201,6 @@ struct ResponseHead {
 #[derive(Debug, Default)]
 struct BodyFilters(Vec<(&'static str, Option<bytes::BytesMut>, bool)>);
 
-pub(crate) fn source_name(source: strait_plugins::ResponseSource) -> &'static str {
-    match source {
-        strait_plugins::ResponseSource::Service => "service",
-        strait_plugins::ResponseSource::Exit => "exit",
-        strait_plugins::ResponseSource::Error => "error",
-    }
-}
-
 fn scheme_of(protocol: Protocol) -> &'static str {
     match protocol {
         Protocol::Https | Protocol::Grpcs => "https",
@@ -291,29 +283,12 @@ pub(crate) fn mentions_router(source: &str) -> bool {
 
 /// The access (or rewrite) phase's call: the request's headers moved in.
 pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str, phase: Phase) -> Box<Call> {
+    // The request line is read in place while the call runs (scoped.rs).
     Box::new(Call {
-        phase,
-        plugin,
-        method: ctx.method.clone(),
         scheme: scheme_of(ctx.protocol),
-        // Read in place while the call runs (scoped.rs).
-        host: String::new(),
-        path: String::new(),
-        query: String::new(),
         http_version: version_number(ctx.http_version),
-        client_ip: ctx.client_ip,
         body: ctx.body.clone(),
         headers: std::mem::take(ctx.headers),
-        upstream_host: None,
-        status: None,
-        response_headers: HeaderMap::new(),
-        exit: None,
-        serialize: Vec::new(),
-        body_set: None,
-        chunk: None,
-        eof: false,
-        buffered: None,
-        source: None,
         more: More {
             client_port: ctx.client_port,
             server_port: ctx.server_port,
@@ -324,6 +299,7 @@ pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str, phase:
             credential: ctx.credential.as_ref().map(|c| (c.id, c.plugin)),
             ..More::default()
         },
+        ..Call::new(phase, plugin, ctx.method.clone(), ctx.client_ip)
     })
 }
 
@@ -421,13 +397,15 @@ pub(crate) fn later_call(
         Some(request) => request.request_headers.clone().unwrap_or_default(),
         None => line.and_then(|l| l.headers.clone()).unwrap_or_default(),
     };
+    let method = request.map_or_else(
+        || line.map_or(http::Method::GET, |l| l.method.clone()),
+        |r| r.method.clone(),
+    );
+    let client_ip = request.map_or_else(
+        || line.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |l| l.client_ip),
+        |r| r.client_ip,
+    );
     Box::new(Call {
-        phase,
-        plugin,
-        method: request.map_or_else(
-            || line.map_or(http::Method::GET, |l| l.method.clone()),
-            |r| r.method.clone(),
-        ),
         scheme: match (line, request) {
             (Some(l), _) => l.scheme,
             (None, Some(r)) => scheme_of(r.protocol),
@@ -437,23 +415,9 @@ pub(crate) fn later_call(
         path: line.map(|l| l.path.clone()).unwrap_or_default(),
         query: line.map(|l| l.query.clone()).unwrap_or_default(),
         http_version: line.map_or(1.1, |l| l.http_version),
-        client_ip: request.map_or_else(
-            || line.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |l| l.client_ip),
-            |r| r.client_ip,
-        ),
         headers,
-        upstream_host: None,
-        status: None,
-        response_headers: HeaderMap::new(),
-        exit: None,
-        serialize: Vec::new(),
-        body: None,
-        body_set: None,
-        chunk: None,
-        eof: false,
-        buffered: None,
-        source: None,
         more,
+        ..Call::new(phase, plugin, method, client_ip)
     })
 }
 
@@ -470,7 +434,7 @@ pub(crate) fn header_filter(
         let mut call = later_call(plugin, Phase::HeaderFilter, ctx.shared, Some(ctx.request));
         let status = ctx.status.as_u16();
         call.status = Some(status);
-        call.source = Some(source_name(ctx.source));
+        call.source = Some(ctx.source.name());
         call.response_headers = std::mem::take(ctx.headers);
         let (result, mut call) = run(Store::Write(ctx.shared), call);
         keep_serialize_values(ctx.shared, &mut call);
@@ -490,7 +454,7 @@ pub(crate) fn header_filter(
         ctx.shared.insert(ResponseHead {
             status: ctx.status.as_u16(),
             headers: ctx.headers.clone(),
-            source: source_name(ctx.source),
+            source: ctx.source.name(),
         });
     }
 }
@@ -643,7 +607,7 @@ impl Plugin for Function {
         }
         let mut call = later_call(self.code.plugin, Phase::Log, shared, Some(record.request));
         call.status = Some(record.status);
-        call.source = Some(source_name(record.source));
+        call.source = Some(record.source.name());
         if let Some(details) = &record.details {
             call.response_headers = details.response_headers.clone();
         }

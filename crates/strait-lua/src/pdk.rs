@@ -97,6 +97,35 @@ pub(crate) struct Call {
 }
 
 impl Call {
+    /// A call of `plugin` in `phase`: the request's parts the caller does
+    /// not give are empty, and nothing is set yet.
+    pub(crate) fn new(phase: Phase, plugin: &'static str, method: Method, client_ip: IpAddr) -> Call {
+        Call {
+            phase,
+            plugin,
+            method,
+            scheme: "http",
+            host: String::new(),
+            path: String::new(),
+            query: String::new(),
+            http_version: 1.1,
+            client_ip,
+            headers: HeaderMap::new(),
+            upstream_host: None,
+            status: None,
+            response_headers: HeaderMap::new(),
+            exit: None,
+            serialize: Vec::new(),
+            body: None,
+            body_set: None,
+            chunk: None,
+            eof: false,
+            buffered: None,
+            source: None,
+            more: client::More::default(),
+        }
+    }
+
     /// The request's host, path and query.
     pub(crate) fn line<R>(&self, read: impl FnOnce(&str, &str, &str) -> R) -> R {
         crate::scoped::line(|line| match line {

@@ -263,6 +263,18 @@ pub enum ResponseSource {
     Error,
 }
 
+impl ResponseSource {
+    /// Kong's name for it (`kong.response.get_source()`, the log entry's
+    /// `source`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ResponseSource::Service => "service",
+            ResponseSource::Exit => "exit",
+            ResponseSource::Error => "error",
+        }
+    }
+}
+
 /// What the request phases left for the response phases.
 #[derive(Debug, Clone)]
 pub struct RequestSummary {

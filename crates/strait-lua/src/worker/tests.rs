@@ -18,28 +18,11 @@ fn call() -> Box<Call> {
     let mut headers = http::HeaderMap::new();
     headers.insert("x-api", HeaderValue::from_static("secret"));
     Box::new(Call {
-        phase: Phase::Access,
-        plugin: "pre-function",
-        method: Method::GET,
-        scheme: "http",
         host: "example.test".into(),
         path: "/a".into(),
         query: "q=1".into(),
-        http_version: 1.1,
-        client_ip: "127.0.0.1".parse().unwrap(),
         headers,
-        upstream_host: None,
-        status: None,
-        response_headers: http::HeaderMap::new(),
-        exit: None,
-        serialize: Vec::new(),
-        body: None,
-        body_set: None,
-        chunk: None,
-        eof: false,
-        buffered: None,
-        source: None,
-        more: Default::default(),
+        ..Call::new(Phase::Access, "pre-function", Method::GET, "127.0.0.1".parse().unwrap())
     })
 }
 

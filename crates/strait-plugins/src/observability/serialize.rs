@@ -7,7 +7,7 @@
 use http::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::context::{LogRecord, ResponseSource, SharedStore};
+use crate::context::{LogRecord, SharedStore};
 
 /// The id Strait reports for Kong's `default` workspace (Strait has no
 /// other workspace).
@@ -167,12 +167,7 @@ fn base_entry(record: &LogRecord) -> Option<Value> {
     }
     entry.insert("client_ip".into(), json!(request.client_ip.to_string()));
     entry.insert("started_at".into(), json!(details.started_at));
-    let source = match record.source {
-        ResponseSource::Service => "service",
-        ResponseSource::Exit => "exit",
-        ResponseSource::Error => "error",
-    };
-    entry.insert("source".into(), json!(source));
+    entry.insert("source".into(), json!(record.source.name()));
     if let Some(trace_id) = &details.trace_id {
         entry.insert("trace_id".into(), json!(trace_id));
     }
