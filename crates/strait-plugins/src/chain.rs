@@ -298,10 +298,6 @@ impl PluginChain {
         self.keeps_request_headers
     }
 
-    pub fn rewrites(&self) -> bool {
-        self.rewrites
-    }
-
     /// Some plugin of the chain has a body filter or a log phase.
     /// Some plugin's `log` needs [`crate::LogRecord::details`].
     pub fn serializes_log(&self) -> bool {
@@ -336,18 +332,6 @@ impl PluginChain {
             }
         }
         CertificateFlow::Continue
-    }
-
-    /// Run `rewrite` of every plugin until one responds.
-    pub fn rewrite(&self, ctx: &mut RequestCtx<'_>) -> Flow {
-        for slot in &self.slots {
-            if let Some(plugin) = slot.resolve(&[], None, None, ctx.protocol) {
-                if let Flow::Respond(response) = plugin.rewrite(ctx) {
-                    return Flow::Respond(response);
-                }
-            }
-        }
-        Flow::Continue
     }
 
     /// The access phase can run as a plain call ([`PluginChain::access_now`]):

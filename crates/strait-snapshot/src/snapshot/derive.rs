@@ -30,8 +30,6 @@ pub(crate) struct Compiled {
     /// Upstream name (lower case) -> balancer.
     pub balancers: CowMap<String, Arc<Balancer>>,
     pub identities: Identities,
-    /// Global plugins with a rewrite phase, run before routing.
-    pub global_rewrite: Arc<PluginChain>,
     /// Global plugins with a certificate phase, run in TLS handshakes.
     pub global_certificate: Arc<PluginChain>,
     /// What each secret reference in use resolved to (fingerprints), for
@@ -471,14 +469,6 @@ fn rebuild_chains(
     }
     let scopes = PluginScopes::index(state);
     if all {
-        let rewriting = scopes
-            .global
-            .iter()
-            .filter_map(|p| compiled.plugin_instances.get(&p.id))
-            .filter(|p| p.rewrites())
-            .cloned()
-            .collect();
-        compiled.global_rewrite = Arc::new(PluginChain::from_instances(rewriting));
         let certifying = scopes
             .global
             .iter()

@@ -21,7 +21,7 @@ use strait_core::{Config, ConfigChange, ConfigDelta, ConfigVersion, DeltaBody, E
 use strait_router::{Router, RouterError};
 use uuid::Uuid;
 
-use strait_plugins::{ConsumerPlugin, PluginChain};
+use strait_plugins::ConsumerPlugin;
 
 use crate::balancer::Balancer;
 use crate::tls::{CertificateIndex, UpstreamTls};
@@ -199,11 +199,6 @@ impl Snapshot {
     /// The route's plugin chain; `None` when no plugin applies to it.
     pub fn route_runtime(&self, id: Uuid) -> Option<&Arc<RouteRuntime>> {
         self.compiled.routes.get(&id)
-    }
-
-    /// Global plugins with a rewrite phase (run before routing).
-    pub fn global_rewrite(&self) -> &PluginChain {
-        &self.compiled.global_rewrite
     }
 
     /// The certificate for a TLS handshake with `server_name`: global
