@@ -19,11 +19,15 @@ fn route(name: &str, plugins: Value) -> Value {
 }
 
 async fn gateway(options: GatewayOptions, routes: Value) -> (Gateway, Upstream) {
+    serve(options, echo_service(routes, json!([]))).await
+}
+
+/// A node serving `config` (an `echo_service` document), its service
+/// pointed at a real upstream.
+async fn serve(options: GatewayOptions, config: Value) -> (Gateway, Upstream) {
     let upstream = Upstream::start(UpstreamKind::Http1).await;
     let gw = Gateway::start(options).await;
-    let config = echo_service(routes, json!([]))
-        .to_string()
-        .replace(UPSTREAM, &upstream.url("http"));
+    let config = config.to_string().replace(UPSTREAM, &upstream.url("http"));
     gw.apply(&serde_json::from_str(&config).expect("config")).await;
     (gw, upstream)
 }
@@ -569,12 +573,8 @@ async fn ordering_moves_a_custom_plugin_before_key_auth_and_a_cycle_is_refused()
             { "name": "minter", "instance_name": "minter-1", "config": {} }
         ])
     )]);
-    let upstream = Upstream::start(UpstreamKind::Http1).await;
-    let gw = Gateway::start(options).await;
-    let mut config = echo_service(routes, json!([]));
-    config["consumers"] = json!([{ "username": "bob", "keyauth_credentials": [{ "key": "key-bob" }] }]);
-    let config = config.to_string().replace(UPSTREAM, &upstream.url("http"));
-    gw.apply(&serde_json::from_str(&config).unwrap()).await;
+    let consumers = json!([{ "username": "bob", "keyauth_credentials": [{ "key": "key-bob" }] }]);
+    let (gw, _upstream) = serve(options, echo_service(routes, consumers)).await;
 
     // By priority key-auth (1250) runs first and finds no key.
     let before = gw.proxy(request("GET", "/minted", &[("x-user", "bob")], "")).await;
@@ -641,8 +641,6 @@ async fn ordering_moves_a_custom_plugin_before_key_auth_and_a_cycle_is_refused()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rewrite_code_runs_globally_and_body_filter_code_changes_the_body() {
-    let upstream = Upstream::start(UpstreamKind::Http1).await;
-    let gw = Gateway::start(GatewayOptions::new()).await;
     let mut config = echo_service(
         json!([
             route(
@@ -663,8 +661,7 @@ async fn rewrite_code_runs_globally_and_body_filter_code_changes_the_body() {
     config["plugins"] = json!([{ "name": "pre-function", "config": {
         "rewrite": ["kong.service.request.set_header('x-rewritten', kong.request.get_path())"]
     } }]);
-    let config = config.to_string().replace(UPSTREAM, &upstream.url("http"));
-    gw.apply(&serde_json::from_str(&config).unwrap()).await;
+    let (gw, _upstream) = serve(GatewayOptions::new(), config).await;
     let reply = gw.proxy(get("/upper/a")).await;
     assert_eq!(reply.status, 200, "{}", reply.text());
     let text = reply.text();
@@ -706,12 +703,8 @@ async fn lua_code_reads_the_consumer_and_route_and_authenticates_a_consumer() {
             json!([{ "name": "pre-function", "config": { "access": [login] } }])
         ),
     ]);
-    let upstream = Upstream::start(UpstreamKind::Http1).await;
-    let gw = Gateway::start(GatewayOptions::new()).await;
-    let mut config = echo_service(routes, json!([]));
-    config["consumers"] = json!([{ "username": "bob", "keyauth_credentials": [{ "key": "k-bob" }] }]);
-    let config = config.to_string().replace(UPSTREAM, &upstream.url("http"));
-    gw.apply(&serde_json::from_str(&config).unwrap()).await;
+    let consumers = json!([{ "username": "bob", "keyauth_credentials": [{ "key": "k-bob" }] }]);
+    let (gw, _upstream) = serve(GatewayOptions::new(), echo_service(routes, consumers)).await;
 
     let keyed = gw.proxy(request("GET", "/keyed", &[("apikey", "k-bob")], "")).await;
     assert_eq!(keyed.status, 200, "{}", keyed.text());
