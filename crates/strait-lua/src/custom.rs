@@ -407,7 +407,8 @@ impl Plugin for CustomPlugin {
             .as_ref()
             .map(|d| d.response_headers.clone())
             .unwrap_or_default();
-        let (result, _) = self.call(Phase::Log, Store::Read(shared), call);
+        let (result, call) = self.call(Phase::Log, Store::Read(shared), call);
+        crate::pdk::Call::put_back(call);
         if let Err(error) = result {
             functions::failed(self.definition.name, Phase::Log, &error);
         }

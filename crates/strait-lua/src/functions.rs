@@ -284,23 +284,20 @@ pub(crate) fn mentions_router(source: &str) -> bool {
 /// The access (or rewrite) phase's call: the request's headers moved in.
 pub(crate) fn access_call(ctx: &mut RequestCtx<'_>, plugin: &'static str, phase: Phase) -> Box<Call> {
     // The request line is read in place while the call runs (scoped.rs).
-    Box::new(Call {
-        scheme: scheme_of(ctx.protocol),
-        http_version: version_number(ctx.http_version),
-        body: ctx.body.clone(),
-        headers: std::mem::take(ctx.headers),
-        more: More {
-            client_port: ctx.client_port,
-            server_port: ctx.server_port,
-            protocol: ctx.protocol.name(),
-            route_id: ctx.route_id,
-            service_id: ctx.service_id,
-            consumer_id: ctx.consumer.map(|c| c.id),
-            credential: ctx.credential.as_ref().map(|c| (c.id, c.plugin)),
-            ..More::default()
-        },
-        ..Call::new(phase, plugin, ctx.method.clone(), ctx.client_ip)
-    })
+    let mut call = Call::take(phase, plugin, ctx.method.clone(), ctx.client_ip);
+    call.scheme = scheme_of(ctx.protocol);
+    call.http_version = version_number(ctx.http_version);
+    call.body = ctx.body.clone();
+    call.headers = std::mem::take(ctx.headers);
+    let more = &mut call.more;
+    more.client_port = ctx.client_port;
+    more.server_port = ctx.server_port;
+    more.protocol = ctx.protocol.name();
+    more.route_id = ctx.route_id;
+    more.service_id = ctx.service_id;
+    more.consumer_id = ctx.consumer.map(|c| c.id);
+    more.credential = ctx.credential.as_ref().map(|c| (c.id, c.plugin));
+    call
 }
 
 /// What a call set for the logging plugins, into the request's store.
@@ -325,7 +322,7 @@ pub(crate) fn finish_access(
 ) -> Flow {
     let phase = call.phase;
     keep_serialize_values(&mut ctx.shared, &mut call);
-    *ctx.headers = call.headers;
+    *ctx.headers = std::mem::take(&mut call.headers);
     if let Some((body, content_type)) = call.body_set.take() {
         ctx.body = Some(body);
         if let Some(content_type) = content_type {
@@ -333,13 +330,15 @@ pub(crate) fn finish_access(
         }
     }
     if call.upstream_host.is_some() {
-        ctx.upstream_host = call.upstream_host;
+        ctx.upstream_host = call.upstream_host.take();
     }
     apply_more(ctx, plugin, &mut call.more);
     for (name, value) in &call.response_headers {
         ctx.response_headers.push(name, value);
     }
-    match (call.exit, result) {
+    let exit = call.exit.take();
+    Call::put_back(call);
+    match (exit, result) {
         (Some(exit), _) => Flow::Respond(exit),
         (None, Ok(())) => Flow::Continue,
         (None, Err(error)) => {
@@ -405,20 +404,21 @@ pub(crate) fn later_call(
         || line.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |l| l.client_ip),
         |r| r.client_ip,
     );
-    Box::new(Call {
-        scheme: match (line, request) {
-            (Some(l), _) => l.scheme,
-            (None, Some(r)) => scheme_of(r.protocol),
-            (None, None) => "http",
-        },
-        host: line.map(|l| l.host.clone()).unwrap_or_default(),
-        path: line.map(|l| l.path.clone()).unwrap_or_default(),
-        query: line.map(|l| l.query.clone()).unwrap_or_default(),
-        http_version: line.map_or(1.1, |l| l.http_version),
-        headers,
-        more,
-        ..Call::new(phase, plugin, method, client_ip)
-    })
+    let mut call = Call::take(phase, plugin, method, client_ip);
+    call.scheme = match (line, request) {
+        (Some(l), _) => l.scheme,
+        (None, Some(r)) => scheme_of(r.protocol),
+        (None, None) => "http",
+    };
+    if let Some(line) = line {
+        call.host.push_str(&line.host);
+        call.path.push_str(&line.path);
+        call.query.push_str(&line.query);
+        call.http_version = line.http_version;
+    }
+    call.headers = headers;
+    call.more = more;
+    call
 }
 
 /// A Lua plugin's `header_filter` call on `ctx`, through `run`; notes
@@ -438,12 +438,13 @@ pub(crate) fn header_filter(
         call.response_headers = std::mem::take(ctx.headers);
         let (result, mut call) = run(Store::Write(ctx.shared), call);
         keep_serialize_values(ctx.shared, &mut call);
-        *ctx.headers = call.response_headers;
+        *ctx.headers = std::mem::take(&mut call.response_headers);
         if let Some(changed) = call.status.filter(|s| *s != status) {
             if let Ok(changed) = http::StatusCode::from_u16(changed) {
                 *ctx.status = changed;
             }
         }
+        Call::put_back(call);
         if let Err(error) = result {
             failed(plugin, Phase::HeaderFilter, &error);
         }
@@ -497,15 +498,16 @@ pub(crate) fn body_filter(
     call.chunk = Some(chunk.data.clone());
     call.eof = chunk.end;
     call.buffered = buffered;
-    let (result, call) = run(Store::Write(shared), call);
+    let (result, mut call) = run(Store::Write(shared), call);
     if let Some(filters) = shared.get_mut::<BodyFilters>() {
-        filters.0[at].1 = call.buffered;
+        filters.0[at].1 = call.buffered.take();
         filters.0[at].2 = call.eof && !chunk.end;
     }
     match result {
-        Ok(()) => chunk.data = call.chunk.unwrap_or_default(),
+        Ok(()) => chunk.data = call.chunk.take().unwrap_or_default(),
         Err(error) => failed(plugin, Phase::BodyFilter, &error),
     }
+    Call::put_back(call);
 }
 
 /// Whether Lua source reads the request body through the PDK.
@@ -611,7 +613,8 @@ impl Plugin for Function {
         if let Some(details) = &record.details {
             call.response_headers = details.response_headers.clone();
         }
-        let (result, _) = worker::run(&self.code, Phase::Log, Store::Read(shared), call);
+        let (result, call) = worker::run(&self.code, Phase::Log, Store::Read(shared), call);
+        Call::put_back(call);
         if let Err(error) = result {
             failed(self.code.plugin, Phase::Log, &error);
         }

@@ -5,6 +5,7 @@
 //! it), one Lua state per worker thread and a time budget per phase call.
 #![deny(unsafe_code)]
 
+mod budget;
 mod ctx;
 mod custom;
 mod fast;

@@ -126,6 +126,56 @@ impl Call {
         }
     }
 
+    /// A call of `plugin` in `phase`, in this thread's spare box when it
+    /// has one (put back empty by [`Call::put_back`]): a phase call neither
+    /// allocates its call nor copies it into place.
+    pub(crate) fn take(phase: Phase, plugin: &'static str, method: Method, client_ip: IpAddr) -> Box<Call> {
+        match SPARE.take() {
+            Some(mut call) => {
+                call.phase = phase;
+                call.plugin = plugin;
+                call.method = method;
+                call.client_ip = client_ip;
+                call
+            }
+            None => Box::new(Call::new(phase, plugin, method, client_ip)),
+        }
+    }
+
+    /// Done with `call`: what it still holds is dropped and the box kept
+    /// as this thread's spare, as [`Call::new`] makes a call.
+    pub(crate) fn put_back(mut call: Box<Call>) {
+        call.empty();
+        SPARE.set(Some(call));
+    }
+
+    /// Back to what [`Call::new`] leaves (the phase, plugin, method and
+    /// client address are set by the next [`Call::take`]).
+    fn empty(&mut self) {
+        self.scheme = "http";
+        self.host.clear();
+        self.path.clear();
+        self.query.clear();
+        self.http_version = 1.1;
+        if self.headers.capacity() != 0 {
+            self.headers = HeaderMap::new();
+        }
+        self.upstream_host = None;
+        self.status = None;
+        if self.response_headers.capacity() != 0 {
+            self.response_headers = HeaderMap::new();
+        }
+        self.exit = None;
+        self.serialize.clear();
+        self.body = None;
+        self.body_set = None;
+        self.chunk = None;
+        self.eof = false;
+        self.buffered = None;
+        self.source = None;
+        self.more = client::More::default();
+    }
+
     /// The request's host, path and query.
     pub(crate) fn line<R>(&self, read: impl FnOnce(&str, &str, &str) -> R) -> R {
         crate::scoped::line(|line| match line {
@@ -137,6 +187,7 @@ impl Call {
 
 thread_local! {
     static CALL: RefCell<Option<Box<Call>>> = const { RefCell::new(None) };
+    static SPARE: std::cell::Cell<Option<Box<Call>>> = const { std::cell::Cell::new(None) };
 }
 
 /// Runs `run` with `call` as the current call, and gives the call back.

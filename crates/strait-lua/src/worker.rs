@@ -5,10 +5,9 @@
 //! instance is (a configuration change makes new instances).
 //!
 //! **The time budget.** User code runs on LuaJIT's interpreter (the JIT is
-//! switched off for every chunk it compiles here) under a count hook that
-//! looks at the call's deadline every 1,000 instructions: a phase call that
-//! runs past `lua_max_run_time` raises an error in the code, which ends
-//! that request with 500. Code that catches it (`pcall`, `xpcall`,
+//! switched off for every chunk it compiles here), and a phase call that
+//! runs past `lua_max_run_time` has an error raised in its code by a hook
+//! a watchdog thread sets (budget.rs), which ends that request with 500. Code that catches it (`pcall`, `xpcall`,
 //! `coroutine.resume`) has it raised again as those return (sandbox.lua
 //! wraps them in the state). Compiled traces never check hooks (LuaJIT issues #723, #1120),
 //! hence the interpreter. A call stuck inside one C function (a huge
@@ -20,15 +19,14 @@
 //! fifths of the cap (code keeping data in upvalues or globals) the worker
 //! drops it and makes a fresh one on its next call.
 
-use std::cell::{Cell, RefCell};
+use mlua::{Function, Lua, Table, Value};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
 
-use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
-
+use crate::budget::{self, Budget};
 use crate::ctx;
 pub(crate) use crate::ctx::Store;
 use crate::custom::CustomPlugin;
@@ -152,6 +150,8 @@ struct Method {
 type Compiled = Rc<Result<Vec<Entry>, String>>;
 
 struct Worker {
+    /// Dropped before the state (it tells the watchdog first).
+    budget: Option<Budget>,
     lua: Lua,
     settings: Arc<LuaSettings>,
     /// Makes one chunk's environment under `sandbox` (sandbox.lua).
@@ -165,8 +165,6 @@ struct Worker {
     /// Custom plugin instances' phase methods, with their handler and
     /// config, by instance id and phase: looked up once.
     methods: HashMap<(u64, u8), Rc<Method>, Hasher>,
-    /// The running call's deadline, read by the count hook.
-    deadline: Rc<Cell<Option<Instant>>>,
     compiled: HashMap<(u64, u8), Compiled, Hasher>,
     retired_seen: usize,
     /// Set when a call ran out of memory and collecting did not free
@@ -191,9 +189,7 @@ impl Worker {
         // Custom plugins' handlers read `kong` and `ngx` as globals.
         lua.globals().set("kong", kong.clone())?;
         lua.globals().set("ngx", ngx.clone())?;
-        let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
-        let seen = deadline.clone();
-        let expired = lua.create_function(move |_, ()| Ok(seen.get().is_some_and(|d| Instant::now() >= d)))?;
+        let expired = lua.create_function(|_, ()| Ok(budget::expired()))?;
         let requires = settings.sandbox_requires.clone();
         let environment = settings.sandbox_environment.clone();
         let (sandboxed, open): (Function, Function) = lua
@@ -205,21 +201,9 @@ impl Worker {
         let jit: Table = lua.globals().get("jit")?;
         jit.get::<Function>("off")?.call::<()>(())?;
         crate::custom::prepare(&lua, &settings)?;
-        if !settings.max_run_time.is_zero() {
-            let seen = deadline.clone();
-            let limit = settings.max_run_time;
-            lua.set_global_hook(
-                HookTriggers::new().every_nth_instruction(1000),
-                move |_, _| match seen.get() {
-                    Some(deadline) if Instant::now() >= deadline => Err(mlua::Error::runtime(format!(
-                        "strait: Lua code exceeded lua_max_run_time ({} ms)",
-                        limit.as_millis()
-                    ))),
-                    _ => Ok(VmState::Continue),
-                },
-            )?;
-        }
+        let budget = Budget::new(&lua, settings.max_run_time)?;
         Ok(Worker {
+            budget,
             lua,
             settings,
             sandboxed,
@@ -227,7 +211,6 @@ impl Worker {
             handlers: HashMap::default(),
             confs: HashMap::default(),
             methods: HashMap::default(),
-            deadline,
             compiled: HashMap::default(),
             retired_seen: 0,
             spent: false,
@@ -295,21 +278,28 @@ impl Worker {
             Err(error) => return (Err(error.clone()), call),
         };
         ctx::enter(&store, code.plugin);
-        let limit = self.settings.max_run_time;
-        self.deadline.set((!limit.is_zero()).then(|| Instant::now() + limit));
-        let (result, call) = pdk::with_current(call, || {
-            for entry in entries {
-                entry.run()?;
-            }
-            Ok::<(), mlua::Error>(())
+        let (result, call) = self.bounded(|| {
+            pdk::with_current(call, || {
+                for entry in entries {
+                    entry.run()?;
+                }
+                Ok::<(), mlua::Error>(())
+            })
         });
         ctx::leave(store);
         self.finish(result, call)
     }
 
-    /// After a phase call: the deadline cleared, a memory error handled.
+    /// Runs one phase call under the time budget (budget.rs).
+    fn bounded<R>(&self, run: impl FnOnce() -> R) -> R {
+        match &self.budget {
+            Some(budget) => budget.call(run),
+            None => run(),
+        }
+    }
+
+    /// After a phase call: a memory error handled.
     fn finish(&mut self, result: mlua::Result<()>, call: Box<Call>) -> (Result<(), String>, Box<Call>) {
-        self.deadline.set(None);
         if let Err(error) = &result {
             self.after_error(error);
         }
@@ -381,9 +371,8 @@ impl Worker {
             }
         };
         ctx::enter(&store, name);
-        let limit = self.settings.max_run_time;
-        self.deadline.set((!limit.is_zero()).then(|| Instant::now() + limit));
-        let (result, call) = pdk::with_current(call, || method.function.call::<()>((&method.handler, &method.conf)));
+        let (result, call) =
+            self.bounded(|| pdk::with_current(call, || method.function.call::<()>((&method.handler, &method.conf))));
         ctx::leave(store);
         self.finish(result, call)
     }
