@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use mlua::{Lua, Table, Value};
 use serde_json::{Map, Value as Json};
-use strait_core::schema::field::Field;
-use strait_core::schema::{formats, PluginSchema};
+use strait_core::schema::{kong_dsl, PluginSchema};
 use strait_plugins::{BodyChunk, Flow, LogRecord, Plugin, RequestCtx, ResponseCtx, SharedStore};
 
 use crate::functions;
@@ -140,164 +139,14 @@ fn handler_source(lua: &Lua, name: &str) -> Option<String> {
     std::fs::read_to_string(file?).ok()
 }
 
-/// Kong's plugin schema table as Strait's: `consumer`, `protocols` and the
-/// `config` record.
+/// Kong's plugin schema table as Strait's (strait-core's `kong_dsl`): the
+/// table is read as JSON, a function in it (a `custom_validator`) as null,
+/// so the translator names what it does not support.
 fn plugin_schema(lua: &Lua, schema: &Table) -> Result<PluginSchema, String> {
-    let mut plugin = PluginSchema::new(Vec::new());
-    plugin.http_only = false;
-    let fields: Table = schema
-        .get("fields")
-        .map_err(|_| "the schema has no fields".to_string())?;
-    for entry in fields.sequence_values::<Table>() {
-        let entry = entry.map_err(|e| e.to_string())?;
-        let (name, def) = single_pair(&entry)?;
-        match name.as_str() {
-            "consumer" => plugin.no_consumer = is_null_foreign(&def),
-            "protocols" => plugin.http_only = def.get::<bool>("strait_protocols_http").unwrap_or(false),
-            "route" | "service" | "consumer_group" => {}
-            "config" => {
-                if def.get::<String>("type").ok().as_deref() != Some("record") {
-                    return Err("config must be a record".into());
-                }
-                plugin.config = record_fields(lua, &def, "config")?;
-            }
-            other => return Err(format!("unknown top-level schema field '{other}'")),
-        }
-    }
-    Ok(plugin)
-}
-
-fn is_null_foreign(def: &Table) -> bool {
-    def.get::<String>("eq").is_ok_and(|eq| eq == "null")
-}
-
-/// A `{ name = def }` entry of a `fields` array.
-fn single_pair(entry: &Table) -> Result<(String, Table), String> {
-    let mut pairs = entry.pairs::<String, Table>();
-    match (pairs.next(), pairs.next()) {
-        (Some(Ok(pair)), None) => Ok(pair),
-        _ => Err("each entry of a fields array must be a table with one field".into()),
-    }
-}
-
-/// A record's `fields` as named Strait fields (names kept for the process's
-/// life: a bounded set made at start-up).
-fn record_fields(lua: &Lua, def: &Table, path: &str) -> Result<Vec<(&'static str, Field)>, String> {
-    let fields: Table = def
-        .get("fields")
-        .map_err(|_| format!("{path}: a record needs fields"))?;
-    let mut out = Vec::new();
-    for entry in fields.sequence_values::<Table>() {
-        let entry = entry.map_err(|e| e.to_string())?;
-        let (name, def) = single_pair(&entry)?;
-        let path = format!("{path}.{name}");
-        let leaked: &'static str = Box::leak(name.into_boxed_str());
-        out.push((leaked, field(lua, &def, &path)?));
-    }
-    Ok(out)
-}
-
-/// The attributes of a field definition this version translates.
-const KNOWN: [&str; 15] = [
-    "type",
-    "required",
-    "default",
-    "one_of",
-    "between",
-    "gt",
-    "len_min",
-    "elements",
-    "keys",
-    "values",
-    "fields",
-    "description",
-    "referenceable",
-    "encrypted",
-    "strait_check",
-];
-
-/// One field definition of Kong's DSL as a Strait field.
-fn field(lua: &Lua, def: &Table, path: &str) -> Result<Field, String> {
-    for pair in def.pairs::<String, Value>() {
-        let (key, _) = pair.map_err(|e| e.to_string())?;
-        if !KNOWN.contains(&key.as_str()) && key != "uuid" && key != "strait_protocols_http" {
-            return Err(format!("{path}: '{key}' is not supported by Strait yet"));
-        }
-    }
-    let kind: String = def.get("type").map_err(|_| format!("{path}: a field needs a type"))?;
-    let sub = |key: &str| -> Result<Field, String> {
-        let inner: Table = def.get(key).map_err(|_| format!("{path}: {kind} needs {key}"))?;
-        field(lua, &inner, &format!("{path}.{key}"))
-    };
-    let mut out = match kind.as_str() {
-        "string" => Field::string(),
-        "integer" => Field::integer(),
-        "number" => Field::number(),
-        "boolean" => Field::boolean(),
-        "array" => Field::array(sub("elements")?),
-        "set" => Field::set(sub("elements")?),
-        "map" => Field::map(sub("keys")?, sub("values")?),
-        "record" => Field::record(record_fields(lua, def, path)?),
-        other => return Err(format!("{path}: type '{other}' is not supported by Strait yet")),
-    };
-    if def.get::<bool>("required").unwrap_or(false) {
-        out = out.required();
-    }
-    if let Ok(Value::Table(options)) = def.get::<Value>("one_of") {
-        let mut texts = Vec::new();
-        let mut numbers = Vec::new();
-        for option in options.sequence_values::<Value>() {
-            match option.map_err(|e| e.to_string())? {
-                Value::String(text) => texts.push(text.to_string_lossy()),
-                Value::Integer(n) => numbers.push(n),
-                _ => return Err(format!("{path}: one_of holds a value Strait cannot check")),
-            }
-        }
-        if !texts.is_empty() {
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            out = out.one_of(&refs);
-        } else if !numbers.is_empty() {
-            out = out.one_of_integers(&numbers);
-        }
-    }
-    if let Ok(Value::Table(range)) = def.get::<Value>("between") {
-        let (low, high): (i64, i64) = (
-            range
-                .get(1)
-                .map_err(|_| format!("{path}: between needs two integers"))?,
-            range
-                .get(2)
-                .map_err(|_| format!("{path}: between needs two integers"))?,
-        );
-        out = out.between(low, high);
-    }
-    if let Ok(bound) = def.get::<i64>("gt") {
-        out = out.gt(bound);
-    }
-    if let Ok(min) = def.get::<i64>("len_min") {
-        out = out.len_min(min.max(0) as usize);
-    }
-    if def.get::<bool>("uuid").unwrap_or(false) {
-        out = out.uuid();
-    }
-    if def
-        .get::<String>("strait_check")
-        .is_ok_and(|check| check == "header_name")
-    {
-        out = out.check(formats::header_name);
-    }
-    if def.get::<bool>("referenceable").unwrap_or(false) {
-        out = out.referenceable();
-    }
-    match def.get::<Value>("default") {
-        Ok(Value::Nil) | Err(_) => {}
-        Ok(value) => {
-            let json: Json = mlua::LuaSerdeExt::from_value(lua, value)
-                .map_err(|e| format!("{path}: the default cannot be read: {e}"))?;
-            out = out.default(json);
-        }
-    }
-    Ok(out)
+    let options = mlua::DeserializeOptions::new().deny_unsupported_types(false);
+    let json: Json = mlua::LuaSerdeExt::from_value_with(lua, Value::Table(schema.clone()), options)
+        .map_err(|e| format!("the schema cannot be read: {e}"))?;
+    kong_dsl::plugin_schema(&json)
 }
 
 /// One custom plugin instance: its definition and validated config; the

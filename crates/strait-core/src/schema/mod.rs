@@ -14,6 +14,7 @@ mod engine;
 pub mod field;
 pub mod formats;
 mod identity;
+pub mod kong_dsl;
 pub mod plugins;
 mod proxy;
 mod route_rules;
