@@ -298,7 +298,7 @@ mod tests {
         assert!(schema.no_consumer && schema.http_only);
         let names: Vec<&str> = schema.config.iter().map(|(name, _)| *name).collect();
         assert_eq!(names, ["header", "mode", "tries", "tags", "limits", "inner"]);
-        let json = Field::record(schema.config.clone()).to_json();
+        let json = strait_core::schema::field::Field::record(schema.config.clone()).to_json();
         let text = json.to_string();
         for expected in [
             r#""default":"x-a""#,
