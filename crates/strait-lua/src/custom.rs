@@ -127,7 +127,7 @@ fn load_one(lua: &Lua, name: &str) -> Result<(Definition, PluginSchema), String>
         reads_body: source.as_deref().is_some_and(functions::mentions_body),
         reads_router: source.as_deref().is_some_and(functions::mentions_router),
     };
-    Ok((definition, plugin_schema(lua, &schema)?))
+    Ok((definition, plugin_schema(&schema)?))
 }
 
 /// The handler module's source, found as `require` found it.
@@ -140,13 +140,50 @@ fn handler_source(lua: &Lua, name: &str) -> Option<String> {
 }
 
 /// Kong's plugin schema table as Strait's (strait-core's `kong_dsl`): the
-/// table is read as JSON, a function in it (a `custom_validator`) as null,
-/// so the translator names what it does not support.
-fn plugin_schema(lua: &Lua, schema: &Table) -> Result<PluginSchema, String> {
-    let options = mlua::DeserializeOptions::new().deny_unsupported_types(false);
-    let json: Json = mlua::LuaSerdeExt::from_value_with(lua, Value::Table(schema.clone()), options)
-        .map_err(|e| format!("the schema cannot be read: {e}"))?;
-    kong_dsl::plugin_schema(&json)
+/// table read as JSON, keeping a function's key (a `custom_validator`) so
+/// the translator names what it does not support.
+fn plugin_schema(schema: &Table) -> Result<PluginSchema, String> {
+    kong_dsl::plugin_schema(&schema_json(&Value::Table(schema.clone()), 0)?)
+}
+
+/// A schema value as JSON: a table with only the keys 1..n is an array,
+/// any other table an object; a function is `"function"`.
+fn schema_json(value: &Value, depth: usize) -> Result<Json, String> {
+    if depth > 32 {
+        return Err("the schema nests too deep".into());
+    }
+    Ok(match value {
+        Value::Nil => Json::Null,
+        Value::Boolean(b) => Json::Bool(*b),
+        Value::Integer(n) => Json::from(*n),
+        Value::Number(n) => serde_json::Number::from_f64(*n).map_or(Json::Null, Json::Number),
+        Value::String(text) => Json::String(text.to_string_lossy()),
+        Value::Function(_) => Json::String("function".into()),
+        Value::Table(table) => {
+            let length = table.raw_len();
+            let pairs: Vec<(Value, Value)> = table.pairs().collect::<mlua::Result<_>>().map_err(|e| e.to_string())?;
+            if length > 0 && pairs.len() == length {
+                let mut items = Vec::with_capacity(length);
+                for at in 1..=length {
+                    let item: Value = table.raw_get(at).map_err(|e| e.to_string())?;
+                    items.push(schema_json(&item, depth + 1)?);
+                }
+                Json::Array(items)
+            } else {
+                let mut object = Map::new();
+                for (key, item) in &pairs {
+                    let key = match key {
+                        Value::String(text) => text.to_string_lossy(),
+                        Value::Integer(n) => n.to_string(),
+                        _ => return Err("a schema table has a key that is not a string".into()),
+                    };
+                    object.insert(key, schema_json(item, depth + 1)?);
+                }
+                Json::Object(object)
+            }
+        }
+        other => return Err(format!("a schema holds a {} value", other.type_name())),
+    })
 }
 
 /// One custom plugin instance: its definition and validated config; the
@@ -272,7 +309,7 @@ mod tests {
         let lua = Lua::new();
         prepare(&lua, &LuaSettings::default()).unwrap();
         let table: Table = lua.load(schema).eval().map_err(|e| e.to_string())?;
-        plugin_schema(&lua, &table)
+        plugin_schema(&table)
     }
 
     #[test]
