@@ -116,6 +116,26 @@ if ! "$tools_dir/venv/bin/pip" show websockets 2>/dev/null | grep -q "^Version: 
   "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "websockets==$WEBSOCKETS_VERSION"
 fi
 
+# Kong's external plugin PDKs, real ones from the registries, for tests/tests/plugin_servers.rs:
+# PyPI kong-pdk (the Python plugin server; the wheel: the sdist needs Python < 3.12) into the
+# venv, and npm kong-pdk (kong-js-pluginserver) into target/tools/js-pdk, linked into tools/bin.
+KONG_PDK_PYTHON_VERSION=0.36
+if ! "$tools_dir/venv/bin/pip" show kong-pdk 2>/dev/null | grep -q "^Version: $KONG_PDK_PYTHON_VERSION$"; then
+  "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "kong-pdk==$KONG_PDK_PYTHON_VERSION"
+fi
+export STRAIT_KONG_PDK_PYTHON="$tools_dir/venv/bin/python"
+KONG_PDK_JS_VERSION=0.6.0
+if ! need node || ! need npm; then
+  apt-get update -qq && apt-get install -y -qq nodejs npm
+fi
+if [[ "$(cat "$tools_dir/js-pdk/version" 2>/dev/null)" != "$KONG_PDK_JS_VERSION" ]]; then
+  echo "== installing npm kong-pdk $KONG_PDK_JS_VERSION into $tools_dir/js-pdk"
+  rm -rf "$tools_dir/js-pdk" && mkdir -p "$tools_dir/js-pdk" "$tools_dir/bin"
+  (cd "$tools_dir/js-pdk" && npm install --silent --no-audit --no-fund "kong-pdk@$KONG_PDK_JS_VERSION")
+  echo "$KONG_PDK_JS_VERSION" >"$tools_dir/js-pdk/version"
+fi
+export STRAIT_KONG_JS_PLUGINSERVER="$tools_dir/js-pdk/node_modules/.bin/kong-js-pluginserver"
+
 # cargo-deny: the dependency tree's licenses, banned crates and sources (deny.toml), built
 # from crates.io into target/tools (kept between runs when present).
 CARGO_DENY_VERSION=0.20.2
@@ -142,7 +162,7 @@ if (("$(free_gb "$target_dir")" < "${STRAIT_MIN_FREE_GB:-20}")); then
   echo "== only $(free_gb "$target_dir") GB free: removing the workspace's old build artifacts"
   rm -rf "$target_dir/debug/incremental" "$target_dir"/*/debug/incremental fuzz/target/*/release/incremental
   workspace_crates=(strait-core strait-expr strait-store strait-router strait-runtime strait-plugins
-    strait-snapshot strait-proxy strait-cluster strait-admin strait strait-e2e)
+    strait-lua strait-external strait-snapshot strait-proxy strait-cluster strait-admin strait strait-e2e)
   clean_args=()
   for crate in "${workspace_crates[@]}"; do clean_args+=(-p "$crate"); done
   cargo clean -q "${clean_args[@]}"
@@ -153,7 +173,7 @@ cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== house rules: only the binary uses the proxy, no source file over 1,000 lines, no too_many_arguments allowance"
-for crate in strait-admin strait-cluster strait-snapshot strait-plugins strait-lua strait-store strait-runtime; do
+for crate in strait-admin strait-cluster strait-snapshot strait-plugins strait-lua strait-external strait-store strait-runtime; do
   if cargo tree --offline -p "$crate" -e normal,build --prefix none | grep -q '^strait-proxy '; then
     echo "$crate depends on strait-proxy: compile snapshots through strait-snapshot instead" >&2
     exit 1

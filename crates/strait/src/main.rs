@@ -191,7 +191,9 @@ fn validate(file: Option<&String>) -> Result<ExitCode> {
     let file = file.ok_or_else(|| anyhow!("config validate needs a FILE\n\n{USAGE}"))?;
     // Custom plugins named by STRAIT_PLUGINS validate as they will run.
     let raw = RawSettings::load(None, std::env::vars())?;
-    strait_lua::load_custom_plugins(&settings::lua_settings(&raw)?).map_err(|e| anyhow!(e))?;
+    let mut lua = settings::lua_settings(&raw)?;
+    load_plugin_servers(&settings::external_settings(&raw)?, &mut lua, false)?;
+    strait_lua::load_custom_plugins(&lua).map_err(|e| anyhow!(e))?;
     let bytes = std::fs::read(file).map_err(|e| anyhow!("reading {file}: {e}"))?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -237,11 +239,25 @@ fn start(args: &[String]) -> Result<()> {
         }
     }
     let raw = RawSettings::load(conf.as_deref(), std::env::vars().chain(overrides))?;
-    let settings = NodeSettings::from_raw(raw)?;
+    let mut settings = NodeSettings::from_raw(raw)?;
     init_logging(&settings)?;
+    load_plugin_servers(&settings.external, &mut settings.lua, true)?;
     strait_lua::configure(settings.lua.clone());
     strait_lua::load_custom_plugins(&settings.lua).map_err(|e| anyhow!(e))?;
     node::run(settings)
+}
+
+/// The plugin servers' plugins into the registry (and, with `start`, the
+/// servers started); the names they serve are not looked for as Lua
+/// plugins.
+fn load_plugin_servers(
+    external: &strait_external::ExternalSettings,
+    lua: &mut strait_lua::LuaSettings,
+    start: bool,
+) -> Result<()> {
+    let served = strait_external::load(external, &lua.custom_plugins, start).map_err(|e| anyhow!(e))?;
+    lua.custom_plugins.retain(|name| !served.contains(name));
+    Ok(())
 }
 
 /// The node's own log (`proxy_error_log`, `log_level`, `log_format`):

@@ -209,6 +209,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     start_secret_refresh(&publisher, settings.vault_refresh_interval);
     let node_id = node_id(&settings.prefix)?;
     strait_lua::set_node(node_id.clone(), hostname());
+    strait_external::set_node(node_id.clone());
     let ready = Arc::new(AtomicBool::new(false));
     let cluster = match &settings.role {
         Role::Traditional => strait_admin::Cluster::None,

@@ -86,6 +86,11 @@ const DEFAULTS: &[(&str, &str)] = &[
     // kong/plugins/<name>/ through lua_package_path.
     ("plugins", "bundled"),
     ("lua_package_path", "./?.lua;./?/init.lua;"),
+    // Kong's plugin servers (Go, Python, JavaScript): the servers' names,
+    // each with `pluginserver_<name>_socket`, `_start_cmd`, `_query_cmd`
+    // (dynamic keys); and Strait's bound on one event (a phase of a request).
+    ("pluginserver_names", ""),
+    ("pluginserver_timeout", "60s"),
     ("admin_ssl_cert", ""),
     ("admin_ssl_cert_key", ""),
     ("admin_ssl_client_ca", ""),
@@ -186,6 +191,8 @@ pub struct NodeSettings {
     pub mem_cache_size: usize,
     /// `untrusted_lua*` and `lua_max_run_time`: how Lua code runs.
     pub lua: strait_lua::LuaSettings,
+    /// `pluginserver_*`: the plugin servers and their bound.
+    pub external: strait_external::ExternalSettings,
     pub admin_tls: AdminTls,
     /// Defaults of references that name a vault implementation directly.
     pub vaults: strait_snapshot::secrets::VaultDefaults,
@@ -322,6 +329,12 @@ pub struct AdminTls {
     pub client_ca: Option<PathBuf>,
 }
 
+/// A setting Strait reads: one of [`DEFAULTS`], or a plugin server's
+/// `pluginserver_<name>_*` (Kong's dynamic keys).
+fn known_setting(key: &str) -> bool {
+    DEFAULTS.iter().any(|(k, _)| *k == key) || key.starts_with("pluginserver_")
+}
+
 /// Parse `strait.conf` text: `key = value`, `#` comments, blank lines.
 pub fn parse_conf(text: &str, origin: &str) -> Result<BTreeMap<String, String>> {
     let mut values = BTreeMap::new();
@@ -334,7 +347,7 @@ pub fn parse_conf(text: &str, origin: &str) -> Result<BTreeMap<String, String>> 
             .split_once('=')
             .ok_or_else(|| anyhow!("{origin}:{}: expected `key = value`, got {line:?}", index + 1))?;
         let key = key.trim().to_ascii_lowercase();
-        if !DEFAULTS.iter().any(|(k, _)| *k == key) {
+        if !known_setting(&key) {
             bail!("{origin}:{}: unknown setting {key:?}", index + 1);
         }
         values.insert(key, value.trim().to_string());
@@ -356,7 +369,7 @@ impl RawSettings {
                 continue;
             };
             let key = key.to_ascii_lowercase();
-            if DEFAULTS.iter().any(|(k, _)| *k == key) {
+            if known_setting(&key) {
                 values.insert(key, value);
             }
         }
@@ -670,6 +683,7 @@ impl NodeSettings {
             },
             mem_cache_size: parse_size("mem_cache_size", raw.get("mem_cache_size"))?,
             lua: lua_settings(&raw)?,
+            external: external_settings(&raw)?,
             admin_tls: AdminTls {
                 cert: optional("admin_ssl_cert").map(PathBuf::from),
                 key: optional("admin_ssl_cert_key").map(PathBuf::from),
@@ -712,6 +726,42 @@ pub fn lua_settings(raw: &RawSettings) -> Result<strait_lua::LuaSettings> {
             .filter(|name| name != "bundled" && name != "off")
             .collect(),
         package_path: raw.get("lua_package_path").to_string(),
+    })
+}
+
+/// `pluginserver_names` and each server's settings, with Kong's defaults:
+/// the socket `<prefix>/<name>.socket`; the start and query commands
+/// `/usr/local/bin/<name>` and `/usr/local/bin/<name> -dump` when that file
+/// exists. A server without a query command is refused (Kong's message).
+pub fn external_settings(raw: &RawSettings) -> Result<strait_external::ExternalSettings> {
+    let prefix = PathBuf::from(raw.get("prefix"));
+    let mut servers = Vec::new();
+    for name in strait_lua::list(raw.get("pluginserver_names")) {
+        let name = name.to_ascii_lowercase();
+        if name == "off" || name == "none" {
+            continue;
+        }
+        let key = |suffix: &str| format!("pluginserver_{}_{suffix}", name.replace('-', "_"));
+        let set = |suffix: &str| {
+            Some(raw.get(&key(suffix)).trim())
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let installed = PathBuf::from("/usr/local/bin").join(&name);
+        let installed = installed.exists().then(|| installed.display().to_string());
+        let query_cmd = set("query_cmd")
+            .or_else(|| installed.as_ref().map(|path| format!("{path} -dump")))
+            .ok_or_else(|| anyhow!("query_command undefined for pluginserver {name}"))?;
+        servers.push(strait_external::ServerSettings {
+            socket: set("socket").map_or_else(|| prefix.join(format!("{name}.socket")), PathBuf::from),
+            start_cmd: set("start_cmd").or(installed),
+            query_cmd,
+            name,
+        });
+    }
+    Ok(strait_external::ExternalSettings {
+        servers,
+        timeout: parse_duration("pluginserver_timeout", raw.get("pluginserver_timeout"))?,
     })
 }
 

@@ -1,0 +1,334 @@
+//! Plugins written against Kong's external PDKs, run by their real plugin
+//! servers (PyPI `kong-pdk`, npm `kong-pdk`, installed by scripts/test.sh)
+//! on a real node with a real upstream: each reads a request header, sets
+//! an upstream header, answers with `kong.response.exit` on a condition
+//! and logs; its schema (from the server's dump) is enforced on the Admin
+//! API; a server killed under load is started again and the requests that
+//! failed meanwhile get Kong's 500.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use strait_e2e::admin_api::send_json;
+use strait_e2e::plugins::{echo_headers, echo_service, UPSTREAM};
+use strait_e2e::tools::tool;
+use strait_e2e::upstream::{Upstream, UpstreamKind};
+use strait_e2e::{request, Gateway, GatewayOptions, TempDir};
+
+/// A Python plugin as Kong's documentation and `examples/py-hello.py`
+/// teach: a module with `Schema`, `version`, `priority` and `Plugin`, run
+/// as a dedicated server.
+const PY_GREETER: &str = r#"#!/usr/bin/env python3
+import kong_pdk.pdk.kong as kong
+
+Schema = (
+    {"message": {"type": "string", "required": True}},
+    {"deny_header": {"type": "string", "default": "x-deny"}},
+)
+
+version = "0.1.0"
+priority = 900
+
+
+class Plugin(object):
+    def __init__(self, config):
+        self.config = config
+
+    def access(self, kong: kong.kong):
+        name, err = kong.request.get_header("x-name")
+        if err:
+            kong.log.err("reading x-name: ", err)
+            return
+        denied, _ = kong.request.get_header(self.config["deny_header"])
+        if denied:
+            kong.response.exit(403, {"message": "denied by py-greeter", "who": name})
+            return
+        kong.service.request.set_header("x-greeting", self.config["message"] + ", " + (name or "stranger"))
+        kong.log.notice("py-greeter greeted ", name or "stranger")
+
+
+if __name__ == "__main__":
+    from kong_pdk.cli import start_dedicated_server
+    start_dedicated_server("py-greeter", Plugin, version, priority, Schema)
+"#;
+
+/// The same plugin for the JavaScript PDK, as its `examples/js-hello.js`.
+const JS_GREETER: &str = r#"'use strict';
+
+class KongPlugin {
+  constructor(config) {
+    this.config = config;
+  }
+
+  async access(kong) {
+    const name = await kong.request.getHeader("x-name");
+    const denied = await kong.request.getHeader(this.config.deny_header);
+    if (denied) {
+      return await kong.response.exit(403, { message: "denied by js-greeter", who: name });
+    }
+    await kong.service.request.setHeader("x-greeting", `${this.config.message}, ${name || "stranger"}`);
+    await kong.log.notice("js-greeter greeted ", name || "stranger");
+  }
+}
+
+module.exports = {
+  Plugin: KongPlugin,
+  Schema: [
+    { message: { type: "string", required: true } },
+    { deny_header: { type: "string", default: "x-deny" } },
+  ],
+  Version: "0.1.0",
+  Priority: 800,
+};
+"#;
+
+/// The node's settings for a Python server serving `py-greeter` from `dir`.
+fn python_server(dir: &Path) -> GatewayOptions {
+    let python = tool("python", "STRAIT_KONG_PDK_PYTHON");
+    let script = dir.join("py-greeter.py");
+    std::fs::write(&script, PY_GREETER).unwrap();
+    let run = format!("{} {}", python.display(), script.display());
+    GatewayOptions::new()
+        .setting("plugins", "bundled,py-greeter")
+        .setting("pluginserver_names", "py")
+        .setting(
+            "pluginserver_py_socket",
+            &dir.join("py-greeter.sock").display().to_string(),
+        )
+        .setting(
+            "pluginserver_py_start_cmd",
+            &format!("{run} --kong-prefix {} --socket-name py-greeter.sock", dir.display()),
+        )
+        .setting("pluginserver_py_query_cmd", &format!("{run} --dump"))
+        .setting("log_level", "notice")
+}
+
+/// The node's settings for a JavaScript server serving `js-greeter`.
+fn js_server(dir: &Path) -> GatewayOptions {
+    let server = tool("kong-js-pluginserver", "STRAIT_KONG_JS_PLUGINSERVER");
+    let plugins = dir.join("js-plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::write(plugins.join("js-greeter.js"), JS_GREETER).unwrap();
+    let run = format!("{} --plugins-directory {}", server.display(), plugins.display());
+    GatewayOptions::new()
+        .setting("plugins", "bundled,js-greeter")
+        .setting("pluginserver_names", "js")
+        .setting("pluginserver_js_socket", &dir.join("js.sock").display().to_string())
+        .setting(
+            "pluginserver_js_start_cmd",
+            &format!("{run} --kong-prefix {} --sock-name js.sock", dir.display()),
+        )
+        .setting("pluginserver_js_query_cmd", &format!("{run} --dump-all-plugins"))
+        .setting("log_level", "notice")
+}
+
+async fn log_shows(gw: &Gateway, text: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if gw.log().contains(text) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// Waits for the server's socket (it starts beside the node).
+async fn until_serving(gw: &Gateway, path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let reply = gw.proxy(request("GET", path, &[("x-name", "probe")], "")).await;
+        if reply.status == 200 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the plugin server never answered: {}",
+            gw.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The plugin `name` on a route, configured by the Admin API; its schema
+/// refusing a config without `message`, with Kong's error body.
+async fn greeter_route(gw: &Gateway, name: &str, upstream: &Upstream) {
+    let config = echo_service(json!([{ "name": "greeted", "paths": ["/greeted"] }]), json!([]))
+        .to_string()
+        .replace(UPSTREAM, &upstream.url("http"));
+    gw.apply(&serde_json::from_str(&config).unwrap()).await;
+
+    let root = gw.admin("GET", "/", &[], "").await.json();
+    assert!(
+        root["plugins"]["available_on_server"][name].is_object(),
+        "{name} not available: {}",
+        root["plugins"]["available_on_server"]
+    );
+    let refused = send_json(
+        gw,
+        "POST",
+        "/routes/greeted/plugins",
+        &json!({ "name": name, "config": {} }),
+    )
+    .await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    let body = refused.json();
+    assert_eq!(body["name"], "schema violation");
+    assert_eq!(body["fields"]["config"]["message"], "required field missing", "{body}");
+    let refused = send_json(
+        gw,
+        "POST",
+        "/routes/greeted/plugins",
+        &json!({ "name": name, "config": { "message": 5 } }),
+    )
+    .await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+
+    let made = send_json(
+        gw,
+        "POST",
+        "/routes/greeted/plugins",
+        &json!({ "name": name, "config": { "message": "hello" } }),
+    )
+    .await;
+    assert_eq!(made.status, 201, "{}", made.text());
+    assert_eq!(made.json()["config"]["deny_header"], "x-deny");
+}
+
+/// What every greeter does, checked on `gw`.
+async fn greets_denies_and_logs(gw: &Gateway, name: &str) {
+    until_serving(gw, "/greeted").await;
+    let reply = gw.proxy(request("GET", "/greeted", &[("x-name", "Ada")], "")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(echo_headers(&reply)["x-greeting"], "hello, Ada", "{}", reply.text());
+
+    let denied = gw
+        .proxy(request("GET", "/greeted", &[("x-name", "Eve"), ("x-deny", "1")], ""))
+        .await;
+    assert_eq!(denied.status, 403, "{}", denied.text());
+    assert_eq!(
+        denied.json(),
+        json!({ "message": format!("denied by {name}"), "who": "Eve" })
+    );
+    assert!(
+        log_shows(gw, &format!("[{name}] {name} greeted Ada")).await,
+        "{}",
+        gw.log_tail()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_plugin_on_kong_pdk_reads_sets_exits_and_logs() {
+    let dir = TempDir::new();
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(python_server(dir.path())).await;
+    greeter_route(&gw, "py-greeter", &upstream).await;
+    greets_denies_and_logs(&gw, "py-greeter").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_javascript_plugin_on_kong_pdk_reads_sets_exits_and_logs() {
+    let dir = TempDir::new();
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(js_server(dir.path())).await;
+    greeter_route(&gw, "js-greeter", &upstream).await;
+    greets_denies_and_logs(&gw, "js-greeter").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_plugin_server_is_started_again_and_requests_meanwhile_get_500() {
+    let dir = TempDir::new();
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(python_server(dir.path())).await;
+    greeter_route(&gw, "py-greeter", &upstream).await;
+    until_serving(&gw, "/greeted").await;
+
+    let first = server_pid(&gw, "py-greeter.py");
+    // SIGKILL, as a crash: nothing of the server is left to answer.
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &first.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let started = Instant::now();
+    let (mut ok, mut failed) = (0, 0);
+    while started.elapsed() < Duration::from_secs(20) {
+        let reply = gw.proxy(request("GET", "/greeted", &[("x-name", "Ada")], "")).await;
+        match reply.status.as_u16() {
+            200 => {
+                assert_eq!(echo_headers(&reply)["x-greeting"], "hello, Ada");
+                ok += 1;
+                if ok >= 20 {
+                    break;
+                }
+            }
+            500 => {
+                assert_eq!(reply.json(), json!({ "message": "An unexpected error occurred" }));
+                assert_eq!(ok, 0, "a failure after the server came back");
+                failed += 1;
+            }
+            other => panic!("{other}: {}", reply.text()),
+        }
+    }
+    assert!(ok >= 20, "the server was not started again: {}", gw.log_tail());
+    assert!(failed > 0, "no request saw the server gone");
+    assert!(
+        log_shows(&gw, "external pluginserver 'py' terminated").await,
+        "{}",
+        gw.log_tail()
+    );
+    assert_ne!(server_pid(&gw, "py-greeter.py"), first, "the same process");
+    println!("requests that got 500 while the server was restarted: {failed}");
+}
+
+/// The pid of the node's child whose command line holds `needle`.
+fn server_pid(gw: &Gateway, needle: &str) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let parent = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().nth(1))
+                .and_then(|ppid| ppid.parse::<u32>().ok());
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            if parent == Some(gw.pid()) && String::from_utf8_lossy(&cmdline).contains(needle) {
+                return pid;
+            }
+        }
+        assert!(Instant::now() < deadline, "no server process under the node");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_go_pdk_server_is_refused_by_name_until_its_protocol_lands() {
+    // Checked through `config validate`, which queries servers as a start does.
+    let dir = TempDir::new();
+    let dump = dir.path().join("dump.sh");
+    std::fs::write(
+        &dump,
+        "#!/bin/sh\necho '{\"Protocol\":\"ProtoBuf:1\",\"Plugins\":[{\"Name\":\"go-hello\",\"Phases\":[\"access\"],\"Priority\":1,\"Version\":\"0.1\",\"Schema\":{\"name\":\"go-hello\",\"fields\":[]}}]}'\n",
+    )
+    .unwrap();
+    let config = dir.path().join("kong.yml");
+    std::fs::write(&config, "_format_version: \"3.0\"\n").unwrap();
+    let output = std::process::Command::new(strait_e2e::strait_bin())
+        .args(["config", "validate", &config.display().to_string()])
+        .env("STRAIT_PLUGINS", "bundled,go-hello")
+        .env("STRAIT_PLUGINSERVER_NAMES", "go")
+        .env("STRAIT_PLUGINSERVER_GO_QUERY_CMD", format!("sh {}", dump.display()))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("on plugin 'go-hello': pluginserver go speaks ProtoBuf:1"),
+        "{stderr}"
+    );
+}
