@@ -135,6 +135,21 @@ if [[ "$(cat "$tools_dir/js-pdk/version" 2>/dev/null)" != "$KONG_PDK_JS_VERSION"
   echo "$KONG_PDK_JS_VERSION" >"$tools_dir/js-pdk/version"
 fi
 export STRAIT_KONG_JS_PLUGINSERVER="$tools_dir/js-pdk/node_modules/.bin/kong-js-pluginserver"
+# A Go plugin on go-pdk (tests/plugins/go-greeter, our own source) built in a scratch copy into
+# tools/bin; go-pdk comes from the Go module proxy at the go.mod's version (v0.11.0: v0.11.1 is
+# refused by the proxy here), its go.sum made by `go mod tidy`. Rebuilt when the source changes.
+go_greeter="$tools_dir/bin/go-greeter"
+if [[ ! -x "$go_greeter" ]] || [[ tests/plugins/go-greeter/main.go -nt "$go_greeter" ]] ||
+  [[ tests/plugins/go-greeter/go.mod -nt "$go_greeter" ]]; then
+  ensure_go
+  echo "== building tests/plugins/go-greeter on go-pdk"
+  scratch="$(mktemp -d)"
+  cp tests/plugins/go-greeter/main.go tests/plugins/go-greeter/go.mod "$scratch/"
+  mkdir -p "$tools_dir/bin"
+  (cd "$scratch" && go mod tidy && CGO_ENABLED=0 go build -trimpath -o "$go_greeter" .)
+  rm -rf "$scratch"
+fi
+export STRAIT_GO_GREETER="$go_greeter"
 
 # cargo-deny: the dependency tree's licenses, banned crates and sources (deny.toml), built
 # from crates.io into target/tools (kept between runs when present).

@@ -7,13 +7,14 @@
 //! server is started and kept running. A request's `access` phase is an
 //! event on the server, its PDK calls (pdk.rs) served from the request.
 //!
-//! This version speaks `MsgPack:1` (the Python and JavaScript PDKs); a
-//! `ProtoBuf:1` server (go-pdk) is refused at start-up by name.
+//! Both of Kong's protocols: `MsgPack:1` (the Python and JavaScript PDKs,
+//! mp_rpc.rs) and `ProtoBuf:1` (go-pdk, pb_rpc.rs), over one PDK (pdk.rs).
 #![deny(unsafe_code)]
 
 mod child;
 mod mp_rpc;
 pub mod msgpack;
+mod pb_rpc;
 mod pdk;
 mod plugin;
 mod server;
@@ -58,12 +59,6 @@ pub fn load(settings: &ExternalSettings, plugins: &[String], start: bool) -> Res
         let why = |why: String| format!("error loading plugin schemas: on plugin '{name}': {why}");
         if strait_plugins::priority_of(&name).is_some() {
             return Err(why("a plugin of that name is already bundled".into()));
-        }
-        if info.protocol == Protocol::ProtoBuf {
-            return Err(why(format!(
-                "pluginserver {} speaks ProtoBuf:1 (go-pdk), which this version does not run yet",
-                server_settings.name
-            )));
         }
         if let Some(phase) = info.phases.iter().find(|p| !RUN.contains(&p.as_str())) {
             return Err(why(format!(

@@ -22,8 +22,44 @@ use std::time::Duration;
 use serde_json::{Map, Value as Json};
 use strait_plugins::{AccessFuture, Flow, Plugin, PluginResponse, RequestCtx};
 
-use crate::mp_rpc::{Conn, Ended, RpcError};
-use crate::server::{PluginInfo, Server};
+use crate::mp_rpc::{self, Ended, RpcError};
+use crate::pb_rpc;
+use crate::server::{PluginInfo, Protocol, Server};
+
+/// A connection to a server, in its protocol.
+enum Conn {
+    MsgPack(mp_rpc::Conn),
+    ProtoBuf(pb_rpc::Conn),
+}
+
+impl Conn {
+    async fn connect(protocol: Protocol, socket: &std::path::Path) -> Result<Conn, RpcError> {
+        Ok(match protocol {
+            Protocol::MsgPack => Conn::MsgPack(mp_rpc::Conn::connect(socket).await?),
+            Protocol::ProtoBuf => Conn::ProtoBuf(pb_rpc::Conn::connect(socket).await?),
+        })
+    }
+
+    async fn start_instance(&mut self, name: &str, config: &str) -> Result<i64, RpcError> {
+        match self {
+            Conn::MsgPack(conn) => conn.start_instance(name, config).await,
+            Conn::ProtoBuf(conn) => conn.start_instance(name, config).await,
+        }
+    }
+
+    async fn handle_event(
+        &mut self,
+        instance: i64,
+        phase: &str,
+        plugin: &str,
+        ctx: &mut RequestCtx<'_>,
+    ) -> Result<Ended, RpcError> {
+        match self {
+            Conn::MsgPack(conn) => conn.handle_event(instance, phase, plugin, ctx).await,
+            Conn::ProtoBuf(conn) => conn.handle_event(instance, phase, plugin, ctx).await,
+        }
+    }
+}
 
 /// Idle connections kept per server.
 const IDLE_KEPT: usize = 64;
@@ -78,7 +114,7 @@ impl Host {
         }
         match self.pool.take() {
             Some(conn) => Ok(conn),
-            None => Conn::connect(&self.server.socket).await,
+            None => Conn::connect(self.info.protocol, &self.server.socket).await,
         }
     }
 }
@@ -144,7 +180,16 @@ impl External {
                     return Ok(Ended::Returned);
                 }
                 Ok(ended) => return Ok(ended),
-                Err(RpcError::Server(why)) if !fresh && why.contains("no plugin instance") => fresh = true,
+                // A server that lost the instance: MsgPack servers say so,
+                // go-pdk closes the connection (Kong retries on both).
+                Err(RpcError::Server(why))
+                    if !fresh && (why.contains("no plugin instance") || why.contains("closed")) =>
+                {
+                    fresh = true;
+                    if matches!(conn, Conn::ProtoBuf(_)) {
+                        conn = Conn::connect(self.host.info.protocol, &self.host.server.socket).await?;
+                    }
+                }
                 Err(error) => return Err(error),
             }
         }

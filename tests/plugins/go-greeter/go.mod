@@ -1,0 +1,5 @@
+module strait.test/go-greeter
+
+go 1.21
+
+require github.com/Kong/go-pdk v0.11.0
