@@ -257,6 +257,28 @@ async fn a_python_plugin_on_kong_pdk_reads_sets_exits_and_logs() {
     let gw = Gateway::start(python_server(dir.path())).await;
     greeter_route(&gw, "py-greeter", &upstream).await;
     greets_denies_and_logs(&gw, "py-greeter").await;
+
+    // A declarative document (POST /config) is held to the same schema:
+    // refused whole, nothing of it applied.
+    let mut bad = echo_service(
+        json!([{ "name": "declared", "paths": ["/declared"],
+                 "plugins": [{ "name": "py-greeter", "config": { "deny_header": "x-no" } }] }]),
+        json!([]),
+    );
+    bad["services"][0]["url"] = json!(upstream.url("http"));
+    let refused = send_json(&gw, "POST", "/config", &bad).await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(refused.text().contains("required field missing"), "{}", refused.text());
+    assert_eq!(gw.proxy(request("GET", "/declared", &[], "")).await.status, 404);
+    let mut good = bad.clone();
+    good["services"][0]["routes"][0]["plugins"][0]["config"]["message"] = json!("declared");
+    let applied = send_json(&gw, "POST", "/config", &good).await;
+    assert_eq!(applied.status, 201, "{}", applied.text());
+    let reply = gw.proxy(request("GET", "/declared", &[("x-name", "Bo")], "")).await;
+    assert_eq!(echo_headers(&reply)["x-greeting"], "declared, Bo", "{}", reply.text());
+    let schema = gw.admin("GET", "/schemas/plugins/py-greeter", &[], "").await;
+    assert_eq!(schema.status, 200, "{}", schema.text());
+    assert!(schema.text().contains("deny_header"), "{}", schema.text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
