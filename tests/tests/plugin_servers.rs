@@ -47,6 +47,11 @@ class Plugin(object):
         kong.service.request.set_header("x-greeting", self.config["message"] + ", " + (name or "stranger"))
         kong.log.notice("py-greeter greeted ", name or "stranger")
 
+    def log(self, kong: kong.kong):
+        status, _ = kong.response.get_status()
+        name, _ = kong.request.get_header("x-name")
+        kong.log.notice("py-greeter logged ", status, " for ", name or "stranger")
+
 
 if __name__ == "__main__":
     from kong_pdk.cli import start_dedicated_server
@@ -69,6 +74,12 @@ class KongPlugin {
     }
     await kong.service.request.setHeader("x-greeting", `${this.config.message}, ${name || "stranger"}`);
     await kong.log.notice("js-greeter greeted ", name || "stranger");
+  }
+
+  async log(kong) {
+    const status = await kong.response.getStatus();
+    const name = await kong.request.getHeader("x-name");
+    await kong.log.notice("js-greeter logged ", status, " for ", name || "stranger");
   }
 }
 
@@ -245,6 +256,17 @@ async fn greets_denies_and_logs(gw: &Gateway, name: &str) {
     );
     assert!(
         log_shows(gw, &format!("[{name}] {name} greeted Ada")).await,
+        "{}",
+        gw.log_tail()
+    );
+    // The log phase, after the response, reads the request and the status.
+    assert!(
+        log_shows(gw, &format!("[{name}] {name} logged 200 for Ada")).await,
+        "{}",
+        gw.log_tail()
+    );
+    assert!(
+        log_shows(gw, &format!("[{name}] {name} logged 403 for Eve")).await,
         "{}",
         gw.log_tail()
     );

@@ -37,7 +37,7 @@ pub struct ExternalSettings {
 }
 
 /// Phases a plugin server's plugin may have that this version runs.
-const RUN: [&str; 1] = ["access"];
+const RUN: [&str; 2] = ["access", "log"];
 
 /// Queries every server, adds each plugin named in `plugins` to the
 /// registry, and (with `start`) starts the servers. Returns the names of
@@ -62,7 +62,7 @@ pub fn load(settings: &ExternalSettings, plugins: &[String], start: bool) -> Res
         }
         if let Some(phase) = info.phases.iter().find(|p| !RUN.contains(&p.as_str())) {
             return Err(why(format!(
-                "the plugin has a {phase} phase: Strait runs a plugin server's access phase in this version"
+                "the plugin has a {phase} phase: Strait runs a plugin server's access and log phases in this version"
             )));
         }
         let schema = kong_dsl::plugin_schema(&info.schema).map_err(why)?;

@@ -13,12 +13,11 @@
 
 use std::path::Path;
 
-use strait_plugins::RequestCtx;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 use crate::msgpack::{self, DecodeError, Value};
-use crate::pdk::{self, Outcome};
+use crate::pdk::{self, Dispatch, Outcome};
 
 /// The most one message from a server may take (a body it sets).
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
@@ -153,14 +152,8 @@ impl Conn {
             .ok_or_else(|| RpcError::Io("StartInstance answered no Id".into()))
     }
 
-    /// One event of `instance` in `phase`, its PDK calls served from `ctx`.
-    pub async fn handle_event(
-        &mut self,
-        instance: i64,
-        phase: &str,
-        plugin: &str,
-        ctx: &mut RequestCtx<'_>,
-    ) -> Result<Ended, RpcError> {
+    /// One event of `instance` in `phase`, its PDK calls served by `pdk`.
+    pub async fn handle_event(&mut self, instance: i64, phase: &str, pdk: Dispatch<'_>) -> Result<Ended, RpcError> {
         let mut answer = self
             .call(
                 "plugin.HandleEvent",
@@ -182,7 +175,7 @@ impl Conn {
                 Some(Value::Array(args)) => args.clone(),
                 _ => Vec::new(),
             };
-            let (step, result) = match pdk::call(ctx, plugin, &method, &args) {
+            let (step, result) = match pdk(&method, &args) {
                 Ok(Outcome::Exit(response)) => return Ok(Ended::Exit(response)),
                 Ok(Outcome::Value(value)) => (pdk::step_method(&method), value),
                 Err(error) => ("plugin.StepError", Value::Str(error)),

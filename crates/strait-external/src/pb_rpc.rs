@@ -18,13 +18,12 @@ use std::path::Path;
 
 use prost::Message;
 use prost_types::value::Kind;
-use strait_plugins::RequestCtx;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 use crate::mp_rpc::{Ended, RpcError};
 use crate::msgpack::Value;
-use crate::pdk::{self, Outcome};
+use crate::pdk::{Dispatch, Outcome};
 
 /// The most one frame from a server may take.
 const MAX_FRAME: usize = 64 * 1024 * 1024;
@@ -278,6 +277,11 @@ fn signature(method: &str) -> Option<(In, Out)> {
         "kong.request.get_query" | "kong.request.get_headers" => (I::Int, O::Struct),
         "kong.request.get_raw_body" => (I::Empty, O::RawBody),
         "kong.response.set_header" | "kong.response.add_header" => (I::Kv, O::Empty),
+        "kong.response.get_status" | "kong.service.response.get_status" => (I::Empty, O::Int),
+        "kong.response.get_header" | "kong.service.response.get_header" => (I::Str, O::Str),
+        "kong.response.get_headers" | "kong.service.response.get_headers" => (I::Int, O::Struct),
+        "kong.response.get_source" => (I::Empty, O::Str),
+        "kong.log.serialize" => (I::Empty, O::Str),
         "kong.response.exit" => (I::Exit, O::Empty),
         "kong.router.get_route" => (I::Empty, O::Route),
         "kong.router.get_service" => (I::Empty, O::Service),
@@ -369,7 +373,7 @@ impl Conn {
         instance: i64,
         phase: &str,
         plugin: &str,
-        ctx: &mut RequestCtx<'_>,
+        pdk: Dispatch<'_>,
     ) -> Result<Ended, RpcError> {
         let instance_id = i32::try_from(instance).map_err(|_| RpcError::Io("an instance id past int32".into()))?;
         self.send(Call::HandleEvent(CmdHandleEvent {
@@ -390,7 +394,7 @@ impl Conn {
             };
             let args = decode_args(input, &arguments)
                 .map_err(|e| RpcError::Io(format!("the arguments of {method} do not decode: {e}")))?;
-            let reply = match pdk::call(ctx, plugin, &method, &args) {
+            let reply = match pdk(&method, &args) {
                 Ok(Outcome::Exit(response)) => return Ok(Ended::Exit(response)),
                 Ok(Outcome::Value(value)) => encode_result(output, &value),
                 Err(error) => {

@@ -36,6 +36,10 @@ pub fn set_node(id: String) {
 
 type Result<T> = std::result::Result<T, String>;
 
+/// What serves an event's PDK calls: a method's Kong name and arguments
+/// to its outcome (an error is the PDK's `nil, err`).
+pub type Dispatch<'a> = &'a mut (dyn FnMut(&str, &[Value]) -> Result<Outcome> + Send);
+
 /// Runs PDK method `method` with `args` on `ctx`, for plugin `plugin`.
 pub fn call(ctx: &mut RequestCtx<'_>, plugin: &str, method: &str, args: &[Value]) -> Result<Outcome> {
     let arg = |at: usize| args.get(at).unwrap_or(&Value::Nil);
@@ -396,5 +400,97 @@ pub fn step_method(method: &str) -> &'static str {
         | "kong.response.get_headers"
         | "kong.service.response.get_headers" => "plugin.StepMultiMap",
         _ => "plugin.Step",
+    }
+}
+
+/// The request as the log phase sees it, after the response: what the
+/// request arrived with and what was answered, owned (the event runs after
+/// the request is done, as Kong runs external plugins' `log` in a timer
+/// with the request's data saved).
+#[derive(Debug)]
+pub struct LogView {
+    pub scheme: &'static str,
+    pub host: String,
+    pub port: u16,
+    pub request_uri: String,
+    pub method: http::Method,
+    pub http_version: http::Version,
+    pub client_ip: std::net::IpAddr,
+    pub request_headers: HeaderMap,
+    pub response_headers: HeaderMap,
+    pub status: u16,
+    pub source: &'static str,
+    pub consumer_id: Option<uuid::Uuid>,
+    pub shared: HashMap<String, Value>,
+    /// Kong's log serializer's entry (`kong.log.serialize`).
+    pub serialized: Option<serde_json::Value>,
+}
+
+impl LogView {
+    fn path(&self) -> &str {
+        self.request_uri.split('?').next().unwrap_or("/")
+    }
+
+    fn query(&self) -> &str {
+        self.request_uri.split_once('?').map_or("", |(_, query)| query)
+    }
+}
+
+/// The PDK in the log phase: the request's and the response's reads, the
+/// shared values, logging and the serializer; setters raise Kong's phase
+/// error.
+pub fn call_log(view: &LogView, plugin: &str, method: &str, args: &[Value]) -> Result<Outcome> {
+    let arg = |at: usize| match args.get(at) {
+        Some(Value::Str(text)) => Ok(text.clone()),
+        _ => Err(format!("{method}: the argument must be a string")),
+    };
+    let value = |v: Value| Ok(Outcome::Value(v));
+    let text_or_nil = |v: Option<&str>| value(v.map_or(Value::Nil, Value::str));
+    match method {
+        "kong.request.get_scheme" | "kong.request.get_forwarded_scheme" => value(Value::str(view.scheme)),
+        "kong.request.get_host" | "kong.request.get_forwarded_host" => value(Value::str(view.host.as_str())),
+        "kong.request.get_port" | "kong.request.get_forwarded_port" => value(Value::Int(i64::from(view.port))),
+        "kong.request.get_http_version" => value(Value::Float(match view.http_version {
+            http::Version::HTTP_10 => 1.0,
+            http::Version::HTTP_2 => 2.0,
+            _ => 1.1,
+        })),
+        "kong.request.get_method" => value(Value::str(view.method.as_str())),
+        "kong.request.get_path" | "kong.request.get_raw_path" => value(Value::str(view.path())),
+        "kong.request.get_path_with_query" => value(Value::str(view.request_uri.as_str())),
+        "kong.request.get_raw_query" => value(Value::str(view.query())),
+        "kong.request.get_query" => value(query_map(view.query())),
+        "kong.request.get_header" => {
+            text_or_nil(header_value(&view.request_headers, &arg(0)?).and_then(|v| v.to_str().ok()))
+        }
+        "kong.request.get_headers" => value(headers_map(&view.request_headers)),
+        "kong.response.get_status" | "kong.service.response.get_status" => value(Value::Int(i64::from(view.status))),
+        "kong.response.get_header" | "kong.service.response.get_header" => {
+            text_or_nil(header_value(&view.response_headers, &arg(0)?).and_then(|v| v.to_str().ok()))
+        }
+        "kong.response.get_headers" | "kong.service.response.get_headers" => value(headers_map(&view.response_headers)),
+        "kong.response.get_source" => value(Value::str(view.source)),
+        "kong.client.get_ip" | "kong.client.get_forwarded_ip" => value(Value::Str(view.client_ip.to_string())),
+        "kong.client.get_protocol" => value(Value::str(view.scheme)),
+        "kong.client.get_consumer" => value(
+            view.consumer_id
+                .map_or(Value::Nil, |id| Value::map([("id", Value::Str(id.to_string()))])),
+        ),
+        "kong.ctx.shared.get" => value(view.shared.get(&arg(0)?).cloned().unwrap_or(Value::Nil)),
+        "kong.log.serialize" => value(
+            view.serialized
+                .as_ref()
+                .map_or(Value::Nil, |entry| Value::Str(entry.to_string())),
+        ),
+        "kong.node.get_id" => value(NODE_ID.get().map_or(Value::Nil, |id| Value::str(id.as_str()))),
+        "kong.nginx.get_subsystem" => value(Value::str("http")),
+        _ if method.starts_with("kong.log.") => {
+            log(plugin, &method["kong.log.".len()..], args);
+            value(Value::Nil)
+        }
+        _ if method.starts_with("kong.service.request.") || method.starts_with("kong.response.") => {
+            Err(format!("function cannot be called in log phase ({method})"))
+        }
+        other => Err(format!("{other} is not available in Strait")),
     }
 }

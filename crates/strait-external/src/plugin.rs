@@ -20,10 +20,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::{Map, Value as Json};
-use strait_plugins::{AccessFuture, Flow, Plugin, PluginResponse, RequestCtx};
+use strait_plugins::{AccessFuture, Flow, LogRecord, Plugin, PluginResponse, RequestCtx, SharedStore};
 
 use crate::mp_rpc::{self, Ended, RpcError};
+use crate::msgpack;
 use crate::pb_rpc;
+use crate::pdk::{self, Dispatch, LogView};
 use crate::server::{PluginInfo, Protocol, Server};
 
 /// A connection to a server, in its protocol.
@@ -52,11 +54,11 @@ impl Conn {
         instance: i64,
         phase: &str,
         plugin: &str,
-        ctx: &mut RequestCtx<'_>,
+        pdk: Dispatch<'_>,
     ) -> Result<Ended, RpcError> {
         match self {
-            Conn::MsgPack(conn) => conn.handle_event(instance, phase, plugin, ctx).await,
-            Conn::ProtoBuf(conn) => conn.handle_event(instance, phase, plugin, ctx).await,
+            Conn::MsgPack(conn) => conn.handle_event(instance, phase, pdk).await,
+            Conn::ProtoBuf(conn) => conn.handle_event(instance, phase, plugin, pdk).await,
         }
     }
 }
@@ -121,12 +123,17 @@ impl Host {
 
 /// One plugin instance (one configuration).
 pub struct External {
+    inner: Arc<Instance>,
+}
+
+/// What an instance's events share (a log event outlives its request).
+struct Instance {
     host: Arc<Host>,
     /// The config as the server gets it (JSON text).
     config: String,
     /// The server's id for this instance, with the server generation it
     /// was started in.
-    instance: Mutex<Option<(u64, i64)>>,
+    id: Mutex<Option<(u64, i64)>>,
 }
 
 impl External {
@@ -140,12 +147,20 @@ impl External {
         config.insert("service_id".into(), id(scope.service));
         config.retain(|_, v| !v.is_null());
         External {
-            host,
-            config: Json::Object(config).to_string(),
-            instance: Mutex::new(None),
+            inner: Arc::new(Instance {
+                host,
+                config: Json::Object(config).to_string(),
+                id: Mutex::new(None),
+            }),
         }
     }
 
+    fn runs(&self, phase: &str) -> bool {
+        self.inner.host.info.phases.iter().any(|p| p == phase)
+    }
+}
+
+impl Instance {
     fn name(&self) -> &str {
         &self.host.info.name
     }
@@ -155,7 +170,7 @@ impl External {
     async fn instance(&self, conn: &mut Conn, fresh: bool) -> Result<i64, RpcError> {
         let generation = self.host.server.generation.load(Ordering::Acquire);
         if !fresh {
-            let known = *self.instance.lock().unwrap_or_else(PoisonError::into_inner);
+            let known = *self.id.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some((started_in, id)) = known {
                 if started_in == generation {
                     return Ok(id);
@@ -163,18 +178,18 @@ impl External {
             }
         }
         let id = conn.start_instance(self.name(), &self.config).await?;
-        *self.instance.lock().unwrap_or_else(PoisonError::into_inner) = Some((generation, id));
+        *self.id.lock().unwrap_or_else(PoisonError::into_inner) = Some((generation, id));
         Ok(id)
     }
 
-    /// The access event, retried once on a fresh instance when the server
-    /// no longer knows this one.
-    async fn access_event(&self, ctx: &mut RequestCtx<'_>) -> Result<Ended, RpcError> {
+    /// One event in `phase`, retried once on a fresh instance when the
+    /// server no longer knows this one.
+    async fn event(&self, phase: &str, pdk: Dispatch<'_>) -> Result<Ended, RpcError> {
         let mut conn = self.host.conn().await?;
         let mut fresh = false;
         loop {
             let id = self.instance(&mut conn, fresh).await?;
-            match conn.handle_event(id, "access", self.name(), ctx).await {
+            match conn.handle_event(id, phase, self.name(), &mut *pdk).await {
                 Ok(Ended::Returned) => {
                     self.host.pool.put(conn);
                     return Ok(Ended::Returned);
@@ -194,49 +209,124 @@ impl External {
             }
         }
     }
+
+    /// A failed event's log line.
+    fn failed(&self, phase: &str, why: &str) {
+        tracing::error!(
+            target: "strait::pluginserver",
+            "[{}] {phase} phase: pluginserver {} error: {why}",
+            self.name(),
+            self.host.server.name
+        );
+    }
 }
 
 impl std::fmt::Debug for External {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("External")
-            .field("plugin", &self.host.info.name)
-            .field("server", &self.host.server.name)
+            .field("plugin", &self.inner.host.info.name)
+            .field("server", &self.inner.host.server.name)
             .finish_non_exhaustive()
     }
 }
 
 impl Plugin for External {
     fn name(&self) -> &'static str {
-        self.host.info.name_static
+        self.inner.host.info.name_static
     }
 
     fn priority(&self) -> i32 {
-        self.host.info.priority
+        self.inner.host.info.priority
     }
 
     fn waits(&self) -> bool {
-        true
+        self.runs("access")
     }
 
     fn access_async<'a>(&'a self, ctx: &'a mut RequestCtx<'_>) -> AccessFuture<'a> {
         Box::pin(async move {
-            let outcome = tokio::time::timeout(self.host.timeout, self.access_event(ctx)).await;
+            if !self.runs("access") {
+                return Flow::Continue;
+            }
+            let inner = &self.inner;
+            let plugin = inner.host.info.name_static;
+            let mut serve = |method: &str, args: &[msgpack::Value]| pdk::call(ctx, plugin, method, args);
+            let outcome = tokio::time::timeout(inner.host.timeout, inner.event("access", &mut serve)).await;
             let failure = match outcome {
                 Ok(Ok(Ended::Returned)) => return Flow::Continue,
                 Ok(Ok(Ended::Exit(response))) => return Flow::Respond(response),
                 Ok(Err(error)) => error.to_string(),
-                Err(_) => format!(
-                    "no answer within pluginserver_timeout ({} ms)",
-                    self.host.timeout.as_millis()
-                ),
+                Err(_) => timed_out(inner.host.timeout),
             };
-            tracing::error!(
-                target: "strait::pluginserver",
-                "[{}] access phase: pluginserver {} error: {failure}",
-                self.name(),
-                self.host.server.name
-            );
+            inner.failed("access", &failure);
             Flow::Respond(PluginResponse::message(500, "An unexpected error occurred"))
         })
+    }
+
+    fn logs(&self) -> bool {
+        self.runs("log")
+    }
+
+    /// The log phase needs the serializer's details (the request line and
+    /// both header maps).
+    fn serializes(&self) -> bool {
+        self.runs("log")
+    }
+
+    fn reads_request_headers_in_response(&self) -> bool {
+        self.runs("log")
+    }
+
+    /// An event on the server after the response, off the request's path
+    /// (a task on the worker's runtime), with the request's data saved.
+    fn log(&self, record: &LogRecord, shared: &SharedStore) {
+        if !self.runs("log") {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let view = log_view(record, shared);
+        let inner = self.inner.clone();
+        runtime.spawn(async move {
+            let plugin = inner.host.info.name_static;
+            let mut serve = |method: &str, args: &[msgpack::Value]| pdk::call_log(&view, plugin, method, args);
+            match tokio::time::timeout(inner.host.timeout, inner.event("log", &mut serve)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => inner.failed("log", &error.to_string()),
+                Err(_) => inner.failed("log", &timed_out(inner.host.timeout)),
+            }
+        });
+    }
+}
+
+fn timed_out(timeout: Duration) -> String {
+    format!("no answer within pluginserver_timeout ({} ms)", timeout.as_millis())
+}
+
+/// What the log event reads, saved from the finished request.
+fn log_view(record: &LogRecord, shared: &SharedStore) -> LogView {
+    let details = record.details.as_deref();
+    LogView {
+        scheme: details.map_or("http", |d| d.scheme),
+        host: details.map_or_else(String::new, |d| d.host.clone()),
+        port: details.map_or(0, |d| d.port),
+        request_uri: details.map_or_else(|| "/".to_string(), |d| d.request_uri.clone()),
+        method: record.request.method.clone(),
+        http_version: details.map_or(http::Version::HTTP_11, |d| d.http_version),
+        client_ip: record.request.client_ip,
+        request_headers: details
+            .map(|d| d.request_headers.clone())
+            .or_else(|| record.request.request_headers.clone())
+            .unwrap_or_default(),
+        response_headers: details.map(|d| d.response_headers.clone()).unwrap_or_default(),
+        status: record.status,
+        source: record.source.name(),
+        consumer_id: record.request.consumer_id,
+        shared: shared
+            .get::<pdk::SharedValues>()
+            .map(|s| s.0.clone())
+            .unwrap_or_default(),
+        serialized: strait_plugins::observability::serialize::kong_entry(record, shared),
     }
 }

@@ -2,7 +2,7 @@
 // New, phase methods, server.StartServer), run by Strait's end-to-end tests
 // through Kong's plugin-server protocol (ProtoBuf:1). It reads a request
 // header, sets an upstream header, answers with kong.response.exit on a
-// condition and logs.
+// condition and logs, and in the log phase logs the status it answered.
 package main
 
 import (
@@ -45,6 +45,15 @@ func (conf Config) Access(kong *pdk.PDK) {
 		return
 	}
 	kong.Log.Notice("go-greeter greeted ", name)
+}
+
+func (conf Config) Log(kong *pdk.PDK) {
+	status, _ := kong.Response.GetStatus()
+	name, _ := kong.Request.GetHeader("x-name")
+	if name == "" {
+		name = "stranger"
+	}
+	kong.Log.Notice("go-greeter logged ", status, " for ", name)
 }
 
 func main() {
