@@ -300,6 +300,10 @@ fn signature(method: &str) -> Option<(In, Out)> {
 pub struct Conn {
     stream: UnixStream,
     sequence: i64,
+    /// What was read and not yet taken: the server writes a PDK call's
+    /// name and arguments as two frames, read here in one go.
+    read: Vec<u8>,
+    taken: usize,
 }
 
 impl Conn {
@@ -307,7 +311,12 @@ impl Conn {
         let stream = UnixStream::connect(socket)
             .await
             .map_err(|e| RpcError::Io(format!("connecting to {}: {e}", socket.display())))?;
-        Ok(Conn { stream, sequence: 0 })
+        Ok(Conn {
+            stream,
+            sequence: 0,
+            read: Vec::with_capacity(4096),
+            taken: 0,
+        })
     }
 
     async fn write_frame(&mut self, bytes: &[u8]) -> Result<(), RpcError> {
@@ -321,16 +330,44 @@ impl Conn {
             .map_err(|e| RpcError::Io(format!("writing: {e}")))
     }
 
+    /// Reads until `count` bytes are waiting.
+    async fn fill(&mut self, count: usize) -> Result<(), RpcError> {
+        if self.taken > 0 && self.read.len() - self.taken < count {
+            self.read.drain(..self.taken);
+            self.taken = 0;
+        }
+        while self.read.len() - self.taken < count {
+            let mut chunk = [0u8; 8192];
+            let read = self
+                .stream
+                .read(&mut chunk)
+                .await
+                .map_err(|e| RpcError::Io(format!("reading: {e}")))?;
+            if read == 0 {
+                // go-pdk answers every error of its own by closing.
+                return Err(RpcError::Server("the server closed the connection".into()));
+            }
+            self.read.extend_from_slice(&chunk[..read]);
+        }
+        Ok(())
+    }
+
     async fn read_frame(&mut self) -> Result<Vec<u8>, RpcError> {
-        let mut length = [0u8; 4];
-        self.stream.read_exact(&mut length).await.map_err(closed)?;
-        let length = u32::from_le_bytes(length) as usize;
+        self.fill(4).await?;
+        let at = self.taken;
+        let length = u32::from_le_bytes([self.read[at], self.read[at + 1], self.read[at + 2], self.read[at + 3]]) as usize;
         if length > MAX_FRAME {
             return Err(RpcError::Io(format!("a frame of {length} bytes from the server")));
         }
-        let mut bytes = vec![0u8; length];
-        self.stream.read_exact(&mut bytes).await.map_err(closed)?;
-        Ok(bytes)
+        self.taken += 4;
+        self.fill(length).await?;
+        let frame = self.read[self.taken..self.taken + length].to_vec();
+        self.taken += length;
+        if self.taken == self.read.len() {
+            self.read.clear();
+            self.taken = 0;
+        }
+        Ok(frame)
     }
 
     async fn send(&mut self, call: Call) -> Result<(), RpcError> {
@@ -406,14 +443,6 @@ impl Conn {
         }
         self.answer().await?;
         Ok(Ended::Returned)
-    }
-}
-
-/// go-pdk answers every error of its own by closing the connection.
-fn closed(error: std::io::Error) -> RpcError {
-    match error.kind() {
-        std::io::ErrorKind::UnexpectedEof => RpcError::Server("the server closed the connection".into()),
-        _ => RpcError::Io(format!("reading: {error}")),
     }
 }
 
