@@ -185,7 +185,7 @@ async fn until_serving(gw: &Gateway, path: &str) {
 /// refusing a `message` that is not a string and, for the Python and
 /// JavaScript plugins (whose schemas say so; go-pdk's generated ones have
 /// no `required` nor defaults), a config without one, with Kong's error body.
-async fn greeter_route(gw: &Gateway, name: &str, upstream: &Upstream) {
+async fn greeter_route(gw: &Gateway, name: &str, upstream: &Upstream) -> String {
     let declared = !name.starts_with("go-");
     let config = echo_service(json!([{ "name": "greeted", "paths": ["/greeted"] }]), json!([]))
         .to_string()
@@ -237,6 +237,7 @@ async fn greeter_route(gw: &Gateway, name: &str, upstream: &Upstream) {
     if declared {
         assert_eq!(made.json()["config"]["deny_header"], "x-deny");
     }
+    made.json()["id"].as_str().unwrap().to_string()
 }
 
 /// What every greeter does, checked on `gw`.
@@ -277,8 +278,38 @@ async fn a_python_plugin_on_kong_pdk_reads_sets_exits_and_logs() {
     let dir = TempDir::new();
     let upstream = Upstream::start(UpstreamKind::Http1).await;
     let gw = Gateway::start(python_server(dir.path())).await;
-    greeter_route(&gw, "py-greeter", &upstream).await;
+    let plugin = greeter_route(&gw, "py-greeter", &upstream).await;
     greets_denies_and_logs(&gw, "py-greeter").await;
+
+    // Each config change starts a new instance on the server and closes the
+    // old one (the Python server never expires instances by itself).
+    for message in ["one", "two", "three"] {
+        let patched = send_json(
+            &gw,
+            "PATCH",
+            &format!("/plugins/{plugin}"),
+            &json!({ "config": { "message": message } }),
+        )
+        .await;
+        assert_eq!(patched.status, 200, "{}", patched.text());
+        let reply = gw.proxy(request("GET", "/greeted", &[("x-name", "Cy")], "")).await;
+        assert_eq!(
+            echo_headers(&reply)["x-greeting"],
+            format!("{message}, Cy"),
+            "{}",
+            reply.text()
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = server_status(dir.path(), &dir.path().join("py-greeter.sock"));
+        let instances = status.matches("'Id':").count();
+        if instances == 1 && status.contains("'message': 'three'") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "instances left on the server: {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // A declarative document (POST /config) is held to the same schema:
     // refused whole, nothing of it applied.
@@ -308,7 +339,7 @@ async fn a_javascript_plugin_on_kong_pdk_reads_sets_exits_and_logs() {
     let dir = TempDir::new();
     let upstream = Upstream::start(UpstreamKind::Http1).await;
     let gw = Gateway::start(js_server(dir.path())).await;
-    greeter_route(&gw, "js-greeter", &upstream).await;
+    let _ = greeter_route(&gw, "js-greeter", &upstream).await;
     greets_denies_and_logs(&gw, "js-greeter").await;
 }
 
@@ -317,7 +348,7 @@ async fn a_go_plugin_on_go_pdk_reads_sets_exits_and_logs() {
     let dir = TempDir::new();
     let upstream = Upstream::start(UpstreamKind::Http1).await;
     let gw = Gateway::start(go_server(dir.path())).await;
-    greeter_route(&gw, "go-greeter", &upstream).await;
+    let _ = greeter_route(&gw, "go-greeter", &upstream).await;
     greets_denies_and_logs(&gw, "go-greeter").await;
 }
 
@@ -326,7 +357,7 @@ async fn a_killed_plugin_server_is_started_again_and_requests_meanwhile_get_500(
     let dir = TempDir::new();
     let upstream = Upstream::start(UpstreamKind::Http1).await;
     let gw = Gateway::start(python_server(dir.path())).await;
-    greeter_route(&gw, "py-greeter", &upstream).await;
+    let _ = greeter_route(&gw, "py-greeter", &upstream).await;
     until_serving(&gw, "/greeted").await;
 
     let first = server_pid(&gw, "py-greeter.py");
@@ -365,6 +396,34 @@ async fn a_killed_plugin_server_is_started_again_and_requests_meanwhile_get_500(
     );
     assert_ne!(server_pid(&gw, "py-greeter.py"), first, "the same process");
     println!("requests that got 500 while the server was restarted: {failed}");
+}
+
+/// What the Python server says of itself (`plugin.GetStatus`), asked by a
+/// MessagePack-RPC client in Python (the msgpack module kong-pdk brings).
+fn server_status(dir: &Path, socket: &Path) -> String {
+    const CLIENT: &str = r#"import socket, sys, msgpack
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(msgpack.packb([0, 1, "plugin.GetStatus", [None]]))
+u = msgpack.Unpacker(raw=False)
+while True:
+    data = s.recv(65536)
+    if not data:
+        raise SystemExit("closed")
+    u.feed(data)
+    for message in u:
+        print(message[3]["Plugins"]["py-greeter"]["Instances"])
+        raise SystemExit(0)
+"#;
+    let script = dir.join("status.py");
+    std::fs::write(&script, CLIENT).unwrap();
+    let output = std::process::Command::new(tool("python", "STRAIT_KONG_PDK_PYTHON"))
+        .arg(&script)
+        .arg(socket)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// The pid of the node's child whose command line holds `needle`.

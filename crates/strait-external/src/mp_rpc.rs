@@ -152,6 +152,11 @@ impl Conn {
             .ok_or_else(|| RpcError::Io("StartInstance answered no Id".into()))
     }
 
+    /// `plugin.CloseInstance`: the server forgets `instance`.
+    pub async fn close_instance(&mut self, instance: i64) -> Result<(), RpcError> {
+        self.call("plugin.CloseInstance", Value::Int(instance)).await.map(drop)
+    }
+
     /// One event of `instance` in `phase`, its PDK calls served by `pdk`.
     pub async fn handle_event(&mut self, instance: i64, phase: &str, pdk: Dispatch<'_>) -> Result<Ended, RpcError> {
         let mut answer = self

@@ -355,7 +355,8 @@ impl Conn {
     async fn read_frame(&mut self) -> Result<Vec<u8>, RpcError> {
         self.fill(4).await?;
         let at = self.taken;
-        let length = u32::from_le_bytes([self.read[at], self.read[at + 1], self.read[at + 2], self.read[at + 3]]) as usize;
+        let length =
+            u32::from_le_bytes([self.read[at], self.read[at + 1], self.read[at + 2], self.read[at + 3]]) as usize;
         if length > MAX_FRAME {
             return Err(RpcError::Io(format!("a frame of {length} bytes from the server")));
         }
@@ -403,6 +404,12 @@ impl Conn {
             .instance_status
             .map(|status| i64::from(status.instance_id))
             .ok_or_else(|| RpcError::Io("StartInstance answered no instance".into()))
+    }
+
+    pub async fn close_instance(&mut self, instance: i64) -> Result<(), RpcError> {
+        let instance_id = i32::try_from(instance).map_err(|_| RpcError::Io("an instance id past int32".into()))?;
+        self.send(Call::CloseInstance(CmdCloseInstance { instance_id })).await?;
+        self.answer().await.map(drop)
     }
 
     pub async fn handle_event(

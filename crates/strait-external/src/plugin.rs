@@ -49,6 +49,13 @@ impl Conn {
         }
     }
 
+    async fn close_instance(&mut self, instance: i64) -> Result<(), RpcError> {
+        match self {
+            Conn::MsgPack(conn) => conn.close_instance(instance).await,
+            Conn::ProtoBuf(conn) => conn.close_instance(instance).await,
+        }
+    }
+
     async fn handle_event(
         &mut self,
         instance: i64,
@@ -88,6 +95,34 @@ impl Pool {
     }
 }
 
+/// A configuration change drops the old instances: each is closed on the
+/// server (Kong calls `CloseInstance` for a replaced instance; the Python
+/// server never expires one by itself), in a task on the workers' runtime,
+/// its failure only logged at debug level (the server may be gone).
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let known = *self.id.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let (Some((generation, id)), Some(runtime)) = (known, self.host.runtime.get()) else {
+            return;
+        };
+        if generation != self.host.server.generation.load(Ordering::Acquire) {
+            return;
+        }
+        let host = self.host.clone();
+        runtime.spawn(async move {
+            let closed = async {
+                let mut conn = host.conn().await?;
+                conn.close_instance(id).await?;
+                host.pool.put(conn);
+                Ok::<(), RpcError>(())
+            };
+            if let Ok(Err(error)) = tokio::time::timeout(host.timeout, closed).await {
+                tracing::debug!(target: "strait::pluginserver", "[{}] closing instance {id}: {error}", host.info.name);
+            }
+        });
+    }
+}
+
 /// What the instances of one plugin share.
 pub struct Host {
     pub info: PluginInfo,
@@ -96,6 +131,9 @@ pub struct Host {
     pub timeout: Duration,
     /// The generation the pool's connections were made in.
     pool_generation: std::sync::atomic::AtomicU64,
+    /// The proxy workers' runtime, seen on the first event: where an
+    /// instance that is dropped is closed on the server.
+    runtime: std::sync::OnceLock<tokio::runtime::Handle>,
 }
 
 impl Host {
@@ -106,6 +144,7 @@ impl Host {
             pool: Pool::default(),
             timeout,
             pool_generation: std::sync::atomic::AtomicU64::new(0),
+            runtime: std::sync::OnceLock::new(),
         }
     }
 
@@ -185,6 +224,7 @@ impl Instance {
     /// One event in `phase`, retried once on a fresh instance when the
     /// server no longer knows this one.
     async fn event(&self, phase: &str, pdk: Dispatch<'_>) -> Result<Ended, RpcError> {
+        self.host.runtime.get_or_init(tokio::runtime::Handle::current);
         let mut conn = self.host.conn().await?;
         let mut fresh = false;
         loop {
