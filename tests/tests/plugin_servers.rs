@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use strait_e2e::admin_api::send_json;
+use strait_e2e::deck::deck;
 use strait_e2e::plugins::{echo_headers, echo_service, UPSTREAM};
 use strait_e2e::tools::tool;
 use strait_e2e::upstream::{Upstream, UpstreamKind};
@@ -350,6 +351,37 @@ async fn a_go_plugin_on_go_pdk_reads_sets_exits_and_logs() {
     let gw = Gateway::start(go_server(dir.path())).await;
     let _ = greeter_route(&gw, "go-greeter", &upstream).await;
     greets_denies_and_logs(&gw, "go-greeter").await;
+
+    // Through decK: a file whose config breaks the server's schema is
+    // refused, then the right one syncs (and diffs clean) and runs.
+    let file = |message: &str| {
+        format!(
+            "_format_version: \"3.0\"\nservices:\n  - name: echo\n    url: {}\n    routes:\n      - name: synced\n        paths: [/synced]\n        plugins:\n          - name: go-greeter\n            config: {{ message: {message} }}\n",
+            upstream.url("http")
+        )
+    };
+    std::fs::write(dir.path().join("kong.yml"), file("[not, a, string]")).unwrap();
+    let refused = deck(&gw, dir.path(), &["gateway", "sync", "kong.yml"]).await;
+    assert!(!refused.success, "{}\n{}", refused.stdout, refused.stderr);
+    assert!(refused.stderr.contains("expected a string"), "{}", refused.stderr);
+    std::fs::write(dir.path().join("kong.yml"), file("synced")).unwrap();
+    let synced = deck(&gw, dir.path(), &["gateway", "sync", "kong.yml"])
+        .await
+        .expect_success("deck gateway sync");
+    deck(&gw, dir.path(), &["gateway", "diff", "kong.yml"])
+        .await
+        .expect_success("deck gateway diff")
+        .expect_no_changes(&synced.stdout);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = gw.proxy(request("GET", "/synced", &[("x-name", "Di")], "")).await;
+        if reply.status == 200 {
+            assert_eq!(echo_headers(&reply)["x-greeting"], "synced, Di", "{}", reply.text());
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", reply.text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
