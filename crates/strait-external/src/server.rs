@@ -72,25 +72,59 @@ impl Server {
     }
 }
 
+/// How long a query command may take: Strait does not start while one runs.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Runs `query_cmd` through the shell and reads its plugin (Kong reads the
-/// first entry of `Plugins`, or of the bare array).
+/// first entry of `Plugins`, or of the bare array). A command still running
+/// after a minute is killed and the start fails, rather than hangs.
 pub fn query(settings: &ServerSettings) -> Result<PluginInfo, String> {
-    let output = Command::new("/bin/sh")
+    let mut child = Command::new("/bin/sh")
         .arg("-c")
         .arg(&settings.query_cmd)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| format!("running its query_cmd: {e}"))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
+    let read = |stream: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut stream) = stream {
+                let _ = stream.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = read(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let stderr = read(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let started = Instant::now();
+    let status = loop {
+        match child
+            .try_wait()
+            .map_err(|e| format!("waiting for its query_cmd: {e}"))?
+        {
+            Some(status) => break status,
+            None if started.elapsed() > QUERY_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "its query_cmd did not finish within {} s",
+                    QUERY_TIMEOUT.as_secs()
+                ));
+            }
+            None => std::thread::sleep(Duration::from_millis(10)),
+        }
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    if !status.success() {
         return Err(format!(
-            "its query_cmd exited with {}: {}",
-            output.status,
-            stderr.trim()
+            "its query_cmd exited with {status}: {}",
+            String::from_utf8_lossy(&stderr).trim()
         ));
     }
-    let dump: Json =
-        serde_json::from_slice(&output.stdout).map_err(|e| format!("its query_cmd's output is not JSON: {e}"))?;
+    let dump: Json = serde_json::from_slice(&stdout).map_err(|e| format!("its query_cmd's output is not JSON: {e}"))?;
     info_of(&dump)
 }
 
@@ -225,6 +259,31 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    fn settings(query_cmd: &str) -> ServerSettings {
+        ServerSettings {
+            name: "t".into(),
+            socket: PathBuf::from("/nonexistent.sock"),
+            start_cmd: None,
+            query_cmd: query_cmd.into(),
+        }
+    }
+
+    #[test]
+    fn a_query_that_fails_or_does_not_answer_json_says_so() {
+        let failed = query(&settings("echo broken >&2; exit 3")).unwrap_err();
+        assert!(
+            failed.starts_with("its query_cmd exited with exit status: 3: broken"),
+            "{failed}"
+        );
+        let not_json = query(&settings("echo nope")).unwrap_err();
+        assert!(not_json.starts_with("its query_cmd's output is not JSON"), "{not_json}");
+        let info = query(&settings(
+            r#"echo '[{"Name": "x", "Priority": 5, "Phases": ["access"], "Schema": {"fields": []}}]'"#,
+        ))
+        .unwrap();
+        assert_eq!((info.name.as_str(), info.priority), ("x", 5));
+    }
 
     #[test]
     fn both_dump_shapes_read_as_kong_reads_them() {
