@@ -304,7 +304,7 @@ fn exit(method: &str, args: &[Value]) -> Result<PluginResponse> {
         .ok_or_else(|| "code must be a number between 100 and 599".to_string())? as u16;
     let mut response = match (method, args.get(1)) {
         ("kong.response.error", Some(Value::Str(message))) => PluginResponse::message(status, message),
-        ("kong.response.error", _) => PluginResponse::message(status, default_message(status)),
+        ("kong.response.error", _) => PluginResponse::message(status, strait_plugins::kong_error_message(status)),
         (_, None | Some(Value::Nil)) => PluginResponse {
             status,
             body: bytes::Bytes::new(),
@@ -338,20 +338,6 @@ fn exit(method: &str, args: &[Value]) -> Result<PluginResponse> {
         }
     }
     Ok(response)
-}
-
-fn default_message(status: u16) -> &'static str {
-    match status {
-        400 => "Bad request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not found",
-        405 => "Method not allowed",
-        500 => "An unexpected error occurred",
-        502 => "Bad Gateway",
-        503 => "Service unavailable",
-        _ => "An unexpected error occurred",
-    }
 }
 
 /// The few nginx variables the PDKs' helpers read.

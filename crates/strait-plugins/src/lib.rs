@@ -37,7 +37,8 @@ pub use context::{
 pub use directory::{ConsumerView, Directory, EmptyDirectory, KeyauthKey};
 pub use identity::{is_identity_name, IdentityField, IdentityFields};
 pub use phase::{
-    AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, DropResponseBody, Flow, Plugin, PluginResponse,
+    kong_error_message, AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, DropResponseBody, Flow,
+    Plugin, PluginResponse,
 };
 pub use registry::{
     add, add_dynamic, available, build_plugin, build_scoped_plugin, install, priority_of, BundledPlugin,

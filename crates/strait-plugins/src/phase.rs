@@ -22,6 +22,40 @@ pub struct PluginResponse {
     pub body: Bytes,
 }
 
+/// Kong's default message for `kong.response.error(status)` (every PDK's).
+pub fn kong_error_message(status: u16) -> &'static str {
+    match status {
+        400 => "Bad request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not found",
+        405 => "Method not allowed",
+        406 => "Not acceptable",
+        407 => "Proxy authentication required",
+        408 => "Request timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length required",
+        412 => "Precondition failed",
+        413 => "Payload too large",
+        414 => "URI too long",
+        415 => "Unsupported media type",
+        416 => "Range not satisfiable",
+        417 => "Expectation failed",
+        418 => "I'm a teapot",
+        422 => "Unprocessable entity",
+        426 => "Upgrade required",
+        429 => "Too many requests",
+        431 => "Request header fields too large",
+        500 => "An unexpected error occurred",
+        501 => "Not implemented",
+        502 => "An invalid response was received from the upstream server",
+        503 => "The upstream server is currently unavailable",
+        504 => "The upstream server is timing out",
+        _ => "The upstream server responded with the status code",
+    }
+}
+
 impl PluginResponse {
     /// Kong's `{"message": ...}` JSON error body.
     pub fn message(status: u16, message: &str) -> PluginResponse {

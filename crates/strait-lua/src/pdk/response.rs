@@ -6,8 +6,8 @@ use mlua::{Error, Function, Lua, Table, Value};
 use strait_plugins::PluginResponse;
 
 use super::{
-    client, current, header_functions, header_getters, header_name, header_values, only_in, strict, Phase, Target,
-    CALL, EXIT, EXIT_NAMES, EXIT_SENTINEL, RESPONSE_READ, RESPONSE_READ_NAMES,
+    current, header_functions, header_getters, header_name, header_values, only_in, strict, Phase, Target, CALL, EXIT,
+    EXIT_NAMES, EXIT_SENTINEL, RESPONSE_READ, RESPONSE_READ_NAMES,
 };
 
 const BODY_FILTER: &[Phase] = &[Phase::BodyFilter];
@@ -82,7 +82,7 @@ pub(super) fn response(lua: &Lua) -> mlua::Result<Table> {
             let code = status_code(&status)?;
             let exit: Function = lua.named_registry_value("strait.response.exit")?;
             let message = match message {
-                Value::Nil => Value::String(lua.create_string(client::error_message(code))?),
+                Value::Nil => Value::String(lua.create_string(strait_plugins::kong_error_message(code))?),
                 other => other,
             };
             let body = match message {
