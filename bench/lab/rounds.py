@@ -46,6 +46,23 @@ def run_rounds(ctx: RunContext, contenders: dict[str, Callable[[str], dict]], ro
     return results
 
 
+def wrk_rounds(ctx: RunContext, systems: dict, targets, work_dir, label: str) -> list[dict]:
+    """Each system (name -> a started `systems.System`) warmed up, then `ctx.timing.rounds`
+    interleaved rounds of wrk on `targets` against each, its CPU measured on its process tree."""
+    from . import loadgen
+
+    def contender(system, duration: int) -> Callable[[str], dict]:
+        def load(tag: str) -> dict:
+            return loadgen.run(loadgen.Load(port=system.h1_port, duration_s=duration, targets=targets,
+                                            cpus=ctx.load_cpus, work_dir=work_dir), system.pid, tag)
+        return load
+
+    for name, system in systems.items():
+        contender(system, ctx.timing.warmup_s)(f"{label}-warmup-{name}")
+    contenders = {name: contender(system, ctx.timing.duration_s) for name, system in systems.items()}
+    return run_rounds(ctx, contenders, ctx.timing.rounds, label)
+
+
 def good_samples(rounds: list[dict], name: str) -> list[dict]:
     """The contender's samples that did not fail."""
     return [r[name] for r in rounds if name in r and "error" not in r[name]]

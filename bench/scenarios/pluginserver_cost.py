@@ -23,12 +23,12 @@ import os
 import subprocess
 from pathlib import Path
 
-from lab import loadgen, stats, systems
+from lab import stats, systems
 from lab.configgen import ConfigSpec, write_config
 from lab.context import RunContext
 from lab.registry import Rendered
 from lab.report import fmt, percent, table
-from lab.rounds import run_rounds, summarize_contender
+from lab.rounds import summarize_contender, wrk_rounds
 
 NAME = "pluginserver-cost"
 TITLE = "pluginserver-cost: one Go / Python plugin-server plugin reading one header and setting one, 100 routes"
@@ -135,20 +135,7 @@ def run(ctx: RunContext) -> dict:
         }
         for name, node in nodes.items():
             _check(name, node, node.h1_port)
-        targets = configs["without-plugins"].targets
-
-        def contender(port: int, pid: int | None, duration: int):
-            def load(tag: str) -> dict:
-                return loadgen.run(loadgen.Load(port=port, duration_s=duration, targets=targets,
-                                                cpus=ctx.load_cpus, work_dir=folder), pid, tag)
-            return load
-
-        systems_by_name = {**nodes, "direct": origin}
-        for name, system in systems_by_name.items():
-            contender(system.h1_port, system.pid, ctx.timing.warmup_s)(f"{NAME}-warmup-{name}")
-        contenders = {name: contender(system.h1_port, system.pid, ctx.timing.duration_s)
-                      for name, system in systems_by_name.items()}
-        rounds = run_rounds(ctx, contenders, ctx.timing.rounds, NAME)
+        rounds = wrk_rounds(ctx, {**nodes, "direct": origin}, configs["without-plugins"].targets, folder, NAME)
     finally:
         ctx.procs.stop_all()
     ratios = {}
