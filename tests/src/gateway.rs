@@ -454,6 +454,18 @@ impl Gateway {
             .collect()
     }
 
+    /// Waits up to `within` for the node's log to contain `text`.
+    pub async fn log_shows(&self, text: &str, within: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if self.log().contains(text) {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        false
+    }
+
     /// The last lines of the current run's stdout and stderr, for failure messages.
     pub fn log_tail(&self) -> String {
         let mut out = String::new();

@@ -154,15 +154,9 @@ fn js_server(dir: &Path) -> GatewayOptions {
         .setting("log_level", "notice")
 }
 
+/// Waits up to 10 seconds for the node's log to contain `text`.
 async fn log_shows(gw: &Gateway, text: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if gw.log().contains(text) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+    gw.log_shows(text, Duration::from_secs(10)).await
 }
 
 /// Waits for the server's socket (it starts beside the node).

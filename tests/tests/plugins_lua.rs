@@ -32,16 +32,9 @@ async fn serve(options: GatewayOptions, config: Value) -> (Gateway, Upstream) {
     (gw, upstream)
 }
 
-/// Waits up to five seconds for the node's log to contain `text`.
+/// Waits up to 5 seconds for the node's log to contain `text`.
 async fn log_shows(gw: &Gateway, text: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if gw.log().contains(text) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+    gw.log_shows(text, Duration::from_secs(5)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
