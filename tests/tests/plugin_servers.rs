@@ -475,3 +475,52 @@ fn server_pid(gw: &Gateway, needle: &str) -> u32 {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn config_validate_holds_a_declarative_file_to_the_plugin_servers_schema() {
+    // `strait config validate` queries the servers (starting none) and
+    // checks a file's plugin configs against the schemas they give.
+    let dir = TempDir::new();
+    let python = tool("python", "STRAIT_KONG_PDK_PYTHON");
+    let script = dir.path().join("py-greeter.py");
+    std::fs::write(&script, PY_GREETER).unwrap();
+    let file = |config: &str| {
+        let path = dir.path().join("kong.yml");
+        std::fs::write(
+            &path,
+            format!(
+                "_format_version: \"3.0\"\nservices:\n  - name: s\n    url: http://127.0.0.1:9\n    routes:\n      - name: r\n        paths: [/r]\n        plugins:\n          - name: py-greeter\n            config: {config}\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let validate = |path: &Path| {
+        std::process::Command::new(strait_e2e::strait_bin())
+            .args(["config", "validate", &path.display().to_string()])
+            .env("STRAIT_PLUGINS", "bundled,py-greeter")
+            .env("STRAIT_PLUGINSERVER_NAMES", "py")
+            .env(
+                "STRAIT_PLUGINSERVER_PY_QUERY_CMD",
+                format!("{} {} --dump", python.display(), script.display()),
+            )
+            .output()
+            .unwrap()
+    };
+    let refused = validate(&file("{ deny_header: x-no }"));
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("message") && stderr.contains("required field missing"),
+        "{stderr}"
+    );
+    let accepted = validate(&file("{ message: hi }"));
+    assert!(
+        accepted.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&accepted.stdout),
+        String::from_utf8_lossy(&accepted.stderr)
+    );
+    // No server was started by the validation.
+    assert!(!dir.path().join("py-greeter.sock").exists());
+}
