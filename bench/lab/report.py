@@ -35,6 +35,19 @@ def percent(value: float | None) -> str:
     return f"{value * 100:.0f}%" if value is not None else "–"
 
 
+def contender_row(name: str, summary: dict) -> list:
+    """One contender's row of a cost table: RPS mean and range, p99 (median), CPU µs per
+    request, how busy the gateway's core was, errors and non-2xx answers."""
+    cpu = summary["cpu_us_per_request"]["mean"]
+    return [name, fmt(summary["rps"]["mean"]), f"{fmt(summary['rps']['min'])} – {fmt(summary['rps']['max'])}",
+            fmt(summary["p99_us"]["median"]), fmt(cpu, 1) if cpu else "–",
+            percent(summary.get("gateway_core_busy", {}).get("mean")), summary["errors"] + summary["non_2xx"]]
+
+
+CONTENDER_HEADER = ["system", "RPS mean", "RPS min – max", "p99 µs (median)", "gateway CPU µs/req",
+                    "gateway core busy", "errors / non-2xx"]
+
+
 def table(header: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]

@@ -26,7 +26,7 @@ from lab import stats, systems
 from lab.configgen import ConfigSpec, route_path, write_config
 from lab.context import RunContext
 from lab.registry import Goal, Rendered
-from lab.report import fmt, percent, table
+from lab.report import CONTENDER_HEADER, contender_row, fmt, table
 from lab.rounds import summarize_contender, wrk_rounds
 from lab.strait_admin import request
 
@@ -120,22 +120,14 @@ def run(ctx: RunContext) -> dict:
 # ---------------------------------------------------------------- report
 
 def render(result: dict, plot_dir: Path) -> Rendered:
-    rows = []
-    for name in CONTENDERS:
-        summary = result["summary"][name]
-        cpu = summary["cpu_us_per_request"]["mean"]
-        rows.append([name, fmt(summary["rps"]["mean"]), f"{fmt(summary['rps']['min'])} – "
-                     f"{fmt(summary['rps']['max'])}", fmt(summary["p99_us"]["median"]),
-                     fmt(cpu, 1) if cpu else "–", percent(summary.get("gateway_core_busy", {}).get("mean")),
-                     summary["errors"] + summary["non_2xx"]])
+    rows = [contender_row(name, result["summary"][name]) for name in CONTENDERS]
     text = (f"Load: {result['load']}; {result['duration_s']} s per sample, {result['rounds_count']} "
             "interleaved rounds. Every node: one worker on the gateway core, 100 routes on one service (the "
             f"origin). `pre-function` runs `{result['code']}` in access on every route; `custom-plugin` runs the "
             "same line in a custom plugin's `access` (a Kong-style folder loaded through `lua_package_path`). "
             "The `-default` nodes write an access log, as Kong ships; the others run without one. "
             "`direct` is wrk straight to the origin (no gateway).\n\n")
-    text += table(["system", "RPS mean", "RPS min – max", "p99 µs (median)", "gateway CPU µs/req",
-                   "gateway core busy", "errors / non-2xx"], rows)
+    text += table(CONTENDER_HEADER, rows)
     text += "\nRatios, computed within each round (mean, and the range over rounds):\n\n"
     ratio_rows = []
     pairs = [(f"{name}/without", result["ratios"][f"{name}/without"]) for name in ("pre-function", "custom-plugin")]

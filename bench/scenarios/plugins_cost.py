@@ -27,7 +27,7 @@ from lab import loadgen, stats, systems
 from lab.configgen import ConfigSpec, route_path, consumer_key, write_config
 from lab.context import RunContext
 from lab.registry import Goal, Rendered
-from lab.report import fmt, percent, table
+from lab.report import CONTENDER_HEADER, contender_row, fmt, table
 from lab.rounds import run_rounds, summarize_contender
 from lab.strait_admin import request
 
@@ -105,21 +105,13 @@ def run(ctx: RunContext) -> dict:
 # ---------------------------------------------------------------- report
 
 def render(result: dict, plot_dir: Path) -> Rendered:
-    rows = []
-    for name in CONTENDERS:
-        summary = result["summary"][name]
-        cpu = summary["cpu_us_per_request"]["mean"]
-        rows.append([name, fmt(summary["rps"]["mean"]), f"{fmt(summary['rps']['min'])} – "
-                     f"{fmt(summary['rps']['max'])}", fmt(summary["p99_us"]["median"]),
-                     fmt(cpu, 1) if cpu else "–", percent(summary.get("gateway_core_busy", {}).get("mean")),
-                     summary["errors"] + summary["non_2xx"]])
+    rows = [contender_row(name, result["summary"][name]) for name in CONTENDERS]
     text = (f"Load: {result['load']}; {result['duration_s']} s per sample, {result['rounds_count']} "
             "interleaved rounds. Both nodes: one worker on the gateway core, 100 routes on one service "
             "(the origin), 100 consumers with a key-auth credential; `with-plugins` adds key-auth + acl + "
             "request-transformer on every route, `with-limits-metrics` key-auth + rate-limiting (`local`, by "
             "consumer, limits never reached) + prometheus (status-code, latency and bandwidth metrics). `direct` is wrk straight to the origin (no gateway).\n\n")
-    text += table(["system", "RPS mean", "RPS min – max", "p99 µs (median)", "gateway CPU µs/req",
-                   "gateway core busy", "errors / non-2xx"], rows)
+    text += table(CONTENDER_HEADER, rows)
     with_without = result["ratios"]["with/without"]
     direct = result["ratios"]["direct/without"]["rps"]
     text += "\nRatios, computed within each round (mean, and the range over rounds):\n\n"

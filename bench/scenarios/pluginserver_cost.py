@@ -27,7 +27,7 @@ from lab import stats, systems
 from lab.configgen import ConfigSpec, write_config
 from lab.context import RunContext
 from lab.registry import Rendered
-from lab.report import fmt, percent, table
+from lab.report import CONTENDER_HEADER, contender_row, fmt, table
 from lab.rounds import summarize_contender, wrk_rounds
 
 NAME = "pluginserver-cost"
@@ -156,18 +156,12 @@ def run(ctx: RunContext) -> dict:
 
 def render(result: dict, plot_dir: Path) -> Rendered:
     from lab.registry import Goal
-    rows = []
-    for name in CONTENDERS:
-        summary = result["summary"][name]
-        cpu = summary["cpu_us_per_request"]["mean"]
-        rows.append([name, fmt(summary["rps"]["mean"]), fmt(summary["p99_us"]["median"]),
-                     fmt(cpu, 1) if cpu else "–", percent(summary.get("gateway_core_busy", {}).get("mean")),
-                     summary["errors"] + summary["non_2xx"]])
+    rows = [contender_row(name, result["summary"][name]) for name in CONTENDERS]
     text = (f"Load: {result['load']}; {result['duration_s']} s per sample, {result['rounds_count']} interleaved "
             "rounds. Every node: one worker on the gateway core, its plugin server there too, 100 routes on one "
             "service (the origin). CPU per request counts the node and its plugin server.\n\n")
-    text += table(["system", "RPS mean", "p99 µs (median)", "CPU µs/req (node + server)", "gateway core busy",
-                   "errors / non-2xx"], rows)
+    # The gateway's CPU here is the node's and its plugin server's (the process tree).
+    text += table(CONTENDER_HEADER, rows)
     text += "\nRatios, computed within each round (mean, and the range over rounds):\n\n"
     ratio_rows = []
     for label, ratios in result["ratios"].items():
