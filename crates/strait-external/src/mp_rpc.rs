@@ -39,6 +39,17 @@ impl std::fmt::Display for RpcError {
     }
 }
 
+/// Appends what the server sent next to `buffer`: false when it closed.
+pub(crate) async fn read_more(stream: &mut UnixStream, buffer: &mut Vec<u8>) -> Result<bool, RpcError> {
+    let mut chunk = [0u8; 8192];
+    let read = stream
+        .read(&mut chunk)
+        .await
+        .map_err(|e| RpcError::Io(format!("reading: {e}")))?;
+    buffer.extend_from_slice(&chunk[..read]);
+    Ok(read > 0)
+}
+
 /// One connection to a server.
 pub struct Conn {
     stream: UnixStream,
@@ -124,16 +135,9 @@ impl Conn {
                     Err(DecodeError::Invalid(why)) => return Err(RpcError::Io(why)),
                 }
             }
-            let mut chunk = [0u8; 8192];
-            let read = self
-                .stream
-                .read(&mut chunk)
-                .await
-                .map_err(|e| RpcError::Io(format!("reading: {e}")))?;
-            if read == 0 {
+            if !read_more(&mut self.stream, &mut self.buffer).await? {
                 return Err(RpcError::Io("the server closed the connection".into()));
             }
-            self.buffer.extend_from_slice(&chunk[..read]);
         }
     }
 

@@ -18,10 +18,10 @@ use std::path::Path;
 
 use prost::Message;
 use prost_types::value::Kind;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 
-use crate::mp_rpc::{Ended, RpcError};
+use crate::mp_rpc::{read_more, Ended, RpcError};
 use crate::msgpack::Value;
 use crate::pdk::{Dispatch, Outcome};
 
@@ -337,17 +337,10 @@ impl Conn {
             self.taken = 0;
         }
         while self.read.len() - self.taken < count {
-            let mut chunk = [0u8; 8192];
-            let read = self
-                .stream
-                .read(&mut chunk)
-                .await
-                .map_err(|e| RpcError::Io(format!("reading: {e}")))?;
-            if read == 0 {
+            if !read_more(&mut self.stream, &mut self.read).await? {
                 // go-pdk answers every error of its own by closing.
                 return Err(RpcError::Server("the server closed the connection".into()));
             }
-            self.read.extend_from_slice(&chunk[..read]);
         }
         Ok(())
     }
