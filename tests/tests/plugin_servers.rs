@@ -381,12 +381,27 @@ async fn a_go_plugin_on_go_pdk_reads_sets_exits_and_logs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_plugin_server_is_started_again_and_requests_meanwhile_get_500() {
     let dir = TempDir::new();
+    killed_and_started_again(python_server(dir.path()), "py-greeter", "py-greeter.py", "py").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_go_pdk_server_is_started_again_and_its_instances_with_it() {
+    // go-pdk answers a lost instance by closing the connection: the
+    // instance is started again on the new process.
+    let dir = TempDir::new();
+    killed_and_started_again(go_server(dir.path()), "go-greeter", "go-greeter", "go").await;
+}
+
+/// Kills the server of plugin `name` (its process found by `needle`) under
+/// back-to-back requests; every request gets the plugin's answer or, while
+/// the server is down, Kong's 500 at once; then it serves again.
+async fn killed_and_started_again(options: GatewayOptions, name: &str, needle: &str, server: &str) {
     let upstream = Upstream::start(UpstreamKind::Http1).await;
-    let gw = Gateway::start(python_server(dir.path())).await;
-    let _ = greeter_route(&gw, "py-greeter", &upstream).await;
+    let gw = Gateway::start(options).await;
+    let _ = greeter_route(&gw, name, &upstream).await;
     until_serving(&gw, "/greeted").await;
 
-    let first = server_pid(&gw, "py-greeter.py");
+    let first = server_pid(&gw, needle);
     // SIGKILL, as a crash: nothing of the server is left to answer.
     let killed = std::process::Command::new("kill")
         .args(["-9", &first.to_string()])
@@ -416,12 +431,12 @@ async fn a_killed_plugin_server_is_started_again_and_requests_meanwhile_get_500(
     assert!(ok >= 20, "the server was not started again: {}", gw.log_tail());
     assert!(failed > 0, "no request saw the server gone");
     assert!(
-        log_shows(&gw, "external pluginserver 'py' terminated").await,
+        log_shows(&gw, &format!("external pluginserver '{server}' terminated")).await,
         "{}",
         gw.log_tail()
     );
-    assert_ne!(server_pid(&gw, "py-greeter.py"), first, "the same process");
-    println!("requests that got 500 while the server was restarted: {failed}");
+    assert_ne!(server_pid(&gw, needle), first, "the same process");
+    println!("{name}: requests that got 500 while the server was restarted: {failed}");
 }
 
 /// What the Python server says of itself (`plugin.GetStatus`), asked by a
