@@ -21,6 +21,8 @@ use strait_e2e::{request, Gateway, GatewayOptions, TempDir};
 /// teach: a module with `Schema`, `version`, `priority` and `Plugin`, run
 /// as a dedicated server.
 const PY_GREETER: &str = r#"#!/usr/bin/env python3
+import time
+
 import kong_pdk.pdk.kong as kong
 
 Schema = (
@@ -41,6 +43,9 @@ class Plugin(object):
         if err:
             kong.log.err("reading x-name: ", err)
             return
+        nap, _ = kong.request.get_header("x-nap")
+        if nap:
+            time.sleep(float(nap))
         denied, _ = kong.request.get_header(self.config["deny_header"])
         if denied:
             kong.response.exit(403, {"message": "denied by py-greeter", "who": name})
@@ -390,6 +395,40 @@ async fn a_killed_go_pdk_server_is_started_again_and_its_instances_with_it() {
     // instance is started again on the new process.
     let dir = TempDir::new();
     killed_and_started_again(go_server(dir.path()), "go-greeter", "go-greeter", "go").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_past_pluginserver_timeout_fails_its_request_alone() {
+    let dir = TempDir::new();
+    let options = python_server(dir.path()).setting("pluginserver_timeout", "500ms");
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(options).await;
+    let _ = greeter_route(&gw, "py-greeter", &upstream).await;
+    until_serving(&gw, "/greeted").await;
+
+    let gw = std::sync::Arc::new(gw);
+    let slow = {
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let reply = gw
+                .proxy(request("GET", "/greeted", &[("x-name", "Zed"), ("x-nap", "3")], ""))
+                .await;
+            (reply.status.as_u16(), started.elapsed())
+        })
+    };
+    // Meanwhile other requests through the same plugin are answered.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let quick = gw.proxy(request("GET", "/greeted", &[("x-name", "Amy")], "")).await;
+    assert_eq!(echo_headers(&quick)["x-greeting"], "hello, Amy", "{}", quick.text());
+    let (status, took) = slow.await.unwrap();
+    assert_eq!(status, 500);
+    assert!(took < Duration::from_millis(2500), "took {took:?}");
+    assert!(
+        log_shows(&gw, "no answer within pluginserver_timeout (500 ms)").await,
+        "{}",
+        gw.log_tail()
+    );
 }
 
 /// Kills the server of plugin `name` (its process found by `needle`) under
