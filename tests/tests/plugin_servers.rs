@@ -192,12 +192,20 @@ async fn greeter_route(gw: &Gateway, name: &str, upstream: &Upstream) -> String 
         .replace(UPSTREAM, &upstream.url("http"));
     gw.apply(&serde_json::from_str(&config).unwrap()).await;
 
+    // Listed with the server's own version and priority, as Kong lists them.
     let root = gw.admin("GET", "/", &[], "").await.json();
-    assert!(
-        root["plugins"]["available_on_server"][name].is_object(),
-        "{name} not available: {}",
+    let listed = &root["plugins"]["available_on_server"][name];
+    assert_eq!(
+        listed["version"], "0.1.0",
+        "{name}: {}",
         root["plugins"]["available_on_server"]
     );
+    let priority = match name {
+        "py-greeter" => 900,
+        "js-greeter" => 800,
+        _ => 700,
+    };
+    assert_eq!(listed["priority"], priority, "{name}: {listed}");
     if declared {
         let refused = send_json(
             gw,

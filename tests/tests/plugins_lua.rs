@@ -314,6 +314,8 @@ async fn a_custom_plugin_folder_loads_validates_and_runs_its_phases() {
 
     let root = gw.admin("GET", "/", &[], "").await.json();
     assert_eq!(root["plugins"]["available_on_server"]["greeter"]["priority"], 1000);
+    // The handler's VERSION, as Kong lists it.
+    assert_eq!(root["plugins"]["available_on_server"]["greeter"]["version"], "0.1.0");
     let schema = gw.admin("GET", "/schemas/plugins/greeter", &[], "").await;
     assert_eq!(schema.status, 200, "{}", schema.text());
 

@@ -15,7 +15,8 @@ pub fn root(state: &AdminState) -> AdminResponse {
     let available: serde_json::Map<String, Value> = strait_plugins::available()
         .into_iter()
         .map(|name| {
-            let entry = json!({ "version": strait_core::VERSION, "priority": strait_plugins::priority_of(name) });
+            let version = strait_plugins::version_of(name).unwrap_or(strait_core::VERSION);
+            let entry = json!({ "version": version, "priority": strait_plugins::priority_of(name) });
             (name.to_string(), entry)
         })
         .collect();

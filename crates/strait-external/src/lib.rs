@@ -71,10 +71,13 @@ pub fn load(settings: &ExternalSettings, plugins: &[String], start: bool) -> Res
             false => Arc::new(server::Server::unmanaged(server_settings)),
         };
         let (static_name, priority) = (info.name_static, info.priority);
+        // Kept for the process's life, as the name: one per server.
+        let version: &'static str = Box::leak(info.version.clone().into_boxed_str());
         let host = Arc::new(plugin::Host::new(info, server, settings.timeout));
-        strait_plugins::add_dynamic(
+        strait_plugins::add_versioned(
             static_name,
             priority,
+            Some(version),
             schema,
             Arc::new(move |config: &Map<String, Json>, scope| {
                 Ok(Arc::new(plugin::External::new(host.clone(), config, scope)) as Arc<dyn strait_plugins::Plugin>)

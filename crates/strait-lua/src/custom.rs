@@ -28,6 +28,8 @@ const NOT_YET: [&str; 3] = ["certificate", "response", "preread"];
 pub(crate) struct Definition {
     pub name: &'static str,
     pub priority: i32,
+    /// The handler's `VERSION`.
+    pub version: &'static str,
     pub rewrite: bool,
     pub access: bool,
     pub header_filter: bool,
@@ -74,9 +76,10 @@ pub fn load(settings: &LuaSettings) -> Result<(), String> {
     for name in &settings.custom_plugins {
         let (definition, schema) =
             load_one(&lua, name).map_err(|why| format!("error loading plugin schemas: on plugin '{name}': {why}"))?;
-        strait_plugins::add_dynamic(
+        strait_plugins::add_versioned(
             definition.name,
             definition.priority,
+            Some(definition.version),
             schema,
             Arc::new(move |config: &Map<String, Json>, _| {
                 Ok(Arc::new(CustomPlugin {
@@ -106,9 +109,10 @@ fn load_one(lua: &Lua, name: &str) -> Result<(Definition, PluginSchema), String>
         Value::Number(n) if n.fract() == 0.0 && n.abs() < 2e9 => n as i32,
         _ => return Err("handler.PRIORITY must be an integer".into()),
     };
-    if !matches!(handler.get::<Value>("VERSION"), Ok(Value::String(_))) {
-        return Err("handler.VERSION must be a string".into());
-    }
+    let version = match handler.get::<Value>("VERSION") {
+        Ok(Value::String(version)) => version.to_string_lossy(),
+        _ => return Err("handler.VERSION must be a string".into()),
+    };
     let has = |method: &str| matches!(handler.get::<Value>(method), Ok(Value::Function(_)));
     if let Some(method) = NOT_YET.iter().find(|method| has(method)) {
         return Err(format!(
@@ -119,6 +123,7 @@ fn load_one(lua: &Lua, name: &str) -> Result<(Definition, PluginSchema), String>
     let definition = Definition {
         name: Box::leak(name.to_string().into_boxed_str()),
         priority,
+        version: Box::leak(version.into_boxed_str()),
         rewrite: has("rewrite"),
         access: has("access"),
         header_filter: has("header_filter"),

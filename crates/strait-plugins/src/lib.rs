@@ -41,8 +41,8 @@ pub use phase::{
     Plugin, PluginResponse,
 };
 pub use registry::{
-    add, add_dynamic, available, build_plugin, build_scoped_plugin, install, priority_of, BundledPlugin,
-    DynamicFactory, PluginFactory, PluginScope, AVAILABLE,
+    add, add_dynamic, add_versioned, available, build_plugin, build_scoped_plugin, install, priority_of, version_of,
+    BundledPlugin, DynamicFactory, PluginFactory, PluginScope, AVAILABLE,
 };
 
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -62,6 +62,9 @@ pub type DynamicFactory =
 struct Added {
     name: &'static str,
     priority: i32,
+    /// The plugin's own version (a custom plugin's `VERSION`, a plugin
+    /// server's `Version`); `None` for Strait's own.
+    version: Option<&'static str>,
     build: DynamicFactory,
 }
 
@@ -78,8 +81,25 @@ pub fn add(plugin: BundledPlugin) {
 
 /// [`add`] for a plugin whose schema and factory are made at run time.
 pub fn add_dynamic(name: &'static str, priority: i32, schema: PluginSchema, build: DynamicFactory) {
+    add_versioned(name, priority, None, schema, build);
+}
+
+/// [`add_dynamic`] for a plugin with a version of its own (Kong shows it
+/// in `GET /`'s `available_on_server`).
+pub fn add_versioned(
+    name: &'static str,
+    priority: i32,
+    version: Option<&'static str>,
+    schema: PluginSchema,
+    build: DynamicFactory,
+) {
     register_plugin_schema(name, schema);
-    let entry = Added { name, priority, build };
+    let entry = Added {
+        name,
+        priority,
+        version,
+        build,
+    };
     let mut added = ADDED.write().unwrap_or_else(PoisonError::into_inner);
     match added.iter_mut().find(|p| p.name == name) {
         Some(slot) => *slot = entry,
@@ -108,6 +128,15 @@ fn find_added(name: &str) -> Option<(i32, DynamicFactory)> {
         .iter()
         .find(|plugin| plugin.name == name)
         .map(|plugin| (plugin.priority, plugin.build.clone()))
+}
+
+/// The version of an added plugin that has its own (`None`: Strait's).
+pub fn version_of(name: &str) -> Option<&'static str> {
+    let added = ADDED.read().unwrap_or_else(PoisonError::into_inner);
+    added
+        .iter()
+        .find(|plugin| plugin.name == name)
+        .and_then(|plugin| plugin.version)
 }
 
 /// Kong's priority of a plugin this build runs (higher runs first).
