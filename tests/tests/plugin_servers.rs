@@ -359,6 +359,22 @@ async fn a_go_plugin_on_go_pdk_reads_sets_exits_and_logs() {
     let _ = greeter_route(&gw, "go-greeter", &upstream).await;
     greets_denies_and_logs(&gw, "go-greeter").await;
 
+    // go-pdk's SetQuery (a Struct of lists): the upstream's query, keys sorted.
+    let reply = gw
+        .proxy(request(
+            "GET",
+            "/greeted?old=1",
+            &[("x-name", "Ann Lee"), ("x-query", "yes")],
+            "",
+        ))
+        .await;
+    assert_eq!(
+        reply.json()["path"],
+        "/?asked=yes&asked=twice&who=Ann%20Lee",
+        "{}",
+        reply.text()
+    );
+
     // Through decK: a file whose config breaks the server's schema is
     // refused, then the right one syncs (and diffs clean) and runs.
     let file = |message: &str| {

@@ -290,8 +290,27 @@ fn signature(method: &str) -> Option<(In, Out)> {
         | "kong.service.request.set_method"
         | "kong.service.request.clear_header" => (I::Str, O::Empty),
         "kong.service.request.set_header" | "kong.service.request.add_header" => (I::Kv, O::Empty),
-        "kong.service.request.set_headers" => (I::Struct, O::Empty),
+        "kong.service.request.set_headers" | "kong.service.request.set_query" => (I::Struct, O::Empty),
         "kong.service.request.set_raw_body" => (I::Bytes, O::Empty),
+        // The rest of Kong's `service Kong`: served as the PDK serves them
+        // (pdk.rs answers `not available in Strait`), their arguments unread
+        // and an empty answer, as Kong answers a nil.
+        "kong.client.load_consumer"
+        | "kong.client.authenticate"
+        | "kong.log.set_serialize_value"
+        | "kong.nginx.get_tls1_version_str"
+        | "kong.nginx.set_ctx"
+        | "kong.nginx.get_ctx"
+        | "kong.nginx.req_start_time"
+        | "kong.node.get_memory_stats"
+        | "kong.request.get_uri_captures"
+        | "kong.response.set_status"
+        | "kong.response.clear_header"
+        | "kong.response.set_headers"
+        | "kong.service.set_upstream"
+        | "kong.service.set_target"
+        | "kong.service.request.set_scheme"
+        | "kong.service.response.get_raw_body" => (I::Empty, O::Empty),
         _ => return None,
     })
 }

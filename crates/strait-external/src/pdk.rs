@@ -140,6 +140,34 @@ pub fn call(ctx: &mut RequestCtx<'_>, plugin: &str, method: &str, args: &[Value]
             ctx.set_query(&query).map_err(|e| e.to_string())?;
             value(Value::Nil)
         }
+        "kong.service.request.set_query" => {
+            let Value::Map(pairs) = arg(0) else {
+                return Err("args must be a table".into());
+            };
+            // Kong encodes the table with its keys sorted; a list repeats
+            // its key, `true` is a bare key.
+            let mut encoded: Vec<(String, Option<String>)> = Vec::new();
+            for (name, values) in pairs {
+                for item in list_of(values) {
+                    match item {
+                        Value::Bool(true) => encoded.push((name.to_string(), None)),
+                        Value::Bool(false) | Value::Nil => {}
+                        other => encoded.push((name.to_string(), Some(other.to_string()))),
+                    }
+                }
+            }
+            encoded.sort_by(|a, b| a.0.cmp(&b.0));
+            let query = encoded
+                .iter()
+                .map(|(name, item)| match item {
+                    Some(item) => strait_plugins::form::serialize([(name.as_str(), item.as_str())]),
+                    None => strait_plugins::form::encode(name).into_owned(),
+                })
+                .collect::<Vec<_>>()
+                .join("&");
+            ctx.set_query(&query).map_err(|e| e.to_string())?;
+            value(Value::Nil)
+        }
         "kong.service.request.set_method" => {
             let name = text(0, "method")?;
             *ctx.method = http::Method::from_bytes(name.as_bytes()).map_err(|_| format!("invalid method: {name}"))?;

@@ -40,6 +40,9 @@ func (conf Config) Access(kong *pdk.PDK) {
 	if name == "" {
 		name = "stranger"
 	}
+	if query, _ := kong.Request.GetHeader("x-query"); query != "" {
+		kong.ServiceRequest.SetQuery(map[string][]string{"who": {name}, "asked": {query, "twice"}})
+	}
 	if err := kong.ServiceRequest.SetHeader("x-greeting", conf.Message+", "+name); err != nil {
 		kong.Log.Err("setting x-greeting: ", err.Error())
 		return
