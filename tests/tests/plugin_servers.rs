@@ -51,6 +51,7 @@ class Plugin(object):
             kong.response.exit(403, {"message": "denied by py-greeter", "who": name})
             return
         kong.service.request.set_header("x-greeting", self.config["message"] + ", " + (name or "stranger"))
+        kong.log.set_serialize_value("greeted", name or "stranger")
         kong.log.notice("py-greeter greeted ", name or "stranger")
 
     def log(self, kong: kong.kong):
@@ -316,6 +317,30 @@ async fn a_python_plugin_on_kong_pdk_reads_sets_exits_and_logs() {
             break;
         }
         assert!(Instant::now() < deadline, "instances left on the server: {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // kong.log.set_serialize_value reaches the logging plugins' entry.
+    let log_path = dir.path().join("file.log");
+    let logged = send_json(
+        &gw,
+        "POST",
+        "/routes/greeted/plugins",
+        &json!({ "name": "file-log", "config": { "path": log_path.to_str().unwrap() } }),
+    )
+    .await;
+    assert_eq!(logged.status, 201, "{}", logged.text());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = gw.proxy(request("GET", "/greeted", &[("x-name", "Flo")], "")).await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if let Some(line) = text.lines().find(|line| line.contains("\"greeted\":\"Flo\"")) {
+            let entry: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(entry["greeted"], "Flo");
+            break;
+        }
+        assert!(Instant::now() < deadline, "file-log wrote: {text}\n{}", gw.log_tail());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 

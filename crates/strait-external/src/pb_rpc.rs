@@ -255,7 +255,7 @@ fn signature(method: &str) -> Option<(In, Out)> {
         "kong.client.get_credential" => (I::Empty, O::Credential),
         "kong.client.get_consumer" => (I::Empty, O::Consumer),
         "kong.client.get_protocol" => (I::Bool, O::Str),
-        "kong.ctx.shared.set" => (I::Kv, O::Empty),
+        "kong.ctx.shared.set" | "kong.log.set_serialize_value" => (I::Kv, O::Empty),
         "kong.ctx.shared.get" => (I::Str, O::Value),
         "kong.ip.is_trusted" => (I::Str, O::Bool),
         "kong.log.alert" | "kong.log.crit" | "kong.log.err" | "kong.log.warn" | "kong.log.notice" | "kong.log.info"
@@ -297,7 +297,6 @@ fn signature(method: &str) -> Option<(In, Out)> {
         // and an empty answer, as Kong answers a nil.
         "kong.client.load_consumer"
         | "kong.client.authenticate"
-        | "kong.log.set_serialize_value"
         | "kong.nginx.get_tls1_version_str"
         | "kong.nginx.set_ctx"
         | "kong.nginx.get_ctx"

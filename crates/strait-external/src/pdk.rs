@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
+use strait_plugins::observability::serialize::{SerializeMode, SerializeValues};
 use strait_plugins::{PluginResponse, RequestCtx};
 
 use crate::msgpack::{self, Value};
@@ -239,6 +240,21 @@ pub fn call(ctx: &mut RequestCtx<'_>, plugin: &str, method: &str, args: &[Value]
             value(nginx_var(ctx, &name).map_or(Value::Nil, Value::Str))
         }
         "kong.nginx.get_subsystem" => value(Value::str("http")),
+        "kong.log.set_serialize_value" => {
+            let key = text(0, "key")?;
+            let mode = match arg(2).get("mode").and_then(Value::as_str) {
+                None | Some("set") => SerializeMode::Set,
+                Some("add") => SerializeMode::Add,
+                Some("replace") => SerializeMode::Replace,
+                Some(_) => return Err("mode must be 'set', 'add' or 'replace'".into()),
+            };
+            let entry = (key, msgpack::to_json(arg(1)), mode);
+            match ctx.shared.get_mut::<SerializeValues>() {
+                Some(values) => values.0.push(entry),
+                None => ctx.shared.insert(SerializeValues(vec![entry])),
+            }
+            value(Value::Nil)
+        }
         _ if method.starts_with("kong.log.") => {
             log(plugin, &method["kong.log.".len()..], args);
             value(Value::Nil)
