@@ -384,6 +384,13 @@ async fn a_go_plugin_on_go_pdk_reads_sets_exits_and_logs() {
     let _ = greeter_route(&gw, "go-greeter", &upstream).await;
     greets_denies_and_logs(&gw, "go-greeter").await;
 
+    // ngx.ctx (kong.nginx.set_ctx in access) read in the log phase.
+    assert!(
+        log_shows(&gw, "[go-greeter] go-greeter remembered Ada").await,
+        "{}",
+        gw.log_tail()
+    );
+
     // go-pdk's SetQuery (a Struct of lists): the upstream's query, keys sorted.
     let reply = gw
         .proxy(request(

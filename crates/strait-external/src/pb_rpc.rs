@@ -256,7 +256,9 @@ fn signature(method: &str) -> Option<(In, Out)> {
         "kong.client.get_consumer" => (I::Empty, O::Consumer),
         "kong.client.get_protocol" => (I::Bool, O::Str),
         "kong.ctx.shared.set" | "kong.log.set_serialize_value" => (I::Kv, O::Empty),
-        "kong.ctx.shared.get" => (I::Str, O::Value),
+        "kong.ctx.shared.get" | "kong.nginx.get_ctx" => (I::Str, O::Value),
+        // Kong's .proto answers a String that go-pdk does not read.
+        "kong.nginx.set_ctx" => (I::Kv, O::Empty),
         "kong.ip.is_trusted" => (I::Str, O::Bool),
         "kong.log.alert" | "kong.log.crit" | "kong.log.err" | "kong.log.warn" | "kong.log.notice" | "kong.log.info"
         | "kong.log.debug" => (I::List, O::Empty),
@@ -298,8 +300,6 @@ fn signature(method: &str) -> Option<(In, Out)> {
         "kong.client.load_consumer"
         | "kong.client.authenticate"
         | "kong.nginx.get_tls1_version_str"
-        | "kong.nginx.set_ctx"
-        | "kong.nginx.get_ctx"
         | "kong.nginx.req_start_time"
         | "kong.node.get_memory_stats"
         | "kong.request.get_uri_captures"

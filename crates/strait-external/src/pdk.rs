@@ -22,10 +22,23 @@ pub enum Outcome {
     Exit(PluginResponse),
 }
 
-/// `kong.ctx.shared` as the plugin servers see it: values they set, kept
-/// in the request's store for the plugins after them.
-#[derive(Debug, Default)]
-pub struct SharedValues(pub HashMap<String, Value>);
+/// `kong.ctx.shared` and `ngx.ctx` (`kong.nginx.get_ctx/set_ctx`) as the
+/// plugin servers see them: values they set, kept in the request's store
+/// for the plugins and phases after them.
+#[derive(Debug, Default, Clone)]
+pub struct SharedValues {
+    pub shared: HashMap<String, Value>,
+    pub ngx: HashMap<String, Value>,
+}
+
+impl SharedValues {
+    fn map(&self, ngx: bool) -> &HashMap<String, Value> {
+        match ngx {
+            true => &self.ngx,
+            false => &self.shared,
+        }
+    }
+}
 
 /// The node's id (`kong.node.get_id`), set at start-up.
 static NODE_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -215,23 +228,27 @@ pub fn call(ctx: &mut RequestCtx<'_>, plugin: &str, method: &str, args: &[Value]
         "kong.router.get_service" => value(entity(ctx.service_id.and_then(|id| ctx.directory.service(id)))),
         "kong.node.get_id" => value(NODE_ID.get().map_or(Value::Nil, |id| Value::str(id.as_str()))),
         "kong.ip.is_trusted" => value(Value::Bool(false)),
-        "kong.ctx.shared.get" => {
+        "kong.ctx.shared.get" | "kong.nginx.get_ctx" => {
             let key = text(0, "key")?;
+            let ngx = method == "kong.nginx.get_ctx";
             value(
                 ctx.shared
                     .get::<SharedValues>()
-                    .and_then(|shared| shared.0.get(&key).cloned())
+                    .and_then(|values| values.map(ngx).get(&key).cloned())
                     .unwrap_or(Value::Nil),
             )
         }
-        "kong.ctx.shared.set" => {
+        "kong.ctx.shared.set" | "kong.nginx.set_ctx" => {
             let key = text(0, "key")?;
             let item = arg(1).clone();
-            match ctx.shared.get_mut::<SharedValues>() {
-                Some(shared) => {
-                    shared.0.insert(key, item);
-                }
-                None => ctx.shared.insert(SharedValues(HashMap::from([(key, item)]))),
+            if ctx.shared.get::<SharedValues>().is_none() {
+                ctx.shared.insert(SharedValues::default());
+            }
+            if let Some(values) = ctx.shared.get_mut::<SharedValues>() {
+                match method == "kong.nginx.set_ctx" {
+                    true => values.ngx.insert(key, item),
+                    false => values.shared.insert(key, item),
+                };
             }
             value(Value::Nil)
         }
@@ -451,7 +468,7 @@ pub struct LogView {
     pub status: u16,
     pub source: &'static str,
     pub consumer_id: Option<uuid::Uuid>,
-    pub shared: HashMap<String, Value>,
+    pub shared: SharedValues,
     /// Kong's log serializer's entry (`kong.log.serialize`).
     pub serialized: Option<serde_json::Value>,
 }
@@ -506,7 +523,13 @@ pub fn call_log(view: &LogView, plugin: &str, method: &str, args: &[Value]) -> R
             view.consumer_id
                 .map_or(Value::Nil, |id| Value::map([("id", Value::Str(id.to_string()))])),
         ),
-        "kong.ctx.shared.get" => value(view.shared.get(&arg(0)?).cloned().unwrap_or(Value::Nil)),
+        "kong.ctx.shared.get" | "kong.nginx.get_ctx" => value(
+            view.shared
+                .map(method == "kong.nginx.get_ctx")
+                .get(&arg(0)?)
+                .cloned()
+                .unwrap_or(Value::Nil),
+        ),
         "kong.log.serialize" => value(
             view.serialized
                 .as_ref()

@@ -363,10 +363,7 @@ fn log_view(record: &LogRecord, shared: &SharedStore) -> LogView {
         status: record.status,
         source: record.source.name(),
         consumer_id: record.request.consumer_id,
-        shared: shared
-            .get::<pdk::SharedValues>()
-            .map(|s| s.0.clone())
-            .unwrap_or_default(),
+        shared: shared.get::<pdk::SharedValues>().cloned().unwrap_or_default(),
         serialized: strait_plugins::observability::serialize::kong_entry(record, shared),
     }
 }

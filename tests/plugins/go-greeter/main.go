@@ -47,6 +47,7 @@ func (conf Config) Access(kong *pdk.PDK) {
 		kong.Log.Err("setting x-greeting: ", err.Error())
 		return
 	}
+	kong.Nginx.SetCtx("greeted", name)
 	kong.Log.Notice("go-greeter greeted ", name)
 }
 
@@ -57,6 +58,10 @@ func (conf Config) Log(kong *pdk.PDK) {
 		name = "stranger"
 	}
 	kong.Log.Notice("go-greeter logged ", status, " for ", name)
+	// What access kept in ngx.ctx, read after the response.
+	if greeted, err := kong.Nginx.GetCtxString("greeted"); err == nil && greeted != "" {
+		kong.Log.Notice("go-greeter remembered ", greeted)
+	}
 }
 
 func main() {
