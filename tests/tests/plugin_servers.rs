@@ -487,6 +487,66 @@ async fn a_plugin_past_pluginserver_timeout_fails_its_request_alone() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_an_outside_server_lost_is_started_again_on_the_next_request() {
+    // No start_cmd: the server is managed outside Strait (Kong's "assuming
+    // external process management"), so Strait cannot see it restart; the
+    // new process answers `no plugin instance` and the instance is started
+    // again within that request.
+    let dir = TempDir::new();
+    let python = tool("python", "STRAIT_KONG_PDK_PYTHON");
+    let script = dir.path().join("py-greeter.py");
+    std::fs::write(&script, PY_GREETER).unwrap();
+    let spawn = || {
+        std::process::Command::new(&python)
+            .arg(&script)
+            .args([
+                "--kong-prefix",
+                &dir.path().display().to_string(),
+                "--socket-name",
+                "py-greeter.sock",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut outside = spawn();
+    let options = GatewayOptions::new()
+        .setting("plugins", "bundled,py-greeter")
+        .setting("pluginserver_names", "py")
+        .setting(
+            "pluginserver_py_socket",
+            &dir.path().join("py-greeter.sock").display().to_string(),
+        )
+        .setting(
+            "pluginserver_py_query_cmd",
+            &format!("{} {} --dump", python.display(), script.display()),
+        );
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(options).await;
+    assert!(
+        log_shows(&gw, "assuming external process management").await,
+        "{}",
+        gw.log_tail()
+    );
+    let _ = greeter_route(&gw, "py-greeter", &upstream).await;
+    until_serving(&gw, "/greeted").await;
+
+    outside.kill().unwrap();
+    outside.wait().unwrap();
+    let _ = std::fs::remove_file(dir.path().join("py-greeter.sock"));
+    let mut outside = spawn();
+    // Every request once the new process listens is answered by the plugin.
+    until_serving(&gw, "/greeted").await;
+    for _ in 0..5 {
+        let reply = gw.proxy(request("GET", "/greeted", &[("x-name", "Gus")], "")).await;
+        assert_eq!(echo_headers(&reply)["x-greeting"], "hello, Gus", "{}", reply.text());
+    }
+    outside.kill().unwrap();
+    let _ = outside.wait();
+}
+
 /// Kills the server of plugin `name` (its process found by `needle`) under
 /// back-to-back requests; every request gets the plugin's answer or, while
 /// the server is down, Kong's 500 at once; then it serves again.

@@ -27,14 +27,18 @@ const MAX_MESSAGE: usize = 64 * 1024 * 1024;
 pub enum RpcError {
     /// The connection: not made, closed, or not MessagePack-RPC.
     Io(String),
-    /// The server's own error answer (`no plugin instance #3`, ...).
+    /// The server's own error answer.
     Server(String),
+    /// The server no longer knows the instance: a MsgPack server says `no
+    /// plugin instance #3`, go-pdk closes the connection. The instance is
+    /// started again (Kong retries on both).
+    Lost(String),
 }
 
 impl std::fmt::Display for RpcError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RpcError::Io(why) | RpcError::Server(why) => f.write_str(why),
+            RpcError::Io(why) | RpcError::Server(why) | RpcError::Lost(why) => f.write_str(why),
         }
     }
 }
@@ -65,11 +69,16 @@ pub enum Ended {
     Exit(strait_plugins::PluginResponse),
 }
 
+/// A connection to the server's socket (either protocol).
+pub(crate) async fn connect(socket: &Path) -> Result<UnixStream, RpcError> {
+    UnixStream::connect(socket)
+        .await
+        .map_err(|e| RpcError::Io(format!("connecting to {}: {e}", socket.display())))
+}
+
 impl Conn {
     pub async fn connect(socket: &Path) -> Result<Conn, RpcError> {
-        let stream = UnixStream::connect(socket)
-            .await
-            .map_err(|e| RpcError::Io(format!("connecting to {}: {e}", socket.display())))?;
+        let stream = connect(socket).await?;
         Ok(Conn {
             stream,
             buffer: Vec::with_capacity(4096),
@@ -110,7 +119,13 @@ impl Conn {
                     let error = parts.pop().unwrap_or(Value::Nil);
                     return match error {
                         Value::Nil => Ok(result),
-                        error => Err(RpcError::Server(error.to_string())),
+                        error => {
+                            let why = error.to_string();
+                            Err(match why.contains("no plugin instance") {
+                                true => RpcError::Lost(why),
+                                false => RpcError::Server(why),
+                            })
+                        }
                     };
                 }
                 // A notification (`serverPid`): nothing to answer.

@@ -21,7 +21,7 @@ use prost_types::value::Kind;
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 
-use crate::mp_rpc::{read_more, Ended, RpcError};
+use crate::mp_rpc::{connect, read_more, Ended, RpcError};
 use crate::msgpack::Value;
 use crate::pdk::{Dispatch, Outcome};
 
@@ -326,9 +326,7 @@ pub struct Conn {
 
 impl Conn {
     pub async fn connect(socket: &Path) -> Result<Conn, RpcError> {
-        let stream = UnixStream::connect(socket)
-            .await
-            .map_err(|e| RpcError::Io(format!("connecting to {}: {e}", socket.display())))?;
+        let stream = connect(socket).await?;
         Ok(Conn {
             stream,
             sequence: 0,
@@ -357,7 +355,7 @@ impl Conn {
         while self.read.len() - self.taken < count {
             if !read_more(&mut self.stream, &mut self.read).await? {
                 // go-pdk answers every error of its own by closing.
-                return Err(RpcError::Server("the server closed the connection".into()));
+                return Err(RpcError::Lost("the server closed the connection".into()));
             }
         }
         Ok(())

@@ -129,6 +129,9 @@ pub struct Host {
     pub server: Arc<Server>,
     pub pool: Pool,
     pub timeout: Duration,
+    /// The phases the plugin has (read once, not per request).
+    access: bool,
+    log: bool,
     /// The generation the pool's connections were made in.
     pool_generation: std::sync::atomic::AtomicU64,
     /// The proxy workers' runtime, seen on the first event: where an
@@ -138,7 +141,10 @@ pub struct Host {
 
 impl Host {
     pub fn new(info: PluginInfo, server: Arc<Server>, timeout: Duration) -> Host {
+        let runs = |phase: &str| info.phases.iter().any(|p| p == phase);
         Host {
+            access: runs("access"),
+            log: runs("log"),
             info,
             server,
             pool: Pool::default(),
@@ -194,8 +200,12 @@ impl External {
         }
     }
 
-    fn runs(&self, phase: &str) -> bool {
-        self.inner.host.info.phases.iter().any(|p| p == phase)
+    fn access(&self) -> bool {
+        self.inner.host.access
+    }
+
+    fn logs_phase(&self) -> bool {
+        self.inner.host.log
     }
 }
 
@@ -235,11 +245,9 @@ impl Instance {
                     return Ok(Ended::Returned);
                 }
                 Ok(ended) => return Ok(ended),
-                // A server that lost the instance: MsgPack servers say so,
-                // go-pdk closes the connection (Kong retries on both).
-                Err(RpcError::Server(why))
-                    if !fresh && (why.contains("no plugin instance") || why.contains("closed")) =>
-                {
+                // Once per event: the instance is started again (go-pdk
+                // closed this connection, so on a new one).
+                Err(RpcError::Lost(_)) if !fresh => {
                     fresh = true;
                     if matches!(conn, Conn::ProtoBuf(_)) {
                         conn = Conn::connect(self.host.info.protocol, &self.host.server.socket).await?;
@@ -280,12 +288,12 @@ impl Plugin for External {
     }
 
     fn waits(&self) -> bool {
-        self.runs("access")
+        self.access()
     }
 
     fn access_async<'a>(&'a self, ctx: &'a mut RequestCtx<'_>) -> AccessFuture<'a> {
         Box::pin(async move {
-            if !self.runs("access") {
+            if !self.access() {
                 return Flow::Continue;
             }
             let inner = &self.inner;
@@ -304,23 +312,23 @@ impl Plugin for External {
     }
 
     fn logs(&self) -> bool {
-        self.runs("log")
+        self.logs_phase()
     }
 
     /// The log phase needs the serializer's details (the request line and
     /// both header maps).
     fn serializes(&self) -> bool {
-        self.runs("log")
+        self.logs_phase()
     }
 
     fn reads_request_headers_in_response(&self) -> bool {
-        self.runs("log")
+        self.logs_phase()
     }
 
     /// An event on the server after the response, off the request's path
     /// (a task on the worker's runtime), with the request's data saved.
     fn log(&self, record: &LogRecord, shared: &SharedStore) {
-        if !self.runs("log") {
+        if !self.logs_phase() {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
