@@ -48,7 +48,8 @@ fn bootstrap_up_list_and_reset_behave_as_kongs() {
     assert!(boot.out.starts_with("Bootstrapping database...\n"), "{}", boot.out);
     assert!(
         boot.out.contains("core migrated up to: 000_base (executed)")
-            && boot.out.contains("core migrated up to: 001_oauth2_tokens (executed)"),
+            && boot.out.contains("core migrated up to: 001_oauth2_tokens (executed)")
+            && boot.out.contains("core migrated up to: 002_filter_chains (executed)"),
         "{}",
         boot.out
     );
@@ -63,6 +64,7 @@ fn bootstrap_up_list_and_reset_behave_as_kongs() {
         "consumers",
         "keyauth_credentials",
         "plugins",
+        "filter_chains",
         "change_log",
         "schema_meta",
         "oauth2_tokens",
@@ -84,12 +86,18 @@ fn bootstrap_up_list_and_reset_behave_as_kongs() {
     let list = migrations(&server, &["list"]);
     assert_eq!(
         (list.code, list.out.trim()),
-        (0, "Executed migrations:\ncore: 000_base, 001_oauth2_tokens")
+        (
+            0,
+            "Executed migrations:\ncore: 000_base, 001_oauth2_tokens, 002_filter_chains"
+        )
     );
     let status = migrations(&server, &["status"]);
     let state: serde_json::Value = serde_json::from_str(&status.out).expect("status is JSON");
     assert_eq!(state["needs_bootstrap"], false);
-    assert_eq!(state["executed"], serde_json::json!(["000_base", "001_oauth2_tokens"]));
+    assert_eq!(
+        state["executed"],
+        serde_json::json!(["000_base", "001_oauth2_tokens", "002_filter_chains"])
+    );
 
     // Another node holds the lock: reset refuses and drops nothing.
     server.psql("INSERT INTO locks (key, owner, ttl) VALUES ('migrations', 'other-node', now() + interval '1 hour')");
@@ -146,8 +154,8 @@ fn bootstrap_up_list_and_reset_behave_as_kongs() {
 }
 
 /// A database an earlier build bootstrapped (before the OAuth2 token
-/// tables) is behind: listed as such, refused by a node, brought up to
-/// date by `up`, which runs only the new migration.
+/// tables and filter chains) is behind: listed as such, refused by a node,
+/// brought up to date by `up`, which runs only the new migrations.
 #[test]
 fn up_adds_the_oauth2_token_tables_to_an_earlier_schema() {
     let server = PgServer::start();
@@ -155,7 +163,7 @@ fn up_adds_the_oauth2_token_tables_to_an_earlier_schema() {
     server
         .psql("INSERT INTO services (id, name, entity) VALUES ('00000000-0000-0000-0000-000000000001', 'kept', '{}')");
     server.psql(
-        "DROP TABLE oauth2_tokens, oauth2_authorization_codes; \
+        "DROP TABLE oauth2_tokens, oauth2_authorization_codes, filter_chains; \
          UPDATE schema_meta SET executed = '{000_base}', last_executed = '000_base' WHERE key = 'schema_meta'",
     );
     let behind = migrations(&server, &["list"]);
@@ -163,18 +171,21 @@ fn up_adds_the_oauth2_token_tables_to_an_earlier_schema() {
     assert!(
         behind
             .out
-            .contains("New migrations available:\ncore: 001_oauth2_tokens"),
+            .contains("New migrations available:\ncore: 001_oauth2_tokens, 002_filter_chains"),
         "{}",
         behind.out
     );
     let up = migrations(&server, &["up"]);
     assert_eq!(up.code, 0, "{}{}", up.out, up.err);
     assert!(
-        up.out.contains("core migrated up to: 001_oauth2_tokens (executed)") && !up.out.contains("000_base"),
+        up.out.contains("core migrated up to: 001_oauth2_tokens (executed)")
+            && up.out.contains("core migrated up to: 002_filter_chains (executed)")
+            && !up.out.contains("000_base"),
         "{}",
         up.out
     );
     assert_eq!(server.psql("SELECT count(*) FROM oauth2_tokens").trim(), "0");
+    assert_eq!(server.psql("SELECT count(*) FROM filter_chains").trim(), "0");
     assert_eq!(server.psql("SELECT name FROM services").trim(), "kept");
     assert_eq!(migrations(&server, &["list"]).code, 0);
 }

@@ -176,6 +176,75 @@ fn the_store_contract_holds_on_postgres() {
     assert_eq!(store.config_hash().unwrap(), None);
 }
 
+/// A filter chain as the schema would give it (validation needs Wasm on).
+fn filter_chain(route: Option<uuid::Uuid>, service: Option<uuid::Uuid>) -> strait_core::FilterChain {
+    strait_core::FilterChain {
+        id: uuid::Uuid::new_v4(),
+        created_at: 1,
+        updated_at: 1,
+        name: None,
+        enabled: true,
+        route: route.map(strait_core::ForeignKey::new),
+        service: service.map(strait_core::ForeignKey::new),
+        filters: vec![strait_core::WasmFilter {
+            name: "tests".into(),
+            config: Some(serde_json::json!({"any": ["json", 1]})),
+            enabled: true,
+        }],
+        tags: None,
+    }
+}
+
+#[test]
+fn filter_chains_are_keyed_by_their_route_or_service_on_postgres() {
+    let (_server, pg) = bootstrapped();
+    let store = PgStore::open(pg, 10_000).expect("open");
+    let set = config(SET);
+    let (service, route) = (set.services[0].clone(), set.routes[0].clone());
+    let on_route = filter_chain(Some(route.id), None);
+    let on_service = filter_chain(None, Some(service.id));
+    store
+        .apply(&[
+            upsert(Entity::Service(service.clone())),
+            upsert(Entity::Route(route.clone())),
+            upsert(Entity::FilterChain(on_route.clone())),
+            upsert(Entity::FilterChain(on_service.clone())),
+        ])
+        .expect("chains on a route and a service");
+    let by_route = store
+        .get_by_unique(EntityKind::FilterChains, "route", &route.id.to_string())
+        .unwrap();
+    assert_eq!(by_route, Some(Entity::FilterChain(on_route.clone())));
+    assert_eq!(
+        store
+            .ids_by_foreign(EntityKind::FilterChains, "service", service.id)
+            .unwrap(),
+        vec![on_service.id]
+    );
+    match store.apply(&[upsert(Entity::FilterChain(filter_chain(Some(route.id), None)))]) {
+        Err(StoreError::UniqueViolation { kind, field, value }) => {
+            assert_eq!((kind, field.as_str()), (EntityKind::FilterChains, "route"));
+            assert_eq!(value, route.id.to_string());
+        }
+        other => panic!("expected a second chain on the route to be refused, got {other:?}"),
+    }
+    let delete = |kind, id| ConfigChange::Delete { kind, id };
+    match store.apply(&[delete(EntityKind::Routes, route.id)]) {
+        Err(StoreError::StillReferenced { child, .. }) => assert_eq!(child, on_route.id),
+        other => panic!("expected still referenced, got {other:?}"),
+    }
+    store
+        .apply(&[
+            delete(EntityKind::Routes, route.id),
+            delete(EntityKind::FilterChains, on_route.id),
+        ])
+        .expect("the route with its chain");
+    let mut whole = set.clone();
+    whole.filter_chains = vec![on_service];
+    store.replace(&whole).expect("replace");
+    assert_eq!(store.load().unwrap().1.filter_chains, whole.filter_chains);
+}
+
 #[test]
 fn two_stores_on_one_database_see_each_others_writes_and_the_log_is_trimmed() {
     let (_server, pg) = bootstrapped();

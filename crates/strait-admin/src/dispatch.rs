@@ -31,6 +31,9 @@ pub async fn handle(state: &AdminState, endpoint: Endpoint, request: &AdminReque
 }
 
 async fn handle_endpoint(state: &AdminState, endpoint: Endpoint, request: &AdminRequest) -> AdminResponse {
+    if let Some(refused) = crate::filter_chains::refused_without_wasm(&endpoint) {
+        return refused;
+    }
     match endpoint {
         Endpoint::Root => root::root(state),
         Endpoint::Status => root::status(state),
@@ -52,6 +55,8 @@ async fn handle_endpoint(state: &AdminState, endpoint: Endpoint, request: &Admin
         Endpoint::SchemaValidate(name) => meta::validate(state, &name, request),
         Endpoint::PluginSchema(name) => meta::plugin_schema(&name),
         Endpoint::PluginSchemaValidate => meta::validate(state, "plugins", request),
+        Endpoint::FilterSchema(name) => crate::filter_chains::filter_schema(&name),
+        Endpoint::RouteFilters(route, listing) => crate::filter_chains::route_filters(state, &route, listing),
         Endpoint::ProxyCache => proxy_cache::flush_all(),
         Endpoint::ProxyCacheKey(key) => proxy_cache::by_key(&key, &request.method),
         Endpoint::ProxyCachePluginKey(plugin, key) => proxy_cache::by_plugin(state, &plugin, &key, &request.method),

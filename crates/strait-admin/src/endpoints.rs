@@ -6,6 +6,7 @@ use strait_core::EntityKind;
 use strait_store::keys::FOREIGN_FIELDS;
 
 use crate::crud::{child_relation, collection_name, kind_for_collection, nested_name, parent_relation};
+use crate::filter_chains::FilterListing;
 
 /// What a request path names.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +30,10 @@ pub enum Endpoint {
     SchemaValidate(String),
     PluginSchema(String),
     PluginSchemaValidate,
+    /// `/schemas/filters/{name}`: an installed proxy-wasm filter's config schema.
+    FilterSchema(String),
+    /// `/routes/{r}/filters/{all,enabled,disabled}`: the filters that apply to a route.
+    RouteFilters(String, FilterListing),
     /// `/proxy-cache`: flush every proxy-cache store.
     ProxyCache,
     /// `/proxy-cache/{cache_key}`.
@@ -148,6 +153,7 @@ pub fn parse(segments: &[String]) -> Option<Endpoint> {
         ["tags", tag] => Endpoint::Tag(tag.to_string()),
         ["schemas", "plugins", "validate"] => Endpoint::PluginSchemaValidate,
         ["schemas", "plugins", name] => Endpoint::PluginSchema(name.to_string()),
+        ["schemas", "filters", name] => Endpoint::FilterSchema(name.to_string()),
         ["schemas", name, "validate"] => Endpoint::SchemaValidate(name.to_string()),
         ["schemas", name] => Endpoint::Schema(name.to_string()),
         ["proxy-cache"] => Endpoint::ProxyCache,
@@ -163,6 +169,9 @@ pub fn parse(segments: &[String]) -> Option<Endpoint> {
         }
         ["oauth2_tokens"] => Endpoint::Oauth2Tokens,
         ["oauth2_tokens", key] => Endpoint::Oauth2Token(key.to_string()),
+        ["routes", route, "filters", listing] => {
+            Endpoint::RouteFilters(route.to_string(), FilterListing::from_segment(listing)?)
+        }
         ["upstreams", upstream, "health"] => Endpoint::UpstreamHealth(upstream.to_string()),
         ["upstreams", upstream, "targets", "all"] => Endpoint::TargetsAll(upstream.to_string()),
         ["upstreams", upstream, "targets", target, state @ ("healthy" | "unhealthy")] => Endpoint::TargetHealth {
@@ -246,6 +255,7 @@ pub fn templates() -> Vec<(String, &'static str)> {
         ("/proxy-cache/{plugin_id}/caches/{cache_key}".into(), READ_DELETE),
         ("/schemas/plugins/validate".into(), POST_ONLY),
         ("/schemas/plugins/{name}".into(), READ_ONLY),
+        ("/schemas/filters/{name}".into(), READ_ONLY),
         ("/schemas/{db_entity_name}/validate".into(), POST_ONLY),
         ("/schemas/{name}".into(), READ_ONLY),
         ("/status".into(), READ_ONLY),
@@ -257,6 +267,9 @@ pub fn templates() -> Vec<(String, &'static str)> {
         ("/oauth2_tokens/{oauth2_tokens}".into(), ENTITY),
         ("/tags".into(), READ_ONLY),
         ("/tags/{tags}".into(), READ_ONLY),
+        ("/routes/{routes}/filters/all".into(), READ_ONLY),
+        ("/routes/{routes}/filters/enabled".into(), READ_ONLY),
+        ("/routes/{routes}/filters/disabled".into(), READ_ONLY),
         ("/upstreams/{upstreams}/health".into(), READ_ONLY),
         ("/upstreams/{upstreams}/targets/all".into(), READ_ONLY),
         ("/upstreams/{upstreams}/targets/{targets}/healthy".into(), PUT_ONLY),
@@ -364,6 +377,34 @@ mod tests {
             assert!(matches!(parse_path(path), Some(Endpoint::Collection(_))), "{path}");
         }
         assert_eq!(parse_path("/basicauth_credentials"), None);
+        assert_eq!(
+            parse_path("/routes/r/filters/enabled"),
+            Some(Endpoint::RouteFilters("r".into(), FilterListing::Enabled))
+        );
+        assert_eq!(parse_path("/routes/r/filters/some"), None);
+        assert_eq!(
+            parse_path("/schemas/filters/f"),
+            Some(Endpoint::FilterSchema("f".into()))
+        );
+        assert_eq!(
+            parse_path("/filter-chains"),
+            Some(Endpoint::Collection(EntityKind::FilterChains))
+        );
+        assert!(matches!(
+            parse_path("/services/s/filter-chains/c"),
+            Some(Endpoint::Child {
+                child: EntityKind::FilterChains,
+                field: "service",
+                ..
+            })
+        ));
+        assert!(matches!(
+            parse_path("/filter-chains/c/route"),
+            Some(Endpoint::Parent {
+                parent: EntityKind::Routes,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use http::StatusCode;
 use serde_json::{json, Map, Value};
+use strait_core::error::kong_path;
 use strait_core::{ConfigError, EntityKind, FieldError};
 use strait_store::StoreError;
 use uuid::Uuid;
@@ -65,24 +66,6 @@ pub fn lua_pretty(value: &Value) -> String {
     }
 }
 
-/// Kong's field path in messages: `paths[0]` is written `paths.1`.
-fn message_path(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    let mut rest = path;
-    while let Some(open) = rest.find('[') {
-        out.push_str(&rest[..open]);
-        let Some(close) = rest[open..].find(']') else { break };
-        let inner = &rest[open + 1..open + close];
-        match inner.parse::<usize>() {
-            Ok(index) => out.push_str(&format!(".{}", index + 1)),
-            Err(_) => out.push_str(&rest[open..=open + close]),
-        }
-        rest = &rest[open + close + 1..];
-    }
-    out.push_str(rest);
-    out
-}
-
 /// 400 schema violation with every error (Kong's message and `fields` tree).
 pub fn schema_violation(errors: Vec<FieldError>) -> AdminResponse {
     let mut lines: Vec<String> = errors
@@ -93,7 +76,7 @@ pub fn schema_violation(errors: Vec<FieldError>) -> AdminResponse {
     let mut field_lines: Vec<(String, String)> = errors
         .iter()
         .filter(|e| !e.path.is_empty())
-        .map(|e| (message_path(&e.path), e.message.clone()))
+        .map(|e| (kong_path(&e.path), e.message.clone()))
         .collect();
     field_lines.sort();
     lines.extend(
@@ -227,12 +210,5 @@ mod tests {
             lua_pretty(&json!({"service": {"id": "a"}, "name": "p", "route": null})),
             r#"{name="p",route=null,service={id="a"}}"#
         );
-    }
-
-    #[test]
-    fn message_paths_are_one_based() {
-        assert_eq!(message_path("protocols[0]"), "protocols.1");
-        assert_eq!(message_path("a.b[2].c"), "a.b.3.c");
-        assert_eq!(message_path("name"), "name");
     }
 }

@@ -17,6 +17,7 @@ mod dispatch;
 pub use dispatch::in_read_request;
 pub mod endpoints;
 mod errors;
+mod filter_chains;
 pub mod fuzzing;
 mod health;
 mod meta;

@@ -438,8 +438,9 @@ fn changes_since(store: &dyn Store, base: u64, snapshot: &Snapshot) -> Result<Op
 }
 
 /// The snapshot's whole configuration as the frames of a transfer in parts,
-/// encoded once per version: everything but services, routes and plugins
-/// in batches (parents before children), then those three in one batch.
+/// encoded once per version: everything but services, routes, their filter
+/// chains and plugins in batches (parents before children), then those
+/// four in one batch.
 fn full_parts(shared: &Shared, snapshot: &Snapshot) -> Result<Arc<Vec<Vec<u8>>>, String> {
     use strait_core::Entity;
     let mut cached = shared.parts.lock().unwrap_or_else(|p| p.into_inner());
@@ -452,6 +453,7 @@ fn full_parts(shared: &Shared, snapshot: &Snapshot) -> Result<Arc<Vec<Vec<u8>>>,
     let count = c.entity_count() as u64;
     let last: Vec<Entity> = (c.services.into_iter().map(Entity::Service))
         .chain(c.routes.into_iter().map(Entity::Route))
+        .chain(c.filter_chains.into_iter().map(Entity::FilterChain))
         .chain(c.plugins.into_iter().map(Entity::Plugin))
         .collect();
     let rest = (c.vaults.into_iter().map(Entity::Vault))

@@ -28,6 +28,7 @@ pub enum Entity {
     ConsumerGroupConsumer(ConsumerGroupConsumer),
     Service(Service),
     Route(Route),
+    FilterChain(FilterChain),
     /// Boxed: the largest entity (520 bytes, its many hash settings) would
     /// otherwise set the size of every `Entity`, and of every list of them
     /// a configuration is validated and assembled through.
@@ -61,6 +62,7 @@ impl Entity {
             Entity::ConsumerGroupConsumer(_) => EntityKind::ConsumerGroupConsumers,
             Entity::Service(_) => EntityKind::Services,
             Entity::Route(_) => EntityKind::Routes,
+            Entity::FilterChain(_) => EntityKind::FilterChains,
             Entity::Upstream(_) => EntityKind::Upstreams,
             Entity::Target(_) => EntityKind::Targets,
             Entity::Consumer(_) => EntityKind::Consumers,
@@ -86,6 +88,7 @@ impl Entity {
             Entity::ConsumerGroupConsumer(e) => e.id,
             Entity::Service(e) => e.id,
             Entity::Route(e) => e.id,
+            Entity::FilterChain(e) => e.id,
             Entity::Upstream(e) => e.id,
             Entity::Target(e) => e.id,
             Entity::Consumer(e) => e.id,
@@ -141,6 +144,7 @@ impl Config {
             Entity::ConsumerGroupConsumer(e) => self.consumer_group_consumers.push(e),
             Entity::Service(e) => self.services.push(e),
             Entity::Route(e) => self.routes.push(e),
+            Entity::FilterChain(e) => self.filter_chains.push(e),
             Entity::Upstream(e) => self.upstreams.push(*e),
             Entity::Target(e) => self.targets.push(e),
             Entity::Consumer(e) => self.consumers.push(e),
@@ -184,6 +188,7 @@ impl Config {
             Entity::ConsumerGroupConsumer(e) => put(&mut self.consumer_group_consumers, e, |x| x.id),
             Entity::Service(e) => put(&mut self.services, e, |x| x.id),
             Entity::Route(e) => put(&mut self.routes, e, |x| x.id),
+            Entity::FilterChain(e) => put(&mut self.filter_chains, e, |x| x.id),
             Entity::Upstream(e) => put(&mut self.upstreams, *e, |x| x.id),
             Entity::Target(e) => put(&mut self.targets, e, |x| x.id),
             Entity::Consumer(e) => put(&mut self.consumers, e, |x| x.id),
@@ -209,6 +214,7 @@ impl Config {
             EntityKind::ConsumerGroupConsumers => self.consumer_group_consumers.retain(|x| x.id != id),
             EntityKind::Services => self.services.retain(|x| x.id != id),
             EntityKind::Routes => self.routes.retain(|x| x.id != id),
+            EntityKind::FilterChains => self.filter_chains.retain(|x| x.id != id),
             EntityKind::Upstreams => self.upstreams.retain(|x| x.id != id),
             EntityKind::Targets => self.targets.retain(|x| x.id != id),
             EntityKind::Consumers => self.consumers.retain(|x| x.id != id),

@@ -375,6 +375,32 @@ pub struct Key {
     pub tags: Option<Vec<String>>,
 }
 
+/// One filter of a filter chain (Kong's `wasm_filter` record): a proxy-wasm
+/// module by name, with its configuration as given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WasmFilter {
+    pub name: String,
+    /// Kong's `json` type: any JSON value (a string, or what the filter's
+    /// `config_schema` accepts); `None` when absent or null.
+    pub config: Option<Value>,
+    pub enabled: bool,
+}
+
+/// The proxy-wasm filters that run for one route or one service (Kong's
+/// `filter_chains`); exactly one of `route` and `service` is set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FilterChain {
+    pub id: Uuid,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub name: Option<String>,
+    pub enabled: bool,
+    pub route: Option<ForeignKey>,
+    pub service: Option<ForeignKey>,
+    pub filters: Vec<WasmFilter>,
+    pub tags: Option<Vec<String>>,
+}
+
 /// Every entity kind Strait stores, in dependency order (a kind only refers
 /// to kinds before it), which is also the order in which they are loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -388,6 +414,7 @@ pub enum EntityKind {
     Keys,
     Services,
     Routes,
+    FilterChains,
     Upstreams,
     Targets,
     Consumers,
@@ -403,7 +430,7 @@ pub enum EntityKind {
 }
 
 impl EntityKind {
-    pub const ALL: [EntityKind; 20] = [
+    pub const ALL: [EntityKind; 21] = [
         EntityKind::Vaults,
         EntityKind::CaCertificates,
         EntityKind::Certificates,
@@ -412,6 +439,7 @@ impl EntityKind {
         EntityKind::Keys,
         EntityKind::Services,
         EntityKind::Routes,
+        EntityKind::FilterChains,
         EntityKind::Upstreams,
         EntityKind::Targets,
         EntityKind::Consumers,
@@ -439,6 +467,7 @@ impl EntityKind {
             EntityKind::Snis => "snis",
             EntityKind::Services => "services",
             EntityKind::Routes => "routes",
+            EntityKind::FilterChains => "filter_chains",
             EntityKind::Upstreams => "upstreams",
             EntityKind::Targets => "targets",
             EntityKind::Consumers => "consumers",
@@ -465,6 +494,7 @@ impl EntityKind {
             EntityKind::Snis => "sni",
             EntityKind::Services => "service",
             EntityKind::Routes => "route",
+            EntityKind::FilterChains => "filter_chain",
             EntityKind::Upstreams => "upstream",
             EntityKind::Targets => "target",
             EntityKind::Consumers => "consumer",
@@ -500,6 +530,8 @@ pub struct Config {
     pub consumer_group_consumers: Vec<ConsumerGroupConsumer>,
     pub services: Vec<Service>,
     pub routes: Vec<Route>,
+    #[serde(default)]
+    pub filter_chains: Vec<FilterChain>,
     pub upstreams: Vec<Upstream>,
     pub targets: Vec<Target>,
     pub consumers: Vec<Consumer>,
@@ -526,6 +558,7 @@ impl Config {
             + self.consumer_group_consumers.len()
             + self.services.len()
             + self.routes.len()
+            + self.filter_chains.len()
             + self.upstreams.len()
             + self.targets.len()
             + self.consumers.len()
@@ -557,6 +590,7 @@ impl Config {
             EntityKind::ConsumerGroupConsumers => to_values(&self.consumer_group_consumers),
             EntityKind::Services => to_values(&self.services),
             EntityKind::Routes => to_values(&self.routes),
+            EntityKind::FilterChains => to_values(&self.filter_chains),
             EntityKind::Upstreams => to_values(&self.upstreams),
             EntityKind::Targets => to_values(&self.targets),
             EntityKind::Consumers => to_values(&self.consumers),

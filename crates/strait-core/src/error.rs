@@ -61,6 +61,25 @@ pub fn join_path(prefix: &str, rest: &str) -> String {
     }
 }
 
+/// Kong's form of a field path in messages and flattened errors: indexes
+/// are 1-based members (`filters[0].config` is written `filters.1.config`).
+pub fn kong_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(open) = rest.find('[') {
+        out.push_str(&rest[..open]);
+        let Some(close) = rest[open..].find(']') else { break };
+        let inner = &rest[open + 1..open + close];
+        match inner.parse::<usize>() {
+            Ok(index) => out.push_str(&format!(".{}", index + 1)),
+            Err(_) => out.push_str(&rest[open..=open + close]),
+        }
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Every problem found in a declarative configuration.
 #[derive(Debug, Clone, thiserror::Error)]
 pub struct ConfigError {

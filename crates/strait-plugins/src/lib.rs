@@ -19,6 +19,7 @@ mod config;
 mod config_fields;
 mod context;
 mod directory;
+pub mod filters;
 pub mod form;
 pub mod grpc;
 mod identity;

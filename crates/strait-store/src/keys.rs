@@ -20,6 +20,9 @@ pub const UNIQUE_FIELDS: &[(EntityKind, &str)] = &[
     (EntityKind::Snis, "name"),
     (EntityKind::Services, "name"),
     (EntityKind::Routes, "name"),
+    (EntityKind::FilterChains, "name"),
+    (EntityKind::FilterChains, "route"),
+    (EntityKind::FilterChains, "service"),
     (EntityKind::Upstreams, "name"),
     (EntityKind::Targets, "cache_key"),
     (EntityKind::Consumers, "username"),
@@ -45,6 +48,8 @@ pub const FOREIGN_FIELDS: &[(EntityKind, &str, EntityKind)] = &[
     (EntityKind::ConsumerGroupConsumers, "consumer", EntityKind::Consumers),
     (EntityKind::Snis, "certificate", EntityKind::Certificates),
     (EntityKind::Routes, "service", EntityKind::Services),
+    (EntityKind::FilterChains, "route", EntityKind::Routes),
+    (EntityKind::FilterChains, "service", EntityKind::Services),
     (EntityKind::Targets, "upstream", EntityKind::Upstreams),
     (EntityKind::KeyauthCredentials, "consumer", EntityKind::Consumers),
     (EntityKind::BasicauthCredentials, "consumer", EntityKind::Consumers),
@@ -118,6 +123,12 @@ pub fn unique_keys(entity: &Entity) -> Vec<UniqueKey> {
         Entity::Sni(e) => vec![Some(("name", e.name.clone()))],
         Entity::Service(e) => vec![some("name", &e.name)],
         Entity::Route(e) => vec![some("name", &e.name)],
+        // A route or a service has at most one chain: its id is the key.
+        Entity::FilterChain(e) => vec![
+            some("name", &e.name),
+            e.route.map(|fk| ("route", fk.id.to_string())),
+            e.service.map(|fk| ("service", fk.id.to_string())),
+        ],
         Entity::Upstream(e) => vec![Some(("name", e.name.clone()))],
         Entity::Target(e) => vec![Some(("cache_key", target_cache_key(e)))],
         Entity::Consumer(e) => vec![some("username", &e.username), some("custom_id", &e.custom_id)],
@@ -149,6 +160,10 @@ pub fn foreign_keys(entity: &Entity) -> Vec<ForeignRef> {
             Some(("consumer", EntityKind::Consumers, e.consumer.id)),
         ],
         Entity::Route(e) => vec![some("service", EntityKind::Services, &e.service)],
+        Entity::FilterChain(e) => vec![
+            some("route", EntityKind::Routes, &e.route),
+            some("service", EntityKind::Services, &e.service),
+        ],
         Entity::Target(e) => vec![Some(("upstream", EntityKind::Upstreams, e.upstream.id))],
         Entity::KeyauthCredential(KeyauthCredential { consumer, .. })
         | Entity::BasicauthCredential(BasicauthCredential { consumer, .. })
@@ -213,6 +228,10 @@ macro_rules! with_list {
             }
             EntityKind::Routes => {
                 let ($list, $wrap) = (&c.routes, Entity::Route);
+                $body
+            }
+            EntityKind::FilterChains => {
+                let ($list, $wrap) = (&c.filter_chains, Entity::FilterChain);
                 $body
             }
             EntityKind::Upstreams => {

@@ -36,6 +36,7 @@ pub fn collection_name(kind: EntityKind) -> &'static str {
         EntityKind::HmacauthCredentials => "hmac-auths",
         EntityKind::Oauth2Credentials => "oauth2",
         EntityKind::KeySets => "key-sets",
+        EntityKind::FilterChains => "filter-chains",
         other => other.table(),
     }
 }

@@ -190,6 +190,7 @@ pub fn entity_tags(entity: &Entity) -> Option<&[String]> {
         Entity::ConsumerGroupConsumer(_) => &None,
         Entity::Service(e) => &e.tags,
         Entity::Route(e) => &e.tags,
+        Entity::FilterChain(e) => &e.tags,
         Entity::Upstream(e) => &e.tags,
         Entity::Target(e) => &e.tags,
         Entity::Consumer(e) => &e.tags,

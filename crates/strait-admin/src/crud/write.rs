@@ -237,6 +237,11 @@ pub fn check_new(state: &AdminState, entity: &Entity) -> Result<(), AdminRespons
 /// derived keys (`cache_key`) are shown as the fields they are made of.
 fn violated_fields(subject: Option<&Entity>, kind: EntityKind, field: &str, value: &str) -> Map<String, Value> {
     let mut fields = Map::new();
+    // A filter chain's route or service is unique: Kong shows the key.
+    if kind == EntityKind::FilterChains && matches!(field, "route" | "service") {
+        fields.insert(field.to_string(), json!({ "id": value }));
+        return fields;
+    }
     match subject.filter(|s| s.kind() == kind && field == "cache_key") {
         Some(entity) => {
             let object = entity_object(entity);

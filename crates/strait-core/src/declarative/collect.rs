@@ -27,8 +27,12 @@ pub(super) struct Pending {
 pub(super) fn nested_children(kind: EntityKind) -> &'static [(&'static str, EntityKind, &'static str)] {
     use EntityKind::*;
     match kind {
-        Services => &[("routes", Routes, "service"), ("plugins", Plugins, "service")],
-        Routes => &[("plugins", Plugins, "route")],
+        Services => &[
+            ("routes", Routes, "service"),
+            ("plugins", Plugins, "service"),
+            ("filter_chains", FilterChains, "service"),
+        ],
+        Routes => &[("plugins", Plugins, "route"), ("filter_chains", FilterChains, "route")],
         Consumers => &[
             ("plugins", Plugins, "consumer"),
             ("groups", ConsumerGroupConsumers, "consumer"),

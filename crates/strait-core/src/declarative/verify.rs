@@ -12,7 +12,7 @@ use super::resolve::uniqueness_message;
 use super::Located;
 use crate::delta::Entity;
 use crate::entities::{Config, EntityKind};
-use crate::error::{ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};
+use crate::error::{kong_path, ConfigError, FieldError, FlattenedEntityError, FlattenedFieldError};
 use crate::schema::{
     endpoint_key, is_missing, transform_on_write, transforms_on_write, unique_fields, validate_record_of, RouterFlavor,
 };
@@ -95,6 +95,7 @@ fn unique_text<'e>(entity: &'e Entity, field: &str) -> Option<Option<&'e str>> {
     Some(match (entity, field) {
         (Entity::Service(e), "name") => e.name.as_deref(),
         (Entity::Route(e), "name") => e.name.as_deref(),
+        (Entity::FilterChain(e), "name") => e.name.as_deref(),
         (Entity::Upstream(e), "name") => Some(&e.name),
         (Entity::Consumer(e), "username") => e.username.as_deref(),
         (Entity::Consumer(e), "custom_id") => e.custom_id.as_deref(),
@@ -147,6 +148,12 @@ pub(super) fn for_unique_values<'e>(
                 let values = as_json.get_or_insert_with(|| entity_fields(entity));
                 match values.get(field) {
                     Some(Value::String(text)) => Cow::Owned(text.clone()),
+                    // A unique foreign key (a filter chain's route or
+                    // service) compares the id it points at.
+                    Some(Value::Object(key)) => match key.get("id") {
+                        Some(Value::String(id)) => Cow::Owned(id.clone()),
+                        _ => continue,
+                    },
                     _ => continue,
                 }
             }
@@ -242,6 +249,7 @@ pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
         .reserve_exact(count(EntityKind::ConsumerGroupConsumers));
     config.services.reserve_exact(count(EntityKind::Services));
     config.routes.reserve_exact(count(EntityKind::Routes));
+    config.filter_chains.reserve_exact(count(EntityKind::FilterChains));
     config.upstreams.reserve_exact(count(EntityKind::Upstreams));
     config.targets.reserve_exact(count(EntityKind::Targets));
     config.consumers.reserve_exact(count(EntityKind::Consumers));
@@ -272,6 +280,7 @@ pub(super) fn assemble(entities: Vec<Option<Entity>>) -> Config {
             Entity::ConsumerGroupConsumer(e) => config.consumer_group_consumers.push(e),
             Entity::Service(e) => config.services.push(e),
             Entity::Route(e) => config.routes.push(e),
+            Entity::FilterChain(e) => config.filter_chains.push(e),
             Entity::Upstream(e) => config.upstreams.push(*e),
             Entity::Target(e) => config.targets.push(e),
             Entity::Consumer(e) => config.consumers.push(e),
@@ -318,7 +327,7 @@ fn flatten(located: &[Located], pending: &[Pending], written: &Map<String, Value
         }
         let error = &item.error;
         let field_error = FlattenedFieldError {
-            field: (!error.path.is_empty()).then(|| error.path.clone()),
+            field: (!error.path.is_empty()).then(|| kong_path(&error.path)),
             kind: if error.path.is_empty() { "entity" } else { "field" }.to_string(),
             message: error.message.clone(),
         };

@@ -118,3 +118,11 @@ fn kong_body_has_code_name_message_fields_and_optional_flattened() {
         }])
     );
 }
+
+#[test]
+fn kong_paths_are_dotted_and_one_based() {
+    assert_eq!(kong_path("protocols[0]"), "protocols.1");
+    assert_eq!(kong_path("a.b[2].c"), "a.b.3.c");
+    assert_eq!(kong_path("filters[0].config"), "filters.1.config");
+    assert_eq!(kong_path("name"), "name");
+}

@@ -34,10 +34,6 @@ pub const REFUSED_ENTITIES: &[(&str, &str)] = &[
         "hybrid mode is not built yet (issue 18); Kong fills this table itself, nobody writes it",
     ),
     (
-        "filter_chains",
-        "WebAssembly filters (Kong's `wasm = on`) are not supported",
-    ),
-    (
         "parameters",
         "Kong's internal node parameters (the cluster id), never written through the Admin API or a file",
     ),
@@ -74,6 +70,12 @@ pub const DEFAULT_NOTES: &[(&str, &str, &str)] = &[
         "Kong's source writes a partial default and its schema fills the rest of the record (`threshold` 0, `https_sni` and `headers` null); Strait writes the filled record, which is what Kong returns",
     ),
 ];
+
+/// Kong entities Strait has only under a setting, each with what it takes.
+pub const CONDITIONAL: &[(&str, &str)] = &[(
+    "filter_chains",
+    "proxy-wasm filter chains need `wasm = on` and filters installed, as in Kong: otherwise every write (Admin API, declarative file) is refused with Kong's `wasm support is not enabled` (or `no wasm filters are available`), and the Admin API's filter-chain endpoints answer 400",
+)];
 
 /// Kong entities Strait serves without storing them as entities.
 pub const VIEWS: &[(&str, &str)] = &[(
@@ -264,10 +266,12 @@ pub fn markdown() -> String {
             entity = &row.entity;
             let refused = REFUSED_ENTITIES.iter().find(|(name, _)| *name == entity);
             let view = VIEWS.iter().find(|(name, _)| *name == entity);
-            let entity_note = match (refused, view) {
-                (Some((_, reason)), _) => format!("\n\nThe whole entity is refused: {reason}."),
-                (None, Some((_, how))) => format!("\n\nServed as a view: {how}."),
-                (None, None) => String::new(),
+            let condition = CONDITIONAL.iter().find(|(name, _)| *name == entity);
+            let entity_note = match (refused, view, condition) {
+                (Some((_, reason)), _, _) => format!("\n\nThe whole entity is refused: {reason}."),
+                (None, Some((_, how)), _) => format!("\n\nServed as a view: {how}."),
+                (None, None, Some((_, what))) => format!("\n\nSupported under a setting: {what}."),
+                (None, None, None) => String::new(),
             };
             out.push_str(&format!(
                 "## {entity}\n\nKong source: `{}`.{entity_note}\n\n| field | Kong | Strait | status |\n|---|---|---|---|\n",

@@ -31,7 +31,7 @@ const LOOKUP: &str = "references entities the file does not hold (decK's `defaul
 const TEMPLATE: &str =
     "a decK template (`${{ env \"...\" }}`): `deck file render` fills it in before any gateway sees it";
 const MADE_UP_PLUGIN: &str = "`foofloat`, a plugin name made up for decK's render test";
-const FILTER_CHAINS: &str = "`filter_chains` (Kong 3.4's Wasm filters): not supported yet (issue 61)";
+const FILTER_CHAINS: &str = "`filter_chains` (Kong 3.4's Wasm filters): refused with `wasm = off`, the default, as Kong refuses them (and their filters are not installed here)";
 const WASM_METRICS: &str = "prometheus `wasm_metrics` (Kong 3.10)";
 const FAILOVER: &str = "`targets[].failover` (Kong Enterprise 3.12)";
 const ENV_VAULT: &str = "a certificate and key read from `{vault://my-env-vault/...}`: valid where `MY_SECRET_CERT` and `MY_SECRET_KEY` hold them, as decK's (Enterprise-gated) test sets them";

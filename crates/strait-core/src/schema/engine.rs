@@ -80,6 +80,7 @@ fn validate_present(field: &Field, value: &Value, at: &At<'_>, errors: &mut Vec<
             Value::Object(_) => Ok(value.clone()),
             _ => Err("expected a record".to_string()),
         },
+        FieldType::Json => Ok(value.clone()),
     };
     match out {
         Ok(normalized) if errors.len() == before => normalized,

@@ -21,6 +21,9 @@ pub enum FieldType {
     Foreign(&'static str),
     /// Any JSON object, kept as given (plugin `config`).
     Object,
+    /// Kong's `json` type: any JSON value, kept as given (a filter's
+    /// `config`); what it must look like is checked by the entity.
+    Json,
 }
 
 #[derive(Clone)]
@@ -92,6 +95,9 @@ impl Field {
     }
     pub fn object() -> Field {
         Field::of(FieldType::Object)
+    }
+    pub fn json() -> Field {
+        Field::of(FieldType::Json)
     }
 
     pub fn required(mut self) -> Field {
@@ -218,6 +224,7 @@ impl Field {
                 "foreign"
             }
             FieldType::Object => "record",
+            FieldType::Json => "json",
         };
         out.insert("type".into(), json!(name));
     }

@@ -20,6 +20,7 @@ mod proxy;
 mod route_rules;
 mod router_flavor;
 mod secrets;
+mod wasm;
 
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
@@ -43,6 +44,12 @@ pub use plugins::{
 pub use route_rules::{ROUTE_HTTPS_NEEDS_MATCHER, ROUTE_HTTP_NEEDS_MATCHER};
 pub use router_flavor::RouterFlavor;
 pub use secrets::{check_jwk, plugin_has_references, referenceable_fields, references_in, resolve_references};
+#[cfg(test)]
+pub(crate) use wasm::test_guard as wasm_test_guard;
+pub use wasm::{
+    filter_config_schema, set_wasm_filters, wasm_enabled, wasm_filter_names, FilterConfigCheck, WasmFilterInfo,
+    NO_SUCH_FILTER, NO_WASM_FILTERS, WASM_DISABLED,
+};
 
 type Shorthand = fn(&mut Map<String, Value>, &mut Vec<FieldError>);
 type Finish = fn(&mut Map<String, Value>, &Map<String, Value>, &mut Vec<FieldError>);
@@ -88,6 +95,7 @@ fn build_definition(kind: EntityKind) -> EntityDef {
     match kind {
         EntityKind::Services => proxy::service(),
         EntityKind::Routes => proxy::route(),
+        EntityKind::FilterChains => wasm::filter_chain(),
         EntityKind::Upstreams => balancer::upstream(),
         EntityKind::Targets => balancer::target(),
         EntityKind::Consumers => identity::consumer(),
@@ -241,6 +249,7 @@ fn to_entity(kind: EntityKind, value: Value) -> Result<Entity, serde_json::Error
     Ok(match kind {
         EntityKind::Services => Entity::Service(from_value(value)?),
         EntityKind::Routes => Entity::Route(from_value(value)?),
+        EntityKind::FilterChains => Entity::FilterChain(from_value(value)?),
         EntityKind::Upstreams => Entity::Upstream(from_value(value)?),
         EntityKind::Targets => Entity::Target(from_value(value)?),
         EntityKind::Consumers => Entity::Consumer(from_value(value)?),
@@ -265,10 +274,14 @@ fn to_entity(kind: EntityKind, value: Value) -> Result<Entity, serde_json::Error
 /// Kong's `/schemas/{entity}` description: `{"fields": [...], "entity_checks": [...]}`.
 pub fn entity_schema_json(kind: EntityKind) -> Value {
     let def = definition(kind);
-    json!({
+    let mut schema = json!({
         "fields": field::fields_to_json(&def.fields),
         "entity_checks": def.entity_checks.clone(),
-    })
+    });
+    if kind == EntityKind::FilterChains {
+        wasm::describe_filter_chain(&mut schema);
+    }
+    schema
 }
 
 #[cfg(test)]

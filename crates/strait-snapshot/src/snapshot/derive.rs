@@ -13,6 +13,7 @@ use strait_plugins::{
 use strait_router::{CowMap, Router};
 use uuid::Uuid;
 
+use super::filters::{routes_touched, BuiltFilterChains, FilterChains};
 use super::identity::Identities;
 use super::state::{EntityState, Previous};
 use super::{route_problem, CompileProblem, RouteRuntime, ServiceRuntime};
@@ -27,6 +28,8 @@ pub(crate) struct Compiled {
     pub routes: CowMap<Uuid, Arc<RouteRuntime>>,
     pub certificates: Arc<CertificateIndex>,
     pub plugin_instances: CowMap<Uuid, Arc<dyn Plugin>>,
+    /// Each route's proxy-wasm filters as built, kept for the next rebuild.
+    pub filter_chains: BuiltFilterChains,
     /// Upstream name (lower case) -> balancer.
     pub balancers: CowMap<String, Arc<Balancer>>,
     pub identities: Identities,
@@ -112,6 +115,7 @@ pub(crate) fn note_change(
         EntityKind::Services => {
             dirty.services.insert(id);
         }
+        EntityKind::FilterChains => dirty.routes.extend(routes_touched(state, id, previous)),
         EntityKind::Plugins => {
             note_plugin(compiled, state, id, previous, dirty, problems);
             let instances = &compiled.plugin_instances;
@@ -468,6 +472,7 @@ fn rebuild_chains(
         return;
     }
     let scopes = PluginScopes::index(state);
+    let filter_chains = FilterChains::index(state);
     if all {
         let certifying = scopes
             .global
@@ -482,6 +487,7 @@ fn rebuild_chains(
     for id in route_ids {
         let Some(route) = state.routes.get(id) else {
             compiled.routes.remove(id);
+            compiled.filter_chains.remove(id);
             continue;
         };
         let mut slots: Vec<ChainSlot> = scopes
@@ -501,6 +507,7 @@ fn rebuild_chains(
                 })
             })
             .collect();
+        slots.extend(filter_chains.slot_for(route, &mut compiled.filter_chains, problems));
         for (name, (_, sample)) in consumer_scoped.iter() {
             if !slots.iter().any(|s| s.name() == name) {
                 slots.push(ChainSlot::consumer_only(sample.clone()));

@@ -12,6 +12,7 @@
 //! code path with every entity as an upsert into an empty snapshot.
 
 mod derive;
+mod filters;
 mod identity;
 mod state;
 
@@ -284,6 +285,7 @@ impl Snapshot {
         let e = &self.entities;
         e.services.len()
             + e.routes.len()
+            + e.filter_chains.len()
             + e.upstreams.len()
             + e.targets.len()
             + e.consumers.len()

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use strait_core::declarative::DeclarativeJson;
 use strait_core::{
     Acl, BasicauthCredential, CaCertificate, Certificate, Config, ConfigChange, Consumer, ConsumerGroup,
-    ConsumerGroupConsumer, Entity, EntityKind, HmacauthCredential, JwtSecret, Key, KeySet, KeyauthCredential,
-    Oauth2Credential, Plugin as PluginEntity, Route, Service, Sni, Target, Upstream, Vault,
+    ConsumerGroupConsumer, Entity, EntityKind, FilterChain, HmacauthCredential, JwtSecret, Key, KeySet,
+    KeyauthCredential, Oauth2Credential, Plugin as PluginEntity, Route, Service, Sni, Target, Upstream, Vault,
 };
 use strait_router::CowMap;
 use uuid::Uuid;
@@ -23,6 +23,7 @@ pub(crate) struct EntityState {
     pub consumer_group_consumers: CowMap<Uuid, ConsumerGroupConsumer>,
     pub services: CowMap<Uuid, Service>,
     pub routes: CowMap<Uuid, Arc<Route>>,
+    pub filter_chains: CowMap<Uuid, FilterChain>,
     pub upstreams: CowMap<Uuid, Upstream>,
     pub targets: CowMap<Uuid, Target>,
     /// Behind an `Arc`, as routes: a map slot stays small, so the empty
@@ -75,6 +76,7 @@ impl EntityState {
                 .routes
                 .insert(e.id, Arc::new(e))
                 .map(|r| Entity::Route((*r).clone())),
+            Entity::FilterChain(e) => self.filter_chains.insert(e.id, e).map(Entity::FilterChain),
             Entity::Upstream(e) => self.upstreams.insert(e.id, *e).map(Entity::upstream),
             Entity::Target(e) => self.targets.insert(e.id, e).map(Entity::Target),
             Entity::Consumer(e) => self
@@ -117,6 +119,7 @@ impl EntityState {
                 .map(Entity::ConsumerGroupConsumer),
             EntityKind::Services => self.services.get(&id).cloned().map(Entity::Service),
             EntityKind::Routes => self.routes.get(&id).map(|r| Entity::Route((**r).clone())),
+            EntityKind::FilterChains => self.filter_chains.get(&id).cloned().map(Entity::FilterChain),
             EntityKind::Upstreams => self.upstreams.get(&id).cloned().map(Entity::upstream),
             EntityKind::Targets => self.targets.get(&id).cloned().map(Entity::Target),
             EntityKind::Consumers => self.consumers.get(&id).map(|c| Entity::Consumer((**c).clone())),
@@ -156,6 +159,7 @@ impl EntityState {
                 .map(Entity::ConsumerGroupConsumer),
             EntityKind::Services => self.services.remove(&id).map(Entity::Service),
             EntityKind::Routes => self.routes.remove(&id).map(|r| Entity::Route((*r).clone())),
+            EntityKind::FilterChains => self.filter_chains.remove(&id).map(Entity::FilterChain),
             EntityKind::Upstreams => self.upstreams.remove(&id).map(Entity::upstream),
             EntityKind::Targets => self.targets.remove(&id).map(Entity::Target),
             EntityKind::Consumers => self
@@ -191,6 +195,7 @@ impl EntityState {
             consumer_group_consumers: owned(by_creation(&self.consumer_group_consumers, |e| (e.created_at, e.id))),
             services: owned(by_creation(&self.services, |e| (e.created_at, e.id))),
             routes: owned(self.routes_by_creation()),
+            filter_chains: owned(by_creation(&self.filter_chains, |e| (e.created_at, e.id))),
             upstreams: owned(by_creation(&self.upstreams, |e| (e.created_at, e.id))),
             targets: owned(by_creation(&self.targets, |e| (e.created_at as i64, e.id))),
             consumers: owned(by_creation_shared(&self.consumers, |e| (e.created_at, e.id))),
@@ -226,6 +231,7 @@ impl EntityState {
                 ),
                 EntityKind::Services => out.list(kind, &by_creation(&self.services, |e| (e.created_at, e.id))),
                 EntityKind::Routes => out.list(kind, &self.routes_by_creation()),
+                EntityKind::FilterChains => out.list(kind, &by_creation(&self.filter_chains, |e| (e.created_at, e.id))),
                 EntityKind::Upstreams => out.list(kind, &by_creation(&self.upstreams, |e| (e.created_at, e.id))),
                 EntityKind::Targets => out.list(kind, &by_creation(&self.targets, |e| (e.created_at as i64, e.id))),
                 EntityKind::Consumers => out.list(kind, &by_creation_shared(&self.consumers, |e| (e.created_at, e.id))),
@@ -293,6 +299,7 @@ fn config_entities(config: &Config) -> impl Iterator<Item = Entity> + '_ {
         .chain(config.keys.iter().cloned().map(Entity::Key))
         .chain(config.services.iter().cloned().map(Entity::Service))
         .chain(config.routes.iter().cloned().map(Entity::Route))
+        .chain(config.filter_chains.iter().cloned().map(Entity::FilterChain))
         .chain(config.upstreams.iter().cloned().map(Entity::upstream))
         .chain(config.targets.iter().cloned().map(Entity::Target))
         .chain(config.consumers.iter().cloned().map(Entity::Consumer))
@@ -369,7 +376,7 @@ macro_rules! diffed {
     )*};
 }
 
-diffed!(created and updated: Service, Route, Upstream, Consumer, PluginEntity, Certificate, Sni, CaCertificate, Vault, KeySet, Key, ConsumerGroup);
+diffed!(created and updated: Service, Route, FilterChain, Upstream, Consumer, PluginEntity, Certificate, Sni, CaCertificate, Vault, KeySet, Key, ConsumerGroup);
 diffed!(created: ConsumerGroupConsumer, KeyauthCredential, BasicauthCredential, Acl, JwtSecret, HmacauthCredential, Oauth2Credential);
 
 impl Diffed for Target {
@@ -454,6 +461,7 @@ impl EntityState {
                 }
                 EntityKind::Services => gone(&self.services, &config.services),
                 EntityKind::Routes => gone(&self.routes, &config.routes),
+                EntityKind::FilterChains => gone(&self.filter_chains, &config.filter_chains),
                 EntityKind::Upstreams => gone(&self.upstreams, &config.upstreams),
                 EntityKind::Targets => gone(&self.targets, &config.targets),
                 EntityKind::Consumers => gone(&self.consumers, &config.consumers),
@@ -511,6 +519,7 @@ impl EntityState {
             keys => Key,
             services => Service,
             routes => Route,
+            filter_chains => FilterChain,
             upstreams => upstream,
             targets => Target,
             consumers => Consumer,
@@ -528,8 +537,9 @@ impl EntityState {
 }
 
 /// Kinds with children before their parents.
-const DELETE_ORDER: [EntityKind; 20] = [
+const DELETE_ORDER: [EntityKind; 21] = [
     EntityKind::Plugins,
+    EntityKind::FilterChains,
     EntityKind::ConsumerGroupConsumers,
     EntityKind::Oauth2Credentials,
     EntityKind::HmacauthCredentials,

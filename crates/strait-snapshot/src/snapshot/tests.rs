@@ -407,3 +407,161 @@ fn diff_reports_only_real_changes_and_adopts_generated_timestamps() {
         ]
     );
 }
+
+/// What the stand-in Wasm host was asked to build: each route's filters
+/// with their scope.
+type FilterBuilds = std::sync::Mutex<Vec<(Vec<String>, strait_plugins::filters::FilterScope)>>;
+
+/// The stand-in for a built filter chain.
+#[derive(Debug)]
+struct WasmChain;
+
+impl strait_plugins::Plugin for WasmChain {
+    fn name(&self) -> &'static str {
+        "proxy-wasm"
+    }
+    fn priority(&self) -> i32 {
+        0
+    }
+}
+
+fn filter_chain(
+    name: &str,
+    on: (Option<uuid::Uuid>, Option<uuid::Uuid>),
+    filters: &[(&str, bool)],
+) -> strait_core::FilterChain {
+    strait_core::FilterChain {
+        id: uuid::Uuid::new_v4(),
+        created_at: 1,
+        updated_at: 1,
+        name: Some(name.into()),
+        enabled: true,
+        route: on.0.map(strait_core::ForeignKey::new),
+        service: on.1.map(strait_core::ForeignKey::new),
+        filters: filters
+            .iter()
+            .map(|(name, enabled)| strait_core::WasmFilter {
+                name: name.to_string(),
+                config: Some(json!(name)),
+                enabled: *enabled,
+            })
+            .collect(),
+        tags: None,
+    }
+}
+
+/// The only test that installs a filter-chain factory (it is process-wide):
+/// first without one, as a node with `wasm = off`, then with a stand-in.
+#[test]
+fn routes_run_their_services_filters_then_their_own() {
+    use strait_plugins::filters::{set_filter_chain_factory, FilterScope};
+
+    let mut config = base();
+    let service_a = config
+        .services
+        .iter()
+        .find(|s| s.name.as_deref() == Some("a"))
+        .unwrap()
+        .id;
+    let route = |name: &str| {
+        config
+            .routes
+            .iter()
+            .find(|r| r.name.as_deref() == Some(name))
+            .unwrap()
+            .id
+    };
+    let (ra, rb) = (route("ra"), route("rb"));
+    let mut on_rb = filter_chain("on-rb", (Some(rb), None), &[("x", true)]);
+    on_rb.enabled = false;
+    config.filter_chains = vec![
+        filter_chain("on-a", (None, Some(service_a)), &[("s1", true), ("s2", false)]),
+        filter_chain("on-ra", (Some(ra), None), &[("r1", true)]),
+        on_rb,
+    ];
+
+    let error = compile_snapshot(1, Arc::new(config.clone())).expect_err("no Wasm host");
+    assert_eq!(
+        error.problems,
+        vec![super::CompileProblem {
+            entity: "filter_chains[on-ra]".into(),
+            message: "wasm support is not enabled".into(),
+        }]
+    );
+
+    let builds: Arc<FilterBuilds> = Arc::default();
+    let seen = builds.clone();
+    set_filter_chain_factory(Arc::new(move |specs, scope| {
+        let names = specs.iter().map(|s| s.name.clone()).collect();
+        seen.lock().unwrap().push((names, scope));
+        Ok(Arc::new(WasmChain) as Arc<dyn strait_plugins::Plugin>)
+    }));
+    let snapshot = compile_snapshot(1, Arc::new(config.clone())).expect("compiles");
+    let chain_of = |snapshot: &Snapshot, id| {
+        snapshot
+            .route_runtime(id)
+            .map(|r| r.plugins.names())
+            .unwrap_or_default()
+    };
+    assert!(
+        chain_of(&snapshot, ra).contains(&"proxy-wasm"),
+        "{:?}",
+        chain_of(&snapshot, ra)
+    );
+    assert!(
+        !chain_of(&snapshot, rb).contains(&"proxy-wasm"),
+        "a disabled chain adds nothing"
+    );
+    let scope = FilterScope {
+        route: Some(ra),
+        service: Some(service_a),
+    };
+    assert_eq!(
+        *builds.lock().unwrap(),
+        vec![(vec!["s1".to_string(), "r1".to_string()], scope)]
+    );
+
+    // Rebuilding every route's chain (a global plugin went) builds no
+    // filter anew: the route's filters and scope are the same.
+    let global = config
+        .plugins
+        .iter()
+        .find(|p| p.route.is_none() && p.service.is_none())
+        .unwrap()
+        .id;
+    let without_global = derive_snapshot(
+        &snapshot,
+        &[ConfigChange::Delete {
+            kind: EntityKind::Plugins,
+            id: global,
+        }],
+    )
+    .expect("derives");
+    assert_eq!(builds.lock().unwrap().len(), 1);
+    assert!(chain_of(&without_global, ra).contains(&"proxy-wasm"));
+
+    // Disabling the route's chain leaves the service's filters; deleting
+    // the service's chain too leaves none.
+    builds.lock().unwrap().clear();
+    let mut off = config.filter_chains[1].clone();
+    off.enabled = false;
+    let derived = derive_snapshot(
+        &snapshot,
+        &[ConfigChange::Upsert {
+            entity: Entity::FilterChain(off),
+        }],
+    )
+    .expect("derives");
+    assert_eq!(*builds.lock().unwrap(), vec![(vec!["s1".to_string()], scope)]);
+    let service_chain = config.filter_chains[0].id;
+    let derived = derive_snapshot(
+        &derived,
+        &[ConfigChange::Delete {
+            kind: EntityKind::FilterChains,
+            id: service_chain,
+        }],
+    )
+    .expect("derives");
+    assert!(!chain_of(&derived, ra).contains(&"proxy-wasm"));
+    assert_eq!(builds.lock().unwrap().len(), 1, "nothing left to build");
+}

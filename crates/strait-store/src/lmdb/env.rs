@@ -6,9 +6,10 @@ use std::path::Path;
 
 use heed::{Env, EnvOpenOptions, WithoutTls};
 
-/// Named databases: 14 entity tables, their unique and foreign-key indexes,
-/// meta and the change log, with room to grow.
-const MAX_DBS: u32 = 64;
+/// Named databases: one per entity kind, its unique and foreign-key
+/// indexes, meta and the change log (66 with filter chains), with room to
+/// grow. LMDB keeps a small slot per possible database, nothing more.
+pub(super) const MAX_DBS: u32 = 128;
 
 /// LMDB wants the map size to be a multiple of the OS page size; 64 KiB is
 /// a multiple of every page size Linux and macOS use.

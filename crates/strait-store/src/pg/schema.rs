@@ -42,7 +42,20 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "001_oauth2_tokens",
         up: oauth2_tokens,
     },
+    Migration {
+        name: "002_filter_chains",
+        up: filter_chains,
+    },
 ];
+
+/// Entity kinds whose tables a migration after `000_base` makes: `000_base`
+/// must stay exactly what the databases that ran it got.
+const ADDED_AFTER_BASE: &[EntityKind] = &[EntityKind::FilterChains];
+
+/// Kong's `filter_chains` (proxy-wasm filters per route or service).
+fn filter_chains() -> String {
+    entity_tables_sql(&[EntityKind::FilterChains])
+}
 
 /// The OAuth2 plugin's runtime tables (never configuration: no version,
 /// no change log). Every lookup the proxy makes is a primary key: the
@@ -229,40 +242,11 @@ pub fn table(kind: EntityKind) -> &'static Table {
 }
 
 fn base() -> String {
-    let mut sql = String::new();
-    for kind in EntityKind::ALL {
-        let t = table(kind);
-        sql.push_str(&format!(
-            "CREATE TABLE {} (\n  id uuid PRIMARY KEY",
-            ident(kind.table())
-        ));
-        for (_, column) in &t.unique {
-            sql.push_str(&format!(",\n  {column} text UNIQUE"));
-        }
-        for (_, column) in &t.foreign {
-            sql.push_str(&format!(",\n  {column} uuid"));
-        }
-        sql.push_str(",\n  entity jsonb NOT NULL\n);\n");
-    }
-    // Constraints after every table exists: parents are not always created
-    // before their children in EntityKind::ALL's order.
-    for (kind, field, parent) in FOREIGN_FIELDS {
-        let table = kind.table();
-        let column = foreign_column(field);
-        sql.push_str(&format!(
-            "ALTER TABLE {} ADD CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {} (id) DEFERRABLE INITIALLY DEFERRED;\n",
-            ident(table),
-            ident(&format!("{table}_{column}_fkey")),
-            ident(&column),
-            ident(parent.table()),
-        ));
-        sql.push_str(&format!(
-            "CREATE INDEX {} ON {} ({}, id);\n",
-            ident(&format!("{table}_{column}_idx")),
-            ident(table),
-            ident(&column),
-        ));
-    }
+    let kinds: Vec<EntityKind> = EntityKind::ALL
+        .into_iter()
+        .filter(|kind| !ADDED_AFTER_BASE.contains(kind))
+        .collect();
+    let mut sql = entity_tables_sql(&kinds);
     sql.push_str(
         "\
 CREATE TABLE config_meta (
@@ -284,13 +268,53 @@ CREATE TABLE change_log (
     sql
 }
 
+/// The tables of `kinds`, then the foreign-key constraints and indexes of
+/// their foreign keys (whose parents exist by then).
+fn entity_tables_sql(kinds: &[EntityKind]) -> String {
+    let mut sql = String::new();
+    for &kind in kinds {
+        let t = table(kind);
+        sql.push_str(&format!(
+            "CREATE TABLE {} (\n  id uuid PRIMARY KEY",
+            ident(kind.table())
+        ));
+        for (_, column) in &t.unique {
+            sql.push_str(&format!(",\n  {column} text UNIQUE"));
+        }
+        for (_, column) in &t.foreign {
+            sql.push_str(&format!(",\n  {column} uuid"));
+        }
+        sql.push_str(",\n  entity jsonb NOT NULL\n);\n");
+    }
+    // Constraints after every table exists: parents are not always created
+    // before their children in EntityKind::ALL's order.
+    for (kind, field, parent) in FOREIGN_FIELDS.iter().filter(|(kind, _, _)| kinds.contains(kind)) {
+        let table = kind.table();
+        let column = foreign_column(field);
+        sql.push_str(&format!(
+            "ALTER TABLE {} ADD CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {} (id) DEFERRABLE INITIALLY DEFERRED;\n",
+            ident(table),
+            ident(&format!("{table}_{column}_fkey")),
+            ident(&column),
+            ident(parent.table()),
+        ));
+        sql.push_str(&format!(
+            "CREATE INDEX {} ON {} ({}, id);\n",
+            ident(&format!("{table}_{column}_idx")),
+            ident(table),
+            ident(&column),
+        ));
+    }
+    sql
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_kind_has_a_table_and_every_key_a_column() {
-        let sql = (MIGRATIONS[0].up)();
+        let sql: String = MIGRATIONS.iter().map(|m| (m.up)()).collect();
         for kind in EntityKind::ALL {
             assert!(
                 sql.contains(&format!("CREATE TABLE \"{}\" (", kind.table())),
@@ -304,6 +328,30 @@ mod tests {
              REFERENCES \"services\" (id) DEFERRABLE INITIALLY DEFERRED;"
         ));
         assert!(sql.contains("CREATE INDEX \"plugins_consumer_id_idx\" ON \"plugins\" (\"consumer_id\", id);"));
+    }
+
+    #[test]
+    fn a_kind_added_after_the_base_is_made_by_its_own_migration_only() {
+        let base = (MIGRATIONS[0].up)();
+        assert!(!base.contains("filter_chains"), "000_base must stay what databases ran");
+        let added = (MIGRATIONS[2].up)();
+        assert!(added.starts_with("CREATE TABLE \"filter_chains\" (\n  id uuid PRIMARY KEY"));
+        for column in [
+            "\"name\" text UNIQUE",
+            "\"route\" text UNIQUE",
+            "\"service\" text UNIQUE",
+            "\"route_id\" uuid",
+        ] {
+            assert!(added.contains(column), "{column} in {added}");
+        }
+        assert!(added.contains(
+            "ALTER TABLE \"filter_chains\" ADD CONSTRAINT \"filter_chains_service_id_fkey\" FOREIGN KEY \
+             (\"service_id\") REFERENCES \"services\" (id) DEFERRABLE INITIALLY DEFERRED;"
+        ));
+        assert!(
+            !added.contains("routes_service_id_fkey"),
+            "only the new table's constraints"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 mod credentials;
 mod errors;
+mod filter_chains;
 mod groups;
 mod info;
 mod memo;

@@ -5,6 +5,7 @@ mod credentials;
 mod identity;
 mod proxy;
 mod secrets;
+mod wasm;
 
 use serde_json::Value;
 

@@ -231,6 +231,25 @@ pub(super) fn target(upstream: Uuid, address: &str) -> Target {
     }
 }
 
+/// A filter chain of one `example` filter, on a route or a service.
+pub(super) fn filter_chain(name: Option<&str>, route: Option<Uuid>, service: Option<Uuid>) -> FilterChain {
+    FilterChain {
+        id: Uuid::new_v4(),
+        created_at: 1,
+        updated_at: 1,
+        name: name.map(str::to_string),
+        enabled: true,
+        route: route.map(ForeignKey::new),
+        service: service.map(ForeignKey::new),
+        filters: vec![WasmFilter {
+            name: "example".into(),
+            config: Some(serde_json::json!({"header": "x-example"})),
+            enabled: true,
+        }],
+        tags: Some(vec!["wasm".into()]),
+    }
+}
+
 /// One entity of every kind, wired together.
 pub(super) fn full_config() -> Config {
     let svc = service("svc");
@@ -240,6 +259,7 @@ pub(super) fn full_config() -> Config {
     let up = upstream("up");
     Config {
         plugins: vec![plugin("rate-limiting", Some(svc.id), None)],
+        filter_chains: vec![filter_chain(Some("chain"), None, Some(svc.id))],
         routes: vec![rt],
         keyauth_credentials: vec![keyauth(cons.id, "secret")],
         basicauth_credentials: vec![basicauth(cons.id, "alice-basic")],

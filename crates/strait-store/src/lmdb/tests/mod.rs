@@ -152,6 +152,75 @@ fn duplicate_keys_in_replace_are_rejected_and_keep_the_old_config() {
 /// its lists: every entity and index entry must be found, long names (stored as a prefix and a
 /// digest) and the empty name included, and an id given twice is refused.
 #[test]
+fn every_table_fits_in_the_environment() {
+    let tables = EntityKind::ALL.len()
+        + crate::keys::UNIQUE_FIELDS.len()
+        + crate::keys::FOREIGN_FIELDS.len()
+        + [super::tables::META_TABLE, super::tables::CHANGELOG_TABLE].len();
+    assert!(tables <= super::env::MAX_DBS as usize, "{tables} tables");
+}
+
+#[test]
+fn a_route_or_a_service_has_one_filter_chain_and_keeps_it_alive() {
+    let store = TempStore::new();
+    let svc = service("svc");
+    let rt = route("rt", Some(svc.id));
+    let on_route = filter_chain(Some("on-route"), Some(rt.id), None);
+    let on_service = filter_chain(None, None, Some(svc.id));
+    let changes = [
+        upsert(Entity::Service(svc.clone())),
+        upsert(Entity::Route(rt.clone())),
+        upsert(Entity::FilterChain(on_route.clone())),
+        upsert(Entity::FilterChain(on_service.clone())),
+    ];
+    store.apply(&changes).unwrap();
+    let chain_of = |field, id: Uuid| {
+        store
+            .get_by_unique(EntityKind::FilterChains, field, &id.to_string())
+            .unwrap()
+            .map(|e| e.id())
+    };
+    assert_eq!(chain_of("route", rt.id), Some(on_route.id));
+    assert_eq!(chain_of("service", svc.id), Some(on_service.id));
+    let named = store
+        .get_by_unique(EntityKind::FilterChains, "name", "on-route")
+        .unwrap();
+    assert_eq!(named, Some(Entity::FilterChain(on_route.clone())));
+    let by_route = store.ids_by_foreign(EntityKind::FilterChains, "route", rt.id).unwrap();
+    assert_eq!(by_route, vec![on_route.id]);
+
+    let second = filter_chain(None, Some(rt.id), None);
+    match store.apply(&[upsert(Entity::FilterChain(second))]) {
+        Err(StoreError::UniqueViolation { kind, field, value }) => {
+            assert_eq!((kind, field.as_str()), (EntityKind::FilterChains, "route"));
+            assert_eq!(value, rt.id.to_string());
+        }
+        other => panic!("expected a second chain on the route to be refused, got {other:?}"),
+    }
+    let delete_route = ConfigChange::Delete {
+        kind: EntityKind::Routes,
+        id: rt.id,
+    };
+    assert!(matches!(
+        store.apply(std::slice::from_ref(&delete_route)),
+        Err(StoreError::StillReferenced {
+            child_kind: EntityKind::FilterChains,
+            ..
+        })
+    ));
+    let cascade = [
+        ConfigChange::Delete {
+            kind: EntityKind::FilterChains,
+            id: on_route.id,
+        },
+        delete_route,
+    ];
+    store.apply(&cascade).unwrap();
+    assert_eq!(chain_of("route", rt.id), None);
+    assert_eq!(store.load().unwrap().1.filter_chains, vec![on_service]);
+}
+
+#[test]
 fn replace_writes_every_table_in_key_order_whatever_the_lists_order() {
     let store = TempStore::new();
     let long = "n".repeat(450);
