@@ -150,6 +150,24 @@ if [[ ! -x "$go_greeter" ]] || [[ tests/plugins/go-greeter/main.go -nt "$go_gree
   rm -rf "$scratch"
 fi
 export STRAIT_GO_GREETER="$go_greeter"
+# A proxy-wasm filter (tests/filters/strait-test-filter, our own source) on the proxy-wasm Go
+# SDK, built with standard Go for wasip1 (no TinyGo) into tools/filters beside its meta.json.
+# The SDK has no tags: the go.mod pins a pseudo-version the Go module proxy serves.
+wasm_filters="$tools_dir/filters"
+test_filter="$wasm_filters/strait-test-filter.wasm"
+if [[ ! -f "$test_filter" ]] || [[ tests/filters/strait-test-filter/main.go -nt "$test_filter" ]] ||
+  [[ tests/filters/strait-test-filter/go.mod -nt "$test_filter" ]]; then
+  ensure_go
+  echo "== building tests/filters/strait-test-filter on proxy-wasm-go-sdk (GOOS=wasip1)"
+  scratch="$(mktemp -d)"
+  cp tests/filters/strait-test-filter/main.go tests/filters/strait-test-filter/go.mod "$scratch/"
+  mkdir -p "$wasm_filters"
+  (cd "$scratch" && go mod tidy &&
+    GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o "$test_filter" .)
+  rm -rf "$scratch"
+fi
+cp tests/filters/strait-test-filter/strait-test-filter.meta.json "$wasm_filters/"
+export STRAIT_WASM_FILTERS="$wasm_filters"
 
 # cargo-deny: the dependency tree's licenses, banned crates and sources (deny.toml), built
 # from crates.io into target/tools (kept between runs when present).
@@ -177,7 +195,7 @@ if (("$(free_gb "$target_dir")" < "${STRAIT_MIN_FREE_GB:-20}")); then
   echo "== only $(free_gb "$target_dir") GB free: removing the workspace's old build artifacts"
   rm -rf "$target_dir/debug/incremental" "$target_dir"/*/debug/incremental fuzz/target/*/release/incremental
   workspace_crates=(strait-core strait-expr strait-store strait-router strait-runtime strait-plugins
-    strait-lua strait-external strait-snapshot strait-proxy strait-cluster strait-admin strait strait-e2e)
+    strait-lua strait-external strait-wasm strait-snapshot strait-proxy strait-cluster strait-admin strait strait-e2e)
   clean_args=()
   for crate in "${workspace_crates[@]}"; do clean_args+=(-p "$crate"); done
   cargo clean -q "${clean_args[@]}"
@@ -188,7 +206,7 @@ cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== house rules: only the binary uses the proxy, no source file over 1,000 lines, no too_many_arguments allowance"
-for crate in strait-admin strait-cluster strait-snapshot strait-plugins strait-lua strait-external strait-store strait-runtime; do
+for crate in strait-admin strait-cluster strait-snapshot strait-plugins strait-lua strait-external strait-wasm strait-store strait-runtime; do
   if cargo tree --offline -p "$crate" -e normal,build --prefix none | grep -q '^strait-proxy '; then
     echo "$crate depends on strait-proxy: compile snapshots through strait-snapshot instead" >&2
     exit 1

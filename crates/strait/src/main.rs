@@ -194,6 +194,7 @@ fn validate(file: Option<&String>) -> Result<ExitCode> {
     let mut lua = settings::lua_settings(&raw)?;
     load_plugin_servers(&settings::external_settings(&raw)?, &mut lua, false)?;
     strait_lua::load_custom_plugins(&lua).map_err(|e| anyhow!(e))?;
+    load_wasm_filters(&settings::wasm_settings(&raw)?)?;
     let bytes = std::fs::read(file).map_err(|e| anyhow!("reading {file}: {e}"))?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -244,6 +245,7 @@ fn start(args: &[String]) -> Result<()> {
     load_plugin_servers(&settings.external, &mut settings.lua, true)?;
     strait_lua::configure(settings.lua.clone());
     strait_lua::load_custom_plugins(&settings.lua).map_err(|e| anyhow!(e))?;
+    load_wasm_filters(&settings.wasm)?;
     node::run(settings)
 }
 
@@ -257,6 +259,29 @@ fn load_plugin_servers(
 ) -> Result<()> {
     let served = strait_external::load(external, &lua.custom_plugins, start).map_err(|e| anyhow!(e))?;
     lua.custom_plugins.retain(|name| !served.contains(name));
+    Ok(())
+}
+
+/// The proxy-wasm filters compiled, the factory of filter chains
+/// installed, and what every write path validates filter chains with.
+fn load_wasm_filters(wasm: &strait_wasm::WasmSettings) -> Result<()> {
+    let loaded = strait_wasm::load(wasm).map_err(|e| anyhow!(e))?;
+    let filters = loaded
+        .into_iter()
+        .map(|filter| {
+            let check = filter.config_schema.clone().map(|schema| {
+                let check: strait_core::schema::FilterConfigCheck =
+                    std::sync::Arc::new(move |config| strait_wasm::check_config(&schema, config));
+                check
+            });
+            strait_core::schema::WasmFilterInfo {
+                name: filter.name,
+                config_schema: filter.config_schema,
+                check,
+            }
+        })
+        .collect();
+    strait_core::schema::set_wasm_filters(wasm.enabled, filters);
     Ok(())
 }
 

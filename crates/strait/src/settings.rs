@@ -11,8 +11,10 @@ use strait_proxy::wire::tls_policy::{TlsPolicy, TlsSettings};
 use strait_proxy::{parse_listen, ClientLimits, ListenSpec, ProxySettings};
 
 use self::network::{dns_settings, http2_settings};
+pub use self::plugins::{external_settings, lua_settings, wasm_settings};
 
 mod network;
+mod plugins;
 
 /// Every key Strait understands, with its default.
 const DEFAULTS: &[(&str, &str)] = &[
@@ -91,6 +93,13 @@ const DEFAULTS: &[(&str, &str)] = &[
     // (dynamic keys); and Strait's bound on one event (a phase of a request).
     ("pluginserver_names", ""),
     ("pluginserver_timeout", "60s"),
+    // Kong's proxy-wasm settings, and Strait's limits on a filter: the time
+    // a request's callbacks may run together, and an instance's memory.
+    ("wasm", "off"),
+    ("wasm_filters_path", ""),
+    ("wasm_filters", "bundled,user"),
+    ("wasm_max_run_time", "500ms"),
+    ("wasm_max_memory", "256m"),
     ("admin_ssl_cert", ""),
     ("admin_ssl_cert_key", ""),
     ("admin_ssl_client_ca", ""),
@@ -193,6 +202,8 @@ pub struct NodeSettings {
     pub lua: strait_lua::LuaSettings,
     /// `pluginserver_*`: the plugin servers and their bound.
     pub external: strait_external::ExternalSettings,
+    /// `wasm*`: proxy-wasm filters and their limits.
+    pub wasm: strait_wasm::WasmSettings,
     pub admin_tls: AdminTls,
     /// Defaults of references that name a vault implementation directly.
     pub vaults: strait_snapshot::secrets::VaultDefaults,
@@ -491,7 +502,7 @@ fn parse_switch(key: &str, value: &str) -> Result<bool> {
 }
 
 /// nginx sizes: `10m`, `512k`, or bytes.
-fn parse_size(key: &str, value: &str) -> Result<usize> {
+pub(crate) fn parse_size(key: &str, value: &str) -> Result<usize> {
     let value = value.trim();
     let (number, unit) = value.split_at(value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len()));
     let n: usize = number.parse().map_err(|_| anyhow!("{key}: invalid size {value:?}"))?;
@@ -684,6 +695,7 @@ impl NodeSettings {
             mem_cache_size: parse_size("mem_cache_size", raw.get("mem_cache_size"))?,
             lua: lua_settings(&raw)?,
             external: external_settings(&raw)?,
+            wasm: wasm_settings(&raw)?,
             admin_tls: AdminTls {
                 cert: optional("admin_ssl_cert").map(PathBuf::from),
                 key: optional("admin_ssl_cert_key").map(PathBuf::from),
@@ -708,61 +720,6 @@ impl NodeSettings {
             raw,
         })
     }
-}
-
-/// `untrusted_lua*`, `lua_*` and the custom plugins `plugins` names.
-pub fn lua_settings(raw: &RawSettings) -> Result<strait_lua::LuaSettings> {
-    Ok(strait_lua::LuaSettings {
-        untrusted_lua: raw
-            .get("untrusted_lua")
-            .parse()
-            .map_err(|e: String| anyhow!("untrusted_lua: {e}"))?,
-        sandbox_requires: strait_lua::list(raw.get("untrusted_lua_sandbox_requires")),
-        sandbox_environment: strait_lua::list(raw.get("untrusted_lua_sandbox_environment")),
-        max_run_time: parse_duration("lua_max_run_time", raw.get("lua_max_run_time"))?,
-        memory_limit: parse_size("lua_memory_limit", raw.get("lua_memory_limit"))?,
-        custom_plugins: strait_lua::list(raw.get("plugins"))
-            .into_iter()
-            .filter(|name| name != "bundled" && name != "off")
-            .collect(),
-        package_path: raw.get("lua_package_path").to_string(),
-    })
-}
-
-/// `pluginserver_names` and each server's settings, with Kong's defaults:
-/// the socket `<prefix>/<name>.socket`; the start and query commands
-/// `/usr/local/bin/<name>` and `/usr/local/bin/<name> -dump` when that file
-/// exists. A server without a query command is refused (Kong's message).
-pub fn external_settings(raw: &RawSettings) -> Result<strait_external::ExternalSettings> {
-    let prefix = PathBuf::from(raw.get("prefix"));
-    let mut servers = Vec::new();
-    for name in strait_lua::list(raw.get("pluginserver_names")) {
-        let name = name.to_ascii_lowercase();
-        if name == "off" || name == "none" {
-            continue;
-        }
-        let key = |suffix: &str| format!("pluginserver_{}_{suffix}", name.replace('-', "_"));
-        let set = |suffix: &str| {
-            Some(raw.get(&key(suffix)).trim())
-                .filter(|v| !v.is_empty())
-                .map(str::to_string)
-        };
-        let installed = PathBuf::from("/usr/local/bin").join(&name);
-        let installed = installed.exists().then(|| installed.display().to_string());
-        let query_cmd = set("query_cmd")
-            .or_else(|| installed.as_ref().map(|path| format!("{path} -dump")))
-            .ok_or_else(|| anyhow!("query_command undefined for pluginserver {name}"))?;
-        servers.push(strait_external::ServerSettings {
-            socket: set("socket").map_or_else(|| prefix.join(format!("{name}.socket")), PathBuf::from),
-            start_cmd: set("start_cmd").or(installed),
-            query_cmd,
-            name,
-        });
-    }
-    Ok(strait_external::ExternalSettings {
-        servers,
-        timeout: parse_duration("pluginserver_timeout", raw.get("pluginserver_timeout"))?,
-    })
 }
 
 /// `oauth2_token_store`: the embedded LMDB store under the prefix, or a

@@ -1,0 +1,146 @@
+"""wasm-cost: what one proxy-wasm filter costs per request.
+
+Contenders on the same 100 routes (one service, the origin): a Strait node without plugins;
+one whose service has a filter chain with one proxy-wasm filter (tests/filters/strait-test-
+filter, proxy-wasm Go SDK, standard Go's wasip1, built here) configured to read one request
+header and set one upstream header; the same line as a Lua `pre-function` (lua-cost's); and
+`direct` (wrk straight to the origin). wrk sends every request to a random route, in
+interleaved rounds; the layout is valid when direct >= 1.5x the gateway without plugins.
+
+Reported: RPS, CPU µs per request and p99 for each, and the ratios to the node without
+plugins and to the pre-function, computed within each round. Issue 61's goal: the filter at
+>= 0.85 of the node without plugins' throughput.
+
+Run alone: `bench/run wasm-cost` (`--quick`: short loads). Needs Go (scripts/test.sh builds
+the filter into target/tools/filters; without it this scenario builds it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from lab import stats, systems
+from lab.configgen import ConfigSpec, write_config
+from lab.context import RunContext
+from lab.registry import Rendered
+from lab.report import CONTENDER_HEADER, contender_row, fmt, table
+from lab.rounds import summarize_contender, wrk_rounds
+
+NAME = "wasm-cost"
+TITLE = "wasm-cost: one proxy-wasm filter (Go SDK) reading one header and setting one, 100 routes"
+ROUTES = 100
+CONTENDERS = ("wasm-filter", "pre-function", "without-plugins", "direct")
+CODE = "kong.service.request.set_header('x-seen', kong.request.get_header('accept') or 'none')"
+FILTER = "strait-test-filter"
+
+BENCH = Path(__file__).resolve().parent.parent
+REPO = BENCH.parent
+SOURCE = REPO / "tests" / "filters" / FILTER
+
+
+def _filters(folder: Path) -> Path:
+    """A folder with the filter and its meta file: scripts/test.sh's build, or one made here."""
+    built = REPO / "target" / "tools" / "filters" / f"{FILTER}.wasm"
+    filters = folder / "filters"
+    filters.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SOURCE / f"{FILTER}.meta.json", filters)
+    if built.exists() and built.stat().st_mtime >= (SOURCE / "main.go").stat().st_mtime:
+        shutil.copy(built, filters)
+        return filters
+    build = folder / "filter-build"
+    build.mkdir(parents=True, exist_ok=True)
+    for name in ("main.go", "go.mod"):
+        shutil.copy(SOURCE / name, build)
+    env = {**os.environ, "GOOS": "wasip1", "GOARCH": "wasm"}
+    subprocess.run(["go", "mod", "tidy"], cwd=build, check=True, capture_output=True)
+    subprocess.run(["go", "build", "-buildmode=c-shared", "-trimpath", "-o", str(filters / f"{FILTER}.wasm"), "."],
+                   cwd=build, env=env, check=True, capture_output=True)
+    return filters
+
+
+def _with_filter_chain(config_path: Path) -> None:
+    """The service's filter chain: the filter reads `x-wasm-in` and sets `x-seen`."""
+    document = json.loads(config_path.read_text())
+    document["services"][0]["filter_chains"] = [
+        {"name": "seen", "filters": [{"name": FILTER, "config": {"header": "x-seen", "value": "seen"}}]}]
+    config_path.write_text(json.dumps(document, separators=(",", ":")))
+
+
+def _check(name: str, system: systems.System, port: int) -> None:
+    from lab.configgen import route_path
+    from lab.strait_admin import request
+    code, body = request(port, "GET", route_path(7), None, {}, timeout=5)
+    if code != 200 or body != systems.ORIGIN_BODY.encode():
+        raise RuntimeError(f"{name} answered {code} {body[:200]!r}")
+
+
+def run(ctx: RunContext) -> dict:
+    folder = ctx.scenario_work(NAME)
+    origin = systems.start_origin(ctx.procs, folder, ctx.load_cpus)
+    url = f"http://127.0.0.1:{origin.h1_port}"
+    filters = _filters(folder)
+    configs = {
+        "wasm-filter": write_config(ConfigSpec(routes=ROUTES, service_url=url), folder / "wasm-filter.json"),
+        "pre-function": write_config(ConfigSpec(routes=ROUTES, service_url=url, extra_plugins=[
+            {"name": "pre-function", "config": {"access": [CODE]}}]), folder / "pre-function.json"),
+        "without-plugins": write_config(ConfigSpec(routes=ROUTES, service_url=url), folder / "without-plugins.json"),
+    }
+    _with_filter_chain(configs["wasm-filter"].path)
+    envs = {"wasm-filter": {"STRAIT_WASM": "on", "STRAIT_WASM_FILTERS_PATH": str(filters)}}
+    try:
+        nodes = {
+            name: systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus, name=f"strait-{name}",
+                                       config=config.path, extra_env=envs.get(name))
+            for name, config in configs.items()
+        }
+        for name, node in nodes.items():
+            _check(name, node, node.h1_port)
+        rounds = wrk_rounds(ctx, {**nodes, "direct": origin}, configs["without-plugins"].targets, folder, NAME)
+    finally:
+        ctx.procs.stop_all()
+    ratios = {}
+    for name in ("wasm-filter", "pre-function"):
+        ratios[f"{name}/without"] = {key: stats.paired_ratios(rounds, name, "without-plugins", key)
+                                     for key in ("rps", "cpu_us_per_request", "p99_us")}
+    ratios["wasm-filter/pre-function"] = {key: stats.paired_ratios(rounds, "wasm-filter", "pre-function", key)
+                                          for key in ("rps", "cpu_us_per_request")}
+    ratios["direct/without"] = {"rps": stats.paired_ratios(rounds, "direct", "without-plugins", "rps")}
+    return {"rounds": rounds, "ratios": ratios,
+            "summary": {name: summarize_contender(rounds, name) for name in CONTENDERS},
+            "load": "wrk -t1 -c32, random route per request",
+            "duration_s": ctx.timing.duration_s, "rounds_count": ctx.timing.rounds}
+
+
+# ---------------------------------------------------------------- report
+
+def render(result: dict, plot_dir: Path) -> Rendered:
+    from lab.registry import Goal
+    rows = [contender_row(name, result["summary"][name]) for name in CONTENDERS]
+    text = (f"Load: {result['load']}; {result['duration_s']} s per sample, {result['rounds_count']} interleaved "
+            "rounds. Every node: one worker on the gateway core, 100 routes on one service (the origin), access "
+            "log off.\n\n")
+    text += table(CONTENDER_HEADER, rows)
+    text += "\nRatios, computed within each round (mean, and the range over rounds):\n\n"
+    ratio_rows = []
+    for label, ratios in result["ratios"].items():
+        for key, what in (("rps", "RPS"), ("cpu_us_per_request", "CPU per request"), ("p99_us", "p99")):
+            if key in ratios and ratios[key]["mean"] is not None:
+                ratio_rows.append([f"{label} {what}", fmt(ratios[key]["mean"], 3),
+                                   f"{fmt(ratios[key]['min'], 3)} – {fmt(ratios[key]['max'], 3)}"])
+    text += table(["ratio", "mean", "range"], ratio_rows)
+    goals = []
+    direct = result["ratios"]["direct/without"]["rps"]
+    if direct["mean"] is not None:
+        valid = direct["mean"] >= 1.5
+        goals.append(Goal("wasm-cost layout: direct RPS / gateway RPS", ">= 1.5", f"{direct['mean']:.2f}",
+                          valid, "" if valid else "below 1.5 the load generator's core, not the gateway, limits the RPS",
+                          kind="layout"))
+    wasm = result["ratios"]["wasm-filter/without"]["rps"]
+    if wasm["mean"] is not None:
+        goals.append(Goal("wasm-cost: filter RPS / no plugin RPS", ">= 0.85", f"{wasm['mean']:.3f}",
+                          wasm["mean"] >= 0.85, ""))
+    return Rendered(text, [], goals)

@@ -1,0 +1,332 @@
+//! A route's filters as one plugin: Kong attaches the chain at the end of
+//! the access phase, after every Lua plugin's access, so it runs at the
+//! lowest priority. Per request, each filter gets an HTTP context in this
+//! thread's instance of the filter; its callbacks run in the access
+//! (request headers), header_filter (response headers), body_filter
+//! (response body) and log (done, log, delete) phases. A filter that traps,
+//! runs past the request's budget or is refused its configuration fails
+//! only this request: Kong's 500 and a log line.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::StatusCode;
+use strait_plugins::{
+    BodyChunk, DropResponseBody, Flow, LogRecord, Plugin, PluginResponse, RequestCtx, ResponseCtx, SharedStore,
+};
+
+use crate::exchange::{version_name, Exchange};
+use crate::filter::Filter;
+use crate::instance::{self, lock, Fault, Shared};
+
+/// One filter of a chain with its configuration (as the filter reads it:
+/// a string as written, anything else JSON-encoded).
+pub(crate) struct ChainEntry {
+    pub filter: Arc<Filter>,
+    pub configuration: Arc<[u8]>,
+}
+
+pub(crate) struct FilterChain {
+    pub entries: Vec<ChainEntry>,
+    /// The time the request's callbacks may run, all phases together
+    /// (the log phase has one of its own).
+    pub budget: Duration,
+}
+
+impl std::fmt::Debug for FilterChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.entries.iter().map(|e| &*e.filter.name).collect();
+        f.debug_struct("FilterChain").field("filters", &names).finish()
+    }
+}
+
+/// A filter's HTTP context for one request.
+struct Context {
+    instance: Shared,
+    filter: Arc<str>,
+    id: i32,
+    /// Response body the filter held back (it answered Pause before the
+    /// end of the body), handed to it again with the next piece.
+    held: Vec<u8>,
+    failed: bool,
+}
+
+/// The request's filter contexts, kept in its shared store.
+struct WasmRequest {
+    /// The epoch past which the running phase's callbacks trap.
+    deadline: u64,
+    /// Time the request's callbacks ran so far.
+    spent: Duration,
+    contexts: Vec<Context>,
+    /// `kong.ctx.shared.*` as the request's filters set it.
+    ctx_shared: std::collections::HashMap<String, Vec<u8>>,
+}
+
+fn internal_error() -> Flow {
+    Flow::Respond(PluginResponse::message(500, "An unexpected error occurred"))
+}
+
+fn report(filter: &str, fault: &Fault, phase: &'static str) {
+    match fault {
+        Fault::Trapped(reason) => {
+            tracing::error!(filter, phase, reason = %reason, "wasm filter failed: its request ends with 500")
+        }
+        Fault::Refused => tracing::error!(
+            filter,
+            phase,
+            "wasm filter refused its configuration: request ends with 500"
+        ),
+        Fault::Broken => tracing::debug!(filter, phase, "wasm filter instance broke in this request earlier"),
+    }
+}
+
+/// Fills what a request-headers callback sees from the request.
+fn fill_request(exchange: &mut Exchange, ctx: &mut RequestCtx<'_>) {
+    exchange.clear();
+    exchange.request_headers = std::mem::take(ctx.headers);
+    exchange.method.push_str(ctx.method.as_str());
+    exchange
+        .path
+        .push_str(ctx.uri.path_and_query().map_or("/", |p| p.as_str()));
+    exchange.scheme = match ctx.protocol {
+        strait_plugins::Protocol::Https | strait_plugins::Protocol::Grpcs => "https",
+        _ => "http",
+    };
+    let properties = &mut exchange.properties;
+    properties.route_id = ctx.route_id;
+    properties.route_name.clear();
+    properties.route_name.push_str(ctx.route_name.unwrap_or(""));
+    properties.service_id = ctx.service_id;
+    properties.protocol = ctx.protocol.name();
+    properties.http_version = version_name(ctx.http_version);
+    properties.client_ip.clear();
+    let _ = write!(properties.client_ip, "{}", ctx.client_ip);
+    properties.client_port = ctx.client_port;
+    properties.server_port = ctx.server_port;
+    properties.consumer_id = ctx.consumer.map(|c| c.id);
+}
+
+/// Puts back what the filter changed of the request.
+fn apply_request(exchange: &mut Exchange, ctx: &mut RequestCtx<'_>) {
+    *ctx.headers = std::mem::take(&mut exchange.request_headers);
+    if exchange.method_changed {
+        if let Ok(method) = http::Method::from_bytes(exchange.method.as_bytes()) {
+            *ctx.method = method;
+        }
+    }
+    if exchange.path_changed {
+        let joined = std::mem::take(&mut exchange.path);
+        if let Err(error) = ctx.set_joined_path_and_query(joined) {
+            tracing::warn!(error = %error, "wasm filter set an invalid :path; kept the request's");
+        }
+    }
+}
+
+fn has_body(ctx: &RequestCtx<'_>) -> bool {
+    ctx.body.as_ref().is_some_and(|b| !b.is_empty())
+        || ctx.headers.contains_key(http::header::TRANSFER_ENCODING)
+        || ctx
+            .header("content-length")
+            .is_some_and(|v| v.trim() != "0" && !v.trim().is_empty())
+}
+
+impl FilterChain {
+    fn request_headers(&self, ctx: &mut RequestCtx<'_>, request: &mut WasmRequest) -> Flow {
+        let end = !has_body(ctx);
+        for entry in &self.entries {
+            let name = &entry.filter.name;
+            let shared = match instance::for_thread(&entry.filter) {
+                Ok(shared) => shared,
+                Err(reason) => {
+                    report(name, &Fault::Trapped(reason), "access");
+                    return internal_error();
+                }
+            };
+            let mut guard = lock(&shared);
+            let started = guard
+                .root(&entry.configuration, request.deadline)
+                .and_then(|root| guard.http_context(root, request.deadline));
+            let id = match started {
+                Ok(id) => id,
+                Err(fault) => {
+                    report(name, &fault, "access");
+                    return internal_error();
+                }
+            };
+            let exchange = guard.exchange();
+            fill_request(exchange, ctx);
+            exchange.ctx_shared = std::mem::take(&mut request.ctx_shared);
+            let count = exchange.request_headers.len() as i32 + 4;
+            let outcome = guard.on_request_headers(id, count, end, request.deadline);
+            let exchange = guard.exchange();
+            apply_request(exchange, ctx);
+            request.ctx_shared = std::mem::take(&mut exchange.ctx_shared);
+            let answer = exchange.local_response.take();
+            drop(guard);
+            request.contexts.push(Context {
+                instance: shared,
+                filter: name.clone(),
+                id,
+                held: Vec::new(),
+                failed: outcome.is_err(),
+            });
+            if let Err(fault) = outcome {
+                report(name, &fault, "access");
+                return internal_error();
+            }
+            if let Some(answer) = answer {
+                return Flow::Respond(answer);
+            }
+        }
+        Flow::Continue
+    }
+}
+
+impl Plugin for FilterChain {
+    fn name(&self) -> &'static str {
+        "filter-chain"
+    }
+
+    /// After every other plugin's access, as Kong attaches filter chains.
+    fn priority(&self) -> i32 {
+        i32::MIN
+    }
+
+    fn reads_identity_fields(&self) -> bool {
+        false
+    }
+
+    fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        let mut request = WasmRequest {
+            deadline: 0,
+            spent: Duration::ZERO,
+            contexts: Vec::with_capacity(self.entries.len()),
+            ctx_shared: Default::default(),
+        };
+        let started = self.start_phase(&mut request);
+        let flow = self.request_headers(ctx, &mut request);
+        request.spent += started.elapsed();
+        ctx.shared.insert(request);
+        flow
+    }
+
+    fn filters_headers(&self) -> bool {
+        true
+    }
+
+    fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {
+        let Some(mut request) = ctx.shared.remove::<WasmRequest>() else {
+            return;
+        };
+        let mut failed = false;
+        let started = self.start_phase(&mut request);
+        for context in request.contexts.iter_mut().filter(|c| !c.failed) {
+            let mut guard = lock(&context.instance);
+            let exchange = guard.exchange();
+            exchange.clear();
+            exchange.response_headers = std::mem::take(ctx.headers);
+            exchange.status = ctx.status.as_u16();
+            exchange.properties.route_id = ctx.request.route_id;
+            exchange.properties.service_id = ctx.request.service_id;
+            exchange.ctx_shared = std::mem::take(&mut request.ctx_shared);
+            let count = exchange.response_headers.len() as i32 + 1;
+            let outcome = guard.on_response_headers(context.id, count, request.deadline);
+            let exchange = guard.exchange();
+            *ctx.headers = std::mem::take(&mut exchange.response_headers);
+            request.ctx_shared = std::mem::take(&mut exchange.ctx_shared);
+            if let Ok(status) = StatusCode::from_u16(exchange.status) {
+                *ctx.status = status;
+            }
+            if let Err(fault) = outcome {
+                report(&context.filter, &fault, "header_filter");
+                context.failed = true;
+                failed = true;
+                break;
+            }
+        }
+        request.spent += started.elapsed();
+        if failed {
+            *ctx.status = StatusCode::INTERNAL_SERVER_ERROR;
+            ctx.headers.clear();
+            ctx.shared.insert(DropResponseBody);
+        }
+        ctx.shared.insert(request);
+    }
+
+    fn filters_body(&self) -> bool {
+        true
+    }
+
+    fn body_filter(&self, shared: &mut SharedStore, chunk: &mut BodyChunk) {
+        let Some(request) = shared.get_mut::<WasmRequest>() else {
+            return;
+        };
+        let started = self.start_phase(request);
+        let deadline = request.deadline;
+        self.filter_body(request, chunk, deadline);
+        request.spent += started.elapsed();
+    }
+
+    fn logs(&self) -> bool {
+        true
+    }
+
+    fn log(&self, _record: &LogRecord, shared: &SharedStore) {
+        let Some(request) = shared.get::<WasmRequest>() else {
+            return;
+        };
+        // The log phase has a budget of its own.
+        let deadline = crate::runtime::epoch() + crate::runtime::ticks(self.budget);
+        for context in &request.contexts {
+            let mut guard = lock(&context.instance);
+            guard.exchange().clear();
+            if let Err(fault) = guard.finish(context.id, deadline) {
+                report(&context.filter, &fault, "log");
+            }
+        }
+    }
+}
+
+impl FilterChain {
+    /// Sets the deadline of a phase from what is left of the budget.
+    fn start_phase(&self, request: &mut WasmRequest) -> Instant {
+        let left = self.budget.saturating_sub(request.spent);
+        request.deadline = match left.is_zero() {
+            true => 0,
+            false => crate::runtime::epoch() + crate::runtime::ticks(left),
+        };
+        Instant::now()
+    }
+
+    fn filter_body(&self, request: &mut WasmRequest, chunk: &mut BodyChunk, deadline: u64) {
+        for context in request.contexts.iter_mut().filter(|c| !c.failed) {
+            let mut guard = lock(&context.instance);
+            if !guard.exports_response_body() {
+                continue;
+            }
+            let exchange = guard.exchange();
+            exchange.clear();
+            exchange.body = std::mem::take(&mut context.held);
+            exchange.body.extend_from_slice(&chunk.data);
+            let size = exchange.body.len() as i32;
+            let outcome = guard.on_response_body(context.id, size, chunk.end, deadline);
+            let body = std::mem::take(&mut guard.exchange().body);
+            match outcome {
+                Ok(1) if !chunk.end => {
+                    context.held = body;
+                    chunk.data = Bytes::new();
+                }
+                Ok(_) => chunk.data = Bytes::from(body),
+                Err(fault) => {
+                    report(&context.filter, &fault, "body_filter");
+                    context.failed = true;
+                    // The head is gone: what is left of the body is dropped.
+                    chunk.data = Bytes::new();
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! What a filter's callback sees of its request: moved into the filter's
+//! store for the call (the header maps are moved, not copied; the strings
+//! are buffers the store keeps and refills), and moved back after it.
+
+use std::collections::HashMap;
+
+use http::HeaderMap;
+use strait_plugins::PluginResponse;
+use uuid::Uuid;
+
+/// The callback being run, which decides what the host calls may touch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Phase {
+    #[default]
+    Idle,
+    /// `proxy_on_vm_start` / `proxy_on_configure`.
+    Configure,
+    RequestHeaders,
+    ResponseHeaders,
+    ResponseBody,
+    Log,
+}
+
+/// The request a callback runs for.
+#[derive(Debug, Default)]
+pub(crate) struct Exchange {
+    pub phase: Phase,
+    pub request_headers: HeaderMap,
+    pub response_headers: HeaderMap,
+    /// `:method`, `:path` (path and query), `:scheme`; `:authority` is the
+    /// `Host` header.
+    pub method: String,
+    pub path: String,
+    pub scheme: &'static str,
+    /// The response's status (`:status`), in the response phases.
+    pub status: u16,
+    /// Set when the filter replaced `:method` or `:path`.
+    pub method_changed: bool,
+    pub path_changed: bool,
+    /// The body a body callback sees (all of it the filter held back so
+    /// far), and whether the filter replaced any of it.
+    pub body: Vec<u8>,
+    /// The filter's configuration, during `proxy_on_configure`.
+    pub configuration: Vec<u8>,
+    /// What `proxy_send_local_response` asked for.
+    pub local_response: Option<PluginResponse>,
+    pub properties: Properties,
+    /// `kong.ctx.shared.*` of this request, shared by the route's filters.
+    pub ctx_shared: HashMap<String, Vec<u8>>,
+}
+
+/// The `kong.*`, `request.*`, `source.*` properties a filter may read.
+#[derive(Debug, Default)]
+pub(crate) struct Properties {
+    pub route_id: Option<Uuid>,
+    pub route_name: String,
+    pub service_id: Option<Uuid>,
+    pub protocol: &'static str,
+    pub http_version: &'static str,
+    pub client_ip: String,
+    pub client_port: u16,
+    pub server_port: u16,
+    pub consumer_id: Option<Uuid>,
+}
+
+impl Exchange {
+    /// Forgets what the last callback left (buffers keep their capacity).
+    pub(crate) fn clear(&mut self) {
+        self.phase = Phase::Idle;
+        self.request_headers.clear();
+        self.response_headers.clear();
+        self.method.clear();
+        self.path.clear();
+        self.status = 0;
+        self.method_changed = false;
+        self.path_changed = false;
+        self.body.clear();
+        self.configuration.clear();
+        self.local_response = None;
+        self.ctx_shared.clear();
+    }
+}
+
+/// Kong's name of an HTTP version, as `request.protocol` shows it.
+pub(crate) fn version_name(version: http::Version) -> &'static str {
+    match version {
+        http::Version::HTTP_09 => "HTTP/0.9",
+        http::Version::HTTP_10 => "HTTP/1.0",
+        http::Version::HTTP_2 => "HTTP/2",
+        http::Version::HTTP_3 => "HTTP/3",
+        _ => "HTTP/1.1",
+    }
+}

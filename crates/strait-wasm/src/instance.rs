@@ -1,0 +1,291 @@
+//! A filter's instance on one worker thread: its store (memory, limits,
+//! what the current callback sees), the callbacks it exports, and its root
+//! contexts (one per configuration it was given). Each worker thread makes
+//! its own instance on its first request for the filter, so requests on a
+//! thread share it without contention; the request holds the instance it
+//! started on (an `Arc`), so a request that moves between threads (the
+//! work-stealing worker model) still finds its HTTP context. A trap leaves
+//! the instance `broken`: its requests fail, and the thread makes a new one.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use wasmtime::{Instance, Memory, Store, StoreLimits, StoreLimitsBuilder, TypedFunc, WasmParams, WasmResults};
+
+use crate::exchange::{Exchange, Phase};
+use crate::filter::Filter;
+
+/// What a filter's store holds besides its instance.
+pub(crate) struct HostState {
+    pub limits: StoreLimits,
+    pub memory: Option<Memory>,
+    pub allocate: Option<TypedFunc<i32, i32>>,
+    pub filter: Arc<str>,
+    pub exchange: Exchange,
+}
+
+impl HostState {
+    /// A state for a store that runs nothing (probing a linker).
+    pub(crate) fn idle() -> HostState {
+        HostState {
+            limits: StoreLimits::default(),
+            memory: None,
+            allocate: None,
+            filter: Arc::from(""),
+            exchange: Exchange::default(),
+        }
+    }
+}
+
+/// Why a callback did not return.
+#[derive(Debug)]
+pub(crate) enum Fault {
+    /// It trapped (a panic, `proc_exit`, an out-of-bounds access, memory
+    /// past the limit) or ran past the request's time budget.
+    Trapped(String),
+    /// The instance trapped before, in another request.
+    Broken,
+    /// `proxy_on_configure` refused the filter's configuration.
+    Refused,
+}
+
+/// The exported callbacks this host calls (ABI 0.2.x signatures).
+struct Callbacks {
+    context_create: TypedFunc<(i32, i32), ()>,
+    vm_start: Option<TypedFunc<(i32, i32), i32>>,
+    configure: Option<TypedFunc<(i32, i32), i32>>,
+    request_headers: Option<TypedFunc<(i32, i32, i32), i32>>,
+    response_headers: Option<TypedFunc<(i32, i32, i32), i32>>,
+    response_body: Option<TypedFunc<(i32, i32, i32), i32>>,
+    done: Option<TypedFunc<i32, i32>>,
+    log: Option<TypedFunc<i32, ()>>,
+    delete: Option<TypedFunc<i32, ()>>,
+}
+
+pub(crate) struct FilterInstance {
+    store: Store<HostState>,
+    callbacks: Callbacks,
+    /// Configuration bytes to the root context configured with them
+    /// (`None`: `proxy_on_configure` refused them).
+    roots: HashMap<Arc<[u8]>, Option<i32>>,
+    next_context: i32,
+    broken: bool,
+}
+
+/// A filter's instance as requests share it.
+pub(crate) type Shared = Arc<Mutex<FilterInstance>>;
+
+thread_local! {
+    /// This thread's instance of each filter, by filter index.
+    static INSTANCES: RefCell<Vec<Option<Shared>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// This thread's instance of `filter`, made when there is none or the last
+/// one broke.
+pub(crate) fn for_thread(filter: &Filter) -> Result<Shared, String> {
+    INSTANCES.with(|cell| {
+        let mut slots = cell.borrow_mut();
+        if slots.len() <= filter.index {
+            slots.resize(filter.index + 1, None);
+        }
+        if let Some(shared) = &slots[filter.index] {
+            if !lock(shared).broken {
+                return Ok(shared.clone());
+            }
+        }
+        let made = Arc::new(Mutex::new(FilterInstance::new(filter)?));
+        slots[filter.index] = Some(made.clone());
+        Ok(made)
+    })
+}
+
+pub(crate) fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, FilterInstance> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl FilterInstance {
+    /// Instantiates `filter` and runs its start-up (`_initialize`, then
+    /// `main` when exported, or `_start`).
+    pub(crate) fn new(filter: &Filter) -> Result<FilterInstance, String> {
+        let state = HostState {
+            limits: StoreLimitsBuilder::new()
+                .memory_size(filter.limits.max_memory)
+                .instances(1)
+                .build(),
+            memory: None,
+            allocate: None,
+            filter: filter.name.clone(),
+            exchange: Exchange::default(),
+        };
+        let mut store = Store::new(filter.pre.module().engine(), state);
+        store.limiter(|state| &mut state.limits);
+        // Start-up (a Go runtime's initialisation) gets ten budgets.
+        store.set_epoch_deadline(crate::runtime::ticks(filter.limits.max_run_time * 10));
+        let fail = |e: wasmtime::Error| format!("filter {}: {e:#}", filter.name);
+        let instance = filter.pre.instantiate(&mut store).map_err(fail)?;
+        store.data_mut().memory = instance.get_memory(&mut store, "memory");
+        store.data_mut().allocate = instance
+            .get_typed_func::<i32, i32>(&mut store, "proxy_on_memory_allocate")
+            .or_else(|_| instance.get_typed_func::<i32, i32>(&mut store, "malloc"))
+            .ok();
+        for start in ["_initialize", "_start"] {
+            if let Ok(run) = instance.get_typed_func::<(), ()>(&mut store, start) {
+                run.call(&mut store, ()).map_err(fail)?;
+                break;
+            }
+        }
+        if let Ok(main) = instance.get_typed_func::<(i32, i32), i32>(&mut store, "main") {
+            main.call(&mut store, (0, 0)).map_err(fail)?;
+        }
+        let callbacks = Callbacks::find(&instance, &mut store)
+            .ok_or_else(|| format!("filter {}: exports no proxy_on_context_create", filter.name))?;
+        Ok(FilterInstance {
+            store,
+            callbacks,
+            roots: HashMap::new(),
+            next_context: 1,
+            broken: false,
+        })
+    }
+
+    fn next_id(&mut self) -> i32 {
+        let id = self.next_context;
+        self.next_context = self.next_context.wrapping_add(1).max(1);
+        id
+    }
+
+    /// The root context configured with `configuration`, made (and
+    /// `proxy_on_vm_start` / `proxy_on_configure` run) on first use.
+    pub(crate) fn root(&mut self, configuration: &Arc<[u8]>, deadline: u64) -> Result<i32, Fault> {
+        match self.roots.get(configuration) {
+            Some(Some(root)) => return Ok(*root),
+            Some(None) => return Err(Fault::Refused),
+            None => {}
+        }
+        let root = self.next_id();
+        let create = self.callbacks.context_create.clone();
+        self.call(create, (root, 0), deadline, Phase::Configure)?;
+        if let Some(start) = self.callbacks.vm_start.clone() {
+            self.call(start, (root, 0), deadline, Phase::Configure)?;
+        }
+        if let Some(configure) = self.callbacks.configure.clone() {
+            self.store
+                .data_mut()
+                .exchange
+                .configuration
+                .extend_from_slice(configuration);
+            let accepted = self.call(
+                configure,
+                (root, configuration.len() as i32),
+                deadline,
+                Phase::Configure,
+            )?;
+            if accepted == 0 {
+                self.roots.insert(configuration.clone(), None);
+                return Err(Fault::Refused);
+            }
+        }
+        self.roots.insert(configuration.clone(), Some(root));
+        Ok(root)
+    }
+
+    /// A new HTTP context under `root`.
+    pub(crate) fn http_context(&mut self, root: i32, deadline: u64) -> Result<i32, Fault> {
+        let id = self.next_id();
+        let create = self.callbacks.context_create.clone();
+        self.call(create, (id, root), deadline, Phase::Idle)?;
+        Ok(id)
+    }
+
+    pub(crate) fn exchange(&mut self) -> &mut Exchange {
+        &mut self.store.data_mut().exchange
+    }
+
+    /// `proxy_on_request_headers`; the action (0 continue, 1 pause).
+    pub(crate) fn on_request_headers(&mut self, id: i32, count: i32, end: bool, deadline: u64) -> Result<i32, Fault> {
+        match self.callbacks.request_headers.clone() {
+            Some(f) => self.call(f, (id, count, end as i32), deadline, Phase::RequestHeaders),
+            None => Ok(0),
+        }
+    }
+
+    pub(crate) fn on_response_headers(&mut self, id: i32, count: i32, deadline: u64) -> Result<i32, Fault> {
+        match self.callbacks.response_headers.clone() {
+            Some(f) => self.call(f, (id, count, 0), deadline, Phase::ResponseHeaders),
+            None => Ok(0),
+        }
+    }
+
+    pub(crate) fn exports_response_body(&self) -> bool {
+        self.callbacks.response_body.is_some()
+    }
+
+    pub(crate) fn on_response_body(&mut self, id: i32, size: i32, end: bool, deadline: u64) -> Result<i32, Fault> {
+        match self.callbacks.response_body.clone() {
+            Some(f) => self.call(f, (id, size, end as i32), deadline, Phase::ResponseBody),
+            None => Ok(0),
+        }
+    }
+
+    /// `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`: the request is
+    /// over (in that order, as ngx_wasm_module calls them).
+    pub(crate) fn finish(&mut self, id: i32, deadline: u64) -> Result<(), Fault> {
+        if let Some(done) = self.callbacks.done.clone() {
+            self.call(done, id, deadline, Phase::Log)?;
+        }
+        if let Some(log) = self.callbacks.log.clone() {
+            self.call(log, id, deadline, Phase::Log)?;
+        }
+        if let Some(delete) = self.callbacks.delete.clone() {
+            self.call(delete, id, deadline, Phase::Idle)?;
+        }
+        Ok(())
+    }
+
+    /// Runs one callback within what is left of the request's budget; a
+    /// trap breaks the instance.
+    fn call<P: WasmParams, R: WasmResults>(
+        &mut self,
+        f: TypedFunc<P, R>,
+        params: P,
+        deadline: u64,
+        phase: Phase,
+    ) -> Result<R, Fault> {
+        if self.broken {
+            return Err(Fault::Broken);
+        }
+        let now = crate::runtime::epoch();
+        if now >= deadline {
+            return Err(Fault::Trapped("the request's time budget was spent".into()));
+        }
+        self.store.set_epoch_deadline(deadline - now);
+        self.store.data_mut().exchange.phase = phase;
+        let outcome = f.call(&mut self.store, params);
+        self.store.data_mut().exchange.phase = Phase::Idle;
+        outcome.map_err(|error| {
+            self.broken = true;
+            let reason = match error.downcast_ref::<wasmtime::Trap>() {
+                Some(wasmtime::Trap::Interrupt) => "ran past the request's time budget".to_string(),
+                _ => format!("{error:#}"),
+            };
+            Fault::Trapped(reason)
+        })
+    }
+}
+
+impl Callbacks {
+    fn find(instance: &Instance, store: &mut Store<HostState>) -> Option<Callbacks> {
+        Some(Callbacks {
+            context_create: instance.get_typed_func(&mut *store, "proxy_on_context_create").ok()?,
+            vm_start: instance.get_typed_func(&mut *store, "proxy_on_vm_start").ok(),
+            configure: instance.get_typed_func(&mut *store, "proxy_on_configure").ok(),
+            request_headers: instance.get_typed_func(&mut *store, "proxy_on_request_headers").ok(),
+            response_headers: instance.get_typed_func(&mut *store, "proxy_on_response_headers").ok(),
+            response_body: instance.get_typed_func(&mut *store, "proxy_on_response_body").ok(),
+            done: instance.get_typed_func(&mut *store, "proxy_on_done").ok(),
+            log: instance.get_typed_func(&mut *store, "proxy_on_log").ok(),
+            delete: instance.get_typed_func(&mut *store, "proxy_on_delete").ok(),
+        })
+    }
+}

@@ -1,0 +1,216 @@
+//! proxy-wasm filters on a real node with a real upstream: a filter built
+//! with the proxy-wasm Go SDK and standard Go's wasip1 target
+//! (tests/filters/strait-test-filter, built by scripts/test.sh) adds request
+//! headers (one from a property), rewrites the response body, answers
+//! locally on a condition and logs; `filter_chains` made through a
+//! declarative file and through the Admin API behave the same; its
+//! `meta.json` schema is enforced on writes; a filter that panics or loops
+//! ends only its request.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use strait_e2e::admin_api::send_json;
+use strait_e2e::plugins::{echo_headers, UPSTREAM};
+use strait_e2e::upstream::{Upstream, UpstreamKind};
+use strait_e2e::{request, Gateway, GatewayOptions};
+
+const FILTER: &str = "strait-test-filter";
+
+/// Where scripts/test.sh put the filter and its meta file.
+fn filters_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("STRAIT_WASM_FILTERS") {
+        return PathBuf::from(dir);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe
+        .ancestors()
+        .nth(3)
+        .expect("target dir")
+        .join("tools")
+        .join("filters");
+    assert!(
+        dir.join(format!("{FILTER}.wasm")).exists(),
+        "{} has no {FILTER}.wasm: run ./scripts/test.sh (it builds it), or set STRAIT_WASM_FILTERS",
+        dir.display()
+    );
+    dir
+}
+
+fn wasm_node() -> GatewayOptions {
+    GatewayOptions::new()
+        .setting("wasm", "on")
+        .setting("wasm_filters_path", &filters_dir().display().to_string())
+        .setting("wasm_max_run_time", "300ms")
+        .setting("log_level", "info")
+}
+
+/// Everything the filter does, configured for one route.
+fn full_config() -> Value {
+    json!({
+        "header": "x-wasm",
+        "value": "on",
+        "deny_header": "x-deny",
+        "route_header": "x-wasm-route",
+        "response_header": "x-wasm-response",
+        "body_from": "\"/w",
+        "body_to": "\"/W",
+        "log": true
+    })
+}
+
+fn with_upstream(config: Value, upstream: &Upstream) -> Value {
+    serde_json::from_str(&config.to_string().replace(UPSTREAM, &upstream.url("http"))).unwrap()
+}
+
+/// The route at `path` runs the full filter: checked from outside.
+async fn filters(gw: &Gateway, path: &str, route_id: &str) {
+    let reply = gw.proxy(request("GET", path, &[("x-wasm-in", "hi")], "")).await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let body = reply.json();
+    assert_eq!(echo_headers(&reply)["x-wasm"], "on|hi", "{body}");
+    assert_eq!(echo_headers(&reply)["x-wasm-route"], route_id, "{body}");
+    assert_eq!(reply.header("x-wasm-response").as_deref(), Some("1"));
+    // The route's path the upstream saw (x-forwarded-path: "/w...") rewritten
+    // in the body by the filter.
+    assert_eq!(
+        body["headers"]["x-forwarded-path"],
+        path.replacen("/w", "/W", 1),
+        "{body}"
+    );
+    assert!(!reply.text().contains(&format!("\"{path}")), "{}", reply.text());
+
+    let denied = gw.proxy(request("GET", path, &[("x-deny", "1")], "")).await;
+    assert_eq!(denied.status, 403, "{}", denied.text());
+    assert_eq!(denied.text(), "denied by wasm\n");
+    assert_eq!(denied.header("x-wasm-denied").as_deref(), Some("1"));
+    assert!(
+        gw.log_shows(&format!("strait-test-filter saw {path}"), Duration::from_secs(10))
+            .await,
+        "{}",
+        gw.log_tail()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_go_filter_sets_headers_rewrites_bodies_and_answers_locally_by_file_and_admin_api() {
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let declared = json!({
+        "_format_version": "3.0",
+        "services": [{
+            "name": "echo",
+            "url": UPSTREAM,
+            "routes": [
+                { "name": "declared", "paths": ["/wdeclared"],
+                  "filter_chains": [{ "name": "declared-chain",
+                                      "filters": [{ "name": FILTER, "config": full_config() }] }] },
+                { "name": "by-api", "paths": ["/wapi"] }
+            ]
+        }]
+    });
+    let gw = Gateway::start(wasm_node()).await;
+    let applied = gw.apply(&with_upstream(declared, &upstream)).await;
+    assert!(applied.status.is_success(), "{}", applied.text());
+    let declared_id = gw.admin_get("/routes/declared").await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    filters(&gw, "/wdeclared", &declared_id).await;
+
+    // The filter's meta.json schema is enforced on the Admin API.
+    let bad = json!({ "filters": [{ "name": FILTER, "config": { "header": 5 } }] });
+    let refused = send_json(&gw, "POST", "/routes/by-api/filter-chains", &bad).await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(refused.text().contains("header"), "{}", refused.text());
+    let unknown = json!({ "filters": [{ "name": "no-such-filter" }] });
+    let refused = send_json(&gw, "POST", "/routes/by-api/filter-chains", &unknown).await;
+    assert_eq!(refused.status, 400, "{}", refused.text());
+    assert!(refused.text().contains("no such filter"), "{}", refused.text());
+
+    // The same chain made through the Admin API behaves the same.
+    let chain = json!({ "name": "api-chain", "filters": [{ "name": FILTER, "config": full_config() }] });
+    let made = send_json(&gw, "POST", "/routes/by-api/filter-chains", &chain).await;
+    assert_eq!(made.status, 201, "{}", made.text());
+    let api_id = gw.admin_get("/routes/by-api").await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    filters(&gw, "/wapi", &api_id).await;
+
+    // Disabled, the chain no longer runs; deleted, neither.
+    let off = send_json(&gw, "PATCH", "/filter-chains/api-chain", &json!({ "enabled": false })).await;
+    assert_eq!(off.status, 200, "{}", off.text());
+    let plain = gw.proxy(request("GET", "/wapi", &[("x-wasm-in", "hi")], "")).await;
+    assert_eq!(plain.status, 200);
+    assert!(echo_headers(&plain).get("x-wasm").is_none(), "{}", plain.text());
+    assert_eq!(echo_headers(&plain)["x-forwarded-path"], "/wapi");
+    let gone = gw.admin("DELETE", "/filter-chains/declared-chain", &[], "").await;
+    assert_eq!(gone.status, 204, "{}", gone.text());
+    let plain = gw.proxy(request("GET", "/wdeclared", &[("x-deny", "1")], "")).await;
+    assert_eq!(plain.status, 200, "{}", plain.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_that_panics_or_loops_ends_only_its_request() {
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let chain = |fail: Option<&str>| {
+        let mut config = json!({ "header": "x-wasm", "value": "fine" });
+        if let Some(fail) = fail {
+            config["fail"] = json!(fail);
+        }
+        json!([{ "filters": [{ "name": FILTER, "config": config }] }])
+    };
+    let declared = json!({
+        "_format_version": "3.0",
+        "services": [{
+            "name": "echo",
+            "url": UPSTREAM,
+            "routes": [
+                { "name": "panics", "paths": ["/panics"], "filter_chains": chain(Some("panic")) },
+                { "name": "loops", "paths": ["/loops"], "filter_chains": chain(Some("loop")) },
+                { "name": "fine", "paths": ["/fine"], "filter_chains": chain(None) }
+            ]
+        }]
+    });
+    let gw = Gateway::start(wasm_node()).await;
+    let applied = gw.apply(&with_upstream(declared, &upstream)).await;
+    assert!(applied.status.is_success(), "{}", applied.text());
+
+    let fine = |reply: &strait_e2e::client::Reply| {
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        assert_eq!(echo_headers(reply)["x-wasm"], "fine", "{}", reply.text());
+    };
+    fine(&gw.proxy(request("GET", "/fine", &[], "")).await);
+    for _ in 0..3 {
+        let failed = gw.proxy(request("GET", "/panics", &[], "")).await;
+        assert_eq!(failed.status, 500, "{}", failed.text());
+        assert_eq!(failed.json(), json!({ "message": "An unexpected error occurred" }));
+        // The filter's instance was made again: the next request is served.
+        fine(&gw.proxy(request("GET", "/fine", &[], "")).await);
+    }
+    assert!(
+        gw.log_shows("wasm filter failed", Duration::from_secs(5)).await,
+        "{}",
+        gw.log_tail()
+    );
+
+    // A loop is ended by the time budget (300 ms here); requests beside it
+    // go on being served.
+    let started = Instant::now();
+    let (looped, beside) = tokio::join!(gw.proxy(request("GET", "/loops", &[], "")), async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        gw.proxy(request("GET", "/fine", &[], "")).await
+    });
+    assert_eq!(looped.status, 500, "{}", looped.text());
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    fine(&beside);
+    assert!(
+        gw.log_shows("time budget", Duration::from_secs(5)).await,
+        "{}",
+        gw.log_tail()
+    );
+    for _ in 0..5 {
+        fine(&gw.proxy(request("GET", "/fine", &[], "")).await);
+    }
+}
