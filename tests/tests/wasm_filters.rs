@@ -214,3 +214,30 @@ async fn a_filter_that_panics_or_loops_ends_only_its_request() {
         fine(&gw.proxy(request("GET", "/fine", &[], "")).await);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_asking_for_ticks_gets_them_on_its_worker() {
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let config = json!({ "tick_ms": 20, "ticks_header": "x-wasm-ticks" });
+    let declared = json!({
+        "_format_version": "3.0",
+        "services": [{
+            "name": "echo",
+            "url": UPSTREAM,
+            "filter_chains": [{ "filters": [{ "name": FILTER, "config": config }] }],
+            "routes": [{ "name": "ticks", "paths": ["/ticks"] }]
+        }]
+    });
+    // One worker: its instance (and its ticks) serves every request.
+    let gw = Gateway::start(wasm_node().setting("worker_threads", "1")).await;
+    let applied = gw.apply(&with_upstream(declared, &upstream)).await;
+    assert!(applied.status.is_success(), "{}", applied.text());
+    let ticks = |reply: &strait_e2e::client::Reply| -> u64 {
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        echo_headers(reply)["x-wasm-ticks"].as_str().unwrap().parse().unwrap()
+    };
+    let first = ticks(&gw.proxy(request("GET", "/ticks", &[], "")).await);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let later = ticks(&gw.proxy(request("GET", "/ticks", &[], "")).await);
+    assert!(later >= first + 5, "{first} ticks, then {later} half a second later");
+}

@@ -148,6 +148,9 @@ impl FilterChain {
             let started = guard
                 .root(&entry.configuration, request.deadline)
                 .and_then(|root| guard.http_context(root, request.deadline));
+            for (root, period) in guard.take_tick_requests() {
+                instance::start_ticks(&shared, root, period, self.budget);
+            }
             let id = match started {
                 Ok(id) => id,
                 Err(fault) => {

@@ -13,7 +13,8 @@ use uuid::Uuid;
 pub(crate) enum Phase {
     #[default]
     Idle,
-    /// `proxy_on_vm_start` / `proxy_on_configure`.
+    /// `proxy_on_vm_start` / `proxy_on_configure` / `proxy_on_tick`: the
+    /// root context's callbacks, outside any request.
     Configure,
     RequestHeaders,
     ResponseHeaders,
@@ -42,6 +43,9 @@ pub(crate) struct Exchange {
     pub body: Vec<u8>,
     /// The filter's configuration, during `proxy_on_configure`.
     pub configuration: Vec<u8>,
+    /// What `proxy_set_tick_period_milliseconds` asked for (0: no ticks),
+    /// during the root context's callbacks.
+    pub tick_period: Option<u32>,
     /// What `proxy_send_local_response` asked for.
     pub local_response: Option<PluginResponse>,
     pub properties: Properties,
@@ -77,6 +81,7 @@ impl Exchange {
         self.body.clear();
         self.configuration.clear();
         self.local_response = None;
+        self.tick_period = None;
         self.ctx_shared.clear();
     }
 }

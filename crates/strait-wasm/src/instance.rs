@@ -10,6 +10,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use wasmtime::{Instance, Memory, Store, StoreLimits, StoreLimitsBuilder, TypedFunc, WasmParams, WasmResults};
 
@@ -59,6 +60,7 @@ struct Callbacks {
     response_headers: Option<TypedFunc<(i32, i32, i32), i32>>,
     response_body: Option<TypedFunc<(i32, i32, i32), i32>>,
     done: Option<TypedFunc<i32, i32>>,
+    tick: Option<TypedFunc<i32, ()>>,
     log: Option<TypedFunc<i32, ()>>,
     delete: Option<TypedFunc<i32, ()>>,
 }
@@ -71,6 +73,9 @@ pub(crate) struct FilterInstance {
     roots: HashMap<Arc<[u8]>, Option<i32>>,
     next_context: i32,
     broken: bool,
+    /// Root contexts that asked for ticks (with the period) since the
+    /// owner last took them ([`FilterInstance::take_tick_requests`]).
+    tick_requests: Vec<(i32, Duration)>,
 }
 
 /// A filter's instance as requests share it.
@@ -98,6 +103,37 @@ pub(crate) fn for_thread(filter: &Filter) -> Result<Shared, String> {
         slots[filter.index] = Some(made.clone());
         Ok(made)
     })
+}
+
+/// Runs `proxy_on_tick` of `root` every `period` on the runtime of the
+/// calling worker (its thread, in the thread-per-core model), for as long
+/// as the instance is this thread's and unbroken. A tick that traps or runs
+/// past `budget` breaks the instance, as a request's would.
+pub(crate) fn start_ticks(shared: &Shared, root: i32, period: Duration, budget: Duration) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(filter = %lock(shared).store.data().filter, "no runtime to run the filter's ticks on");
+        return;
+    };
+    let instance = Arc::downgrade(shared);
+    runtime.spawn(async move {
+        let mut clock = tokio::time::interval(period.max(Duration::from_millis(1)));
+        clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        clock.tick().await;
+        loop {
+            clock.tick().await;
+            let Some(shared) = instance.upgrade() else { return };
+            let mut guard = lock(&shared);
+            if guard.broken {
+                return;
+            }
+            let deadline = crate::runtime::epoch() + crate::runtime::ticks(budget);
+            if let Err(fault) = guard.on_tick(root, deadline) {
+                let filter = guard.store.data().filter.clone();
+                tracing::error!(filter = %filter, fault = ?fault, "wasm filter failed in proxy_on_tick");
+                return;
+            }
+        }
+    });
 }
 
 pub(crate) fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, FilterInstance> {
@@ -146,6 +182,7 @@ impl FilterInstance {
             roots: HashMap::new(),
             next_context: 1,
             broken: false,
+            tick_requests: Vec::new(),
         })
     }
 
@@ -187,7 +224,25 @@ impl FilterInstance {
             }
         }
         self.roots.insert(configuration.clone(), Some(root));
+        if let Some(period) = self.store.data_mut().exchange.tick_period.take().filter(|p| *p > 0) {
+            self.tick_requests
+                .push((root, Duration::from_millis(u64::from(period))));
+        }
         Ok(root)
+    }
+
+    /// The root contexts that asked for ticks since the last call.
+    pub(crate) fn take_tick_requests(&mut self) -> Vec<(i32, Duration)> {
+        std::mem::take(&mut self.tick_requests)
+    }
+
+    /// `proxy_on_tick` of root context `root`.
+    pub(crate) fn on_tick(&mut self, root: i32, deadline: u64) -> Result<(), Fault> {
+        self.exchange().clear();
+        match self.callbacks.tick.clone() {
+            Some(tick) => self.call(tick, root, deadline, Phase::Configure),
+            None => Ok(()),
+        }
     }
 
     /// A new HTTP context under `root`.
@@ -284,6 +339,7 @@ impl Callbacks {
             response_headers: instance.get_typed_func(&mut *store, "proxy_on_response_headers").ok(),
             response_body: instance.get_typed_func(&mut *store, "proxy_on_response_body").ok(),
             done: instance.get_typed_func(&mut *store, "proxy_on_done").ok(),
+            tick: instance.get_typed_func(&mut *store, "proxy_on_tick").ok(),
             log: instance.get_typed_func(&mut *store, "proxy_on_log").ok(),
             delete: instance.get_typed_func(&mut *store, "proxy_on_delete").ok(),
         })

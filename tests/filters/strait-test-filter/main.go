@@ -12,11 +12,14 @@
 //     has every body_from replaced by body_to;
 //   - fail: "panic" panics in the request-headers callback (a trap),
 //     "loop" loops there forever (the host's time budget ends it);
-//   - log: logs every request's path at info level.
+//   - log: logs every request's path at info level;
+//   - tick_ms/ticks_header: the plugin context asks for a tick every tick_ms
+//     and counts them; requests get <ticks_header>: <ticks so far>.
 package main
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/proxy-wasm/proxy-wasm-go-sdk/proxywasm"
@@ -33,6 +36,8 @@ type config struct {
 	BodyTo         string `json:"body_to"`
 	Fail           string `json:"fail"`
 	Log            bool   `json:"log"`
+	TickMs         uint32 `json:"tick_ms"`
+	TicksHeader    string `json:"ticks_header"`
 }
 
 func main() {}
@@ -44,6 +49,7 @@ func init() {
 type plugin struct {
 	types.DefaultPluginContext
 	config config
+	ticks  int
 }
 
 func (p *plugin) OnPluginStart(size int) types.OnPluginStartStatus {
@@ -59,16 +65,27 @@ func (p *plugin) OnPluginStart(size int) types.OnPluginStartStatus {
 		proxywasm.LogErrorf("parsing the configuration %q: %v", raw, err)
 		return types.OnPluginStartStatusFailed
 	}
+	if p.config.TickMs > 0 {
+		if err := proxywasm.SetTickPeriodMilliSeconds(p.config.TickMs); err != nil {
+			proxywasm.LogErrorf("setting the tick period: %v", err)
+			return types.OnPluginStartStatusFailed
+		}
+	}
 	return types.OnPluginStartStatusOK
 }
 
+func (p *plugin) OnTick() {
+	p.ticks++
+}
+
 func (p *plugin) NewHttpContext(uint32) types.HttpContext {
-	return &request{config: &p.config}
+	return &request{config: &p.config, plugin: p}
 }
 
 type request struct {
 	types.DefaultHttpContext
 	config *config
+	plugin *plugin
 	loops  int
 }
 
@@ -103,6 +120,9 @@ func (r *request) OnHttpRequestHeaders(int, bool) types.Action {
 		if err := proxywasm.ReplaceHttpRequestHeader(c.Header, value); err != nil {
 			proxywasm.LogErrorf("setting %s: %v", c.Header, err)
 		}
+	}
+	if c.TicksHeader != "" {
+		_ = proxywasm.ReplaceHttpRequestHeader(c.TicksHeader, strconv.Itoa(r.plugin.ticks))
 	}
 	if c.RouteHeader != "" {
 		route, err := proxywasm.GetProperty([]string{"kong", "route_id"})

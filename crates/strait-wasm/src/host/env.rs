@@ -1,6 +1,6 @@
 //! proxy-wasm's host functions (module `env`): logging, time, header maps,
 //! buffers, properties, local responses, shared data and queues, metrics.
-//! HTTP and gRPC calls out, timers and foreign functions answer
+//! HTTP and gRPC calls out and foreign functions answer
 //! `UNIMPLEMENTED` (docs/plugins.md lists what is served).
 
 use bytes::Bytes;
@@ -71,6 +71,20 @@ pub(super) fn define(linker: &mut Linker<HostState>) -> Result<()> {
     for name in ["proxy_continue_request", "proxy_continue_response", "proxy_done"] {
         linker.func_wrap("env", name, |_: Host<'_>| status::OK)?;
     }
+    linker.func_wrap(
+        "env",
+        "proxy_set_tick_period_milliseconds",
+        |mut caller: Host<'_>, period: i32| {
+            let exchange = &mut caller.data_mut().exchange;
+            match exchange.phase {
+                Phase::Configure => {
+                    exchange.tick_period = Some(period as u32);
+                    status::OK
+                }
+                _ => status::BAD_ARGUMENT,
+            }
+        },
+    )?;
     linker.func_wrap("env", "proxy_set_effective_context", |_: Host<'_>, _context: i32| {
         status::OK
     })?;
