@@ -241,3 +241,58 @@ async fn a_filter_asking_for_ticks_gets_them_on_its_worker() {
     let later = ticks(&gw.proxy(request("GET", "/ticks", &[], "")).await);
     assert!(later >= first + 5, "{first} ticks, then {later} half a second later");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_waits_for_its_http_call_and_reads_the_answer() {
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let origin = upstream.url("http").trim_start_matches("http://").to_string();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nowhere = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    let calling = |to: &str| {
+        json!([{ "filters": [{ "name": FILTER, "config": {
+        "header": "x-wasm", "value": "called", "call_upstream": to, "call_path": "/called" } }] }])
+    };
+    let declared = json!({
+        "_format_version": "3.0",
+        "services": [{
+            "name": "echo",
+            "url": UPSTREAM,
+            "routes": [
+                { "name": "calls", "paths": ["/calls"], "filter_chains": calling(&origin) },
+                { "name": "fails", "paths": ["/fails"], "filter_chains": calling(&nowhere) }
+            ]
+        }]
+    });
+    let gw = Gateway::start(wasm_node()).await;
+    let applied = gw.apply(&with_upstream(declared, &upstream)).await;
+    assert!(applied.status.is_success(), "{}", applied.text());
+
+    for _ in 0..3 {
+        let reply = gw
+            .proxy(request("GET", "/calls", &[("x-wasm-call-deny", "1")], ""))
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.text());
+        let headers = echo_headers(&reply);
+        assert_eq!(headers["x-wasm"], "called", "{headers}");
+        assert_eq!(headers["x-wasm-call-status"], "200", "{headers}");
+        let bytes: usize = headers["x-wasm-call-bytes"].as_str().unwrap().parse().unwrap();
+        assert!(bytes > 20, "the echo's answer to the call: {bytes} bytes");
+    }
+    // A call that cannot connect reaches the filter as an answer without
+    // status, which this filter refuses.
+    let refused = gw
+        .proxy(request("GET", "/fails", &[("x-wasm-call-deny", "1")], ""))
+        .await;
+    assert_eq!(refused.status, 401, "{}", refused.text());
+    assert_eq!(refused.text(), "call answered \n");
+    let passed = gw.proxy(request("GET", "/fails", &[], "")).await;
+    assert_eq!(passed.status, 200, "{}", passed.text());
+    assert_eq!(echo_headers(&passed)["x-wasm-call-status"], "", "{}", passed.text());
+    assert!(
+        gw.log_shows("wasm filter's HTTP call failed", Duration::from_secs(5))
+            .await,
+        "{}",
+        gw.log_tail()
+    );
+}

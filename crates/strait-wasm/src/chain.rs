@@ -7,19 +7,18 @@
 //! runs past the request's budget or is refused its configuration fails
 //! only this request: Kong's 500 and a log line.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::StatusCode;
 use strait_plugins::{
-    BodyChunk, DropResponseBody, Flow, LogRecord, Plugin, PluginResponse, RequestCtx, ResponseCtx, SharedStore,
+    AccessFuture, BodyChunk, DropResponseBody, Flow, LogRecord, Plugin, PluginResponse, RequestCtx, ResponseCtx,
+    SharedStore,
 };
 
-use crate::exchange::{version_name, Exchange};
 use crate::filter::Filter;
-use crate::instance::{self, lock, Fault, Shared};
+use crate::instance::{lock, Fault, Shared};
 
 /// One filter of a chain with its configuration (as the filter reads it:
 /// a string as written, anything else JSON-encoded).
@@ -43,32 +42,43 @@ impl std::fmt::Debug for FilterChain {
 }
 
 /// A filter's HTTP context for one request.
-struct Context {
-    instance: Shared,
-    filter: Arc<str>,
-    id: i32,
+pub(crate) struct Context {
+    pub instance: Shared,
+    pub filter: Arc<str>,
+    pub id: i32,
     /// Response body the filter held back (it answered Pause before the
     /// end of the body), handed to it again with the next piece.
-    held: Vec<u8>,
-    failed: bool,
+    pub held: Vec<u8>,
+    pub failed: bool,
 }
 
 /// The request's filter contexts, kept in its shared store.
-struct WasmRequest {
+pub(crate) struct WasmRequest {
     /// The epoch past which the running phase's callbacks trap.
-    deadline: u64,
+    pub deadline: u64,
     /// Time the request's callbacks ran so far.
-    spent: Duration,
-    contexts: Vec<Context>,
+    pub spent: Duration,
+    pub contexts: Vec<Context>,
     /// `kong.ctx.shared.*` as the request's filters set it.
-    ctx_shared: std::collections::HashMap<String, Vec<u8>>,
+    pub ctx_shared: std::collections::HashMap<String, Vec<u8>>,
 }
 
-fn internal_error() -> Flow {
+impl WasmRequest {
+    fn new(filters: usize) -> WasmRequest {
+        WasmRequest {
+            deadline: 0,
+            spent: Duration::ZERO,
+            contexts: Vec::with_capacity(filters),
+            ctx_shared: Default::default(),
+        }
+    }
+}
+
+pub(crate) fn internal_error() -> Flow {
     Flow::Respond(PluginResponse::message(500, "An unexpected error occurred"))
 }
 
-fn report(filter: &str, fault: &Fault, phase: &'static str) {
+pub(crate) fn report(filter: &str, fault: &Fault, phase: &'static str) {
     match fault {
         Fault::Trapped(reason) => {
             tracing::error!(filter, phase, reason = %reason, "wasm filter failed: its request ends with 500")
@@ -79,111 +89,6 @@ fn report(filter: &str, fault: &Fault, phase: &'static str) {
             "wasm filter refused its configuration: request ends with 500"
         ),
         Fault::Broken => tracing::debug!(filter, phase, "wasm filter instance broke in this request earlier"),
-    }
-}
-
-/// Fills what a request-headers callback sees from the request.
-fn fill_request(exchange: &mut Exchange, ctx: &mut RequestCtx<'_>) {
-    exchange.clear();
-    exchange.request_headers = std::mem::take(ctx.headers);
-    exchange.method.push_str(ctx.method.as_str());
-    exchange
-        .path
-        .push_str(ctx.uri.path_and_query().map_or("/", |p| p.as_str()));
-    exchange.scheme = match ctx.protocol {
-        strait_plugins::Protocol::Https | strait_plugins::Protocol::Grpcs => "https",
-        _ => "http",
-    };
-    let properties = &mut exchange.properties;
-    properties.route_id = ctx.route_id;
-    properties.route_name.clear();
-    properties.route_name.push_str(ctx.route_name.unwrap_or(""));
-    properties.service_id = ctx.service_id;
-    properties.protocol = ctx.protocol.name();
-    properties.http_version = version_name(ctx.http_version);
-    properties.client_ip.clear();
-    let _ = write!(properties.client_ip, "{}", ctx.client_ip);
-    properties.client_port = ctx.client_port;
-    properties.server_port = ctx.server_port;
-    properties.consumer_id = ctx.consumer.map(|c| c.id);
-}
-
-/// Puts back what the filter changed of the request.
-fn apply_request(exchange: &mut Exchange, ctx: &mut RequestCtx<'_>) {
-    *ctx.headers = std::mem::take(&mut exchange.request_headers);
-    if exchange.method_changed {
-        if let Ok(method) = http::Method::from_bytes(exchange.method.as_bytes()) {
-            *ctx.method = method;
-        }
-    }
-    if exchange.path_changed {
-        let joined = std::mem::take(&mut exchange.path);
-        if let Err(error) = ctx.set_joined_path_and_query(joined) {
-            tracing::warn!(error = %error, "wasm filter set an invalid :path; kept the request's");
-        }
-    }
-}
-
-fn has_body(ctx: &RequestCtx<'_>) -> bool {
-    ctx.body.as_ref().is_some_and(|b| !b.is_empty())
-        || ctx.headers.contains_key(http::header::TRANSFER_ENCODING)
-        || ctx
-            .header("content-length")
-            .is_some_and(|v| v.trim() != "0" && !v.trim().is_empty())
-}
-
-impl FilterChain {
-    fn request_headers(&self, ctx: &mut RequestCtx<'_>, request: &mut WasmRequest) -> Flow {
-        let end = !has_body(ctx);
-        for entry in &self.entries {
-            let name = &entry.filter.name;
-            let shared = match instance::for_thread(&entry.filter) {
-                Ok(shared) => shared,
-                Err(reason) => {
-                    report(name, &Fault::Trapped(reason), "access");
-                    return internal_error();
-                }
-            };
-            let mut guard = lock(&shared);
-            let started = guard
-                .root(&entry.configuration, request.deadline)
-                .and_then(|root| guard.http_context(root, request.deadline));
-            for (root, period) in guard.take_tick_requests() {
-                instance::start_ticks(&shared, root, period, self.budget);
-            }
-            let id = match started {
-                Ok(id) => id,
-                Err(fault) => {
-                    report(name, &fault, "access");
-                    return internal_error();
-                }
-            };
-            let exchange = guard.exchange();
-            fill_request(exchange, ctx);
-            exchange.ctx_shared = std::mem::take(&mut request.ctx_shared);
-            let count = exchange.request_headers.len() as i32 + 4;
-            let outcome = guard.on_request_headers(id, count, end, request.deadline);
-            let exchange = guard.exchange();
-            apply_request(exchange, ctx);
-            request.ctx_shared = std::mem::take(&mut exchange.ctx_shared);
-            let answer = exchange.local_response.take();
-            drop(guard);
-            request.contexts.push(Context {
-                instance: shared,
-                filter: name.clone(),
-                id,
-                held: Vec::new(),
-                failed: outcome.is_err(),
-            });
-            if let Err(fault) = outcome {
-                report(name, &fault, "access");
-                return internal_error();
-            }
-            if let Some(answer) = answer {
-                return Flow::Respond(answer);
-            }
-        }
-        Flow::Continue
     }
 }
 
@@ -202,17 +107,24 @@ impl Plugin for FilterChain {
     }
 
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
-        let mut request = WasmRequest {
-            deadline: 0,
-            spent: Duration::ZERO,
-            contexts: Vec::with_capacity(self.entries.len()),
-            ctx_shared: Default::default(),
-        };
-        let started = self.start_phase(&mut request);
+        let mut request = WasmRequest::new(self.entries.len());
         let flow = self.request_headers(ctx, &mut request);
-        request.spent += started.elapsed();
         ctx.shared.insert(request);
         flow
+    }
+
+    /// A chain with a filter that makes HTTP calls waits for them.
+    fn waits(&self) -> bool {
+        self.entries.iter().any(|e| e.filter.makes_calls)
+    }
+
+    fn access_async<'a>(&'a self, ctx: &'a mut RequestCtx<'_>) -> AccessFuture<'a> {
+        Box::pin(async move {
+            let mut request = WasmRequest::new(self.entries.len());
+            let flow = self.request_headers_waiting(ctx, &mut request).await;
+            ctx.shared.insert(request);
+            flow
+        })
     }
 
     fn filters_headers(&self) -> bool {
@@ -294,7 +206,7 @@ impl Plugin for FilterChain {
 
 impl FilterChain {
     /// Sets the deadline of a phase from what is left of the budget.
-    fn start_phase(&self, request: &mut WasmRequest) -> Instant {
+    pub(crate) fn start_phase(&self, request: &mut WasmRequest) -> Instant {
         let left = self.budget.saturating_sub(request.spent);
         request.deadline = match left.is_zero() {
             true => 0,

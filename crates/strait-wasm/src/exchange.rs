@@ -17,6 +17,9 @@ pub(crate) enum Phase {
     /// root context's callbacks, outside any request.
     Configure,
     RequestHeaders,
+    /// `proxy_on_http_call_response`, in the access phase: the request's
+    /// headers as in `RequestHeaders`, with the call's answer.
+    CallResponse,
     ResponseHeaders,
     ResponseBody,
     Log,
@@ -46,6 +49,10 @@ pub(crate) struct Exchange {
     /// What `proxy_set_tick_period_milliseconds` asked for (0: no ticks),
     /// during the root context's callbacks.
     pub tick_period: Option<u32>,
+    /// HTTP calls the filter asked for in this callback.
+    pub pending_calls: Vec<crate::calls::HttpCall>,
+    /// The answer `proxy_on_http_call_response` is about.
+    pub call_response: crate::calls::CallResponse,
     /// What `proxy_send_local_response` asked for.
     pub local_response: Option<PluginResponse>,
     pub properties: Properties,
@@ -68,6 +75,11 @@ pub(crate) struct Properties {
 }
 
 impl Exchange {
+    /// Whether the request's headers are the callback's to read and change.
+    pub(crate) fn in_request(&self) -> bool {
+        matches!(self.phase, Phase::RequestHeaders | Phase::CallResponse)
+    }
+
     /// Forgets what the last callback left (buffers keep their capacity).
     pub(crate) fn clear(&mut self) {
         self.phase = Phase::Idle;
@@ -82,6 +94,8 @@ impl Exchange {
         self.configuration.clear();
         self.local_response = None;
         self.tick_period = None;
+        self.pending_calls.clear();
+        self.call_response = Default::default();
         self.ctx_shared.clear();
     }
 }

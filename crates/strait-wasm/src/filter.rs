@@ -29,6 +29,8 @@ pub(crate) struct Filter {
     pub limits: Limits,
     /// `config_schema` of its meta file (JSON Schema draft 4).
     pub config_schema: Option<Value>,
+    /// It imports `proxy_http_call`: its requests may wait on calls.
+    pub makes_calls: bool,
 }
 
 /// The `.wasm` files at the top of `dir`, sorted by name, as (name, path).
@@ -81,7 +83,11 @@ fn load_one(name: &str, path: &Path, index: usize, limits: Limits) -> Result<Fil
         .instantiate_pre(&module)
         .map_err(|e| format!("filter {name}: {e:#}"))?;
     let config_schema = meta_schema(name, path)?;
+    let makes_calls = module
+        .imports()
+        .any(|i| i.module() == "env" && i.name() == "proxy_http_call");
     Ok(Filter {
+        makes_calls,
         name: Arc::from(name),
         index,
         pre,

@@ -24,6 +24,8 @@ pub(crate) struct HostState {
     pub allocate: Option<TypedFunc<i32, i32>>,
     pub filter: Arc<str>,
     pub exchange: Exchange,
+    /// The last HTTP call's token.
+    pub next_call_token: u32,
 }
 
 impl HostState {
@@ -35,6 +37,7 @@ impl HostState {
             allocate: None,
             filter: Arc::from(""),
             exchange: Exchange::default(),
+            next_call_token: 0,
         }
     }
 }
@@ -51,6 +54,9 @@ pub(crate) enum Fault {
     Refused,
 }
 
+/// `proxy_on_http_call_response(root, token, headers, body size, trailers)`.
+type CallResponseCallback = TypedFunc<(i32, i32, i32, i32, i32), ()>;
+
 /// The exported callbacks this host calls (ABI 0.2.x signatures).
 struct Callbacks {
     context_create: TypedFunc<(i32, i32), ()>,
@@ -58,6 +64,7 @@ struct Callbacks {
     configure: Option<TypedFunc<(i32, i32), i32>>,
     request_headers: Option<TypedFunc<(i32, i32, i32), i32>>,
     response_headers: Option<TypedFunc<(i32, i32, i32), i32>>,
+    call_response: Option<CallResponseCallback>,
     response_body: Option<TypedFunc<(i32, i32, i32), i32>>,
     done: Option<TypedFunc<i32, i32>>,
     tick: Option<TypedFunc<i32, ()>>,
@@ -153,6 +160,7 @@ impl FilterInstance {
             allocate: None,
             filter: filter.name.clone(),
             exchange: Exchange::default(),
+            next_call_token: 0,
         };
         let mut store = Store::new(filter.pre.module().engine(), state);
         store.limiter(|state| &mut state.limits);
@@ -265,6 +273,17 @@ impl FilterInstance {
         }
     }
 
+    /// `proxy_on_http_call_response` for the answer in the exchange, to
+    /// the root context `root`.
+    pub(crate) fn on_http_call_response(&mut self, root: i32, token: u32, deadline: u64) -> Result<(), Fault> {
+        let Some(f) = self.callbacks.call_response.clone() else {
+            return Ok(());
+        };
+        let answer = &self.exchange().call_response;
+        let (headers, body) = (answer.headers.len() as i32, answer.body.len() as i32);
+        self.call(f, (root, token as i32, headers, body, 0), deadline, Phase::CallResponse)
+    }
+
     pub(crate) fn on_response_headers(&mut self, id: i32, count: i32, deadline: u64) -> Result<i32, Fault> {
         match self.callbacks.response_headers.clone() {
             Some(f) => self.call(f, (id, count, 0), deadline, Phase::ResponseHeaders),
@@ -337,6 +356,7 @@ impl Callbacks {
             configure: instance.get_typed_func(&mut *store, "proxy_on_configure").ok(),
             request_headers: instance.get_typed_func(&mut *store, "proxy_on_request_headers").ok(),
             response_headers: instance.get_typed_func(&mut *store, "proxy_on_response_headers").ok(),
+            call_response: instance.get_typed_func(&mut *store, "proxy_on_http_call_response").ok(),
             response_body: instance.get_typed_func(&mut *store, "proxy_on_response_body").ok(),
             done: instance.get_typed_func(&mut *store, "proxy_on_done").ok(),
             tick: instance.get_typed_func(&mut *store, "proxy_on_tick").ok(),

@@ -14,6 +14,8 @@
 //! line, and the thread's instance is made again.
 #![forbid(unsafe_code)]
 
+mod access;
+mod calls;
 mod chain;
 mod exchange;
 mod filter;

@@ -14,7 +14,12 @@
 //     "loop" loops there forever (the host's time budget ends it);
 //   - log: logs every request's path at info level;
 //   - tick_ms/ticks_header: the plugin context asks for a tick every tick_ms
-//     and counts them; requests get <ticks_header>: <ticks so far>.
+//     and counts them; requests get <ticks_header>: <ticks so far>;
+//   - call_upstream/call_path: the request waits for a GET of call_path on
+//     call_upstream (host:port) and gets x-wasm-call-status and
+//     x-wasm-call-bytes (the answer's status and body length); a request
+//     carrying x-wasm-call-deny is answered 401 when the call's status is
+//     not 200.
 package main
 
 import (
@@ -38,6 +43,8 @@ type config struct {
 	Log            bool   `json:"log"`
 	TickMs         uint32 `json:"tick_ms"`
 	TicksHeader    string `json:"ticks_header"`
+	CallUpstream   string `json:"call_upstream"`
+	CallPath       string `json:"call_path"`
 }
 
 func main() {}
@@ -130,7 +137,37 @@ func (r *request) OnHttpRequestHeaders(int, bool) types.Action {
 			_ = proxywasm.ReplaceHttpRequestHeader(c.RouteHeader, string(route))
 		}
 	}
+	if c.CallUpstream != "" {
+		return r.call()
+	}
 	return types.ActionContinue
+}
+
+func (r *request) call() types.Action {
+	_, strict := proxywasm.GetHttpRequestHeader("x-wasm-call-deny")
+	headers := [][2]string{{":method", "GET"}, {":path", r.config.CallPath}, {":authority", "wasm-call"}}
+	_, err := proxywasm.DispatchHttpCall(r.config.CallUpstream, headers, nil, nil, 5000, func(_, size, _ int) {
+		status := ""
+		answer, _ := proxywasm.GetHttpCallResponseHeaders()
+		for _, header := range answer {
+			if header[0] == ":status" {
+				status = header[1]
+			}
+		}
+		body, _ := proxywasm.GetHttpCallResponseBody(0, size)
+		if strict == nil && status != "200" {
+			_ = proxywasm.SendHttpResponse(401, nil, []byte("call answered "+status+"\n"), -1)
+			return
+		}
+		_ = proxywasm.ReplaceHttpRequestHeader("x-wasm-call-status", status)
+		_ = proxywasm.ReplaceHttpRequestHeader("x-wasm-call-bytes", strconv.Itoa(len(body)))
+		_ = proxywasm.ResumeHttpRequest()
+	})
+	if err != nil {
+		proxywasm.LogErrorf("dispatching the call: %v", err)
+		return types.ActionContinue
+	}
+	return types.ActionPause
 }
 
 func (r *request) OnHttpResponseHeaders(int, bool) types.Action {

@@ -65,6 +65,30 @@ pub(super) fn define(linker: &mut Linker<HostState>) -> Result<()> {
     )?;
     linker.func_wrap("env", "proxy_get_property", properties::get)?;
     linker.func_wrap("env", "proxy_set_property", properties::set)?;
+    linker.func_wrap(
+        "env",
+        "proxy_http_call",
+        |caller: Host<'_>,
+         up: i32,
+         up_len: i32,
+         h: i32,
+         h_len: i32,
+         b: i32,
+         b_len: i32,
+         _t: i32,
+         _t_len: i32,
+         ms: i32,
+         out| {
+            let call = CallArgs {
+                upstream: (up, up_len),
+                headers: (h, h_len),
+                body: (b, b_len),
+                timeout_ms: ms,
+                token_out: out,
+            };
+            http_call(caller, call)
+        },
+    )?;
     for name in ["proxy_continue_stream", "proxy_close_stream"] {
         linker.func_wrap("env", name, |_: Host<'_>, _stream: i32| status::OK)?;
     }
@@ -149,6 +173,7 @@ fn remove_header_map_value(mut caller: Host<'_>, map: i32, key: i32, key_len: i3
 
 /// proxy-wasm's buffer types this host holds.
 const RESPONSE_BODY: i32 = 1;
+const CALL_RESPONSE_BODY: i32 = 4;
 const VM_CONFIGURATION: i32 = 6;
 const PLUGIN_CONFIGURATION: i32 = 7;
 
@@ -158,6 +183,7 @@ fn buffer(state: &mut HostState, kind: i32) -> Option<&mut Vec<u8>> {
     match (kind, exchange.phase) {
         (RESPONSE_BODY, Phase::ResponseBody) => Some(&mut exchange.body),
         (PLUGIN_CONFIGURATION | VM_CONFIGURATION, Phase::Configure) => Some(&mut exchange.configuration),
+        (CALL_RESPONSE_BODY, Phase::CallResponse) => Some(&mut exchange.call_response.body),
         _ => None,
     }
 }
@@ -231,4 +257,44 @@ fn send_local_response(mut caller: Host<'_>, answer: LocalResponse) -> Result<i3
         body: Bytes::from(body),
     });
     Ok(status::OK)
+}
+
+/// `proxy_http_call`'s arguments (trailers are not sent).
+struct CallArgs {
+    upstream: (i32, i32),
+    headers: (i32, i32),
+    body: (i32, i32),
+    timeout_ms: i32,
+    token_out: i32,
+}
+
+/// Records a call for the host to send when the callback returns; the
+/// token goes to the filter.
+fn http_call(mut caller: Host<'_>, args: CallArgs) -> Result<i32> {
+    let upstream = read_text(&mut caller, args.upstream.0, args.upstream.1)?;
+    let encoded = read(&mut caller, args.headers.0, args.headers.1)?;
+    let body = read(&mut caller, args.body.0, args.body.1)?;
+    if !caller.data().exchange.in_request() {
+        return Ok(status::BAD_ARGUMENT);
+    }
+    let Some(headers) = maps::decode(&encoded) else {
+        return Ok(status::BAD_ARGUMENT);
+    };
+    if let Err(code) = crate::calls::check(&headers) {
+        return Ok(code);
+    }
+    if upstream.is_empty() {
+        return Ok(status::BAD_ARGUMENT);
+    }
+    let state = caller.data_mut();
+    state.next_call_token = state.next_call_token.wrapping_add(1).max(1);
+    let token = state.next_call_token;
+    state.exchange.pending_calls.push(crate::calls::HttpCall {
+        token,
+        upstream,
+        headers,
+        body,
+        timeout: std::time::Duration::from_millis(u64::from(args.timeout_ms.max(1) as u32)),
+    });
+    write_u32(&mut caller, args.token_out, token).map(|()| status::OK)
 }

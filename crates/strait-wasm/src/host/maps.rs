@@ -11,11 +11,12 @@ use crate::exchange::{Exchange, Phase};
 
 pub(crate) const REQUEST_HEADERS: i32 = 0;
 pub(crate) const RESPONSE_HEADERS: i32 = 2;
+pub(crate) const CALL_RESPONSE_HEADERS: i32 = 6;
 
 /// The map `map` names, when the current callback has it.
 fn headers(exchange: &mut Exchange, map: i32) -> Option<&mut HeaderMap> {
     match (map, exchange.phase) {
-        (REQUEST_HEADERS, Phase::RequestHeaders) => Some(&mut exchange.request_headers),
+        (REQUEST_HEADERS, Phase::RequestHeaders | Phase::CallResponse) => Some(&mut exchange.request_headers),
         (RESPONSE_HEADERS, Phase::ResponseHeaders) => Some(&mut exchange.response_headers),
         _ => None,
     }
@@ -36,9 +37,18 @@ fn pseudo(exchange: &Exchange, map: i32, name: &str) -> Option<Vec<u8>> {
     }
 }
 
+/// The answer to an HTTP call, in its callback.
+fn call_response(exchange: &Exchange, map: i32) -> Option<&[(Vec<u8>, Vec<u8>)]> {
+    (map == CALL_RESPONSE_HEADERS && exchange.phase == Phase::CallResponse)
+        .then_some(exchange.call_response.headers.as_slice())
+}
+
 /// One header's value (the first, as the SDKs expect), or `None`.
 pub(crate) fn get(exchange: &mut Exchange, map: i32, name: &str) -> Result<Option<Vec<u8>>, i32> {
     let name = name.to_ascii_lowercase();
+    if let Some(pairs) = call_response(exchange, map) {
+        return Ok(pairs.iter().find(|(k, _)| k == name.as_bytes()).map(|(_, v)| v.clone()));
+    }
     if name.starts_with(':') {
         headers(exchange, map).ok_or(status::NOT_FOUND)?;
         return Ok(pseudo(exchange, map, &name));
@@ -49,6 +59,9 @@ pub(crate) fn get(exchange: &mut Exchange, map: i32, name: &str) -> Result<Optio
 
 /// Every header, pseudo-headers first, encoded.
 pub(crate) fn pairs(exchange: &mut Exchange, map: i32) -> Result<Vec<u8>, i32> {
+    if let Some(pairs) = call_response(exchange, map) {
+        return Ok(encode(pairs));
+    }
     headers(exchange, map).ok_or(status::NOT_FOUND)?;
     let names: &[&str] = match map {
         REQUEST_HEADERS => &[":authority", ":method", ":path", ":scheme"],
