@@ -54,6 +54,29 @@ def table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def ratio_table(ratios: dict[str, dict]) -> str:
+    """The within-round ratios (label -> key -> {mean, min, max}) as a table: RPS, CPU per
+    request and p99 where measured."""
+    rows = []
+    for label, by_key in ratios.items():
+        for key, what in (("rps", "RPS"), ("cpu_us_per_request", "CPU per request"), ("p99_us", "p99")):
+            if key in by_key and by_key[key]["mean"] is not None:
+                rows.append([f"{label} {what}", fmt(by_key[key]["mean"], 3),
+                             f"{fmt(by_key[key]['min'], 3)} – {fmt(by_key[key]['max'], 3)}"])
+    return table(["ratio", "mean", "range"], rows)
+
+
+def layout_goal(scenario: str, direct: dict) -> list[Goal]:
+    """The layout check of a cost scenario: direct RPS at least 1.5x the gateway's without
+    plugins (below that the load generator's core, not the gateway, limits the RPS)."""
+    if direct["mean"] is None:
+        return []
+    valid = direct["mean"] >= 1.5
+    return [Goal(f"{scenario} layout: direct RPS / gateway RPS", ">= 1.5", f"{direct['mean']:.2f}", valid,
+                 "" if valid else "below 1.5 the load generator's core, not the gateway, limits the RPS",
+                 kind="layout")]
+
+
 def met_text(met: bool | None) -> str:
     return {True: "**met**", False: "**not met**", None: "not measured"}[met]
 

@@ -27,7 +27,7 @@ from lab import stats, systems
 from lab.configgen import ConfigSpec, write_config
 from lab.context import RunContext
 from lab.registry import Rendered
-from lab.report import CONTENDER_HEADER, contender_row, fmt, table
+from lab.report import CONTENDER_HEADER, contender_row, layout_goal, ratio_table, table
 from lab.rounds import summarize_contender, wrk_rounds
 
 NAME = "pluginserver-cost"
@@ -155,7 +155,6 @@ def run(ctx: RunContext) -> dict:
 # ---------------------------------------------------------------- report
 
 def render(result: dict, plot_dir: Path) -> Rendered:
-    from lab.registry import Goal
     rows = [contender_row(name, result["summary"][name]) for name in CONTENDERS]
     text = (f"Load: {result['load']}; {result['duration_s']} s per sample, {result['rounds_count']} interleaved "
             "rounds. Every node: one worker on the gateway core, its plugin server there too, 100 routes on one "
@@ -163,18 +162,6 @@ def render(result: dict, plot_dir: Path) -> Rendered:
     # The gateway's CPU here is the node's and its plugin server's (the process tree).
     text += table(CONTENDER_HEADER, rows)
     text += "\nRatios, computed within each round (mean, and the range over rounds):\n\n"
-    ratio_rows = []
-    for label, ratios in result["ratios"].items():
-        for key, what in (("rps", "RPS"), ("cpu_us_per_request", "CPU per request"), ("p99_us", "p99")):
-            if key in ratios and ratios[key]["mean"] is not None:
-                ratio_rows.append([f"{label} {what}", fmt(ratios[key]["mean"], 3),
-                                   f"{fmt(ratios[key]['min'], 3)} – {fmt(ratios[key]['max'], 3)}"])
-    text += table(["ratio", "mean", "range"], ratio_rows)
-    goals = []
-    direct = result["ratios"]["direct/without"]["rps"]
-    if direct["mean"] is not None:
-        valid = direct["mean"] >= 1.5
-        goals.append(Goal("pluginserver-cost layout: direct RPS / gateway RPS", ">= 1.5", f"{direct['mean']:.2f}",
-                          valid, "" if valid else "below 1.5 the load generator's core, not the gateway, limits the RPS",
-                          kind="layout"))
+    text += ratio_table(result["ratios"])
+    goals = layout_goal("pluginserver-cost", result["ratios"]["direct/without"]["rps"])
     return Rendered(text, [], goals)

@@ -1,10 +1,11 @@
 """wasm-cost: what one proxy-wasm filter costs per request.
 
 Contenders on the same 100 routes (one service, the origin): a Strait node without plugins;
-one whose service has a filter chain with one proxy-wasm filter (tests/filters/strait-test-
-filter, proxy-wasm Go SDK, standard Go's wasip1, built here) configured to read one request
-header and set one upstream header; the same line as a Lua `pre-function` (lua-cost's); and
-`direct` (wrk straight to the origin). wrk sends every request to a random route, in
+two whose service has a filter chain with one proxy-wasm filter reading one request header and
+setting one upstream header: `wasm-rust` (bench/filters/rust-seen, the proxy-wasm Rust SDK,
+built here for wasm32-wasip1) and `wasm-go` (tests/filters/strait-test-filter, the proxy-wasm
+Go SDK with standard Go's wasip1 target, configured to do the same); the same line as a Lua
+`pre-function` (lua-cost's); and `direct` (wrk straight to the origin). wrk sends every request to a random route, in
 interleaved rounds; the layout is valid when direct >= 1.5x the gateway without plugins.
 
 Reported: RPS, CPU µs per request and p99 for each, and the ratios to the node without
@@ -12,7 +13,8 @@ plugins and to the pre-function, computed within each round. Issue 61's goal: th
 >= 0.85 of the node without plugins' throughput.
 
 Run alone: `bench/run wasm-cost` (`--quick`: short loads). Needs Go (scripts/test.sh builds
-the filter into target/tools/filters; without it this scenario builds it).
+the Go filter into target/tools/filters; without it this scenario builds it) and Rust's
+wasm32-wasip1 target (`rustup target add wasm32-wasip1`).
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from lab import stats, systems
 from lab.configgen import ConfigSpec, write_config
 from lab.context import RunContext
 from lab.registry import Rendered
-from lab.report import CONTENDER_HEADER, contender_row, fmt, table
+from lab.report import CONTENDER_HEADER, contender_row, layout_goal, ratio_table, table
 from lab.rounds import summarize_contender, wrk_rounds
 
 NAME = "wasm-cost"
 TITLE = "wasm-cost: one proxy-wasm filter (Go SDK) reading one header and setting one, 100 routes"
 ROUTES = 100
-CONTENDERS = ("wasm-filter", "pre-function", "without-plugins", "direct")
+CONTENDERS = ("wasm-rust", "wasm-go", "pre-function", "without-plugins", "direct")
+FILTERS = ("wasm-rust", "wasm-go")
 CODE = "kong.service.request.set_header('x-seen', kong.request.get_header('accept') or 'none')"
 FILTER = "strait-test-filter"
 
@@ -42,8 +45,23 @@ REPO = BENCH.parent
 SOURCE = REPO / "tests" / "filters" / FILTER
 
 
-def _filters(folder: Path) -> Path:
-    """A folder with the filter and its meta file: scripts/test.sh's build, or one made here."""
+def _rust_filter(folder: Path) -> Path:
+    """bench/filters/rust-seen built for wasm32-wasip1, alone in a folder."""
+    source = BENCH / "filters" / "rust-seen"
+    target = folder / "rust-seen-target"
+    built = subprocess.run(["cargo", "build", "--release", "--target", "wasm32-wasip1"], cwd=source,
+                           env={**os.environ, "CARGO_TARGET_DIR": str(target)}, capture_output=True, text=True)
+    if built.returncode != 0:
+        raise RuntimeError("building bench/filters/rust-seen failed (is the wasm32-wasip1 target installed? "
+                           f"`rustup target add wasm32-wasip1`):\n{built.stderr[-2000:]}")
+    filters = folder / "rust-filters"
+    filters.mkdir(parents=True, exist_ok=True)
+    shutil.copy(target / "wasm32-wasip1" / "release" / "rust_seen.wasm", filters / "rust-seen.wasm")
+    return filters
+
+
+def _go_filter(folder: Path) -> Path:
+    """A folder with the Go filter and its meta file: scripts/test.sh's build, or one made here."""
     built = REPO / "target" / "tools" / "filters" / f"{FILTER}.wasm"
     filters = folder / "filters"
     filters.mkdir(parents=True, exist_ok=True)
@@ -62,11 +80,10 @@ def _filters(folder: Path) -> Path:
     return filters
 
 
-def _with_filter_chain(config_path: Path) -> None:
-    """The service's filter chain: the filter reads `x-wasm-in` and sets `x-seen`."""
+def _with_filter_chain(config_path: Path, filter_entry: dict) -> None:
+    """The service's filter chain of one filter."""
     document = json.loads(config_path.read_text())
-    document["services"][0]["filter_chains"] = [
-        {"name": "seen", "filters": [{"name": FILTER, "config": {"header": "x-seen", "value": "seen"}}]}]
+    document["services"][0]["filter_chains"] = [{"name": "seen", "filters": [filter_entry]}]
     config_path.write_text(json.dumps(document, separators=(",", ":")))
 
 
@@ -82,15 +99,18 @@ def run(ctx: RunContext) -> dict:
     folder = ctx.scenario_work(NAME)
     origin = systems.start_origin(ctx.procs, folder, ctx.load_cpus)
     url = f"http://127.0.0.1:{origin.h1_port}"
-    filters = _filters(folder)
+    folders = {"wasm-rust": _rust_filter(folder), "wasm-go": _go_filter(folder)}
     configs = {
-        "wasm-filter": write_config(ConfigSpec(routes=ROUTES, service_url=url), folder / "wasm-filter.json"),
+        "wasm-rust": write_config(ConfigSpec(routes=ROUTES, service_url=url), folder / "wasm-rust.json"),
+        "wasm-go": write_config(ConfigSpec(routes=ROUTES, service_url=url), folder / "wasm-go.json"),
         "pre-function": write_config(ConfigSpec(routes=ROUTES, service_url=url, extra_plugins=[
             {"name": "pre-function", "config": {"access": [CODE]}}]), folder / "pre-function.json"),
         "without-plugins": write_config(ConfigSpec(routes=ROUTES, service_url=url), folder / "without-plugins.json"),
     }
-    _with_filter_chain(configs["wasm-filter"].path)
-    envs = {"wasm-filter": {"STRAIT_WASM": "on", "STRAIT_WASM_FILTERS_PATH": str(filters)}}
+    # The Go filter reads `x-wasm-in` and sets `x-seen` to "seen|<it>": one read, one write.
+    _with_filter_chain(configs["wasm-rust"].path, {"name": "rust-seen"})
+    _with_filter_chain(configs["wasm-go"].path, {"name": FILTER, "config": {"header": "x-seen", "value": "seen"}})
+    envs = {name: {"STRAIT_WASM": "on", "STRAIT_WASM_FILTERS_PATH": str(folders[name])} for name in FILTERS}
     try:
         nodes = {
             name: systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus, name=f"strait-{name}",
@@ -103,10 +123,11 @@ def run(ctx: RunContext) -> dict:
     finally:
         ctx.procs.stop_all()
     ratios = {}
-    for name in ("wasm-filter", "pre-function"):
+    for name in (*FILTERS, "pre-function"):
         ratios[f"{name}/without"] = {key: stats.paired_ratios(rounds, name, "without-plugins", key)
                                      for key in ("rps", "cpu_us_per_request", "p99_us")}
-    ratios["wasm-filter/pre-function"] = {key: stats.paired_ratios(rounds, "wasm-filter", "pre-function", key)
+    for name in FILTERS:
+        ratios[f"{name}/pre-function"] = {key: stats.paired_ratios(rounds, name, "pre-function", key)
                                           for key in ("rps", "cpu_us_per_request")}
     ratios["direct/without"] = {"rps": stats.paired_ratios(rounds, "direct", "without-plugins", "rps")}
     return {"rounds": rounds, "ratios": ratios,
@@ -125,22 +146,11 @@ def render(result: dict, plot_dir: Path) -> Rendered:
             "log off.\n\n")
     text += table(CONTENDER_HEADER, rows)
     text += "\nRatios, computed within each round (mean, and the range over rounds):\n\n"
-    ratio_rows = []
-    for label, ratios in result["ratios"].items():
-        for key, what in (("rps", "RPS"), ("cpu_us_per_request", "CPU per request"), ("p99_us", "p99")):
-            if key in ratios and ratios[key]["mean"] is not None:
-                ratio_rows.append([f"{label} {what}", fmt(ratios[key]["mean"], 3),
-                                   f"{fmt(ratios[key]['min'], 3)} – {fmt(ratios[key]['max'], 3)}"])
-    text += table(["ratio", "mean", "range"], ratio_rows)
-    goals = []
-    direct = result["ratios"]["direct/without"]["rps"]
-    if direct["mean"] is not None:
-        valid = direct["mean"] >= 1.5
-        goals.append(Goal("wasm-cost layout: direct RPS / gateway RPS", ">= 1.5", f"{direct['mean']:.2f}",
-                          valid, "" if valid else "below 1.5 the load generator's core, not the gateway, limits the RPS",
-                          kind="layout"))
-    wasm = result["ratios"]["wasm-filter/without"]["rps"]
-    if wasm["mean"] is not None:
-        goals.append(Goal("wasm-cost: filter RPS / no plugin RPS", ">= 0.85", f"{wasm['mean']:.3f}",
-                          wasm["mean"] >= 0.85, ""))
+    text += ratio_table(result["ratios"])
+    goals = layout_goal("wasm-cost", result["ratios"]["direct/without"]["rps"])
+    for name in FILTERS:
+        wasm = result["ratios"][f"{name}/without"]["rps"]
+        if wasm["mean"] is not None:
+            goals.append(Goal(f"wasm-cost: {name} RPS / no plugin RPS", ">= 0.85", f"{wasm['mean']:.3f}",
+                              wasm["mean"] >= 0.85, ""))
     return Rendered(text, [], goals)

@@ -60,8 +60,13 @@ fn full_config() -> Value {
     })
 }
 
-fn with_upstream(config: Value, upstream: &Upstream) -> Value {
-    serde_json::from_str(&config.to_string().replace(UPSTREAM, &upstream.url("http"))).unwrap()
+/// A node with `options` serving `config` (its `UPSTREAM` the upstream).
+async fn serving(options: GatewayOptions, config: Value, upstream: &Upstream) -> Gateway {
+    let gw = Gateway::start(options).await;
+    let text = config.to_string().replace(UPSTREAM, &upstream.url("http"));
+    let applied = gw.apply(&serde_json::from_str(&text).unwrap()).await;
+    assert!(applied.status.is_success(), "{}", applied.text());
+    gw
 }
 
 /// The route at `path` runs the full filter: checked from outside.
@@ -109,9 +114,7 @@ async fn a_go_filter_sets_headers_rewrites_bodies_and_answers_locally_by_file_an
             ]
         }]
     });
-    let gw = Gateway::start(wasm_node()).await;
-    let applied = gw.apply(&with_upstream(declared, &upstream)).await;
-    assert!(applied.status.is_success(), "{}", applied.text());
+    let gw = serving(wasm_node(), declared, &upstream).await;
     let declared_id = gw.admin_get("/routes/declared").await.json()["id"]
         .as_str()
         .unwrap()
@@ -173,13 +176,15 @@ async fn a_filter_that_panics_or_loops_ends_only_its_request() {
             ]
         }]
     });
-    let gw = Gateway::start(wasm_node()).await;
-    let applied = gw.apply(&with_upstream(declared, &upstream)).await;
-    assert!(applied.status.is_success(), "{}", applied.text());
+    let gw = serving(wasm_node(), declared, &upstream).await;
 
     let fine = |reply: &strait_e2e::client::Reply| {
         assert_eq!(reply.status, 200, "{}", reply.text());
         assert_eq!(echo_headers(reply)["x-wasm"], "fine", "{}", reply.text());
+        // A filter that leaves the body alone leaves its length too (a
+        // filter that changes it removes Content-Length itself).
+        let length = reply.header("content-length").unwrap_or_default();
+        assert_eq!(length, reply.body.len().to_string(), "{:?}", reply.headers);
     };
     fine(&gw.proxy(request("GET", "/fine", &[], "")).await);
     for _ in 0..3 {
@@ -216,9 +221,9 @@ async fn a_filter_that_panics_or_loops_ends_only_its_request() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_filter_asking_for_ticks_gets_them_on_its_worker() {
+async fn a_filter_asking_for_ticks_gets_them_and_counts_in_shared_data_on_its_worker() {
     let upstream = Upstream::start(UpstreamKind::Http1).await;
-    let config = json!({ "tick_ms": 20, "ticks_header": "x-wasm-ticks" });
+    let config = json!({ "tick_ms": 20, "ticks_header": "x-wasm-ticks", "count_header": "x-wasm-count" });
     let declared = json!({
         "_format_version": "3.0",
         "services": [{
@@ -229,17 +234,21 @@ async fn a_filter_asking_for_ticks_gets_them_on_its_worker() {
         }]
     });
     // One worker: its instance (and its ticks) serves every request.
-    let gw = Gateway::start(wasm_node().setting("worker_threads", "1")).await;
-    let applied = gw.apply(&with_upstream(declared, &upstream)).await;
-    assert!(applied.status.is_success(), "{}", applied.text());
+    let gw = serving(wasm_node().setting("worker_threads", "1"), declared, &upstream).await;
     let ticks = |reply: &strait_e2e::client::Reply| -> u64 {
         assert_eq!(reply.status, 200, "{}", reply.text());
         echo_headers(reply)["x-wasm-ticks"].as_str().unwrap().parse().unwrap()
     };
-    let first = ticks(&gw.proxy(request("GET", "/ticks", &[], "")).await);
+    let count = |reply: &strait_e2e::client::Reply| echo_headers(reply)["x-wasm-count"].clone();
+    let reply = gw.proxy(request("GET", "/ticks", &[], "")).await;
+    let first = ticks(&reply);
+    assert_eq!(count(&reply), "1");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let later = ticks(&gw.proxy(request("GET", "/ticks", &[], "")).await);
+    let reply = gw.proxy(request("GET", "/ticks", &[], "")).await;
+    let later = ticks(&reply);
     assert!(later >= first + 5, "{first} ticks, then {later} half a second later");
+    // The worker's shared data kept the count between requests.
+    assert_eq!(count(&reply), "2");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,9 +273,7 @@ async fn a_filter_waits_for_its_http_call_and_reads_the_answer() {
             ]
         }]
     });
-    let gw = Gateway::start(wasm_node()).await;
-    let applied = gw.apply(&with_upstream(declared, &upstream)).await;
-    assert!(applied.status.is_success(), "{}", applied.text());
+    let gw = serving(wasm_node(), declared, &upstream).await;
 
     for _ in 0..3 {
         let reply = gw

@@ -194,6 +194,14 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// True when a body filter that changes the body's length removes
+    /// `Content-Length` itself in `header_filter` (proxy-wasm's contract:
+    /// the SDKs tell filters to). Otherwise, the default, the proxy removes
+    /// it before any body filter runs, and the response is sent chunked.
+    fn removes_content_length(&self) -> bool {
+        false
+    }
+
     /// Sees and may replace each piece of the response body.
     fn body_filter(&self, _shared: &mut SharedStore, _chunk: &mut BodyChunk) {}
 

@@ -174,6 +174,13 @@ impl Plugin for FilterChain {
         true
     }
 
+    /// A filter that changes the body's length removes `Content-Length`
+    /// in its response-headers callback (every proxy-wasm SDK says so);
+    /// the others' responses keep theirs.
+    fn removes_content_length(&self) -> bool {
+        true
+    }
+
     fn body_filter(&self, shared: &mut SharedStore, chunk: &mut BodyChunk) {
         let Some(request) = shared.get_mut::<WasmRequest>() else {
             return;

@@ -209,27 +209,18 @@ impl FilterInstance {
             None => {}
         }
         let root = self.next_id();
-        let create = self.callbacks.context_create.clone();
-        self.call(create, (root, 0), deadline, Phase::Configure)?;
-        if let Some(start) = self.callbacks.vm_start.clone() {
-            self.call(start, (root, 0), deadline, Phase::Configure)?;
-        }
-        if let Some(configure) = self.callbacks.configure.clone() {
-            self.store
-                .data_mut()
-                .exchange
-                .configuration
-                .extend_from_slice(configuration);
-            let accepted = self.call(
-                configure,
-                (root, configuration.len() as i32),
-                deadline,
-                Phase::Configure,
-            )?;
-            if accepted == 0 {
-                self.roots.insert(configuration.clone(), None);
-                return Err(Fault::Refused);
-            }
+        self.call(|c| Some(&c.context_create), (), (root, 0), deadline, Phase::Configure)?;
+        self.call(|c| c.vm_start.as_ref(), 1, (root, 0), deadline, Phase::Configure)?;
+        self.store
+            .data_mut()
+            .exchange
+            .configuration
+            .extend_from_slice(configuration);
+        let size = configuration.len() as i32;
+        let accepted = self.call(|c| c.configure.as_ref(), 1, (root, size), deadline, Phase::Configure)?;
+        if accepted == 0 {
+            self.roots.insert(configuration.clone(), None);
+            return Err(Fault::Refused);
         }
         self.roots.insert(configuration.clone(), Some(root));
         if let Some(period) = self.store.data_mut().exchange.tick_period.take().filter(|p| *p > 0) {
@@ -247,17 +238,13 @@ impl FilterInstance {
     /// `proxy_on_tick` of root context `root`.
     pub(crate) fn on_tick(&mut self, root: i32, deadline: u64) -> Result<(), Fault> {
         self.exchange().clear();
-        match self.callbacks.tick.clone() {
-            Some(tick) => self.call(tick, root, deadline, Phase::Configure),
-            None => Ok(()),
-        }
+        self.call(|c| c.tick.as_ref(), (), root, deadline, Phase::Configure)
     }
 
     /// A new HTTP context under `root`.
     pub(crate) fn http_context(&mut self, root: i32, deadline: u64) -> Result<i32, Fault> {
         let id = self.next_id();
-        let create = self.callbacks.context_create.clone();
-        self.call(create, (id, root), deadline, Phase::Idle)?;
+        self.call(|c| Some(&c.context_create), (), (id, root), deadline, Phase::Idle)?;
         Ok(id)
     }
 
@@ -267,28 +254,38 @@ impl FilterInstance {
 
     /// `proxy_on_request_headers`; the action (0 continue, 1 pause).
     pub(crate) fn on_request_headers(&mut self, id: i32, count: i32, end: bool, deadline: u64) -> Result<i32, Fault> {
-        match self.callbacks.request_headers.clone() {
-            Some(f) => self.call(f, (id, count, end as i32), deadline, Phase::RequestHeaders),
-            None => Ok(0),
-        }
+        let params = (id, count, end as i32);
+        self.call(
+            |c| c.request_headers.as_ref(),
+            0,
+            params,
+            deadline,
+            Phase::RequestHeaders,
+        )
     }
 
     /// `proxy_on_http_call_response` for the answer in the exchange, to
     /// the root context `root`.
     pub(crate) fn on_http_call_response(&mut self, root: i32, token: u32, deadline: u64) -> Result<(), Fault> {
-        let Some(f) = self.callbacks.call_response.clone() else {
-            return Ok(());
-        };
         let answer = &self.exchange().call_response;
-        let (headers, body) = (answer.headers.len() as i32, answer.body.len() as i32);
-        self.call(f, (root, token as i32, headers, body, 0), deadline, Phase::CallResponse)
+        let params = (
+            root,
+            token as i32,
+            answer.headers.len() as i32,
+            answer.body.len() as i32,
+            0,
+        );
+        self.call(|c| c.call_response.as_ref(), (), params, deadline, Phase::CallResponse)
     }
 
     pub(crate) fn on_response_headers(&mut self, id: i32, count: i32, deadline: u64) -> Result<i32, Fault> {
-        match self.callbacks.response_headers.clone() {
-            Some(f) => self.call(f, (id, count, 0), deadline, Phase::ResponseHeaders),
-            None => Ok(0),
-        }
+        self.call(
+            |c| c.response_headers.as_ref(),
+            0,
+            (id, count, 0),
+            deadline,
+            Phase::ResponseHeaders,
+        )
     }
 
     pub(crate) fn exports_response_body(&self) -> bool {
@@ -296,32 +293,26 @@ impl FilterInstance {
     }
 
     pub(crate) fn on_response_body(&mut self, id: i32, size: i32, end: bool, deadline: u64) -> Result<i32, Fault> {
-        match self.callbacks.response_body.clone() {
-            Some(f) => self.call(f, (id, size, end as i32), deadline, Phase::ResponseBody),
-            None => Ok(0),
-        }
+        let params = (id, size, end as i32);
+        self.call(|c| c.response_body.as_ref(), 0, params, deadline, Phase::ResponseBody)
     }
 
     /// `proxy_on_done`, `proxy_on_log`, `proxy_on_delete`: the request is
     /// over (in that order, as ngx_wasm_module calls them).
     pub(crate) fn finish(&mut self, id: i32, deadline: u64) -> Result<(), Fault> {
-        if let Some(done) = self.callbacks.done.clone() {
-            self.call(done, id, deadline, Phase::Log)?;
-        }
-        if let Some(log) = self.callbacks.log.clone() {
-            self.call(log, id, deadline, Phase::Log)?;
-        }
-        if let Some(delete) = self.callbacks.delete.clone() {
-            self.call(delete, id, deadline, Phase::Idle)?;
-        }
-        Ok(())
+        self.call(|c| c.done.as_ref(), 1, id, deadline, Phase::Log)?;
+        self.call(|c| c.log.as_ref(), (), id, deadline, Phase::Log)?;
+        self.call(|c| c.delete.as_ref(), (), id, deadline, Phase::Idle)
     }
 
-    /// Runs one callback within what is left of the request's budget; a
-    /// trap breaks the instance.
+    /// Runs one callback (chosen from the exports by `pick`, without
+    /// cloning it: a clone of a typed function registers its type again)
+    /// within what is left of the request's budget; a trap breaks the
+    /// instance. A callback the filter does not export returns `absent`.
     fn call<P: WasmParams, R: WasmResults>(
         &mut self,
-        f: TypedFunc<P, R>,
+        pick: impl FnOnce(&Callbacks) -> Option<&TypedFunc<P, R>>,
+        absent: R,
         params: P,
         deadline: u64,
         phase: Phase,
@@ -329,6 +320,9 @@ impl FilterInstance {
         if self.broken {
             return Err(Fault::Broken);
         }
+        let Some(f) = pick(&self.callbacks) else {
+            return Ok(absent);
+        };
         let now = crate::runtime::epoch();
         if now >= deadline {
             return Err(Fault::Trapped("the request's time budget was spent".into()));

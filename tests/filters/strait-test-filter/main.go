@@ -15,6 +15,9 @@
 //   - log: logs every request's path at info level;
 //   - tick_ms/ticks_header: the plugin context asks for a tick every tick_ms
 //     and counts them; requests get <ticks_header>: <ticks so far>;
+//   - count_header: counts requests in the worker's shared data (key
+//     "count", set with compare-and-swap); requests get <count_header>:
+//     <count>;
 //   - call_upstream/call_path: the request waits for a GET of call_path on
 //     call_upstream (host:port) and gets x-wasm-call-status and
 //     x-wasm-call-bytes (the answer's status and body length); a request
@@ -43,6 +46,7 @@ type config struct {
 	Log            bool   `json:"log"`
 	TickMs         uint32 `json:"tick_ms"`
 	TicksHeader    string `json:"ticks_header"`
+	CountHeader    string `json:"count_header"`
 	CallUpstream   string `json:"call_upstream"`
 	CallPath       string `json:"call_path"`
 }
@@ -137,10 +141,29 @@ func (r *request) OnHttpRequestHeaders(int, bool) types.Action {
 			_ = proxywasm.ReplaceHttpRequestHeader(c.RouteHeader, string(route))
 		}
 	}
+	if c.CountHeader != "" {
+		_ = proxywasm.ReplaceHttpRequestHeader(c.CountHeader, strconv.Itoa(count()))
+	}
 	if c.CallUpstream != "" {
 		return r.call()
 	}
 	return types.ActionContinue
+}
+
+// count adds one to the worker's shared "count" (retrying on a CAS
+// mismatch) and returns the new value.
+func count() int {
+	for {
+		value, cas, err := proxywasm.GetSharedData("count")
+		n := 0
+		if err == nil {
+			n, _ = strconv.Atoi(string(value))
+		}
+		n++
+		if err := proxywasm.SetSharedData("count", []byte(strconv.Itoa(n)), cas); err == nil {
+			return n
+		}
+	}
 }
 
 func (r *request) call() types.Action {

@@ -329,7 +329,10 @@ fn respond(
     let Some(followers) = followers else {
         return (Response::from_parts(head, body), fields);
     };
-    if followers.iter().any(|p| p.filters_body()) {
+    if followers
+        .iter()
+        .any(|p| p.filters_body() && !p.removes_content_length())
+    {
         // Filters may change the length.
         head.headers.remove(header::CONTENT_LENGTH);
     }
