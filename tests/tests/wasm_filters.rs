@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use strait_e2e::admin_api::send_json;
-use strait_e2e::plugins::{echo_headers, UPSTREAM};
+use strait_e2e::plugins::{echo_headers, echo_service, UPSTREAM};
 use strait_e2e::upstream::{Upstream, UpstreamKind};
 use strait_e2e::{request, Gateway, GatewayOptions};
 
@@ -101,19 +101,15 @@ async fn filters(gw: &Gateway, path: &str, route_id: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_go_filter_sets_headers_rewrites_bodies_and_answers_locally_by_file_and_admin_api() {
     let upstream = Upstream::start(UpstreamKind::Http1).await;
-    let declared = json!({
-        "_format_version": "3.0",
-        "services": [{
-            "name": "echo",
-            "url": UPSTREAM,
-            "routes": [
-                { "name": "declared", "paths": ["/wdeclared"],
-                  "filter_chains": [{ "name": "declared-chain",
-                                      "filters": [{ "name": FILTER, "config": full_config() }] }] },
-                { "name": "by-api", "paths": ["/wapi"] }
-            ]
-        }]
-    });
+    let declared = echo_service(
+        json!([
+            { "name": "declared", "paths": ["/wdeclared"],
+              "filter_chains": [{ "name": "declared-chain",
+                                  "filters": [{ "name": FILTER, "config": full_config() }] }] },
+            { "name": "by-api", "paths": ["/wapi"] }
+        ]),
+        json!([]),
+    );
     let gw = serving(wasm_node(), declared, &upstream).await;
     let declared_id = gw.admin_get("/routes/declared").await.json()["id"]
         .as_str()
@@ -164,18 +160,14 @@ async fn a_filter_that_panics_or_loops_ends_only_its_request() {
         }
         json!([{ "filters": [{ "name": FILTER, "config": config }] }])
     };
-    let declared = json!({
-        "_format_version": "3.0",
-        "services": [{
-            "name": "echo",
-            "url": UPSTREAM,
-            "routes": [
-                { "name": "panics", "paths": ["/panics"], "filter_chains": chain(Some("panic")) },
-                { "name": "loops", "paths": ["/loops"], "filter_chains": chain(Some("loop")) },
-                { "name": "fine", "paths": ["/fine"], "filter_chains": chain(None) }
-            ]
-        }]
-    });
+    let declared = echo_service(
+        json!([
+            { "name": "panics", "paths": ["/panics"], "filter_chains": chain(Some("panic")) },
+            { "name": "loops", "paths": ["/loops"], "filter_chains": chain(Some("loop")) },
+            { "name": "fine", "paths": ["/fine"], "filter_chains": chain(None) }
+        ]),
+        json!([]),
+    );
     let gw = serving(wasm_node(), declared, &upstream).await;
 
     let fine = |reply: &strait_e2e::client::Reply| {
@@ -224,15 +216,8 @@ async fn a_filter_that_panics_or_loops_ends_only_its_request() {
 async fn a_filter_asking_for_ticks_gets_them_and_counts_in_shared_data_on_its_worker() {
     let upstream = Upstream::start(UpstreamKind::Http1).await;
     let config = json!({ "tick_ms": 20, "ticks_header": "x-wasm-ticks", "count_header": "x-wasm-count" });
-    let declared = json!({
-        "_format_version": "3.0",
-        "services": [{
-            "name": "echo",
-            "url": UPSTREAM,
-            "filter_chains": [{ "filters": [{ "name": FILTER, "config": config }] }],
-            "routes": [{ "name": "ticks", "paths": ["/ticks"] }]
-        }]
-    });
+    let mut declared = echo_service(json!([{ "name": "ticks", "paths": ["/ticks"] }]), json!([]));
+    declared["services"][0]["filter_chains"] = json!([{ "filters": [{ "name": FILTER, "config": config }] }]);
     // One worker: its instance (and its ticks) serves every request.
     let gw = serving(wasm_node().setting("worker_threads", "1"), declared, &upstream).await;
     let ticks = |reply: &strait_e2e::client::Reply| -> u64 {
@@ -262,17 +247,13 @@ async fn a_filter_waits_for_its_http_call_and_reads_the_answer() {
         json!([{ "filters": [{ "name": FILTER, "config": {
         "header": "x-wasm", "value": "called", "call_upstream": to, "call_path": "/called" } }] }])
     };
-    let declared = json!({
-        "_format_version": "3.0",
-        "services": [{
-            "name": "echo",
-            "url": UPSTREAM,
-            "routes": [
-                { "name": "calls", "paths": ["/calls"], "filter_chains": calling(&origin) },
-                { "name": "fails", "paths": ["/fails"], "filter_chains": calling(&nowhere) }
-            ]
-        }]
-    });
+    let declared = echo_service(
+        json!([
+            { "name": "calls", "paths": ["/calls"], "filter_chains": calling(&origin) },
+            { "name": "fails", "paths": ["/fails"], "filter_chains": calling(&nowhere) }
+        ]),
+        json!([]),
+    );
     let gw = serving(wasm_node(), declared, &upstream).await;
 
     for _ in 0..3 {
