@@ -78,3 +78,10 @@ def paired_ratios(rounds: list[dict], numerator: str, denominator: str, key: str
         if top and bottom and top.get(key) and bottom.get(key) and "error" not in top and "error" not in bottom:
             ratios.append(top[key] / bottom[key])
     return {"per_round": ratios, **summarize(ratios)}
+
+
+def paired_ratio_set(rounds: list[dict], numerator: str, denominator: str,
+                     keys: tuple[str, ...] = ("rps", "cpu_us_per_request", "p99_us")) -> dict:
+    """`paired_ratios` of each of `keys`: {key: summary}."""
+    return {key: paired_ratios(rounds, numerator, denominator, key) for key in keys}
+

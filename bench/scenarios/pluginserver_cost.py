@@ -140,11 +140,10 @@ def run(ctx: RunContext) -> dict:
         ctx.procs.stop_all()
     ratios = {}
     for name in ("go-plugin", "python-plugin", "pre-function"):
-        ratios[f"{name}/without"] = {key: stats.paired_ratios(rounds, name, "without-plugins", key)
-                                     for key in ("rps", "cpu_us_per_request", "p99_us")}
+        ratios[f"{name}/without"] = stats.paired_ratio_set(rounds, name, "without-plugins")
     for name in ("go-plugin", "python-plugin"):
-        ratios[f"{name}/pre-function"] = {key: stats.paired_ratios(rounds, name, "pre-function", key)
-                                          for key in ("rps", "cpu_us_per_request")}
+        ratios[f"{name}/pre-function"] = stats.paired_ratio_set(rounds, name, "pre-function",
+                                                                ("rps", "cpu_us_per_request"))
     ratios["direct/without"] = {"rps": stats.paired_ratios(rounds, "direct", "without-plugins", "rps")}
     return {"rounds": rounds, "ratios": ratios,
             "summary": {name: summarize_contender(rounds, name) for name in CONTENDERS},

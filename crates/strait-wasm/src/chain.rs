@@ -20,11 +20,35 @@ use strait_plugins::{
 use crate::filter::Filter;
 use crate::instance::{lock, Fault, Shared};
 
-/// One filter of a chain with its configuration (as the filter reads it:
-/// a string as written, anything else JSON-encoded).
+/// One filter of a chain with its configuration.
 pub(crate) struct ChainEntry {
     pub filter: Arc<Filter>,
-    pub configuration: Arc<[u8]>,
+    pub configuration: Configuration,
+}
+
+/// A filter configuration as the filter reads it (a string as written,
+/// anything else JSON-encoded), with a number per distinct text, given when
+/// the chain is built: a request finds its root context by that number, not
+/// by hashing the text.
+#[derive(Clone)]
+pub(crate) struct Configuration {
+    pub id: usize,
+    pub bytes: Arc<[u8]>,
+}
+
+impl Configuration {
+    /// The configuration `bytes`, numbered: the same text always gets the
+    /// same number (the process keeps one entry per distinct text it was
+    /// given, as each instance keeps a root context per text).
+    pub(crate) fn interned(bytes: Arc<[u8]>) -> Configuration {
+        static SEEN: std::sync::Mutex<Option<std::collections::HashMap<Arc<[u8]>, usize>>> =
+            std::sync::Mutex::new(None);
+        let mut seen = SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let seen = seen.get_or_insert_with(Default::default);
+        let next = seen.len();
+        let id = *seen.entry(bytes.clone()).or_insert(next);
+        Configuration { id, bytes }
+    }
 }
 
 pub(crate) struct FilterChain {

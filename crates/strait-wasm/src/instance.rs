@@ -8,12 +8,12 @@
 //! the instance `broken`: its requests fail, and the thread makes a new one.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use wasmtime::{Instance, Memory, Store, StoreLimits, StoreLimitsBuilder, TypedFunc, WasmParams, WasmResults};
 
+use crate::chain::Configuration;
 use crate::exchange::{Exchange, Phase};
 use crate::filter::Filter;
 
@@ -75,9 +75,9 @@ struct Callbacks {
 pub(crate) struct FilterInstance {
     store: Store<HostState>,
     callbacks: Callbacks,
-    /// Configuration bytes to the root context configured with them
-    /// (`None`: `proxy_on_configure` refused them).
-    roots: HashMap<Arc<[u8]>, Option<i32>>,
+    /// By configuration number: the root context configured with it
+    /// (`Some(None)`: `proxy_on_configure` refused it; `None`: not yet made).
+    roots: Vec<Option<Option<i32>>>,
     next_context: i32,
     broken: bool,
     /// Root contexts that asked for ticks (with the period) since the
@@ -187,7 +187,7 @@ impl FilterInstance {
         Ok(FilterInstance {
             store,
             callbacks,
-            roots: HashMap::new(),
+            roots: Vec::new(),
             next_context: 1,
             broken: false,
             tick_requests: Vec::new(),
@@ -202,12 +202,16 @@ impl FilterInstance {
 
     /// The root context configured with `configuration`, made (and
     /// `proxy_on_vm_start` / `proxy_on_configure` run) on first use.
-    pub(crate) fn root(&mut self, configuration: &Arc<[u8]>, deadline: u64) -> Result<i32, Fault> {
-        match self.roots.get(configuration) {
-            Some(Some(root)) => return Ok(*root),
-            Some(None) => return Err(Fault::Refused),
-            None => {}
+    pub(crate) fn root(&mut self, configuration: &Configuration, deadline: u64) -> Result<i32, Fault> {
+        match self.roots.get(configuration.id) {
+            Some(Some(Some(root))) => return Ok(*root),
+            Some(Some(None)) => return Err(Fault::Refused),
+            _ => {}
         }
+        if self.roots.len() <= configuration.id {
+            self.roots.resize(configuration.id + 1, None);
+        }
+        let (id, configuration) = (configuration.id, &configuration.bytes);
         let root = self.next_id();
         self.call(|c| Some(&c.context_create), (), (root, 0), deadline, Phase::Configure)?;
         self.call(|c| c.vm_start.as_ref(), 1, (root, 0), deadline, Phase::Configure)?;
@@ -219,10 +223,10 @@ impl FilterInstance {
         let size = configuration.len() as i32;
         let accepted = self.call(|c| c.configure.as_ref(), 1, (root, size), deadline, Phase::Configure)?;
         if accepted == 0 {
-            self.roots.insert(configuration.clone(), None);
+            self.roots[id] = Some(None);
             return Err(Fault::Refused);
         }
-        self.roots.insert(configuration.clone(), Some(root));
+        self.roots[id] = Some(Some(root));
         if let Some(period) = self.store.data_mut().exchange.tick_period.take().filter(|p| *p > 0) {
             self.tick_requests
                 .push((root, Duration::from_millis(u64::from(period))));

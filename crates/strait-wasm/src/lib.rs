@@ -107,7 +107,7 @@ fn build_chain(
             .ok_or_else(|| format!("no such filter: {}", spec.name))?;
         entries.push(ChainEntry {
             filter: filter.clone(),
-            configuration: configuration_bytes(spec.config.as_ref()),
+            configuration: chain::Configuration::interned(configuration_bytes(spec.config.as_ref())),
         });
     }
     Ok(Arc::new(FilterChain { entries, budget }))

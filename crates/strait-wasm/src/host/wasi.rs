@@ -74,17 +74,11 @@ fn clock_time_get(mut caller: Host<'_>, id: i32, _precision: i64, out: i32) -> R
 }
 
 fn random_get(mut caller: Host<'_>, ptr: i32, len: i32) -> Result<i32> {
+    // Filters' runtimes seed hash maps with these bytes; nothing secret is
+    // drawn from them (the per-thread generator request ids come from).
     let mut bytes = vec![0u8; len as u32 as usize];
-    let mut seed = crate::runtime::started().elapsed().as_nanos() as u64 ^ 0x9e37_79b9_7f4a_7c15;
     for chunk in bytes.chunks_mut(8) {
-        // splitmix64: filters' runtimes seed hash maps with these bytes;
-        // nothing secret is drawn from them.
-        seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = seed;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
+        chunk.copy_from_slice(&strait_runtime::random::next_u64().to_le_bytes()[..chunk.len()]);
     }
     write(&mut caller, ptr, &bytes).map(|()| SUCCESS)
 }

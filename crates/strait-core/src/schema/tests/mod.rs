@@ -32,6 +32,16 @@ pub(super) fn invalid(kind: EntityKind, input: Value) -> Vec<(String, String)> {
     }
 }
 
+/// The description of field `name` in the `/schemas` answer of `kind`.
+pub(super) fn schema_field(kind: EntityKind, name: &str) -> Value {
+    entity_schema_json(kind)["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|f| f.get(name).cloned())
+        .unwrap()
+}
+
 pub(super) fn pair(path: &str, message: &str) -> (String, String) {
     (path.to_string(), message.to_string())
 }
@@ -132,15 +142,7 @@ fn every_schema_lists_id_timestamps_and_defaults() {
 
 #[test]
 fn schema_json_shows_defaults_and_constraints() {
-    let schema = entity_schema_json(EntityKind::Services);
-    let field = |name: &str| {
-        schema["fields"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find_map(|f| f.get(name).cloned())
-            .unwrap()
-    };
+    let field = |name: &str| schema_field(EntityKind::Services, name);
     assert_eq!(
         field("retries"),
         serde_json::json!({"type": "integer", "default": 5, "between": [0, 32767]})
@@ -148,13 +150,7 @@ fn schema_json_shows_defaults_and_constraints() {
     assert_eq!(field("protocol")["default"], "http");
     assert_eq!(field("port")["default"], 80);
     assert_eq!(field("client_certificate")["reference"], "certificates");
-    let upstreams = entity_schema_json(EntityKind::Upstreams);
-    let healthchecks = upstreams["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|f| f.get("healthchecks").cloned())
-        .unwrap();
+    let healthchecks = schema_field(EntityKind::Upstreams, "healthchecks");
     assert_eq!(healthchecks["default"], default_healthchecks());
 }
 

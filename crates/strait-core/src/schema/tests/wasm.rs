@@ -223,15 +223,7 @@ fn with_wasm_off_or_no_filters_every_chain_is_refused() {
 fn schemas_describe_the_installed_filters_and_their_config() {
     let _guard = test_guard();
     install_filters();
-    let schema = entity_schema_json(EntityKind::FilterChains);
-    let field = |name: &str| {
-        schema["fields"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find_map(|f| f.get(name).cloned())
-            .unwrap()
-    };
+    let field = |name: &str| schema_field(EntityKind::FilterChains, name);
     assert_eq!(
         field("route"),
         json!({"type": "foreign", "reference": "routes", "unique": true})
@@ -250,7 +242,7 @@ fn schemas_describe_the_installed_filters_and_their_config() {
         json!({"$schema": "http://json-schema.org/draft-04/schema#", "type": ["string", "null"]})
     );
     assert_eq!(
-        schema["entity_checks"][0],
+        entity_schema_json(EntityKind::FilterChains)["entity_checks"][0],
         json!({"mutually_exclusive": ["service", "route"]})
     );
     assert_eq!(
