@@ -35,8 +35,12 @@ from lab.rounds import summarize_contender, wrk_rounds
 NAME = "wasm-cost"
 TITLE = "wasm-cost: one proxy-wasm filter (Go SDK) reading one header and setting one, 100 routes"
 ROUTES = 100
-CONTENDERS = ("wasm-rust", "wasm-go", "pre-function", "without-plugins", "direct")
+CONTENDERS = ("wasm-rust", "wasm-go", "pre-function", "without-plugins", "wasm-rust-default",
+              "without-plugins-default", "direct")
 FILTERS = ("wasm-rust", "wasm-go")
+# Kong's default configuration writes an access log; the other nodes run without one, as the
+# lab's stripped rows do.
+DEFAULT_ENV = {"STRAIT_PROXY_ACCESS_LOG": "logs/access.log"}
 CODE = "kong.service.request.set_header('x-seen', kong.request.get_header('accept') or 'none')"
 FILTER = "strait-test-filter"
 
@@ -111,11 +115,14 @@ def run(ctx: RunContext) -> dict:
     _with_filter_chain(configs["wasm-rust"].path, {"name": "rust-seen"})
     _with_filter_chain(configs["wasm-go"].path, {"name": FILTER, "config": {"header": "x-seen", "value": "seen"}})
     envs = {name: {"STRAIT_WASM": "on", "STRAIT_WASM_FILTERS_PATH": str(folders[name])} for name in FILTERS}
+    layouts = {name: (config, envs.get(name)) for name, config in configs.items()}
+    layouts["wasm-rust-default"] = (configs["wasm-rust"], {**envs["wasm-rust"], **DEFAULT_ENV})
+    layouts["without-plugins-default"] = (configs["without-plugins"], DEFAULT_ENV)
     try:
         nodes = {
             name: systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus, name=f"strait-{name}",
-                                       config=config.path, extra_env=envs.get(name))
-            for name, config in configs.items()
+                                       config=config.path, extra_env=env)
+            for name, (config, env) in layouts.items()
         }
         for name, node in nodes.items():
             _check(name, node, node.h1_port)
@@ -124,11 +131,12 @@ def run(ctx: RunContext) -> dict:
         ctx.procs.stop_all()
     ratios = {}
     for name in (*FILTERS, "pre-function"):
-        ratios[f"{name}/without"] = {key: stats.paired_ratios(rounds, name, "without-plugins", key)
-                                     for key in ("rps", "cpu_us_per_request", "p99_us")}
+        ratios[f"{name}/without"] = stats.paired_ratio_set(rounds, name, "without-plugins")
     for name in FILTERS:
-        ratios[f"{name}/pre-function"] = {key: stats.paired_ratios(rounds, name, "pre-function", key)
-                                          for key in ("rps", "cpu_us_per_request")}
+        ratios[f"{name}/pre-function"] = stats.paired_ratio_set(rounds, name, "pre-function",
+                                                                ("rps", "cpu_us_per_request"))
+    ratios["wasm-rust-default/without-default"] = stats.paired_ratio_set(rounds, "wasm-rust-default",
+                                                                         "without-plugins-default")
     ratios["direct/without"] = {"rps": stats.paired_ratios(rounds, "direct", "without-plugins", "rps")}
     return {"rounds": rounds, "ratios": ratios,
             "summary": {name: summarize_contender(rounds, name) for name in CONTENDERS},
@@ -142,8 +150,8 @@ def render(result: dict, plot_dir: Path) -> Rendered:
     from lab.registry import Goal
     rows = [contender_row(name, result["summary"][name]) for name in CONTENDERS]
     text = (f"Load: {result['load']}; {result['duration_s']} s per sample, {result['rounds_count']} interleaved "
-            "rounds. Every node: one worker on the gateway core, 100 routes on one service (the origin), access "
-            "log off.\n\n")
+            "rounds. Every node: one worker on the gateway core, 100 routes on one service (the origin); the "
+            "`-default` nodes write an access log, as Kong ships, the others run without one.\n\n")
     text += table(CONTENDER_HEADER, rows)
     text += "\nRatios, computed within each round (mean, and the range over rounds):\n\n"
     text += ratio_table(result["ratios"])

@@ -4,8 +4,8 @@
 //! headers (one from a property), rewrites the response body, answers
 //! locally on a condition and logs; `filter_chains` made through a
 //! declarative file and through the Admin API behave the same; its
-//! `meta.json` schema is enforced on writes; a filter that panics or loops
-//! ends only its request.
+//! `meta.json` schema is enforced on writes; a filter that panics, loops or
+//! grows its memory past the limit ends only its request.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -151,7 +151,7 @@ async fn a_go_filter_sets_headers_rewrites_bodies_and_answers_locally_by_file_an
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_filter_that_panics_or_loops_ends_only_its_request() {
+async fn a_filter_that_panics_loops_or_hoards_memory_ends_only_its_request() {
     let upstream = Upstream::start(UpstreamKind::Http1).await;
     let chain = |fail: Option<&str>| {
         let mut config = json!({ "header": "x-wasm", "value": "fine" });
@@ -164,6 +164,7 @@ async fn a_filter_that_panics_or_loops_ends_only_its_request() {
         json!([
             { "name": "panics", "paths": ["/panics"], "filter_chains": chain(Some("panic")) },
             { "name": "loops", "paths": ["/loops"], "filter_chains": chain(Some("loop")) },
+            { "name": "hoards", "paths": ["/hoards"], "filter_chains": chain(Some("memory")) },
             { "name": "fine", "paths": ["/fine"], "filter_chains": chain(None) }
         ]),
         json!([]),
@@ -191,6 +192,12 @@ async fn a_filter_that_panics_or_loops_ends_only_its_request() {
         "{}",
         gw.log_tail()
     );
+
+    // Memory past `wasm_max_memory` (256m by default): the filter's
+    // allocation fails, Go's runtime gives up, the request fails alone.
+    let hoarded = gw.proxy(request("GET", "/hoards", &[], "")).await;
+    assert_eq!(hoarded.status, 500, "{}", hoarded.text());
+    fine(&gw.proxy(request("GET", "/fine", &[], "")).await);
 
     // A loop is ended by the time budget (300 ms here); requests beside it
     // go on being served.

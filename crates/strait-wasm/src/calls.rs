@@ -15,6 +15,16 @@ use hyper_util::rt::TokioIo;
 /// The most of an answer's body handed to the filter.
 const MAX_BODY: usize = 8 << 20;
 
+/// The longest a call may take, whatever the filter asks: Kong's default
+/// for proxy-wasm sockets (`proxy_wasm_socket_read_timeout`, 60 s).
+const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The filter's timeout (milliseconds, unsigned), at least 1 ms and at
+/// most [`MAX_TIMEOUT`], so no request waits on a call for ever.
+pub(crate) fn timeout(millis: i32) -> Duration {
+    Duration::from_millis(u64::from(millis as u32)).clamp(Duration::from_millis(1), MAX_TIMEOUT)
+}
+
 /// A call a filter asked for.
 #[derive(Debug)]
 pub(crate) struct HttpCall {
@@ -103,4 +113,17 @@ async fn exchange(call: HttpCall) -> Result<CallResponse, String> {
         headers,
         body: body.to_vec(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_waits_at_most_a_minute_and_at_least_a_millisecond() {
+        assert_eq!(timeout(5_000), Duration::from_secs(5));
+        assert_eq!(timeout(0), Duration::from_millis(1));
+        assert_eq!(timeout(-1), MAX_TIMEOUT, "u32::MAX ms, as the filter passed it");
+        assert!(check(&[(b":method".to_vec(), b"GET".to_vec())]).is_err());
+    }
 }

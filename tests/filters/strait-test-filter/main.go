@@ -11,7 +11,8 @@
 //   - body_from/body_to: the whole response body, held back until its end,
 //     has every body_from replaced by body_to;
 //   - fail: "panic" panics in the request-headers callback (a trap),
-//     "loop" loops there forever (the host's time budget ends it);
+//     "loop" loops there forever (the host's time budget ends it),
+//     "memory" allocates 1 GiB there (past the host's memory limit);
 //   - log: logs every request's path at info level;
 //   - tick_ms/ticks_header: the plugin context asks for a tick every tick_ms
 //     and counts them; requests get <ticks_header>: <ticks so far>;
@@ -109,6 +110,10 @@ func (r *request) OnHttpRequestHeaders(int, bool) types.Action {
 		for {
 			r.loops++
 		}
+	case "memory":
+		hoard := make([]byte, 1<<30)
+		hoard[len(hoard)-1] = 1
+		r.loops += int(hoard[len(hoard)-1])
 	}
 	if c.Log {
 		path, _ := proxywasm.GetHttpRequestHeader(":path")

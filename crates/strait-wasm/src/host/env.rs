@@ -294,7 +294,7 @@ fn http_call(mut caller: Host<'_>, args: CallArgs) -> Result<i32> {
         upstream,
         headers,
         body,
-        timeout: std::time::Duration::from_millis(u64::from(args.timeout_ms.max(1) as u32)),
+        timeout: crate::calls::timeout(args.timeout_ms),
     });
     write_u32(&mut caller, args.token_out, token).map(|()| status::OK)
 }
