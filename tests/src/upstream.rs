@@ -585,3 +585,33 @@ fn big_response(total: u64) -> Response<TestBody> {
         .body(body)
         .expect("response")
 }
+
+/// An upstream that answers every request on a connection with one fixed
+/// head, its names in mixed case, and a 2-byte body.
+pub async fn fixed_upstream() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut seen = Vec::new();
+                loop {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        seen.drain(..end + 4);
+                        let head = b"HTTP/1.1 200 OK\r\nX-Upstream-Case: Kept\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok";
+                        if stream.write_all(head).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (addr, task)
+}

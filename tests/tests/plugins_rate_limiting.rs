@@ -272,36 +272,6 @@ async fn kong_3x_redis_fields_are_taken_and_answered() {
     assert_eq!(names.len(), 9, "{names:?}");
 }
 
-/// An upstream that answers every request on a connection with one fixed
-/// head, its names in mixed case, and a 2-byte body.
-async fn fixed_upstream() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let task = tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let mut seen = Vec::new();
-                loop {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-                        seen.drain(..end + 4);
-                        let head = b"HTTP/1.1 200 OK\r\nX-Upstream-Case: Kept\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok";
-                        if stream.write_all(head).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    (addr, task)
-}
-
 /// A route whose plugins leave the response head alone (key-auth,
 /// rate-limiting, prometheus) passes the upstream's head on in its own
 /// bytes, names in the upstream's case as on a route without plugins, with
@@ -310,7 +280,7 @@ async fn fixed_upstream() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>)
 /// where the filter sees and changes them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_head_no_plugin_filters_goes_on_as_the_upstream_wrote_it() {
-    let (upstream, _task) = fixed_upstream().await;
+    let (upstream, _task) = strait_e2e::upstream::fixed_upstream().await;
     let url = format!("http://{upstream}");
     let auth = json!({ "name": "key-auth", "config": { "key_names": ["apikey"] } });
     let config = json!({

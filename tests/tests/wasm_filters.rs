@@ -291,3 +291,88 @@ async fn a_filter_waits_for_its_http_call_and_reads_the_answer() {
         gw.log_tail()
     );
 }
+
+/// A filter whose response-headers callback leaves the head alone gets it
+/// lazily: the upstream's head goes on in its own bytes (names in the
+/// upstream's case, its `Content-Length`), as on a route without plugins.
+/// A filter that adds a field gets the map (names as the map writes them)
+/// and its field is sent; one that drops the body's length sends it chunked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_no_filter_changes_goes_on_as_the_upstream_wrote_it() {
+    let (upstream, _task) = strait_e2e::upstream::fixed_upstream().await;
+    let chain =
+        |name: &str, config: Value| json!([{ "name": name, "filters": [{ "name": FILTER, "config": config }] }]);
+    let config = json!({
+        "_format_version": "3.0",
+        "services": [{
+            "name": "fixed", "url": format!("http://{upstream}"),
+            "routes": [
+                { "name": "quiet", "paths": ["/quiet"],
+                  "filter_chains": chain("quiet", json!({ "header": "x-wasm", "value": "on" })) },
+                { "name": "loud", "paths": ["/loud"],
+                  "filter_chains": chain("loud", json!({ "response_header": "x-wasm-response" })) },
+                { "name": "rewrites", "paths": ["/rewrites"],
+                  "filter_chains": chain("rewrites", json!({ "body_from": "o", "body_to": "0" })) }
+            ]
+        }]
+    });
+    let gw = Gateway::start(wasm_node()).await;
+    let applied = gw.apply(&config).await;
+    assert!(applied.status.is_success(), "{}", applied.text());
+    let raw =
+        |path: &str| format!("GET {path} HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n").into_bytes();
+    let head_lines = |reply: &str| -> Vec<String> {
+        let head = reply.split("\r\n\r\n").next().unwrap_or_default();
+        head.lines().skip(1).map(str::to_string).collect()
+    };
+
+    for _ in 0..2 {
+        let reply = strait_e2e::send_h1_raw(gw.proxy_addr(), &raw("/quiet")).await;
+        assert!(
+            reply.starts_with("HTTP/1.1 200 OK\r\n") && reply.ends_with("\r\n\r\nok"),
+            "{reply}"
+        );
+        let lines = head_lines(&reply);
+        assert!(
+            lines.contains(&"X-Upstream-Case: Kept".to_string()),
+            "relayed: {lines:?}"
+        );
+        assert!(lines.contains(&"Content-Length: 2".to_string()), "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("X-Kong-Upstream-Latency: ") || l.starts_with("x-kong-upstream-latency: ")),
+            "{lines:?}"
+        );
+    }
+
+    let reply = strait_e2e::send_h1_raw(gw.proxy_addr(), &raw("/loud")).await;
+    assert!(reply.ends_with("\r\n\r\nok"), "{reply}");
+    let lines = head_lines(&reply);
+    assert!(
+        lines.contains(&"x-upstream-case: Kept".to_string()),
+        "mapped: {lines:?}"
+    );
+    assert!(lines.contains(&"x-wasm-response: 1".to_string()), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.eq_ignore_ascii_case("content-length: 2")),
+        "{lines:?}"
+    );
+
+    let reply = strait_e2e::send_h1_raw(gw.proxy_addr(), &raw("/rewrites")).await;
+    let lines = head_lines(&reply);
+    assert!(
+        lines.contains(&"x-upstream-case: Kept".to_string()),
+        "mapped: {lines:?}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.to_ascii_lowercase().starts_with("content-length")),
+        "{lines:?}"
+    );
+    assert!(
+        reply.contains("\r\n\r\n2\r\n0k\r\n0\r\n\r\n"),
+        "chunked, rewritten: {reply}"
+    );
+}

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::context::{Protocol, ProtocolSet, RequestCtx, ResponseCtx};
-use crate::phase::{CertificateCtx, CertificateFlow, Flow, Plugin};
+use crate::phase::{CertificateCtx, CertificateFlow, Flow, Plugin, SuspendAccess};
 
 /// Precedence ranks, higher wins: Kong's scope order (Kong Enterprise's,
 /// consumer groups included).
@@ -202,12 +202,30 @@ pub struct PluginChain {
     rewrites: bool,
     filters_headers: bool,
     filters_body: bool,
+    /// Every header and body filter takes a lazy head (lazy_head.rs), and
+    /// nothing serializes or traces.
+    lazy_heads: bool,
     logs: bool,
     serializes: bool,
     traces: bool,
     /// The access phase never waits: no instance waits on the network, no
     /// slot resolves per consumer, the request body is not read first.
     inline: bool,
+}
+
+/// What [`PluginChain::access_now`] came to.
+pub enum Inline {
+    Done(Flow),
+    /// A plugin must wait: [`PluginChain::resume`] goes on from it.
+    Suspended(Suspended),
+}
+
+/// Where an inline access phase stopped to wait.
+pub struct Suspended {
+    /// The plugin's place in the chain's access order.
+    at: usize,
+    plugin: Arc<dyn Plugin>,
+    start: Option<std::time::Instant>,
 }
 
 impl PluginChain {
@@ -232,6 +250,10 @@ impl PluginChain {
             consumer_scoped,
             rewrites: any(|p| p.rewrites()),
             filters_headers: any(|p| p.filters_headers()),
+            lazy_heads: any(|p| p.filters_headers() || p.filters_body())
+                && !any(|p| (p.filters_headers() || p.filters_body()) && !p.filters_lazy_heads())
+                && !any(|p| p.filters_body() && !p.removes_content_length())
+                && !any(|p| p.serializes() || p.traces()),
             filters_body: any(|p| p.filters_body()),
             logs: any(|p| p.logs()),
             serializes: any(|p| p.serializes()),
@@ -316,6 +338,13 @@ impl PluginChain {
         !(self.filters_headers || self.filters_body || self.serializes || self.traces)
     }
 
+    /// The chain filters the response head or body, and every plugin that
+    /// does takes a lazy head ([`PluginChain::header_filter_lazy`]): an
+    /// upstream's head may be passed on in its own bytes.
+    pub fn filters_lazy_heads(&self) -> bool {
+        self.lazy_heads
+    }
+
     pub fn names(&self) -> Vec<&'static str> {
         self.slots.iter().map(|s| s.name).collect()
     }
@@ -342,24 +371,44 @@ impl PluginChain {
     }
 
     /// [`PluginChain::access`] as a plain call, for a chain that
-    /// [`PluginChain::runs_inline`].
-    pub fn access_now(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+    /// [`PluginChain::runs_inline`]: the flow, or where a plugin that
+    /// [`Plugin::suspends`] must wait ([`PluginChain::resume`] goes on).
+    pub fn access_now(&self, ctx: &mut RequestCtx<'_>) -> Inline {
         debug_assert!(self.inline, "a chain whose access may wait, run inline");
         if let Flow::Respond(response) = self.begin_access(ctx) {
-            return Flow::Respond(response);
+            return Inline::Done(Flow::Respond(response));
         }
-        for slot in self.access_slots() {
+        for (at, slot) in self.access_slots().enumerate() {
             let Some(plugin) = slot.resolve(&[], ctx.route_id, ctx.service_id, ctx.protocol) else {
                 continue;
             };
             let start = self.before_step(plugin.as_ref(), ctx);
             let flow = plugin.access(ctx);
+            if plugin.suspends() && ctx.shared.remove::<SuspendAccess>().is_some() {
+                return Inline::Suspended(Suspended {
+                    at,
+                    plugin: plugin.clone(),
+                    start,
+                });
+            }
             self.after_step(plugin.as_ref(), ctx, start);
             if let Flow::Respond(response) = flow {
-                return Flow::Respond(response);
+                return Inline::Done(Flow::Respond(response));
             }
         }
-        Flow::Continue
+        Inline::Done(Flow::Continue)
+    }
+
+    /// The access phase after [`Inline::Suspended`]: the plugin's
+    /// [`Plugin::access_resume`], then the slots after it.
+    pub async fn resume(&self, ctx: &mut RequestCtx<'_>, suspended: Suspended) -> Flow {
+        let Suspended { at, plugin, start } = suspended;
+        let flow = plugin.access_resume(ctx).await;
+        self.after_step(plugin.as_ref(), ctx, start);
+        if let Flow::Respond(response) = flow {
+            return Flow::Respond(response);
+        }
+        self.access_from(ctx, at + 1).await
     }
 
     /// Run `access` of every plugin until one responds. Slots after an
@@ -368,7 +417,11 @@ impl PluginChain {
         if let Flow::Respond(response) = self.begin_access(ctx) {
             return Flow::Respond(response);
         }
-        for slot in self.access_slots() {
+        self.access_from(ctx, 0).await
+    }
+
+    async fn access_from(&self, ctx: &mut RequestCtx<'_>, first: usize) -> Flow {
+        for slot in self.access_slots().skip(first) {
             // Only slots with consumer-scoped instances look the consumer up.
             let consumer_plugins = if slot.consumer_scoped {
                 ctx.consumer_plugins()
@@ -379,11 +432,14 @@ impl PluginChain {
                 continue;
             };
             let start = self.before_step(plugin.as_ref(), ctx);
-            let flow = if plugin.waits() {
+            let mut flow = if plugin.waits() {
                 plugin.access_async(ctx).await
             } else {
                 plugin.access(ctx)
             };
+            if plugin.suspends() && ctx.shared.remove::<SuspendAccess>().is_some() {
+                flow = plugin.access_resume(ctx).await;
+            }
             self.after_step(plugin.as_ref(), ctx, start);
             if let Flow::Respond(response) = flow {
                 return Flow::Respond(response);
@@ -453,6 +509,33 @@ impl PluginChain {
                 if let Some(start) = start {
                     record(ctx.shared, plugin.name(), crate::TimedPhase::HeaderFilter, start);
                 }
+            }
+        }
+    }
+
+    /// [`PluginChain::header_filter`] on a lazy head, for a chain that
+    /// [`PluginChain::filters_lazy_heads`]. A plugin without a lazy header
+    /// filter (a consumer's instance of another kind, say) gets the map.
+    pub fn header_filter_lazy(&self, consumer_plugins: &[ConsumerPlugin], ctx: &mut crate::LazyResponseCtx<'_>) {
+        if !self.filters_headers {
+            return;
+        }
+        let (route, service, protocol) = (ctx.request.route_id, ctx.request.service_id, ctx.request.protocol);
+        for slot in &self.slots {
+            let Some(plugin) = slot.resolve(consumer_plugins, route, service, protocol) else {
+                continue;
+            };
+            if plugin.filters_lazy_heads() {
+                plugin.header_filter_lazy(ctx);
+            } else if plugin.filters_headers() {
+                let mut eager = ResponseCtx {
+                    status: &mut *ctx.status,
+                    headers: ctx.headers.headers_mut(),
+                    source: ctx.source,
+                    request: ctx.request,
+                    shared: &mut *ctx.shared,
+                };
+                plugin.header_filter(&mut eager);
             }
         }
     }
@@ -669,6 +752,73 @@ mod tests {
         fn waits(&self) -> bool {
             true
         }
+    }
+
+    /// Sets `x-<name>` on access; suspends first when the request asks.
+    #[derive(Debug)]
+    struct Marks(&'static str, i32);
+
+    impl Plugin for Marks {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn priority(&self) -> i32 {
+            self.1
+        }
+        fn suspends(&self) -> bool {
+            true
+        }
+        fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+            if ctx.headers.contains_key("x-wait") {
+                ctx.shared.insert(SuspendAccess);
+                return Flow::Continue;
+            }
+            ctx.headers.insert(
+                format!("x-{}", self.0).parse::<http::HeaderName>().unwrap(),
+                "now".parse().unwrap(),
+            );
+            Flow::Continue
+        }
+        fn access_resume<'a>(&'a self, ctx: &'a mut RequestCtx<'_>) -> crate::AccessFuture<'a> {
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                ctx.headers.insert(
+                    format!("x-{}", self.0).parse::<http::HeaderName>().unwrap(),
+                    "resumed".parse().unwrap(),
+                );
+                Flow::Continue
+            })
+        }
+    }
+
+    /// A plugin that suspends keeps its chain inline; a request that does
+    /// not wait is done in the plain call, one that waits stops at the
+    /// plugin, which resumes, and the plugins after it run then.
+    #[tokio::test]
+    async fn a_suspending_plugin_waits_only_for_the_requests_that_need_it() {
+        use crate::auth::test_support::TestRequest;
+        let chain = PluginChain::from_instances(vec![Arc::new(Marks("first", 20)), Arc::new(Named("later", 10))]);
+        assert!(chain.runs_inline());
+        let chain = PluginChain::from_instances(vec![Arc::new(Marks("first", 20)), Arc::new(Marks("second", 10))]);
+        let directory = crate::EmptyDirectory;
+
+        let mut request = TestRequest::new("GET", "/");
+        let mut ctx = request.ctx(&directory);
+        assert!(matches!(chain.access_now(&mut ctx), Inline::Done(Flow::Continue)));
+        assert_eq!(ctx.headers["x-first"], "now");
+        assert_eq!(ctx.headers["x-second"], "now");
+
+        let mut request = TestRequest::new("GET", "/").header("x-wait", "1");
+        let mut ctx = request.ctx(&directory);
+        let Inline::Suspended(suspended) = chain.access_now(&mut ctx) else {
+            panic!("the first plugin suspends");
+        };
+        assert!(ctx.headers.get("x-second").is_none(), "nothing after it ran");
+        assert!(ctx.shared.get::<SuspendAccess>().is_none(), "the mark is taken");
+        assert!(matches!(chain.resume(&mut ctx, suspended).await, Flow::Continue));
+        assert_eq!(ctx.headers["x-first"], "resumed");
+        // The plugins after it run in the async phase, which resumes them too.
+        assert_eq!(ctx.headers["x-second"], "resumed");
     }
 
     /// Only a chain whose access can never wait runs it as a plain call.

@@ -23,13 +23,14 @@ pub mod filters;
 pub mod form;
 pub mod grpc;
 mod identity;
+mod lazy_head;
 pub mod observability;
 mod phase;
 mod registry;
 pub mod transform;
 
 pub use added_headers::{AddedHeaders, FieldLine, FieldStart};
-pub use chain::{rank, ChainSlot, ConsumerPlugin, Followers, PluginChain, ScopedPlugin};
+pub use chain::{rank, ChainSlot, ConsumerPlugin, Followers, Inline, PluginChain, ScopedPlugin, Suspended};
 pub use context::{
     AuthenticatedCredential, BodyChunk, BodyLimit, LogDetails, LogRecord, PhaseTiming, PhaseTimings, Protocol,
     ProtocolSet, RequestCtx, RequestSummary, ResponseCtx, ResponseSource, SharedStore, TimedPhase, UpstreamTiming,
@@ -37,9 +38,10 @@ pub use context::{
 };
 pub use directory::{ConsumerView, Directory, EmptyDirectory, KeyauthKey};
 pub use identity::{is_identity_name, IdentityField, IdentityFields};
+pub use lazy_head::{HeadParts, LazyHeaders, LazyResponseCtx};
 pub use phase::{
     kong_error_message, AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, DropResponseBody, Flow,
-    Plugin, PluginResponse,
+    Plugin, PluginResponse, SuspendAccess,
 };
 pub use registry::{
     add, add_dynamic, add_versioned, available, build_plugin, build_scoped_plugin, install, priority_of, version_of,

@@ -84,6 +84,13 @@ pub struct BufferResponseBody;
 #[derive(Debug, Clone, Copy)]
 pub struct DropResponseBody;
 
+/// Put in the [`crate::SharedStore`] by an `access` that found it must wait
+/// after all (a proxy-wasm filter that dispatched an HTTP call): the proxy
+/// then awaits [`Plugin::access_resume`] of the same plugin before the rest
+/// of the chain. Only a plugin that [`Plugin::suspends`] may leave it.
+#[derive(Debug, Clone, Copy)]
+pub struct SuspendAccess;
+
 /// What a phase tells the proxy to do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Flow {
@@ -156,6 +163,22 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         Box::pin(std::future::ready(flow))
     }
 
+    /// True when `access` usually decides at once but may have to wait:
+    /// it then leaves [`SuspendAccess`] in `ctx.shared`, and the proxy
+    /// awaits [`Plugin::access_resume`]. The chain still runs inline (no
+    /// future for requests that do not wait). What a resumed access sees of
+    /// the request is what the proxy keeps between phases: not the
+    /// consumer's groups (`authenticated_groups`) nor its view, so only a
+    /// plugin that runs after authentication and ACLs should suspend.
+    fn suspends(&self) -> bool {
+        false
+    }
+
+    /// The rest of an `access` that left [`SuspendAccess`].
+    fn access_resume<'a>(&'a self, _ctx: &'a mut RequestCtx<'_>) -> AccessFuture<'a> {
+        Box::pin(std::future::ready(Flow::Continue))
+    }
+
     /// True unless the plugin's `access` (and `rewrite`) never read or
     /// change Kong's identity fields on the request (`X-Consumer-*`,
     /// `X-Credential-Identifier`, ..., identity.rs) other than through
@@ -182,6 +205,19 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
     /// Changes status and headers of the response before they are sent
     /// (upstream answers, plugin exits and gateway errors alike).
     fn header_filter(&self, _ctx: &mut ResponseCtx<'_>) {}
+
+    /// True when the plugin implements [`Plugin::header_filter_lazy`]: a
+    /// chain whose header and body filters all do (and that neither
+    /// serializes nor traces) keeps an HTTP/1.1 upstream's head in its own
+    /// bytes unless a filter changes it (lazy_head.rs).
+    fn filters_lazy_heads(&self) -> bool {
+        false
+    }
+
+    /// [`Plugin::header_filter`] on a head whose map is made only when the
+    /// plugin reads it; called instead of `header_filter` for a proxied
+    /// response the proxy would pass on as it came.
+    fn header_filter_lazy(&self, _ctx: &mut crate::LazyResponseCtx<'_>) {}
 
     /// True when `header_filter` reads the client's request headers
     /// (`ctx.request.request_headers`); the proxy then keeps a copy.
@@ -240,6 +276,7 @@ mod tests {
             ("fn header_filter(", "fn filters_headers("),
             ("fn body_filter(", "fn filters_body("),
             ("fn log(", "fn logs("),
+            ("fn header_filter_lazy(", "fn filters_lazy_heads("),
         ];
         let mut files = vec![std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))];
         let mut checked = 0;

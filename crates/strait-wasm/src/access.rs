@@ -2,12 +2,11 @@
 //! `proxy_on_request_headers` run with the request's headers moved into its
 //! store. A filter that asked for HTTP calls (and so paused) has them sent
 //! and each answer handed to `proxy_on_http_call_response` before the next
-//! filter runs; only a chain with such a filter waits (its access is a
-//! future), the others run as a plain call.
+//! filter runs. The phase is a plain call; only a request whose filter did
+//! ask for calls waits (the chain suspends, strait-plugins' `SuspendAccess`,
+//! and the proxy awaits the rest as a future).
 
-use std::fmt::Write as _;
-
-use strait_plugins::{Flow, RequestCtx};
+use strait_plugins::{Flow, RequestCtx, SuspendAccess};
 
 use crate::calls::{CallResponse, HttpCall};
 use crate::chain::{internal_error, report, ChainEntry, Context, FilterChain, WasmRequest};
@@ -25,16 +24,37 @@ enum Step {
     Calls(Shared, i32, Vec<HttpCall>),
 }
 
+/// Where a chain's access phase stopped for a filter's HTTP calls, kept in
+/// the request until [`FilterChain::resume`] sends them.
+pub(crate) struct Pending {
+    entry: usize,
+    shared: Shared,
+    root: i32,
+    calls: Vec<HttpCall>,
+}
+
 impl FilterChain {
-    /// The access phase of a chain whose filters make no calls.
+    /// The access phase as a plain call: each filter's request-headers
+    /// callback, until one answers or asks for HTTP calls (then the chain
+    /// suspends: `SuspendAccess`, and [`FilterChain::resume`] goes on).
     pub(crate) fn request_headers(&self, ctx: &mut RequestCtx<'_>, request: &mut WasmRequest) -> Flow {
         let started = self.start_phase(request);
         let mut flow = Flow::Continue;
-        for entry in &self.entries {
+        for (at, entry) in self.entries.iter().enumerate() {
             match self.start_entry(entry, ctx, request) {
                 Step::Next => {}
                 Step::Answer(answer) => {
                     flow = answer;
+                    break;
+                }
+                Step::Calls(shared, root, calls) if entry.filter.makes_calls => {
+                    request.pending = Some(Pending {
+                        entry: at,
+                        shared,
+                        root,
+                        calls,
+                    });
+                    ctx.shared.insert(SuspendAccess);
                     break;
                 }
                 Step::Calls(..) => {
@@ -46,36 +66,65 @@ impl FilterChain {
         flow
     }
 
-    /// The access phase of a chain with filters that make calls.
-    pub(crate) async fn request_headers_waiting(&self, ctx: &mut RequestCtx<'_>, request: &mut WasmRequest) -> Flow {
-        for entry in &self.entries {
+    /// The rest of an access phase that stopped for HTTP calls: the calls
+    /// sent and answered, then the filters after that one.
+    pub(crate) async fn resume(&self, ctx: &mut RequestCtx<'_>, request: &mut WasmRequest) -> Flow {
+        let Some(Pending {
+            entry: at,
+            shared,
+            root,
+            calls,
+        }) = request.pending.take()
+        else {
+            return Flow::Continue;
+        };
+        let first = Step::Calls(shared, root, calls);
+        if let Some(flow) = self.wait_calls(&self.entries[at], first, ctx, request).await {
+            return flow;
+        }
+        for entry in &self.entries[at + 1..] {
             let started = self.start_phase(request);
-            let mut step = self.start_entry(entry, ctx, request);
+            let step = self.start_entry(entry, ctx, request);
             request.spent += started.elapsed();
-            while let Step::Calls(shared, root, calls) = step {
-                let mut more = Vec::new();
-                for call in calls {
-                    let token = call.token;
-                    let answer = crate::calls::perform(call, &entry.filter.name).await;
-                    let started = self.start_phase(request);
-                    let answered = self.call_answered(entry, (&shared, root), token, answer, ctx, request);
-                    request.spent += started.elapsed();
-                    match answered {
-                        Step::Next => {}
-                        Step::Calls(_, _, next) => more.extend(next),
-                        answer @ Step::Answer(_) => return finish(answer),
-                    }
-                }
-                step = match more.is_empty() {
-                    true => Step::Next,
-                    false => Step::Calls(shared, root, more),
-                };
-            }
-            if let Step::Answer(flow) = step {
+            if let Some(flow) = self.wait_calls(entry, step, ctx, request).await {
                 return flow;
             }
         }
         Flow::Continue
+    }
+
+    /// A filter's calls sent and each answer handed to it, until it asks
+    /// for no more; the flow when the request is answered.
+    async fn wait_calls(
+        &self,
+        entry: &ChainEntry,
+        mut step: Step,
+        ctx: &mut RequestCtx<'_>,
+        request: &mut WasmRequest,
+    ) -> Option<Flow> {
+        while let Step::Calls(shared, root, calls) = step {
+            let mut more = Vec::new();
+            for call in calls {
+                let token = call.token;
+                let answer = crate::calls::perform(call, &entry.filter.name).await;
+                let started = self.start_phase(request);
+                let answered = self.call_answered(entry, (&shared, root), token, answer, ctx, request);
+                request.spent += started.elapsed();
+                match answered {
+                    Step::Next => {}
+                    Step::Calls(_, _, next) => more.extend(next),
+                    Step::Answer(flow) => return Some(flow),
+                }
+            }
+            step = match more.is_empty() {
+                true => Step::Next,
+                false => Step::Calls(shared, root, more),
+            };
+        }
+        match step {
+            Step::Answer(flow) => Some(flow),
+            _ => None,
+        }
     }
 
     /// The filter's HTTP context made and its request-headers callback run.
@@ -186,13 +235,6 @@ fn after_callback<E>(
     }
 }
 
-fn finish(step: Step) -> Flow {
-    match step {
-        Step::Answer(flow) => flow,
-        _ => Flow::Continue,
-    }
-}
-
 /// Fills what a request callback sees from the request.
 fn fill_request(exchange: &mut Exchange, ctx: &mut RequestCtx<'_>) {
     exchange.clear();
@@ -212,8 +254,8 @@ fn fill_request(exchange: &mut Exchange, ctx: &mut RequestCtx<'_>) {
     properties.service_id = ctx.service_id;
     properties.protocol = ctx.protocol.name();
     properties.http_version = version_name(ctx.http_version);
-    properties.client_ip.clear();
-    let _ = write!(properties.client_ip, "{}", ctx.client_ip);
+    // Written out only if a filter reads it.
+    properties.client_ip = Some(ctx.client_ip);
     properties.client_port = ctx.client_port;
     properties.server_port = ctx.server_port;
     properties.consumer_id = ctx.consumer.map(|c| c.id);

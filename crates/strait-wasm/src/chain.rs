@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::StatusCode;
 use strait_plugins::{
-    AccessFuture, BodyChunk, DropResponseBody, Flow, LogRecord, Plugin, PluginResponse, RequestCtx, ResponseCtx,
-    SharedStore,
+    AccessFuture, BodyChunk, DropResponseBody, Flow, LazyHeaders, LazyResponseCtx, LogRecord, Plugin, PluginResponse,
+    RequestCtx, ResponseCtx, SharedStore,
 };
 
 use crate::filter::Filter;
@@ -85,6 +85,8 @@ pub(crate) struct WasmRequest {
     pub contexts: Vec<Context>,
     /// `kong.ctx.shared.*` as the request's filters set it.
     pub ctx_shared: std::collections::HashMap<String, Vec<u8>>,
+    /// Where the access phase stopped for a filter's HTTP calls.
+    pub pending: Option<crate::access::Pending>,
 }
 
 impl WasmRequest {
@@ -94,6 +96,7 @@ impl WasmRequest {
             spent: Duration::ZERO,
             contexts: Vec::with_capacity(filters),
             ctx_shared: Default::default(),
+            pending: None,
         }
     }
 }
@@ -137,15 +140,18 @@ impl Plugin for FilterChain {
         flow
     }
 
-    /// A chain with a filter that makes HTTP calls waits for them.
-    fn waits(&self) -> bool {
+    /// A chain with a filter that makes HTTP calls suspends when one asks
+    /// for them (its other requests run inline).
+    fn suspends(&self) -> bool {
         self.entries.iter().any(|e| e.filter.makes_calls)
     }
 
-    fn access_async<'a>(&'a self, ctx: &'a mut RequestCtx<'_>) -> AccessFuture<'a> {
+    fn access_resume<'a>(&'a self, ctx: &'a mut RequestCtx<'_>) -> AccessFuture<'a> {
         Box::pin(async move {
-            let mut request = WasmRequest::new(self.entries.len());
-            let flow = self.request_headers_waiting(ctx, &mut request).await;
+            let Some(mut request) = ctx.shared.remove::<WasmRequest>() else {
+                return Flow::Continue;
+            };
+            let flow = self.resume(ctx, &mut request).await;
             ctx.shared.insert(request);
             flow
         })
@@ -156,6 +162,26 @@ impl Plugin for FilterChain {
     }
 
     fn header_filter(&self, ctx: &mut ResponseCtx<'_>) {
+        let mut headers = LazyHeaders::of_map(std::mem::take(ctx.headers));
+        let mut lazy = LazyResponseCtx {
+            status: &mut *ctx.status,
+            headers: &mut headers,
+            source: ctx.source,
+            request: ctx.request,
+            shared: &mut *ctx.shared,
+        };
+        self.header_filter_lazy(&mut lazy);
+        *ctx.headers = headers.into_map();
+    }
+
+    /// The response-headers callback gets the head as a lazy map: most
+    /// filters never read it, and the upstream's head then goes on in its
+    /// own bytes.
+    fn filters_lazy_heads(&self) -> bool {
+        true
+    }
+
+    fn header_filter_lazy(&self, ctx: &mut LazyResponseCtx<'_>) {
         let Some(mut request) = ctx.shared.remove::<WasmRequest>() else {
             return;
         };
@@ -163,6 +189,9 @@ impl Plugin for FilterChain {
         let started = self.start_phase(&mut request);
         for context in request.contexts.iter_mut().filter(|c| !c.failed) {
             let mut guard = lock(&context.instance);
+            if !guard.exports_response_headers() {
+                continue;
+            }
             let exchange = guard.exchange();
             exchange.clear();
             exchange.response_headers = std::mem::take(ctx.headers);
@@ -175,8 +204,10 @@ impl Plugin for FilterChain {
             let exchange = guard.exchange();
             *ctx.headers = std::mem::take(&mut exchange.response_headers);
             request.ctx_shared = std::mem::take(&mut exchange.ctx_shared);
-            if let Ok(status) = StatusCode::from_u16(exchange.status) {
-                *ctx.status = status;
+            if exchange.status != ctx.status.as_u16() {
+                if let Ok(status) = StatusCode::from_u16(exchange.status) {
+                    *ctx.status = status;
+                }
             }
             if let Err(fault) = outcome {
                 report(&context.filter, &fault, "header_filter");
@@ -188,7 +219,7 @@ impl Plugin for FilterChain {
         request.spent += started.elapsed();
         if failed {
             *ctx.status = StatusCode::INTERNAL_SERVER_ERROR;
-            ctx.headers.clear();
+            *ctx.headers = LazyHeaders::of_map(http::HeaderMap::new());
             ctx.shared.insert(DropResponseBody);
         }
         ctx.shared.insert(request);

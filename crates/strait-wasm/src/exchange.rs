@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use http::HeaderMap;
-use strait_plugins::PluginResponse;
+use strait_plugins::{LazyHeaders, PluginResponse};
 use uuid::Uuid;
 
 /// The callback being run, which decides what the host calls may touch.
@@ -30,7 +30,9 @@ pub(crate) enum Phase {
 pub(crate) struct Exchange {
     pub phase: Phase,
     pub request_headers: HeaderMap,
-    pub response_headers: HeaderMap,
+    /// Made into a map only when the filter reads it (strait-plugins'
+    /// lazy_head.rs).
+    pub response_headers: LazyHeaders,
     /// `:method`, `:path` (path and query), `:scheme`; `:authority` is the
     /// `Host` header.
     pub method: String,
@@ -68,7 +70,7 @@ pub(crate) struct Properties {
     pub service_id: Option<Uuid>,
     pub protocol: &'static str,
     pub http_version: &'static str,
-    pub client_ip: String,
+    pub client_ip: Option<std::net::IpAddr>,
     pub client_port: u16,
     pub server_port: u16,
     pub consumer_id: Option<Uuid>,
@@ -84,7 +86,7 @@ impl Exchange {
     pub(crate) fn clear(&mut self) {
         self.phase = Phase::Idle;
         self.request_headers.clear();
-        self.response_headers.clear();
+        self.response_headers = LazyHeaders::default();
         self.method.clear();
         self.path.clear();
         self.status = 0;

@@ -292,6 +292,10 @@ impl FilterInstance {
         )
     }
 
+    pub(crate) fn exports_response_headers(&self) -> bool {
+        self.callbacks.response_headers.is_some()
+    }
+
     pub(crate) fn exports_response_body(&self) -> bool {
         self.callbacks.response_body.is_some()
     }

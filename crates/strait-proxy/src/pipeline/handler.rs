@@ -342,6 +342,9 @@ async fn route(
         }
         Before::Done(response, fields) => Ok((response, fields)),
         Before::Limited(request, state) => Ok(phases::limited(request, state, chain, exchange).await),
+        Before::Suspended(request, state, suspended) => {
+            Ok(phases::resumed(request, state, suspended, chain, exchange).await)
+        }
     }
 }
 

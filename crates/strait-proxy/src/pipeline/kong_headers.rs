@@ -229,10 +229,30 @@ impl KongFields {
         }
     }
 
+    /// How many fields [`KongFields::put_into`] would leave in `headers`
+    /// (the fields Strait added to the response, kept beside them).
+    pub fn count(&self, headers: &http::HeaderMap) -> usize {
+        let relayed = self.relayed.as_ref().map_or(0, |relayed| relayed.line_count());
+        let added = self.added.as_lines().windows(2).filter(|w| w == b"\r\n").count();
+        let server = self.server && !self.upstream_has_server(headers);
+        headers.len()
+            + relayed
+            + added
+            + usize::from(self.via)
+            + self.numbers.iter().filter(|n| **n != UNSET).count()
+            + usize::from(self.request_id.is_some())
+            + usize::from(server)
+    }
+
     /// Put the fields into `headers`, as the encoder would have written them
     /// (relayed lines first, as the map they would otherwise have been).
-    pub fn insert(mut self, headers: &mut http::HeaderMap) {
-        if let Some(relayed) = self.relayed.take() {
+    pub fn insert(self, headers: &mut http::HeaderMap) {
+        self.put_into(headers);
+    }
+
+    /// [`KongFields::insert`], the fields kept.
+    pub fn put_into(&self, headers: &mut http::HeaderMap) {
+        if let Some(relayed) = &self.relayed {
             relayed.unfold_into(headers);
         }
         self.added.append_to(headers);

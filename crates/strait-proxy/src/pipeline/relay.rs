@@ -203,6 +203,19 @@ impl RelayedHead {
         map
     }
 
+    /// How many lines are passed on (the fields of [`RelayedHead::fields`]).
+    pub(crate) fn line_count(&self) -> usize {
+        self.runs[..self.count as usize]
+            .iter()
+            .map(|&(start, end)| {
+                self.head[start as usize..end as usize]
+                    .windows(2)
+                    .filter(|w| w == b"\r\n")
+                    .count()
+            })
+            .sum()
+    }
+
     /// Make `headers` the map the head would have been parsed into, with
     /// what Strait added to it since (a balancer's `Set-Cookie`, say)
     /// after the upstream's fields, as it would have been appended there.

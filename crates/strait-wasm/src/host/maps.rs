@@ -13,12 +13,30 @@ pub(crate) const REQUEST_HEADERS: i32 = 0;
 pub(crate) const RESPONSE_HEADERS: i32 = 2;
 pub(crate) const CALL_RESPONSE_HEADERS: i32 = 6;
 
-/// The map `map` names, when the current callback has it.
+/// Whether the current callback has the map `map` names.
+fn has(exchange: &Exchange, map: i32) -> bool {
+    matches!(
+        (map, exchange.phase),
+        (REQUEST_HEADERS, Phase::RequestHeaders | Phase::CallResponse) | (RESPONSE_HEADERS, Phase::ResponseHeaders)
+    )
+}
+
+/// The map `map` names to read, when the current callback has it (the
+/// response's is made now if it was not yet).
+fn readable(exchange: &mut Exchange, map: i32) -> Option<&HeaderMap> {
+    match map {
+        _ if !has(exchange, map) => None,
+        REQUEST_HEADERS => Some(&exchange.request_headers),
+        _ => Some(exchange.response_headers.headers()),
+    }
+}
+
+/// The map `map` names to change, when the current callback has it.
 fn headers(exchange: &mut Exchange, map: i32) -> Option<&mut HeaderMap> {
-    match (map, exchange.phase) {
-        (REQUEST_HEADERS, Phase::RequestHeaders | Phase::CallResponse) => Some(&mut exchange.request_headers),
-        (RESPONSE_HEADERS, Phase::ResponseHeaders) => Some(&mut exchange.response_headers),
-        _ => None,
+    match map {
+        _ if !has(exchange, map) => None,
+        REQUEST_HEADERS => Some(&mut exchange.request_headers),
+        _ => Some(exchange.response_headers.headers_mut()),
     }
 }
 
@@ -50,10 +68,12 @@ pub(crate) fn get(exchange: &mut Exchange, map: i32, name: &str) -> Result<Optio
         return Ok(pairs.iter().find(|(k, _)| k == name.as_bytes()).map(|(_, v)| v.clone()));
     }
     if name.starts_with(':') {
-        headers(exchange, map).ok_or(status::NOT_FOUND)?;
-        return Ok(pseudo(exchange, map, &name));
+        return match has(exchange, map) {
+            true => Ok(pseudo(exchange, map, &name)),
+            false => Err(status::NOT_FOUND),
+        };
     }
-    let map = headers(exchange, map).ok_or(status::NOT_FOUND)?;
+    let map = readable(exchange, map).ok_or(status::NOT_FOUND)?;
     Ok(map.get(name.as_str()).map(|v| v.as_bytes().to_vec()))
 }
 
@@ -62,7 +82,9 @@ pub(crate) fn pairs(exchange: &mut Exchange, map: i32) -> Result<Vec<u8>, i32> {
     if let Some(pairs) = call_response(exchange, map) {
         return Ok(encode(pairs));
     }
-    headers(exchange, map).ok_or(status::NOT_FOUND)?;
+    if !has(exchange, map) {
+        return Err(status::NOT_FOUND);
+    }
     let names: &[&str] = match map {
         REQUEST_HEADERS => &[":authority", ":method", ":path", ":scheme"],
         _ => &[":status"],
@@ -71,7 +93,7 @@ pub(crate) fn pairs(exchange: &mut Exchange, map: i32) -> Result<Vec<u8>, i32> {
         .iter()
         .filter_map(|name| pseudo(exchange, map, name).map(|value| (name.as_bytes().to_vec(), value)))
         .collect();
-    let headers = headers(exchange, map).ok_or(status::NOT_FOUND)?;
+    let headers = readable(exchange, map).ok_or(status::NOT_FOUND)?;
     list.extend(
         headers
             .iter()
@@ -126,7 +148,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
 /// request line or the status.
 pub(crate) fn put(exchange: &mut Exchange, map: i32, name: &str, value: &[u8], replace: bool) -> i32 {
     let lower = name.to_ascii_lowercase();
-    if headers(exchange, map).is_none() {
+    if !has(exchange, map) {
         return status::NOT_FOUND;
     }
     if lower.starts_with(':') {
@@ -182,13 +204,23 @@ fn put_pseudo(exchange: &mut Exchange, map: i32, name: &str, value: &[u8]) -> i3
 /// Removes every value of one header.
 pub(crate) fn remove(exchange: &mut Exchange, map: i32, name: &str) -> i32 {
     let lower = name.to_ascii_lowercase();
-    let Some(headers) = headers(exchange, map) else {
-        return status::NOT_FOUND;
+    let Ok(name) = HeaderName::from_bytes(lower.as_bytes()) else {
+        return match has(exchange, map) {
+            true => status::OK,
+            false => status::NOT_FOUND,
+        };
     };
-    if let Ok(name) = HeaderName::from_bytes(lower.as_bytes()) {
-        headers.remove(name);
+    // Removing a field the head does not have leaves it as it was.
+    match readable(exchange, map).map(|headers| headers.contains_key(&name)) {
+        None => status::NOT_FOUND,
+        Some(false) => status::OK,
+        Some(true) => {
+            if let Some(headers) = headers(exchange, map) {
+                headers.remove(name);
+            }
+            status::OK
+        }
     }
-    status::OK
 }
 
 /// Replaces the whole map with `pairs`.

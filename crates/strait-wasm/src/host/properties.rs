@@ -50,7 +50,9 @@ fn value(exchange: &Exchange, filter: &str, path: &[&str]) -> Option<Vec<u8>> {
             .request_headers
             .get(http::header::HOST)
             .map(|v| v.as_bytes().to_vec()),
-        ["source", "address"] => text(&format!("{}:{}", props.client_ip, props.client_port)),
+        ["source", "address"] => props
+            .client_ip
+            .map(|ip| format!("{ip}:{}", props.client_port).into_bytes()),
         ["source", "port"] => text(&props.client_port.to_string()),
         ["destination", "port"] => text(&props.server_port.to_string()),
         _ => None,

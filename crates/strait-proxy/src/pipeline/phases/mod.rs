@@ -21,9 +21,10 @@ use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderName, HeaderValue};
 use http::Response;
 use http_body_util::BodyExt;
-use strait_plugins::{Flow, LogDetails, PluginChain, Protocol, ResponseCtx, ResponseSource};
+use strait_plugins::{Flow, Inline, LogDetails, PluginChain, Protocol, ResponseCtx, ResponseSource, Suspended};
 
 mod follow;
+mod lazy;
 mod state;
 
 use self::follow::{FollowedBody, Outcome};
@@ -82,6 +83,9 @@ pub(crate) enum Before {
     /// (request-size-limiting without a `Content-Length`): the rest runs in
     /// a boxed future, [`limited`].
     Limited(BoxedRequest, Box<PhaseState>),
+    /// A plugin's access must wait after all (a filter's HTTP call): the
+    /// rest runs in a boxed future, [`resumed`].
+    Suspended(BoxedRequest, Box<PhaseState>, Suspended),
 }
 
 /// The access phase of a chain that [`PluginChain::runs_inline`], as a plain
@@ -95,6 +99,10 @@ pub(crate) fn before(mut request: BoxedRequest, chain: &PluginChain, exchange: &
     let flow = chain.access_now(&mut ctx);
     state.take_from(ctx);
     taken.restore(&mut request, &state);
+    let flow = match flow {
+        Inline::Done(flow) => flow,
+        Inline::Suspended(suspended) => return Before::Suspended(request, state, suspended),
+    };
     if matches!(flow, Flow::Continue) && state.body_limit.is_some() {
         return Before::Limited(request, state);
     }
@@ -112,6 +120,40 @@ pub(crate) fn limited<'a>(
     exchange: Exchange<'a>,
 ) -> Pin<Box<impl Future<Output = (Response<ProxyBody>, Option<KongFields>)> + 'a>> {
     pin_in_place(move || proceed(request, Flow::Continue, state, chain, exchange))
+}
+
+/// The rest of a [`Before::Suspended`] request, boxed: the access phase
+/// goes on from the plugin that waits, then as [`proceed`] goes on.
+pub(crate) fn resumed<'a>(
+    request: BoxedRequest,
+    state: Box<PhaseState>,
+    suspended: Suspended,
+    chain: &'a PluginChain,
+    exchange: Exchange<'a>,
+) -> Pin<Box<impl Future<Output = (Response<ProxyBody>, Option<KongFields>)> + 'a>> {
+    pin_in_place(move || resume_chain(request, state, suspended, chain, exchange))
+}
+
+async fn resume_chain(
+    mut request: BoxedRequest,
+    mut state: Box<PhaseState>,
+    suspended: Suspended,
+    chain: &PluginChain,
+    exchange: Exchange<'_>,
+) -> (Response<ProxyBody>, Option<KongFields>) {
+    let mut taken = Taken::out_of(&mut request);
+    let mut ctx = request_ctx(&exchange, &mut taken, &mut state);
+    // A consumer the directory does not hold (a plugin's own) is kept by id.
+    let consumer_id = state.summary.consumer_id;
+    state.give_back(&mut ctx);
+    let found = ctx.consumer.is_some();
+    let flow = chain.resume(&mut ctx, suspended).await;
+    state.take_from(ctx);
+    if !found && state.summary.consumer_id.is_none() {
+        state.summary.consumer_id = consumer_id;
+    }
+    taken.restore(&mut request, &state);
+    proceed(request, flow, state, chain, exchange).await
 }
 
 /// Run a chain whose access phase may wait (on a plugin's network call, or
@@ -202,11 +244,12 @@ fn decide(
     exchange: &Exchange<'_>,
 ) -> Decided {
     // The upstream's head goes on in its own bytes, as on a route without
-    // plugins, when no plugin reads or changes it: Kong's fields then stay
-    // beside it, and the map holds only what `access` added.
+    // plugins, when no plugin reads or changes it (or the plugins that may
+    // take it lazily, lazy.rs): Kong's fields then stay beside it, and the
+    // map holds only what `access` added.
     state.relay = state.version == http::Version::HTTP_11
         && matches!(state.protocol, Protocol::Http | Protocol::Https)
-        && chain.leaves_response_head()
+        && (chain.leaves_response_head() || chain.filters_lazy_heads())
         && state.shared.get::<strait_plugins::DropResponseBody>().is_none();
     match flow {
         Flow::Respond(answer) => {
@@ -272,7 +315,8 @@ impl Answer {
     }
 }
 
-/// After the answer: `header_filter` (unless the head is relayed), then
+/// After the answer: `header_filter` (on a relayed head, only the lazy
+/// header filters, lazy.rs), then
 /// the body followed by `body_filter` and `log` when a plugin has them.
 fn respond(
     mut state: Box<PhaseState>,
@@ -296,6 +340,9 @@ fn respond(
     let response_headers = std::mem::take(&mut state.response_headers);
     if let Some((_, fields)) = beside.as_mut() {
         fields.added = response_headers;
+        if chain.filters_lazy_heads() {
+            lazy::header_filter(chain, consumer_plugins, &mut state, &mut head, &mut beside, source);
+        }
     } else {
         response_headers.append_to(&mut head.headers);
         let state = &mut *state;

@@ -122,6 +122,21 @@ impl PhaseState {
         self.exact_path = exact_path;
     }
 
+    /// What [`PhaseState::take_from`] took, back into a context made again
+    /// for an access phase that resumes after waiting (chain.rs
+    /// `Suspended`); the consumer found again by its id.
+    pub fn give_back(&mut self, ctx: &mut RequestCtx<'_>) {
+        ctx.consumer = self.summary.consumer_id.and_then(|id| ctx.directory.consumer(id));
+        ctx.credential = self.summary.credential.take();
+        ctx.body = self.buffered.take();
+        ctx.request_body_limit = self.body_limit.take();
+        ctx.upstream_host = self.upstream_host.take();
+        ctx.shared = std::mem::take(&mut self.shared);
+        ctx.response_headers = std::mem::take(&mut self.response_headers);
+        ctx.identity = std::mem::take(&mut self.identity);
+        ctx.exact_path = self.exact_path;
+    }
+
     /// A body limit a plugin set (request-size-limiting) applied: a
     /// streaming body is read up to it.
     pub async fn limit_body(&mut self, request: &mut BoxedRequest, limit: BodyLimit) -> Result<Flow, ProxyError> {
