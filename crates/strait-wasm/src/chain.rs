@@ -182,11 +182,11 @@ impl Plugin for FilterChain {
     }
 
     fn header_filter_lazy(&self, ctx: &mut LazyResponseCtx<'_>) {
-        let Some(mut request) = ctx.shared.remove::<WasmRequest>() else {
+        let Some(request) = ctx.shared.get_mut::<WasmRequest>() else {
             return;
         };
         let mut failed = false;
-        let started = self.start_phase(&mut request);
+        let started = self.start_phase(request);
         for context in request.contexts.iter_mut().filter(|c| !c.failed) {
             let mut guard = lock(&context.instance);
             if !guard.exports_response_headers() {
@@ -222,7 +222,6 @@ impl Plugin for FilterChain {
             *ctx.headers = LazyHeaders::of_map(http::HeaderMap::new());
             ctx.shared.insert(DropResponseBody);
         }
-        ctx.shared.insert(request);
     }
 
     fn filters_body(&self) -> bool {
@@ -285,17 +284,24 @@ impl FilterChain {
             }
             let exchange = guard.exchange();
             exchange.clear();
-            exchange.body = std::mem::take(&mut context.held);
-            exchange.body.extend_from_slice(&chunk.data);
+            // The piece as it came (no copy) unless the filter held some back.
+            exchange.body = match context.held.is_empty() {
+                true => chunk.data.clone(),
+                false => {
+                    let mut held = std::mem::take(&mut context.held);
+                    held.extend_from_slice(&chunk.data);
+                    Bytes::from(held)
+                }
+            };
             let size = exchange.body.len() as i32;
             let outcome = guard.on_response_body(context.id, size, chunk.end, deadline);
             let body = std::mem::take(&mut guard.exchange().body);
             match outcome {
                 Ok(1) if !chunk.end => {
-                    context.held = body;
+                    context.held = Vec::from(body);
                     chunk.data = Bytes::new();
                 }
-                Ok(_) => chunk.data = Bytes::from(body),
+                Ok(_) => chunk.data = body,
                 Err(fault) => {
                     report(&context.filter, &fault, "body_filter");
                     context.failed = true;

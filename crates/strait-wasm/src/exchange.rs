@@ -44,8 +44,9 @@ pub(crate) struct Exchange {
     pub method_changed: bool,
     pub path_changed: bool,
     /// The body a body callback sees (all of it the filter held back so
-    /// far), and whether the filter replaced any of it.
-    pub body: Vec<u8>,
+    /// far): the response's own bytes, copied only if the filter changes
+    /// them.
+    pub body: bytes::Bytes,
     /// The filter's configuration, during `proxy_on_configure`.
     pub configuration: Vec<u8>,
     /// What `proxy_set_tick_period_milliseconds` asked for (0: no ticks),
@@ -92,7 +93,7 @@ impl Exchange {
         self.status = 0;
         self.method_changed = false;
         self.path_changed = false;
-        self.body.clear();
+        self.body = bytes::Bytes::new();
         self.configuration.clear();
         self.local_response = None;
         self.tick_period = None;

@@ -178,23 +178,23 @@ const VM_CONFIGURATION: i32 = 6;
 const PLUGIN_CONFIGURATION: i32 = 7;
 
 /// The buffer `kind` names, when the current callback has it.
-fn buffer(state: &mut HostState, kind: i32) -> Option<&mut Vec<u8>> {
-    let exchange = &mut state.exchange;
+fn buffer(state: &HostState, kind: i32) -> Option<&[u8]> {
+    let exchange = &state.exchange;
     match (kind, exchange.phase) {
-        (RESPONSE_BODY, Phase::ResponseBody) => Some(&mut exchange.body),
-        (PLUGIN_CONFIGURATION | VM_CONFIGURATION, Phase::Configure) => Some(&mut exchange.configuration),
-        (CALL_RESPONSE_BODY, Phase::CallResponse) => Some(&mut exchange.call_response.body),
+        (RESPONSE_BODY, Phase::ResponseBody) => Some(&exchange.body),
+        // The VM's configuration is empty (Kong gives filters none).
+        (VM_CONFIGURATION, Phase::Configure) => Some(&[]),
+        (PLUGIN_CONFIGURATION, Phase::Configure) => Some(&exchange.configuration),
+        (CALL_RESPONSE_BODY, Phase::CallResponse) => Some(&exchange.call_response.body),
         _ => None,
     }
 }
 
 /// `start` and `max_size` are unsigned (the Rust SDK passes `u32::MAX`).
 fn get_buffer_bytes(mut caller: Host<'_>, kind: i32, start: i32, max: i32, out: i32, out_len: i32) -> Result<i32> {
-    let vm_configuration = kind == VM_CONFIGURATION;
-    let Some(buffer) = buffer(caller.data_mut(), kind) else {
+    let Some(source) = buffer(caller.data(), kind) else {
         return Ok(status::NOT_FOUND);
     };
-    let source: &[u8] = if vm_configuration { &[] } else { buffer };
     let start = (start as u32 as usize).min(source.len());
     let end = start.saturating_add(max as u32 as usize).min(source.len());
     let slice = source[start..end].to_vec();
@@ -203,21 +203,23 @@ fn get_buffer_bytes(mut caller: Host<'_>, kind: i32, start: i32, max: i32, out: 
 
 /// Replaces `size` bytes from `start` with the given data: all of it with
 /// `(0, len or more)`, an append with `start` at or past the end, a
-/// prepend with `(0, 0)`.
+/// prepend with `(0, 0)`. Only the response body can be changed.
 fn set_buffer_bytes(mut caller: Host<'_>, kind: i32, start: i32, size: i32, ptr: i32, len: i32) -> Result<i32> {
     let data = read(&mut caller, ptr, len)?;
-    if kind != RESPONSE_BODY {
-        return Ok(match buffer(caller.data_mut(), kind) {
-            Some(_) => status::BAD_ARGUMENT,
-            None => status::NOT_FOUND,
-        });
+    let state = caller.data_mut();
+    match (kind, buffer(state, kind)) {
+        (_, None) => return Ok(status::NOT_FOUND),
+        (RESPONSE_BODY, Some(_)) => {}
+        (_, Some(_)) => return Ok(status::BAD_ARGUMENT),
     }
-    let Some(buffer) = buffer(caller.data_mut(), kind) else {
-        return Ok(status::NOT_FOUND);
-    };
-    let start = (start as u32 as usize).min(buffer.len());
-    let end = start.saturating_add(size as u32 as usize).min(buffer.len());
-    buffer.splice(start..end, data);
+    let body = &mut state.exchange.body;
+    let start = (start as u32 as usize).min(body.len());
+    let end = start.saturating_add(size as u32 as usize).min(body.len());
+    let mut changed = Vec::with_capacity(body.len() - (end - start) + data.len());
+    changed.extend_from_slice(&body[..start]);
+    changed.extend_from_slice(&data);
+    changed.extend_from_slice(&body[end..]);
+    *body = bytes::Bytes::from(changed);
     Ok(status::OK)
 }
 

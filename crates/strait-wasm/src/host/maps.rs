@@ -13,6 +13,14 @@ pub(crate) const REQUEST_HEADERS: i32 = 0;
 pub(crate) const RESPONSE_HEADERS: i32 = 2;
 pub(crate) const CALL_RESPONSE_HEADERS: i32 = 6;
 
+/// A field name in lower case, copied only when it has upper case.
+fn lower(name: &str) -> std::borrow::Cow<'_, str> {
+    match name.bytes().any(|b| b.is_ascii_uppercase()) {
+        true => std::borrow::Cow::Owned(name.to_ascii_lowercase()),
+        false => std::borrow::Cow::Borrowed(name),
+    }
+}
+
 /// Whether the current callback has the map `map` names.
 fn has(exchange: &Exchange, map: i32) -> bool {
     matches!(
@@ -63,7 +71,7 @@ fn call_response(exchange: &Exchange, map: i32) -> Option<&[(Vec<u8>, Vec<u8>)]>
 
 /// One header's value (the first, as the SDKs expect), or `None`.
 pub(crate) fn get(exchange: &mut Exchange, map: i32, name: &str) -> Result<Option<Vec<u8>>, i32> {
-    let name = name.to_ascii_lowercase();
+    let name = lower(name);
     if let Some(pairs) = call_response(exchange, map) {
         return Ok(pairs.iter().find(|(k, _)| k == name.as_bytes()).map(|(_, v)| v.clone()));
     }
@@ -74,7 +82,7 @@ pub(crate) fn get(exchange: &mut Exchange, map: i32, name: &str) -> Result<Optio
         };
     }
     let map = readable(exchange, map).ok_or(status::NOT_FOUND)?;
-    Ok(map.get(name.as_str()).map(|v| v.as_bytes().to_vec()))
+    Ok(map.get(&*name).map(|v| v.as_bytes().to_vec()))
 }
 
 /// Every header, pseudo-headers first, encoded.
@@ -147,7 +155,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
 /// Adds (`replace` false) or sets one header; a pseudo-header changes the
 /// request line or the status.
 pub(crate) fn put(exchange: &mut Exchange, map: i32, name: &str, value: &[u8], replace: bool) -> i32 {
-    let lower = name.to_ascii_lowercase();
+    let lower = lower(name);
     if !has(exchange, map) {
         return status::NOT_FOUND;
     }
@@ -203,7 +211,7 @@ fn put_pseudo(exchange: &mut Exchange, map: i32, name: &str, value: &[u8]) -> i3
 
 /// Removes every value of one header.
 pub(crate) fn remove(exchange: &mut Exchange, map: i32, name: &str) -> i32 {
-    let lower = name.to_ascii_lowercase();
+    let lower = lower(name);
     let Ok(name) = HeaderName::from_bytes(lower.as_bytes()) else {
         return match has(exchange, map) {
             true => status::OK,
