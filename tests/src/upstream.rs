@@ -615,3 +615,26 @@ pub async fn fixed_upstream() -> (std::net::SocketAddr, tokio::task::JoinHandle<
     });
     (addr, task)
 }
+
+/// The field lines of a raw HTTP/1.1 reply's head (status line left out).
+pub fn head_lines(reply: &str) -> Vec<String> {
+    let head = reply.split("\r\n\r\n").next().unwrap_or_default();
+    head.lines().skip(1).map(str::to_string).collect()
+}
+
+/// Checks a raw reply is [`fixed_upstream`]'s 200 with its head passed on
+/// in the upstream's own bytes (names in its case, its `Content-Length`);
+/// the head's field lines.
+pub fn assert_relayed(reply: &str) -> Vec<String> {
+    assert!(
+        reply.starts_with("HTTP/1.1 200 OK\r\n") && reply.ends_with("\r\n\r\nok"),
+        "{reply}"
+    );
+    let lines = head_lines(reply);
+    assert!(
+        lines.contains(&"X-Upstream-Case: Kept".to_string()),
+        "relayed: {lines:?}"
+    );
+    assert!(lines.contains(&"Content-Length: 2".to_string()), "{lines:?}");
+    lines
+}

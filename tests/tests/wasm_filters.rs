@@ -321,23 +321,11 @@ async fn a_head_no_filter_changes_goes_on_as_the_upstream_wrote_it() {
     assert!(applied.status.is_success(), "{}", applied.text());
     let raw =
         |path: &str| format!("GET {path} HTTP/1.1\r\nHost: example.test\r\nConnection: close\r\n\r\n").into_bytes();
-    let head_lines = |reply: &str| -> Vec<String> {
-        let head = reply.split("\r\n\r\n").next().unwrap_or_default();
-        head.lines().skip(1).map(str::to_string).collect()
-    };
+    use strait_e2e::upstream::{assert_relayed, head_lines};
 
     for _ in 0..2 {
         let reply = strait_e2e::send_h1_raw(gw.proxy_addr(), &raw("/quiet")).await;
-        assert!(
-            reply.starts_with("HTTP/1.1 200 OK\r\n") && reply.ends_with("\r\n\r\nok"),
-            "{reply}"
-        );
-        let lines = head_lines(&reply);
-        assert!(
-            lines.contains(&"X-Upstream-Case: Kept".to_string()),
-            "relayed: {lines:?}"
-        );
-        assert!(lines.contains(&"Content-Length: 2".to_string()), "{lines:?}");
+        let lines = assert_relayed(&reply);
         assert!(
             lines
                 .iter()
