@@ -205,6 +205,8 @@ pub struct PluginChain {
     /// Every header and body filter takes a lazy head (lazy_head.rs), and
     /// nothing serializes or traces.
     lazy_heads: bool,
+    /// A plugin may suspend its access ([`Plugin::suspends`]).
+    suspends: bool,
     logs: bool,
     serializes: bool,
     traces: bool,
@@ -255,6 +257,7 @@ impl PluginChain {
                 && !any(|p| p.filters_body() && !p.removes_content_length())
                 && !any(|p| p.serializes() || p.traces()),
             filters_body: any(|p| p.filters_body()),
+            suspends: any(|p| p.suspends()),
             logs: any(|p| p.logs()),
             serializes: any(|p| p.serializes()),
             traces: any(|p| p.traces()),
@@ -384,7 +387,7 @@ impl PluginChain {
             };
             let start = self.before_step(plugin.as_ref(), ctx);
             let flow = plugin.access(ctx);
-            if plugin.suspends() && ctx.shared.remove::<SuspendAccess>().is_some() {
+            if self.suspends && plugin.suspends() && ctx.shared.remove::<SuspendAccess>().is_some() {
                 return Inline::Suspended(Suspended {
                     at,
                     plugin: plugin.clone(),
@@ -437,7 +440,7 @@ impl PluginChain {
             } else {
                 plugin.access(ctx)
             };
-            if plugin.suspends() && ctx.shared.remove::<SuspendAccess>().is_some() {
+            if self.suspends && plugin.suspends() && ctx.shared.remove::<SuspendAccess>().is_some() {
                 flow = plugin.access_resume(ctx).await;
             }
             self.after_step(plugin.as_ref(), ctx, start);
