@@ -62,7 +62,7 @@ impl FilterChain {
                 }
             }
         }
-        request.spent += started.elapsed();
+        crate::chain::end_phase(request, started);
         flow
     }
 
@@ -85,7 +85,7 @@ impl FilterChain {
         for entry in &self.entries[at + 1..] {
             let started = self.start_phase(request);
             let step = self.start_entry(entry, ctx, request);
-            request.spent += started.elapsed();
+            crate::chain::end_phase(request, started);
             if let Some(flow) = self.wait_calls(entry, step, ctx, request).await {
                 return flow;
             }
@@ -109,7 +109,7 @@ impl FilterChain {
                 let answer = crate::calls::perform(call, &entry.filter.name).await;
                 let started = self.start_phase(request);
                 let answered = self.call_answered(entry, (&shared, root), token, answer, ctx, request);
-                request.spent += started.elapsed();
+                crate::chain::end_phase(request, started);
                 match answered {
                     Step::Next => {}
                     Step::Calls(_, _, next) => more.extend(next),

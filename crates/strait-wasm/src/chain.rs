@@ -8,7 +8,7 @@
 //! only this request: Kong's 500 and a log line.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -80,8 +80,10 @@ pub(crate) struct Context {
 pub(crate) struct WasmRequest {
     /// The epoch past which the running phase's callbacks trap.
     pub deadline: u64,
-    /// Time the request's callbacks ran so far.
-    pub spent: Duration,
+    /// Clock ticks the request's callbacks ran across so far (the
+    /// budget's own resolution: a callback that spans a tick is charged
+    /// one, so the charge is the time spent on average, with no clock read).
+    pub spent: u64,
     pub contexts: Vec<Context>,
     /// `kong.ctx.shared.*` as the request's filters set it.
     pub ctx_shared: std::collections::HashMap<String, Vec<u8>>,
@@ -93,7 +95,7 @@ impl WasmRequest {
     fn new(filters: usize) -> WasmRequest {
         WasmRequest {
             deadline: 0,
-            spent: Duration::ZERO,
+            spent: 0,
             contexts: Vec::with_capacity(filters),
             ctx_shared: Default::default(),
             pending: None,
@@ -216,7 +218,7 @@ impl Plugin for FilterChain {
                 break;
             }
         }
-        request.spent += started.elapsed();
+        end_phase(request, started);
         if failed {
             *ctx.status = StatusCode::INTERNAL_SERVER_ERROR;
             *ctx.headers = LazyHeaders::of_map(http::HeaderMap::new());
@@ -242,7 +244,7 @@ impl Plugin for FilterChain {
         let started = self.start_phase(request);
         let deadline = request.deadline;
         self.filter_body(request, chunk, deadline);
-        request.spent += started.elapsed();
+        end_phase(request, started);
     }
 
     fn logs(&self) -> bool {
@@ -265,15 +267,22 @@ impl Plugin for FilterChain {
     }
 }
 
+/// Charges the ticks a phase begun at `started` ran across.
+pub(crate) fn end_phase(request: &mut WasmRequest, started: u64) {
+    request.spent += crate::runtime::epoch().saturating_sub(started);
+}
+
 impl FilterChain {
-    /// Sets the deadline of a phase from what is left of the budget.
-    pub(crate) fn start_phase(&self, request: &mut WasmRequest) -> Instant {
-        let left = self.budget.saturating_sub(request.spent);
-        request.deadline = match left.is_zero() {
-            true => 0,
-            false => crate::runtime::epoch() + crate::runtime::ticks(left),
+    /// Sets the deadline of a phase from what is left of the budget; the
+    /// epoch it started at, for [`end_phase`].
+    pub(crate) fn start_phase(&self, request: &mut WasmRequest) -> u64 {
+        let now = crate::runtime::epoch();
+        let left = crate::runtime::ticks(self.budget).saturating_sub(request.spent);
+        request.deadline = match left {
+            0 => 0,
+            left => now + left,
         };
-        Instant::now()
+        now
     }
 
     fn filter_body(&self, request: &mut WasmRequest, chunk: &mut BodyChunk, deadline: u64) {
