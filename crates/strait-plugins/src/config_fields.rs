@@ -33,6 +33,33 @@ pub(crate) fn no_lua(config: &Map<String, Value>) -> Result<(), String> {
     }
 }
 
+/// Kong's `typedefs.url`: any scheme, a host required (LuaSocket's
+/// `url.parse` split: `scheme:` then `//authority`).
+pub(crate) fn url(value: &str) -> Result<(), String> {
+    let value = value.split('#').next().unwrap_or("");
+    let scheme = value.split_once(':').filter(|(scheme, _)| {
+        let mut chars = scheme.chars();
+        chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    });
+    let rest = scheme.map_or(value, |(_, rest)| rest);
+    let host = rest.strip_prefix("//").map(|authority| {
+        let authority = authority.split(['/', '?']).next().unwrap_or("");
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        match host_port.rsplit_once(':') {
+            Some((host, port)) if !port.contains(']') => host,
+            _ => host_port,
+        }
+    });
+    if host.is_none_or(str::is_empty) {
+        return Err("missing host in url".into());
+    }
+    if scheme.is_none() {
+        return Err("missing scheme in url".into());
+    }
+    Ok(())
+}
+
 pub(crate) fn http_url(value: &str) -> Result<(), String> {
     let lower = value.to_ascii_lowercase();
     let rest = lower
@@ -184,5 +211,14 @@ mod tests {
         assert!(http_url("https://user:pw@logs.example").is_ok());
         assert!(http_url("logs.example").is_err());
         assert!(http_url("http:///x").is_err());
+    }
+
+    #[test]
+    fn a_url_takes_any_scheme_and_needs_a_host() {
+        assert!(url("https://example.com/a?b#c").is_ok());
+        assert!(url("ftp://user@[::1]:21").is_ok());
+        assert_eq!(url("example.com/a"), Err("missing host in url".into()));
+        assert_eq!(url("mailto:a@b"), Err("missing host in url".into()));
+        assert_eq!(url("//example.com/a"), Err("missing scheme in url".into()));
     }
 }

@@ -63,7 +63,8 @@ fn plugin_defaults_and_known_names() {
     // Every bundled plugin validates with its defaults, except those whose
     // Kong schema demands a choice (acl and ip-restriction: allow or deny;
     // proxy-cache: strategy; rate-limiting and response-ratelimiting: a limit;
-    // the log plugins: where to send; oauth2: a grant).
+    // the log plugins: where to send; oauth2: a grant; redirect: a location;
+    // standard-webhooks: a secret).
     let demand_a_choice = [
         "acl",
         "file-log",
@@ -73,7 +74,9 @@ fn plugin_defaults_and_known_names() {
         "opentelemetry",
         "proxy-cache",
         "rate-limiting",
+        "redirect",
         "response-ratelimiting",
+        "standard-webhooks",
         "tcp-log",
         "udp-log",
     ];
