@@ -209,6 +209,7 @@ pub struct PluginChain {
     suspends: bool,
     logs: bool,
     serializes: bool,
+    reads_entities: bool,
     traces: bool,
     /// The access phase never waits: no instance waits on the network, no
     /// slot resolves per consumer, the request body is not read first.
@@ -260,6 +261,7 @@ impl PluginChain {
             suspends: any(|p| p.suspends()),
             logs: any(|p| p.logs()),
             serializes: any(|p| p.serializes()),
+            reads_entities: any(|p| p.reads_entities()),
             traces: any(|p| p.traces()),
             access_order: None,
             slots,
@@ -327,6 +329,11 @@ impl PluginChain {
     /// Some plugin's `log` needs [`crate::LogRecord::details`].
     pub fn serializes_log(&self) -> bool {
         self.serializes
+    }
+
+    /// Some plugin's `log` needs [`crate::LogRecord::entities`].
+    pub fn reads_entities(&self) -> bool {
+        self.reads_entities || self.serializes
     }
 
     pub fn follows_response_body(&self) -> bool {

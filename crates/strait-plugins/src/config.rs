@@ -76,6 +76,39 @@ impl<'a> ConfigReader<'a> {
         }
     }
 
+    /// `field` when set (not absent nor null).
+    pub fn integer_opt(&self, field: &str) -> Result<Option<i64>, PluginError> {
+        self.get(field).map(|_| self.integer(field, 0)).transpose()
+    }
+
+    /// `field` when set (not absent nor null).
+    pub fn number_opt(&self, field: &str) -> Result<Option<f64>, PluginError> {
+        self.get(field).map(|_| self.number(field, 0.0)).transpose()
+    }
+
+    /// Each record of the array `field` (absent: none), read with the
+    /// element's path (`metrics.2.name`).
+    pub fn records(&self, field: &str) -> Result<Vec<ConfigReader<'a>>, PluginError> {
+        match self.get(field) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(at, item)| match item {
+                    Value::Object(map) => Ok(ConfigReader {
+                        map,
+                        prefix: format!("{}.{}.", self.path(field), at + 1),
+                    }),
+                    _ => Err(PluginError::invalid(
+                        &format!("{}.{}", self.path(field), at + 1),
+                        "expected a record",
+                    )),
+                })
+                .collect(),
+            Some(_) => Err(PluginError::invalid(&self.path(field), "expected an array")),
+        }
+    }
+
     pub fn strings(&self, field: &str) -> Result<Vec<String>, PluginError> {
         match self.get(field) {
             None => Ok(Vec::new()),

@@ -335,6 +335,10 @@ pub struct LogRecord<'a> {
     /// What Kong's log serializer needs beyond the counters, kept only when
     /// a plugin of the chain declared [`crate::Plugin::serializes`].
     pub details: Option<Box<LogDetails>>,
+    /// The route, service and consumer entities of the snapshot the request
+    /// loaded, kept only when a plugin of the chain declared
+    /// [`crate::Plugin::reads_entities`] or [`crate::Plugin::serializes`].
+    pub entities: Option<&'a dyn crate::Directory>,
 }
 
 /// One attempt to reach the upstream (Kong's `tries` entry).

@@ -83,6 +83,12 @@ impl KeyauthKey {
     }
 }
 
+impl std::fmt::Debug for dyn Directory + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Directory")
+    }
+}
+
 pub trait Directory: Sync {
     fn consumer(&self, id: Uuid) -> Option<&Consumer>;
     /// A consumer by id or, failing that, by username (Kong's `anonymous`).

@@ -24,6 +24,7 @@ pub mod form;
 pub mod grpc;
 mod identity;
 mod lazy_head;
+mod lua_number;
 pub mod observability;
 mod phase;
 mod registry;

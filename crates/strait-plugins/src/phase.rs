@@ -260,6 +260,14 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// True when `log` reads the request's route, service or consumer
+    /// entities ([`crate::LogRecord::entities`]) without the rest of
+    /// Kong's entry (statsd, datadog): the proxy then keeps the snapshot
+    /// the request loaded for the log phase, and nothing else.
+    fn reads_entities(&self) -> bool {
+        false
+    }
+
     /// After the last byte of the response was handed to the connection.
     /// Must not block: queue slow work.
     fn log(&self, _record: &LogRecord, _shared: &SharedStore) {}

@@ -29,6 +29,13 @@ pub(crate) fn once_a_second(last: &std::sync::atomic::AtomicU64) -> bool {
     last.swap(now, std::sync::atomic::Ordering::Relaxed) != now
 }
 
+/// The machine's host name (Kong's `kong.node.get_hostname()`).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".to_string())
+}
+
 /// Resolves once `shutdown` turns true (or its sender is gone).
 pub async fn stopped(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stop| *stop).await;

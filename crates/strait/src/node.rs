@@ -28,12 +28,6 @@ fn node_id(prefix: &std::path::Path) -> Result<String> {
     Ok(id)
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".to_string())
-}
-
 /// Reads secret references again every `interval` (a rotated file takes
 /// effect without a config change); on a thread of its own that only queues
 /// a job for the compiler, so it never competes with requests.
@@ -208,7 +202,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     }
     start_secret_refresh(&publisher, settings.vault_refresh_interval);
     let node_id = node_id(&settings.prefix)?;
-    strait_lua::set_node(node_id.clone(), hostname());
+    strait_lua::set_node(node_id.clone(), strait_runtime::hostname());
     strait_external::set_node(node_id.clone());
     let ready = Arc::new(AtomicBool::new(false));
     let cluster = match &settings.role {
@@ -241,7 +235,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
                     publisher: publisher.clone(),
                     cache: dp_cache.clone().expect("a data plane's cache"),
                     node_id: node_id.clone(),
-                    hostname: hostname(),
+                    hostname: strait_runtime::hostname(),
                     plugins: strait_plugins::available()
                         .iter()
                         .map(|name| name.to_string())
@@ -324,7 +318,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         publisher,
         stats,
         node_id,
-        hostname: hostname(),
+        hostname: strait_runtime::hostname(),
         configuration: crate::kong_configuration::configuration(&settings),
         ready: ready.clone(),
         router_flavor: settings.router_flavor,

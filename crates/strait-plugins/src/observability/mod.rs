@@ -7,6 +7,7 @@
 //! queue drops the entry and counts it.
 
 pub mod serialize;
+pub(crate) mod statsd;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +52,28 @@ impl Plugin for QueuedLog {
     }
 }
 
+/// Syslog's severities, from 0 (`emerg`) to 7 (`debug`).
+pub(crate) const SEVERITIES: [&str; 8] = ["emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"];
+
+/// The severity number `field` names (syslog, loggly; default `info`).
+pub(crate) fn severity(c: &ConfigReader<'_>, field: &str) -> Result<u8, PluginError> {
+    let name = c.string(field)?.unwrap_or_else(|| "info".into());
+    SEVERITIES
+        .iter()
+        .position(|s| *s == name)
+        .map(|at| at as u8)
+        .ok_or_else(|| PluginError::invalid(field, format!("expected one of: {}", SEVERITIES.join(", "))))
+}
+
+/// The severity of a response by its status: 5xx, 4xx, or the rest.
+pub(crate) fn severity_of(status: u16, successful: u8, client_errors: u8, server_errors: u8) -> u8 {
+    match status {
+        500.. => server_errors,
+        400..=499 => client_errors,
+        _ => successful,
+    }
+}
+
 /// The `host` and `port` a socket logger sends to.
 pub(crate) fn destination(c: &ConfigReader<'_>) -> Result<(String, u16), PluginError> {
     let host = c
@@ -82,6 +105,22 @@ pub(crate) fn queue_params(config: &ConfigReader<'_>) -> Result<QueueParams, Plu
         initial_retry_delay: seconds(queue.number("initial_retry_delay", 0.01)?),
         max_retry_delay: seconds(queue.number("max_retry_delay", 60.0)?),
     })
+}
+
+/// [`queue_params`], with Kong 3.x's deprecated `queue_size` and
+/// `flush_timeout` applied where `queue` says nothing (http-log, statsd,
+/// datadog).
+pub(crate) fn queue_params_with_deprecated(config: &ConfigReader<'_>) -> Result<QueueParams, PluginError> {
+    let mut params = queue_params(config)?;
+    if let (Some(size), 1) = (config.integer_opt("queue_size")?, params.max_batch_size) {
+        params.max_batch_size = size.max(1) as usize;
+    }
+    if let Some(delay) = config.number_opt("flush_timeout")? {
+        if params.max_coalescing_delay == Duration::from_secs(1) {
+            params.max_coalescing_delay = seconds(delay);
+        }
+    }
+    Ok(params)
 }
 
 /// The queue of the socket loggers (tcp-log, udp-log, syslog), which have

@@ -5,6 +5,7 @@
 
 pub mod background;
 pub mod files;
+pub mod lines;
 pub mod queue;
 pub mod sinks;
 

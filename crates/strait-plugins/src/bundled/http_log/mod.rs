@@ -88,16 +88,7 @@ impl HttpLog {
         target.timeout = crate::observability::millis(c.number("timeout", 10_000.0)?);
         target.keepalive = crate::observability::millis(c.number("keepalive", 60_000.0)?);
         let content_type = c.string("content_type")?.unwrap_or_else(|| "application/json".into());
-        let mut params = crate::observability::queue_params(&c)?;
-        // Kong 3.x's deprecated fields still apply where `queue` says nothing.
-        if let (Some(size), 1) = (config.get("queue_size").and_then(Value::as_i64), params.max_batch_size) {
-            params.max_batch_size = size.max(1) as usize;
-        }
-        if let Some(delay) = config.get("flush_timeout").and_then(Value::as_f64) {
-            if params.max_coalescing_delay == std::time::Duration::from_secs(1) {
-                params.max_coalescing_delay = crate::observability::seconds(delay);
-            }
-        }
+        let params = crate::observability::queue_params_with_deprecated(&c)?;
         let header = |name: &str, value: &str| -> Result<(HeaderName, HeaderValue), PluginError> {
             let at = format!("headers.{name}");
             Ok((

@@ -27,7 +27,6 @@ use crate::context::{LogRecord, SharedStore};
 use crate::phase::Plugin;
 use crate::PluginError;
 
-const SEVERITIES: [&str; 8] = ["emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"];
 const FACILITIES: [(&str, u8); 20] = [
     ("kern", 0),
     ("user", 1),
@@ -62,15 +61,6 @@ pub struct Syslog {
     facility: u8,
 }
 
-fn severity(c: &ConfigReader<'_>, field: &str) -> Result<u8, PluginError> {
-    let name = c.string(field)?.unwrap_or_else(|| "info".into());
-    SEVERITIES
-        .iter()
-        .position(|s| *s == name)
-        .map(|at| at as u8)
-        .ok_or_else(|| PluginError::invalid(field, format!("expected one of: {}", SEVERITIES.join(", "))))
-}
-
 impl Syslog {
     pub fn from_config(config: &Map<String, Value>) -> Result<Syslog, PluginError> {
         let c = ConfigReader::new(config);
@@ -85,10 +75,10 @@ impl Syslog {
         let queue = Queue::shared(name, &crate::observability::socket_queue(), || Box::new(SyslogSink::new(socket)));
         Ok(Syslog {
             queue,
-            threshold: severity(&c, "log_level")?,
-            successful: severity(&c, "successful_severity")?,
-            client_errors: severity(&c, "client_errors_severity")?,
-            server_errors: severity(&c, "server_errors_severity")?,
+            threshold: crate::observability::severity(&c, "log_level")?,
+            successful: crate::observability::severity(&c, "successful_severity")?,
+            client_errors: crate::observability::severity(&c, "client_errors_severity")?,
+            server_errors: crate::observability::severity(&c, "server_errors_severity")?,
             facility,
         })
     }
@@ -112,11 +102,8 @@ impl Plugin for Syslog {
     }
 
     fn log(&self, record: &LogRecord, shared: &SharedStore) {
-        let severity = match record.status {
-            500.. => self.server_errors,
-            400..=499 => self.client_errors,
-            _ => self.successful,
-        };
+        let severity =
+            crate::observability::severity_of(record.status, self.successful, self.client_errors, self.server_errors);
         if severity > self.threshold {
             return;
         }

@@ -112,6 +112,7 @@ impl FollowedBody {
             upstream_ms: self.outcome.upstream_ms,
             request_bytes: state.request_bytes,
             details,
+            entities: state.entities.as_deref().map(|d| d as &dyn strait_plugins::Directory),
         };
         for plugin in self.plugins.iter().filter(|p| p.logs()) {
             plugin.log(&record, &state.shared);

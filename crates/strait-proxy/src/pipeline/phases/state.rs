@@ -31,6 +31,9 @@ pub(crate) struct PhaseState {
     pub relay: bool,
     /// For a log serializer, as the request arrived.
     pub details: Option<Box<LogDetails>>,
+    /// The snapshot the request loaded, for a log phase that reads its
+    /// entities.
+    pub entities: Option<Arc<dyn strait_plugins::Directory + Send>>,
     /// The request's size as it arrived, for the log phase.
     pub request_bytes: u64,
     /// The request body, when a plugin read it whole (or a limit made the
@@ -61,6 +64,10 @@ impl PhaseState {
                 version: request.version(),
                 relay: false,
                 details: chain.serializes_log().then(|| log_details(exchange, request)),
+                entities: chain.reads_entities().then(|| {
+                    let entities: Arc<dyn strait_plugins::Directory + Send> = exchange.snapshot.clone();
+                    entities
+                }),
                 // Measured as it arrived, before plugins change it.
                 request_bytes: if chain.follows_response_body() {
                     request_size(request)

@@ -1,0 +1,160 @@
+//! `datadog` (Kong priority 10): Kong's six request metrics as DogStatsD
+//! lines (`kong.request.count:1|c|#name:<service>,status:200,...`), one UDP
+//! datagram each, queued off the workers.
+
+mod schema;
+
+/// `datadog` in the registry ([`crate::bundled`]).
+pub const PLUGIN: crate::BundledPlugin = crate::BundledPlugin {
+    name: "datadog",
+    priority: 10,
+    schema: schema::schema,
+    build: |config, _| Ok(std::sync::Arc::new(Datadog::from_config(config)?)),
+};
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use strait_runtime::logs::queue::Queue;
+
+use crate::config::ConfigReader;
+use crate::context::{LogRecord, SharedStore};
+use crate::observability::statsd::{self as lines, ConsumerId, Destination, Seen, Stat};
+use crate::phase::Plugin;
+use crate::PluginError;
+
+#[derive(Debug)]
+struct MetricConf {
+    stat: Stat,
+    letter: &'static str,
+    rate: Option<f64>,
+    /// `None`: no consumer tag.
+    consumer: Option<ConsumerId>,
+    /// The metric's own tags, each followed by nothing (joined with `,`).
+    tags: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct Datadog {
+    prefix: String,
+    service_tag: String,
+    status_tag: String,
+    consumer_tag: String,
+    metrics: Vec<MetricConf>,
+    queue: Arc<Queue>,
+}
+
+impl Datadog {
+    pub fn from_config(config: &Map<String, Value>) -> Result<Datadog, PluginError> {
+        let c = ConfigReader::new(config);
+        // A null host or port falls back to Kong's environment variables.
+        let host = match c.string("host")? {
+            Some(host) => host,
+            None => std::env::var("KONG_DATADOG_AGENT_HOST")
+                .map_err(|_| PluginError::invalid("host", "no host, and KONG_DATADOG_AGENT_HOST is not set"))?,
+        };
+        let port = match c.integer_opt("port")? {
+            Some(port) => port,
+            None => std::env::var("KONG_DATADOG_AGENT_PORT")
+                .ok()
+                .and_then(|p| p.parse().ok())
+                .ok_or_else(|| PluginError::invalid("port", "no port, and KONG_DATADOG_AGENT_PORT is not set"))?,
+        };
+        let port = u16::try_from(port).map_err(|_| PluginError::invalid("port", "value should be between 0 and 65535"))?;
+        let mut metrics = Vec::new();
+        for m in c.records("metrics")? {
+            let name = m.string("name")?.unwrap_or_default();
+            let stat_type = m.string("stat_type")?.unwrap_or_default();
+            let consumer = m.string("consumer_identifier")?;
+            metrics.push(MetricConf {
+                stat: Stat::of(&name).ok_or_else(|| PluginError::invalid("metrics.name", format!("unknown metric '{name}'")))?,
+                letter: lines::stat_letter(&stat_type)
+                    .ok_or_else(|| PluginError::invalid("metrics.stat_type", format!("unknown type '{stat_type}'")))?,
+                rate: m.number_opt("sample_rate")?,
+                consumer: consumer.as_deref().and_then(ConsumerId::of),
+                tags: m.strings("tags")?,
+            });
+        }
+        let params = crate::observability::queue_params_with_deprecated(&c)?;
+        let to = Destination {
+            host,
+            port,
+            tcp: false,
+            packet_size: 0,
+        };
+        Ok(Datadog {
+            prefix: c.string("prefix")?.unwrap_or_else(|| "kong".into()),
+            service_tag: c.string("service_name_tag")?.unwrap_or_else(|| "name".into()),
+            status_tag: c.string("status_tag")?.unwrap_or_else(|| "status".into()),
+            consumer_tag: c.string("consumer_tag")?.unwrap_or_else(|| "consumer".into()),
+            metrics,
+            queue: lines::queue("datadog", to, &params),
+        })
+    }
+
+    /// The request's lines, `\n`-separated:
+    /// `<prefix>.<stat>:<value>|<type>[|@rate]|#<name>:<service>,<status>:<code>[,<consumer>:<id>][,<tags>]`.
+    fn lines(&self, record: &LogRecord<'_>, out: &mut Vec<u8>) {
+        let seen = Seen::of(record);
+        for metric in &self.metrics {
+            if !out.is_empty() {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(self.prefix.as_bytes());
+            out.push(b'.');
+            out.extend_from_slice(metric.stat.line_name().as_bytes());
+            // -1 (no upstream latency) is sent as it is, as Kong does.
+            lines::put_value(out, metric.stat.value(record), metric.letter, metric.rate);
+            out.extend_from_slice(b"|#");
+            out.extend_from_slice(self.service_tag.as_bytes());
+            out.push(b':');
+            if let Some(service) = seen.service {
+                lines::put_dotless(out, service.name.as_deref().unwrap_or(&service.host));
+            }
+            out.push(b',');
+            out.extend_from_slice(self.status_tag.as_bytes());
+            out.push(b':');
+            lines::put_int(out, record.status.into());
+            if let Some(consumer) = metric.consumer {
+                let mark = out.len();
+                out.push(b',');
+                out.extend_from_slice(self.consumer_tag.as_bytes());
+                out.push(b':');
+                // Kong writes the consumer id with `_` for `-`.
+                if !consumer.write(seen.consumer, out, b'_') {
+                    out.truncate(mark);
+                }
+            }
+            for tag in &metric.tags {
+                out.push(b',');
+                out.extend_from_slice(tag.as_bytes());
+            }
+        }
+    }
+}
+
+impl Plugin for Datadog {
+    fn name(&self) -> &'static str {
+        "datadog"
+    }
+
+    fn priority(&self) -> i32 {
+        10
+    }
+
+    fn logs(&self) -> bool {
+        true
+    }
+
+    fn reads_entities(&self) -> bool {
+        true
+    }
+
+    fn log(&self, record: &LogRecord, _shared: &SharedStore) {
+        let mut out = Vec::with_capacity(96 * self.metrics.len());
+        self.lines(record, &mut out);
+        if !out.is_empty() {
+            self.queue.push(out);
+        }
+    }
+}

@@ -1,0 +1,104 @@
+use super::*;
+use crate::context::{RequestSummary, ResponseSource};
+use serde_json::json;
+
+fn summary() -> RequestSummary {
+    RequestSummary {
+        method: http::Method::GET,
+        protocol: strait_core::Protocol::Http,
+        client_ip: "127.0.0.1".parse().expect("ip"),
+        route_id: Some(uuid::Uuid::from_u128(7)),
+        service_id: None,
+        consumer_id: None,
+        credential: None,
+        request_headers: None,
+    }
+}
+
+fn record(summary: &RequestSummary, status: u16, upstream_ms: Option<u64>) -> LogRecord<'_> {
+    LogRecord {
+        request: summary,
+        status,
+        response_bytes: 120,
+        total_ms: 9,
+        source: ResponseSource::Service,
+        upstream_ms,
+        request_bytes: 80,
+        details: None,
+        entities: None,
+    }
+}
+
+fn lines_of(config: Value, status: u16, upstream_ms: Option<u64>) -> String {
+    let plugin = Statsd::from_config(config.as_object().expect("object")).expect("valid");
+    let summary = summary();
+    let mut out = Vec::new();
+    plugin.lines(&record(&summary, status, upstream_ms), &mut out);
+    String::from_utf8(out).expect("utf-8")
+}
+
+fn metrics(list: &[(&str, &str, Option<f64>)]) -> Value {
+    list.iter()
+        .map(|(name, stat_type, rate)| json!({"name": name, "stat_type": stat_type, "sample_rate": rate}))
+        .collect()
+}
+
+#[test]
+fn a_request_without_a_service_is_global_unmatched() {
+    let config = json!({"metrics": metrics(&[
+        ("request_count", "counter", Some(1.0)),
+        ("latency", "timer", None),
+        ("upstream_latency", "timer", None),
+        ("kong_latency", "timer", None),
+        ("request_size", "counter", Some(0.5)),
+        ("status_count", "counter", Some(1.0)),
+        ("unique_users", "set", None),
+        ("shdict_usage", "gauge", Some(1.0)),
+    ])});
+    assert_eq!(
+        lines_of(config.clone(), 200, Some(4)),
+        "kong.global.unmatched.request.count:1|c\n\
+         kong.global.unmatched.latency:9|ms\n\
+         kong.global.unmatched.upstream_latency:4|ms\n\
+         kong.global.unmatched.kong_latency:5|ms\n\
+         kong.global.unmatched.request.size:80|c|@0.5\n\
+         kong.global.unmatched.status.200:1|c"
+    );
+    // No upstream answered: its latency (-1 in Kong's entry) is not sent.
+    assert!(!lines_of(config, 200, None).contains("upstream_latency"));
+}
+
+#[test]
+fn tag_styles_write_the_plain_metrics_only_and_untagged_without_a_service() {
+    let config = json!({"tag_style": "dogstatsd", "prefix": "edge", "metrics": metrics(&[
+        ("request_count", "counter", Some(1.0)),
+        ("status_count", "counter", Some(1.0)),
+    ])});
+    assert_eq!(lines_of(config, 404, None), "edge.request.count:1|c");
+}
+
+#[test]
+fn only_statuses_in_the_allowed_ranges_are_counted() {
+    let plugin = Statsd::from_config(
+        json!({"allow_status_codes": ["200-299", "500-504"]})
+            .as_object()
+            .expect("object"),
+    )
+    .expect("valid");
+    let ranges = plugin.allow_status.as_deref().expect("ranges");
+    assert!(ranges.iter().any(|(a, b)| (*a..=*b).contains(&204)));
+    assert!(!ranges.iter().any(|(a, b)| (*a..=*b).contains(&404)));
+}
+
+#[test]
+fn the_node_goes_in_the_prefix_when_asked_and_untagged() {
+    let plugin = Statsd::from_config(json!({"hostname_in_prefix": true}).as_object().expect("object")).expect("valid");
+    assert_eq!(plugin.prefix, format!("kong.node.{}", plugin.node));
+    let tagged = Statsd::from_config(
+        json!({"hostname_in_prefix": true, "tag_style": "influxdb"})
+            .as_object()
+            .expect("object"),
+    )
+    .expect("valid");
+    assert_eq!(tagged.prefix, "kong");
+}

@@ -1,0 +1,215 @@
+//! What `statsd` and `datadog` share: the values Kong's log entry gives
+//! them (sizes, latencies, the request's service, route and consumer),
+//! StatsD lines written straight into the request's entry (no JSON entry
+//! is made), and the queue that sends them off the workers (UDP, packed
+//! or not, or TCP).
+//!
+//! A request's lines are one queue entry, `\n`-separated;
+//! `strait_runtime::logs::lines` splits them again into datagrams.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use strait_core::{Consumer, Route, Service};
+use strait_runtime::logs::lines::UdpLines;
+use strait_runtime::logs::queue::{Queue, QueueParams};
+use strait_runtime::logs::sinks::{TcpSink, TcpTarget};
+
+use crate::context::LogRecord;
+
+/// Kong's `stat_types`: the letter a line ends with.
+pub(crate) fn stat_letter(stat_type: &str) -> Option<&'static str> {
+    Some(match stat_type {
+        "gauge" => "g",
+        "counter" => "c",
+        "timer" => "ms",
+        "histogram" => "h",
+        "meter" => "m",
+        "set" => "s",
+        "distribution" => "d",
+        _ => return None,
+    })
+}
+
+/// The six values Kong's metrics plugins read from its log entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stat {
+    RequestCount,
+    Latency,
+    RequestSize,
+    ResponseSize,
+    UpstreamLatency,
+    KongLatency,
+}
+
+impl Stat {
+    pub(crate) fn of(name: &str) -> Option<Stat> {
+        Some(match name {
+            "request_count" => Stat::RequestCount,
+            "latency" => Stat::Latency,
+            "request_size" => Stat::RequestSize,
+            "response_size" => Stat::ResponseSize,
+            "upstream_latency" => Stat::UpstreamLatency,
+            "kong_latency" => Stat::KongLatency,
+            _ => return None,
+        })
+    }
+
+    /// The stat's name in a line.
+    pub(crate) fn line_name(self) -> &'static str {
+        match self {
+            Stat::RequestCount => "request.count",
+            Stat::Latency => "latency",
+            Stat::RequestSize => "request.size",
+            Stat::ResponseSize => "response.size",
+            Stat::UpstreamLatency => "upstream_latency",
+            Stat::KongLatency => "kong_latency",
+        }
+    }
+
+    /// The value in Kong's entry: `latencies.proxy` is -1 when no upstream
+    /// answered.
+    pub(crate) fn value(self, record: &LogRecord<'_>) -> i64 {
+        match self {
+            Stat::RequestCount => 1,
+            Stat::Latency => record.total_ms as i64,
+            Stat::RequestSize => record.request_bytes as i64,
+            Stat::ResponseSize => record.response_bytes as i64,
+            Stat::UpstreamLatency => record.upstream_ms.map_or(-1, |ms| ms as i64),
+            Stat::KongLatency => record.total_ms.saturating_sub(record.upstream_ms.unwrap_or(0)) as i64,
+        }
+    }
+}
+
+/// Kong's `consumer_identifier`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConsumerId {
+    Id,
+    CustomId,
+    Username,
+}
+
+impl ConsumerId {
+    pub(crate) fn of(name: &str) -> Option<ConsumerId> {
+        Some(match name {
+            "consumer_id" => ConsumerId::Id,
+            "custom_id" => ConsumerId::CustomId,
+            "username" => ConsumerId::Username,
+            _ => return None,
+        })
+    }
+
+    /// The consumer's identifier, written into `out`; false when it has none.
+    pub(crate) fn write(self, consumer: Option<&Consumer>, out: &mut Vec<u8>, id_dashes: u8) -> bool {
+        let Some(consumer) = consumer else {
+            return false;
+        };
+        match self {
+            ConsumerId::Id => {
+                let mut id = uuid::Uuid::encode_buffer();
+                let text = consumer.id.hyphenated().encode_lower(&mut id);
+                out.extend(text.bytes().map(|b| if b == b'-' { id_dashes } else { b }));
+                true
+            }
+            ConsumerId::CustomId => consumer.custom_id.as_deref().is_some_and(|v| put(out, v)),
+            ConsumerId::Username => consumer.username.as_deref().is_some_and(|v| put(out, v)),
+        }
+    }
+}
+
+fn put(out: &mut Vec<u8>, text: &str) -> bool {
+    out.extend_from_slice(text.as_bytes());
+    true
+}
+
+/// The entities of the request a metric line names.
+pub(crate) struct Seen<'a> {
+    pub service: Option<&'a Service>,
+    pub route: Option<&'a Route>,
+    pub consumer: Option<&'a Consumer>,
+}
+
+impl<'a> Seen<'a> {
+    pub(crate) fn of(record: &LogRecord<'a>) -> Seen<'a> {
+        let entities = record.entities;
+        let request = record.request;
+        Seen {
+            service: request.service_id.zip(entities).and_then(|(id, e)| e.service(id)),
+            route: request.route_id.zip(entities).and_then(|(id, e)| e.route(id)),
+            consumer: request.consumer_id.zip(entities).and_then(|(id, e)| e.consumer(id)),
+        }
+    }
+}
+
+/// `text` with each `.` written as `_` (Kong's `gsub(name, "%.", "_")`).
+pub(crate) fn put_dotless(out: &mut Vec<u8>, text: &str) {
+    out.extend(text.bytes().map(|b| if b == b'.' { b'_' } else { b }));
+}
+
+pub(crate) fn put_int(out: &mut Vec<u8>, value: i64) {
+    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+}
+
+/// `:<value>|<letter>[|@<rate>]`: the end of a line but its tags.
+pub(crate) fn put_value(out: &mut Vec<u8>, value: i64, letter: &str, rate: Option<f64>) {
+    out.push(b':');
+    put_int(out, value);
+    out.push(b'|');
+    out.extend_from_slice(letter.as_bytes());
+    if let Some(rate) = rate.filter(|r| *r != 1.0) {
+        out.extend_from_slice(b"|@");
+        out.extend_from_slice(crate::lua_number::format(rate).as_bytes());
+    }
+}
+
+/// Where the lines go.
+pub(crate) struct Destination {
+    pub host: String,
+    pub port: u16,
+    pub tcp: bool,
+    /// UDP packing (0: a datagram per line).
+    pub packet_size: usize,
+}
+
+/// The queue of a metrics plugin: shared by every instance with the same
+/// destination and queue settings.
+pub(crate) fn queue(plugin: &str, to: Destination, params: &QueueParams) -> Arc<Queue> {
+    let name = format!(
+        "{plugin}:{}:{}:{}:{}:{params:?}",
+        to.host, to.port, to.tcp, to.packet_size
+    );
+    Queue::shared(name, params, || match to.tcp {
+        // Kong's socket timeout for statsd over TCP: one second.
+        true => Box::new(TcpSink::new(TcpTarget {
+            host: to.host,
+            port: to.port,
+            tls: None,
+            timeout: Duration::from_secs(1),
+            keepalive: Duration::from_secs(60),
+        })),
+        false => Box::new(UdpLines::new(
+            &to.host,
+            to.port,
+            to.packet_size,
+            Duration::from_secs(10),
+        )),
+    })
+}
+
+/// A counter or gauge needs its `sample_rate` (Kong's conditional check on
+/// each metric; datadog has the same).
+pub(crate) fn metrics_need_rates(config: &Map<String, Value>) -> Result<(), String> {
+    let metrics = config
+        .get("metrics")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    for (at, metric) in metrics.iter().enumerate() {
+        let stat_type = metric.get("stat_type").and_then(Value::as_str);
+        let rate = metric.get("sample_rate").filter(|r| !r.is_null());
+        if matches!(stat_type, Some("counter" | "gauge")) && rate.is_none() {
+            return Err(format!("metrics.{}.sample_rate: required field missing", at + 1));
+        }
+    }
+    Ok(())
+}
