@@ -29,6 +29,11 @@ fi
 if ! need redis-server; then
   apt-get update -qq && apt-get install -y -qq redis-server
 fi
+# A real OpenLDAP slapd for ldap-auth (tests/src/ldap.rs loads and starts its own directory
+# per test on free ports; the package's own service, if it starts, is not used).
+if ! [[ -x /usr/sbin/slapd ]] || ! need ldapwhoami; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slapd ldap-utils
+fi
 # A real PostgreSQL for the postgres store (tests/src/postgres.rs runs initdb and its own
 # server on a free port per test; the package's own cluster, if it starts, is not used).
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && [[ -z "${STRAIT_PG_BINDIR:-}" ]]; then

@@ -13,6 +13,7 @@ pub mod declarative;
 pub mod gateway;
 pub mod grpc;
 pub mod h2_raw;
+pub mod ldap;
 pub mod otlp;
 pub mod plugins;
 pub mod postgres;

@@ -32,6 +32,7 @@ registry! {
     ip_restriction,
     jwt,
     key_auth,
+    ldap_auth,
     loggly,
     mtls_auth,
     oauth2,

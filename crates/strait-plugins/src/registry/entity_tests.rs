@@ -64,12 +64,13 @@ fn plugin_defaults_and_known_names() {
     // Kong schema demands a choice (acl and ip-restriction: allow or deny;
     // proxy-cache: strategy; rate-limiting and response-ratelimiting: a limit;
     // the log plugins: where to send; oauth2: a grant; redirect: a location;
-    // standard-webhooks: a secret; loggly: a key).
+    // standard-webhooks: a secret; loggly: a key; ldap-auth: a directory).
     let demand_a_choice = [
         "acl",
         "file-log",
         "http-log",
         "ip-restriction",
+        "ldap-auth",
         "loggly",
         "oauth2",
         "opentelemetry",
