@@ -10,6 +10,7 @@ pub mod cache;
 pub mod clock;
 pub mod counters;
 pub mod health;
+pub mod http_client;
 pub mod ldap;
 pub mod logs;
 pub mod metrics;

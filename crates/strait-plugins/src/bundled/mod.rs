@@ -19,6 +19,7 @@ macro_rules! registry {
 
 registry! {
     acl,
+    azure_functions,
     basic_auth,
     bot_detection,
     correlation_id,

@@ -64,9 +64,11 @@ fn plugin_defaults_and_known_names() {
     // Kong schema demands a choice (acl and ip-restriction: allow or deny;
     // proxy-cache: strategy; rate-limiting and response-ratelimiting: a limit;
     // the log plugins: where to send; oauth2: a grant; redirect: a location;
-    // standard-webhooks: a secret; loggly: a key; ldap-auth: a directory).
+    // standard-webhooks: a secret; loggly: a key; ldap-auth: a directory;
+    // azure-functions: a function).
     let demand_a_choice = [
         "acl",
+        "azure-functions",
         "file-log",
         "http-log",
         "ip-restriction",
