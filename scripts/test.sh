@@ -34,6 +34,18 @@ fi
 if ! [[ -x /usr/sbin/slapd ]] || ! need ldapwhoami; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slapd ldap-utils
 fi
+# A real Zipkin server for the zipkin plugin (tests/src/zipkin.rs runs the exec jar from Maven
+# Central on Java 17, on a free port).
+if ! need java; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless
+fi
+zipkin_jar="$HOME/.m2/repository/io/zipkin/zipkin-server/3.5.1/zipkin-server-3.5.1-exec.jar"
+if [[ ! -f "$zipkin_jar" && -z "${STRAIT_ZIPKIN_JAR:-}" ]]; then
+  if ! need mvn; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven
+  fi
+  mvn -q dependency:get -Dartifact=io.zipkin:zipkin-server:3.5.1:jar:exec -Dtransitive=false
+fi
 # A real PostgreSQL for the postgres store (tests/src/postgres.rs runs initdb and its own
 # server on a free port per test; the package's own cluster, if it starts, is not used).
 if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && [[ -z "${STRAIT_PG_BINDIR:-}" ]]; then

@@ -24,6 +24,7 @@ pub mod sinks;
 pub mod tls;
 pub mod tools;
 pub mod upstream;
+pub mod zipkin;
 
 use std::collections::BTreeSet;
 use std::future::Future;

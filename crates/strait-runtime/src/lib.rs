@@ -31,6 +31,18 @@ pub(crate) fn once_a_second(last: &std::sync::atomic::AtomicU64) -> bool {
     last.swap(now, std::sync::atomic::Ordering::Relaxed) != now
 }
 
+static NODE_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Records this node's id (Kong's `kong.node.get_id()`), once, at start.
+pub fn set_node_id(id: &str) {
+    let _ = NODE_ID.set(id.to_string());
+}
+
+/// This node's id, once the node has one.
+pub fn node_id() -> Option<&'static str> {
+    NODE_ID.get().map(String::as_str)
+}
+
 /// The machine's host name (Kong's `kong.node.get_hostname()`).
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

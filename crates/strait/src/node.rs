@@ -202,6 +202,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     }
     start_secret_refresh(&publisher, settings.vault_refresh_interval);
     let node_id = node_id(&settings.prefix)?;
+    strait_runtime::set_node_id(&node_id);
     strait_lua::set_node(node_id.clone(), strait_runtime::hostname());
     strait_external::set_node(node_id.clone());
     let ready = Arc::new(AtomicBool::new(false));

@@ -52,4 +52,5 @@ registry! {
     syslog,
     tcp_log,
     udp_log,
+    zipkin,
 }

@@ -6,6 +6,7 @@
 //! the entry and hands it to a bounded queue (strait_runtime::logs); a full
 //! queue drops the entry and counts it.
 
+pub(crate) mod propagation;
 pub mod serialize;
 pub(crate) mod statsd;
 

@@ -39,7 +39,7 @@ fn plugin_defaults_and_known_names() {
     assert_eq!(out["enabled"], true);
     let out = valid(
         EntityKind::Plugins,
-        json!({"name": "zipkin", "config": {"sample_ratio": 1}}),
+        json!({"name": "ai-proxy", "config": {"sample_ratio": 1}}),
     );
     assert_eq!(
         out["config"],
@@ -60,32 +60,21 @@ fn plugin_defaults_and_known_names() {
         invalid(EntityKind::Plugins, json!({})),
         vec![pair("name", "required field missing")]
     );
-    // Every bundled plugin validates with its defaults, except those whose
-    // Kong schema demands a choice (acl and ip-restriction: allow or deny;
-    // proxy-cache: strategy; rate-limiting and response-ratelimiting: a limit;
-    // the log plugins: where to send; oauth2: a grant; redirect: a location;
-    // standard-webhooks: a secret; loggly: a key; ldap-auth: a directory;
-    // azure-functions: a function).
-    let demand_a_choice = [
-        "acl",
-        "azure-functions",
-        "file-log",
-        "http-log",
-        "ip-restriction",
-        "ldap-auth",
-        "loggly",
-        "oauth2",
-        "opentelemetry",
-        "proxy-cache",
-        "rate-limiting",
-        "redirect",
-        "response-ratelimiting",
-        "standard-webhooks",
-        "tcp-log",
-        "udp-log",
-    ];
-    for name in BUNDLED_PLUGINS.iter().filter(|n| !demand_a_choice.contains(n)) {
-        valid(EntityKind::Plugins, json!({ "name": name }));
+    // Every bundled plugin validates with its defaults, or fails only where
+    // Kong's schema demands a choice: a required field without a default
+    // (where to send logs, a directory, a secret) or one of several fields
+    // (acl's allow or deny, a rate limit, an oauth2 grant).
+    for name in BUNDLED_PLUGINS {
+        super::install();
+        if let Err(errors) = validate_entity(EntityKind::Plugins, &json!({ "name": name }), NOW) {
+            for error in errors {
+                assert!(
+                    error.message == "required field missing"
+                        || error.message.starts_with("at least one of these fields"),
+                    "{name} without config: {error:?}"
+                );
+            }
+        }
     }
     let oauth2 = valid(
         EntityKind::Plugins,

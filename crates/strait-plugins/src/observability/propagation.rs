@@ -1,0 +1,671 @@
+//! Trace context in request headers, as Kong 3.9's propagation module reads
+//! and writes it (`kong/observability/tracing/propagation`): extractors for
+//! b3 (multi and single header), w3c, jaeger, ot, datadog, aws and gcp, tried
+//! in the configured order until one finds a context; headers to clear; and
+//! injectors for the same formats (plus `preserve`: the format found).
+//!
+//! Ids are kept as Kong keeps them: trace ids normalized to 16 bytes and
+//! span ids to 8 (zero-padded on the left, or cut to their last bytes), and
+//! each injector writes them at the sizes its format allows, preferring the
+//! size the incoming trace id had.
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value};
+
+use crate::PluginError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    W3c,
+    B3,
+    B3Single,
+    Jaeger,
+    Ot,
+    Datadog,
+    Aws,
+    Gcp,
+}
+
+impl Format {
+    pub(crate) fn of(name: &str) -> Option<Format> {
+        Some(match name {
+            "w3c" => Format::W3c,
+            "b3" => Format::B3,
+            "b3-single" => Format::B3Single,
+            "jaeger" => Format::Jaeger,
+            "ot" => Format::Ot,
+            "datadog" => Format::Datadog,
+            "aws" => Format::Aws,
+            "gcp" => Format::Gcp,
+            _ => return None,
+        })
+    }
+
+    /// The trace id sizes (bytes) the format writes, preferred first.
+    fn trace_id_sizes(self) -> &'static [usize] {
+        match self {
+            Format::B3 | Format::B3Single | Format::Jaeger => &[16, 8],
+            Format::Ot => &[8, 16],
+            Format::Datadog => &[8],
+            Format::W3c | Format::Aws | Format::Gcp => &[16],
+        }
+    }
+}
+
+/// What an extractor found (Kong's extracted context).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Extracted {
+    /// 16 bytes.
+    pub trace_id: Option<Vec<u8>>,
+    /// The incoming trace id's size in bytes.
+    pub trace_id_size: Option<usize>,
+    /// 8 bytes.
+    pub span_id: Option<Vec<u8>>,
+    pub parent_id: Option<Vec<u8>>,
+    /// The incoming span is shared with the server span (b3, jaeger).
+    pub reuse_span_id: bool,
+    pub should_sample: Option<bool>,
+    /// b3's debug flag (`x-b3-flags: 1`, `d`).
+    pub flags: Option<String>,
+    /// b3 came in one `b3` header.
+    pub single_header: bool,
+    pub baggage: Vec<(String, String)>,
+    /// The format it was found in.
+    pub format: Option<Format>,
+}
+
+/// What an injector writes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Outgoing {
+    pub trace_id: Vec<u8>,
+    pub trace_id_size: Option<usize>,
+    pub span_id: Vec<u8>,
+    pub parent_id: Option<Vec<u8>>,
+    pub should_sample: Option<bool>,
+    pub flags: Option<String>,
+    pub single_header: bool,
+    pub baggage: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Inject {
+    Preserve,
+    Format(Format),
+}
+
+/// A plugin's propagation settings (Kong's `propagation` record, with the
+/// deprecated `header_type` / `default_header_type` translated).
+#[derive(Debug, Clone)]
+pub(crate) struct Propagation {
+    extract: Vec<Format>,
+    clear: Vec<HeaderName>,
+    inject: Vec<Inject>,
+    default_format: Format,
+}
+
+/// Kong's order of extraction for the deprecated `header_type`.
+const LEGACY_EXTRACT: [Format; 7] = [
+    Format::B3,
+    Format::W3c,
+    Format::Jaeger,
+    Format::Ot,
+    Format::Datadog,
+    Format::Aws,
+    Format::Gcp,
+];
+
+fn strings(value: Option<&Value>) -> Vec<&str> {
+    value
+        .and_then(Value::as_array)
+        .map(|items| items.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+impl Propagation {
+    /// Kong's `get_plugin_params`: the `propagation` record as it is when
+    /// it sets anything but `default_format`; else the deprecated fields.
+    pub(crate) fn from_config(config: &Map<String, Value>) -> Result<Propagation, PluginError> {
+        let record = config.get("propagation").and_then(Value::as_object);
+        let format = |name: &str, at: &str| {
+            Format::of(name).ok_or_else(|| PluginError::invalid(at, format!("unknown format '{name}'")))
+        };
+        let set = |field: &str| record.and_then(|r| r.get(field)).is_some_and(|v| !v.is_null());
+        let mut default_format = match record.and_then(|r| r.get("default_format")).and_then(Value::as_str) {
+            Some(name) => format(name, "propagation.default_format")?,
+            None => Format::B3,
+        };
+        if set("extract") || set("clear") || set("inject") {
+            let record = record.cloned().unwrap_or_default();
+            return Ok(Propagation {
+                extract: strings(record.get("extract"))
+                    .into_iter()
+                    .map(|f| format(f, "propagation.extract"))
+                    .collect::<Result<_, _>>()?,
+                clear: strings(record.get("clear"))
+                    .into_iter()
+                    .filter_map(|h| HeaderName::from_bytes(h.as_bytes()).ok())
+                    .collect(),
+                inject: strings(record.get("inject"))
+                    .into_iter()
+                    .map(|f| match f {
+                        "preserve" => Ok(Inject::Preserve),
+                        f => format(f, "propagation.inject").map(Inject::Format),
+                    })
+                    .collect::<Result<_, _>>()?,
+                default_format,
+            });
+        }
+        if let Some(name) = config.get("default_header_type").and_then(Value::as_str) {
+            default_format = format(name, "default_header_type")?;
+        }
+        let (extract, inject) = match config.get("header_type").and_then(Value::as_str) {
+            None => (Vec::new(), Vec::new()),
+            Some("preserve") => (LEGACY_EXTRACT.to_vec(), vec![Inject::Preserve]),
+            Some("ignore") => (Vec::new(), vec![Inject::Format(default_format)]),
+            Some(other) => (
+                LEGACY_EXTRACT.to_vec(),
+                vec![Inject::Preserve, Inject::Format(format(other, "header_type")?)],
+            ),
+        };
+        Ok(Propagation {
+            extract,
+            clear: Vec::new(),
+            inject,
+            default_format,
+        })
+    }
+
+    /// The first context an extractor finds, in the configured order.
+    pub(crate) fn extract(&self, headers: &HeaderMap) -> Extracted {
+        for format in &self.extract {
+            if let Some(mut found) = extract(*format, headers) {
+                found.format = Some(*format);
+                found.trace_id_size = found.trace_id.as_ref().map(Vec::len);
+                found.trace_id = found.trace_id.map(|id| sized(&id, 16));
+                found.span_id = found.span_id.map(|id| sized(&id, 8));
+                found.parent_id = found.parent_id.map(|id| sized(&id, 8));
+                return found;
+            }
+        }
+        Extracted::default()
+    }
+
+    /// Clears the configured headers, then writes `outgoing` in each
+    /// configured format (`preserve`: the one found, else the default).
+    pub(crate) fn inject(&self, found: Option<Format>, outgoing: &Outgoing, headers: &mut HeaderMap) {
+        for name in &self.clear {
+            headers.remove(name);
+        }
+        for inject in &self.inject {
+            let mut format = match inject {
+                Inject::Format(format) => *format,
+                Inject::Preserve => found.unwrap_or(self.default_format),
+            };
+            if *inject == Inject::Preserve && format == Format::B3 && outgoing.single_header {
+                format = Format::B3Single;
+            }
+            for (name, value) in inject_headers(format, outgoing) {
+                if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(&value))
+                {
+                    headers.insert(name, value);
+                }
+            }
+        }
+    }
+}
+
+/// Kong's `to_id_size`: the last `size` bytes, or zeros on the left.
+pub(crate) fn sized(id: &[u8], size: usize) -> Vec<u8> {
+    match id.len() {
+        len if len > size => id[len - size..].to_vec(),
+        len => {
+            let mut out = vec![0u8; size - len];
+            out.extend_from_slice(id);
+            out
+        }
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 15) as usize] as char);
+    }
+    out
+}
+
+/// Kong's `from_hex`: an odd length gets a leading zero.
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let padded;
+    let text = match text.len() % 2 {
+        1 => {
+            padded = format!("0{text}");
+            padded.as_str()
+        }
+        _ => text,
+    };
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(&text[at..at + 2], 16).ok())
+        .collect()
+}
+
+/// A decimal number (up to 128 bits) as big-endian bytes without leading zeros.
+fn from_dec(text: &str) -> Option<Vec<u8>> {
+    let value: u128 = text.parse().ok()?;
+    let bytes = value.to_be_bytes();
+    let first = bytes.iter().position(|b| *b != 0).unwrap_or(15);
+    Some(bytes[first..].to_vec())
+}
+
+fn to_dec(bytes: &[u8]) -> String {
+    let value = bytes.iter().fold(0u128, |acc, b| (acc << 8) | u128::from(*b));
+    value.to_string()
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn is_hex_of(text: &str, lens: &[usize]) -> bool {
+    lens.contains(&text.len()) && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn baggage(headers: &HeaderMap, prefix: &str) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter_map(|(name, value)| {
+            let key = name.as_str().strip_prefix(prefix)?;
+            let value = crate::form::decode(value.to_str().ok()?);
+            Some((key.to_string(), value.into_owned()))
+        })
+        .collect()
+}
+
+fn extract(format: Format, headers: &HeaderMap) -> Option<Extracted> {
+    match format {
+        Format::B3 | Format::B3Single => extract_b3(headers),
+        Format::W3c => extract_w3c(headers),
+        Format::Jaeger => extract_jaeger(headers),
+        Format::Ot => extract_ot(headers),
+        Format::Datadog => extract_datadog(headers),
+        Format::Aws => extract_aws(headers),
+        Format::Gcp => extract_gcp(headers),
+    }
+}
+
+/// b3: the single `b3` header (or `tracestate: b3=...`), then the
+/// `x-b3-*` headers for what it did not give.
+fn extract_b3(headers: &HeaderMap) -> Option<Extracted> {
+    const ANY: [&str; 7] = [
+        "b3",
+        "tracestate",
+        "x-b3-traceid",
+        "x-b3-spanid",
+        "x-b3-parentspanid",
+        "x-b3-sampled",
+        "x-b3-flags",
+    ];
+    if !ANY.iter().any(|h| headers.contains_key(*h)) {
+        return None;
+    }
+    let mut out = Extracted {
+        reuse_span_id: true,
+        ..Extracted::default()
+    };
+    let single = header(headers, "b3").map(str::to_string).or_else(|| {
+        headers
+            .get_all("tracestate")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|v| v.strip_prefix("b3=").map(str::to_string))
+    });
+    let (mut trace_id, mut span_id, mut parent_id) = (None, None, None);
+    if let Some(single) = single {
+        out.single_header = true;
+        match single.as_str() {
+            "1" => out.should_sample = Some(true),
+            "d" => {
+                out.should_sample = Some(true);
+                out.flags = Some("1".into());
+            }
+            "0" => out.should_sample = Some(false),
+            value => {
+                let parts: Vec<&str> = value.split('-').collect();
+                let valid = parts.len() >= 2
+                    && parts.len() <= 4
+                    && is_hex_of(parts[0], &[16, 32])
+                    && is_hex_of(parts[1], &[16])
+                    && parts.get(2).is_none_or(|s| matches!(*s, "0" | "1" | "d" | ""))
+                    && parts.get(3).is_none_or(|p| p.is_empty() || is_hex_of(p, &[16]));
+                if valid {
+                    match parts.get(2).copied() {
+                        Some("1") => out.should_sample = Some(true),
+                        Some("d") => {
+                            out.should_sample = Some(true);
+                            out.flags = Some("1".into());
+                        }
+                        Some("0") => out.should_sample = Some(false),
+                        _ => {}
+                    }
+                    trace_id = Some(parts[0].to_string());
+                    span_id = Some(parts[1].to_string());
+                    parent_id = parts.get(3).filter(|p| !p.is_empty()).map(|p| p.to_string());
+                }
+            }
+        }
+    }
+    let sampled = match header(headers, "x-b3-sampled") {
+        Some("1" | "true") => Some(true),
+        Some("0" | "false") => Some(false),
+        _ => None,
+    };
+    let flags = header(headers, "x-b3-flags");
+    let multi_sampled = match flags {
+        Some("1") => Some(true),
+        _ => sampled,
+    };
+    if out.should_sample.is_none() {
+        out.should_sample = multi_sampled;
+    }
+    if out.flags.is_none() {
+        out.flags = flags.map(str::to_string);
+    }
+    let multi_trace = header(headers, "x-b3-traceid");
+    let multi_span = header(headers, "x-b3-spanid");
+    let multi_parent = header(headers, "x-b3-parentspanid");
+    let multi_valid = multi_trace.is_none_or(|t| is_hex_of(t, &[16, 32]))
+        && multi_span.is_none_or(|s| is_hex_of(s, &[16]))
+        && multi_parent.is_none_or(|p| is_hex_of(p, &[16]));
+    if multi_valid {
+        trace_id = trace_id.or(multi_trace.map(str::to_string));
+        span_id = span_id.or(multi_span.map(str::to_string));
+        parent_id = parent_id.or(multi_parent.map(str::to_string));
+    }
+    if let Some(trace) = trace_id {
+        out.trace_id = from_hex(&trace);
+        out.span_id = span_id.and_then(|s| from_hex(&s));
+        out.parent_id = parent_id.and_then(|p| from_hex(&p));
+    }
+    Some(out)
+}
+
+fn extract_w3c(headers: &HeaderMap) -> Option<Extracted> {
+    let value = header(headers, "traceparent")?;
+    let parts: Vec<&str> = value.split('-').collect();
+    let [version, trace, parent, flags] = parts.as_slice() else {
+        return None;
+    };
+    let zero = |t: &str| t.bytes().all(|b| b == b'0');
+    if *version != "00"
+        || !is_hex_of(trace, &[32])
+        || zero(trace)
+        || !is_hex_of(parent, &[16])
+        || zero(parent)
+        || !is_hex_of(flags, &[2])
+    {
+        return None;
+    }
+    let flags = u8::from_str_radix(flags, 16).ok()?;
+    Some(Extracted {
+        trace_id: from_hex(trace),
+        span_id: from_hex(parent),
+        should_sample: Some(flags & 1 == 1),
+        ..Extracted::default()
+    })
+}
+
+fn extract_jaeger(headers: &HeaderMap) -> Option<Extracted> {
+    let value = header(headers, "uber-trace-id")?;
+    let parts: Vec<&str> = value.split(':').collect();
+    let [trace, span, parent, flags] = parts.as_slice() else {
+        return None;
+    };
+    let hex = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit());
+    let zero = |t: &str| t.bytes().all(|b| b == b'0');
+    if !(hex(trace) && hex(span) && hex(parent) && hex(flags))
+        || trace.len() > 32
+        || zero(trace)
+        || span.len() > 16
+        || zero(span)
+        || !(1..=2).contains(&flags.len())
+    {
+        return None;
+    }
+    let flags = u8::from_str_radix(flags, 16).ok()?;
+    Some(Extracted {
+        trace_id: from_hex(trace),
+        span_id: from_hex(span),
+        parent_id: from_hex(parent),
+        reuse_span_id: true,
+        should_sample: Some(flags & 1 == 1),
+        baggage: baggage(headers, "uberctx-"),
+        ..Extracted::default()
+    })
+}
+
+fn extract_ot(headers: &HeaderMap) -> Option<Extracted> {
+    let any = ["ot-tracer-sampled", "ot-tracer-traceid", "ot-tracer-spanid"];
+    if !any.iter().any(|h| headers.contains_key(*h)) {
+        return None;
+    }
+    let should_sample = match header(headers, "ot-tracer-sampled") {
+        Some("1" | "true") => Some(true),
+        Some("0" | "false") => Some(false),
+        _ => None,
+    };
+    let trace = header(headers, "ot-tracer-traceid");
+    let span = header(headers, "ot-tracer-spanid");
+    let valid = trace.is_none_or(|t| is_hex_of(t, &[16, 32])) && span.is_none_or(|s| is_hex_of(s, &[16]));
+    let (trace_id, span_id) = match (valid, trace) {
+        (true, Some(trace)) => (from_hex(trace), span.and_then(from_hex)),
+        _ => (None, None),
+    };
+    Some(Extracted {
+        trace_id,
+        span_id,
+        should_sample,
+        baggage: baggage(headers, "ot-baggage-"),
+        ..Extracted::default()
+    })
+}
+
+fn extract_datadog(headers: &HeaderMap) -> Option<Extracted> {
+    let any = [
+        "x-datadog-trace-id",
+        "x-datadog-parent-id",
+        "x-datadog-sampling-priority",
+    ];
+    if !any.iter().any(|h| headers.contains_key(*h)) {
+        return None;
+    }
+    let should_sample = match header(headers, "x-datadog-sampling-priority") {
+        Some("1" | "2") => Some(true),
+        Some("0" | "-1") => Some(false),
+        Some(_) => return None,
+        None => None,
+    };
+    let decimal = |name: &str| {
+        header(headers, name)
+            .map(str::trim)
+            .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(from_dec)
+    };
+    let trace_id = decimal("x-datadog-trace-id");
+    let span_id = trace_id.as_ref().and_then(|_| decimal("x-datadog-parent-id"));
+    Some(Extracted {
+        trace_id,
+        span_id,
+        should_sample,
+        ..Extracted::default()
+    })
+}
+
+fn extract_aws(headers: &HeaderMap) -> Option<Extracted> {
+    let value = header(headers, "x-amzn-trace-id")?;
+    let mut out = Extracted::default();
+    for pair in value.split(';') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match (key.trim(), value.trim()) {
+            ("Root", root) => {
+                let parts: Vec<&str> = root.split('-').collect();
+                match parts.as_slice() {
+                    ["1", time, unique] if root.len() == 35 && is_hex_of(time, &[8]) && is_hex_of(unique, &[24]) => {
+                        out.trace_id = from_hex(&format!("{time}{unique}"));
+                    }
+                    _ => return None,
+                }
+            }
+            ("Parent", parent) => {
+                if !is_hex_of(parent, &[16]) {
+                    return None;
+                }
+                out.span_id = from_hex(parent);
+            }
+            ("Sampled", sampled) => match sampled {
+                "0" => out.should_sample = Some(false),
+                "1" => out.should_sample = Some(true),
+                _ => return None,
+            },
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+fn extract_gcp(headers: &HeaderMap) -> Option<Extracted> {
+    let value = header(headers, "x-cloud-trace-context")?;
+    let (trace, rest) = value.split_once('/')?;
+    let (span, options) = match rest.split_once(";o=") {
+        Some((span, flag)) if flag.len() == 1 && flag.bytes().all(|b| b.is_ascii_digit()) => (span, Some(flag)),
+        Some(_) => return None,
+        None => (rest, None),
+    };
+    let lower_hex = trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !lower_hex || span.is_empty() || span.len() > 20 || !span.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(Extracted {
+        trace_id: from_hex(trace),
+        span_id: from_dec(span),
+        should_sample: Some(options == Some("1")),
+        ..Extracted::default()
+    })
+}
+
+/// The headers `format` writes for `ctx`, ids at the format's sizes.
+fn inject_headers(format: Format, ctx: &Outgoing) -> Vec<(String, String)> {
+    let sizes = format.trace_id_sizes();
+    let size = ctx.trace_id_size.filter(|s| sizes.contains(s)).unwrap_or(sizes[0]);
+    let trace = sized(&ctx.trace_id, size);
+    let span = sized(&ctx.span_id, 8);
+    let parent = ctx.parent_id.as_ref().map(|p| sized(p, 8));
+    let sampled = ctx.should_sample == Some(true);
+    let mut out = Vec::new();
+    match format {
+        Format::B3 => {
+            out.push(("x-b3-traceid".into(), hex(&trace)));
+            out.push(("x-b3-spanid".into(), hex(&span)));
+            if let Some(parent) = &parent {
+                out.push(("x-b3-parentspanid".into(), hex(parent)));
+            }
+            match &ctx.flags {
+                Some(flags) => out.push(("x-b3-flags".into(), flags.clone())),
+                None => out.push(("x-b3-sampled".into(), if sampled { "1" } else { "0" }.into())),
+            }
+        }
+        Format::B3Single => {
+            let flag = match (ctx.flags.as_deref(), ctx.should_sample) {
+                (Some("1"), _) => Some("d"),
+                (_, Some(true)) => Some("1"),
+                (_, Some(false)) => Some("0"),
+                _ => None,
+            };
+            let mut value = format!("{}-{}", hex(&trace), hex(&span));
+            if let Some(flag) = flag {
+                value.push('-');
+                value.push_str(flag);
+            }
+            if let Some(parent) = &parent {
+                value.push('-');
+                value.push_str(&hex(parent));
+            }
+            out.push(("b3".into(), value));
+        }
+        Format::W3c => out.push((
+            "traceparent".into(),
+            format!(
+                "00-{}-{}-{}",
+                hex(&trace),
+                hex(&span),
+                if sampled { "01" } else { "00" }
+            ),
+        )),
+        Format::Jaeger => {
+            out.push((
+                "uber-trace-id".into(),
+                format!(
+                    "{}:{}:{}:{}",
+                    hex(&trace),
+                    hex(&span),
+                    parent.as_deref().map_or_else(|| "0".to_string(), hex),
+                    if sampled { "01" } else { "00" }
+                ),
+            ));
+            for (key, value) in &ctx.baggage {
+                out.push((format!("uberctx-{key}"), crate::form::encode(value).into_owned()));
+            }
+        }
+        Format::Ot => {
+            out.push(("ot-tracer-traceid".into(), hex(&trace)));
+            out.push(("ot-tracer-spanid".into(), hex(&span)));
+            if let Some(sampled) = ctx.should_sample {
+                out.push(("ot-tracer-sampled".into(), if sampled { "1" } else { "0" }.into()));
+            }
+            for (key, value) in &ctx.baggage {
+                out.push((format!("ot-baggage-{key}"), crate::form::encode(value).into_owned()));
+            }
+        }
+        Format::Datadog => {
+            out.push(("x-datadog-trace-id".into(), to_dec(&trace)));
+            out.push(("x-datadog-parent-id".into(), to_dec(&span)));
+            if let Some(sampled) = ctx.should_sample {
+                out.push((
+                    "x-datadog-sampling-priority".into(),
+                    if sampled { "1" } else { "0" }.into(),
+                ));
+            }
+        }
+        Format::Aws => {
+            let trace = hex(&trace);
+            out.push((
+                "x-amzn-trace-id".into(),
+                format!(
+                    "Root=1-{}-{};Parent={};Sampled={}",
+                    &trace[..8],
+                    &trace[8..],
+                    hex(&span),
+                    if sampled { "1" } else { "0" }
+                ),
+            ));
+        }
+        Format::Gcp => out.push((
+            "x-cloud-trace-context".into(),
+            format!(
+                "{}/{};o={}",
+                hex(&trace),
+                to_dec(&span),
+                if sampled { "1" } else { "0" }
+            ),
+        )),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
