@@ -122,6 +122,13 @@ if ! "$tools_dir/venv/bin/pip" show prometheus_client 2>/dev/null | grep -q "^Ve
   "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "prometheus_client==$PROMETHEUS_CLIENT_VERSION"
 fi
 export STRAIT_PROMETHEUS_PYTHON="$tools_dir/venv/bin/python"
+# botocore's SigV4 signer, which the AWS stand-in (tests/stand-ins/aws.py) checks aws-lambda's
+# Lambda and STS requests with.
+BOTOCORE_VERSION=1.44.5
+if ! "$tools_dir/venv/bin/pip" show botocore 2>/dev/null | grep -q "^Version: $BOTOCORE_VERSION$"; then
+  "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "botocore==$BOTOCORE_VERSION"
+fi
+export STRAIT_AWS_PYTHON="$tools_dir/venv/bin/python"
 # The official OTLP protobuf definitions, to decode what opentelemetry exports.
 OTEL_PROTO_VERSION=1.27.0
 if ! "$tools_dir/venv/bin/pip" show opentelemetry-proto 2>/dev/null | grep -q "^Version: $OTEL_PROTO_VERSION$"; then

@@ -130,6 +130,22 @@ pub const EXTRA: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The plugins Kong 3.9 bundles that this Strait does not run, each with
+/// why: a file or Admin API write enabling one is refused with
+/// `plugin '<name>' is not implemented by this version of Strait` (a
+/// disabled one is stored). strait-plugins' registry tests check this list
+/// against the plugins it runs.
+pub const PLUGINS_NOT_RUN: &[(&str, &str)] = &[
+    ("acme", "not built yet (issue 62)"),
+    ("session", "not built yet (issue 62)"),
+    ("ai-proxy", "the AI gateway is its own issue (63)"),
+    ("ai-prompt-decorator", "the AI gateway is its own issue (63)"),
+    ("ai-prompt-template", "the AI gateway is its own issue (63)"),
+    ("ai-prompt-guard", "the AI gateway is its own issue (63)"),
+    ("ai-request-transformer", "the AI gateway is its own issue (63)"),
+    ("ai-response-transformer", "the AI gateway is its own issue (63)"),
+];
+
 /// Kong fields of entities Strait has, that it refuses (`unknown field`).
 pub const REFUSED: &[(&str, &str, &str)] = &[];
 
@@ -310,8 +326,35 @@ pub fn markdown() -> String {
             out.push('\n');
         }
     }
+    out.push_str(&plugins_markdown());
     out.push('\n');
     out.push_str(&super::deck_testdata::markdown());
+    out
+}
+
+/// The bundled plugins section: each plugin Kong 3.9 bundles, run or not.
+fn plugins_markdown() -> String {
+    let mut names: Vec<&str> = super::BUNDLED_PLUGINS.to_vec();
+    names.sort_unstable();
+    let refused = names
+        .iter()
+        .filter(|n| PLUGINS_NOT_RUN.iter().any(|(p, _)| p == *n))
+        .count();
+    let mut out = format!(
+        "## Bundled plugins\n\nKong 3.9 bundles {} plugins; Strait runs {} of them (docs/plugins.md describes \
+         each, and what differs) and refuses {}:\n\n| plugin | status |\n|---|---|\n",
+        names.len(),
+        names.len() - refused,
+        refused
+    );
+    for name in names {
+        let status = match PLUGINS_NOT_RUN.iter().find(|(p, _)| *p == name) {
+            Some((_, why)) => format!("refused: {why}"),
+            None => "runs".to_string(),
+        };
+        out.push_str(&format!("| `{name}` | {status} |\n"));
+    }
+    out.push('\n');
     out
 }
 

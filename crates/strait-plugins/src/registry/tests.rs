@@ -121,3 +121,18 @@ fn the_docs_table_of_plugins_is_the_registry() {
         );
     }
 }
+
+/// docs/kong-compatibility.md's plugin table (strait-core's
+/// `PLUGINS_NOT_RUN`) says exactly which of Kong's bundled plugins this
+/// build refuses.
+#[test]
+fn the_compatibility_page_lists_what_this_build_refuses() {
+    use strait_core::schema::compat::PLUGINS_NOT_RUN;
+    // Kong's Lua function plugins run on strait-lua's LuaJIT, registered there.
+    let lua = ["pre-function", "post-function"];
+    for name in strait_core::schema::BUNDLED_PLUGINS {
+        let runs = AVAILABLE.contains(name) || lua.contains(name);
+        let refused = PLUGINS_NOT_RUN.iter().any(|(p, _)| p == name);
+        assert!(runs != refused, "{name}: runs here {runs}, listed as refused {refused}");
+    }
+}
