@@ -210,6 +210,7 @@ pub struct PluginChain {
     logs: bool,
     serializes: bool,
     reads_entities: bool,
+    serializes_on_demand: bool,
     traces: bool,
     /// The access phase never waits: no instance waits on the network, no
     /// slot resolves per consumer, the request body is not read first.
@@ -262,6 +263,7 @@ impl PluginChain {
             logs: any(|p| p.logs()),
             serializes: any(|p| p.serializes()),
             reads_entities: any(|p| p.reads_entities()),
+            serializes_on_demand: any(|p| p.serializes_on_demand()),
             traces: any(|p| p.traces()),
             access_order: None,
             slots,
@@ -329,6 +331,12 @@ impl PluginChain {
     /// Some plugin's `log` needs [`crate::LogRecord::details`].
     pub fn serializes_log(&self) -> bool {
         self.serializes
+    }
+
+    /// Some plugin's `log` needs [`crate::LogRecord::details`] for the
+    /// requests that ask ([`crate::WantsLogDetails`]).
+    pub fn serializes_on_demand(&self) -> bool {
+        self.serializes_on_demand
     }
 
     /// Some plugin's `log` needs [`crate::LogRecord::entities`].

@@ -91,6 +91,12 @@ pub struct DropResponseBody;
 #[derive(Debug, Clone, Copy)]
 pub struct SuspendAccess;
 
+/// Put in the [`crate::SharedStore`] by the `access` of a plugin that
+/// [`Plugin::serializes_on_demand`]: this request's log phase gets
+/// [`crate::LogRecord::details`] (a sampled trace), the others go without.
+#[derive(Debug, Clone, Copy)]
+pub struct WantsLogDetails;
+
 /// What a phase tells the proxy to do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Flow {
@@ -243,6 +249,14 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
 
     /// True when the plugin implements [`Plugin::log`].
     fn logs(&self) -> bool {
+        false
+    }
+
+    /// True when `log` needs [`crate::LogRecord::details`] only for the
+    /// requests whose `access` left [`WantsLogDetails`] (zipkin's sampled
+    /// ones): the proxy then builds them after the access phase, for those
+    /// requests only, without the client's request headers.
+    fn serializes_on_demand(&self) -> bool {
         false
     }
 

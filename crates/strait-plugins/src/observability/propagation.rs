@@ -205,8 +205,7 @@ impl Propagation {
                 format = Format::B3Single;
             }
             for (name, value) in inject_headers(format, outgoing) {
-                if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(&value))
-                {
+                if let Ok(value) = HeaderValue::from_str(&value) {
                     headers.insert(name, value);
                 }
             }
@@ -268,7 +267,27 @@ fn to_dec(bytes: &[u8]) -> String {
     value.to_string()
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+// The fields each format reads and writes, named once (a lookup by a
+// `&str` parses and hashes the name on every request).
+const B3: HeaderName = HeaderName::from_static("b3");
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+const X_B3_TRACEID: HeaderName = HeaderName::from_static("x-b3-traceid");
+const X_B3_SPANID: HeaderName = HeaderName::from_static("x-b3-spanid");
+const X_B3_PARENTSPANID: HeaderName = HeaderName::from_static("x-b3-parentspanid");
+const X_B3_SAMPLED: HeaderName = HeaderName::from_static("x-b3-sampled");
+const X_B3_FLAGS: HeaderName = HeaderName::from_static("x-b3-flags");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const UBER_TRACE_ID: HeaderName = HeaderName::from_static("uber-trace-id");
+const OT_SAMPLED: HeaderName = HeaderName::from_static("ot-tracer-sampled");
+const OT_TRACEID: HeaderName = HeaderName::from_static("ot-tracer-traceid");
+const OT_SPANID: HeaderName = HeaderName::from_static("ot-tracer-spanid");
+const DD_TRACE_ID: HeaderName = HeaderName::from_static("x-datadog-trace-id");
+const DD_PARENT_ID: HeaderName = HeaderName::from_static("x-datadog-parent-id");
+const DD_PRIORITY: HeaderName = HeaderName::from_static("x-datadog-sampling-priority");
+const AMZN_TRACE_ID: HeaderName = HeaderName::from_static("x-amzn-trace-id");
+const GCP_TRACE: HeaderName = HeaderName::from_static("x-cloud-trace-context");
+
+fn header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -302,25 +321,25 @@ fn extract(format: Format, headers: &HeaderMap) -> Option<Extracted> {
 /// b3: the single `b3` header (or `tracestate: b3=...`), then the
 /// `x-b3-*` headers for what it did not give.
 fn extract_b3(headers: &HeaderMap) -> Option<Extracted> {
-    const ANY: [&str; 7] = [
-        "b3",
-        "tracestate",
-        "x-b3-traceid",
-        "x-b3-spanid",
-        "x-b3-parentspanid",
-        "x-b3-sampled",
-        "x-b3-flags",
+    let any = [
+        &B3,
+        &TRACESTATE,
+        &X_B3_TRACEID,
+        &X_B3_SPANID,
+        &X_B3_PARENTSPANID,
+        &X_B3_SAMPLED,
+        &X_B3_FLAGS,
     ];
-    if !ANY.iter().any(|h| headers.contains_key(*h)) {
+    if !any.iter().any(|h| headers.contains_key(*h)) {
         return None;
     }
     let mut out = Extracted {
         reuse_span_id: true,
         ..Extracted::default()
     };
-    let single = header(headers, "b3").map(str::to_string).or_else(|| {
+    let single = header(headers, &B3).map(str::to_string).or_else(|| {
         headers
-            .get_all("tracestate")
+            .get_all(&TRACESTATE)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .find_map(|v| v.strip_prefix("b3=").map(str::to_string))
@@ -360,12 +379,12 @@ fn extract_b3(headers: &HeaderMap) -> Option<Extracted> {
             }
         }
     }
-    let sampled = match header(headers, "x-b3-sampled") {
+    let sampled = match header(headers, &X_B3_SAMPLED) {
         Some("1" | "true") => Some(true),
         Some("0" | "false") => Some(false),
         _ => None,
     };
-    let flags = header(headers, "x-b3-flags");
+    let flags = header(headers, &X_B3_FLAGS);
     let multi_sampled = match flags {
         Some("1") => Some(true),
         _ => sampled,
@@ -376,9 +395,9 @@ fn extract_b3(headers: &HeaderMap) -> Option<Extracted> {
     if out.flags.is_none() {
         out.flags = flags.map(str::to_string);
     }
-    let multi_trace = header(headers, "x-b3-traceid");
-    let multi_span = header(headers, "x-b3-spanid");
-    let multi_parent = header(headers, "x-b3-parentspanid");
+    let multi_trace = header(headers, &X_B3_TRACEID);
+    let multi_span = header(headers, &X_B3_SPANID);
+    let multi_parent = header(headers, &X_B3_PARENTSPANID);
     let multi_valid = multi_trace.is_none_or(|t| is_hex_of(t, &[16, 32]))
         && multi_span.is_none_or(|s| is_hex_of(s, &[16]))
         && multi_parent.is_none_or(|p| is_hex_of(p, &[16]));
@@ -396,7 +415,7 @@ fn extract_b3(headers: &HeaderMap) -> Option<Extracted> {
 }
 
 fn extract_w3c(headers: &HeaderMap) -> Option<Extracted> {
-    let value = header(headers, "traceparent")?;
+    let value = header(headers, &TRACEPARENT)?;
     let parts: Vec<&str> = value.split('-').collect();
     let [version, trace, parent, flags] = parts.as_slice() else {
         return None;
@@ -421,7 +440,7 @@ fn extract_w3c(headers: &HeaderMap) -> Option<Extracted> {
 }
 
 fn extract_jaeger(headers: &HeaderMap) -> Option<Extracted> {
-    let value = header(headers, "uber-trace-id")?;
+    let value = header(headers, &UBER_TRACE_ID)?;
     let parts: Vec<&str> = value.split(':').collect();
     let [trace, span, parent, flags] = parts.as_slice() else {
         return None;
@@ -450,17 +469,19 @@ fn extract_jaeger(headers: &HeaderMap) -> Option<Extracted> {
 }
 
 fn extract_ot(headers: &HeaderMap) -> Option<Extracted> {
-    let any = ["ot-tracer-sampled", "ot-tracer-traceid", "ot-tracer-spanid"];
-    if !any.iter().any(|h| headers.contains_key(*h)) {
+    if ![&OT_SAMPLED, &OT_TRACEID, &OT_SPANID]
+        .iter()
+        .any(|h| headers.contains_key(*h))
+    {
         return None;
     }
-    let should_sample = match header(headers, "ot-tracer-sampled") {
+    let should_sample = match header(headers, &OT_SAMPLED) {
         Some("1" | "true") => Some(true),
         Some("0" | "false") => Some(false),
         _ => None,
     };
-    let trace = header(headers, "ot-tracer-traceid");
-    let span = header(headers, "ot-tracer-spanid");
+    let trace = header(headers, &OT_TRACEID);
+    let span = header(headers, &OT_SPANID);
     let valid = trace.is_none_or(|t| is_hex_of(t, &[16, 32])) && span.is_none_or(|s| is_hex_of(s, &[16]));
     let (trace_id, span_id) = match (valid, trace) {
         (true, Some(trace)) => (from_hex(trace), span.and_then(from_hex)),
@@ -484,20 +505,20 @@ fn extract_datadog(headers: &HeaderMap) -> Option<Extracted> {
     if !any.iter().any(|h| headers.contains_key(*h)) {
         return None;
     }
-    let should_sample = match header(headers, "x-datadog-sampling-priority") {
+    let should_sample = match header(headers, &DD_PRIORITY) {
         Some("1" | "2") => Some(true),
         Some("0" | "-1") => Some(false),
         Some(_) => return None,
         None => None,
     };
-    let decimal = |name: &str| {
+    let decimal = |name: &HeaderName| {
         header(headers, name)
             .map(str::trim)
             .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
             .and_then(from_dec)
     };
-    let trace_id = decimal("x-datadog-trace-id");
-    let span_id = trace_id.as_ref().and_then(|_| decimal("x-datadog-parent-id"));
+    let trace_id = decimal(&DD_TRACE_ID);
+    let span_id = trace_id.as_ref().and_then(|_| decimal(&DD_PARENT_ID));
     Some(Extracted {
         trace_id,
         span_id,
@@ -507,7 +528,7 @@ fn extract_datadog(headers: &HeaderMap) -> Option<Extracted> {
 }
 
 fn extract_aws(headers: &HeaderMap) -> Option<Extracted> {
-    let value = header(headers, "x-amzn-trace-id")?;
+    let value = header(headers, &AMZN_TRACE_ID)?;
     let mut out = Extracted::default();
     for pair in value.split(';') {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -539,7 +560,7 @@ fn extract_aws(headers: &HeaderMap) -> Option<Extracted> {
 }
 
 fn extract_gcp(headers: &HeaderMap) -> Option<Extracted> {
-    let value = header(headers, "x-cloud-trace-context")?;
+    let value = header(headers, &GCP_TRACE)?;
     let (trace, rest) = value.split_once('/')?;
     let (span, options) = match rest.split_once(";o=") {
         Some((span, flag)) if flag.len() == 1 && flag.bytes().all(|b| b.is_ascii_digit()) => (span, Some(flag)),
@@ -559,7 +580,7 @@ fn extract_gcp(headers: &HeaderMap) -> Option<Extracted> {
 }
 
 /// The headers `format` writes for `ctx`, ids at the format's sizes.
-fn inject_headers(format: Format, ctx: &Outgoing) -> Vec<(String, String)> {
+fn inject_headers(format: Format, ctx: &Outgoing) -> Vec<(HeaderName, String)> {
     let sizes = format.trace_id_sizes();
     let size = ctx.trace_id_size.filter(|s| sizes.contains(s)).unwrap_or(sizes[0]);
     let trace = sized(&ctx.trace_id, size);
@@ -569,14 +590,14 @@ fn inject_headers(format: Format, ctx: &Outgoing) -> Vec<(String, String)> {
     let mut out = Vec::new();
     match format {
         Format::B3 => {
-            out.push(("x-b3-traceid".into(), hex(&trace)));
-            out.push(("x-b3-spanid".into(), hex(&span)));
+            out.push((X_B3_TRACEID, hex(&trace)));
+            out.push((X_B3_SPANID, hex(&span)));
             if let Some(parent) = &parent {
-                out.push(("x-b3-parentspanid".into(), hex(parent)));
+                out.push((X_B3_PARENTSPANID, hex(parent)));
             }
             match &ctx.flags {
-                Some(flags) => out.push(("x-b3-flags".into(), flags.clone())),
-                None => out.push(("x-b3-sampled".into(), if sampled { "1" } else { "0" }.into())),
+                Some(flags) => out.push((X_B3_FLAGS, flags.clone())),
+                None => out.push((X_B3_SAMPLED, if sampled { "1" } else { "0" }.into())),
             }
         }
         Format::B3Single => {
@@ -595,10 +616,10 @@ fn inject_headers(format: Format, ctx: &Outgoing) -> Vec<(String, String)> {
                 value.push('-');
                 value.push_str(&hex(parent));
             }
-            out.push(("b3".into(), value));
+            out.push((B3, value));
         }
         Format::W3c => out.push((
-            "traceparent".into(),
+            TRACEPARENT,
             format!(
                 "00-{}-{}-{}",
                 hex(&trace),
@@ -608,7 +629,7 @@ fn inject_headers(format: Format, ctx: &Outgoing) -> Vec<(String, String)> {
         )),
         Format::Jaeger => {
             out.push((
-                "uber-trace-id".into(),
+                UBER_TRACE_ID,
                 format!(
                     "{}:{}:{}:{}",
                     hex(&trace),
@@ -618,33 +639,34 @@ fn inject_headers(format: Format, ctx: &Outgoing) -> Vec<(String, String)> {
                 ),
             ));
             for (key, value) in &ctx.baggage {
-                out.push((format!("uberctx-{key}"), crate::form::encode(value).into_owned()));
+                if let Ok(name) = HeaderName::from_bytes(format!("uberctx-{key}").as_bytes()) {
+                    out.push((name, crate::form::encode(value).into_owned()));
+                }
             }
         }
         Format::Ot => {
-            out.push(("ot-tracer-traceid".into(), hex(&trace)));
-            out.push(("ot-tracer-spanid".into(), hex(&span)));
+            out.push((OT_TRACEID, hex(&trace)));
+            out.push((OT_SPANID, hex(&span)));
             if let Some(sampled) = ctx.should_sample {
-                out.push(("ot-tracer-sampled".into(), if sampled { "1" } else { "0" }.into()));
+                out.push((OT_SAMPLED, if sampled { "1" } else { "0" }.into()));
             }
             for (key, value) in &ctx.baggage {
-                out.push((format!("ot-baggage-{key}"), crate::form::encode(value).into_owned()));
+                if let Ok(name) = HeaderName::from_bytes(format!("ot-baggage-{key}").as_bytes()) {
+                    out.push((name, crate::form::encode(value).into_owned()));
+                }
             }
         }
         Format::Datadog => {
-            out.push(("x-datadog-trace-id".into(), to_dec(&trace)));
-            out.push(("x-datadog-parent-id".into(), to_dec(&span)));
+            out.push((DD_TRACE_ID, to_dec(&trace)));
+            out.push((DD_PARENT_ID, to_dec(&span)));
             if let Some(sampled) = ctx.should_sample {
-                out.push((
-                    "x-datadog-sampling-priority".into(),
-                    if sampled { "1" } else { "0" }.into(),
-                ));
+                out.push((DD_PRIORITY, if sampled { "1" } else { "0" }.into()));
             }
         }
         Format::Aws => {
             let trace = hex(&trace);
             out.push((
-                "x-amzn-trace-id".into(),
+                AMZN_TRACE_ID,
                 format!(
                     "Root=1-{}-{};Parent={};Sampled={}",
                     &trace[..8],
@@ -655,7 +677,7 @@ fn inject_headers(format: Format, ctx: &Outgoing) -> Vec<(String, String)> {
             ));
         }
         Format::Gcp => out.push((
-            "x-cloud-trace-context".into(),
+            GCP_TRACE,
             format!(
                 "{}/{};o={}",
                 hex(&trace),

@@ -95,12 +95,17 @@ impl UdpState {
         let packet_size = self.packet_size;
         let (host, port) = (self.host.clone(), self.port);
         let (socket, peer) = self.peer().await?;
+        let failed = |e: std::io::Error| format!("failed to send data to {host}:{port}: {e}");
         let lines = batch.iter().flat_map(|entry| entry.split(|b| *b == b'\n'));
+        if packet_size == 0 {
+            // A datagram per line, straight from the entry.
+            for line in lines.filter(|l| !l.is_empty()) {
+                socket.send_to(line, peer).await.map_err(failed)?;
+            }
+            return Ok(());
+        }
         for datagram in datagrams(lines, packet_size) {
-            socket
-                .send_to(&datagram, peer)
-                .await
-                .map_err(|e| format!("failed to send data to {host}:{port}: {e}"))?;
+            socket.send_to(&datagram, peer).await.map_err(failed)?;
         }
         Ok(())
     }

@@ -62,6 +62,8 @@ pub(crate) struct ZipkinRequest {
     /// request tags), in order.
     pub tags: Vec<(String, String)>,
     pub client_port: u16,
+    /// When this plugin's access ran (first of the chain: priority 100000).
+    pub access_started: std::time::Instant,
 }
 
 fn random_id() -> [u8; 8] {
@@ -152,6 +154,7 @@ impl Plugin for Zipkin {
     }
 
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        let access_started = std::time::Instant::now();
         let found = self.propagation.extract(ctx.headers);
         let sampled = match found.should_sample {
             Some(sampled) => sampled,
@@ -176,11 +179,11 @@ impl Plugin for Zipkin {
             ),
             false => (random_id(), found.span_id.clone()),
         };
-        let method = ctx.method.as_str().to_string();
-        let path = ctx.path().to_string();
-        let name = match self.method_path {
-            true => format!("{method} {path}"),
-            false => method.clone(),
+        // The span's name and tags matter only to a sampled request.
+        let name = match (sampled, self.method_path) {
+            (false, _) => String::new(),
+            (true, true) => format!("{} {}", ctx.method.as_str(), ctx.path()),
+            (true, false) => ctx.method.as_str().to_string(),
         };
         let proxy_id = random_id();
         let outgoing = Outgoing {
@@ -191,7 +194,7 @@ impl Plugin for Zipkin {
             should_sample: Some(sampled),
             flags: found.flags.clone(),
             single_header: found.single_header,
-            baggage: found.baggage.clone(),
+            baggage: found.baggage,
         };
         let mut tags = Vec::new();
         if sampled {
@@ -201,9 +204,9 @@ impl Plugin for Zipkin {
                 _ => "HTTP/1.1",
             };
             tags.push(("lc".to_string(), "kong".to_string()));
-            tags.push(("http.method".to_string(), method));
+            tags.push(("http.method".to_string(), ctx.method.as_str().to_string()));
             tags.push(("http.host".to_string(), ctx.host.to_string()));
-            tags.push(("http.path".to_string(), path));
+            tags.push(("http.path".to_string(), ctx.path().to_string()));
             tags.push(("http.protocol".to_string(), protocol.to_string()));
             tags.extend(self.static_tags.iter().cloned());
             for value in ctx.headers.get_all(&self.tags_header) {
@@ -225,7 +228,11 @@ impl Plugin for Zipkin {
             name,
             tags,
             client_port: ctx.client_port,
+            access_started,
         });
+        if sampled {
+            ctx.shared.insert(crate::WantsLogDetails);
+        }
         Flow::Continue
     }
 
@@ -233,11 +240,13 @@ impl Plugin for Zipkin {
         true
     }
 
-    fn serializes(&self) -> bool {
+    /// The log details (request start, tries, upstream timing) of sampled
+    /// requests only: an unsampled one costs the headers and nothing else.
+    fn serializes_on_demand(&self) -> bool {
         true
     }
 
-    fn traces(&self) -> bool {
+    fn reads_entities(&self) -> bool {
         true
     }
 

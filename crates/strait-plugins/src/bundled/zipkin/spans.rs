@@ -118,12 +118,16 @@ pub(super) fn spans(
     let clock = Clock::now();
     let now = clock.micros;
     let started = clock.micros(details.started);
+    // The plugins' own phase times when another plugin traces them; else
+    // this plugin's access (the chain's first) and the upstream exchange.
     let timings = shared.get::<PhaseTimings>();
     let phase = |phase: TimedPhase| timings.map(|t| t.phases.iter().filter(move |p| p.phase == phase));
-    let access_start = timings.map_or(started, |t| clock.micros(t.chain_started));
+    let access_start = timings.map_or(clock.micros(request.access_started), |t| clock.micros(t.chain_started));
     let access_end = phase(TimedPhase::Access)
         .and_then(|mut p| p.next_back())
-        .map_or(access_start, |p| clock.micros(p.end));
+        .map(|p| clock.micros(p.end))
+        .or_else(|| details.upstream_timing.map(|t| clock.micros(t.connect_start)))
+        .unwrap_or(access_start);
     let head = details.upstream_timing.map(|t| clock.micros(t.head));
     let header_start = phase(TimedPhase::HeaderFilter)
         .and_then(|mut p| p.next())

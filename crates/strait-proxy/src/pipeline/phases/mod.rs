@@ -251,6 +251,16 @@ fn decide(
         && matches!(state.protocol, Protocol::Http | Protocol::Https)
         && (chain.leaves_response_head() || chain.filters_lazy_heads())
         && state.shared.get::<strait_plugins::DropResponseBody>().is_none();
+    // A plugin that wants the log details of this request only (a sampled
+    // trace) gets them from here on; the client's headers are not kept.
+    let wanted = chain.serializes_on_demand()
+        && state.details.is_none()
+        && state.shared.get::<strait_plugins::WantsLogDetails>().is_some();
+    if wanted {
+        let mut details = state::log_details(exchange, &request);
+        details.request_headers = http::HeaderMap::new();
+        state.details = Some(details);
+    }
     match flow {
         Flow::Respond(answer) => {
             let answer = Answer {
@@ -262,7 +272,7 @@ fn decide(
             Decided::Done(response, fields)
         }
         Flow::Continue => {
-            let options = state.forward_options(&mut request, chain.serializes_log());
+            let options = state.forward_options(&mut request, chain.serializes_log() || wanted);
             Decided::Forward(request, options, state)
         }
     }
@@ -335,7 +345,11 @@ fn respond(
     };
     let (mut head, body) = response.into_parts();
     if let Some(details) = state.details.as_deref_mut() {
-        note_upstream(details, &mut head);
+        // A relayed head keeps the exchange's facts beside it.
+        match beside.as_mut() {
+            Some((proxied, _)) => note_proxied(details, head.status, proxied),
+            None => note_upstream(details, &mut head),
+        }
     }
     let response_headers = std::mem::take(&mut state.response_headers);
     if let Some((_, fields)) = beside.as_mut() {
@@ -408,13 +422,17 @@ fn respond(
 /// What the upstream exchange tells a log serializer.
 fn note_upstream(details: &mut LogDetails, head: &mut http::response::Parts) {
     if let Some(proxied) = head.extensions.get_mut::<Proxied>() {
-        details.upstream_status = Some(head.status.as_u16());
-        details.kong_ms = Some(proxied.kong_ms);
-        if let Some(detail) = proxied.detail.take() {
-            details.upstream_uri = Some(detail.upstream_uri);
-            details.tries = detail.tries;
-            details.upstream_timing = detail.timing;
-        }
+        note_proxied(details, head.status, proxied);
+    }
+}
+
+fn note_proxied(details: &mut LogDetails, status: http::StatusCode, proxied: &mut Proxied) {
+    details.upstream_status = Some(status.as_u16());
+    details.kong_ms = Some(proxied.kong_ms);
+    if let Some(detail) = proxied.detail.take() {
+        details.upstream_uri = Some(detail.upstream_uri);
+        details.tries = detail.tries;
+        details.upstream_timing = detail.timing;
     }
 }
 

@@ -270,7 +270,7 @@ pub(super) fn request_ctx<'a>(
 
 /// What the request log serializers report, kept only when a plugin of the
 /// chain serializes Kong's log entry.
-fn log_details(exchange: &Exchange<'_>, request: &Request<ProxyBody>) -> Box<LogDetails> {
+pub(super) fn log_details(exchange: &Exchange<'_>, request: &Request<ProxyBody>) -> Box<LogDetails> {
     let entities: Arc<dyn strait_plugins::Directory + Send> = exchange.snapshot.clone();
     Box::new(LogDetails {
         request_id: exchange.request_id.as_str().to_string(),
