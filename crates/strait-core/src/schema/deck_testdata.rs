@@ -35,7 +35,6 @@ const FILTER_CHAINS: &str = "`filter_chains` (Kong 3.4's Wasm filters): refused 
 const WASM_METRICS: &str = "prometheus `wasm_metrics` (Kong 3.10)";
 const FAILOVER: &str = "`targets[].failover` (Kong Enterprise 3.12)";
 const ENV_VAULT: &str = "a certificate and key read from `{vault://my-env-vault/...}`: valid where `MY_SECRET_CERT` and `MY_SECRET_KEY` hold them, as decK's (Enterprise-gated) test sets them";
-const AWS_LAMBDA: &str = "the `aws-lambda` plugin: not built yet (issue 62)";
 const SKIP_HASH: &str = "`_info.skip_hash_for_basic_auth`, a decK option for Konnect only";
 
 /// decK test files `strait config validate` refuses, as path prefixes under `testdata/`,
@@ -83,10 +82,6 @@ pub const DECK_FILES_REFUSED: &[(&str, &str)] = &[
     ("dump/009-skip-defaults/enterprise/", ENTERPRISE_PLUGINS),
     ("dump/009-skip-defaults/konnect/", KONNECT),
     ("dump/010-services-tls-sans/konnect", KONNECT),
-    (
-        "file-convert/002-kong-gateway-28x-to-34x-migration/34x-expected-plugins.yaml",
-        AWS_LAMBDA,
-    ),
     ("render/001-mocked-env/input.yaml", TEMPLATE),
     ("render/001-mocked-env/expected.yaml", MADE_UP_PLUGIN),
     ("render/002-populated-env/expected.yaml", MADE_UP_PLUGIN),
