@@ -173,6 +173,27 @@ impl<'a> RequestCtx<'a> {
         self.uri.path()
     }
 
+    /// The request's headers as Kong's `kong.request.get_headers()` gives
+    /// them: one value as a string, several as an array.
+    pub fn headers_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        use serde_json::Value;
+        let mut out = serde_json::Map::new();
+        for name in self.headers.keys() {
+            let mut values: Vec<Value> = self
+                .headers
+                .get_all(name)
+                .iter()
+                .map(|v| Value::String(String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                .collect();
+            let value = match values.len() {
+                1 => values.pop().unwrap_or(Value::Null),
+                _ => Value::Array(values),
+            };
+            out.insert(name.as_str().to_string(), value);
+        }
+        out
+    }
+
     pub fn query(&self) -> &str {
         self.uri.query().unwrap_or("")
     }

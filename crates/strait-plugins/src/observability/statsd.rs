@@ -151,16 +151,22 @@ pub(crate) fn put_int(out: &mut Vec<u8>, value: i64) {
     out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }
 
+/// `|@<rate>` as Lua writes the number, empty for no rate or 1: made once,
+/// when the plugin is built.
+pub(crate) fn rate_suffix(rate: Option<f64>) -> String {
+    match rate.filter(|r| *r != 1.0) {
+        Some(rate) => format!("|@{}", crate::lua_number::format(rate)),
+        None => String::new(),
+    }
+}
+
 /// `:<value>|<letter>[|@<rate>]`: the end of a line but its tags.
-pub(crate) fn put_value(out: &mut Vec<u8>, value: i64, letter: &str, rate: Option<f64>) {
+pub(crate) fn put_value(out: &mut Vec<u8>, value: i64, letter: &str, rate: &str) {
     out.push(b':');
     put_int(out, value);
     out.push(b'|');
     out.extend_from_slice(letter.as_bytes());
-    if let Some(rate) = rate.filter(|r| *r != 1.0) {
-        out.extend_from_slice(b"|@");
-        out.extend_from_slice(crate::lua_number::format(rate).as_bytes());
-    }
+    out.extend_from_slice(rate.as_bytes());
 }
 
 /// Where the lines go.

@@ -40,25 +40,6 @@ pub(super) fn query_object(query: &str) -> Map<String, Value> {
     out
 }
 
-/// The request's headers: one value as a string, several as an array.
-pub(super) fn headers_object(ctx: &RequestCtx<'_>) -> Map<String, Value> {
-    let mut out = Map::new();
-    for name in ctx.headers.keys() {
-        let values: Vec<Value> = ctx
-            .headers
-            .get_all(name)
-            .iter()
-            .map(|v| Value::String(String::from_utf8_lossy(v.as_bytes()).into_owned()))
-            .collect();
-        let value = match values.len() {
-            1 => values.into_iter().next().unwrap_or(Value::Null),
-            _ => Value::Array(values),
-        };
-        out.insert(name.as_str().to_string(), value);
-    }
-    out
-}
-
 fn body_args(ctx: &RequestCtx<'_>) -> Option<Map<String, Value>> {
     let body = ctx.body.as_deref()?;
     match parse(kind_of(ctx.header("content-type")), body)? {
@@ -90,7 +71,7 @@ pub(super) fn payload(ctx: &RequestCtx<'_>, forward: &Forward) -> Value {
         out.insert("request_method".into(), json!(ctx.method.as_str()));
     }
     if forward.headers {
-        out.insert("request_headers".into(), Value::Object(headers_object(ctx)));
+        out.insert("request_headers".into(), Value::Object(ctx.headers_json()));
     }
     if forward.uri {
         let uri = match ctx.query() {
@@ -119,7 +100,7 @@ pub(super) fn payload(ctx: &RequestCtx<'_>, forward: &Forward) -> Value {
 
 /// An API Gateway (REST, version 1.0) proxy event for the request.
 pub(super) fn gateway_event(ctx: &RequestCtx<'_>, base64_encode_body: bool, request_id: &str, started_ms: u64) -> Value {
-    let headers = headers_object(ctx);
+    let headers = ctx.headers_json();
     let single_headers: Map<String, Value> = headers
         .iter()
         .map(|(k, v)| (k.clone(), v.as_array().and_then(|a| a.first()).unwrap_or(v).clone()))

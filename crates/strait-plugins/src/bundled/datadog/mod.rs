@@ -27,7 +27,8 @@ use crate::PluginError;
 struct MetricConf {
     stat: Stat,
     letter: &'static str,
-    rate: Option<f64>,
+    /// `|@<rate>`, or empty.
+    rate: String,
     /// `None`: no consumer tag.
     consumer: Option<ConsumerId>,
     /// The metric's own tags, each followed by nothing (joined with `,`).
@@ -70,7 +71,7 @@ impl Datadog {
                 stat: Stat::of(&name).ok_or_else(|| PluginError::invalid("metrics.name", format!("unknown metric '{name}'")))?,
                 letter: lines::stat_letter(&stat_type)
                     .ok_or_else(|| PluginError::invalid("metrics.stat_type", format!("unknown type '{stat_type}'")))?,
-                rate: m.number_opt("sample_rate")?,
+                rate: lines::rate_suffix(m.number_opt("sample_rate")?),
                 consumer: consumer.as_deref().and_then(ConsumerId::of),
                 tags: m.strings("tags")?,
             });
@@ -104,7 +105,7 @@ impl Datadog {
             out.push(b'.');
             out.extend_from_slice(metric.stat.line_name().as_bytes());
             // -1 (no upstream latency) is sent as it is, as Kong does.
-            lines::put_value(out, metric.stat.value(record), metric.letter, metric.rate);
+            lines::put_value(out, metric.stat.value(record), metric.letter, &metric.rate);
             out.extend_from_slice(b"|#");
             out.extend_from_slice(self.service_tag.as_bytes());
             out.push(b':');

@@ -41,6 +41,7 @@ use strait_runtime::logs::sinks::HttpSink;
 mod otlp;
 
 use self::otlp::{AttrValue, Span};
+use crate::observability::propagation::hex;
 use crate::config::ConfigReader;
 use crate::context::{LogRecord, PhaseTimings, RequestCtx, SharedStore, TimedPhase};
 use crate::phase::{Flow, Plugin};
@@ -100,16 +101,6 @@ fn span_id() -> [u8; 8] {
             return id;
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(DIGITS[(byte >> 4) as usize] as char);
-        out.push(DIGITS[(byte & 15) as usize] as char);
-    }
-    out
 }
 
 fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {

@@ -89,20 +89,7 @@ impl RequestTermination {
     }
 
     fn echo_body(&self, ctx: &RequestCtx<'_>) -> Value {
-        let mut headers = Map::new();
-        for name in ctx.headers.keys() {
-            let values: Vec<Value> = ctx
-                .headers
-                .get_all(name)
-                .iter()
-                .map(|v| Value::String(String::from_utf8_lossy(v.as_bytes()).into_owned()))
-                .collect();
-            let value = match values.len() {
-                1 => values.into_iter().next().unwrap_or(Value::Null),
-                _ => Value::Array(values),
-            };
-            headers.insert(name.as_str().to_string(), value);
-        }
+        let headers = ctx.headers_json();
         let mut query = Map::new();
         for (key, value) in crate::form::pairs(ctx.query()) {
             query.insert(key.into_owned(), Value::String(value.into_owned()));

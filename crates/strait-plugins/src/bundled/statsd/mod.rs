@@ -59,7 +59,8 @@ enum TagStyle {
 struct MetricConf {
     metric: Metric,
     letter: &'static str,
-    rate: Option<f64>,
+    /// `|@<rate>`, or empty.
+    rate: String,
     consumer: ConsumerId,
     service: ServiceId,
     /// `workspace_name` (true) or `workspace_id`.
@@ -113,7 +114,7 @@ impl Statsd {
             metrics.push(MetricConf {
                 metric,
                 letter: lines::stat_letter(&stat_type).ok_or_else(|| invalid("metrics.stat_type", &stat_type))?,
-                rate: m.number_opt("sample_rate")?,
+                rate: lines::rate_suffix(m.number_opt("sample_rate")?),
                 consumer: ConsumerId::of(&consumer).ok_or_else(|| invalid("metrics.consumer_identifier", &consumer))?,
                 service: match service.as_str() {
                     "service_id" => ServiceId::Id,
@@ -218,7 +219,7 @@ impl Statsd {
                 Self::scope(metric, seen, out);
                 out.push(b'.');
                 out.extend_from_slice(stat.line_name().as_bytes());
-                lines::put_value(out, value, metric.letter, metric.rate);
+                lines::put_value(out, value, metric.letter, &metric.rate);
             }
             Metric::UniqueUsers => {
                 Self::scope(metric, seen, out);
@@ -235,13 +236,13 @@ impl Statsd {
                     return false;
                 }
                 out.extend_from_slice(b".request.count");
-                lines::put_value(out, 1, "c", metric.rate);
+                lines::put_value(out, 1, "c", &metric.rate);
             }
             Metric::StatusCount => {
                 Self::scope(metric, seen, out);
                 out.extend_from_slice(b".status.");
                 lines::put_int(out, record.status.into());
-                lines::put_value(out, 1, "c", metric.rate);
+                lines::put_value(out, 1, "c", &metric.rate);
             }
             Metric::StatusCountPerUser => {
                 Self::scope(metric, seen, out);
@@ -251,7 +252,7 @@ impl Statsd {
                 }
                 out.extend_from_slice(b".status.");
                 lines::put_int(out, record.status.into());
-                lines::put_value(out, 1, "c", metric.rate);
+                lines::put_value(out, 1, "c", &metric.rate);
             }
             Metric::StatusCountPerWorkspace => {
                 Self::scope(metric, seen, out);
@@ -259,7 +260,7 @@ impl Statsd {
                 out.extend_from_slice(workspace(metric.workspace_name).as_bytes());
                 out.extend_from_slice(b".status.");
                 lines::put_int(out, record.status.into());
-                lines::put_value(out, 1, "c", metric.rate);
+                lines::put_value(out, 1, "c", &metric.rate);
             }
             Metric::StatusCountPerUserPerRoute => {
                 let Some(route) = record.request.route_id else {
@@ -273,7 +274,7 @@ impl Statsd {
                 }
                 out.extend_from_slice(b".status.");
                 lines::put_int(out, record.status.into());
-                lines::put_value(out, 1, "c", metric.rate);
+                lines::put_value(out, 1, "c", &metric.rate);
             }
             Metric::ShdictUsage => return false,
         }
@@ -302,27 +303,27 @@ impl Statsd {
         let mut tags = Vec::with_capacity(160);
         let tagged = self.tags(style, metric, seen, record, &mut tags);
         match (tagged, style) {
-            (false, _) => lines::put_value(out, value, metric.letter, metric.rate),
+            (false, _) => lines::put_value(out, value, metric.letter, &metric.rate),
             (true, TagStyle::Dogstatsd) => {
-                lines::put_value(out, value, metric.letter, metric.rate);
+                lines::put_value(out, value, metric.letter, &metric.rate);
                 out.extend_from_slice(b"|#");
                 out.extend_from_slice(&tags);
             }
             (true, TagStyle::Influxdb) => {
                 out.push(b',');
                 out.extend_from_slice(&tags);
-                lines::put_value(out, value, metric.letter, metric.rate);
+                lines::put_value(out, value, metric.letter, &metric.rate);
             }
             (true, TagStyle::Librato) => {
                 out.push(b'#');
                 out.extend_from_slice(&tags);
-                lines::put_value(out, value, metric.letter, metric.rate);
+                lines::put_value(out, value, metric.letter, &metric.rate);
             }
             (true, TagStyle::Signalfx) => {
                 out.push(b'[');
                 out.extend_from_slice(&tags);
                 out.push(b']');
-                lines::put_value(out, value, metric.letter, metric.rate);
+                lines::put_value(out, value, metric.letter, &metric.rate);
             }
         }
         true

@@ -257,9 +257,7 @@ fn decide(
         && state.details.is_none()
         && state.shared.get::<strait_plugins::WantsLogDetails>().is_some();
     if wanted {
-        let mut details = state::log_details(exchange, &request);
-        details.request_headers = http::HeaderMap::new();
-        state.details = Some(details);
+        state.details = Some(state::log_details(exchange, &request, false));
     }
     match flow {
         Flow::Respond(answer) => {

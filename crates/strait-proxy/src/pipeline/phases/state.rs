@@ -63,7 +63,7 @@ impl PhaseState {
                 protocol,
                 version: request.version(),
                 relay: false,
-                details: chain.serializes_log().then(|| log_details(exchange, request)),
+                details: chain.serializes_log().then(|| log_details(exchange, request, true)),
                 entities: chain.reads_entities().then(|| {
                     let entities: Arc<dyn strait_plugins::Directory + Send> = exchange.snapshot.clone();
                     entities
@@ -270,7 +270,11 @@ pub(super) fn request_ctx<'a>(
 
 /// What the request log serializers report, kept only when a plugin of the
 /// chain serializes Kong's log entry.
-pub(super) fn log_details(exchange: &Exchange<'_>, request: &Request<ProxyBody>) -> Box<LogDetails> {
+pub(super) fn log_details(
+    exchange: &Exchange<'_>,
+    request: &Request<ProxyBody>,
+    with_headers: bool,
+) -> Box<LogDetails> {
     let entities: Arc<dyn strait_plugins::Directory + Send> = exchange.snapshot.clone();
     Box::new(LogDetails {
         request_id: exchange.request_id.as_str().to_string(),
@@ -278,7 +282,10 @@ pub(super) fn log_details(exchange: &Exchange<'_>, request: &Request<ProxyBody>)
         host: exchange.host.to_string(),
         port: exchange.port,
         request_uri: request.uri().path_and_query().map_or("/", |p| p.as_str()).to_string(),
-        request_headers: request.headers().clone(),
+        request_headers: match with_headers {
+            true => request.headers().clone(),
+            false => http::HeaderMap::new(),
+        },
         response_headers: http::HeaderMap::new(),
         upstream_uri: None,
         upstream_status: None,
