@@ -129,6 +129,13 @@ if ! "$tools_dir/venv/bin/pip" show botocore 2>/dev/null | grep -q "^Version: $B
   "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "botocore==$BOTOCORE_VERSION"
 fi
 export STRAIT_AWS_PYTHON="$tools_dir/venv/bin/python"
+# The `cryptography` package, for the reference implementation of lua-resty-session's cookie
+# (tests/stand-ins/session_cookie.py) the session plugin's cookies are checked against.
+CRYPTOGRAPHY_VERSION=44.0.2
+if ! "$tools_dir/venv/bin/pip" show cryptography 2>/dev/null | grep -q "^Version: $CRYPTOGRAPHY_VERSION$"; then
+  "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "cryptography==$CRYPTOGRAPHY_VERSION"
+fi
+export STRAIT_SESSION_PYTHON="$tools_dir/venv/bin/python"
 # The official OTLP protobuf definitions, to decode what opentelemetry exports.
 OTEL_PROTO_VERSION=1.27.0
 if ! "$tools_dir/venv/bin/pip" show opentelemetry-proto 2>/dev/null | grep -q "^Version: $OTEL_PROTO_VERSION$"; then

@@ -49,7 +49,8 @@ fn bootstrap_up_list_and_reset_behave_as_kongs() {
     assert!(
         boot.out.contains("core migrated up to: 000_base (executed)")
             && boot.out.contains("core migrated up to: 001_oauth2_tokens (executed)")
-            && boot.out.contains("core migrated up to: 002_filter_chains (executed)"),
+            && boot.out.contains("core migrated up to: 002_filter_chains (executed)")
+            && boot.out.contains("core migrated up to: 003_runtime_kv (executed)"),
         "{}",
         boot.out
     );
@@ -88,7 +89,7 @@ fn bootstrap_up_list_and_reset_behave_as_kongs() {
         (list.code, list.out.trim()),
         (
             0,
-            "Executed migrations:\ncore: 000_base, 001_oauth2_tokens, 002_filter_chains"
+            "Executed migrations:\ncore: 000_base, 001_oauth2_tokens, 002_filter_chains, 003_runtime_kv"
         )
     );
     let status = migrations(&server, &["status"]);
@@ -96,7 +97,7 @@ fn bootstrap_up_list_and_reset_behave_as_kongs() {
     assert_eq!(state["needs_bootstrap"], false);
     assert_eq!(
         state["executed"],
-        serde_json::json!(["000_base", "001_oauth2_tokens", "002_filter_chains"])
+        serde_json::json!(["000_base", "001_oauth2_tokens", "002_filter_chains", "003_runtime_kv"])
     );
 
     // Another node holds the lock: reset refuses and drops nothing.
@@ -163,7 +164,7 @@ fn up_adds_the_oauth2_token_tables_to_an_earlier_schema() {
     server
         .psql("INSERT INTO services (id, name, entity) VALUES ('00000000-0000-0000-0000-000000000001', 'kept', '{}')");
     server.psql(
-        "DROP TABLE oauth2_tokens, oauth2_authorization_codes, filter_chains; \
+        "DROP TABLE oauth2_tokens, oauth2_authorization_codes, filter_chains, runtime_kv; \
          UPDATE schema_meta SET executed = '{000_base}', last_executed = '000_base' WHERE key = 'schema_meta'",
     );
     let behind = migrations(&server, &["list"]);
@@ -171,7 +172,7 @@ fn up_adds_the_oauth2_token_tables_to_an_earlier_schema() {
     assert!(
         behind
             .out
-            .contains("New migrations available:\ncore: 001_oauth2_tokens, 002_filter_chains"),
+            .contains("New migrations available:\ncore: 001_oauth2_tokens, 002_filter_chains, 003_runtime_kv"),
         "{}",
         behind.out
     );
@@ -180,12 +181,14 @@ fn up_adds_the_oauth2_token_tables_to_an_earlier_schema() {
     assert!(
         up.out.contains("core migrated up to: 001_oauth2_tokens (executed)")
             && up.out.contains("core migrated up to: 002_filter_chains (executed)")
+            && up.out.contains("core migrated up to: 003_runtime_kv (executed)")
             && !up.out.contains("000_base"),
         "{}",
         up.out
     );
     assert_eq!(server.psql("SELECT count(*) FROM oauth2_tokens").trim(), "0");
     assert_eq!(server.psql("SELECT count(*) FROM filter_chains").trim(), "0");
+    assert_eq!(server.psql("SELECT count(*) FROM runtime_kv").trim(), "0");
     assert_eq!(server.psql("SELECT name FROM services").trim(), "kept");
     assert_eq!(migrations(&server, &["list"]).code, 0);
 }

@@ -78,6 +78,8 @@ async fn handle_endpoint(state: &AdminState, endpoint: Endpoint, request: &Admin
         } => crate::health::set_target_health(state, &upstream, &target, address.as_deref(), healthy),
         Endpoint::Oauth2Tokens => crate::oauth2_tokens::collection(state, request).await,
         Endpoint::Oauth2Token(key) => crate::oauth2_tokens::entity(state, &key, request).await,
+        Endpoint::Sessions => crate::sessions::collection(request).await,
+        Endpoint::Session(key) => crate::sessions::entity(&key, request).await,
         Endpoint::Collection(kind) => collection(state, kind, request).await,
         Endpoint::Entity(EntityKind::ConsumerGroups, key) if request.method == Method::GET => {
             consumer_groups::get_group(state, &key, &request.query)

@@ -73,6 +73,10 @@ pub enum Endpoint {
     Oauth2Tokens,
     /// `/oauth2_tokens/{id or access_token}`.
     Oauth2Token(String),
+    /// `/sessions`: the session plugin's stored sessions (runtime data).
+    Sessions,
+    /// `/sessions/{id or session_id}`.
+    Session(String),
     /// `/upstreams/{u}/health`.
     UpstreamHealth(String),
     /// `/upstreams/{u}/targets/all`: every target (Kong keeps history there; Strait has none).
@@ -111,6 +115,7 @@ impl Endpoint {
             Endpoint::Collection(EntityKind::Targets) | Endpoint::Entity(EntityKind::Targets, _) => READ_ONLY,
             Endpoint::Collection(_) | Endpoint::Children { .. } | Endpoint::Oauth2Tokens => COLLECTION,
             Endpoint::Oauth2Token(_) => ENTITY,
+            Endpoint::Session(_) => READ_DELETE,
             Endpoint::Entity(..) | Endpoint::Child { .. } | Endpoint::Parent { .. } => ENTITY,
             _ => READ_ONLY,
         }
@@ -169,6 +174,8 @@ pub fn parse(segments: &[String]) -> Option<Endpoint> {
         }
         ["oauth2_tokens"] => Endpoint::Oauth2Tokens,
         ["oauth2_tokens", key] => Endpoint::Oauth2Token(key.to_string()),
+        ["sessions"] => Endpoint::Sessions,
+        ["sessions", key] => Endpoint::Session(key.to_string()),
         ["routes", route, "filters", listing] => {
             Endpoint::RouteFilters(route.to_string(), FilterListing::from_segment(listing)?)
         }
@@ -265,6 +272,8 @@ pub fn templates() -> Vec<(String, &'static str)> {
         ("/metrics".into(), READ_ONLY),
         ("/oauth2_tokens".into(), COLLECTION),
         ("/oauth2_tokens/{oauth2_tokens}".into(), ENTITY),
+        ("/sessions".into(), READ_ONLY),
+        ("/sessions/{sessions}".into(), READ_DELETE),
         ("/tags".into(), READ_ONLY),
         ("/tags/{tags}".into(), READ_ONLY),
         ("/routes/{routes}/filters/all".into(), READ_ONLY),

@@ -30,6 +30,7 @@ mod request_id;
 mod response;
 mod root;
 mod server;
+mod sessions;
 mod short_writes;
 
 use std::sync::atomic::AtomicBool;

@@ -198,6 +198,7 @@ pub struct PluginChain {
     followers: [Followers; 4],
     reads_request_body: bool,
     keeps_request_headers: bool,
+    keeps_consumer: bool,
     consumer_scoped: bool,
     rewrites: bool,
     filters_headers: bool,
@@ -251,6 +252,7 @@ impl PluginChain {
             inline: !(consumer_scoped || reads_request_body || waits),
             reads_request_body,
             keeps_request_headers: any(|p| p.reads_request_headers_in_response()),
+            keeps_consumer: any(|p| p.reads_consumer_in_response()),
             consumer_scoped,
             rewrites: any(|p| p.rewrites()),
             filters_headers: any(|p| p.filters_headers()),
@@ -325,6 +327,11 @@ impl PluginChain {
     /// Some plugin's `header_filter` reads the request headers.
     pub fn keeps_request_headers(&self) -> bool {
         self.keeps_request_headers
+    }
+
+    /// Some plugin's `header_filter` reads who the request authenticated as.
+    pub fn keeps_consumer(&self) -> bool {
+        self.keeps_consumer
     }
 
     /// Some plugin of the chain has a body filter or a log phase.

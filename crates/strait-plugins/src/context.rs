@@ -310,6 +310,19 @@ pub struct RequestSummary {
     /// plugin of the chain declared
     /// [`crate::Plugin::reads_request_headers_in_response`].
     pub request_headers: Option<HeaderMap>,
+    /// Who the access phase authenticated, kept only when a plugin of the
+    /// chain declared [`crate::Plugin::reads_consumer_in_response`].
+    pub authenticated: Option<ResponseIdentity>,
+}
+
+/// The authenticated consumer as a `header_filter` may need it (the
+/// `session` plugin's subject and groups).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseIdentity {
+    /// Kong's session subject: the username, else the custom id, else the id.
+    pub subject: String,
+    /// `authenticated_groups`, when a plugin set them.
+    pub groups: Option<Vec<String>>,
 }
 
 /// The response as `header_filter` sees and changes it.

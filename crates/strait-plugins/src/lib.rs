@@ -34,8 +34,8 @@ pub use added_headers::{AddedHeaders, FieldLine, FieldStart};
 pub use chain::{rank, ChainSlot, ConsumerPlugin, Followers, Inline, PluginChain, ScopedPlugin, Suspended};
 pub use context::{
     AuthenticatedCredential, BodyChunk, BodyLimit, LogDetails, LogRecord, PhaseTiming, PhaseTimings, Protocol,
-    ProtocolSet, RequestCtx, RequestSummary, ResponseCtx, ResponseSource, SharedStore, TimedPhase, UpstreamTiming,
-    UpstreamTry,
+    ProtocolSet, RequestCtx, RequestSummary, ResponseCtx, ResponseIdentity, ResponseSource, SharedStore, TimedPhase,
+    UpstreamTiming, UpstreamTry,
 };
 pub use directory::{ConsumerView, Directory, EmptyDirectory, KeyauthKey};
 pub use identity::{is_identity_name, IdentityField, IdentityFields};

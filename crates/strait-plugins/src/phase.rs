@@ -231,6 +231,12 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// True when `header_filter` reads who the request authenticated as
+    /// (`ctx.request.authenticated`); the proxy then keeps it.
+    fn reads_consumer_in_response(&self) -> bool {
+        false
+    }
+
     /// True when the plugin implements [`Plugin::body_filter`].
     fn filters_body(&self) -> bool {
         false

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod counters;
 pub mod health;
 pub mod http_client;
+pub mod kv;
 pub mod ldap;
 pub mod logs;
 pub mod metrics;

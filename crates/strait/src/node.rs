@@ -82,6 +82,26 @@ fn open_token_store(settings: &NodeSettings) -> Result<()> {
         }
     };
     install(store);
+    open_runtime_store(settings)
+}
+
+/// Open the runtime key-value store (server-side sessions, ACME data) on
+/// the backend the token store uses, and make it the node's.
+fn open_runtime_store(settings: &NodeSettings) -> Result<()> {
+    use crate::settings::TokenStoreSettings;
+    use strait_runtime::kv::{install, lmdb::LmdbKv, redis::RedisKv, KvStore};
+    let store: Arc<dyn KvStore> = match &settings.oauth2_tokens {
+        TokenStoreSettings::Embedded { map_size } => {
+            let dir = settings.prefix.join("runtime_kv");
+            Arc::new(LmdbKv::open(&dir, *map_size).map_err(|e| anyhow!("opening the runtime store: {e}"))?)
+        }
+        TokenStoreSettings::Redis(config) => Arc::new(RedisKv::new(strait_runtime::redis::Redis::new(config.clone()))),
+        TokenStoreSettings::Postgres(config) => Arc::new(
+            strait_store::pg::PgKv::new(config.clone())
+                .map_err(|e| anyhow!("opening the runtime store on PostgreSQL {}: {e}", config.label()))?,
+        ),
+    };
+    install(store);
     Ok(())
 }
 

@@ -137,7 +137,6 @@ pub const EXTRA: &[(&str, &str, &str)] = &[
 /// against the plugins it runs.
 pub const PLUGINS_NOT_RUN: &[(&str, &str)] = &[
     ("acme", "not built yet (issue 62)"),
-    ("session", "not built yet (issue 62)"),
     ("ai-proxy", "the AI gateway is its own issue (63)"),
     ("ai-prompt-decorator", "the AI gateway is its own issue (63)"),
     ("ai-prompt-template", "the AI gateway is its own issue (63)"),

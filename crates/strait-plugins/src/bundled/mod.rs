@@ -48,6 +48,7 @@ registry! {
     request_transformer,
     response_ratelimiting,
     response_transformer,
+    session,
     standard_webhooks,
     statsd,
     syslog,

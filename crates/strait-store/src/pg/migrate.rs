@@ -278,6 +278,7 @@ pub async fn reset(client: &mut Client, owner: &str, lock_ttl: Duration) -> Resu
     report.say("Resetting database...");
     let mut tables: Vec<String> = EntityKind::ALL.iter().map(|k| ident(k.table())).collect();
     tables.extend(super::schema::OAUTH2_TABLES.map(ident));
+    tables.push(ident(super::schema::RUNTIME_KV_TABLE));
     tables.extend(["config_meta", "change_log", "schema_meta", "locks"].map(ident));
     client
         .batch_execute(&format!("DROP TABLE IF EXISTS {} CASCADE", tables.join(", ")))

@@ -5,12 +5,14 @@
 //! does. The schema keeps every lookup on a primary key or a unique index
 //! (docs/architecture.md#postgresql-store).
 
+mod kv;
 pub mod migrate;
 pub mod schema;
 mod store;
 mod tls;
 mod tokens;
 
+pub use kv::PgKv;
 pub use store::{listen, CatchUp, Listener, PgStore, CHANNEL};
 pub use tls::PgTls;
 pub use tokens::PgTokens;

@@ -46,6 +46,10 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "002_filter_chains",
         up: filter_chains,
     },
+    Migration {
+        name: "003_runtime_kv",
+        up: runtime_kv,
+    },
 ];
 
 /// Entity kinds whose tables a migration after `000_base` makes: `000_base`
@@ -67,6 +71,26 @@ fn filter_chains() -> String {
 /// tokens with them; a deleted application's tokens stop authenticating at
 /// once and leave with their TTL.
 pub const OAUTH2_TABLES: [&str; 2] = ["oauth2_tokens", "oauth2_authorization_codes"];
+
+/// The runtime key-value store's table (`strait_runtime::kv`: server-side
+/// sessions, ACME certificates). Runtime data like the OAuth2 tables: every
+/// lookup is the primary key `(tbl, key)`; `expires_at` is the TTL index
+/// expired rows leave through in batches.
+pub const RUNTIME_KV_TABLE: &str = "runtime_kv";
+
+fn runtime_kv() -> String {
+    "\
+CREATE TABLE runtime_kv (
+  tbl text NOT NULL,
+  key text NOT NULL,
+  value bytea NOT NULL,
+  expires_at bigint,
+  CONSTRAINT runtime_kv_pkey PRIMARY KEY (tbl, key)
+);
+CREATE INDEX runtime_kv_expires_at_idx ON runtime_kv (expires_at) WHERE expires_at IS NOT NULL;
+"
+    .to_string()
+}
 
 fn oauth2_tokens() -> String {
     "\

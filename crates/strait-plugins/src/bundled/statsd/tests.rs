@@ -12,6 +12,7 @@ fn summary() -> RequestSummary {
         consumer_id: None,
         credential: None,
         request_headers: None,
+        authenticated: None,
     }
 }
 

@@ -45,6 +45,8 @@ pub(crate) struct PhaseState {
     upstream_host: Option<HeaderValue>,
     identity: IdentityFields,
     exact_path: bool,
+    /// A header filter reads who the request authenticated as.
+    keeps_consumer: bool,
     /// The request as the later phases and the log phase see it.
     pub summary: RequestSummary,
     pub shared: SharedStore,
@@ -80,6 +82,7 @@ impl PhaseState {
                 upstream_host: None,
                 identity: IdentityFields::beside(),
                 exact_path: false,
+                keeps_consumer: chain.keeps_consumer(),
                 summary: RequestSummary {
                     method: request.method().clone(),
                     protocol,
@@ -89,6 +92,7 @@ impl PhaseState {
                     consumer_id: None,
                     credential: None,
                     request_headers: chain.keeps_request_headers().then(|| request.headers().clone()),
+                    authenticated: None,
                 },
                 shared: SharedStore::default(),
                 response_headers: AddedHeaders::default(),
@@ -113,12 +117,23 @@ impl PhaseState {
             response_headers,
             identity,
             exact_path,
+            authenticated_groups,
             ..
         } = ctx;
         if *method != self.summary.method {
             self.summary.method = method.clone();
         }
         self.summary.consumer_id = consumer.map(|c| c.id);
+        if self.keeps_consumer {
+            self.summary.authenticated = consumer.map(|c| strait_plugins::ResponseIdentity {
+                subject: c
+                    .username
+                    .clone()
+                    .or_else(|| c.custom_id.clone())
+                    .unwrap_or_else(|| c.id.to_string()),
+                groups: authenticated_groups,
+            });
+        }
         self.summary.credential = credential;
         self.buffered = body;
         self.body_limit = request_body_limit;
