@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use strait_e2e::gateway::{Gateway, GatewayOptions};
 use strait_e2e::plugins::{echo_headers, echo_service, gateway_with_echo, UPSTREAM};
 use strait_e2e::postgres::PgServer;
+use strait_e2e::redis::{RedisOptions, RedisServer};
 use strait_e2e::upstream::{Upstream, UpstreamKind};
 use strait_e2e::{get, request, Reply};
 
@@ -369,5 +370,53 @@ async fn a_session_saved_through_one_postgres_node_opens_on_the_other() {
             .status,
         200
     );
+    assert_eq!(who(&with_cookie(&first, "GET", "/app", &session).await), "anonymous");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_kept_in_redis_are_shared_and_expire_there() {
+    let redis = RedisServer::start(RedisOptions::default());
+    let port = redis.port().to_string();
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let options = || {
+        GatewayOptions::new()
+            .setting("oauth2_token_store", "redis")
+            .setting("oauth2_redis_host", "127.0.0.1")
+            .setting("oauth2_redis_port", &port)
+    };
+    let first = Gateway::start(options()).await;
+    let second = Gateway::start(options()).await;
+    for node in [&first, &second] {
+        let reply = node.apply(&kong_storage_config(&upstream)).await;
+        assert!(reply.status.is_success(), "{}", reply.text());
+    }
+    let session = login(&first).await;
+    let mut keys = Vec::new();
+    for _ in 0..50 {
+        keys = redis.keys("strait:kv:sessions:s:*");
+        if !keys.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    // Redis expires the row with the session's rolling timeout (3600 s).
+    let ttl: i64 = redis
+        .command(&["TTL", &keys[0]])
+        .trim()
+        .trim_start_matches(':')
+        .parse()
+        .expect("ttl");
+    assert!((3500..=3600).contains(&ttl), "{ttl}");
+    assert_eq!(who(&with_cookie(&second, "GET", "/app", &session).await), "alice");
+    let listed = second.admin_get("/sessions").await.json();
+    assert_eq!(listed["data"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(
+        with_cookie(&second, "POST", "/app?session_logout", &session)
+            .await
+            .status,
+        200
+    );
+    assert!(redis.keys("strait:kv:sessions:s:*").is_empty());
     assert_eq!(who(&with_cookie(&first, "GET", "/app", &session).await), "anonymous");
 }
