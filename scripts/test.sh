@@ -105,6 +105,23 @@ if [ ! -x "$tools_dir/bin/h2spec" ]; then
 fi
 export STRAIT_H2SPEC_BIN="$tools_dir/bin/h2spec"
 
+# Let's Encrypt's Pebble ACME test server and its DNS stand-in (challtestsrv) for the acme
+# plugin's tests (tests/src/pebble.rs), from the Go module proxy. Pebble's TLS certificate and
+# the CA that signed it are read from the module's source in the Go module cache.
+PEBBLE_VERSION=v2.10.0
+if [ ! -x "$tools_dir/bin/pebble" ] || [ ! -x "$tools_dir/bin/pebble-challtestsrv" ] \
+  || [ "$(cat "$tools_dir/pebble.version" 2>/dev/null)" != "$PEBBLE_VERSION" ]; then
+  echo "== installing pebble $PEBBLE_VERSION into $tools_dir/bin"
+  ensure_go
+  GOBIN="$tools_dir/bin" go install "github.com/letsencrypt/pebble/v2/cmd/pebble@$PEBBLE_VERSION"
+  GOBIN="$tools_dir/bin" go install "github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv@$PEBBLE_VERSION"
+  echo "$PEBBLE_VERSION" > "$tools_dir/pebble.version"
+fi
+ensure_go
+go mod download "github.com/letsencrypt/pebble/v2@$PEBBLE_VERSION" >/dev/null 2>&1 || true
+export STRAIT_PEBBLE_BIN_DIR="$tools_dir/bin"
+export STRAIT_PEBBLE_DIR="$(go env GOMODCACHE)/github.com/letsencrypt/pebble/v2@$PEBBLE_VERSION"
+
 # schemathesis (property-based Admin API testing against /openapi.json), wheels only, in a venv.
 SCHEMATHESIS_VERSION=4.32.5
 if ! "$tools_dir/venv/bin/schemathesis" --version 2>/dev/null | grep -q "$SCHEMATHESIS_VERSION"; then

@@ -15,6 +15,7 @@ pub mod grpc;
 pub mod h2_raw;
 pub mod ldap;
 pub mod otlp;
+pub mod pebble;
 pub mod plugins;
 pub mod postgres;
 pub mod process;

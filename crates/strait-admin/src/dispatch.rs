@@ -79,6 +79,9 @@ async fn handle_endpoint(state: &AdminState, endpoint: Endpoint, request: &Admin
         Endpoint::Oauth2Tokens => crate::oauth2_tokens::collection(state, request).await,
         Endpoint::Oauth2Token(key) => crate::oauth2_tokens::entity(state, &key, request).await,
         Endpoint::Sessions => crate::sessions::collection(request).await,
+        Endpoint::Acme => crate::acme::acme(state, request).await,
+        Endpoint::AcmeCertificates => crate::acme::certificates(state, None, request).await,
+        Endpoint::AcmeCertificate(host) => crate::acme::certificates(state, Some(host), request).await,
         Endpoint::Session(key) => crate::sessions::entity(&key, request).await,
         Endpoint::Collection(kind) => collection(state, kind, request).await,
         Endpoint::Entity(EntityKind::ConsumerGroups, key) if request.method == Method::GET => {

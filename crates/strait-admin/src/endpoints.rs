@@ -77,6 +77,12 @@ pub enum Endpoint {
     Sessions,
     /// `/sessions/{id or session_id}`.
     Session(String),
+    /// `/acme`: order or renew (the acme plugin).
+    Acme,
+    /// `/acme/certificates`.
+    AcmeCertificates,
+    /// `/acme/certificates/{host}`.
+    AcmeCertificate(String),
     /// `/upstreams/{u}/health`.
     UpstreamHealth(String),
     /// `/upstreams/{u}/targets/all`: every target (Kong keeps history there; Strait has none).
@@ -116,6 +122,7 @@ impl Endpoint {
             Endpoint::Collection(_) | Endpoint::Children { .. } | Endpoint::Oauth2Tokens => COLLECTION,
             Endpoint::Oauth2Token(_) => ENTITY,
             Endpoint::Session(_) => READ_DELETE,
+            Endpoint::Acme => "OPTIONS, PATCH, POST",
             Endpoint::Entity(..) | Endpoint::Child { .. } | Endpoint::Parent { .. } => ENTITY,
             _ => READ_ONLY,
         }
@@ -176,6 +183,9 @@ pub fn parse(segments: &[String]) -> Option<Endpoint> {
         ["oauth2_tokens", key] => Endpoint::Oauth2Token(key.to_string()),
         ["sessions"] => Endpoint::Sessions,
         ["sessions", key] => Endpoint::Session(key.to_string()),
+        ["acme"] => Endpoint::Acme,
+        ["acme", "certificates"] => Endpoint::AcmeCertificates,
+        ["acme", "certificates", host] => Endpoint::AcmeCertificate(host.to_string()),
         ["routes", route, "filters", listing] => {
             Endpoint::RouteFilters(route.to_string(), FilterListing::from_segment(listing)?)
         }
@@ -274,6 +284,9 @@ pub fn templates() -> Vec<(String, &'static str)> {
         ("/oauth2_tokens/{oauth2_tokens}".into(), ENTITY),
         ("/sessions".into(), READ_ONLY),
         ("/sessions/{sessions}".into(), READ_DELETE),
+        ("/acme".into(), "OPTIONS, PATCH, POST"),
+        ("/acme/certificates".into(), READ_ONLY),
+        ("/acme/certificates/{certificates}".into(), READ_ONLY),
         ("/tags".into(), READ_ONLY),
         ("/tags/{tags}".into(), READ_ONLY),
         ("/routes/{routes}/filters/all".into(), READ_ONLY),

@@ -15,6 +15,7 @@ mod crud;
 mod dispatch;
 
 pub use dispatch::in_read_request;
+mod acme;
 pub mod endpoints;
 mod errors;
 mod filter_chains;

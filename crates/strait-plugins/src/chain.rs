@@ -380,7 +380,7 @@ impl PluginChain {
         for slot in &self.slots {
             if let Some(plugin) = slot.default.as_ref().filter(|p| p.instance.handles_certificate()) {
                 let flow = plugin.instance.certificate(ctx);
-                if flow != CertificateFlow::Continue {
+                if !matches!(flow, CertificateFlow::Continue) {
                     return flow;
                 }
             }

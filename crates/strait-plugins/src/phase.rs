@@ -109,15 +109,20 @@ pub enum Flow {
 pub struct CertificateCtx<'a> {
     /// The SNI the client sent, if any.
     pub server_name: Option<&'a str>,
+    /// A stored certificate's SNI matches `server_name` (acme leaves such
+    /// a handshake to it).
+    pub has_sni_certificate: bool,
 }
 
 /// What a certificate-phase plugin decides for one TLS handshake.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum CertificateFlow {
     /// Let the next plugin, then the SNI lookup, choose.
     Continue,
     /// Serve this stored certificate (by id), whatever the SNI.
     UseCertificate(uuid::Uuid),
+    /// Serve this certificate the plugin holds (acme's issued ones).
+    UseKey(std::sync::Arc<rustls::sign::CertifiedKey>),
     /// Abort the handshake.
     Refuse,
 }

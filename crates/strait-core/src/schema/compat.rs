@@ -136,7 +136,6 @@ pub const EXTRA: &[(&str, &str, &str)] = &[
 /// disabled one is stored). strait-plugins' registry tests check this list
 /// against the plugins it runs.
 pub const PLUGINS_NOT_RUN: &[(&str, &str)] = &[
-    ("acme", "not built yet (issue 62)"),
     ("ai-proxy", "the AI gateway is its own issue (63)"),
     ("ai-prompt-decorator", "the AI gateway is its own issue (63)"),
     ("ai-prompt-template", "the AI gateway is its own issue (63)"),

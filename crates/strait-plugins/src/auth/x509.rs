@@ -115,6 +115,69 @@ fn attributes(name: &[u8]) -> Option<Vec<(String, String)>> {
     Some(out)
 }
 
+/// What an Admin API shows of a certificate (acme's `/acme/certificates`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub serial: Vec<u8>,
+    pub subject_cn: Option<String>,
+    pub issuer_cn: Option<String>,
+    /// Seconds since the epoch.
+    pub not_before: i64,
+    pub not_after: i64,
+    /// OpenSSL's short name of the key type: `rsaEncryption`, `id-ecPublicKey`, ...
+    pub key_type: String,
+}
+
+/// A DER time (UTCTime or GeneralizedTime, `Z`) as seconds since the epoch.
+fn time(tag: u8, value: &[u8]) -> Option<i64> {
+    let text = std::str::from_utf8(value).ok()?.strip_suffix('Z')?;
+    let (year, rest) = match tag {
+        0x17 => {
+            let yy: i64 = text.get(..2)?.parse().ok()?;
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, text.get(2..)?)
+        }
+        0x18 => (text.get(..4)?.parse().ok()?, text.get(4..)?),
+        _ => return None,
+    };
+    let field = |at: usize| -> Option<i64> { rest.get(at..at + 2)?.parse().ok() };
+    let (month, day, hour, minute, second) = (field(0)?, field(2)?, field(4)?, field(6)?, field(8)?);
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
+}
+
+/// Reads what [`Summary`] holds of a certificate (DER).
+pub fn summary(der: &[u8]) -> Option<Summary> {
+    let fields = tbs_fields(der)?;
+    let cn = |name: &[u8]| attributes(name)?.into_iter().find(|(n, _)| n == "CN").map(|(_, v)| v);
+    let validity = children(fields[3].1)?;
+    let [(b_tag, before, _), (a_tag, after, _)] = validity.as_slice() else {
+        return None;
+    };
+    let spki = children(fields[5].1)?;
+    let algorithm = children(spki.first()?.1)?;
+    let key_type = match algorithm.first()?.1 {
+        [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01] => "rsaEncryption",
+        [0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01] => "id-ecPublicKey",
+        [0x2b, 0x65, 0x70] => "ED25519",
+        _ => "unknown",
+    };
+    Some(Summary {
+        serial: fields[0].1.to_vec(),
+        subject_cn: cn(fields[4].1),
+        issuer_cn: cn(fields[2].1),
+        not_before: time(*b_tag, before)?,
+        not_after: time(*a_tag, after)?,
+        key_type: key_type.to_string(),
+    })
+}
+
 /// Reads a client certificate (DER).
 pub fn parse(der: &[u8]) -> Option<ClientCert> {
     let fields = tbs_fields(der)?;

@@ -19,6 +19,7 @@ macro_rules! registry {
 
 registry! {
     acl,
+    acme,
     aws_lambda,
     azure_functions,
     basic_auth,

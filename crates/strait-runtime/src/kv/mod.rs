@@ -17,6 +17,7 @@
 //! Admin API find it with [`installed`].
 
 pub mod lmdb;
+pub mod memory;
 pub mod redis;
 
 use std::future::Future;

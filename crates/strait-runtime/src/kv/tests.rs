@@ -75,3 +75,23 @@ fn lists_page_through_a_prefix() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn the_memory_store_keeps_tables_apart_and_pages() {
+    let kv = memory::MemoryKv::default();
+    block(kv.put(Table::Acme, "a:1", b"x".to_vec(), None)).expect("put");
+    block(kv.put(Table::Acme, "a:2", b"y".to_vec(), Some(60))).expect("put");
+    block(kv.put(Table::Acme, "a:3", b"z".to_vec(), Some(0))).expect("put");
+    block(kv.put(Table::Sessions, "a:1", b"other".to_vec(), None)).expect("put");
+    assert_eq!(block(kv.get(Table::Acme, "a:1")).expect("get"), Some(b"x".to_vec()));
+    assert_eq!(block(kv.get(Table::Acme, "a:3")).expect("get"), None);
+    let first = block(kv.list(Table::Acme, "a:", None, 1)).expect("list");
+    assert_eq!(first.entries, vec![("a:1".to_string(), b"x".to_vec())]);
+    let second = block(kv.list(Table::Acme, "a:", first.next.as_deref(), 5)).expect("list");
+    assert_eq!(second.entries, vec![("a:2".to_string(), b"y".to_vec())]);
+    assert!(block(kv.delete(Table::Acme, "a:1")).expect("delete"));
+    assert_eq!(
+        block(kv.get(Table::Sessions, "a:1")).expect("get"),
+        Some(b"other".to_vec())
+    );
+}

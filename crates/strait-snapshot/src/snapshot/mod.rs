@@ -213,8 +213,15 @@ impl Snapshot {
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
         let chain = &self.compiled.global_certificate;
         if !chain.is_empty() {
-            match chain.certificate(&strait_plugins::CertificateCtx { server_name }) {
+            let has_sni_certificate =
+                server_name.is_some_and(|name| self.compiled.certificates.resolve(name).is_some());
+            let ctx = strait_plugins::CertificateCtx {
+                server_name,
+                has_sni_certificate,
+            };
+            match chain.certificate(&ctx) {
                 strait_plugins::CertificateFlow::Refuse => return None,
+                strait_plugins::CertificateFlow::UseKey(key) => return Some(key),
                 strait_plugins::CertificateFlow::UseCertificate(id) => {
                     if let Some(key) = self.compiled.certificates.by_id(id) {
                         return Some(key);

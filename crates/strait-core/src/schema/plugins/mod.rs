@@ -270,6 +270,10 @@ fn shorthand_fields_json(plugin: &str, def: &PluginSchema) -> Value {
     Value::Array(described)
 }
 
+/// Plugins Kong allows only globally (`typedefs.no_service`, `no_route`
+/// and `no_consumer`).
+const GLOBAL_ONLY: &[&str] = &["acme"];
+
 /// The plugin entity's fields the plugin's own schema restricts: a
 /// consumer on a plugin that cannot have one, protocols it cannot run on.
 pub(crate) fn check_entity(
@@ -285,6 +289,13 @@ pub(crate) fn check_entity(
     }
     if def.no_consumer && entity.get("consumer").is_some_and(|c| !c.is_null()) {
         errors.push(FieldError::new("consumer", "value must be null"));
+    }
+    if GLOBAL_ONLY.contains(&name) {
+        for field in ["service", "route"] {
+            if entity.get(field).is_some_and(|v| !v.is_null()) {
+                errors.push(FieldError::new(field, "value must be null"));
+            }
+        }
     }
     let choices = if def.http_only {
         HTTP_PROTOCOLS
@@ -321,12 +332,16 @@ pub fn plugin_schema_json(name: &str) -> Option<Value> {
         true => Field::foreign("consumers").must_be_null(),
         false => Field::foreign("consumers"),
     };
-    let fields = vec![("consumer", consumer), ("protocols", protocols), ("config", config)];
+    let mut fields = vec![("consumer", consumer), ("protocols", protocols), ("config", config)];
+    if GLOBAL_ONLY.contains(&name) {
+        fields.insert(1, ("route", Field::foreign("routes").must_be_null()));
+        fields.insert(1, ("service", Field::foreign("services").must_be_null()));
+    }
     let mut fields = fields_to_json(&fields);
     if !def.shorthands.is_empty() {
         if let Some(config) = fields
-            .get_mut(2)
-            .and_then(|f| f.get_mut("config"))
+            .as_array_mut()
+            .and_then(|all| all.iter_mut().find_map(|f| f.get_mut("config")))
             .and_then(Value::as_object_mut)
         {
             config.insert("shorthand_fields".into(), shorthand_fields_json(name, def));
