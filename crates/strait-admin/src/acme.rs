@@ -10,13 +10,15 @@ use strait_plugins::bundled::acme::{issue, read_config, AcmeConfig};
 
 use crate::crud::body::parse_body;
 use crate::request::AdminRequest;
-use crate::response::{empty_response, json_response, message, AdminResponse};
+use crate::response::{json_response, message, not_found, AdminResponse};
 use crate::AdminState;
 
 fn plugin_config(state: &AdminState) -> Result<AcmeConfig, AdminResponse> {
     let snapshot = state.publisher.current().load_full();
+    // Kong answers an empty 404; the Admin API's JSON error here, as
+    // everywhere else in Strait's (its OpenAPI document says so).
     let Some(config) = snapshot.plugin_configs("acme").next() else {
-        return Err(empty_response(StatusCode::NOT_FOUND));
+        return Err(not_found());
     };
     read_config(config).map_err(|e| message(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))
 }
@@ -136,24 +138,8 @@ fn colon_hex(bytes: &[u8]) -> String {
 
 /// `YYYY-MM-DD HH:MM:SS` of a time (seconds since the epoch), UTC.
 fn date(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil date from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        rem / 3_600,
-        rem % 3_600 / 60,
-        rem % 60
-    )
+    let t = strait_runtime::clock::UtcTime::of(secs.max(0) as u64);
+    format!("{:04}-{:02}-{:02} {}", t.year, t.month, t.day, t.clock())
 }
 
 /// Kong's `parse_certkey`.

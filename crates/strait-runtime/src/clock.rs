@@ -40,6 +40,18 @@ impl UtcTime {
     }
 }
 
+/// Days since 1970-01-01 of a proleptic Gregorian date (the inverse of
+/// [`civil_from_days`]).
+pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Year, month (1-12), day (1-31) of a day count since 1970-01-01
 /// (Howard Hinnant's algorithm).
 pub fn civil_from_days(days: i64) -> (i64, u32, u32) {

@@ -14,6 +14,7 @@ pub mod health;
 pub mod http_client;
 pub mod kv;
 pub mod ldap;
+pub mod lmdb_writer;
 pub mod logs;
 pub mod metrics;
 pub mod oauth2;

@@ -12,8 +12,8 @@
 
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::time::Duration;
 
 use heed::types::Bytes;
 use heed::{Database, Env, EnvOpenOptions, RwTxn, WithoutTls};
@@ -40,10 +40,7 @@ enum Op {
     Delete(Vec<u8>),
 }
 
-struct Job {
-    op: Op,
-    reply: oneshot::Sender<Result<bool, KvError>>,
-}
+type Job = crate::lmdb_writer::Job<Op, bool, KvError>;
 
 /// The embedded runtime store.
 pub struct LmdbKv {
@@ -109,7 +106,17 @@ impl LmdbKv {
         let writer_env = env.clone();
         std::thread::Builder::new()
             .name("strait-runtime-kv".into())
-            .spawn(move || write_loop(writer_env, tables, jobs))
+            .spawn(move || {
+                let writer = crate::lmdb_writer::Writer {
+                    batch: BATCH,
+                    purge_every: PURGE_EVERY,
+                    apply: |txn: &mut RwTxn, op| apply(txn, tables, op),
+                    purge: |env: &Env<WithoutTls>| purge(env, tables).map(|removed| removed == PURGE_BATCH),
+                    what: "runtime entries",
+                    failed: KvError::Failed,
+                };
+                crate::lmdb_writer::run(writer_env, jobs, writer)
+            })
             .map_err(|e| failed(format!("cannot start the runtime store's writer: {e}")))?;
         Ok(LmdbKv { env, tables, writer })
     }
@@ -194,68 +201,6 @@ impl KvStore for LmdbKv {
             Ok(page)
         })();
         Box::pin(std::future::ready(listed))
-    }
-}
-
-fn write_loop(env: Env<WithoutTls>, tables: Tables, jobs: Receiver<Job>) {
-    let mut last_purge = Instant::now();
-    let mut purge_again = false;
-    loop {
-        let wait = if purge_again { Duration::ZERO } else { PURGE_EVERY };
-        let mut batch = Vec::new();
-        match jobs.recv_timeout(wait) {
-            Ok(job) => batch.push(job),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-        while batch.len() < BATCH {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        if !batch.is_empty() {
-            commit_batch(&env, tables, batch);
-        }
-        if purge_again || last_purge.elapsed() >= PURGE_EVERY {
-            last_purge = Instant::now();
-            purge_again = match purge(&env, tables) {
-                Ok(removed) => removed == PURGE_BATCH,
-                Err(error) => {
-                    tracing::warn!(%error, "removing expired runtime entries failed");
-                    false
-                }
-            };
-        }
-    }
-}
-
-fn commit_batch(env: &Env<WithoutTls>, tables: Tables, batch: Vec<Job>) {
-    let mut txn = match env.write_txn() {
-        Ok(txn) => txn,
-        Err(error) => {
-            for job in batch {
-                let _ = job.reply.send(Err(failed(&error)));
-            }
-            return;
-        }
-    };
-    let mut answers = Vec::with_capacity(batch.len());
-    for job in batch {
-        let result = apply(&mut txn, tables, job.op);
-        answers.push((job.reply, result));
-    }
-    match txn.commit() {
-        Ok(()) => {
-            for (reply, result) in answers {
-                let _ = reply.send(result);
-            }
-        }
-        Err(error) => {
-            for (reply, _) in answers {
-                let _ = reply.send(Err(failed(&error)));
-            }
-        }
     }
 }
 

@@ -18,8 +18,8 @@
 
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::time::Duration;
 
 use heed::types::Bytes;
 use heed::{Database, Env, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
@@ -66,10 +66,7 @@ enum Done {
     Code(Option<AuthCode>),
 }
 
-struct Job {
-    op: Op,
-    reply: oneshot::Sender<Result<Done, TokenStoreError>>,
-}
+type Job = crate::lmdb_writer::Job<Op, Done, TokenStoreError>;
 
 /// The embedded token store.
 pub struct LmdbTokens {
@@ -118,7 +115,19 @@ impl LmdbTokens {
         let writer_env = env.clone();
         std::thread::Builder::new()
             .name("strait-oauth2-tokens".into())
-            .spawn(move || write_loop(writer_env, tables, jobs))
+            .spawn(move || {
+                let writer = crate::lmdb_writer::Writer {
+                    batch: BATCH,
+                    purge_every: PURGE_EVERY,
+                    apply: |txn: &mut RwTxn, op| apply(txn, tables, op),
+                    purge: |env: &Env<WithoutTls>| {
+                        purge(env, tables, now(), PURGE_BATCH).map(|removed| removed == PURGE_BATCH)
+                    },
+                    what: "OAuth2 tokens",
+                    failed: TokenStoreError::Failed,
+                };
+                crate::lmdb_writer::run(writer_env, jobs, writer)
+            })
             .map_err(|e| failed(format!("cannot start the token writer: {e}")))?;
         Ok(LmdbTokens { env, tables, writer })
     }
@@ -278,69 +287,6 @@ impl TokenStore for LmdbTokens {
                 _ => Ok(None),
             }
         })
-    }
-}
-
-/// The writer: every job waiting goes into one transaction and one commit.
-fn write_loop(env: Env<WithoutTls>, tables: Tables, jobs: Receiver<Job>) {
-    let mut last_purge = Instant::now();
-    let mut purge_again = false;
-    loop {
-        let wait = if purge_again { Duration::ZERO } else { PURGE_EVERY };
-        let mut batch = Vec::new();
-        match jobs.recv_timeout(wait) {
-            Ok(job) => batch.push(job),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-        while batch.len() < BATCH {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        if !batch.is_empty() {
-            commit_batch(&env, tables, batch);
-        }
-        if purge_again || last_purge.elapsed() >= PURGE_EVERY {
-            last_purge = Instant::now();
-            purge_again = match purge(&env, tables, now(), PURGE_BATCH) {
-                Ok(removed) => removed == PURGE_BATCH,
-                Err(error) => {
-                    tracing::warn!(%error, "removing expired OAuth2 tokens failed");
-                    false
-                }
-            };
-        }
-    }
-}
-
-fn commit_batch(env: &Env<WithoutTls>, tables: Tables, batch: Vec<Job>) {
-    let mut txn = match env.write_txn() {
-        Ok(txn) => txn,
-        Err(error) => {
-            for job in batch {
-                let _ = job.reply.send(Err(failed(&error)));
-            }
-            return;
-        }
-    };
-    let mut answers = Vec::with_capacity(batch.len());
-    for job in batch {
-        let result = apply(&mut txn, tables, job.op);
-        answers.push((job.reply, result));
-    }
-    match txn.commit() {
-        Ok(()) => {
-            for (reply, result) in answers {
-                let _ = reply.send(result);
-            }
-        }
-        Err(error) => {
-            for (reply, _) in answers {
-                let _ = reply.send(Err(failed(&error)));
-            }
-        }
     }
 }
 

@@ -81,18 +81,13 @@ impl PgKv {
         F: FnOnce(Arc<Pool>) -> Fut,
         Fut: std::future::Future<Output = Result<T, KvError>> + Send + 'static,
     {
-        let limit = self.timeout;
-        let future = work(self.pool.clone());
-        let handle = self.runtime.spawn(async move {
-            tokio::time::timeout(limit, future)
-                .await
-                .unwrap_or_else(|_| Err(KvError::Unavailable(format!("no answer within {limit:?}"))))
-        });
-        Box::pin(async move {
-            handle
-                .await
-                .map_err(|e| KvError::Failed(format!("the runtime store's runtime stopped: {e}")))?
-        })
+        super::run_within(
+            &self.runtime,
+            self.timeout,
+            work(self.pool.clone()),
+            KvError::Unavailable,
+            KvError::Failed,
+        )
     }
 }
 

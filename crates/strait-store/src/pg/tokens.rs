@@ -209,18 +209,13 @@ impl PgTokens {
         F: FnOnce(Arc<Pool>) -> Fut,
         Fut: std::future::Future<Output = Result<T, TokenStoreError>> + Send + 'static,
     {
-        let limit = self.timeout;
-        let future = work(self.pool.clone());
-        let handle = self.runtime.spawn(async move {
-            tokio::time::timeout(limit, future)
-                .await
-                .unwrap_or_else(|_| Err(TokenStoreError::Unavailable(format!("no answer within {limit:?}"))))
-        });
-        Box::pin(async move {
-            handle
-                .await
-                .map_err(|e| TokenStoreError::Failed(format!("the token store's runtime stopped: {e}")))?
-        })
+        super::run_within(
+            &self.runtime,
+            self.timeout,
+            work(self.pool.clone()),
+            TokenStoreError::Unavailable,
+            TokenStoreError::Failed,
+        )
     }
 
     /// The one live token a keyed `SELECT` finds (`$1`: the key, `$2`: now).

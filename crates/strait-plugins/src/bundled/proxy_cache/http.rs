@@ -82,15 +82,7 @@ pub fn parse_http_date(text: &str) -> Option<i64> {
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (UTC); rate-limiting
 /// aligns its month and year windows with it too.
-pub(crate) fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+pub(crate) use strait_runtime::clock::days_from_civil;
 
 /// A media type: lower-case type and subtype, parameters by lower-case name.
 #[derive(Debug, Clone, PartialEq)]
