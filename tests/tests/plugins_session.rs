@@ -432,9 +432,21 @@ async fn sessions_kept_in_redis_are_shared_and_expire_there() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_renewed_touched_and_remembered() {
     let routes = json!([
-        route("main", "/app", json!({ "response_headers": ["id", "rolling-timeout", "idling-timeout"] })),
-        route("roll", "/roll", json!({ "idling_timeout": 0, "response_headers": ["id", "rolling-timeout"] })),
-        route("kept", "/kept", json!({ "cookie_name": "kept", "remember": true, "remember_cookie_name": "stay" }))
+        route(
+            "main",
+            "/app",
+            json!({ "response_headers": ["id", "rolling-timeout", "idling-timeout"] })
+        ),
+        route(
+            "roll",
+            "/roll",
+            json!({ "idling_timeout": 0, "response_headers": ["id", "rolling-timeout"] })
+        ),
+        route(
+            "kept",
+            "/kept",
+            json!({ "cookie_name": "kept", "remember": true, "remember_cookie_name": "stay" })
+        )
     ]);
     let (gw, _upstream) = gateway_with_echo(&echo_service(routes, consumers())).await;
     let entries = json!([[[ALICE, ALICE_CREDENTIAL], "default", "alice"]]).to_string();
@@ -454,15 +466,25 @@ async fn sessions_are_renewed_touched_and_remembered() {
     let new_cookie = cookie_pair(&renewed, "session");
     let new_value = new_cookie.trim_start_matches("session=");
     assert_ne!(sid_of(new_value), sid_of(&old), "a renewal draws a new session id");
-    assert_eq!(renewed.header("session-id").as_deref(), Some(sid_of(new_value).as_str()));
-    let rolling: i64 = renewed.header("session-rolling-timeout").expect("header").parse().expect("number");
+    assert_eq!(
+        renewed.header("session-id").as_deref(),
+        Some(sid_of(new_value).as_str())
+    );
+    let rolling: i64 = renewed
+        .header("session-rolling-timeout")
+        .expect("header")
+        .parse()
+        .expect("number");
     assert!(rolling > 3_500, "{rolling}");
     let header = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(&new_value[..110])
         .expect("header");
     let created = header[35..40].iter().rev().fold(0u64, |n, b| (n << 8) | u64::from(*b));
     let offset = header[40..44].iter().rev().fold(0u64, |n, b| (n << 8) | u64::from(*b));
-    assert!(now() - created >= 2_999 && offset >= 2_999, "created {created}, offset {offset}");
+    assert!(
+        now() - created >= 2_999 && offset >= 2_999,
+        "created {created}, offset {offset}"
+    );
 
     // Idle past the touch threshold (a minute) but before renewal: touched,
     // the same session id, the idling timeout back to 900.
@@ -471,19 +493,36 @@ async fn sessions_are_renewed_touched_and_remembered() {
     assert_eq!(who(&touched), "alice");
     let touched_cookie = cookie_pair(&touched, "session");
     assert_eq!(sid_of(touched_cookie.trim_start_matches("session=")), sid_of(&idle));
-    assert_ne!(touched_cookie.trim_start_matches("session="), idle, "the idling offset moved");
-    let idling: i64 = touched.header("session-idling-timeout").expect("header").parse().expect("number");
+    assert_ne!(
+        touched_cookie.trim_start_matches("session="),
+        idle,
+        "the idling offset moved"
+    );
+    let idling: i64 = touched
+        .header("session-idling-timeout")
+        .expect("header")
+        .parse()
+        .expect("number");
     assert!(idling >= 899, "{idling}");
     // Past the idling timeout: no session.
     let stale = reference_at("seal", &entries, now() - 1_000).expect("seals");
-    assert_eq!(who(&with_cookie(&gw, "GET", "/app", &format!("session={stale}")).await), "anonymous");
+    assert_eq!(
+        who(&with_cookie(&gw, "GET", "/app", &format!("session={stale}")).await),
+        "anonymous"
+    );
 
     // remember: a persistent cookie beside the session cookie reopens a
     // session once the browser dropped the session cookie.
     let login = gw.proxy(request("GET", "/kept", &[("authorization", BASIC)], "")).await;
     let lines = set_cookies(&login);
-    let stay = lines.iter().find(|l| l.starts_with("stay=")).expect("a remember cookie");
-    assert!(stay.contains("; Max-Age=604800") && stay.contains("; Expires="), "{stay}");
+    let stay = lines
+        .iter()
+        .find(|l| l.starts_with("stay="))
+        .expect("a remember cookie");
+    assert!(
+        stay.contains("; Max-Age=604800") && stay.contains("; Expires="),
+        "{stay}"
+    );
     assert!(lines.iter().any(|l| l.starts_with("kept=")), "{lines:?}");
     let stay = cookie_pair(&login, "stay");
     let back = with_cookie(&gw, "GET", "/kept", &stay).await;
