@@ -211,13 +211,14 @@ impl Snapshot {
         server_name: Option<&str>,
         default: &Arc<rustls::sign::CertifiedKey>,
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        // Looked up once: the plugins learn whether an SNI entity serves the
+        // name, and the handshake falls back to it.
+        let by_name = server_name.and_then(|name| self.compiled.certificates.resolve(name));
         let chain = &self.compiled.global_certificate;
         if !chain.is_empty() {
-            let has_sni_certificate =
-                server_name.is_some_and(|name| self.compiled.certificates.resolve(name).is_some());
             let ctx = strait_plugins::CertificateCtx {
                 server_name,
-                has_sni_certificate,
+                has_sni_certificate: by_name.is_some(),
             };
             match chain.certificate(&ctx) {
                 strait_plugins::CertificateFlow::Refuse => return None,
@@ -230,7 +231,6 @@ impl Snapshot {
                 strait_plugins::CertificateFlow::Continue => {}
             }
         }
-        let by_name = server_name.and_then(|name| self.compiled.certificates.resolve(name));
         Some(by_name.unwrap_or_else(|| default.clone()))
     }
 

@@ -81,12 +81,7 @@ impl AcmeConfig {
     /// Kong's `check_domains`: any domain, or one of `domains` (a leading
     /// `*` matches any prefix, a trailing one any suffix).
     pub fn allows(&self, host: &str) -> bool {
-        if self.allow_any_domain {
-            return true;
-        }
-        self.exact.iter().any(|d| d == host)
-            || self.suffixes.iter().any(|s| host.ends_with(s.as_str()))
-            || self.prefixes.iter().any(|p| host.starts_with(p.as_str()))
+        self.allow_any_domain || self.lists(host)
     }
 
     /// Whether `domains` lists `host` (the Admin API's sanity check does
