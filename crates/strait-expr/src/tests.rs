@@ -184,7 +184,7 @@ fn columns_count_characters_not_bytes() {
 /// fuzz seeds and parse; nothing may panic.
 #[test]
 fn mutated_seeds_never_panic() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../strait-router/fuzz/corpus/expression");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/expression");
     let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(dir)
         .map(|entries| entries.flatten().filter_map(|e| std::fs::read(e.path()).ok()).collect())
         .unwrap_or_default();
