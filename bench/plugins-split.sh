@@ -2,8 +2,9 @@
 # Per-plugin CPU split behind `bench/run plugins-cost` (docs/plugins.md#what-plugins-cost):
 # 100 routes / 100 consumers with no plugins, ip-restriction only (the plugin path's own
 # cost), key-auth, key-auth + acl, key-auth + acl + request-transformer, key-auth +
-# rate-limiting, key-auth + prometheus and key-auth + rate-limiting + prometheus (PLUGINS_SPLIT_SETS
-# picks some); for each, a
+# rate-limiting, key-auth + prometheus and key-auth + rate-limiting + prometheus, and (only when
+# PLUGINS_SPLIT_SETS names them) statsd, statsd-packed and zipkin as global plugins without auth
+# (PLUGINS_SPLIT_SETS picks sets); for each, a
 # release Strait (1 worker, core 0) behind wrk -c32 (random route + key, core 1) against an
 # nginx origin (core 1): RPS and gateway CPU µs per request over 10 s, ROUNDS times.
 #   bench/plugins-split.sh [ROUNDS]      (after bench/setup.sh and cargo build --release)
@@ -45,7 +46,24 @@ doc = json.load(open(f"{work}/none.json"))
 for route in doc["services"][0]["routes"]:
     route["plugins"] = [{"name": "ip-restriction", "config": {"allow": ["127.0.0.1/32"]}}]
 json.dump(doc, open(f"{work}/ip-restriction.json", "w"))
+# Issue 62's cost sets: statsd (Kong's defaults: a datagram per line, and packed into 1400-byte
+# datagrams) and zipkin (its default sample ratio, 0.001) as global plugins, no auth.
+origin = doc["services"][0]["url"]
+for name, plugin in [
+    ("statsd", {"name": "statsd", "config": {"host": "127.0.0.1", "port": 19503}}),
+    ("statsd-packed", {"name": "statsd", "config": {"host": "127.0.0.1", "port": 19503, "udp_packet_size": 1400}}),
+    ("zipkin", {"name": "zipkin", "config": {"http_endpoint": origin.rstrip("/") + "/api/v2/spans"}}),
+]:
+    doc = json.load(open(f"{work}/none.json"))
+    doc["plugins"] = [plugin]
+    json.dump(doc, open(f"{work}/{name}.json", "w"))
 PY
+# The statsd sets' datagrams go to a listener that reads and drops them (core 1, beside wrk).
+taskset -c 1 python3 -c "import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('127.0.0.1', 19503))
+while True: s.recv(65535)" &
+sink_pid=$!
+trap 'kill "$origin_pid" "$sink_pid" 2>/dev/null || true; sleep 0.2; rm -rf "$work"' EXIT
 targets="$work/all-three.targets"
 access_log=off
 [ "${PLUGINS_SPLIT_ACCESS_LOG:-0}" = 1 ] && access_log="$work/access.log"

@@ -147,17 +147,44 @@ async fn statsd_tags_packs_filters_statuses_and_speaks_tcp() {
     let latency = lines[1].strip_prefix("edge.latency:").expect("latency");
     assert!(latency.ends_with(&format!("|h|#service:127.0.0.1,{tags}")), "{latency}");
 
-    // Packed: one datagram for the request's three lines; a 404 is not counted.
-    assert_eq!(gw.proxy(get("/packed")).await.status, 200);
+    // Packed, and merged per flush window: however 22 requests (and a 404, not counted) fall
+    // into windows, the counters add up to 22 in far fewer lines, every latency is a line of
+    // its own, and the lines share datagrams of at most 1000 bytes.
     assert_eq!(gw.proxy(get("/packed/status/404")).await.status, 404);
-    assert_eq!(gw.proxy(get("/packed")).await.status, 200);
-    let packets = datagrams(&packed, 2).await;
-    assert_eq!(packets.len(), 2, "{packets:#?}");
-    let first: Vec<&str> = packets[0].split('\n').collect();
-    assert_eq!(first.len(), 3, "{first:?}");
-    assert_eq!(first[0], "kong.service.billing_api.request.count:1|c|@0.5");
-    assert_eq!(first[1], "kong.service.billing_api.status.200:1|c");
-    assert!(first[2].starts_with("kong.service.127_0_0_1.latency:"), "{}", first[2]);
+    for _ in 0..22 {
+        assert_eq!(gw.proxy(get("/packed")).await.status, 200);
+    }
+    let sum = |lines: &[String], name: &str, suffix: &str| -> (u64, usize) {
+        let values: Vec<u64> = lines
+            .iter()
+            .filter_map(|l| l.strip_prefix(name)?.strip_suffix(suffix)?.parse().ok())
+            .collect();
+        (values.iter().sum(), values.len())
+    };
+    let (packets, lines) = eventually(Duration::from_secs(5), "packed statsd lines", || async {
+        let packets: Vec<String> = packed
+            .datagrams()
+            .iter()
+            .map(|d| String::from_utf8_lossy(d).into_owned())
+            .collect();
+        let lines: Vec<String> = packets.iter().flat_map(|p| p.split('\n').map(str::to_string)).collect();
+        let (count, _) = sum(&lines, "kong.service.billing_api.request.count:", "|c|@0.5");
+        anyhow::ensure!(count == 22, "{count} requests counted: {lines:#?}");
+        Ok((packets, lines))
+    })
+    .await;
+    let (count, count_lines) = sum(&lines, "kong.service.billing_api.request.count:", "|c|@0.5");
+    let (ok, ok_lines) = sum(&lines, "kong.service.billing_api.status.200:", "|c");
+    assert_eq!((count, ok), (22, 22), "{lines:#?}");
+    assert!(count_lines <= 4 && ok_lines == count_lines, "not merged: {lines:#?}");
+    let latencies = lines
+        .iter()
+        .filter(|l| l.starts_with("kong.service.127_0_0_1.latency:"))
+        .count();
+    assert_eq!(latencies, 22, "{lines:#?}");
+    assert!(!lines.iter().any(|l| l.contains("status.404")), "{lines:#?}");
+    assert!(packets.iter().all(|p| p.len() <= 1000), "{packets:#?}");
+    assert!(packets.len() < lines.len() / 4, "not packed: {packets:#?}");
 
     // TCP: every line ends with a newline, on one connection.
     for _ in 0..2 {

@@ -1,18 +1,17 @@
 //! What `statsd` and `datadog` share: the values Kong's log entry gives
 //! them (sizes, latencies, the request's service, route and consumer),
 //! StatsD lines written straight into the request's entry (no JSON entry
-//! is made), and the queue that sends them off the workers (UDP, packed
-//! or not, or TCP).
-//!
-//! A request's lines are one queue entry, `\n`-separated;
-//! `strait_runtime::logs::lines` splits them again into datagrams.
+//! is made), and the sink that sends them off the workers: over UDP
+//! merged per flush window and sent a datagram per line or packed
+//! (`strait_runtime::logs::lines::MetricLines`), over TCP through Kong's
+//! queue, a request's lines one entry.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 use strait_core::{Consumer, Route, Service};
-use strait_runtime::logs::lines::UdpLines;
+use strait_runtime::logs::lines::{MetricLines, MetricLinesParams};
 use strait_runtime::logs::queue::{Queue, QueueParams};
 use strait_runtime::logs::sinks::{TcpSink, TcpTarget};
 
@@ -178,29 +177,67 @@ pub(crate) struct Destination {
     pub packet_size: usize,
 }
 
-/// The queue of a metrics plugin: shared by every instance with the same
+/// Where a metrics plugin's lines go: over UDP merged per flush window
+/// ([`MetricLines`]), over TCP through Kong's queue, a line each.
+pub(crate) enum Sink {
+    Udp(Arc<MetricLines>),
+    Tcp(Arc<Queue>),
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Sink::Udp(_) => "Sink::Udp",
+            Sink::Tcp(_) => "Sink::Tcp",
+        })
+    }
+}
+
+impl Sink {
+    /// One request's lines, written by `write` (`\n`-separated).
+    pub(crate) fn push_with(&self, write: impl FnOnce(&mut Vec<u8>)) {
+        match self {
+            Sink::Udp(lines) => {
+                lines.push_with(write);
+            }
+            Sink::Tcp(queue) => {
+                let mut out = Vec::with_capacity(256);
+                write(&mut out);
+                if !out.is_empty() {
+                    queue.push(out);
+                }
+            }
+        }
+    }
+}
+
+/// The sink of a metrics plugin: shared by every instance with the same
 /// destination and queue settings.
-pub(crate) fn queue(plugin: &str, to: Destination, params: &QueueParams) -> Arc<Queue> {
-    let name = format!(
-        "{plugin}:{}:{}:{}:{}:{params:?}",
-        to.host, to.port, to.tcp, to.packet_size
-    );
-    Queue::shared(name, params, || match to.tcp {
-        // Kong's socket timeout for statsd over TCP: one second.
-        true => Box::new(TcpSink::new(TcpTarget {
+pub(crate) fn sink(plugin: &str, to: Destination, params: &QueueParams) -> Sink {
+    if !to.tcp {
+        return Sink::Udp(MetricLines::shared(
+            plugin,
+            MetricLinesParams {
+                host: to.host,
+                port: to.port,
+                packet_size: to.packet_size,
+                window: params.max_coalescing_delay,
+                max_entries: params.max_entries,
+                max_bytes: params.max_bytes,
+            },
+        ));
+    }
+    let name = format!("{plugin}:{}:{}:tcp:{params:?}", to.host, to.port);
+    // Kong's socket timeout for statsd over TCP: one second.
+    Sink::Tcp(Queue::shared(name, params, || {
+        Box::new(TcpSink::new(TcpTarget {
             host: to.host,
             port: to.port,
             tls: None,
             timeout: Duration::from_secs(1),
             keepalive: Duration::from_secs(60),
-        })),
-        false => Box::new(UdpLines::new(
-            &to.host,
-            to.port,
-            to.packet_size,
-            Duration::from_secs(10),
-        )),
-    })
+        }))
+    }))
 }
 
 /// A counter or gauge needs its `sample_rate` (Kong's conditional check on

@@ -3,6 +3,7 @@
 //! bounded queues ([`queue`]) drained on one shipping thread
 //! ([`background`]) into sinks ([`sinks`]).
 
+pub mod aggregate;
 pub mod background;
 pub mod files;
 pub mod lines;

@@ -124,13 +124,13 @@ impl Queue {
     }
 
     fn drop_entry(&self, why: &str) {
-        dropped(1, || format!("queue {}: {why}, entry dropped", self.name));
+        count_dropped(1, || format!("queue {}: {why}, entry dropped", self.name));
     }
 }
 
 /// Counts `entries` dropped and logs `message()` (one line a second at most
 /// for all queues together; nothing is formatted otherwise).
-fn dropped(entries: u64, message: impl FnOnce() -> String) {
+pub(crate) fn count_dropped(entries: u64, message: impl FnOnce() -> String) {
     static LAST: AtomicU64 = AtomicU64::new(u64::MAX);
     DROPPED_TOTAL.fetch_add(entries, Ordering::Relaxed);
     if crate::once_a_second(&LAST) {
@@ -164,7 +164,7 @@ async fn consume(
                 Ok(()) => break,
                 Err(error) => {
                     if started.elapsed() + delay > params.max_retry_time {
-                        dropped(entries, || {
+                        count_dropped(entries, || {
                             format!(
                                 "queue {name}: could not send a batch of {entries} after {:?}, dropped: {error}",
                                 started.elapsed()

@@ -12,10 +12,8 @@ pub const PLUGIN: crate::BundledPlugin = crate::BundledPlugin {
     build: |config, _| Ok(std::sync::Arc::new(Datadog::from_config(config)?)),
 };
 
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use strait_runtime::logs::queue::Queue;
 
 use crate::config::ConfigReader;
 use crate::context::{LogRecord, SharedStore};
@@ -42,7 +40,7 @@ pub struct Datadog {
     status_tag: String,
     consumer_tag: String,
     metrics: Vec<MetricConf>,
-    queue: Arc<Queue>,
+    sink: lines::Sink,
 }
 
 impl Datadog {
@@ -89,7 +87,7 @@ impl Datadog {
             status_tag: c.string("status_tag")?.unwrap_or_else(|| "status".into()),
             consumer_tag: c.string("consumer_tag")?.unwrap_or_else(|| "consumer".into()),
             metrics,
-            queue: lines::queue("datadog", to, &params),
+            sink: lines::sink("datadog", to, &params),
         })
     }
 
@@ -97,8 +95,9 @@ impl Datadog {
     /// `<prefix>.<stat>:<value>|<type>[|@rate]|#<name>:<service>,<status>:<code>[,<consumer>:<id>][,<tags>]`.
     fn lines(&self, record: &LogRecord<'_>, out: &mut Vec<u8>) {
         let seen = Seen::of(record);
+        let start = out.len();
         for metric in &self.metrics {
-            if !out.is_empty() {
+            if out.len() > start {
                 out.push(b'\n');
             }
             out.extend_from_slice(self.prefix.as_bytes());
@@ -152,10 +151,6 @@ impl Plugin for Datadog {
     }
 
     fn log(&self, record: &LogRecord, _shared: &SharedStore) {
-        let mut out = Vec::with_capacity(96 * self.metrics.len());
-        self.lines(record, &mut out);
-        if !out.is_empty() {
-            self.queue.push(out);
-        }
+        self.sink.push_with(|out| self.lines(record, out));
     }
 }

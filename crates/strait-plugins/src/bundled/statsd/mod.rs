@@ -14,10 +14,8 @@ pub const PLUGIN: crate::BundledPlugin = crate::BundledPlugin {
     build: |config, _| Ok(std::sync::Arc::new(Statsd::from_config(config)?)),
 };
 
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use strait_runtime::logs::queue::Queue;
 
 use crate::config::ConfigReader;
 use crate::context::{LogRecord, SharedStore};
@@ -76,7 +74,7 @@ pub struct Statsd {
     tag_style: Option<TagStyle>,
     /// The host name with `_` for `.` (the `node` tag).
     node: String,
-    queue: Arc<Queue>,
+    sink: lines::Sink,
 }
 
 fn invalid(path: &str, value: &str) -> PluginError {
@@ -163,7 +161,7 @@ impl Statsd {
             allow_status,
             tag_style,
             node,
-            queue: lines::queue("statsd", to, &params),
+            sink: lines::sink("statsd", to, &params),
         })
     }
 
@@ -425,11 +423,7 @@ impl Plugin for Statsd {
                 return;
             }
         }
-        let mut out = Vec::with_capacity(64 * self.metrics.len());
-        self.lines(record, &mut out);
-        if !out.is_empty() {
-            self.queue.push(out);
-        }
+        self.sink.push_with(|out| self.lines(record, out));
     }
 }
 
