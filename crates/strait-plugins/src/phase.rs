@@ -271,6 +271,15 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// True when `log` does nothing for a request whose `access` did not
+    /// leave [`WantsLogDetails`] (zipkin's unsampled ones): when every
+    /// plugin following such a request's response is like this, the
+    /// response is not followed at all (no log phase, the body passed on
+    /// as it is).
+    fn logs_only_on_demand(&self) -> bool {
+        false
+    }
+
     /// True when the plugin traces requests: the chain then times every
     /// plugin's `access` and `header_filter` into
     /// [`crate::PhaseTimings`] in the shared store.

@@ -246,6 +246,11 @@ impl Plugin for Zipkin {
         true
     }
 
+    /// An unsampled request sends no span.
+    fn logs_only_on_demand(&self) -> bool {
+        true
+    }
+
     fn reads_entities(&self) -> bool {
         true
     }

@@ -384,7 +384,12 @@ fn respond(
             let summary = &state.summary;
             chain.response_followers(consumer_plugins, summary.route_id, summary.service_id, state.protocol)
         })
-        .filter(|followers| !followers.is_empty());
+        .filter(|followers| !followers.is_empty())
+        .filter(|followers| {
+            // An unsampled trace's log phase would do nothing.
+            !followers.iter().all(|p| p.logs_only_on_demand() && !p.filters_body())
+                || state.shared.get::<strait_plugins::WantsLogDetails>().is_some()
+        });
     let Some(followers) = followers else {
         return (Response::from_parts(head, body), fields);
     };
