@@ -219,6 +219,29 @@ impl Propagation {
     }
 }
 
+/// An id of up to 16 bytes, on the stack.
+struct Id {
+    bytes: [u8; 16],
+    len: usize,
+}
+
+impl std::ops::Deref for Id {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// [`sized`] without an allocation, for the ids an injector writes (16 bytes at most).
+fn sized_id(id: &[u8], size: usize) -> Id {
+    let size = size.min(16);
+    let mut bytes = [0u8; 16];
+    let kept = id.len().min(size);
+    bytes[size - kept..size].copy_from_slice(&id[id.len() - kept..]);
+    Id { bytes, len: size }
+}
+
 /// Kong's `to_id_size`: the last `size` bytes, or zeros on the left.
 pub(crate) fn sized(id: &[u8], size: usize) -> Vec<u8> {
     match id.len() {
@@ -600,11 +623,11 @@ fn extract_gcp(headers: &HeaderMap) -> Option<Extracted> {
 fn inject_headers(format: Format, ctx: &Outgoing) -> Vec<(HeaderName, String)> {
     let sizes = format.trace_id_sizes();
     let size = ctx.trace_id_size.filter(|s| sizes.contains(s)).unwrap_or(sizes[0]);
-    let trace = sized(&ctx.trace_id, size);
-    let span = sized(&ctx.span_id, 8);
-    let parent = ctx.parent_id.as_ref().map(|p| sized(p, 8));
+    let trace = sized_id(&ctx.trace_id, size);
+    let span = sized_id(&ctx.span_id, 8);
+    let parent = ctx.parent_id.as_ref().map(|p| sized_id(p, 8));
     let sampled = ctx.should_sample == Some(true);
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(4);
     match format {
         Format::B3 => {
             out.push((X_B3_TRACEID, hex(&trace)));

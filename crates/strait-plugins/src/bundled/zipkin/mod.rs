@@ -187,7 +187,7 @@ impl Plugin for Zipkin {
         };
         let proxy_id = random_id();
         let outgoing = Outgoing {
-            trace_id: trace_id.clone(),
+            trace_id,
             trace_id_size: found.trace_id_size,
             span_id: proxy_id.to_vec(),
             parent_id: Some(span_id.to_vec()),
@@ -214,10 +214,15 @@ impl Plugin for Zipkin {
             }
         }
         self.propagation.inject(found.format, &outgoing, ctx.headers);
+        let trace_id = outgoing.trace_id;
         if let Some(name) = &self.trace_id_header {
             if let Ok(value) = HeaderValue::from_str(&crate::observability::propagation::hex(&trace_id)) {
                 ctx.response_headers.push(name, &value);
             }
+        }
+        // An unsampled request sends no span: nothing of it is kept.
+        if !sampled {
+            return Flow::Continue;
         }
         ctx.shared.insert(ZipkinRequest {
             trace_id,
@@ -230,9 +235,7 @@ impl Plugin for Zipkin {
             client_port: ctx.client_port,
             access_started,
         });
-        if sampled {
-            ctx.shared.insert(crate::WantsLogDetails);
-        }
+        ctx.shared.insert(crate::WantsLogDetails);
         Flow::Continue
     }
 
