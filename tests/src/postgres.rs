@@ -156,7 +156,15 @@ impl PgServer {
             "copying the cluster template failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        server.launch();
+        // The free port may be taken between its pick and the server's bind (test processes
+        // run side by side): then another port.
+        for attempt in 1.. {
+            match server.try_launch() {
+                Ok(()) => break,
+                Err(log) if attempt < 5 && log.contains("Address already in use") => server.port = free_port(),
+                Err(log) => panic!("postgres exited at start:\n{log}"),
+            }
+        }
         let out = server
             .command("createdb")
             .args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "-U", USER, DATABASE])
@@ -253,6 +261,13 @@ impl PgServer {
     }
 
     fn launch(&mut self) {
+        if let Err(log) = self.try_launch() {
+            panic!("postgres exited at start:\n{log}");
+        }
+    }
+
+    /// Starts the server and waits until it answers; its log when it exits first.
+    fn try_launch(&mut self) -> Result<(), String> {
         let log = std::fs::File::create(self.dir.path().join("postgres.log")).expect("create the server log");
         if let Some((uid, gid)) = self.run_as {
             let _ = std::os::unix::fs::chown(self.dir.path().join("postgres.log"), Some(uid), Some(gid));
@@ -269,15 +284,16 @@ impl PgServer {
             .spawn()
             .expect("start postgres");
         self.child = Some(child);
-        self.wait_ready();
+        self.wait_ready()
     }
 
-    fn wait_ready(&mut self) {
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    panic!("postgres exited ({status}) at start:\n{}", self.log());
+                    self.child = None;
+                    return Err(format!("({status})\n{}", self.log()));
                 }
             }
             let listening = TcpStream::connect(("127.0.0.1", self.port)).is_ok();
@@ -289,7 +305,7 @@ impl PgServer {
                     .map(|s| s.success())
                     .unwrap_or(false);
             if ready {
-                return;
+                return Ok(());
             }
             assert!(
                 Instant::now() < deadline,
