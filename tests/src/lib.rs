@@ -46,15 +46,31 @@ pub use upstream::{refusing_addr, Alpn, Upstream, UpstreamKind};
 /// check and the gateway binding it. Tests in one binary run in parallel and
 /// a gateway binds its ports only once it has started, so a port that is free
 /// now may already belong to another test's gateway: every port handed out is
-/// remembered and never handed out again.
+/// remembered and never handed out again. Test binaries also run side by side
+/// (scripts/e2e-suites.py): a port is handed out only with a lock on
+/// `<tmp>/strait-e2e-ports/<port>` that this process holds until it exits
+/// (the kernel drops it then, whatever the exit), so no two processes get it.
 pub fn free_port() -> u16 {
     static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    static LOCKS: Mutex<Vec<std::fs::File>> = Mutex::new(Vec::new());
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let locks_dir = std::env::temp_dir().join("strait-e2e-ports");
+    let _ = std::fs::create_dir_all(&locks_dir);
     for _ in 0..1000 {
         let random = u16::from_le_bytes(*uuid::Uuid::new_v4().as_bytes().first_chunk().expect("16 bytes"));
         let port = 20000 + random % 12000;
-        if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if handed_out.contains(&port) {
+            continue;
+        }
+        let Ok(lock) = std::fs::File::create(locks_dir.join(port.to_string())) else {
+            continue;
+        };
+        if lock.try_lock().is_err() {
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
             handed_out.insert(port);
+            LOCKS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(lock);
             return port;
         }
     }
