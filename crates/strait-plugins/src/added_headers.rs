@@ -65,6 +65,13 @@ impl AddedHeaders {
         self.lines.put_slice(b"\r\n");
     }
 
+    /// Finished lines the caller made: each `name: value` and CRLF, the
+    /// name a lower-case header name, the value a valid header value.
+    pub fn push_lines(&mut self, lines: &[u8]) {
+        debug_assert!(lines.is_empty() || lines.ends_with(b"\r\n"), "{lines:?}");
+        self.lines.extend_from_slice(lines);
+    }
+
     pub fn push_line(&mut self, line: &FieldLine) {
         self.lines.extend_from_slice(&line.0);
     }

@@ -14,10 +14,19 @@
 //! otherwise) the chain moves them into the map, so every plugin sees the
 //! request as Kong's `kong.service.request.set_header` would have left it.
 //!
+//! Other fields a plugin adds to the upstream request under a name the map
+//! does not hold ([`IdentityFields::add_absent`]: zipkin's trace context)
+//! are held beside the map the same way, as finished header lines, and
+//! moved into it with the identity fields. The names such a plugin may
+//! hold there are in [`is_identity_name`], so a plugin that says it never
+//! reads the identity fields has looked at them too.
+//!
 //! Outside the proxy (a plugin's unit tests) a context starts with the
 //! fields in the map: [`IdentityFields::default`].
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::added_headers::AddedHeaders;
 
 /// One of Kong's identity fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +75,9 @@ pub struct IdentityFields {
     /// Bit `i`: the map holds a field named `NAMES[i]`.
     in_map: u8,
     values: Option<Box<[Option<HeaderValue>; COUNT]>>,
+    /// Fields of names the map does not hold, added by plugins
+    /// ([`IdentityFields::add_absent`]), as HTTP/1.1 lines.
+    added: AddedHeaders,
 }
 
 impl IdentityFields {
@@ -142,9 +154,35 @@ impl IdentityFields {
 
     /// True when no field waits beside the map.
     pub fn is_empty(&self) -> bool {
-        self.values
-            .as_deref()
-            .is_none_or(|values| values.iter().all(Option::is_none))
+        self.added.is_empty()
+            && self
+                .values
+                .as_deref()
+                .is_none_or(|values| values.iter().all(Option::is_none))
+    }
+
+    /// Adds fields to the upstream request whose names the caller knows
+    /// the map does not hold (a plugin that looked through the names), as
+    /// HTTP/1.1 lines (`name: value` and CRLF each, the name in lower case
+    /// and one [`is_identity_name`] knows, the value a valid header value):
+    /// beside the map on the proxy's requests, else into the map.
+    pub fn add_absent_lines(&mut self, headers: &mut HeaderMap, lines: &[u8]) {
+        let mut added = AddedHeaders::default();
+        let target = match self.beside {
+            true => &mut self.added,
+            false => &mut added,
+        };
+        target.push_lines(lines);
+        debug_assert!(target.iter().all(|(name, _)| is_identity_name(name)), "{lines:?}");
+        if !self.beside {
+            added.append_to(headers);
+        }
+    }
+
+    /// The fields [`IdentityFields::add_absent`] held beside the map, as
+    /// HTTP/1.1 lines each ending in CRLF.
+    pub fn added_lines(&self) -> &[u8] {
+        self.added.as_lines()
     }
 
     /// The fields waiting beside the map, in the order they are written.
@@ -159,6 +197,9 @@ impl IdentityFields {
     /// Moves the fields waiting beside the map into it: before a plugin
     /// that reads them, and for an upstream that is not sent HTTP/1.1.
     pub fn move_into(&mut self, headers: &mut HeaderMap) {
+        if !self.added.is_empty() {
+            std::mem::take(&mut self.added).append_to(headers);
+        }
         let Some(values) = self.values.as_deref_mut() else {
             return;
         };
@@ -190,11 +231,14 @@ pub(crate) fn remove_if_sent(headers: &mut HeaderMap, name: &HeaderName) {
     }
 }
 
-/// True when `name` (lower case) is one of the identity fields' names: a
-/// plugin that reads a header named by its configuration says it reads the
-/// identity fields when one of those names is among them.
+/// True when `name` is one of the identity fields' names, or a name a
+/// plugin may hold beside the map with them (a trace context field,
+/// [`IdentityFields::add_absent`]): a plugin that reads a header named by
+/// its configuration says it reads the identity fields when one of those
+/// names is among them.
 pub fn is_identity_name(name: &str) -> bool {
     NAMES.iter().any(|ours| ours.as_str().eq_ignore_ascii_case(name))
+        || crate::observability::propagation::names_trace(&name.to_ascii_lowercase())
 }
 
 /// Which identity names `headers` holds, as bits by [`IdentityField`]:

@@ -12,7 +12,7 @@
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
-use crate::PluginError;
+use crate::{IdentityFields, PluginError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Format {
@@ -74,17 +74,18 @@ pub(crate) struct Extracted {
     pub format: Option<Format>,
 }
 
-/// What an injector writes.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Outgoing {
-    pub trace_id: Vec<u8>,
+/// What an injector writes, borrowed from where the plugin keeps it (no
+/// id copied to be written).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Outgoing<'a> {
+    pub trace_id: &'a [u8],
     pub trace_id_size: Option<usize>,
-    pub span_id: Vec<u8>,
-    pub parent_id: Option<Vec<u8>>,
+    pub span_id: &'a [u8],
+    pub parent_id: Option<&'a [u8]>,
     pub should_sample: Option<bool>,
-    pub flags: Option<String>,
+    pub flags: Option<&'a str>,
     pub single_header: bool,
-    pub baggage: Vec<(String, String)>,
+    pub baggage: &'a [(String, String)],
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,12 +177,23 @@ impl Propagation {
     }
 
     /// The first context an extractor finds, in the configured order.
+    #[cfg(test)]
     pub(crate) fn extract(&self, headers: &HeaderMap) -> Extracted {
+        self.extract_named(headers).0
+    }
+
+    /// [`Propagation::extract`], and whether the request names any field
+    /// a format reads or writes ([`names_any_trace`]).
+    pub(crate) fn extract_named(&self, headers: &HeaderMap) -> (Extracted, bool) {
         // One pass over the request's few header names spares the dozen
         // lookups of a request that carries no trace (most of them).
-        if !headers.keys().any(|name| names_trace(name.as_str())) {
-            return Extracted::default();
+        if !names_any_trace(headers) {
+            return (Extracted::default(), false);
         }
+        (self.extract_found(headers), true)
+    }
+
+    fn extract_found(&self, headers: &HeaderMap) -> Extracted {
         for format in &self.extract {
             if let Some(mut found) = extract(*format, headers) {
                 found.format = Some(*format);
@@ -196,11 +208,27 @@ impl Propagation {
     }
 
     /// Clears the configured headers, then writes `outgoing` in each
-    /// configured format (`preserve`: the one found, else the default).
-    pub(crate) fn inject(&self, found: Option<Format>, outgoing: &Outgoing, headers: &mut HeaderMap) {
+    /// configured format (`preserve`: the one found, else the default),
+    /// each format once. With `beside` (the request names no trace field,
+    /// [`names_any_trace`]), the fields are added beside the map
+    /// ([`IdentityFields::add_absent`]), else set in it.
+    pub(crate) fn inject(
+        &self,
+        found: Option<Format>,
+        outgoing: &Outgoing<'_>,
+        headers: &mut HeaderMap,
+        beside: Option<&mut IdentityFields>,
+    ) {
         for name in &self.clear {
             headers.remove(name);
         }
+        let mut target = Target {
+            headers,
+            beside,
+            lines: [0; LINES],
+            len: 0,
+        };
+        let mut written = 0u16;
         for inject in &self.inject {
             let mut format = match inject {
                 Inject::Format(format) => *format,
@@ -209,11 +237,69 @@ impl Propagation {
             if *inject == Inject::Preserve && format == Format::B3 && outgoing.single_header {
                 format = Format::B3Single;
             }
-            for (name, value) in inject_headers(format, outgoing) {
-                // The string's own buffer becomes the value (no copy).
-                if let Ok(value) = HeaderValue::try_from(value) {
-                    headers.insert(name, value);
-                }
+            // A format named twice writes the same fields again: once is
+            // what a map's replacing insert would have left.
+            if written & (1 << format as u16) == 0 {
+                written |= 1 << format as u16;
+                inject_headers(format, outgoing, &mut target);
+            }
+        }
+        target.flush();
+    }
+}
+
+/// True when the request has a field of a name some format reads or
+/// writes: without one, an injector's fields can be added beside the map.
+pub(crate) fn names_any_trace(headers: &HeaderMap) -> bool {
+    headers.keys().any(|name| names_trace(name.as_str()))
+}
+
+/// The bytes of header lines an injector gathers on the stack before they
+/// go beside the map at once (b3's four take 133).
+const LINES: usize = 256;
+
+/// Where an injector's fields go: the request's map, or beside it (as
+/// lines gathered on the stack, added with one copy).
+struct Target<'a> {
+    headers: &'a mut HeaderMap,
+    beside: Option<&'a mut IdentityFields>,
+    lines: [u8; LINES],
+    len: usize,
+}
+
+impl Target<'_> {
+    /// `value`: bytes a valid header value holds (digits, letters and the
+    /// punctuation of the formats, or a checked value).
+    fn put(&mut self, name: &HeaderName, value: &[u8]) {
+        let Some(fields) = &mut self.beside else {
+            if let Ok(value) = HeaderValue::from_bytes(value) {
+                self.headers.insert(name, value);
+            }
+            return;
+        };
+        let name = name.as_str().as_bytes();
+        let need = name.len() + value.len() + 4;
+        if self.len + need > LINES {
+            fields.add_absent_lines(self.headers, &self.lines[..self.len]);
+            self.len = 0;
+        }
+        if need > LINES {
+            fields.add_absent_lines(self.headers, &[name, b": ", value, b"\r\n"].concat());
+            return;
+        }
+        let mut at = self.len;
+        for part in [name, b": ", value, b"\r\n"] {
+            self.lines[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        self.len = at;
+    }
+
+    fn flush(&mut self) {
+        if let Some(fields) = &mut self.beside {
+            if self.len > 0 {
+                fields.add_absent_lines(self.headers, &self.lines[..self.len]);
+                self.len = 0;
             }
         }
     }
@@ -255,13 +341,64 @@ pub(crate) fn sized(id: &[u8], size: usize) -> Vec<u8> {
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
+    for chunk in bytes.chunks(16) {
+        let (digits, len) = hex_id(chunk);
+        // Only ASCII digits and letters.
+        out.push_str(std::str::from_utf8(&digits[..len]).unwrap_or_default());
     }
     out
+}
+
+/// b3's fields for a 16-byte trace with a parent and no flags, each digit
+/// a placeholder, and where each value starts.
+const B3_LINES: &[u8] = b"x-b3-traceid: 00000000000000000000000000000000\r\n\
+x-b3-spanid: 0000000000000000\r\n\
+x-b3-parentspanid: 0000000000000000\r\n\
+x-b3-sampled: 0\r\n";
+const B3_TRACE: usize = "x-b3-traceid: ".len();
+const B3_SPAN: usize = B3_TRACE + 32 + "\r\nx-b3-spanid: ".len();
+const B3_PARENT: usize = B3_SPAN + 16 + "\r\nx-b3-parentspanid: ".len();
+const B3_SAMPLED: usize = B3_PARENT + 16 + "\r\nx-b3-sampled: ".len();
+
+/// `id` in lowercase hex into `out` (twice its length).
+fn put_hex_at(out: &mut [u8], id: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut at = 0;
+    while at < id.len() && 2 * at + 1 < out.len() {
+        out[2 * at] = DIGITS[(id[at] >> 4) as usize];
+        out[2 * at + 1] = DIGITS[(id[at] & 15) as usize];
+        at += 1;
+    }
+}
+
+/// b3's multi-header fields, one at a time.
+fn b3_fields(trace: &[u8], span: &[u8], parent: Option<&Id>, sampled: bool, target: &mut Target<'_>) {
+    let (digits, len) = hex_id(trace);
+    target.put(&X_B3_TRACEID, &digits[..len]);
+    let (digits, len) = hex_id(span);
+    target.put(&X_B3_SPANID, &digits[..len]);
+    if let Some(parent) = parent {
+        let (digits, len) = hex_id(parent);
+        target.put(&X_B3_PARENTSPANID, &digits[..len]);
+    }
+    target.put(&X_B3_SAMPLED, sampled_digit(sampled));
+}
+
+/// An id of up to 16 bytes in lowercase hex, on the stack.
+fn hex_id(id: &[u8]) -> ([u8; 32], usize) {
+    let mut digits = [0u8; 32];
+    let id = &id[..id.len().min(16)];
+    put_hex_at(&mut digits, id);
+    (digits, id.len() * 2)
+}
+
+fn sampled_digit(sampled: bool) -> &'static [u8] {
+    if sampled {
+        b"1"
+    } else {
+        b"0"
+    }
 }
 
 /// Kong's `from_hex`: an odd length gets a leading zero.
@@ -318,7 +455,7 @@ const GCP_TRACE: HeaderName = HeaderName::from_static("x-cloud-trace-context");
 
 /// Whether any format reads a header of this name: a request without one
 /// extracts nothing in any format.
-fn names_trace(name: &str) -> bool {
+pub(crate) fn names_trace(name: &str) -> bool {
     matches!(
         name,
         "b3" | "tracestate" | "traceparent" | "uber-trace-id" | "x-amzn-trace-id" | "x-cloud-trace-context"
@@ -620,28 +757,48 @@ fn extract_gcp(headers: &HeaderMap) -> Option<Extracted> {
 }
 
 /// The headers `format` writes for `ctx`, ids at the format's sizes.
-fn inject_headers(format: Format, ctx: &Outgoing) -> Vec<(HeaderName, String)> {
+fn inject_headers(format: Format, ctx: &Outgoing<'_>, target: &mut Target<'_>) {
     let sizes = format.trace_id_sizes();
     let size = ctx.trace_id_size.filter(|s| sizes.contains(s)).unwrap_or(sizes[0]);
-    let trace = sized_id(&ctx.trace_id, size);
-    let span = sized_id(&ctx.span_id, 8);
-    let parent = ctx.parent_id.as_ref().map(|p| sized_id(p, 8));
+    let trace = sized_id(ctx.trace_id, size);
+    let span = sized_id(ctx.span_id, 8);
+    let parent = ctx.parent_id.map(|p| sized_id(p, 8));
     let sampled = ctx.should_sample == Some(true);
-    let mut out = Vec::with_capacity(4);
     match format {
-        Format::B3 => {
-            out.push((X_B3_TRACEID, hex(&trace)));
-            out.push((X_B3_SPANID, hex(&span)));
-            if let Some(parent) = &parent {
-                out.push((X_B3_PARENTSPANID, hex(parent)));
+        Format::B3 if trace.len() == 16 && ctx.flags.is_none() => {
+            let Some(parent) = &parent else {
+                return b3_fields(&trace, &span, None, sampled, target);
+            };
+            if target.beside.is_none() || target.len + B3_LINES.len() > LINES {
+                return b3_fields(&trace, &span, Some(parent), sampled, target);
             }
-            match &ctx.flags {
-                Some(flags) => out.push((X_B3_FLAGS, flags.clone())),
-                None => out.push((X_B3_SAMPLED, if sampled { "1" } else { "0" }.into())),
+            // The usual request's four fields: a template's copy with the
+            // digits written into it.
+            let lines = &mut target.lines[target.len..target.len + B3_LINES.len()];
+            lines.copy_from_slice(B3_LINES);
+            put_hex_at(&mut lines[B3_TRACE..B3_TRACE + 32], &trace);
+            put_hex_at(&mut lines[B3_SPAN..B3_SPAN + 16], &span);
+            put_hex_at(&mut lines[B3_PARENT..B3_PARENT + 16], parent);
+            lines[B3_SAMPLED] = sampled_digit(sampled)[0];
+            target.len += B3_LINES.len();
+        }
+        Format::B3 => {
+            // The ids' digits on the stack, each written once where it goes.
+            let (digits, len) = hex_id(&trace);
+            target.put(&X_B3_TRACEID, &digits[..len]);
+            let (digits, len) = hex_id(&span);
+            target.put(&X_B3_SPANID, &digits[..len]);
+            if let Some(parent) = &parent {
+                let (digits, len) = hex_id(parent);
+                target.put(&X_B3_PARENTSPANID, &digits[..len]);
+            }
+            match ctx.flags {
+                Some(flags) => target.put(&X_B3_FLAGS, flags.as_bytes()),
+                None => target.put(&X_B3_SAMPLED, sampled_digit(sampled)),
             }
         }
         Format::B3Single => {
-            let flag = match (ctx.flags.as_deref(), ctx.should_sample) {
+            let flag = match (ctx.flags, ctx.should_sample) {
                 (Some("1"), _) => Some("d"),
                 (_, Some(true)) => Some("1"),
                 (_, Some(false)) => Some("0"),
@@ -656,77 +813,72 @@ fn inject_headers(format: Format, ctx: &Outgoing) -> Vec<(HeaderName, String)> {
                 value.push('-');
                 value.push_str(&hex(parent));
             }
-            out.push((B3, value));
+            target.put(&B3, value.as_bytes());
         }
-        Format::W3c => out.push((
-            TRACEPARENT,
-            format!(
+        Format::W3c => {
+            let value = format!(
                 "00-{}-{}-{}",
                 hex(&trace),
                 hex(&span),
                 if sampled { "01" } else { "00" }
-            ),
-        )),
+            );
+            target.put(&TRACEPARENT, value.as_bytes());
+        }
         Format::Jaeger => {
-            out.push((
-                UBER_TRACE_ID,
-                format!(
-                    "{}:{}:{}:{}",
-                    hex(&trace),
-                    hex(&span),
-                    parent.as_deref().map_or_else(|| "0".to_string(), hex),
-                    if sampled { "01" } else { "00" }
-                ),
-            ));
-            for (key, value) in &ctx.baggage {
+            let value = format!(
+                "{}:{}:{}:{}",
+                hex(&trace),
+                hex(&span),
+                parent.as_deref().map_or_else(|| "0".to_string(), hex),
+                if sampled { "01" } else { "00" }
+            );
+            target.put(&UBER_TRACE_ID, value.as_bytes());
+            for (key, value) in ctx.baggage {
                 if let Ok(name) = HeaderName::from_bytes(format!("uberctx-{key}").as_bytes()) {
-                    out.push((name, crate::form::encode(value).into_owned()));
+                    target.put(&name, crate::form::encode(value).as_bytes());
                 }
             }
         }
         Format::Ot => {
-            out.push((OT_TRACEID, hex(&trace)));
-            out.push((OT_SPANID, hex(&span)));
+            target.put(&OT_TRACEID, hex(&trace).as_bytes());
+            target.put(&OT_SPANID, hex(&span).as_bytes());
             if let Some(sampled) = ctx.should_sample {
-                out.push((OT_SAMPLED, if sampled { "1" } else { "0" }.into()));
+                target.put(&OT_SAMPLED, sampled_digit(sampled));
             }
-            for (key, value) in &ctx.baggage {
+            for (key, value) in ctx.baggage {
                 if let Ok(name) = HeaderName::from_bytes(format!("ot-baggage-{key}").as_bytes()) {
-                    out.push((name, crate::form::encode(value).into_owned()));
+                    target.put(&name, crate::form::encode(value).as_bytes());
                 }
             }
         }
         Format::Datadog => {
-            out.push((DD_TRACE_ID, to_dec(&trace)));
-            out.push((DD_PARENT_ID, to_dec(&span)));
+            target.put(&DD_TRACE_ID, to_dec(&trace).as_bytes());
+            target.put(&DD_PARENT_ID, to_dec(&span).as_bytes());
             if let Some(sampled) = ctx.should_sample {
-                out.push((DD_PRIORITY, if sampled { "1" } else { "0" }.into()));
+                target.put(&DD_PRIORITY, sampled_digit(sampled));
             }
         }
         Format::Aws => {
             let trace = hex(&trace);
-            out.push((
-                AMZN_TRACE_ID,
-                format!(
-                    "Root=1-{}-{};Parent={};Sampled={}",
-                    &trace[..8],
-                    &trace[8..],
-                    hex(&span),
-                    if sampled { "1" } else { "0" }
-                ),
-            ));
+            let value = format!(
+                "Root=1-{}-{};Parent={};Sampled={}",
+                &trace[..8],
+                &trace[8..],
+                hex(&span),
+                if sampled { "1" } else { "0" }
+            );
+            target.put(&AMZN_TRACE_ID, value.as_bytes());
         }
-        Format::Gcp => out.push((
-            GCP_TRACE,
-            format!(
+        Format::Gcp => {
+            let value = format!(
                 "{}/{};o={}",
                 hex(&trace),
                 to_dec(&span),
                 if sampled { "1" } else { "0" }
-            ),
-        )),
+            );
+            target.put(&GCP_TRACE, value.as_bytes());
+        }
     }
-    out
 }
 
 #[cfg(test)]

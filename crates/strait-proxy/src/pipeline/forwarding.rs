@@ -167,8 +167,11 @@ impl<'a> Forwarding<'a> {
     /// The fields as HTTP/1.1 header lines: the identity fields, then the
     /// forwarding fields, `Via` last.
     pub(crate) fn encode(&self, out: &mut BytesMut) {
-        for (name, value) in self.identity.iter().flat_map(|identity| identity.iter()) {
-            put_field(name.as_str().as_bytes(), value.as_bytes(), out);
+        if let Some(identity) = self.identity {
+            for (name, value) in identity.iter() {
+                put_field(name.as_str().as_bytes(), value.as_bytes(), out);
+            }
+            out.extend_from_slice(identity.added_lines());
         }
         for (name, value) in NAMES.iter().zip(&self.values) {
             if let Some(value) = value {

@@ -155,18 +155,24 @@ impl Plugin for Zipkin {
 
     fn access(&self, ctx: &mut RequestCtx<'_>) -> Flow {
         let access_started = std::time::Instant::now();
-        let found = self.propagation.extract(ctx.headers);
+        let (found, named) = self.propagation.extract_named(ctx.headers);
         let sampled = match found.should_sample {
             Some(sampled) => sampled,
             None => ((strait_runtime::random::next_u64() >> 11) as f64 / (1u64 << 53) as f64) < self.sample_ratio,
         };
-        let trace_id = found.trace_id.clone().unwrap_or_else(|| {
-            let mut id = strait_runtime::random::next_u64().to_be_bytes().to_vec();
-            if self.traceid_bytes == 16 {
-                id.extend_from_slice(&strait_runtime::random::next_u64().to_be_bytes());
+        // The ids live on the stack: an unsampled request (most of them)
+        // allocates only the values of the headers it sends on.
+        let mut own_trace = [0u8; 16];
+        let trace_id: &[u8] = match found.trace_id.as_deref() {
+            Some(id) => id,
+            None => {
+                own_trace[..8].copy_from_slice(&strait_runtime::random::next_u64().to_be_bytes());
+                if self.traceid_bytes == 16 {
+                    own_trace[8..].copy_from_slice(&strait_runtime::random::next_u64().to_be_bytes());
+                }
+                &own_trace[..self.traceid_bytes]
             }
-            id
-        });
+        };
         // b3 and jaeger share the caller's span; the others name the parent.
         let (span_id, parent_id) = match found.reuse_span_id {
             true => (
@@ -175,29 +181,20 @@ impl Plugin for Zipkin {
                     .as_deref()
                     .and_then(|s| <[u8; 8]>::try_from(s).ok())
                     .unwrap_or_else(random_id),
-                found.parent_id.clone(),
+                found.parent_id.as_deref(),
             ),
-            false => (random_id(), found.span_id.clone()),
-        };
-        // The span's name and tags matter only to a sampled request.
-        let name = match (sampled, self.method_path) {
-            (false, _) => String::new(),
-            (true, true) => format!("{} {}", ctx.method.as_str(), ctx.path()),
-            (true, false) => ctx.method.as_str().to_string(),
+            false => (random_id(), found.span_id.as_deref()),
         };
         let proxy_id = random_id();
-        let outgoing = Outgoing {
-            trace_id,
-            trace_id_size: found.trace_id_size,
-            span_id: proxy_id.to_vec(),
-            parent_id: Some(span_id.to_vec()),
-            should_sample: Some(sampled),
-            flags: found.flags.clone(),
-            single_header: found.single_header,
-            baggage: found.baggage,
-        };
+        // The span's name and tags matter only to a sampled request, read
+        // from the request as it came (before the trace headers are set).
         let mut tags = Vec::new();
+        let mut name = String::new();
         if sampled {
+            name = match self.method_path {
+                true => format!("{} {}", ctx.method.as_str(), ctx.path()),
+                false => ctx.method.as_str().to_string(),
+            };
             let protocol = match ctx.http_version {
                 http::Version::HTTP_10 => "HTTP/1.0",
                 http::Version::HTTP_2 => "HTTP/2.0",
@@ -213,10 +210,23 @@ impl Plugin for Zipkin {
                 tags.extend(request_tags(&String::from_utf8_lossy(value.as_bytes())));
             }
         }
-        self.propagation.inject(found.format, &outgoing, ctx.headers);
-        let trace_id = outgoing.trace_id;
+        let outgoing = Outgoing {
+            trace_id,
+            trace_id_size: found.trace_id_size,
+            span_id: &proxy_id,
+            parent_id: Some(&span_id),
+            should_sample: Some(sampled),
+            flags: found.flags.as_deref(),
+            single_header: found.single_header,
+            baggage: &found.baggage,
+        };
+        // A request that names no trace field (most) gets the fields
+        // beside its map, written by the encoder: no map insert.
+        let beside = !named;
+        self.propagation
+            .inject(found.format, &outgoing, ctx.headers, beside.then_some(&mut ctx.identity));
         if let Some(name) = &self.trace_id_header {
-            if let Ok(value) = HeaderValue::from_str(&crate::observability::propagation::hex(&trace_id)) {
+            if let Ok(value) = HeaderValue::from_str(&crate::observability::propagation::hex(trace_id)) {
                 ctx.response_headers.push(name, &value);
             }
         }
@@ -225,10 +235,10 @@ impl Plugin for Zipkin {
             return Flow::Continue;
         }
         ctx.shared.insert(ZipkinRequest {
-            trace_id,
+            trace_id: trace_id.to_vec(),
             sampled,
             span_id,
-            parent_id,
+            parent_id: parent_id.map(<[u8]>::to_vec),
             proxy_id,
             name,
             tags,
@@ -277,6 +287,66 @@ impl Plugin for Zipkin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The upstream request's fields after a chain's access phase with the
+    /// fields held beside the map (the proxy's requests): the map, and the
+    /// lines beside it.
+    fn run(plugins: Vec<Arc<dyn Plugin>>, client: &[(&str, &str)]) -> (http::HeaderMap, String) {
+        let directory = crate::auth::test_support::TestDirectory::default();
+        let chain = crate::PluginChain::from_instances(plugins);
+        let mut request = crate::auth::test_support::TestRequest::new("GET", "/");
+        for (name, value) in client {
+            request = request.header(name, value);
+        }
+        let mut ctx = request.ctx(&directory);
+        ctx.identity = crate::IdentityFields::beside();
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        assert_eq!(runtime.block_on(chain.access(&mut ctx)), Flow::Continue);
+        let lines = String::from_utf8(ctx.identity.added_lines().to_vec()).unwrap();
+        drop(ctx);
+        (request.headers, lines)
+    }
+
+    fn zipkin() -> Arc<dyn Plugin> {
+        Arc::new(Zipkin::from_config(serde_json::json!({ "sample_ratio": 0, "header_type": "preserve", "default_header_type": "b3" }).as_object().unwrap()).unwrap())
+    }
+
+    /// A request that names no trace field gets zipkin's beside the map (the
+    /// encoder writes them); one that does, or a later plugin that may read
+    /// them, finds them in the map.
+    #[test]
+    fn trace_fields_wait_beside_the_map_until_a_plugin_may_read_them() {
+        let (headers, lines) = run(vec![zipkin()], &[("accept", "*/*")]);
+        assert!(headers.get("x-b3-traceid").is_none(), "{headers:?}");
+        let names: Vec<&str> = lines.split("\r\n").filter_map(|l| l.split_once(": ")).map(|(n, _)| n).collect();
+        assert_eq!(names, ["x-b3-traceid", "x-b3-spanid", "x-b3-parentspanid", "x-b3-sampled"]);
+        assert!(lines.contains("x-b3-sampled: 0\r\n"), "{lines}");
+        let trace = lines.split("\r\n").next().unwrap().trim_start_matches("x-b3-traceid: ");
+        assert!(trace.len() == 32 && trace.bytes().all(|b| b.is_ascii_hexdigit()), "{trace}");
+
+        // A client's trace: the fields replace its own in the map.
+        let (headers, lines) = run(
+            vec![zipkin()],
+            &[("x-b3-traceid", "463ac35c9f6413ad48485a3953bb6124"), ("x-b3-spanid", "a2fb4a1d1a96d312")],
+        );
+        assert_eq!(lines, "");
+        assert_eq!(headers["x-b3-traceid"], "463ac35c9f6413ad48485a3953bb6124");
+        assert_eq!(headers.get_all("x-b3-spanid").iter().count(), 1);
+        assert_ne!(headers["x-b3-spanid"], "a2fb4a1d1a96d312", "the proxy span's id");
+
+        // A later plugin that reads request fields sees them in the map.
+        let renames = crate::bundled::request_transformer::RequestTransformer::from_config(
+            serde_json::json!({ "rename": { "headers": ["x-b3-sampled:x-sampled"] } })
+                .as_object()
+                .unwrap(),
+        )
+        .unwrap();
+        let (headers, lines) = run(vec![zipkin(), Arc::new(renames)], &[]);
+        assert_eq!(lines, "");
+        assert_eq!(headers["x-sampled"], "0");
+        assert!(headers.get("x-b3-sampled").is_none());
+        assert_eq!(headers["x-b3-traceid"].len(), 32);
+    }
 
     #[test]
     fn request_tags_are_name_value_pairs() {

@@ -95,16 +95,17 @@ fn each_format_is_found_in_kongs_order() {
 
 #[test]
 fn preserve_answers_in_the_format_that_came_and_header_types_add_theirs() {
+    let (trace, span) = (from_hex(TRACE).expect("hex"), from_hex(SPAN).expect("hex"));
     let outgoing = Outgoing {
-        trace_id: from_hex(TRACE).expect("hex"),
+        trace_id: &trace,
         trace_id_size: Some(16),
-        span_id: from_hex(SPAN).expect("hex"),
-        parent_id: Some(vec![0, 0, 0, 0, 0, 0, 0, 9]),
+        span_id: &span,
+        parent_id: Some(&[0, 0, 0, 0, 0, 0, 0, 9]),
         should_sample: Some(true),
         ..Outgoing::default()
     };
     let mut out = HeaderMap::new();
-    legacy("preserve").inject(Some(Format::W3c), &outgoing, &mut out);
+    legacy("preserve").inject(Some(Format::W3c), &outgoing, &mut out, None);
     assert_eq!(
         out.get("traceparent").and_then(|v| v.to_str().ok()),
         Some(format!("00-{TRACE}-{SPAN}-01").as_str())
@@ -112,7 +113,7 @@ fn preserve_answers_in_the_format_that_came_and_header_types_add_theirs() {
     assert_eq!(out.len(), 1);
 
     let mut out = HeaderMap::new();
-    legacy("jaeger").inject(None, &outgoing, &mut out);
+    legacy("jaeger").inject(None, &outgoing, &mut out, None);
     // Nothing came: preserve falls back to the default (b3), and jaeger is added.
     assert_eq!(out.get("x-b3-traceid").and_then(|v| v.to_str().ok()), Some(TRACE));
     assert_eq!(
@@ -128,7 +129,7 @@ fn preserve_answers_in_the_format_that_came_and_header_types_add_theirs() {
                                          "clear": ["x-drop"], "default_format": "w3c"}});
     let p = Propagation::from_config(config.as_object().expect("object")).expect("valid");
     let mut out = headers(&[("x-drop", "1")]);
-    p.inject(None, &outgoing, &mut out);
+    p.inject(None, &outgoing, &mut out, None);
     let get = |name: &str| out.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
     assert_eq!(get("x-drop"), None);
     assert_eq!(
@@ -155,9 +156,79 @@ fn preserve_answers_in_the_format_that_came_and_header_types_add_theirs() {
         trace_id_size: None,
         ..outgoing
     };
-    p.inject(None, &own, &mut out);
+    p.inject(None, &own, &mut out, None);
     assert_eq!(
         out.get("ot-tracer-traceid").and_then(|v| v.to_str().ok()),
         Some("48485a3953bb6124")
+    );
+}
+
+/// Beside the map, the fields are the lines a map's encoder would have
+/// written: b3's template (a 16-byte trace with a parent) and the field by
+/// field path (an 8-byte trace, no parent, flags) agree with the map.
+#[test]
+fn fields_beside_the_map_are_the_maps_fields_as_lines() {
+    let (trace, span) = (from_hex(TRACE).expect("hex"), from_hex(SPAN).expect("hex"));
+    let short = from_hex("48485a3953bb6124").expect("hex");
+    let parent = [0, 0, 0, 0, 0, 0, 0, 9];
+    let cases = [
+        Outgoing {
+            trace_id: &trace,
+            span_id: &span,
+            parent_id: Some(&parent),
+            should_sample: Some(true),
+            ..Outgoing::default()
+        },
+        Outgoing {
+            trace_id: &short,
+            trace_id_size: Some(8),
+            span_id: &span,
+            should_sample: Some(false),
+            ..Outgoing::default()
+        },
+        Outgoing {
+            trace_id: &trace,
+            span_id: &span,
+            parent_id: Some(&parent),
+            flags: Some("1"),
+            ..Outgoing::default()
+        },
+    ];
+    for (at, outgoing) in cases.iter().enumerate() {
+        for p in [legacy("preserve"), legacy("w3c"), legacy("jaeger")] {
+            let mut in_map = HeaderMap::new();
+            p.inject(None, outgoing, &mut in_map, None);
+            let mut fields = IdentityFields::beside();
+            let mut map = HeaderMap::new();
+            p.inject(None, outgoing, &mut map, Some(&mut fields));
+            assert!(map.is_empty(), "{map:?}");
+            let mut beside = HeaderMap::new();
+            fields.move_into(&mut beside);
+            assert_eq!(beside, in_map, "case {at}");
+            let lines = String::from_utf8(in_map.iter().fold(Vec::new(), |mut out, (name, value)| {
+                out.extend_from_slice(format!("{name}: {}\r\n", value.to_str().expect("ascii")).as_bytes());
+                out
+            }))
+            .expect("ascii");
+            let mut fields = IdentityFields::beside();
+            p.inject(None, outgoing, &mut HeaderMap::new(), Some(&mut fields));
+            let mut got: Vec<&str> = std::str::from_utf8(fields.added_lines())
+                .expect("ascii")
+                .split_inclusive("\r\n")
+                .collect();
+            let mut want: Vec<&str> = lines.split_inclusive("\r\n").collect();
+            got.sort_unstable();
+            want.sort_unstable();
+            assert_eq!(got, want, "case {at}");
+        }
+    }
+    // The template's fields, as b3 writes them.
+    let mut fields = IdentityFields::beside();
+    legacy("preserve").inject(None, &cases[0], &mut HeaderMap::new(), Some(&mut fields));
+    assert_eq!(
+        std::str::from_utf8(fields.added_lines()).expect("ascii"),
+        format!(
+            "x-b3-traceid: {TRACE}\r\nx-b3-spanid: {SPAN}\r\nx-b3-parentspanid: 0000000000000009\r\nx-b3-sampled: 1\r\n"
+        )
     );
 }
