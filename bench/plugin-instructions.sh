@@ -2,21 +2,22 @@
 # User-space instructions per proxied request with one global plugin, beside none, counted by
 # callgrind (bench/h1-instructions.sh): a plugin's cost that this VM's noise cannot move.
 #
-#   bench/plugin-instructions.sh BINARY [SET ...]     (sets: none zipkin statsd prometheus;
-#                                                      default all four)
+#   bench/plugin-instructions.sh BINARY [SET ...]     (sets: none zipkin statsd datadog
+#                                                      prometheus; default all five)
 #
 # One service and route to the origin bench/h1-instructions.sh starts, the set's plugin global
-# with Kong's defaults (zipkin's sample_ratio 0.001, its spans to the origin; statsd's default
-# metrics over UDP to a sink this script starts). Prints each set's instructions per request
-# and its increase over `none` (when `none` is among the sets). Counts cover every thread of
-# the process: statsd's shipping thread too, which under callgrind's lockstep client merges a
-# flush window of fewer requests than under load (a pessimistic share). PLUGIN_INSN_KEEP=DIR
-# keeps each callgrind output (DIR/SET/callgrind.strait) for callgrind_annotate.
+# with Kong's defaults (zipkin's sample_ratio 0.001, its spans to the origin; statsd's and
+# datadog's default metrics over UDP to a sink this script starts). Prints each set's
+# instructions per request and its increase over `none` (when `none` is among the sets).
+# Counts cover every thread of the process: the metrics plugins' shipping thread too, which
+# under callgrind's lockstep client flushes a window of fewer requests than under load (a
+# pessimistic share of its per-window work). PLUGIN_INSN_KEEP=DIR keeps each callgrind output
+# (DIR/SET/callgrind.strait) for callgrind_annotate.
 set -euo pipefail
 bench_dir="$(cd "$(dirname "$0")" && pwd)"
 [ $# -ge 1 ] || { echo "usage: bench/plugin-instructions.sh BINARY [SET ...]" >&2; exit 2; }
 binary=$1; shift
-sets=("$@"); [ ${#sets[@]} -gt 0 ] || sets=(none zipkin statsd prometheus)
+sets=("$@"); [ ${#sets[@]} -gt 0 ] || sets=(none zipkin statsd datadog prometheus)
 work="$(mktemp -d /tmp/plugin-insn.XXXXXX)"
 sink_port=19962
 python3 -c "
@@ -31,6 +32,7 @@ for set in "${sets[@]}"; do
     none) plugins='[]' ;;
     zipkin) plugins='[{"name": "zipkin", "config": {"http_endpoint": "http://127.0.0.1:19961/api/v2/spans"}}]' ;;
     statsd) plugins="[{\"name\": \"statsd\", \"config\": {\"host\": \"127.0.0.1\", \"port\": $sink_port}}]" ;;
+    datadog) plugins="[{\"name\": \"datadog\", \"config\": {\"host\": \"127.0.0.1\", \"port\": $sink_port}}]" ;;
     prometheus) plugins='[{"name": "prometheus"}]' ;;
     *) echo "unknown set: $set" >&2; exit 2 ;;
     esac

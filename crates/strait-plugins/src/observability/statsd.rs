@@ -43,6 +43,15 @@ pub(crate) enum Stat {
 }
 
 impl Stat {
+    pub(crate) const ALL: [Stat; 6] = [
+        Stat::RequestCount,
+        Stat::Latency,
+        Stat::RequestSize,
+        Stat::ResponseSize,
+        Stat::UpstreamLatency,
+        Stat::KongLatency,
+    ];
+
     pub(crate) fn of(name: &str) -> Option<Stat> {
         Some(match name {
             "request_count" => Stat::RequestCount,
@@ -159,13 +168,17 @@ pub(crate) fn rate_suffix(rate: Option<f64>) -> String {
     }
 }
 
-/// `:<value>|<letter>[|@<rate>]`: the end of a line but its tags.
-pub(crate) fn put_value(out: &mut Vec<u8>, value: i64, letter: &str, rate: &str) {
+/// `:<value>|<letter>[|@<rate>]`: the end of a line but its tags. Returns
+/// where the value's digits are in `out`.
+pub(crate) fn put_value(out: &mut Vec<u8>, value: i64, letter: &str, rate: &str) -> std::ops::Range<usize> {
     out.push(b':');
+    let start = out.len();
     put_int(out, value);
+    let digits = start..out.len();
     out.push(b'|');
     out.extend_from_slice(letter.as_bytes());
     out.extend_from_slice(rate.as_bytes());
+    digits
 }
 
 /// Where the lines go.

@@ -7,7 +7,10 @@
 //! [`MetricLines`] is the UDP path of statsd and datadog: workers write a
 //! request's lines straight into one of a few locked buffers (no queue
 //! entry, no wake-up of the shipping thread), which the shipping thread
-//! takes every flush window, merges ([`super::aggregate`]) and sends.
+//! takes every flush window, merges ([`super::aggregate`]) and sends. A
+//! plugin that knows its lines' shape pushes numbers instead
+//! ([`MetricLines::push_templated`], [`super::templated`]): the text is
+//! written once per key and window, on the shipping thread.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -17,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use tokio::net::UdpSocket;
 use tokio::sync::Notify;
+
+use super::templated::{LineTemplate, Templated};
 
 /// How long a resolved address is used before the name is looked up again.
 const RESOLVE_EVERY: Duration = Duration::from_secs(60);
@@ -138,7 +143,14 @@ struct Shared {
 #[derive(Default)]
 struct Shard {
     lines: Vec<u8>,
+    templated: Templated,
     entries: usize,
+}
+
+impl Shard {
+    fn bytes(&self) -> usize {
+        self.lines.len() + self.templated.bytes()
+    }
 }
 
 /// The shard a thread writes to: threads take them in turn.
@@ -189,19 +201,9 @@ impl MetricLines {
     /// it writes nothing); false (and counted) when the buffers are full.
     pub fn push_with(&self, write: impl FnOnce(&mut Vec<u8>)) -> bool {
         let shared = &*self.shared;
-        let mut shard = shared.shards[shard_of(shared.shards.len())]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if shard.entries >= shared.shard_entries || shard.lines.len() >= shared.shard_bytes {
-            drop(shard);
-            super::queue::count_dropped(1, || {
-                format!(
-                    "metric lines {}: max_entries or max_bytes reached, entry dropped",
-                    shared.name
-                )
-            });
+        let Some(mut shard) = shared.shard() else {
             return false;
-        }
+        };
         let mark = shard.lines.len();
         if mark > 0 {
             shard.lines.push(b'\n');
@@ -213,12 +215,55 @@ impl MetricLines {
             return true;
         }
         shard.entries += 1;
-        let full = shard.lines.len() >= FLUSH_BYTES;
+        let full = shard.bytes() >= FLUSH_BYTES;
         drop(shard);
-        if full && !shared.woken.swap(true, Ordering::AcqRel) {
-            shared.notify.notify_one();
-        }
+        shared.wake_if(full);
         true
+    }
+
+    /// One request's lines as numbers: `values` in the template of `key`
+    /// (a plugin's hash of everything its lines' text depends on), which
+    /// `make` makes when this window has none ([`super::templated`]);
+    /// false (and counted) when the buffers are full.
+    pub fn push_templated(&self, key: u64, values: &[i64], make: impl FnOnce() -> LineTemplate) -> bool {
+        let shared = &*self.shared;
+        let Some(mut shard) = shared.shard() else {
+            return false;
+        };
+        shard.templated.add(key, values, make);
+        shard.entries += 1;
+        let full = shard.bytes() >= FLUSH_BYTES;
+        drop(shard);
+        shared.wake_if(full);
+        true
+    }
+}
+
+impl Shared {
+    /// This thread's buffer, or None (the request's lines counted as
+    /// dropped) when it holds its share of entries or bytes.
+    fn shard(&self) -> Option<std::sync::MutexGuard<'_, Shard>> {
+        let shard = self.shards[shard_of(self.shards.len())]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if shard.entries >= self.shard_entries || shard.bytes() >= self.shard_bytes {
+            drop(shard);
+            super::queue::count_dropped(1, || {
+                format!(
+                    "metric lines {}: max_entries or max_bytes reached, entry dropped",
+                    self.name
+                )
+            });
+            return None;
+        }
+        Some(shard)
+    }
+
+    /// Wakes the shipping thread before its window ends (once a window).
+    fn wake_if(&self, full: bool) {
+        if full && !self.woken.swap(true, Ordering::AcqRel) {
+            self.notify.notify_one();
+        }
     }
 }
 
@@ -243,6 +288,8 @@ async fn flush_loop(shared: Arc<Shared>, params: MetricLinesParams) {
         peer: None,
     };
     let mut taken: Vec<Vec<u8>> = (0..shared.shards.len()).map(|_| Vec::new()).collect();
+    let mut taken_templated: Vec<Templated> = (0..shared.shards.len()).map(|_| Templated::default()).collect();
+    let mut written = Vec::new();
     let mut merged = Vec::new();
     loop {
         if !shared.closed.load(Ordering::Acquire) {
@@ -254,13 +301,32 @@ async fn flush_loop(shared: Arc<Shared>, params: MetricLinesParams) {
         let closed = shared.closed.load(Ordering::Acquire);
         shared.woken.store(false, Ordering::Release);
         let mut entries = 0;
-        for (shard, into) in shared.shards.iter().zip(taken.iter_mut()) {
+        for ((shard, into), templated) in shared
+            .shards
+            .iter()
+            .zip(taken.iter_mut())
+            .zip(taken_templated.iter_mut())
+        {
             let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
             std::mem::swap(&mut shard.lines, into);
+            std::mem::swap(&mut shard.templated, templated);
             entries += std::mem::take(&mut shard.entries);
         }
+        // The templated requests' lines, written here (off the workers),
+        // then merged with the text lines as one window.
+        written.clear();
+        for templated in &mut taken_templated {
+            templated.write(&mut written);
+            templated.clear();
+        }
         merged.clear();
-        super::aggregate::merge(taken.iter().flat_map(|lines| lines.split(|b| *b == b'\n')), &mut merged);
+        super::aggregate::merge(
+            taken
+                .iter()
+                .chain(std::iter::once(&written))
+                .flat_map(|lines| lines.split(|b| *b == b'\n')),
+            &mut merged,
+        );
         for lines in &mut taken {
             lines.clear();
         }

@@ -9,6 +9,7 @@ pub mod files;
 pub mod lines;
 pub mod queue;
 pub mod sinks;
+pub mod templated;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

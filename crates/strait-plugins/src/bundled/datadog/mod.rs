@@ -13,7 +13,10 @@ pub const PLUGIN: crate::BundledPlugin = crate::BundledPlugin {
 };
 
 
+use std::ops::Range;
+
 use serde_json::{Map, Value};
+use strait_runtime::logs::templated::LineTemplate;
 
 use crate::config::ConfigReader;
 use crate::context::{LogRecord, SharedStore};
@@ -41,6 +44,8 @@ pub struct Datadog {
     consumer_tag: String,
     metrics: Vec<MetricConf>,
     sink: lines::Sink,
+    /// This instance among all built (part of its templates' keys).
+    id: u64,
 }
 
 impl Datadog {
@@ -88,6 +93,10 @@ impl Datadog {
             consumer_tag: c.string("consumer_tag")?.unwrap_or_else(|| "consumer".into()),
             metrics,
             sink: lines::sink("datadog", to, &params),
+            id: {
+                static BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
         })
     }
 
@@ -100,11 +109,18 @@ impl Datadog {
             if out.len() > start {
                 out.push(b'\n');
             }
+            self.line(metric, &seen, record, out);
+        }
+    }
+
+    /// One metric's line; returns where its value's digits are.
+    fn line(&self, metric: &MetricConf, seen: &Seen<'_>, record: &LogRecord<'_>, out: &mut Vec<u8>) -> Range<usize> {
+        {
             out.extend_from_slice(self.prefix.as_bytes());
             out.push(b'.');
             out.extend_from_slice(metric.stat.line_name().as_bytes());
             // -1 (no upstream latency) is sent as it is, as Kong does.
-            lines::put_value(out, metric.stat.value(record), metric.letter, &metric.rate);
+            let digits = lines::put_value(out, metric.stat.value(record), metric.letter, &metric.rate);
             out.extend_from_slice(b"|#");
             out.extend_from_slice(self.service_tag.as_bytes());
             out.push(b':');
@@ -129,7 +145,36 @@ impl Datadog {
                 out.push(b',');
                 out.extend_from_slice(tag.as_bytes());
             }
+            digits
         }
+    }
+
+    /// The request's lines as a template (statsd's, `bundled/statsd`).
+    fn template(&self, record: &LogRecord<'_>) -> LineTemplate {
+        let seen = Seen::of(record);
+        let mut template = LineTemplate::default();
+        let mut out = Vec::with_capacity(160);
+        for metric in &self.metrics {
+            out.clear();
+            let digits = self.line(metric, &seen, record, &mut out);
+            template.line(&out[..digits.start], metric.stat as usize, &out[digits.end..], metric.letter == "c");
+        }
+        template
+    }
+
+    /// What the request's lines' text depends on, hashed: the instance,
+    /// the status, and the service's and consumer's ids and names.
+    fn key(&self, record: &LogRecord<'_>, seen: &Seen<'_>) -> u64 {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut h = foldhash::fast::FixedState::with_seed(0x0064_6174_6164_6f67).build_hasher();
+        (self.id, record.status).hash(&mut h);
+        if let Some(service) = seen.service {
+            (service.id, &service.name, &service.host).hash(&mut h);
+        }
+        if let Some(consumer) = seen.consumer {
+            (consumer.id, &consumer.username, &consumer.custom_id).hash(&mut h);
+        }
+        h.finish()
     }
 }
 
@@ -151,6 +196,84 @@ impl Plugin for Datadog {
     }
 
     fn log(&self, record: &LogRecord, _shared: &SharedStore) {
-        self.sink.push_with(|out| self.lines(record, out));
+        match &self.sink {
+            lines::Sink::Udp(sender) => {
+                let mut values = [0; 6];
+                for stat in Stat::ALL {
+                    values[stat as usize] = stat.value(record);
+                }
+                let key = self.key(record, &Seen::of(record));
+                sender.push_templated(key, &values, || self.template(record));
+            }
+            lines::Sink::Tcp(_) => self.sink.push_with(|out| self.lines(record, out)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{RequestSummary, ResponseSource};
+
+    /// A request's template filled with its values writes the lines the
+    /// text path writes (Kong's default metrics, with and without an
+    /// upstream: -1 is sent as it is).
+    #[test]
+    fn a_template_with_the_requests_values_writes_its_lines() {
+        let metrics: Vec<Value> = [
+            ("request_count", "counter"),
+            ("latency", "timer"),
+            ("request_size", "distribution"),
+            ("response_size", "distribution"),
+            ("upstream_latency", "timer"),
+            ("kong_latency", "timer"),
+        ]
+        .iter()
+        .map(|(name, stat_type)| serde_json::json!({"name": name, "stat_type": stat_type, "sample_rate": 1, "tags": ["app:x"]}))
+        .collect();
+        let config = serde_json::json!({"host": "127.0.0.1", "port": 8125, "metrics": metrics});
+        let plugin = Datadog::from_config(config.as_object().unwrap()).unwrap();
+        let summary = RequestSummary {
+            method: http::Method::GET,
+            protocol: strait_core::Protocol::Http,
+            client_ip: "127.0.0.1".parse().unwrap(),
+            route_id: None,
+            service_id: None,
+            consumer_id: None,
+            credential: None,
+            request_headers: None,
+            authenticated: None,
+        };
+        for upstream_ms in [Some(4), None] {
+            let record = LogRecord {
+                request: &summary,
+                status: 200,
+                response_bytes: 120,
+                total_ms: 9,
+                source: ResponseSource::Service,
+                upstream_ms,
+                request_bytes: 80,
+                details: None,
+                entities: None,
+            };
+            let mut text = Vec::new();
+            plugin.lines(&record, &mut text);
+            let mut values = [0; 6];
+            for stat in Stat::ALL {
+                values[stat as usize] = stat.value(&record);
+            }
+            let mut templated = strait_runtime::logs::templated::Templated::default();
+            templated.add(1, &values, || plugin.template(&record));
+            let mut written = Vec::new();
+            templated.write(&mut written);
+            let sorted = |text: &[u8]| {
+                let mut lines: Vec<String> =
+                    String::from_utf8(text.to_vec()).unwrap().split('\n').map(str::to_string).collect();
+                lines.sort();
+                lines
+            };
+            assert_eq!(sorted(&written), sorted(&text), "{upstream_ms:?}");
+            assert_eq!(sorted(&text).len(), 6);
+        }
     }
 }

@@ -15,7 +15,10 @@ pub const PLUGIN: crate::BundledPlugin = crate::BundledPlugin {
 };
 
 
+use std::ops::Range;
+
 use serde_json::{Map, Value};
+use strait_runtime::logs::templated::LineTemplate;
 
 use crate::config::ConfigReader;
 use crate::context::{LogRecord, SharedStore};
@@ -75,7 +78,12 @@ pub struct Statsd {
     /// The host name with `_` for `.` (the `node` tag).
     node: String,
     sink: lines::Sink,
+    /// This instance among all built (part of its templates' keys).
+    id: u64,
 }
+
+/// The place of the value 1 among a request's values (after the stats').
+const ONE: usize = 6;
 
 fn invalid(path: &str, value: &str) -> PluginError {
     PluginError::invalid(path, format!("expected one of the known values, got '{value}'"))
@@ -162,6 +170,10 @@ impl Statsd {
             tag_style,
             node,
             sink: lines::sink("statsd", to, &params),
+            id: {
+                static BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
         })
     }
 
@@ -170,10 +182,7 @@ impl Statsd {
         let seen = Seen::of(record);
         for metric in &self.metrics {
             let mark = out.len();
-            let written = match self.tag_style {
-                None => self.plain(metric, &seen, record, out),
-                Some(style) => self.tagged(style, metric, &seen, record, out),
-            };
+            let written = self.line(metric, &seen, record, out, &mut None);
             match written {
                 true => out.push(b'\n'),
                 false => out.truncate(mark),
@@ -182,6 +191,81 @@ impl Statsd {
         if out.last() == Some(&b'\n') {
             out.pop();
         }
+    }
+
+    /// One metric's line (false: the request has none), and where its
+    /// value's digits are.
+    fn line(
+        &self,
+        metric: &MetricConf,
+        seen: &Seen<'_>,
+        record: &LogRecord<'_>,
+        out: &mut Vec<u8>,
+        span: &mut Option<Range<usize>>,
+    ) -> bool {
+        match self.tag_style {
+            None => self.plain(metric, seen, record, out, span),
+            Some(style) => self.tagged(style, metric, seen, record, out, span),
+        }
+    }
+
+    /// The request's lines as a template ([`MetricLines::push_templated`]):
+    /// each line's text around its value, the value named by its place in
+    /// [`Statsd::values`].
+    fn template(&self, record: &LogRecord<'_>) -> LineTemplate {
+        let seen = Seen::of(record);
+        let mut template = LineTemplate::default();
+        let mut out = Vec::with_capacity(128);
+        for metric in &self.metrics {
+            out.clear();
+            let mut span = None;
+            if !self.line(metric, &seen, record, &mut out, &mut span) {
+                continue;
+            }
+            let value = match metric.metric {
+                Metric::Plain(stat) => Some(stat as usize),
+                Metric::UniqueUsers | Metric::ShdictUsage => None,
+                _ => Some(ONE),
+            };
+            match (span, value) {
+                (Some(span), Some(value)) => {
+                    template.line(&out[..span.start], value, &out[span.end..], metric.letter == "c")
+                }
+                _ => template.whole(&out),
+            }
+        }
+        template
+    }
+
+    /// The request's values, by [`Stat`] (and 1 at [`ONE`]).
+    fn values(record: &LogRecord<'_>) -> [i64; 7] {
+        let mut values = [1; 7];
+        for stat in Stat::ALL {
+            values[stat as usize] = stat.value(record);
+        }
+        values
+    }
+
+    /// What the request's lines' text depends on, hashed: the plugin
+    /// instance, the status, whether an upstream answered (its latency
+    /// line), and the service's, route's and consumer's ids and names.
+    /// (Two keys of one window meeting on 64 bits would share a template.)
+    fn key(&self, record: &LogRecord<'_>, seen: &Seen<'_>) -> u64 {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut h = foldhash::fast::FixedState::with_seed(0x5374_6174_7364).build_hasher();
+        self.id.hash(&mut h);
+        record.status.hash(&mut h);
+        (record.upstream_ms.is_some(), record.request.route_id).hash(&mut h);
+        if let Some(service) = seen.service {
+            (service.id, &service.name, &service.host).hash(&mut h);
+        }
+        if let Some(route) = seen.route {
+            (route.id, &route.name).hash(&mut h);
+        }
+        if let Some(consumer) = seen.consumer {
+            (consumer.id, &consumer.username, &consumer.custom_id).hash(&mut h);
+        }
+        h.finish()
     }
 
     fn start(&self, out: &mut Vec<u8>) {
@@ -205,7 +289,14 @@ impl Statsd {
 
     /// A line as Kong's non-tagged metrics write it; false when the
     /// metric has nothing to say for this request.
-    fn plain(&self, metric: &MetricConf, seen: &Seen<'_>, record: &LogRecord<'_>, out: &mut Vec<u8>) -> bool {
+    fn plain(
+        &self,
+        metric: &MetricConf,
+        seen: &Seen<'_>,
+        record: &LogRecord<'_>,
+        out: &mut Vec<u8>,
+        span: &mut Option<Range<usize>>,
+    ) -> bool {
         let consumer = |out: &mut Vec<u8>| metric.consumer.write(seen.consumer, out, b'-');
         self.start(out);
         match metric.metric {
@@ -217,7 +308,7 @@ impl Statsd {
                 Self::scope(metric, seen, out);
                 out.push(b'.');
                 out.extend_from_slice(stat.line_name().as_bytes());
-                lines::put_value(out, value, metric.letter, &metric.rate);
+                *span = Some(lines::put_value(out, value, metric.letter, &metric.rate));
             }
             Metric::UniqueUsers => {
                 Self::scope(metric, seen, out);
@@ -234,13 +325,13 @@ impl Statsd {
                     return false;
                 }
                 out.extend_from_slice(b".request.count");
-                lines::put_value(out, 1, "c", &metric.rate);
+                *span = Some(lines::put_value(out, 1, "c", &metric.rate));
             }
             Metric::StatusCount => {
                 Self::scope(metric, seen, out);
                 out.extend_from_slice(b".status.");
                 lines::put_int(out, record.status.into());
-                lines::put_value(out, 1, "c", &metric.rate);
+                *span = Some(lines::put_value(out, 1, "c", &metric.rate));
             }
             Metric::StatusCountPerUser => {
                 Self::scope(metric, seen, out);
@@ -250,7 +341,7 @@ impl Statsd {
                 }
                 out.extend_from_slice(b".status.");
                 lines::put_int(out, record.status.into());
-                lines::put_value(out, 1, "c", &metric.rate);
+                *span = Some(lines::put_value(out, 1, "c", &metric.rate));
             }
             Metric::StatusCountPerWorkspace => {
                 Self::scope(metric, seen, out);
@@ -258,7 +349,7 @@ impl Statsd {
                 out.extend_from_slice(workspace(metric.workspace_name).as_bytes());
                 out.extend_from_slice(b".status.");
                 lines::put_int(out, record.status.into());
-                lines::put_value(out, 1, "c", &metric.rate);
+                *span = Some(lines::put_value(out, 1, "c", &metric.rate));
             }
             Metric::StatusCountPerUserPerRoute => {
                 let Some(route) = record.request.route_id else {
@@ -272,7 +363,7 @@ impl Statsd {
                 }
                 out.extend_from_slice(b".status.");
                 lines::put_int(out, record.status.into());
-                lines::put_value(out, 1, "c", &metric.rate);
+                *span = Some(lines::put_value(out, 1, "c", &metric.rate));
             }
             Metric::ShdictUsage => return false,
         }
@@ -288,6 +379,7 @@ impl Statsd {
         seen: &Seen<'_>,
         record: &LogRecord<'_>,
         out: &mut Vec<u8>,
+        span: &mut Option<Range<usize>>,
     ) -> bool {
         let Metric::Plain(stat) = metric.metric else {
             return false;
@@ -301,27 +393,27 @@ impl Statsd {
         let mut tags = Vec::with_capacity(160);
         let tagged = self.tags(style, metric, seen, record, &mut tags);
         match (tagged, style) {
-            (false, _) => lines::put_value(out, value, metric.letter, &metric.rate),
+            (false, _) => *span = Some(lines::put_value(out, value, metric.letter, &metric.rate)),
             (true, TagStyle::Dogstatsd) => {
-                lines::put_value(out, value, metric.letter, &metric.rate);
+                *span = Some(lines::put_value(out, value, metric.letter, &metric.rate));
                 out.extend_from_slice(b"|#");
                 out.extend_from_slice(&tags);
             }
             (true, TagStyle::Influxdb) => {
                 out.push(b',');
                 out.extend_from_slice(&tags);
-                lines::put_value(out, value, metric.letter, &metric.rate);
+                *span = Some(lines::put_value(out, value, metric.letter, &metric.rate));
             }
             (true, TagStyle::Librato) => {
                 out.push(b'#');
                 out.extend_from_slice(&tags);
-                lines::put_value(out, value, metric.letter, &metric.rate);
+                *span = Some(lines::put_value(out, value, metric.letter, &metric.rate));
             }
             (true, TagStyle::Signalfx) => {
                 out.push(b'[');
                 out.extend_from_slice(&tags);
                 out.push(b']');
-                lines::put_value(out, value, metric.letter, &metric.rate);
+                *span = Some(lines::put_value(out, value, metric.letter, &metric.rate));
             }
         }
         true
@@ -423,7 +515,15 @@ impl Plugin for Statsd {
                 return;
             }
         }
-        self.sink.push_with(|out| self.lines(record, out));
+        match &self.sink {
+            // Numbers into the request key's template: the text is
+            // written on the shipping thread, once per key and window.
+            lines::Sink::Udp(sender) => {
+                let key = self.key(record, &Seen::of(record));
+                sender.push_templated(key, &Self::values(record), || self.template(record));
+            }
+            lines::Sink::Tcp(_) => self.sink.push_with(|out| self.lines(record, out)),
+        }
     }
 }
 

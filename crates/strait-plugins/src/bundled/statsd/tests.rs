@@ -103,3 +103,47 @@ fn the_node_goes_in_the_prefix_when_asked_and_untagged() {
     .expect("valid");
     assert_eq!(tagged.prefix, "kong");
 }
+
+/// A request's template filled with its values writes the lines the text
+/// path writes, in every tag style, with and without an upstream.
+#[test]
+fn a_template_with_the_requests_values_writes_its_lines() {
+    let all = metrics(&[
+        ("request_count", "counter", Some(1.0)),
+        ("latency", "timer", None),
+        ("upstream_latency", "timer", None),
+        ("kong_latency", "histogram", None),
+        ("request_size", "counter", Some(0.5)),
+        ("response_size", "gauge", Some(1.0)),
+        ("status_count", "counter", Some(1.0)),
+        ("unique_users", "set", None),
+        ("status_count_per_workspace", "counter", Some(1.0)),
+        ("shdict_usage", "gauge", Some(1.0)),
+    ]);
+    let sorted = |text: &[u8]| {
+        let mut lines: Vec<String> = String::from_utf8(text.to_vec())
+            .expect("utf-8")
+            .split('\n')
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    };
+    for style in [None, Some("dogstatsd"), Some("influxdb"), Some("librato"), Some("signalfx")] {
+        let config = json!({"tag_style": style, "metrics": all});
+        let plugin = Statsd::from_config(config.as_object().expect("object")).expect("valid");
+        for (status, upstream) in [(200, Some(4)), (502, None)] {
+            let summary = summary();
+            let record = record(&summary, status, upstream);
+            let mut text = Vec::new();
+            plugin.lines(&record, &mut text);
+            let mut templated = strait_runtime::logs::templated::Templated::default();
+            templated.add(1, &Statsd::values(&record), || plugin.template(&record));
+            let mut written = Vec::new();
+            templated.write(&mut written);
+            assert_eq!(sorted(&written), sorted(&text), "{style:?} {status}");
+            assert!(!text.is_empty());
+        }
+    }
+}
