@@ -24,7 +24,7 @@
 //!   measurably (50,000 routes: 16.55–16.81 µs with, 16.82–17.32 without;
 //!   one route 15.20 against 14.88).
 //!
-//! This is the crate's one module with `unsafe`: libc calls on the calling
+//! One of the crate's two modules with `unsafe` (with `logs::send_many`): libc calls on the calling
 //! thread or process; the pointers passed are a local the kernel only reads
 //! and one `malloc` returned.
 #![allow(unsafe_code)]

@@ -73,6 +73,12 @@ impl UdpState {
             let socket = UdpSocket::bind(local)
                 .await
                 .map_err(|e| format!("failed to connect to {where_to}: {e}"))?;
+            // Connected, as Kong's `setpeername`: datagrams go without an
+            // address, many to a system call (send_many.rs).
+            socket
+                .connect(peer)
+                .await
+                .map_err(|e| format!("failed to connect to {where_to}: {e}"))?;
             self.peer = Some((socket, peer, Instant::now()));
         }
         match &self.peer {
@@ -84,20 +90,17 @@ impl UdpState {
     async fn send(&mut self, batch: &[Vec<u8>]) -> Result<(), String> {
         let packet_size = self.packet_size;
         let (host, port) = (self.host.clone(), self.port);
-        let (socket, peer) = self.peer().await?;
+        let (socket, _) = self.peer().await?;
         let failed = |e: std::io::Error| format!("failed to send data to {host}:{port}: {e}");
         let lines = batch.iter().flat_map(|entry| entry.split(|b| *b == b'\n'));
         if packet_size == 0 {
             // A datagram per line, straight from the entry.
-            for line in lines.filter(|l| !l.is_empty()) {
-                socket.send_to(line, peer).await.map_err(failed)?;
-            }
-            return Ok(());
+            let lines: Vec<&[u8]> = lines.filter(|l| !l.is_empty()).collect();
+            return super::send_many::send_all(socket, &lines).await.map_err(failed);
         }
-        for datagram in datagrams(lines, packet_size) {
-            socket.send_to(&datagram, peer).await.map_err(failed)?;
-        }
-        Ok(())
+        let packed = datagrams(lines, packet_size);
+        let packed: Vec<&[u8]> = packed.iter().map(Vec::as_slice).collect();
+        super::send_many::send_all(socket, &packed).await.map_err(failed)
     }
 }
 
@@ -290,6 +293,7 @@ async fn flush_loop(shared: Arc<Shared>, params: MetricLinesParams) {
     let mut taken: Vec<Vec<u8>> = (0..shared.shards.len()).map(|_| Vec::new()).collect();
     let mut taken_templated: Vec<Templated> = (0..shared.shards.len()).map(|_| Templated::default()).collect();
     let mut written = Vec::new();
+    let mut each = Vec::new();
     let mut merged = Vec::new();
     loop {
         if !shared.closed.load(Ordering::Acquire) {
@@ -313,10 +317,12 @@ async fn flush_loop(shared: Arc<Shared>, params: MetricLinesParams) {
             entries += std::mem::take(&mut shard.entries);
         }
         // The templated requests' lines, written here (off the workers),
-        // then merged with the text lines as one window.
+        // then merged with the text lines as one window; the lines a merge
+        // leaves as they are (timers) go after, unparsed.
         written.clear();
+        each.clear();
         for templated in &mut taken_templated {
-            templated.write(&mut written);
+            templated.write(&mut written, &mut each);
             templated.clear();
         }
         merged.clear();
@@ -327,6 +333,12 @@ async fn flush_loop(shared: Arc<Shared>, params: MetricLinesParams) {
                 .flat_map(|lines| lines.split(|b| *b == b'\n')),
             &mut merged,
         );
+        if !each.is_empty() {
+            if !merged.is_empty() {
+                merged.push(b'\n');
+            }
+            merged.extend_from_slice(&each);
+        }
         for lines in &mut taken {
             lines.clear();
         }

@@ -8,6 +8,7 @@ pub mod background;
 pub mod files;
 pub mod lines;
 pub mod queue;
+mod send_many;
 pub mod sinks;
 pub mod templated;
 

@@ -4,10 +4,11 @@
 //! status) write the same lines but for their values. The first request of
 //! a key in a flush window makes the lines' template (the text around each
 //! value); every later one adds its numbers: a counter's value to the
-//! line's sum, another line's value (timers, gauges, histograms) to the
-//! values the window sends one line each. A line without a value of the
-//! request's (a set's member) is sent once. At the flush the shipping
-//! thread writes the lines ([`Templated::write`]) and merges them with any
+//! line's sum, a timer's (histogram's, distribution's) to the values the
+//! window sends a line each, a gauge's to the window's gauge values in the
+//! order requests came. A line without a value of the request's (a set's
+//! member) is sent once. At the flush the shipping thread writes the lines
+//! ([`Templated::write`]) and merges those a merge can change with any
 //! text lines ([`super::aggregate::merge`]), so the datagrams are the ones
 //! the text lines would have made: counters summed, sets once, gauges
 //! last, the rest each.
@@ -19,8 +20,11 @@ use foldhash::HashMap;
 enum Kind {
     /// A counter: one line with the sum.
     Sum,
-    /// A line per request (timers, gauges, histograms, distributions).
+    /// A line per request (timers, histograms, distributions): no merge
+    /// changes it, so it is written after the merged lines.
     Each,
+    /// A line per request that the merge keeps the last of (a gauge).
+    Gauge,
     /// The line as it is, once (its value is part of its text: a set).
     Whole,
 }
@@ -49,12 +53,14 @@ pub struct LineTemplate {
 }
 
 impl LineTemplate {
-    /// A line `head` + the request's value number `value` + `tail`;
-    /// `counter`: summed within a window (a `c` line).
-    pub fn line(&mut self, head: &[u8], value: usize, tail: &[u8], counter: bool) {
-        let kind = match counter {
-            true => Kind::Sum,
-            false => Kind::Each,
+    /// A line `head` + the request's value number `value` + `tail`, of
+    /// StatsD type `letter`: a counter (`c`) is summed within a window, a
+    /// gauge (`g`) merged to its last value, any other sent each time.
+    pub fn line(&mut self, head: &[u8], value: usize, tail: &[u8], letter: &str) {
+        let kind = match letter {
+            "c" => Kind::Sum,
+            "g" => Kind::Gauge,
+            _ => Kind::Each,
         };
         self.push(head, value, tail, kind);
     }
@@ -72,6 +78,7 @@ impl LineTemplate {
                 self.each += 1;
                 self.each_bytes += bytes;
             }
+            Kind::Gauge => self.each_bytes += bytes,
             Kind::Sum | Kind::Whole => self.once_bytes += bytes,
         }
         self.lines.push(TemplateLine {
@@ -102,6 +109,9 @@ struct Accum {
 pub struct Templated {
     keys: HashMap<u64, usize>,
     accums: Vec<Accum>,
+    /// Gauge values in the order requests came (the merge keeps the last
+    /// of a name, whichever key's request it was): key, line, value.
+    gauges: Vec<(u32, u32, i64)>,
     /// What the lines will take, about (bounds the buffer like its text).
     bytes: usize,
 }
@@ -128,11 +138,12 @@ impl Templated {
             }
         };
         let accum = &mut self.accums[at];
-        for (line, sum) in accum.template.lines.iter().zip(accum.sums.iter_mut()) {
+        for (number, (line, sum)) in accum.template.lines.iter().zip(accum.sums.iter_mut()).enumerate() {
             let value = values.get(line.value).copied().unwrap_or(0);
             match line.kind {
                 Kind::Sum => *sum = sum.saturating_add(value),
                 Kind::Each => accum.each.push(value),
+                Kind::Gauge => self.gauges.push((at as u32, number as u32, value)),
                 Kind::Whole => {}
             }
         }
@@ -150,9 +161,12 @@ impl Templated {
         self.accums.is_empty()
     }
 
-    /// Writes the lines, `\n`-separated, after what `out` holds: per key
-    /// its sums and whole lines once, then each request's other lines.
-    pub fn write(&self, out: &mut Vec<u8>) {
+    /// Writes the lines, `\n`-separated: into `merge` those a merge may
+    /// change (per key its sums and whole lines once, then every gauge
+    /// value in the order the requests came), into `each` those it leaves
+    /// as they are (each request's timers, histograms and distributions),
+    /// which need not go through it.
+    pub fn write(&self, merge: &mut Vec<u8>, each: &mut Vec<u8>) {
         let mut digits = itoa::Buffer::new();
         let mut line_out = |out: &mut Vec<u8>, head: &[u8], value: Option<i64>, tail: &[u8]| {
             if !out.is_empty() {
@@ -168,9 +182,9 @@ impl Templated {
             let lines = &accum.template.lines;
             for (line, sum) in lines.iter().zip(&accum.sums) {
                 match line.kind {
-                    Kind::Sum => line_out(out, &line.head, Some(*sum), &line.tail),
-                    Kind::Whole => line_out(out, &line.head, None, b""),
-                    Kind::Each => {}
+                    Kind::Sum => line_out(merge, &line.head, Some(*sum), &line.tail),
+                    Kind::Whole => line_out(merge, &line.head, None, b""),
+                    Kind::Each | Kind::Gauge => {}
                 }
             }
             if accum.template.each == 0 {
@@ -179,9 +193,13 @@ impl Templated {
             let each_lines = lines.iter().filter(|line| line.kind == Kind::Each);
             for request in accum.each.chunks_exact(accum.template.each) {
                 for (line, value) in each_lines.clone().zip(request) {
-                    line_out(out, &line.head, Some(*value), &line.tail);
+                    line_out(each, &line.head, Some(*value), &line.tail);
                 }
             }
+        }
+        for &(at, number, value) in &self.gauges {
+            let line = &self.accums[at as usize].template.lines[number as usize];
+            line_out(merge, &line.head, Some(value), &line.tail);
         }
     }
 
@@ -189,6 +207,7 @@ impl Templated {
     pub fn clear(&mut self) {
         self.keys.clear();
         self.accums.clear();
+        self.gauges.clear();
         self.bytes = 0;
     }
 }
@@ -199,11 +218,12 @@ mod tests {
 
     fn template() -> LineTemplate {
         let mut t = LineTemplate::default();
-        t.line(b"kong.service.a.request.count:", 6, b"|c", true);
-        t.line(b"kong.service.a.latency:", 1, b"|ms", false);
+        t.line(b"kong.service.a.request.count:", 6, b"|c", "c");
+        t.line(b"kong.service.a.latency:", 1, b"|ms", "ms");
         t.whole(b"kong.service.a.user.uniques:ada|s");
-        t.line(b"kong.service.a.request.size:", 2, b"|c|@0.5", true);
-        t.line(b"kong.latency:", 1, b"|ms|#service:a", false);
+        t.line(b"kong.service.a.request.size:", 2, b"|c|@0.5", "c");
+        t.line(b"kong.latency:", 1, b"|ms|#service:a", "ms");
+        t.line(b"kong.mem:", 2, b"|g", "g");
         t
     }
 
@@ -237,9 +257,9 @@ mod tests {
             });
         }
         assert_eq!(made, 2, "a template per key");
-        let mut written = Vec::new();
-        templated.write(&mut written);
-        let merge = |lines: &[u8]| {
+        let (mut written, mut each) = (Vec::new(), Vec::new());
+        templated.write(&mut written, &mut each);
+        let merge = |lines: &[u8], each: &[u8]| {
             let mut out = Vec::new();
             crate::logs::aggregate::merge(lines.split(|b| *b == b'\n'), &mut out);
             let mut lines: Vec<String> = String::from_utf8(out)
@@ -247,17 +267,22 @@ mod tests {
                 .split('\n')
                 .map(str::to_string)
                 .collect();
+            let each = String::from_utf8(each.to_vec()).unwrap();
+            lines.extend(each.split('\n').filter(|l| !l.is_empty()).map(str::to_string));
             lines.sort();
             lines
         };
-        assert_eq!(merge(&written), merge(&text));
-        assert!(merge(&written).contains(&"kong.service.a.request.count:3|c".to_string()));
-        assert!(merge(&written).contains(&"kong.service.a.request.size:145|c|@0.5".to_string()));
+        let got = merge(&written, &each);
+        assert_eq!(got, merge(&text, b""));
+        assert!(got.contains(&"kong.service.a.request.count:3|c".to_string()));
+        assert!(got.contains(&"kong.service.a.request.size:145|c|@0.5".to_string()));
+        assert!(got.contains(&"kong.mem:40|g".to_string()), "the last gauge: {got:?}");
+        assert!(!String::from_utf8(each).unwrap().contains("|g"));
         assert!(templated.bytes() > 0);
         templated.clear();
         assert!(templated.is_empty());
-        let mut none = Vec::new();
-        templated.write(&mut none);
-        assert!(none.is_empty());
+        let (mut none, mut each) = (Vec::new(), Vec::new());
+        templated.write(&mut none, &mut each);
+        assert!(none.is_empty() && each.is_empty());
     }
 }

@@ -157,7 +157,7 @@ impl Datadog {
         for metric in &self.metrics {
             out.clear();
             let digits = self.line(metric, &seen, record, &mut out);
-            template.line(&out[..digits.start], metric.stat as usize, &out[digits.end..], metric.letter == "c");
+            template.line(&out[..digits.start], metric.stat as usize, &out[digits.end..], metric.letter);
         }
         template
     }
@@ -264,8 +264,10 @@ mod tests {
             }
             let mut templated = strait_runtime::logs::templated::Templated::default();
             templated.add(1, &values, || plugin.template(&record));
-            let mut written = Vec::new();
-            templated.write(&mut written);
+            let (mut written, mut each) = (Vec::new(), Vec::new());
+            templated.write(&mut written, &mut each);
+            written.push(b'\n');
+            written.extend_from_slice(&each);
             let sorted = |text: &[u8]| {
                 let mut lines: Vec<String> =
                     String::from_utf8(text.to_vec()).unwrap().split('\n').map(str::to_string).collect();

@@ -229,7 +229,7 @@ impl Statsd {
             };
             match (span, value) {
                 (Some(span), Some(value)) => {
-                    template.line(&out[..span.start], value, &out[span.end..], metric.letter == "c")
+                    template.line(&out[..span.start], value, &out[span.end..], metric.letter)
                 }
                 _ => template.whole(&out),
             }

@@ -140,8 +140,10 @@ fn a_template_with_the_requests_values_writes_its_lines() {
             plugin.lines(&record, &mut text);
             let mut templated = strait_runtime::logs::templated::Templated::default();
             templated.add(1, &Statsd::values(&record), || plugin.template(&record));
-            let mut written = Vec::new();
-            templated.write(&mut written);
+            let (mut written, mut each) = (Vec::new(), Vec::new());
+            templated.write(&mut written, &mut each);
+            written.push(b'\n');
+            written.extend_from_slice(&each);
             assert_eq!(sorted(&written), sorted(&text), "{style:?} {status}");
             assert!(!text.is_empty());
         }
