@@ -90,6 +90,29 @@ impl Stat {
     }
 }
 
+/// The place of the value 1 among a request's values ([`Stat::values`]).
+pub(crate) const ONE: usize = 6;
+
+impl Stat {
+    /// The request's values by [`Stat`], and 1 at [`ONE`]: what a line
+    /// template's lines take their values from
+    /// (`strait_runtime::logs::templated`).
+    pub(crate) fn values(record: &LogRecord<'_>) -> [i64; 7] {
+        let mut values = [1; 7];
+        for stat in Stat::ALL {
+            values[stat as usize] = stat.value(record);
+        }
+        values
+    }
+}
+
+/// A number for a metrics plugin's instance, never given twice in a
+/// process (part of its templates' keys).
+pub(crate) fn instance_id() -> u64 {
+    static BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Kong's `consumer_identifier`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ConsumerId {
@@ -146,6 +169,24 @@ impl<'a> Seen<'a> {
             service: request.service_id.zip(entities).and_then(|(id, e)| e.service(id)),
             route: request.route_id.zip(entities).and_then(|(id, e)| e.route(id)),
             consumer: request.consumer_id.zip(entities).and_then(|(id, e)| e.consumer(id)),
+        }
+    }
+}
+
+impl Seen<'_> {
+    /// Hashes what a metric line's text may take from the entities: the
+    /// service's id, name and host, the route's id and name (with
+    /// `route`), the consumer's id, username and custom id.
+    pub(crate) fn hash_into(&self, route: bool, hasher: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        if let Some(service) = self.service {
+            (service.id, &service.name, &service.host).hash(hasher);
+        }
+        if let (true, Some(route)) = (route, self.route) {
+            (route.id, &route.name).hash(hasher);
+        }
+        if let Some(consumer) = self.consumer {
+            (consumer.id, &consumer.username, &consumer.custom_id).hash(hasher);
         }
     }
 }
@@ -268,4 +309,38 @@ pub(crate) fn metrics_need_rates(config: &Map<String, Value>) -> Result<(), Stri
         }
     }
     Ok(())
+}
+
+/// A request's summary and log record for the metrics plugins' unit tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::context::{LogRecord, RequestSummary, ResponseSource};
+
+    pub(crate) fn summary() -> RequestSummary {
+        RequestSummary {
+            method: http::Method::GET,
+            protocol: strait_core::Protocol::Http,
+            client_ip: "127.0.0.1".parse().expect("ip"),
+            route_id: Some(uuid::Uuid::from_u128(7)),
+            service_id: None,
+            consumer_id: None,
+            credential: None,
+            request_headers: None,
+            authenticated: None,
+        }
+    }
+
+    pub(crate) fn record(summary: &RequestSummary, status: u16, upstream_ms: Option<u64>) -> LogRecord<'_> {
+        LogRecord {
+            request: summary,
+            status,
+            response_bytes: 120,
+            total_ms: 9,
+            source: ResponseSource::Service,
+            upstream_ms,
+            request_bytes: 80,
+            details: None,
+            entities: None,
+        }
+    }
 }

@@ -93,10 +93,7 @@ impl Datadog {
             consumer_tag: c.string("consumer_tag")?.unwrap_or_else(|| "consumer".into()),
             metrics,
             sink: lines::sink("datadog", to, &params),
-            id: {
-                static BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-                BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            },
+            id: lines::instance_id(),
         })
     }
 
@@ -168,12 +165,7 @@ impl Datadog {
         use std::hash::{BuildHasher, Hash, Hasher};
         let mut h = foldhash::fast::FixedState::with_seed(0x0064_6174_6164_6f67).build_hasher();
         (self.id, record.status).hash(&mut h);
-        if let Some(service) = seen.service {
-            (service.id, &service.name, &service.host).hash(&mut h);
-        }
-        if let Some(consumer) = seen.consumer {
-            (consumer.id, &consumer.username, &consumer.custom_id).hash(&mut h);
-        }
+        seen.hash_into(false, &mut h);
         h.finish()
     }
 }
@@ -198,12 +190,8 @@ impl Plugin for Datadog {
     fn log(&self, record: &LogRecord, _shared: &SharedStore) {
         match &self.sink {
             lines::Sink::Udp(sender) => {
-                let mut values = [0; 6];
-                for stat in Stat::ALL {
-                    values[stat as usize] = stat.value(record);
-                }
                 let key = self.key(record, &Seen::of(record));
-                sender.push_templated(key, &values, || self.template(record));
+                sender.push_templated(key, &Stat::values(record), || self.template(record));
             }
             lines::Sink::Tcp(_) => self.sink.push_with(|out| self.lines(record, out)),
         }
@@ -213,7 +201,6 @@ impl Plugin for Datadog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::{RequestSummary, ResponseSource};
 
     /// A request's template filled with its values writes the lines the
     /// text path writes (Kong's default metrics, with and without an
@@ -233,37 +220,13 @@ mod tests {
         .collect();
         let config = serde_json::json!({"host": "127.0.0.1", "port": 8125, "metrics": metrics});
         let plugin = Datadog::from_config(config.as_object().unwrap()).unwrap();
-        let summary = RequestSummary {
-            method: http::Method::GET,
-            protocol: strait_core::Protocol::Http,
-            client_ip: "127.0.0.1".parse().unwrap(),
-            route_id: None,
-            service_id: None,
-            consumer_id: None,
-            credential: None,
-            request_headers: None,
-            authenticated: None,
-        };
+        let summary = crate::observability::statsd::test_support::summary();
         for upstream_ms in [Some(4), None] {
-            let record = LogRecord {
-                request: &summary,
-                status: 200,
-                response_bytes: 120,
-                total_ms: 9,
-                source: ResponseSource::Service,
-                upstream_ms,
-                request_bytes: 80,
-                details: None,
-                entities: None,
-            };
+            let record = crate::observability::statsd::test_support::record(&summary, 200, upstream_ms);
             let mut text = Vec::new();
             plugin.lines(&record, &mut text);
-            let mut values = [0; 6];
-            for stat in Stat::ALL {
-                values[stat as usize] = stat.value(&record);
-            }
             let mut templated = strait_runtime::logs::templated::Templated::default();
-            templated.add(1, &values, || plugin.template(&record));
+            templated.add(1, &Stat::values(&record), || plugin.template(&record));
             let (mut written, mut each) = (Vec::new(), Vec::new());
             templated.write(&mut written, &mut each);
             written.push(b'\n');

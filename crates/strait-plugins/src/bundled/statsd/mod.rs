@@ -82,8 +82,6 @@ pub struct Statsd {
     id: u64,
 }
 
-/// The place of the value 1 among a request's values (after the stats').
-const ONE: usize = 6;
 
 fn invalid(path: &str, value: &str) -> PluginError {
     PluginError::invalid(path, format!("expected one of the known values, got '{value}'"))
@@ -170,10 +168,7 @@ impl Statsd {
             tag_style,
             node,
             sink: lines::sink("statsd", to, &params),
-            id: {
-                static BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-                BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            },
+            id: lines::instance_id(),
         })
     }
 
@@ -211,7 +206,7 @@ impl Statsd {
 
     /// The request's lines as a template ([`MetricLines::push_templated`]):
     /// each line's text around its value, the value named by its place in
-    /// [`Statsd::values`].
+    /// [`Stat::values`].
     fn template(&self, record: &LogRecord<'_>) -> LineTemplate {
         let seen = Seen::of(record);
         let mut template = LineTemplate::default();
@@ -225,7 +220,7 @@ impl Statsd {
             let value = match metric.metric {
                 Metric::Plain(stat) => Some(stat as usize),
                 Metric::UniqueUsers | Metric::ShdictUsage => None,
-                _ => Some(ONE),
+                _ => Some(lines::ONE),
             };
             match (span, value) {
                 (Some(span), Some(value)) => {
@@ -237,15 +232,6 @@ impl Statsd {
         template
     }
 
-    /// The request's values, by [`Stat`] (and 1 at [`ONE`]).
-    fn values(record: &LogRecord<'_>) -> [i64; 7] {
-        let mut values = [1; 7];
-        for stat in Stat::ALL {
-            values[stat as usize] = stat.value(record);
-        }
-        values
-    }
-
     /// What the request's lines' text depends on, hashed: the plugin
     /// instance, the status, whether an upstream answered (its latency
     /// line), and the service's, route's and consumer's ids and names.
@@ -253,18 +239,8 @@ impl Statsd {
     fn key(&self, record: &LogRecord<'_>, seen: &Seen<'_>) -> u64 {
         use std::hash::{BuildHasher, Hash, Hasher};
         let mut h = foldhash::fast::FixedState::with_seed(0x5374_6174_7364).build_hasher();
-        self.id.hash(&mut h);
-        record.status.hash(&mut h);
-        (record.upstream_ms.is_some(), record.request.route_id).hash(&mut h);
-        if let Some(service) = seen.service {
-            (service.id, &service.name, &service.host).hash(&mut h);
-        }
-        if let Some(route) = seen.route {
-            (route.id, &route.name).hash(&mut h);
-        }
-        if let Some(consumer) = seen.consumer {
-            (consumer.id, &consumer.username, &consumer.custom_id).hash(&mut h);
-        }
+        (self.id, record.status, record.upstream_ms.is_some(), record.request.route_id).hash(&mut h);
+        seen.hash_into(true, &mut h);
         h.finish()
     }
 
@@ -520,7 +496,7 @@ impl Plugin for Statsd {
             // written on the shipping thread, once per key and window.
             lines::Sink::Udp(sender) => {
                 let key = self.key(record, &Seen::of(record));
-                sender.push_templated(key, &Self::values(record), || self.template(record));
+                sender.push_templated(key, &Stat::values(record), || self.template(record));
             }
             lines::Sink::Tcp(_) => self.sink.push_with(|out| self.lines(record, out)),
         }

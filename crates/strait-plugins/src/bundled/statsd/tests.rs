@@ -1,34 +1,7 @@
 use super::*;
-use crate::context::{RequestSummary, ResponseSource};
 use serde_json::json;
 
-fn summary() -> RequestSummary {
-    RequestSummary {
-        method: http::Method::GET,
-        protocol: strait_core::Protocol::Http,
-        client_ip: "127.0.0.1".parse().expect("ip"),
-        route_id: Some(uuid::Uuid::from_u128(7)),
-        service_id: None,
-        consumer_id: None,
-        credential: None,
-        request_headers: None,
-        authenticated: None,
-    }
-}
-
-fn record(summary: &RequestSummary, status: u16, upstream_ms: Option<u64>) -> LogRecord<'_> {
-    LogRecord {
-        request: summary,
-        status,
-        response_bytes: 120,
-        total_ms: 9,
-        source: ResponseSource::Service,
-        upstream_ms,
-        request_bytes: 80,
-        details: None,
-        entities: None,
-    }
-}
+use crate::observability::statsd::test_support::{record, summary};
 
 fn lines_of(config: Value, status: u16, upstream_ms: Option<u64>) -> String {
     let plugin = Statsd::from_config(config.as_object().expect("object")).expect("valid");
@@ -139,7 +112,7 @@ fn a_template_with_the_requests_values_writes_its_lines() {
             let mut text = Vec::new();
             plugin.lines(&record, &mut text);
             let mut templated = strait_runtime::logs::templated::Templated::default();
-            templated.add(1, &Statsd::values(&record), || plugin.template(&record));
+            templated.add(1, &Stat::values(&record), || plugin.template(&record));
             let (mut written, mut each) = (Vec::new(), Vec::new());
             templated.write(&mut written, &mut each);
             written.push(b'\n');
