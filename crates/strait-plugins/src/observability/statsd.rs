@@ -14,6 +14,7 @@ use strait_core::{Consumer, Route, Service};
 use strait_runtime::logs::lines::{MetricLines, MetricLinesParams};
 use strait_runtime::logs::queue::{Queue, QueueParams};
 use strait_runtime::logs::sinks::{TcpSink, TcpTarget};
+use strait_runtime::logs::templated::LineTemplate;
 
 use crate::context::LogRecord;
 
@@ -248,6 +249,25 @@ impl std::fmt::Debug for Sink {
 }
 
 impl Sink {
+    /// One request's metrics: over UDP its `values` into the template of
+    /// the request's `key` (`template` makes it when the window has none:
+    /// the text is written on the shipping thread, once per key and
+    /// window), over TCP its lines written by `write`.
+    pub(crate) fn push_request(
+        &self,
+        key: impl FnOnce() -> u64,
+        values: &[i64],
+        template: impl FnOnce() -> LineTemplate,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
+        match self {
+            Sink::Udp(sender) => {
+                sender.push_templated(key(), values, template);
+            }
+            Sink::Tcp(_) => self.push_with(write),
+        }
+    }
+
     /// One request's lines, written by `write` (`\n`-separated).
     pub(crate) fn push_with(&self, write: impl FnOnce(&mut Vec<u8>)) {
         match self {
@@ -315,6 +335,34 @@ pub(crate) fn metrics_need_rates(config: &Map<String, Value>) -> Result<(), Stri
 #[cfg(test)]
 pub(crate) mod test_support {
     use crate::context::{LogRecord, RequestSummary, ResponseSource};
+
+    /// The lines a request's template filled with `values` writes, and
+    /// those `write` (the text path) writes, each sorted.
+    pub(crate) fn templated_and_text(
+        values: &[i64],
+        template: impl FnOnce() -> strait_runtime::logs::templated::LineTemplate,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> (Vec<String>, Vec<String>) {
+        let mut templated = strait_runtime::logs::templated::Templated::default();
+        templated.add(1, values, template);
+        let (mut written, mut each) = (Vec::new(), Vec::new());
+        templated.write(&mut written, &mut each);
+        written.push(b'\n');
+        written.extend_from_slice(&each);
+        let mut text = Vec::new();
+        write(&mut text);
+        let sorted = |text: &[u8]| {
+            let mut lines: Vec<String> = String::from_utf8(text.to_vec())
+                .expect("utf-8")
+                .split('\n')
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect();
+            lines.sort();
+            lines
+        };
+        (sorted(&written), sorted(&text))
+    }
 
     pub(crate) fn summary() -> RequestSummary {
         RequestSummary {

@@ -188,13 +188,12 @@ impl Plugin for Datadog {
     }
 
     fn log(&self, record: &LogRecord, _shared: &SharedStore) {
-        match &self.sink {
-            lines::Sink::Udp(sender) => {
-                let key = self.key(record, &Seen::of(record));
-                sender.push_templated(key, &Stat::values(record), || self.template(record));
-            }
-            lines::Sink::Tcp(_) => self.sink.push_with(|out| self.lines(record, out)),
-        }
+        self.sink.push_request(
+            || self.key(record, &Seen::of(record)),
+            &Stat::values(record),
+            || self.template(record),
+            |out| self.lines(record, out),
+        );
     }
 }
 
@@ -223,22 +222,13 @@ mod tests {
         let summary = crate::observability::statsd::test_support::summary();
         for upstream_ms in [Some(4), None] {
             let record = crate::observability::statsd::test_support::record(&summary, 200, upstream_ms);
-            let mut text = Vec::new();
-            plugin.lines(&record, &mut text);
-            let mut templated = strait_runtime::logs::templated::Templated::default();
-            templated.add(1, &Stat::values(&record), || plugin.template(&record));
-            let (mut written, mut each) = (Vec::new(), Vec::new());
-            templated.write(&mut written, &mut each);
-            written.push(b'\n');
-            written.extend_from_slice(&each);
-            let sorted = |text: &[u8]| {
-                let mut lines: Vec<String> =
-                    String::from_utf8(text.to_vec()).unwrap().split('\n').map(str::to_string).collect();
-                lines.sort();
-                lines
-            };
-            assert_eq!(sorted(&written), sorted(&text), "{upstream_ms:?}");
-            assert_eq!(sorted(&text).len(), 6);
+            let (written, text) = crate::observability::statsd::test_support::templated_and_text(
+                &Stat::values(&record),
+                || plugin.template(&record),
+                |out| plugin.lines(&record, out),
+            );
+            assert_eq!(written, text, "{upstream_ms:?}");
+            assert_eq!(text.len(), 6);
         }
     }
 }

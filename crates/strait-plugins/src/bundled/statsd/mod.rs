@@ -491,15 +491,12 @@ impl Plugin for Statsd {
                 return;
             }
         }
-        match &self.sink {
-            // Numbers into the request key's template: the text is
-            // written on the shipping thread, once per key and window.
-            lines::Sink::Udp(sender) => {
-                let key = self.key(record, &Seen::of(record));
-                sender.push_templated(key, &Stat::values(record), || self.template(record));
-            }
-            lines::Sink::Tcp(_) => self.sink.push_with(|out| self.lines(record, out)),
-        }
+        self.sink.push_request(
+            || self.key(record, &Seen::of(record)),
+            &Stat::values(record),
+            || self.template(record),
+            |out| self.lines(record, out),
+        );
     }
 }
 

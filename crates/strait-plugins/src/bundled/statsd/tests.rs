@@ -93,31 +93,18 @@ fn a_template_with_the_requests_values_writes_its_lines() {
         ("status_count_per_workspace", "counter", Some(1.0)),
         ("shdict_usage", "gauge", Some(1.0)),
     ]);
-    let sorted = |text: &[u8]| {
-        let mut lines: Vec<String> = String::from_utf8(text.to_vec())
-            .expect("utf-8")
-            .split('\n')
-            .filter(|l| !l.is_empty())
-            .map(str::to_string)
-            .collect();
-        lines.sort();
-        lines
-    };
     for style in [None, Some("dogstatsd"), Some("influxdb"), Some("librato"), Some("signalfx")] {
         let config = json!({"tag_style": style, "metrics": all});
         let plugin = Statsd::from_config(config.as_object().expect("object")).expect("valid");
         for (status, upstream) in [(200, Some(4)), (502, None)] {
             let summary = summary();
             let record = record(&summary, status, upstream);
-            let mut text = Vec::new();
-            plugin.lines(&record, &mut text);
-            let mut templated = strait_runtime::logs::templated::Templated::default();
-            templated.add(1, &Stat::values(&record), || plugin.template(&record));
-            let (mut written, mut each) = (Vec::new(), Vec::new());
-            templated.write(&mut written, &mut each);
-            written.push(b'\n');
-            written.extend_from_slice(&each);
-            assert_eq!(sorted(&written), sorted(&text), "{style:?} {status}");
+            let (written, text) = crate::observability::statsd::test_support::templated_and_text(
+                &Stat::values(&record),
+                || plugin.template(&record),
+                |out| plugin.lines(&record, out),
+            );
+            assert_eq!(written, text, "{style:?} {status}");
             assert!(!text.is_empty());
         }
     }
