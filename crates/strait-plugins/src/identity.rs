@@ -179,7 +179,7 @@ impl IdentityFields {
         }
     }
 
-    /// The fields [`IdentityFields::add_absent`] held beside the map, as
+    /// The fields [`IdentityFields::add_absent_lines`] held beside the map, as
     /// HTTP/1.1 lines each ending in CRLF.
     pub fn added_lines(&self) -> &[u8] {
         self.added.as_lines()

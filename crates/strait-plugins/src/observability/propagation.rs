@@ -372,8 +372,16 @@ fn put_hex_at(out: &mut [u8], id: &[u8]) {
     }
 }
 
-/// b3's multi-header fields, one at a time.
-fn b3_fields(trace: &[u8], span: &[u8], parent: Option<&Id>, sampled: bool, target: &mut Target<'_>) {
+/// b3's multi-header fields, one at a time, the ids' digits on the stack:
+/// `x-b3-flags` when the caller's came with it, else `x-b3-sampled`.
+fn b3_fields(
+    trace: &[u8],
+    span: &[u8],
+    parent: Option<&Id>,
+    flags: Option<&str>,
+    sampled: bool,
+    target: &mut Target<'_>,
+) {
     let (digits, len) = hex_id(trace);
     target.put(&X_B3_TRACEID, &digits[..len]);
     let (digits, len) = hex_id(span);
@@ -382,7 +390,10 @@ fn b3_fields(trace: &[u8], span: &[u8], parent: Option<&Id>, sampled: bool, targ
         let (digits, len) = hex_id(parent);
         target.put(&X_B3_PARENTSPANID, &digits[..len]);
     }
-    target.put(&X_B3_SAMPLED, sampled_digit(sampled));
+    match flags {
+        Some(flags) => target.put(&X_B3_FLAGS, flags.as_bytes()),
+        None => target.put(&X_B3_SAMPLED, sampled_digit(sampled)),
+    }
 }
 
 /// An id of up to 16 bytes in lowercase hex, on the stack.
@@ -767,10 +778,10 @@ fn inject_headers(format: Format, ctx: &Outgoing<'_>, target: &mut Target<'_>) {
     match format {
         Format::B3 if trace.len() == 16 && ctx.flags.is_none() => {
             let Some(parent) = &parent else {
-                return b3_fields(&trace, &span, None, sampled, target);
+                return b3_fields(&trace, &span, None, None, sampled, target);
             };
             if target.beside.is_none() || target.len + B3_LINES.len() > LINES {
-                return b3_fields(&trace, &span, Some(parent), sampled, target);
+                return b3_fields(&trace, &span, Some(parent), None, sampled, target);
             }
             // The usual request's four fields: a template's copy with the
             // digits written into it.
@@ -782,21 +793,7 @@ fn inject_headers(format: Format, ctx: &Outgoing<'_>, target: &mut Target<'_>) {
             lines[B3_SAMPLED] = sampled_digit(sampled)[0];
             target.len += B3_LINES.len();
         }
-        Format::B3 => {
-            // The ids' digits on the stack, each written once where it goes.
-            let (digits, len) = hex_id(&trace);
-            target.put(&X_B3_TRACEID, &digits[..len]);
-            let (digits, len) = hex_id(&span);
-            target.put(&X_B3_SPANID, &digits[..len]);
-            if let Some(parent) = &parent {
-                let (digits, len) = hex_id(parent);
-                target.put(&X_B3_PARENTSPANID, &digits[..len]);
-            }
-            match ctx.flags {
-                Some(flags) => target.put(&X_B3_FLAGS, flags.as_bytes()),
-                None => target.put(&X_B3_SAMPLED, sampled_digit(sampled)),
-            }
-        }
+        Format::B3 => b3_fields(&trace, &span, parent.as_ref(), ctx.flags, sampled, target),
         Format::B3Single => {
             let flag = match (ctx.flags, ctx.should_sample) {
                 (Some("1"), _) => Some("d"),

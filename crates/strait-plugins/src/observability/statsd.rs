@@ -53,6 +53,17 @@ impl Stat {
         Stat::KongLatency,
     ];
 
+    /// The request's values by [`Stat`], and 1 at [`ONE`]: what a line
+    /// template's lines take their values from
+    /// (`strait_runtime::logs::templated`).
+    pub(crate) fn values(record: &LogRecord<'_>) -> [i64; 7] {
+        let mut values = [1; 7];
+        for stat in Stat::ALL {
+            values[stat as usize] = stat.value(record);
+        }
+        values
+    }
+
     pub(crate) fn of(name: &str) -> Option<Stat> {
         Some(match name {
             "request_count" => Stat::RequestCount,
@@ -93,19 +104,6 @@ impl Stat {
 
 /// The place of the value 1 among a request's values ([`Stat::values`]).
 pub(crate) const ONE: usize = 6;
-
-impl Stat {
-    /// The request's values by [`Stat`], and 1 at [`ONE`]: what a line
-    /// template's lines take their values from
-    /// (`strait_runtime::logs::templated`).
-    pub(crate) fn values(record: &LogRecord<'_>) -> [i64; 7] {
-        let mut values = [1; 7];
-        for stat in Stat::ALL {
-            values[stat as usize] = stat.value(record);
-        }
-        values
-    }
-}
 
 /// A number for a metrics plugin's instance, never given twice in a
 /// process (part of its templates' keys).

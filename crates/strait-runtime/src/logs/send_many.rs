@@ -83,14 +83,13 @@ fn send_batch(socket: &UdpSocket, datagrams: &[&[u8]]) -> io::Result<usize> {
 mod tests {
     use super::*;
 
-    /// More datagrams than one call sends arrive, each whole and in order.
+    /// Datagrams sent in batches arrive, each whole and in order.
     #[tokio::test]
     async fn every_datagram_arrives_whole_and_in_order() {
         let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         receiver
             .set_read_timeout(Some(std::time::Duration::from_secs(5)))
             .unwrap();
-        // Room for them all before the receiver reads.
         let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         socket.connect(receiver.local_addr().unwrap()).await.unwrap();
         let lines: Vec<Vec<u8>> = (0..1500).map(|n| format!("kong.metric.{n}:1|c").into_bytes()).collect();

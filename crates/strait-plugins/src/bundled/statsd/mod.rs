@@ -82,7 +82,6 @@ pub struct Statsd {
     id: u64,
 }
 
-
 fn invalid(path: &str, value: &str) -> PluginError {
     PluginError::invalid(path, format!("expected one of the known values, got '{value}'"))
 }
