@@ -82,6 +82,11 @@ impl<'a> ConfigReader<'a> {
     }
 
     /// `field` when set (not absent nor null).
+    pub fn bool_opt(&self, field: &str) -> Result<Option<bool>, PluginError> {
+        self.get(field).map(|_| self.bool(field, false)).transpose()
+    }
+
+    /// `field` when set (not absent nor null).
     pub fn number_opt(&self, field: &str) -> Result<Option<f64>, PluginError> {
         self.get(field).map(|_| self.number(field, 0.0)).transpose()
     }

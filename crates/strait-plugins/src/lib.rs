@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod added_headers;
+pub mod ai;
 pub mod auth;
 pub mod body;
 pub mod bundled;
@@ -41,8 +42,9 @@ pub use directory::{ConsumerView, Directory, EmptyDirectory, KeyauthKey};
 pub use identity::{is_identity_name, IdentityField, IdentityFields};
 pub use lazy_head::{HeadParts, LazyHeaders, LazyResponseCtx};
 pub use phase::{
-    kong_error_message, AccessFuture, BufferResponseBody, CertificateCtx, CertificateFlow, DropResponseBody, Flow,
-    Plugin, PluginResponse, SuspendAccess, WantsLogDetails,
+    kong_error_message, AccessFuture, BufferResponseBody, BufferUpstreamResponse, CertificateCtx, CertificateFlow,
+    DropResponseBody, Flow, Plugin, PluginResponse, ServiceResponseBody, SuspendAccess, UpstreamTarget,
+    WantsLogDetails,
 };
 pub use registry::{
     add, add_dynamic, add_versioned, available, build_plugin, build_scoped_plugin, install, priority_of, version_of,

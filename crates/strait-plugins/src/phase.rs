@@ -78,6 +78,20 @@ impl PluginResponse {
 #[derive(Debug, Clone, Copy)]
 pub struct BufferResponseBody;
 
+/// Put in the [`crate::SharedStore`] by an `access` that needs the
+/// upstream's whole response before the header filters run (Kong's
+/// `kong.service.request.enable_buffering()`): the proxy reads it (up to
+/// its buffer limit) and hands it to them as [`ServiceResponseBody`].
+#[derive(Debug, Clone, Copy)]
+pub struct BufferUpstreamResponse;
+
+/// The upstream's whole response body, in the [`crate::SharedStore`] while
+/// the header filters run when an `access` left [`BufferUpstreamResponse`]
+/// (Kong's `kong.service.response.get_raw_body()`). A header filter may
+/// replace it; what is left is sent, with its `Content-Length`.
+#[derive(Debug, Clone)]
+pub struct ServiceResponseBody(pub Bytes);
+
 /// Put in the [`crate::SharedStore`] by a `header_filter` that replaces the
 /// response with its head alone (a refusal decided after the upstream
 /// answered): the proxy sends no body and `Content-Length: 0`.
@@ -96,6 +110,21 @@ pub struct SuspendAccess;
 /// [`crate::LogRecord::details`] (a sampled trace), the others go without.
 #[derive(Debug, Clone, Copy)]
 pub struct WantsLogDetails;
+
+/// Put in the [`crate::SharedStore`] by an `access` that sends the request
+/// somewhere other than the route's service (Kong's
+/// `kong.service.set_target` with `kong.service.request.set_scheme`; the
+/// ai-proxy plugin's provider). The proxy then skips the service's
+/// balancer and connects to `host:port`, over TLS when `tls` (the
+/// service's own TLS settings when it is `https`, else verified against
+/// the system's roots only with the service's `tls_verify`, as Kong), with
+/// `Host` set to the target unless a plugin set it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamTarget {
+    pub host: String,
+    pub port: u16,
+    pub tls: bool,
+}
 
 /// What a phase tells the proxy to do next.
 #[derive(Debug, Clone, PartialEq)]

@@ -193,6 +193,29 @@ impl UpstreamTlsCache {
     }
 }
 
+/// The client configurations for a target a plugin chose
+/// ([`strait_plugins::UpstreamTarget`]) behind a service that is not
+/// `https`: verified against the system's roots when `verify` (the
+/// service's `tls_verify`), else not (Kong's default), made once.
+pub fn plugin_target_tls(verify: bool) -> Arc<UpstreamTls> {
+    static BUILT: [std::sync::OnceLock<Arc<UpstreamTls>>; 2] = [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    BUILT[verify as usize]
+        .get_or_init(|| {
+            let state = EntityState::default();
+            let base = client_config(verify, &[], None, None, None, &state)
+                .expect("a client configuration without certificates always builds");
+            let mut http1 = base.clone();
+            http1.alpn_protocols = vec![b"http/1.1".to_vec()];
+            let mut http2 = base;
+            http2.alpn_protocols = vec![b"h2".to_vec()];
+            Arc::new(UpstreamTls {
+                http1: Arc::new(http1),
+                http2: Arc::new(http2),
+            })
+        })
+        .clone()
+}
+
 fn client_config(
     verify: bool,
     cas: &[Uuid],

@@ -136,12 +136,26 @@ pub const EXTRA: &[(&str, &str, &str)] = &[
 /// disabled one is stored). strait-plugins' registry tests check this list
 /// against the plugins it runs.
 pub const PLUGINS_NOT_RUN: &[(&str, &str)] = &[
-    ("ai-proxy", "the AI gateway is its own issue (63)"),
-    ("ai-prompt-decorator", "the AI gateway is its own issue (63)"),
-    ("ai-prompt-template", "the AI gateway is its own issue (63)"),
-    ("ai-prompt-guard", "the AI gateway is its own issue (63)"),
-    ("ai-request-transformer", "the AI gateway is its own issue (63)"),
-    ("ai-response-transformer", "the AI gateway is its own issue (63)"),
+    (
+        "ai-prompt-decorator",
+        "the AI gateway is being built (issue 63): ai-proxy runs, the prompt and transformer plugins follow",
+    ),
+    (
+        "ai-prompt-template",
+        "the AI gateway is being built (issue 63): ai-proxy runs, the prompt and transformer plugins follow",
+    ),
+    (
+        "ai-prompt-guard",
+        "the AI gateway is being built (issue 63): ai-proxy runs, the prompt and transformer plugins follow",
+    ),
+    (
+        "ai-request-transformer",
+        "the AI gateway is being built (issue 63): ai-proxy runs, the prompt and transformer plugins follow",
+    ),
+    (
+        "ai-response-transformer",
+        "the AI gateway is being built (issue 63): ai-proxy runs, the prompt and transformer plugins follow",
+    ),
 ];
 
 /// Kong fields of entities Strait has, that it refuses (`unknown field`).

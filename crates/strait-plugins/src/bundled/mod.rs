@@ -20,6 +20,7 @@ macro_rules! registry {
 registry! {
     acl,
     acme,
+    ai_proxy,
     aws_lambda,
     azure_functions,
     basic_auth,

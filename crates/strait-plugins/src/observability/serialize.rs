@@ -77,6 +77,7 @@ fn parent<'a>(entry: &'a mut Value, path: &[&str], create: bool) -> Option<&'a m
 /// it ([`SerializeValues`]) applied.
 pub fn kong_entry(record: &LogRecord, shared: &SharedStore) -> Option<Value> {
     let mut entry = base_entry(record)?;
+    crate::ai::add_log_fields(&mut entry, shared);
     if let Some(values) = shared.get::<SerializeValues>() {
         values.apply(&mut entry);
     }

@@ -22,7 +22,10 @@ fn every_available_plugin_has_a_priority_matching_its_instance() {
             assert_eq!(plugin.name(), *name);
         }
     }
-    assert!(build_plugin("ai-proxy", &Map::new()).is_err(), "not run by this build");
+    assert!(
+        build_plugin("ai-prompt-guard", &Map::new()).is_err(),
+        "not run by this build"
+    );
 }
 
 /// The registry is the only list of bundled plugins: each folder of

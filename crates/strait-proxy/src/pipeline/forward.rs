@@ -23,7 +23,7 @@ use strait_router::{upstream_path, RouteMatch};
 use strait_snapshot::balancer::Attempts;
 use strait_snapshot::snapshot::{ServiceRuntime, Snapshot};
 
-use self::attempt::{endpoint, send_options, set_target, Plan, Sent, Tries};
+use self::attempt::{endpoint, send_options, set_target, target_tls, Plan, Sent, Tries};
 use crate::pipeline::body::{boxed_as_is, buffer_up_to, full, Buffered, ProxyBody};
 use crate::pipeline::error::{ErrorKind, ProxyError};
 use crate::pipeline::forwarding::Forwarding;
@@ -69,6 +69,8 @@ pub(crate) struct ForwardOptions {
     pub relay: bool,
     /// Kong's identity fields the plugins held beside the request's map.
     pub identity: strait_plugins::IdentityFields,
+    /// Where a plugin sent the request instead of the service.
+    pub target: Option<strait_plugins::UpstreamTarget>,
 }
 
 /// On a request a plugin gave its upstream path itself (`RequestCtx::exact_path`):
@@ -171,7 +173,11 @@ impl Exchange<'_> {
             .and_then(|timeout| self.started.checked_add(timeout));
         let buffered =
             buffer_request_body(&mut request, route.request_buffering && !http2 && upgrade.is_none()).await?;
+        let target = options.target.take();
+        let made_tls = target_tls(runtime, target.as_ref());
         let plan = Plan {
+            tls: Plan::tls_for(runtime, target.as_ref(), made_tls.as_ref()),
+            target: target.as_ref(),
             runtime,
             uri: &uri,
             path_and_query,
@@ -183,7 +189,7 @@ impl Exchange<'_> {
         };
         let (mut pending, replay, mut tries) = prepare_tries(request, &plan, buffered);
         let mut upgrade = upgrade;
-        let balancer = runtime.balancer.as_deref();
+        let balancer = plan.balancer();
         let connect_timeout = millis(service.connect_timeout);
         // One try per attempt (forward/attempt.rs has each step); awaited
         // here, in one future, rather than in a future per try.
@@ -321,7 +327,7 @@ fn prepare_tries(
     buffered: Option<bytes::Bytes>,
 ) -> (Option<BoxedRequest>, Option<Replay>, Tries) {
     let attempts = plan.runtime.service.retries.max(0) as usize + 1;
-    let balancer = plan.runtime.balancer.as_deref();
+    let balancer = plan.balancer();
     // A request that went out and met a reset before any response byte is
     // sent again only when it is idempotent and its whole body is held (or
     // it has none); keeping its headers for that costs a copy, so only

@@ -336,8 +336,9 @@ async fn route(
         return Ok(phases::run(request, chain, exchange).await);
     }
     match phases::before(request, chain, &exchange) {
-        Before::Forward(request, options, state) => {
+        Before::Forward(request, options, mut state) => {
             let forwarded = exchange.forward(request, options).await;
+            let forwarded = phases::buffer_if_asked(&mut state, forwarded).await;
             Ok(phases::finish(state, forwarded, chain, &exchange))
         }
         Before::Done(response, fields) => Ok((response, fields)),

@@ -5,6 +5,7 @@
 //! try may follow, and the response head made ready for the client.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
@@ -14,6 +15,7 @@ use strait_runtime::health::{InFlight, Report};
 use strait_snapshot::balancer::hashing::HashInput;
 use strait_snapshot::balancer::{Algorithm, Attempts, Balancer};
 use strait_snapshot::snapshot::ServiceRuntime;
+use strait_snapshot::tls::UpstreamTls;
 
 use super::response::{finish_response, ResponseBody};
 use super::{millis, Exchange, ForwardOptions, Forwarded, ProxiedDetail};
@@ -38,6 +40,47 @@ pub(super) struct Plan<'p> {
     /// A gRPC call's deadline (`grpc-timeout`).
     pub deadline: Option<Instant>,
     pub options: ForwardOptions,
+    /// Where a plugin sent the request instead of the service.
+    pub target: Option<&'p strait_plugins::UpstreamTarget>,
+    /// The TLS the request goes upstream with (the service's, or the
+    /// plugin's target's).
+    pub tls: Option<&'p Arc<UpstreamTls>>,
+}
+
+impl<'p> Plan<'p> {
+    /// The service's balancer, unless a plugin chose the target.
+    pub fn balancer(&self) -> Option<&'p Balancer> {
+        match self.target {
+            Some(_) => None,
+            None => self.runtime.balancer.as_deref(),
+        }
+    }
+
+    /// The TLS for `runtime` or a plugin's `target`: the service's own
+    /// settings when it has TLS, else `made` for the target
+    /// ([`target_tls`]).
+    pub fn tls_for(
+        runtime: &'p ServiceRuntime,
+        target: Option<&strait_plugins::UpstreamTarget>,
+        made: Option<&'p Arc<UpstreamTls>>,
+    ) -> Option<&'p Arc<UpstreamTls>> {
+        match target {
+            None => runtime.tls.as_ref(),
+            Some(target) if !target.tls => None,
+            Some(_) => runtime.tls.as_ref().or(made),
+        }
+    }
+}
+
+/// The TLS a plugin's target needs made, when the service has none of its
+/// own: verified with the service's `tls_verify` (Kong's default: not).
+pub(super) fn target_tls(
+    runtime: &ServiceRuntime,
+    target: Option<&strait_plugins::UpstreamTarget>,
+) -> Option<Arc<UpstreamTls>> {
+    target
+        .filter(|target| target.tls && runtime.tls.is_none())
+        .map(|_| strait_snapshot::tls::plugin_target_tls(runtime.service.tls_verify.unwrap_or(false)))
 }
 
 /// What carries over from one try to the next.
@@ -93,6 +136,14 @@ impl Exchange<'_> {
     /// The balancer's pick, or the service's own host.
     fn target<'p>(&self, request: &BoxedRequest, plan: &Plan<'p>, tries: &mut Tries) -> Result<Target<'p>, ProxyError> {
         let runtime = plan.runtime;
+        if let Some(target) = plan.target {
+            return Ok(Target {
+                host: &target.host,
+                port: target.port,
+                peer: None,
+                ip: target.host.parse().ok(),
+            });
+        }
         let Some(balancer) = runtime.balancer.as_deref() else {
             let service = &runtime.service;
             return Ok(Target {
@@ -134,6 +185,9 @@ impl Exchange<'_> {
         if plan.options.host_override.is_some() {
             return plan.options.host_override.clone();
         }
+        if let Some(target) = plan.target {
+            return strait_snapshot::snapshot::host_header(&target.host, target.port, target.tls);
+        }
         if route.preserve_host {
             return plan
                 .original_host
@@ -161,7 +215,7 @@ impl Exchange<'_> {
         upgrade: &mut Option<Upgrade>,
     ) -> Forwarded {
         let service = &plan.runtime.service;
-        if let (Some(balancer), Some(index)) = (plan.runtime.balancer.as_deref(), sent.peer) {
+        if let (Some(balancer), Some(index)) = (plan.balancer(), sent.peer) {
             report_answer(balancer, index, response.status().as_u16(), sent.upstream_started);
         }
         let detail = sent
@@ -313,7 +367,7 @@ pub(super) fn endpoint(plan: &Plan<'_>, addr: SocketAddr, host_value: Option<&He
         write_timeout: millis(runtime.service.write_timeout),
         addr,
         http2: plan.http2,
-        tls: runtime.tls.as_ref().map(|tls| {
+        tls: plan.tls.as_ref().map(|tls| {
             let config = if plan.http2 { &tls.http2 } else { &tls.http1 };
             let authority = host_value.and_then(|h| h.to_str().ok()).unwrap_or("localhost");
             let sni = authority.rsplit_once(':').map_or(authority, |(name, _)| name);
@@ -372,7 +426,7 @@ pub(super) fn set_target(
     *request.version_mut() = Version::HTTP_2;
     request.headers_mut().remove(header::HOST);
     let mut target = http::uri::Parts::default();
-    target.scheme = Some(if plan.runtime.tls.is_some() {
+    target.scheme = Some(if plan.tls.is_some() {
         Scheme::HTTPS
     } else {
         Scheme::HTTP

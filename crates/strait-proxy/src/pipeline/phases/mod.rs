@@ -213,8 +213,9 @@ async fn proceed(
         (flow, _) => flow,
     };
     match decide(flow, state, chain, request, &exchange) {
-        Decided::Forward(request, options, state) => {
+        Decided::Forward(request, options, mut state) => {
             let forwarded = exchange.forward(request, options).await;
+            let forwarded = buffer_if_asked(&mut state, forwarded).await;
             finish(state, forwarded, chain, &exchange)
         }
         Decided::Done(response, fields) => (response, fields),
@@ -274,6 +275,36 @@ fn decide(
             Decided::Forward(request, options, state)
         }
     }
+}
+
+/// The upstream's whole body read before the header filters, when an
+/// access phase left [`strait_plugins::BufferUpstreamResponse`] (Kong's
+/// `enable_buffering`): they find it as
+/// [`strait_plugins::ServiceResponseBody`]. A body past the buffer limit,
+/// or one the upstream broke off, is the upstream's failure (502).
+pub(crate) async fn buffer_if_asked(
+    state: &mut PhaseState,
+    forwarded: Result<crate::pipeline::forward::Forwarded, ProxyError>,
+) -> Result<crate::pipeline::forward::Forwarded, ProxyError> {
+    let Ok((response, proxied, fields)) = forwarded else {
+        return forwarded;
+    };
+    if state.shared.get::<strait_plugins::BufferUpstreamResponse>().is_none() {
+        return Ok((response, proxied, fields));
+    }
+    let (head, body) = response.into_parts();
+    let bytes = read_body(body).await.map_err(|error| {
+        ProxyError::new(
+            ErrorKind::UpstreamInvalid,
+            format!("reading the upstream's body: {}", error.cause),
+        )
+    })?;
+    state.shared.insert(strait_plugins::ServiceResponseBody(bytes));
+    Ok((
+        Response::from_parts(head, crate::pipeline::body::empty()),
+        proxied,
+        fields,
+    ))
 }
 
 /// The response to what the exchange answered (or the error it met).
@@ -376,7 +407,15 @@ fn respond(
             head.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
             full(Bytes::new())
         }
-        None => body,
+        None => match state.shared.remove::<strait_plugins::ServiceResponseBody>() {
+            Some(strait_plugins::ServiceResponseBody(bytes)) => {
+                head.headers.remove(header::TRANSFER_ENCODING);
+                head.headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(bytes.len()));
+                full(bytes)
+            }
+            None => body,
+        },
     };
     let followers = chain
         .follows_response_body()

@@ -205,6 +205,7 @@ impl PhaseState {
                 .or_else(|| summary.credential.as_ref().map(|c| c.id)),
             relay: self.relay,
             identity: std::mem::take(&mut self.identity),
+            target: self.shared.remove(),
         }
     }
 }

@@ -1,0 +1,303 @@
+//! Each provider's wire format, both ways (docs/ai.md has the mappings):
+//! where a request goes ([`destination`]), the request body in the
+//! provider's format ([`to_format`]), a whole answer back in OpenAI's
+//! ([`from_format`]), and a stream translated event by event
+//! ([`StreamTranslator`]). Every path reads the provider's usage fields
+//! into the request's [`Analytics`].
+
+pub mod anthropic;
+pub mod openai;
+
+use serde_json::{Map, Value};
+
+use super::config::{LlmConfig, Provider, RouteType};
+use super::sse::Event;
+use super::Analytics;
+
+/// A translated whole answer: `None` when it goes on as it came.
+pub type Translated = Result<Option<Vec<u8>>, String>;
+
+/// Where the provider is: scheme, host, port and path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+}
+
+/// The providers this build translates; the others are refused when a
+/// plugin is configured (docs/ai.md).
+pub fn supported(config: &LlmConfig) -> Result<(), String> {
+    match config.provider {
+        Provider::OpenAi | Provider::Azure | Provider::Anthropic => Ok(()),
+        Provider::Mistral if config.options.mistral_format.as_deref() == Some("openai") => Ok(()),
+        Provider::Llama2 if config.options.llama2_format.as_deref() == Some("openai") => Ok(()),
+        provider => Err(format!(
+            "provider {}{} is not supported by this Strait build yet (docs/ai.md)",
+            provider.name(),
+            match provider {
+                Provider::Mistral => " with mistral_format = ollama",
+                Provider::Llama2 => " with llama2_format raw or ollama",
+                _ => "",
+            }
+        )),
+    }
+}
+
+/// Where `config`'s provider serves `route` (Kong's `upstream_url_format`
+/// and `operation_map`): `upstream_url` when set, else the provider's
+/// public API; a `preserve` route keeps the client's path
+/// (`request_path`) unless `upstream_path` says otherwise.
+pub fn destination(config: &LlmConfig, request_path: &str) -> Result<Destination, String> {
+    let options = &config.options;
+    let route = config.route_type;
+    let mut destination = match &options.upstream_url {
+        Some(url) => {
+            let tls = match url.scheme() {
+                "https" => true,
+                "http" => false,
+                other => return Err(format!("upstream_url: unsupported scheme {other}")),
+            };
+            Destination {
+                tls,
+                host: url.host_str().unwrap_or_default().to_string(),
+                port: url.port_or_known_default().unwrap_or(if tls { 443 } else { 80 }),
+                path: url.path().to_string(),
+            }
+        }
+        None => {
+            let (host, path) = match config.provider {
+                Provider::OpenAi => (
+                    "api.openai.com".to_string(),
+                    match route {
+                        RouteType::Completions => "/v1/completions",
+                        _ => "/v1/chat/completions",
+                    }
+                    .to_string(),
+                ),
+                Provider::Anthropic => (
+                    "api.anthropic.com".to_string(),
+                    match route {
+                        RouteType::Completions => "/v1/complete",
+                        _ => "/v1/messages",
+                    }
+                    .to_string(),
+                ),
+                Provider::Azure => {
+                    let instance = options.azure_instance.as_deref().unwrap_or_default();
+                    let deployment = options.azure_deployment_id.as_deref().unwrap_or_default();
+                    let operation = options.upstream_path.as_deref().unwrap_or(match route {
+                        RouteType::Completions => "/completions",
+                        _ => "/chat/completions",
+                    });
+                    (
+                        format!("{instance}.openai.azure.com"),
+                        format!("/openai/deployments/{deployment}{operation}"),
+                    )
+                }
+                Provider::Mistral => ("api.mistral.ai".to_string(), "/v1/chat/completions".to_string()),
+                Provider::Cohere => (
+                    "api.cohere.com".to_string(),
+                    match route {
+                        RouteType::Completions => "/v1/generate",
+                        _ => "/v1/chat",
+                    }
+                    .to_string(),
+                ),
+                other => return Err(format!("{} needs model.options.upstream_url", other.name())),
+            };
+            let path = match (config.provider, &options.upstream_path) {
+                (Provider::Azure, _) | (_, None) => path,
+                (_, Some(own)) => own.clone(),
+            };
+            Destination {
+                tls: true,
+                host,
+                port: 443,
+                path,
+            }
+        }
+    };
+    if route == RouteType::Preserve {
+        destination.path = match &options.upstream_path {
+            Some(path) if config.provider != Provider::Azure || options.upstream_url.is_some() => path.clone(),
+            _ => request_path.to_string(),
+        };
+    }
+    let trimmed = destination.path.trim_start_matches('/');
+    destination.path = format!("/{trimmed}");
+    if destination.host.is_empty() {
+        return Err("the provider's address has no host".into());
+    }
+    Ok(destination)
+}
+
+/// Kong's `merge_config_defaults`: the configured options replace the
+/// client's.
+pub fn merge_options(body: &mut Map<String, Value>, config: &LlmConfig) {
+    let o = &config.options;
+    let set = |body: &mut Map<String, Value>, field: &str, value: Option<Value>| {
+        if let Some(value) = value {
+            body.insert(field.into(), value);
+        }
+    };
+    set(body, "temperature", o.temperature.map(Value::from));
+    set(body, "max_tokens", o.max_tokens.map(Value::from));
+    set(body, "top_p", o.top_p.map(Value::from));
+    set(body, "top_k", o.top_k.map(Value::from));
+}
+
+/// Whether the provider speaks OpenAI's format on the wire.
+pub fn speaks_openai(provider: Provider) -> bool {
+    matches!(
+        provider,
+        Provider::OpenAi | Provider::Azure | Provider::Mistral | Provider::Llama2
+    )
+}
+
+/// The request body in the provider's format, and whether the client
+/// must not see a usage chunk it did not ask for.
+pub fn to_format(
+    body: &mut Map<String, Value>,
+    config: &LlmConfig,
+    model: &str,
+) -> Result<(Option<Value>, bool), String> {
+    match config.provider {
+        Provider::Anthropic => Ok((
+            Some(anthropic::to_format(body, config, model, config.route_type)?),
+            false,
+        )),
+        provider if speaks_openai(provider) => {
+            let hide = openai::to_format(body, config, model, provider == Provider::OpenAi);
+            Ok((None, hide))
+        }
+        provider => Err(format!(
+            "no transformer for {}://{}",
+            provider.name(),
+            config.route_type.name()
+        )),
+    }
+}
+
+/// A whole answer in OpenAI's format, its usage read; for `preserve`,
+/// the usage alone (the answer goes on as it came).
+pub fn from_format(config: &LlmConfig, body: &[u8], analytics: &mut Analytics) -> Translated {
+    let route = config.route_type;
+    if route == RouteType::Preserve {
+        if let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(body) {
+            match config.provider {
+                Provider::Anthropic => anthropic::read_usage(&answer, analytics),
+                _ => openai::read_usage(&answer, analytics, true),
+            }
+        }
+        return Ok(None);
+    }
+    match config.provider {
+        Provider::Anthropic => anthropic::from_format(route, body, analytics),
+        provider => openai::from_format(route, provider.name(), body, analytics),
+    }
+}
+
+/// A stream's translation, one event at a time.
+#[derive(Debug)]
+pub enum StreamTranslator {
+    OpenAi(openai::Stream),
+    Anthropic(anthropic::Stream),
+}
+
+impl StreamTranslator {
+    /// For `config`'s provider; `include_usage`: the client asked for the
+    /// usage chunk; `hide_usage`: Strait asked for it, the client did not.
+    pub fn new(config: &LlmConfig, include_usage: bool, hide_usage: bool) -> StreamTranslator {
+        match config.provider {
+            Provider::Anthropic => StreamTranslator::Anthropic(anthropic::Stream::new(
+                config.route_type == RouteType::Completions,
+                include_usage,
+            )),
+            _ => StreamTranslator::OpenAi(openai::Stream { hide_usage }),
+        }
+    }
+
+    /// Translates one event into `out`.
+    pub fn event(&mut self, event: &Event, out: &mut Vec<u8>, analytics: &mut Analytics) {
+        match self {
+            StreamTranslator::OpenAi(stream) => stream.event(event, out, analytics),
+            StreamTranslator::Anthropic(stream) => stream.event(event, out, analytics),
+        }
+    }
+}
+
+/// One `data:` event.
+pub fn write_event(out: &mut Vec<u8>, data: &str) {
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(data.as_bytes());
+    out.extend_from_slice(b"\n\n");
+}
+
+/// One `data:` event holding `value`'s JSON, written straight into `out`.
+pub fn write_json_event(out: &mut Vec<u8>, value: &Value) {
+    out.extend_from_slice(b"data: ");
+    // Writing JSON into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+    out.extend_from_slice(b"\n\n");
+}
+
+/// Seconds since the Unix epoch (OpenAI's `created`).
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ai::config::{Auth, ModelOptions};
+
+    fn config(provider: Provider, route_type: RouteType, options: ModelOptions) -> LlmConfig {
+        LlmConfig {
+            route_type,
+            auth: Auth::default(),
+            provider,
+            model_name: None,
+            options,
+            log_statistics: false,
+            log_payloads: false,
+        }
+    }
+
+    #[test]
+    fn destinations_follow_kongs_tables() {
+        let d = destination(
+            &config(Provider::OpenAi, RouteType::Chat, ModelOptions::default()),
+            "/x",
+        )
+        .unwrap();
+        assert_eq!(
+            d,
+            Destination {
+                tls: true,
+                host: "api.openai.com".into(),
+                port: 443,
+                path: "/v1/chat/completions".into()
+            }
+        );
+        let azure = ModelOptions {
+            azure_instance: Some("inst".into()),
+            azure_deployment_id: Some("dep".into()),
+            ..Default::default()
+        };
+        let d = destination(&config(Provider::Azure, RouteType::Completions, azure), "/x").unwrap();
+        assert_eq!(d.host, "inst.openai.azure.com");
+        assert_eq!(d.path, "/openai/deployments/dep/completions");
+        let own = ModelOptions {
+            upstream_url: Some(url::Url::parse("http://127.0.0.1:9000//v1/messages").unwrap()),
+            ..Default::default()
+        };
+        let d = destination(&config(Provider::Anthropic, RouteType::Chat, own.clone()), "/x").unwrap();
+        assert_eq!((d.tls, d.port, d.path.as_str()), (false, 9000, "/v1/messages"));
+        let d = destination(&config(Provider::Anthropic, RouteType::Preserve, own), "/v1/messages").unwrap();
+        assert_eq!(d.path, "/v1/messages");
+    }
+}
