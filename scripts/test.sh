@@ -146,6 +146,16 @@ if ! "$tools_dir/venv/bin/pip" show botocore 2>/dev/null | grep -q "^Version: $B
   "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "botocore==$BOTOCORE_VERSION"
 fi
 export STRAIT_AWS_PYTHON="$tools_dir/venv/bin/python"
+# The official `openai` and `anthropic` SDKs, unmodified clients of ai-proxy's routes
+# (tests/tests/plugins_ai.rs, tests/stand-ins/llm_sdk.py).
+OPENAI_SDK_VERSION=3.57.0
+ANTHROPIC_SDK_VERSION=2.14.0
+if ! "$tools_dir/venv/bin/pip" show openai 2>/dev/null | grep -q "^Version: $OPENAI_SDK_VERSION$" ||
+  ! "$tools_dir/venv/bin/pip" show anthropic 2>/dev/null | grep -q "^Version: $ANTHROPIC_SDK_VERSION$"; then
+  "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "openai==$OPENAI_SDK_VERSION" \
+    "anthropic==$ANTHROPIC_SDK_VERSION"
+fi
+export STRAIT_AI_PYTHON="$tools_dir/venv/bin/python"
 # The `cryptography` package, for the reference implementation of lua-resty-session's cookie
 # (tests/stand-ins/session_cookie.py) the session plugin's cookies are checked against.
 CRYPTOGRAPHY_VERSION=44.0.2

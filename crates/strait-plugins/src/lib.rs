@@ -43,7 +43,7 @@ pub use identity::{is_identity_name, IdentityField, IdentityFields};
 pub use lazy_head::{HeadParts, LazyHeaders, LazyResponseCtx};
 pub use phase::{
     kong_error_message, AccessFuture, BufferResponseBody, BufferUpstreamResponse, CertificateCtx, CertificateFlow,
-    DropResponseBody, Flow, Plugin, PluginResponse, ServiceResponseBody, SuspendAccess, UpstreamTarget,
+    DropResponseBody, Flow, Plugin, PluginResponse, ServiceResponseBody, StreamResponse, SuspendAccess, UpstreamTarget,
     WantsLogDetails,
 };
 pub use registry::{

@@ -92,6 +92,13 @@ pub struct BufferUpstreamResponse;
 #[derive(Debug, Clone)]
 pub struct ServiceResponseBody(pub Bytes);
 
+/// Put in the [`crate::SharedStore`] by an `access` whose response is a
+/// stream the client reads as it comes (server-sent events from an LLM):
+/// the proxy passes each piece on as it arrives, whatever the route's
+/// `response_buffering` (as for an upstream's `X-Accel-Buffering: no`).
+#[derive(Debug, Clone, Copy)]
+pub struct StreamResponse;
+
 /// Put in the [`crate::SharedStore`] by a `header_filter` that replaces the
 /// response with its head alone (a refusal decided after the upstream
 /// answered): the proxy sends no body and `Content-Length: 0`.

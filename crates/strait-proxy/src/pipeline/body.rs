@@ -142,6 +142,9 @@ pub struct BlockBody<B> {
     held: bytes::BytesMut,
     /// Trailers that arrived while data was held: sent after it.
     trailers: Option<Frame<Bytes>>,
+    /// The body's error, reported after the data held when it came (what
+    /// arrived before an upstream broke off still reaches the client).
+    failed: Option<BoxError>,
     ended: bool,
 }
 
@@ -151,6 +154,7 @@ impl<B> BlockBody<B> {
             inner,
             held: bytes::BytesMut::new(),
             trailers: None,
+            failed: None,
             ended: false,
         }
     }
@@ -174,11 +178,19 @@ where
                 if !self.held.is_empty() {
                     return Poll::Ready(Some(Ok(self.release())));
                 }
+                if let Some(error) = self.failed.take() {
+                    return Poll::Ready(Some(Err(error)));
+                }
                 return Poll::Ready(self.trailers.take().map(Ok));
             }
             let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => {
+                    self.ended = true;
+                    continue;
+                }
+                Poll::Ready(Some(Err(error))) if !self.held.is_empty() => {
+                    self.failed = Some(error.into());
                     self.ended = true;
                     continue;
                 }
@@ -208,11 +220,11 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.ended && self.held.is_empty() && self.trailers.is_none()
+        self.ended && self.held.is_empty() && self.trailers.is_none() && self.failed.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
-        if self.ended {
+        if self.ended && self.failed.is_none() {
             return SizeHint::with_exact(self.held.len() as u64);
         }
         let inner = self.inner.size_hint();
@@ -407,6 +419,41 @@ mod tests {
         assert_eq!(first.into_data().expect("data"), Bytes::from_static(b"ab"));
         let second = blocks.frame().await.expect("frame").expect("ok");
         assert!(second.is_trailers());
+        assert!(blocks.frame().await.is_none());
+    }
+
+    /// An upstream that breaks off mid-body: what arrived before the break
+    /// still reaches the client, then the error.
+    #[tokio::test]
+    async fn blocks_pass_on_what_they_hold_before_an_upstream_error() {
+        struct Broken(VecDeque<Result<Frame<Bytes>, BoxError>>);
+        impl Body for Broken {
+            type Data = Bytes;
+            type Error = BoxError;
+            fn poll_frame(
+                mut self: Pin<&mut Self>,
+                _: &mut Context<'_>,
+            ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+                Poll::Ready(self.0.pop_front())
+            }
+        }
+        let body = Broken(
+            vec![
+                Ok(Frame::data(Bytes::from_static(b"data: 1\n\n"))),
+                Ok(Frame::data(Bytes::from_static(b"data: 2\n\n"))),
+                Err("connection closed before the body's end".into()),
+            ]
+            .into(),
+        );
+        let mut blocks = BlockBody::new(body);
+        let held = blocks.frame().await.expect("frame").expect("the data held");
+        assert_eq!(
+            held.into_data().expect("data"),
+            Bytes::from_static(b"data: 1\n\ndata: 2\n\n")
+        );
+        assert!(!blocks.is_end_stream());
+        let error = blocks.frame().await.expect("frame").expect_err("then the error");
+        assert!(error.to_string().contains("closed"), "{error}");
         assert!(blocks.frame().await.is_none());
     }
 }

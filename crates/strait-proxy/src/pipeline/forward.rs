@@ -71,6 +71,9 @@ pub(crate) struct ForwardOptions {
     pub identity: strait_plugins::IdentityFields,
     /// Where a plugin sent the request instead of the service.
     pub target: Option<strait_plugins::UpstreamTarget>,
+    /// A plugin streams the response to the client as it comes
+    /// ([`strait_plugins::StreamResponse`]): no response buffering.
+    pub unbuffered: bool,
 }
 
 /// On a request a plugin gave its upstream path itself (`RequestCtx::exact_path`):

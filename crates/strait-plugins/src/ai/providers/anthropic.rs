@@ -465,7 +465,8 @@ impl Stream {
             return;
         }
         analytics.complete = true;
-        if self.include_usage {
+        // The legacy Text Completions API reports no usage.
+        if self.include_usage && analytics.exact {
             let chunk = json!({
                 "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
                 "choices": [],

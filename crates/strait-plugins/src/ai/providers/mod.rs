@@ -156,6 +156,21 @@ pub fn speaks_openai(provider: Provider) -> bool {
     )
 }
 
+/// Whether the provider streams a usage chunk when asked
+/// (`stream_options.include_usage`): OpenAI, and Azure OpenAI from API
+/// version 2024-09-01 on (earlier versions refuse the field).
+pub fn streams_usage_when_asked(config: &LlmConfig) -> bool {
+    match config.provider {
+        Provider::OpenAi => true,
+        Provider::Azure => config
+            .options
+            .azure_api_version
+            .as_deref()
+            .is_some_and(|version| version.get(..10).is_some_and(|date| date >= "2024-09-01")),
+        _ => false,
+    }
+}
+
 /// The request body in the provider's format, and whether the client
 /// must not see a usage chunk it did not ask for.
 pub fn to_format(
@@ -169,7 +184,7 @@ pub fn to_format(
             false,
         )),
         provider if speaks_openai(provider) => {
-            let hide = openai::to_format(body, config, model, provider == Provider::OpenAi);
+            let hide = openai::to_format(body, config, model, streams_usage_when_asked(config));
             Ok((None, hide))
         }
         provider => Err(format!(

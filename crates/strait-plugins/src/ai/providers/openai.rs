@@ -103,8 +103,11 @@ impl Stream {
                 .count()
         });
         analytics.streamed_pieces += pieces as u64;
-        let usage_only = chunk.get("usage").is_some_and(Value::is_object) && choices.is_none_or(|c| c.is_empty());
-        read_usage(&chunk, analytics, usage_only);
+        // A chunk with usage is the stream's last report (OpenAI's own
+        // usage-only chunk, or Mistral's usage on its last chunk).
+        let has_usage = chunk.get("usage").is_some_and(Value::is_object);
+        let usage_only = has_usage && choices.is_none_or(|c| c.is_empty());
+        read_usage(&chunk, analytics, has_usage);
         if usage_only && self.hide_usage {
             return;
         }

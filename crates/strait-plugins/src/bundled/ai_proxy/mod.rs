@@ -31,7 +31,7 @@ use crate::ai::stream::StreamState;
 use crate::ai::{AiRequest, Analytics};
 use crate::config::ConfigReader;
 use crate::context::{BodyChunk, RequestCtx, ResponseCtx, ResponseSource, SharedStore};
-use crate::phase::{BufferUpstreamResponse, Flow, Plugin, ServiceResponseBody, UpstreamTarget};
+use crate::phase::{BufferUpstreamResponse, Flow, Plugin, ServiceResponseBody, StreamResponse, UpstreamTarget};
 use crate::PluginError;
 
 const MODEL_HEADER: HeaderName = HeaderName::from_static("x-kong-llm-model");
@@ -138,8 +138,9 @@ impl AiProxy {
             let translator = StreamTranslator::new(&config, include_usage, hide_usage);
             StreamState::new(translator, config.route_type == RouteType::Preserve)
         });
-        if stream.is_none() {
-            ctx.shared.insert(BufferUpstreamResponse);
+        match stream.is_some() {
+            true => ctx.shared.insert(StreamResponse),
+            false => ctx.shared.insert(BufferUpstreamResponse),
         }
         ctx.shared.insert(AiRequest { analytics, stream });
         Ok(())

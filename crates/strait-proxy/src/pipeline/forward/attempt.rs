@@ -227,7 +227,7 @@ impl Exchange<'_> {
         let body = ResponseBody {
             read_timeout: millis(service.read_timeout),
             in_flight: sent.in_flight,
-            buffering: self.matched.facts.response_buffering && !plan.http2,
+            buffering: self.matched.facts.response_buffering && !plan.http2 && !plan.options.unbuffered,
             deadline: plan
                 .deadline
                 .filter(|_| crate::pipeline::grpc::is_grpc(response.headers())),

@@ -206,6 +206,7 @@ impl PhaseState {
             relay: self.relay,
             identity: std::mem::take(&mut self.identity),
             target: self.shared.remove(),
+            unbuffered: self.shared.get::<strait_plugins::StreamResponse>().is_some(),
         }
     }
 }

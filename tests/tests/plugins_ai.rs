@@ -1,0 +1,508 @@
+//! ai-proxy end to end: the official `openai` and `anthropic` Python SDKs,
+//! unmodified, against ai-proxy routes for each provider, whole and
+//! streamed; the providers are stand-ins (tests/stand-ins/llm.py) that
+//! check each request against the provider's documented format and answer
+//! in it, usage fields included. Token counts in the log (http-log's
+//! `ai.proxy`) equal what the provider reported; Kong's refusals; a
+//! provider's error passed on; a stream the provider breaks off logged with
+//! what was counted.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use strait_e2e::sinks::HttpCollector;
+use strait_e2e::{Gateway, GatewayOptions};
+
+fn python() -> PathBuf {
+    std::env::var_os("STRAIT_AI_PYTHON").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/venv/bin/python"),
+        PathBuf::from,
+    )
+}
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("stand-ins").join(name)
+}
+
+/// The provider stand-ins, one process.
+struct Providers {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl Providers {
+    fn start() -> Providers {
+        let port = strait_e2e::free_port();
+        let mut child = std::process::Command::new(python())
+            .arg(script("llm.py"))
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python for tests/stand-ins/llm.py (scripts/test.sh makes its venv)");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("stand-in output");
+        assert_eq!(line.trim(), "ready", "the LLM stand-in did not start");
+        Providers { port, child }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The usage each answer reported, in order.
+    async fn usage(&self) -> Vec<Value> {
+        let url = self.url("/_usage");
+        let text = tokio::task::spawn_blocking(move || {
+            std::process::Command::new("curl")
+                .args(["-s", &url])
+                .output()
+                .expect("curl")
+                .stdout
+        })
+        .await
+        .expect("join");
+        serde_json::from_slice::<Value>(&text)
+            .expect("usage JSON")
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Providers {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs an SDK command (tests/stand-ins/llm_sdk.py) and returns its result.
+async fn sdk(command: Value) -> Value {
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python())
+            .arg(script("llm_sdk.py"))
+            .arg(command.to_string())
+            .output()
+            .expect("python for tests/stand-ins/llm_sdk.py")
+    })
+    .await
+    .expect("join");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "SDK output not JSON ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn ai_proxy(provider: &str, route_type: &str, model: Option<&str>, options: Value, auth: Value) -> Value {
+    let mut model_record = json!({ "provider": provider, "options": options });
+    if let Some(name) = model {
+        model_record["name"] = json!(name);
+    }
+    json!({ "name": "ai-proxy", "config": {
+        "route_type": route_type, "auth": auth, "model": model_record,
+        "logging": { "log_statistics": route_type != "llm/v1/completions" || provider != "anthropic",
+                     "log_payloads": true },
+    }})
+}
+
+fn route(name: &str, plugin: Value) -> Value {
+    json!({ "name": name, "paths": [format!("/{name}")], "plugins": [plugin] })
+}
+
+struct Setup {
+    gw: Gateway,
+    providers: Providers,
+    logs: HttpCollector,
+}
+
+async fn setup() -> Setup {
+    let providers = Providers::start();
+    let logs = HttpCollector::start().await;
+    let p = |path: &str| providers.url(path);
+    let bearer = |key: &str| json!({ "header_name": "Authorization", "header_value": format!("Bearer {key}") });
+    let anthropic_auth = json!({ "header_name": "x-api-key", "header_value": "sk-ant" });
+    let routes = json!([
+        route(
+            "openai",
+            ai_proxy(
+                "openai",
+                "llm/v1/chat",
+                Some("gpt-4o"),
+                json!({ "upstream_url": p("/openai/v1/chat/completions") }),
+                bearer("sk-openai")
+            )
+        ),
+        route(
+            "openai-completions",
+            ai_proxy(
+                "openai",
+                "llm/v1/completions",
+                Some("gpt-3.5-turbo-instruct"),
+                json!({ "upstream_url": p("/openai/v1/completions") }),
+                bearer("sk-openai")
+            )
+        ),
+        route(
+            "azure",
+            ai_proxy(
+                "azure",
+                "llm/v1/chat",
+                Some("gpt-4o"),
+                json!({ "azure_instance": "strait", "azure_deployment_id": "dep", "azure_api_version": "2024-10-21",
+                    "upstream_url": p("/azure/openai/deployments/dep/chat/completions") }),
+                json!({ "header_name": "api-key", "header_value": "azure-key" })
+            )
+        ),
+        route(
+            "anthropic",
+            ai_proxy(
+                "anthropic",
+                "llm/v1/chat",
+                Some("claude-3-5-sonnet"),
+                json!({ "anthropic_version": "2023-06-01", "upstream_url": p("/anthropic/v1/messages") }),
+                anthropic_auth.clone()
+            )
+        ),
+        route(
+            "anthropic-completions",
+            ai_proxy(
+                "anthropic",
+                "llm/v1/completions",
+                Some("claude-2.1"),
+                json!({ "anthropic_version": "2023-06-01", "upstream_url": p("/anthropic/v1/complete") }),
+                anthropic_auth.clone()
+            )
+        ),
+        route(
+            "mistral",
+            ai_proxy(
+                "mistral",
+                "llm/v1/chat",
+                Some("mistral-large"),
+                json!({ "mistral_format": "openai", "upstream_url": p("/mistral/v1/chat/completions") }),
+                bearer("mistral-key")
+            )
+        ),
+        route(
+            "claude",
+            ai_proxy(
+                "anthropic",
+                "preserve",
+                None,
+                json!({ "anthropic_version": "2023-06-01", "upstream_url": p(""),
+                    "upstream_path": "/anthropic/v1/messages" }),
+                anthropic_auth
+            )
+        ),
+        route(
+            "no-model",
+            ai_proxy(
+                "openai",
+                "llm/v1/chat",
+                None,
+                json!({ "upstream_url": p("/openai/v1/chat/completions") }),
+                bearer("sk-openai")
+            )
+        ),
+    ]);
+    let mut deny = ai_proxy(
+        "openai",
+        "llm/v1/chat",
+        Some("gpt-4o"),
+        json!({ "upstream_url": p("/openai/v1/chat/completions") }),
+        bearer("sk-openai"),
+    );
+    deny["config"]["response_streaming"] = json!("deny");
+    let mut routes = routes.as_array().cloned().unwrap_or_default();
+    routes.push(route("deny", deny));
+    let config = json!({
+        "_format_version": "3.0",
+        // Never reached: ai-proxy sends each request to its provider.
+        "services": [{ "name": "llm", "url": "http://127.0.0.1:9", "routes": routes }],
+        "plugins": [{ "name": "http-log", "config": { "http_endpoint": logs.url("/log") } }],
+    });
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    gw.apply(&config).await;
+    Setup { gw, providers, logs }
+}
+
+impl Setup {
+    fn base(&self, route: &str) -> String {
+        format!("{}/{route}", self.gw.proxy_url())
+    }
+
+    /// The `n`th log entry of the tests' requests (0-based; the harness's
+    /// own requests left out), waited for.
+    async fn log(&self, n: usize) -> Value {
+        for _ in 0..200 {
+            let entries: Vec<Value> = self
+                .logs
+                .received()
+                .iter()
+                .flat_map(|r| match r.json() {
+                    Value::Array(items) => items,
+                    other => vec![other],
+                })
+                .filter(|e| !e["request"]["uri"].as_str().unwrap_or_default().starts_with("/__e2e"))
+                .collect();
+            if let Some(entry) = entries.get(n) {
+                return entry.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("log entry {n} did not arrive");
+    }
+}
+
+fn chat(text: &str) -> Value {
+    json!([{ "role": "system", "content": "You echo." }, { "role": "user", "content": text }])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_counts() {
+    let s = setup().await;
+    let mut logged = 0;
+    for (route, kind, sdk_name) in [
+        ("openai", "chat", "openai"),
+        ("openai-completions", "completions", "openai"),
+        ("azure", "chat", "openai"),
+        ("anthropic", "chat", "openai"),
+        ("anthropic-completions", "completions", "openai"),
+        ("mistral", "chat", "openai"),
+        ("claude", "chat", "anthropic"),
+    ] {
+        for stream in [false, true] {
+            for include_usage in [false, true] {
+                if (include_usage && !stream) || (include_usage && sdk_name == "anthropic") {
+                    continue;
+                }
+                let text = format!("hello from {route} stream {stream} usage {include_usage}");
+                let model = match route {
+                    "openai-completions" => "gpt-3.5-turbo-instruct",
+                    "claude" => "claude-3-5-sonnet",
+                    _ => "ignored-by-the-route",
+                };
+                // Anthropic's API takes no system message among the messages.
+                let messages = match sdk_name {
+                    "anthropic" => json!([{ "role": "user", "content": text }]),
+                    _ => chat(&text),
+                };
+                let mut command = json!({ "sdk": sdk_name, "base_url": s.base(route), "model": model,
+                    "kind": kind, "stream": stream, "include_usage": include_usage, "messages": messages,
+                    "prompt": text });
+                if route != "openai-completions" && route != "claude" {
+                    // The configured model wins; the SDK must send one.
+                    command["model"] = json!("");
+                }
+                let result = sdk(command).await;
+                let context = format!("{route} stream={stream} include_usage={include_usage}: {result}");
+                assert!(result.get("error").is_none(), "{context}");
+                assert_eq!(result["content"], format!("echo: {text}"), "{context}");
+                let finish = if sdk_name == "anthropic" { "end_turn" } else { "stop" };
+                if route != "anthropic-completions" || !stream {
+                    assert_eq!(result["finish_reason"], finish, "{context}");
+                }
+                let reported = s.providers.usage().await;
+                let provider_usage = reported.last().expect("the provider answered").clone();
+                let (prompt, completion) = (provider_usage["prompt"].clone(), provider_usage["completion"].clone());
+                // What the client sees of usage: whole answers and streams
+                // that asked for it carry the provider's counts.
+                if !stream || include_usage || sdk_name == "anthropic" {
+                    let usage = &result["usage"];
+                    let (p, c) = match sdk_name {
+                        "anthropic" => (&usage["input_tokens"], &usage["output_tokens"]),
+                        _ => (&usage["prompt_tokens"], &usage["completion_tokens"]),
+                    };
+                    if route != "anthropic-completions" {
+                        assert_eq!((p, c), (&prompt, &completion), "{context}");
+                    }
+                } else if route != "mistral" {
+                    // (Mistral puts usage on its last chunk, asked or not.)
+                    assert!(
+                        result["usage"].is_null(),
+                        "a usage chunk the client did not ask for: {context}"
+                    );
+                }
+                let entry = s.log(logged).await;
+                logged += 1;
+                let ai = &entry["ai"]["proxy"];
+                if route == "anthropic-completions" {
+                    assert!(entry.get("ai").is_none(), "Kong logs no statistics there: {entry}");
+                    continue;
+                }
+                assert_eq!(ai["usage"]["prompt_tokens"], prompt, "{context}: {entry}");
+                assert_eq!(ai["usage"]["completion_tokens"], completion, "{context}: {ai}");
+                assert_eq!(
+                    ai["usage"]["total_tokens"],
+                    prompt.as_u64().unwrap() + completion.as_u64().unwrap()
+                );
+                assert_eq!(
+                    ai["meta"]["provider_name"],
+                    if route == "claude" {
+                        "anthropic"
+                    } else {
+                        match route {
+                            "azure" => "azure",
+                            "anthropic" => "anthropic",
+                            "mistral" => "mistral",
+                            _ => "openai",
+                        }
+                    }
+                );
+                assert!(ai["payload"]["request"].is_string(), "{ai}");
+                assert_eq!(entry["response"]["status"], 200);
+            }
+        }
+    }
+    drop(s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kongs_refusals_and_the_providers_errors() {
+    let s = setup().await;
+    let post = |route: &str, body: Value| {
+        let url = format!("{}/v1/chat/completions", s.base(route));
+        async move {
+            let body = body.to_string();
+            tokio::task::spawn_blocking(move || {
+                let out = std::process::Command::new("curl")
+                    .args([
+                        "-s",
+                        "-o",
+                        "-",
+                        "-w",
+                        "\n%{http_code}\n%header{x-kong-llm-model}",
+                        "-X",
+                        "POST",
+                        "-H",
+                        "content-type: application/json",
+                        "--data-binary",
+                        &body,
+                        &url,
+                    ])
+                    .output()
+                    .expect("curl");
+                let text = String::from_utf8_lossy(&out.stdout).to_string();
+                let mut lines = text.rsplitn(3, '\n');
+                let model = lines.next().unwrap_or_default().to_string();
+                let status: u16 = lines.next().unwrap_or_default().parse().unwrap_or(0);
+                let body = lines.next().unwrap_or_default().to_string();
+                (status, body, model)
+            })
+            .await
+            .expect("join")
+        }
+    };
+    let message = |body: &str| -> String {
+        serde_json::from_str::<Value>(body).map_or_else(
+            |_| body.to_string(),
+            |v| v["error"]["message"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    let msgs = chat("hi");
+    for (route, body, status, expected) in [
+        (
+            "openai",
+            json!("not an object"),
+            400,
+            "content-type header does not match request body, or bad JSON formatting",
+        ),
+        (
+            "openai",
+            json!({ "messages": [] }),
+            400,
+            "request body doesn't contain valid prompts",
+        ),
+        (
+            "openai",
+            json!({ "model": "gpt-3.5", "messages": msgs }),
+            400,
+            "cannot use own model - must be: gpt-4o",
+        ),
+        (
+            "no-model",
+            json!({ "messages": msgs }),
+            400,
+            "model parameter not found in request, nor in gateway configuration",
+        ),
+        (
+            "openai-completions",
+            json!({ "messages": msgs }),
+            400,
+            "[llm/v1/chat] message format is not compatible with [llm/v1/completions] route type",
+        ),
+        (
+            "deny",
+            json!({ "messages": msgs, "stream": true }),
+            400,
+            "response streaming is not enabled for this LLM",
+        ),
+    ] {
+        let (got, text, _) = post(route, body).await;
+        assert_eq!((got, message(&text).as_str()), (status, expected), "{route}: {text}");
+    }
+    let (got, text, model) = post("no-model", json!({ "model": "gpt-4o-mini", "messages": msgs })).await;
+    assert_eq!(got, 200, "{text}");
+    assert_eq!(model, "openai/gpt-4o-mini", "X-Kong-LLM-Model");
+    // The provider's own error, in its own format, goes on as it came.
+    let (got, text, model) = post("openai", json!({ "messages": chat("please RATE-LIMIT me") })).await;
+    assert_eq!(got, 429);
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["error"]["code"],
+        "rate_limit_exceeded"
+    );
+    assert_eq!(model, "", "no model header on an error");
+    let (got, text, _) = post("anthropic", json!({ "messages": chat("RATE-LIMIT again") })).await;
+    assert_eq!(got, 429);
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["error"]["type"],
+        "rate_limit_error"
+    );
+    let sdk_error = sdk(json!({ "sdk": "openai", "base_url": s.base("anthropic"), "model": "",
+        "messages": chat("RATE-LIMIT via the SDK") }))
+    .await;
+    assert_eq!(sdk_error["error"]["status"], 429, "{sdk_error}");
+    drop(s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_the_provider_breaks_off_is_logged_with_what_was_counted() {
+    let s = setup().await;
+    for (n, route) in ["openai", "anthropic"].into_iter().enumerate() {
+        let result = sdk(
+            json!({ "sdk": "openai", "base_url": s.base(route), "model": "", "stream": true,
+            "messages": chat("one two three four five six seven CUT-STREAM") }),
+        )
+        .await;
+        assert!(
+            result["broken"].is_string() || result["finish_reason"].is_null(),
+            "{route}: {result}"
+        );
+        // Each event went on as it came: the pieces before the break
+        // reached the client.
+        assert!(
+            result["content"].as_str().unwrap_or_default().starts_with("echo: one"),
+            "{route}: {result}"
+        );
+        let entry = s.log(n).await;
+        let usage = &entry["ai"]["proxy"]["usage"];
+        let counted = usage["completion_tokens"].as_u64().unwrap_or_default();
+        assert!(
+            (3..=5).contains(&counted),
+            "{route}: pieces streamed before the cut: {usage}; the client saw {result}"
+        );
+        if route == "anthropic" {
+            // message_start's input count arrived before the cut.
+            let provider = s.providers.usage().await;
+            assert_eq!(usage["prompt_tokens"], provider[n]["prompt"], "{usage}");
+        }
+    }
+    drop(s);
+}
