@@ -226,7 +226,10 @@ async fn setup() -> Setup {
         "_format_version": "3.0",
         // Never reached: ai-proxy sends each request to its provider.
         "services": [{ "name": "llm", "url": "http://127.0.0.1:9", "routes": routes }],
-        "plugins": [{ "name": "http-log", "config": { "http_endpoint": logs.url("/log") } }],
+        "plugins": [
+            { "name": "http-log", "config": { "http_endpoint": logs.url("/log") } },
+            { "name": "prometheus", "config": { "ai_metrics": true } },
+        ],
     });
     let gw = Gateway::start(GatewayOptions::new()).await;
     gw.apply(&config).await;
@@ -269,6 +272,7 @@ fn chat(text: &str) -> Value {
 async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_counts() {
     let s = setup().await;
     let mut logged = 0;
+    let mut expected = std::collections::BTreeMap::new();
     for (route, kind, sdk_name) in [
         ("openai", "chat", "openai"),
         ("openai-completions", "completions", "openai"),
@@ -358,7 +362,48 @@ async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_
                 );
                 assert!(ai["payload"]["request"].is_string(), "{ai}");
                 assert_eq!(entry["response"]["status"], 200);
+                let model = ai["meta"]["request_model"].as_str().unwrap_or_default().to_string();
+                let provider = ai["meta"]["provider_name"].as_str().unwrap_or_default().to_string();
+                let sums = expected.entry((provider, model)).or_insert((0u64, 0u64, 0u64));
+                sums.0 += 1;
+                sums.1 += prompt.as_u64().unwrap_or_default();
+                sums.2 += completion.as_u64().unwrap_or_default();
             }
+        }
+    }
+    // /metrics counts what the log reported, by provider and model.
+    let metrics = s.gw.admin_get("/metrics").await.text();
+    for ((provider, model), (requests, prompt, completion)) in expected {
+        let labels = format!(
+            "ai_provider=\"{provider}\",ai_model=\"{model}\",cache_status=\"\",vector_db=\"\",embeddings_provider=\"\",embeddings_model=\"\""
+        );
+        for (line, value) in [
+            (
+                format!("kong_ai_llm_requests_total{{{labels},workspace=\"default\"}}"),
+                requests,
+            ),
+            (
+                format!("kong_ai_llm_tokens_total{{{labels},token_type=\"prompt_tokens\",workspace=\"default\"}}"),
+                prompt,
+            ),
+            (
+                format!("kong_ai_llm_tokens_total{{{labels},token_type=\"completion_tokens\",workspace=\"default\"}}"),
+                completion,
+            ),
+            (
+                format!("kong_ai_llm_tokens_total{{{labels},token_type=\"total_tokens\",workspace=\"default\"}}"),
+                prompt + completion,
+            ),
+        ] {
+            assert!(
+                metrics.lines().any(|l| l == format!("{line} {value}")),
+                "{line} {value} not in:\n{}",
+                metrics
+                    .lines()
+                    .filter(|l| l.contains("ai_llm"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
         }
     }
     drop(s);

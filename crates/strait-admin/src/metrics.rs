@@ -107,6 +107,98 @@ fn histogram(out: &mut String, name: &str, labels: &str, bounds: &[&str], totals
     line("_sum", None, totals.sum);
 }
 
+/// Kong's AI families (`ai_metrics`), when any request was counted.
+fn ai_families(out: &mut String) {
+    let series = strait_runtime::ai_metrics::totals();
+    if series.is_empty() {
+        return;
+    }
+    let labels: Vec<String> = series
+        .iter()
+        .map(|(key, _)| {
+            format!(
+                "ai_provider=\"{}\",ai_model=\"{}\",cache_status=\"\",vector_db=\"\",embeddings_provider=\"\",embeddings_model=\"\"",
+                escape(&key.provider),
+                escape(&key.model)
+            )
+        })
+        .collect();
+    family(
+        out,
+        "kong_ai_llm_cost_total",
+        "counter",
+        "AI requests cost per ai_provider/cache in Kong",
+    );
+    for ((_, totals), labels) in series.iter().zip(&labels) {
+        if totals.cost > 0.0 {
+            let _ = writeln!(
+                out,
+                "kong_ai_llm_cost_total{{{labels},workspace=\"{WORKSPACE}\"}} {}",
+                totals.cost
+            );
+        }
+    }
+    family(
+        out,
+        "kong_ai_llm_provider_latency_ms",
+        "histogram",
+        "LLM response Latency for each AI plugins per ai_provider in Kong",
+    );
+    let bounds: Vec<String> = strait_runtime::ai_metrics::AI_LATENCY_BUCKETS
+        .iter()
+        .map(|b| format!("{b}.0"))
+        .collect();
+    let bounds: Vec<&str> = bounds.iter().map(String::as_str).collect();
+    for ((_, totals), labels) in series.iter().zip(&labels) {
+        let histogram_totals = HistogramTotals {
+            buckets: totals.latency.clone(),
+            sum: totals.latency_sum,
+        };
+        if histogram_totals.count() > 0 {
+            histogram(
+                out,
+                "kong_ai_llm_provider_latency_ms",
+                &format!("{labels},workspace=\"{WORKSPACE}\""),
+                &bounds,
+                &histogram_totals,
+            );
+        }
+    }
+    family(
+        out,
+        "kong_ai_llm_requests_total",
+        "counter",
+        "AI requests total per ai_provider in Kong",
+    );
+    for ((_, totals), labels) in series.iter().zip(&labels) {
+        let _ = writeln!(
+            out,
+            "kong_ai_llm_requests_total{{{labels},workspace=\"{WORKSPACE}\"}} {}",
+            totals.requests
+        );
+    }
+    family(
+        out,
+        "kong_ai_llm_tokens_total",
+        "counter",
+        "AI requests cost per ai_provider/cache in Kong",
+    );
+    for ((_, totals), labels) in series.iter().zip(&labels) {
+        for (at, token_type) in ["prompt_tokens", "completion_tokens", "total_tokens"]
+            .iter()
+            .enumerate()
+        {
+            if totals.tokens[at] > 0 {
+                let _ = writeln!(
+                    out,
+                    "kong_ai_llm_tokens_total{{{labels},token_type=\"{token_type}\",workspace=\"{WORKSPACE}\"}} {}",
+                    totals.tokens[at]
+                );
+            }
+        }
+    }
+}
+
 /// What a scrape reads, owned: the render runs on a blocking thread.
 struct Sources {
     snapshot: Arc<strait_snapshot::Snapshot>,
@@ -149,6 +241,8 @@ fn render(sources: &Sources, sink: &mut impl io::Write) -> io::Result<()> {
     // The render runs on a thread of the Admin API, on the workers' cores.
     let mut pacer = strait_runtime::pace::Pacer::new();
     let mut out = String::with_capacity(BLOCK + BLOCK / 2);
+
+    ai_families(&mut out);
 
     family(
         &mut out,

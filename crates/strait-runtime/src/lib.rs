@@ -5,6 +5,7 @@
 //! and sinks that ship logs and traces off the proxy workers.
 #![deny(unsafe_code)]
 
+pub mod ai_metrics;
 pub mod aws;
 pub mod background;
 pub mod cache;

@@ -7,7 +7,9 @@
 //! `kong_upstream_latency_ms`, `kong_request_latency_ms`),
 //! `bandwidth_metrics` (`kong_bandwidth_bytes`), `upstream_health_metrics`
 //! (`kong_upstream_target_health`, read at scrape time), and `per_consumer`
-//! (the consumer label of the request and bandwidth counters).
+//! (the consumer label of the request and bandwidth counters), and
+//! `ai_metrics` (`kong_ai_llm_*`, from ai-proxy's accounting of requests
+//! that log statistics: `strait_runtime::ai_metrics`).
 
 mod schema;
 
@@ -33,6 +35,7 @@ pub struct Prometheus {
     status_code_metrics: bool,
     latency_metrics: bool,
     bandwidth_metrics: bool,
+    ai_metrics: bool,
 }
 
 impl Prometheus {
@@ -45,6 +48,7 @@ impl Prometheus {
             status_code_metrics: c.bool("status_code_metrics", false)?,
             latency_metrics: c.bool("latency_metrics", false)?,
             bandwidth_metrics: c.bool("bandwidth_metrics", false)?,
+            ai_metrics: c.bool("ai_metrics", false)?,
         })
     }
 }
@@ -64,14 +68,20 @@ impl Plugin for Prometheus {
     }
 
     fn logs(&self) -> bool {
-        self.status_code_metrics || self.latency_metrics || self.bandwidth_metrics
+        self.status_code_metrics || self.latency_metrics || self.bandwidth_metrics || self.ai_metrics
     }
 
-    fn log(&self, record: &LogRecord, _shared: &SharedStore) {
+    fn log(&self, record: &LogRecord, shared: &SharedStore) {
         // Kong counts only requests that matched a route.
         let Some(route) = record.request.route_id else {
             return;
         };
+        if self.ai_metrics {
+            record_ai(shared);
+        }
+        if !(self.status_code_metrics || self.latency_metrics || self.bandwidth_metrics) {
+            return;
+        }
         let scope = Scope {
             route: *route.as_bytes(),
             service: *record.request.service_id.unwrap_or_default().as_bytes(),
@@ -99,4 +109,32 @@ impl Plugin for Prometheus {
         });
         metrics::record(status, latency, bandwidth);
     }
+}
+
+/// Kong's AI series for a request ai-proxy accounted for with
+/// `log_statistics` (Kong's exporter reads the log's `ai` fields).
+fn record_ai(shared: &SharedStore) {
+    let Some(request) = shared.get::<crate::ai::AiRequest>() else {
+        return;
+    };
+    let analytics = &request.analytics;
+    if !analytics.log_statistics {
+        return;
+    }
+    let key = strait_runtime::ai_metrics::AiKey {
+        provider: analytics.provider.to_string(),
+        model: analytics.request_model.clone(),
+    };
+    let latency_ms = analytics
+        .latency_ms
+        .unwrap_or_else(|| analytics.started.elapsed().as_millis() as u64);
+    strait_runtime::ai_metrics::record(
+        key,
+        strait_runtime::ai_metrics::AiRecord {
+            cost: analytics.cost(),
+            prompt_tokens: analytics.prompt_tokens,
+            completion_tokens: analytics.completion(),
+            latency_ms,
+        },
+    );
 }
