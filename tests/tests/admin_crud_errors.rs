@@ -144,7 +144,7 @@ async fn list_argument_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugins_strait_cannot_run_are_refused_whole() {
     let gw = Gateway::start(GatewayOptions::new()).await;
-    let refused = send_json(&gw, "POST", "/plugins", &json!({"name": "ai-prompt-guard"})).await;
+    let refused = send_json(&gw, "POST", "/plugins", &json!({"name": "ai-request-transformer"})).await;
     let body = expect_error(&refused, 400, 2, "schema violation");
     assert!(body["fields"]["name"].is_string(), "{body}");
     let unknown = send_json(&gw, "POST", "/plugins", &json!({"name": "no-such-plugin"})).await;
@@ -165,7 +165,7 @@ async fn plugins_strait_cannot_run_are_refused_whole() {
         &gw,
         "POST",
         "/plugins",
-        &json!({"name": "ai-prompt-guard", "enabled": false}),
+        &json!({"name": "ai-request-transformer", "enabled": false}),
     )
     .await;
     expect(&disabled, 201, "a disabled plugin is stored");

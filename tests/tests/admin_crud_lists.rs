@@ -148,7 +148,7 @@ async fn schemas_describe_every_default() {
         2,
         "schema violation",
     );
-    let unsupported = json!({"name": "ai-prompt-guard"});
+    let unsupported = json!({"name": "ai-request-transformer"});
     let refused = send_json(&gw, "POST", "/schemas/plugins/validate", &unsupported).await;
     expect_error(&refused, 400, 2, "schema violation");
     assert_eq!(

@@ -55,7 +55,16 @@ impl Providers {
 
     /// The usage each answer reported, in order.
     async fn usage(&self) -> Vec<Value> {
-        let url = self.url("/_usage");
+        self.list("/_usage").await
+    }
+
+    /// The requests the providers received, in order.
+    async fn requests(&self) -> Vec<Value> {
+        self.list("/_requests").await
+    }
+
+    async fn list(&self, path: &str) -> Vec<Value> {
+        let url = self.url(path);
         let text = tokio::task::spawn_blocking(move || {
             std::process::Command::new("curl")
                 .args(["-s", &url])
@@ -222,6 +231,16 @@ async fn setup() -> Setup {
     deny["config"]["response_streaming"] = json!("deny");
     let mut routes = routes.as_array().cloned().unwrap_or_default();
     routes.push(route("deny", deny));
+    let template = r#"{"messages":[{"role":"user","content":"Tell me about {{topic}}"}]}"#;
+    routes.push(json!({ "name": "shaped", "paths": ["/shaped"], "plugins": [
+        ai_proxy("openai", "llm/v1/chat", Some("gpt-4o"),
+            json!({ "upstream_url": p("/openai/v1/chat/completions") }), bearer("sk-openai")),
+        { "name": "ai-prompt-decorator", "config": { "prompts": {
+            "prepend": [{ "role": "system", "content": "Answer briefly." }],
+            "append": [{ "role": "user", "content": "Thank you." }] } } },
+        { "name": "ai-prompt-guard", "config": { "deny_patterns": ["(?i)password"] } },
+        { "name": "ai-prompt-template", "config": { "templates": [{ "name": "ask", "template": template }] } },
+    ]}));
     let config = json!({
         "_format_version": "3.0",
         // Never reached: ai-proxy sends each request to its provider.
@@ -550,4 +569,82 @@ async fn a_stream_the_provider_breaks_off_is_logged_with_what_was_counted() {
         }
     }
     drop(s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_plugins_shape_what_reaches_the_provider() {
+    let s = setup().await;
+    let result = sdk(json!({ "sdk": "openai", "base_url": s.base("shaped"), "model": "",
+        "messages": [{ "role": "user", "content": "hello shaped" }] }))
+    .await;
+    assert_eq!(result["content"], "echo: Thank you.", "{result}");
+    let seen = s.providers.requests().await;
+    let roles_and_contents = |request: &Value| -> Vec<(String, String)> {
+        request["body"]["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap_or_default().into(),
+                    m["content"].as_str().unwrap_or_default().into(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        roles_and_contents(seen.last().expect("a request")),
+        vec![
+            ("system".to_string(), "Answer briefly.".to_string()),
+            ("user".into(), "hello shaped".into()),
+            ("user".into(), "Thank you.".into()),
+        ]
+    );
+    let templated = sdk_raw(
+        &s,
+        "shaped",
+        json!({ "messages": "{template://ask}", "properties": { "topic": "rust" } }),
+    )
+    .await;
+    assert_eq!(templated.0, 200, "{}", templated.1);
+    let seen = s.providers.requests().await;
+    assert_eq!(
+        roles_and_contents(seen.last().expect("a request"))[1].1,
+        "Tell me about rust"
+    );
+    let guarded = sdk_raw(
+        &s,
+        "shaped",
+        json!({ "messages": [{ "role": "user", "content": "my PassWord is 1234" }] }),
+    )
+    .await;
+    assert_eq!(guarded, (400, r#"{"error":{"message":"bad request"}}"#.to_string()));
+    assert_eq!(
+        s.providers.requests().await.len(),
+        seen.len(),
+        "the guard kept it from the provider"
+    );
+    let missing = sdk_raw(&s, "shaped", json!({ "messages": "{template://ask}" })).await;
+    assert_eq!(
+        missing,
+        (
+            400,
+            r#"{"error":{"message":"missing template parameters: [topic]"}}"#.to_string()
+        )
+    );
+    drop(s);
+}
+
+/// A JSON POST to `route`, its status and body.
+async fn sdk_raw(s: &Setup, route: &str, body: Value) -> (u16, String) {
+    let reply =
+        s.gw.proxy(strait_e2e::request(
+            "POST",
+            &format!("/{route}/v1/chat/completions"),
+            &[("content-type", "application/json")],
+            body.to_string(),
+        ))
+        .await;
+    (reply.status.as_u16(), reply.text())
 }

@@ -137,24 +137,12 @@ pub const EXTRA: &[(&str, &str, &str)] = &[
 /// against the plugins it runs.
 pub const PLUGINS_NOT_RUN: &[(&str, &str)] = &[
     (
-        "ai-prompt-decorator",
-        "the AI gateway is being built (issue 63): ai-proxy runs, the prompt and transformer plugins follow",
-    ),
-    (
-        "ai-prompt-template",
-        "the AI gateway is being built (issue 63): ai-proxy runs, the prompt and transformer plugins follow",
-    ),
-    (
-        "ai-prompt-guard",
-        "the AI gateway is being built (issue 63): ai-proxy runs, the prompt and transformer plugins follow",
-    ),
-    (
         "ai-request-transformer",
-        "the AI gateway is being built (issue 63): ai-proxy runs, the prompt and transformer plugins follow",
+        "the AI gateway is being built (issue 63): ai-proxy and the prompt plugins run, the transformers follow",
     ),
     (
         "ai-response-transformer",
-        "the AI gateway is being built (issue 63): ai-proxy runs, the prompt and transformer plugins follow",
+        "the AI gateway is being built (issue 63): ai-proxy and the prompt plugins run, the transformers follow",
     ),
 ];
 

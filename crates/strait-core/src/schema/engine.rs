@@ -145,6 +145,9 @@ fn check_string(field: &Field, value: &Value) -> Result<(), String> {
     if text.chars().count() < min {
         return Err(format!("length must be at least {min}"));
     }
+    if let Some(max) = field.len_max.filter(|max| text.chars().count() > *max) {
+        return Err(format!("length must be at most {max}"));
+    }
     match field.check {
         Some(check) => check(text),
         None => Ok(()),
@@ -212,6 +215,9 @@ fn validate_list(
         if items.len() < min {
             return Err(format!("length must be at least {min}"));
         }
+    }
+    if let Some(max) = field.len_max.filter(|max| items.len() > *max) {
+        return Err(format!("length must be at most {max}"));
     }
     let mut out: Vec<Value> = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {

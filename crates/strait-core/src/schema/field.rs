@@ -36,6 +36,7 @@ pub struct Field {
     /// Kong's `gt`: the number must be greater than this.
     pub gt: Option<i64>,
     pub len_min: Option<usize>,
+    pub len_max: Option<usize>,
     pub uuid: bool,
     pub auto: bool,
     pub unique: bool,
@@ -57,6 +58,7 @@ impl Field {
             between: None,
             gt: None,
             len_min: None,
+            len_max: None,
             uuid: false,
             auto: false,
             unique: false,
@@ -132,6 +134,12 @@ impl Field {
         self.len_min = Some(min);
         self
     }
+    /// Kong's `len_max`: the most characters of a string, or elements of
+    /// an array.
+    pub fn len_max(mut self, max: usize) -> Field {
+        self.len_max = Some(max);
+        self
+    }
     pub fn uuid(mut self) -> Field {
         self.uuid = true;
         self
@@ -178,6 +186,9 @@ impl Field {
         }
         if let Some(min) = self.len_min {
             out.insert("len_min".into(), json!(min));
+        }
+        if let Some(max) = self.len_max {
+            out.insert("len_max".into(), json!(max));
         }
         if self.must_be_null {
             out.insert("eq".into(), Value::Null);

@@ -21,6 +21,15 @@ pub fn refusal(status: u16, message: &str) -> PluginResponse {
     }
 }
 
+/// The request body as a JSON object, when it is one and no longer than
+/// `max` bytes (the AI plugins' `max_request_body_size`).
+pub fn body_object(body: Option<&Bytes>, max: usize) -> Option<Map<String, Value>> {
+    match serde_json::from_slice::<Value>(body.filter(|b| b.len() <= max)?) {
+        Ok(Value::Object(map)) => Some(map),
+        _ => None,
+    }
+}
+
 /// `response_streaming`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Streaming {

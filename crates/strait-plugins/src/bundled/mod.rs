@@ -20,6 +20,9 @@ macro_rules! registry {
 registry! {
     acl,
     acme,
+    ai_prompt_decorator,
+    ai_prompt_guard,
+    ai_prompt_template,
     ai_proxy,
     aws_lambda,
     azure_functions,

@@ -39,7 +39,7 @@ fn plugin_defaults_and_known_names() {
     assert_eq!(out["enabled"], true);
     let out = valid(
         EntityKind::Plugins,
-        json!({"name": "ai-prompt-guard", "config": {"sample_ratio": 1}}),
+        json!({"name": "ai-request-transformer", "config": {"sample_ratio": 1}}),
     );
     assert_eq!(
         out["config"],

@@ -23,7 +23,7 @@ fn every_available_plugin_has_a_priority_matching_its_instance() {
         }
     }
     assert!(
-        build_plugin("ai-prompt-guard", &Map::new()).is_err(),
+        build_plugin("ai-request-transformer", &Map::new()).is_err(),
         "not run by this build"
     );
 }

@@ -116,14 +116,14 @@ fn a_change_that_does_not_compile_is_rejected_whole() {
     let start = compile_snapshot(1, Arc::new(base())).expect("compiles");
     let mut bad = base().plugins[0].clone();
     bad.id = uuid::Uuid::new_v4();
-    bad.name = "ai-prompt-guard".into();
+    bad.name = "ai-request-transformer".into();
     let result = derive_snapshot(
         &start,
         &[ConfigChange::Upsert {
             entity: Entity::Plugin(bad),
         }],
     );
-    let error = result.expect_err("ai-prompt-guard is not implemented");
+    let error = result.expect_err("ai-request-transformer is not implemented");
     assert!(error.to_string().contains("not implemented"), "{error}");
 }
 
