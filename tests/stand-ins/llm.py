@@ -15,7 +15,8 @@ The answer echoes the last user message ("echo: <text>"), one streamed
 piece per word. Usage: prompt tokens are the words of every message plus
 7, completion tokens the answer's words. The last user message steers the
 provider: "RATE-LIMIT" answers 429 in the provider's error format,
-"CUT-STREAM" breaks a stream off after three pieces. A request that breaks
+"CUT-STREAM" breaks a stream off after three pieces; so does the path:
+/busy/<provider>/... always answers 429, /slow/<provider>/... waits 3 s. A request that breaks
 the format gets 400 in the provider's error format, naming the problem.
 
 GET /_usage lists the usage each answer reported, in order; GET /_requests
@@ -174,6 +175,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         url = urlsplit(self.path)
+        # /busy/<provider>/...: always 429; /slow/<provider>/...: 3 s before any answer.
+        mode = url.path.split("/")[1] if url.path.split("/")[1] in ("busy", "slow") else None
+        if mode:
+            url = url._replace(path=url.path[len(mode) + 1:])
         provider = url.path.split("/")[1]
         length = int(self.headers.get("content-length", "0"))
         raw = self.rfile.read(length)
@@ -185,8 +190,12 @@ class Handler(BaseHTTPRequestHandler):
             except ValueError:
                 raise Refused(400, "We could not parse the JSON body of your request.")
             with LOCK:
-                REQUESTS.append({"path": url.path, "query": url.query, "body": body,
+                REQUESTS.append({"path": url.path, "query": url.query, "body": body, "mode": mode,
                                  "headers": {k.lower(): v for k, v in self.headers.items()}})
+            if mode == "slow":
+                time.sleep(3)
+            if mode == "busy":
+                raise Refused(429, "Rate limit reached for requests", "requests")
             self.answer(provider, url, body)
         except Refused as refused:
             self.refuse(provider, refused)

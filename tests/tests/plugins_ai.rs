@@ -207,7 +207,7 @@ async fn setup() -> Setup {
                 None,
                 json!({ "anthropic_version": "2023-06-01", "upstream_url": p(""),
                     "upstream_path": "/anthropic/v1/messages" }),
-                anthropic_auth
+                anthropic_auth.clone()
             )
         ),
         route(
@@ -231,6 +231,23 @@ async fn setup() -> Setup {
     deny["config"]["response_streaming"] = json!("deny");
     let mut routes = routes.as_array().cloned().unwrap_or_default();
     routes.push(route("deny", deny));
+    let fallback_to_anthropic = json!([{ "model": { "provider": "anthropic", "name": "claude-3-5-sonnet",
+        "options": { "anthropic_version": "2023-06-01", "upstream_url": p("/anthropic/v1/messages") } },
+        "auth": anthropic_auth.clone() }]);
+    for (name, primary) in [
+        ("failover", "/busy/openai/v1/chat/completions"),
+        ("failover-slow", "/slow/openai/v1/chat/completions"),
+    ] {
+        let mut plugin = ai_proxy(
+            "openai",
+            "llm/v1/chat",
+            Some("gpt-4o"),
+            json!({ "upstream_url": p(primary) }),
+            bearer("sk-openai"),
+        );
+        plugin["config"]["fallbacks"] = fallback_to_anthropic.clone();
+        routes.push(route(name, plugin));
+    }
     let template = r#"{"messages":[{"role":"user","content":"Tell me about {{topic}}"}]}"#;
     routes.push(json!({ "name": "shaped", "paths": ["/shaped"], "plugins": [
         ai_proxy("openai", "llm/v1/chat", Some("gpt-4o"),
@@ -244,7 +261,8 @@ async fn setup() -> Setup {
     let config = json!({
         "_format_version": "3.0",
         // Never reached: ai-proxy sends each request to its provider.
-        "services": [{ "name": "llm", "url": "http://127.0.0.1:9", "routes": routes }],
+        // A provider that gives no head within a second is failed over.
+        "services": [{ "name": "llm", "url": "http://127.0.0.1:9", "read_timeout": 1000, "routes": routes }],
         "plugins": [
             { "name": "http-log", "config": { "http_endpoint": logs.url("/log") } },
             { "name": "prometheus", "config": { "ai_metrics": true } },
@@ -647,4 +665,63 @@ async fn sdk_raw(s: &Setup, route: &str, body: Value) -> (u16, String) {
         ))
         .await;
     (reply.status.as_u16(), reply.text())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_refuses_or_stalls_is_failed_over_to_the_next() {
+    let s = setup().await;
+    let mut logged = 0;
+    for (route, primary_mode) in [("failover", "busy"), ("failover-slow", "slow")] {
+        let before = s.providers.requests().await.len();
+        let result = sdk(
+            json!({ "sdk": "openai", "base_url": s.base(route), "model": "", "stream": true,
+            "include_usage": true, "messages": chat(&format!("fail over from {primary_mode}")) }),
+        )
+        .await;
+        // One clean stream, from the second provider.
+        assert_eq!(
+            result["content"],
+            format!("echo: fail over from {primary_mode}"),
+            "{result}"
+        );
+        assert_eq!(result["finish_reason"], "stop", "{result}");
+        assert!(result.get("broken").is_none(), "{result}");
+        let usage = s.providers.usage().await;
+        let answered = usage.last().expect("the fallback answered");
+        assert_eq!(answered["provider"], "anthropic");
+        assert_eq!(result["usage"]["prompt_tokens"], answered["prompt"], "{result}");
+        assert_eq!(result["usage"]["completion_tokens"], answered["completion"], "{result}");
+        let seen = s.providers.requests().await;
+        let tried: Vec<(Value, Value)> = seen[before..]
+            .iter()
+            .map(|r| (r["mode"].clone(), r["path"].clone()))
+            .collect();
+        assert_eq!(
+            tried,
+            vec![
+                (json!(primary_mode), json!("/openai/v1/chat/completions")),
+                (json!(null), json!("/anthropic/v1/messages"))
+            ]
+        );
+        let entry = s.log(logged).await;
+        logged += 1;
+        assert_eq!(entry["ai"]["proxy"]["meta"]["provider_name"], "anthropic", "{entry}");
+        assert_eq!(
+            entry["ai"]["proxy"]["usage"]["completion_tokens"],
+            answered["completion"]
+        );
+        // The provider that failed sits out its cool-down: the next request
+        // goes to the fallback at once.
+        let before = seen.len();
+        let again = sdk(json!({ "sdk": "openai", "base_url": s.base(route), "model": "",
+            "messages": chat("straight to the fallback") }))
+        .await;
+        assert_eq!(again["content"], "echo: straight to the fallback", "{again}");
+        let seen = s.providers.requests().await;
+        assert_eq!(seen.len(), before + 1, "only the fallback was asked");
+        assert_eq!(seen.last().unwrap()["path"], "/anthropic/v1/messages");
+        s.log(logged).await;
+        logged += 1;
+    }
+    drop(s);
 }

@@ -133,6 +133,48 @@ pub struct UpstreamTarget {
     pub tls: bool,
 }
 
+/// How a try a [`Failover`] plan sent failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailedTry {
+    /// The upstream answered with a status the plan fails over on, with
+    /// its `Retry-After` in seconds when it gave one.
+    Status(u16, Option<u64>),
+    /// No connection (refused, name not resolved, no healthy target).
+    Unreachable,
+    /// No connection, or no response head, in time.
+    TimedOut,
+}
+
+/// The next request a [`Failover`] plan sends: where, and the whole
+/// request (its body held, as it was for the first try).
+#[derive(Debug, Clone)]
+pub struct NextTry {
+    pub target: UpstreamTarget,
+    pub method: http::Method,
+    pub path_and_query: String,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+/// Other upstreams to try, in a plugin's order, when one fails before the
+/// client has seen anything of its answer: a response head with a status
+/// the plan names (429, 5xx), no connection, or no head in time. The
+/// plugin's own state (a translator for the next provider) is in `shared`.
+pub trait FailoverPlan: Send + std::fmt::Debug {
+    /// Whether a response head with `status` goes to the next upstream.
+    fn fails_over_on(&self, status: u16) -> bool;
+
+    /// The request for the next upstream, `None` when none is left (the
+    /// last answer or error then goes to the client).
+    fn next(&mut self, failed: FailedTry, shared: &mut SharedStore) -> Option<NextTry>;
+}
+
+/// Put in the [`crate::SharedStore`] by an `access` that has upstreams to
+/// fail over to (ai-proxy's fallbacks): the proxy sends the next try
+/// [`FailoverPlan::next`] gives it after each failure.
+#[derive(Debug)]
+pub struct Failover(pub Box<dyn FailoverPlan>);
+
 /// What a phase tells the proxy to do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Flow {

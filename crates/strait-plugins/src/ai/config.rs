@@ -237,10 +237,10 @@ impl LlmConfig {
     }
 }
 
-/// The `llm` record's fields, as Kong 3.9 declares them.
-pub fn llm_fields() -> Vec<(&'static str, Field)> {
+/// The `llm` record's `auth` record.
+pub fn auth_field() -> Field {
     let string = Field::string;
-    let auth = Field::record(vec![
+    Field::record(vec![
         ("header_name", string().referenceable()),
         ("header_value", string().referenceable()),
         ("param_name", string().referenceable()),
@@ -251,9 +251,15 @@ pub fn llm_fields() -> Vec<(&'static str, Field)> {
         ("aws_access_key_id", string().referenceable()),
         ("aws_secret_access_key", string().referenceable()),
         ("allow_override", Field::boolean().default(json!(false))),
-    ]);
+    ])
+}
+
+/// The `llm` record's `model` record (Kong 3.9.1's: `max_tokens` has no
+/// default).
+pub fn model_field() -> Field {
+    let string = Field::string;
     let options = Field::record(vec![
-        ("max_tokens", Field::integer().default(json!(256))),
+        ("max_tokens", Field::integer()),
         ("input_cost", Field::number().gt(0)),
         ("output_cost", Field::number().gt(0)),
         ("temperature", Field::number().between(0, 5)),
@@ -284,23 +290,25 @@ pub fn llm_fields() -> Vec<(&'static str, Field)> {
             ]),
         ),
     ]);
+    Field::record(vec![
+        ("provider", string().required().one_of(PROVIDERS)),
+        ("name", string()),
+        ("options", options),
+    ])
+    .required()
+}
+
+/// The `llm` record's fields, as Kong 3.9 declares them.
+pub fn llm_fields() -> Vec<(&'static str, Field)> {
     vec![
         (
             "route_type",
-            string()
+            Field::string()
                 .required()
                 .one_of(&["llm/v1/chat", "llm/v1/completions", "preserve"]),
         ),
-        ("auth", auth),
-        (
-            "model",
-            Field::record(vec![
-                ("provider", string().required().one_of(PROVIDERS)),
-                ("name", string()),
-                ("options", options),
-            ])
-            .required(),
-        ),
+        ("auth", auth_field()),
+        ("model", model_field()),
         (
             "logging",
             Field::record(vec![

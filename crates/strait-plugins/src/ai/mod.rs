@@ -172,6 +172,9 @@ impl Analytics {
 pub struct AiRequest {
     pub analytics: Analytics,
     pub stream: Option<stream::StreamState>,
+    /// Which of the plugin's providers the request went to (0: the
+    /// configured one; then its fallbacks).
+    pub entry: usize,
 }
 
 /// Writes Kong's `ai` fields into a log entry, when ai-proxy logs

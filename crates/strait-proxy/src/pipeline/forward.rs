@@ -180,6 +180,10 @@ impl Exchange<'_> {
         let made_tls = target_tls(runtime, target.as_ref());
         let plan = Plan {
             tls: Plan::tls_for(runtime, target.as_ref(), made_tls.as_ref()),
+            target_balancer: target
+                .as_ref()
+                .and_then(|t| self.snapshot.balancer_named(&t.host))
+                .map(|b| b.as_ref()),
             target: target.as_ref(),
             runtime,
             uri: &uri,

@@ -338,6 +338,7 @@ async fn route(
     match phases::before(request, chain, &exchange) {
         Before::Forward(request, options, mut state) => {
             let forwarded = exchange.forward(request, options).await;
+            let forwarded = phases::fail_over(&exchange, &mut state, forwarded).await;
             let forwarded = phases::buffer_if_asked(&mut state, forwarded).await;
             Ok(phases::finish(state, forwarded, chain, &exchange))
         }

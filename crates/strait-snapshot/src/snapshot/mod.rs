@@ -140,6 +140,15 @@ impl Snapshot {
         self.compiled.balancers.get(name.as_str())
     }
 
+    /// The balancer of the upstream named `name` (a plugin's target may
+    /// name an upstream, as a service's host may).
+    pub fn balancer_named(&self, name: &str) -> Option<&Arc<Balancer>> {
+        match name.bytes().any(|b| b.is_ascii_uppercase()) {
+            true => self.compiled.balancers.get(name.to_ascii_lowercase().as_str()),
+            false => self.compiled.balancers.get(name),
+        }
+    }
+
     /// Labels for metrics (Kong's prometheus plugin): a route's name, else
     /// its id.
     pub fn route_label(&self, id: Uuid) -> Option<String> {

@@ -7,8 +7,10 @@
 //! before the header filters when it must translate one
 //! ([`crate::BufferUpstreamResponse`]), and counts tokens from the
 //! provider's usage fields for the log and metrics
-//! ([`crate::ai::Analytics`]).
+//! ([`crate::ai::Analytics`]). With `fallbacks`, the next provider takes a
+//! request the first one refuses (failover.rs).
 
+mod failover;
 mod schema;
 
 pub const PLUGIN: crate::BundledPlugin = crate::BundledPlugin {
@@ -19,11 +21,13 @@ pub const PLUGIN: crate::BundledPlugin = crate::BundledPlugin {
 };
 
 use std::io::Read;
+use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
+use self::failover::{ClientRequest, EntryHealth, Plan};
 use crate::ai::config::{LlmConfig, ParamLocation, Provider, RouteType};
 use crate::ai::providers::{self, StreamTranslator};
 use crate::ai::request::{self, refusal, Streaming};
@@ -31,25 +35,53 @@ use crate::ai::stream::StreamState;
 use crate::ai::{AiRequest, Analytics};
 use crate::config::ConfigReader;
 use crate::context::{BodyChunk, RequestCtx, ResponseCtx, ResponseSource, SharedStore};
-use crate::phase::{BufferUpstreamResponse, Flow, Plugin, ServiceResponseBody, StreamResponse, UpstreamTarget};
+use crate::phase::{
+    BufferUpstreamResponse, Failover, Flow, Plugin, ServiceResponseBody, StreamResponse, UpstreamTarget,
+};
 use crate::PluginError;
 
 const MODEL_HEADER: HeaderName = HeaderName::from_static("x-kong-llm-model");
 
 #[derive(Debug)]
 pub struct AiProxy {
-    llm: LlmConfig,
+    /// The configured provider first, then each fallback.
+    entries: Arc<Vec<LlmConfig>>,
+    health: Arc<Vec<EntryHealth>>,
     streaming: Streaming,
     max_body: usize,
     model_name_header: bool,
+    failover_statuses: Vec<u16>,
+    cooldown_ms: u64,
     plugin_id: Option<uuid::Uuid>,
+}
+
+/// A request made for one provider.
+struct Built {
+    target: UpstreamTarget,
+    path: String,
+    query: String,
+    body: Bytes,
+    hide_usage: bool,
 }
 
 impl AiProxy {
     pub fn from_config(config: &Map<String, Value>, plugin_id: Option<uuid::Uuid>) -> Result<AiProxy, PluginError> {
         let c = ConfigReader::new(config);
-        let llm = LlmConfig::read(&c)?;
-        providers::supported(&llm).map_err(|why| PluginError::invalid("model.provider", why))?;
+        let mut entries = vec![LlmConfig::read(&c)?];
+        for (at, record) in schema::fallback_records(config).iter().enumerate() {
+            let entry = LlmConfig::read(&ConfigReader::new(record))
+                .map_err(|e| PluginError::invalid(&format!("fallbacks.{}", at + 1), e.to_string()))?;
+            entries.push(entry);
+        }
+        for (at, entry) in entries.iter().enumerate() {
+            providers::supported(entry).map_err(|why| {
+                let field = match at {
+                    0 => "model.provider".to_string(),
+                    n => format!("fallbacks.{n}.model.provider"),
+                };
+                PluginError::invalid(&field, why)
+            })?;
+        }
         if c.string("llm_format")?.as_deref().is_some_and(|f| f != "openai") {
             return Err(PluginError::invalid(
                 "llm_format",
@@ -61,11 +93,18 @@ impl AiProxy {
             Some("always") => Streaming::Always,
             _ => Streaming::Allow,
         };
+        let failover_statuses = match config.get("failover_statuses").and_then(Value::as_array) {
+            Some(statuses) => statuses.iter().filter_map(Value::as_u64).map(|s| s as u16).collect(),
+            None => vec![429, 500, 502, 503, 504],
+        };
         Ok(AiProxy {
-            llm,
+            health: Arc::new(entries.iter().map(|_| EntryHealth::default()).collect()),
+            entries: Arc::new(entries),
             streaming,
             max_body: usize::try_from(c.integer("max_request_body_size", 8 * 1024)?).unwrap_or(usize::MAX),
             model_name_header: c.bool("model_name_header", true)?,
+            failover_statuses,
+            cooldown_ms: (c.number("failover_cooldown", 30.0)?.max(0.0) * 1000.0) as u64,
             plugin_id,
         })
     }
@@ -73,7 +112,7 @@ impl AiProxy {
     /// The request readied for the provider, or Kong's refusal.
     fn prepare(&self, ctx: &mut RequestCtx<'_>) -> Result<(), crate::PluginResponse> {
         let bad = |message: &str| refusal(400, message);
-        let config = request::resolved_config(&self.llm, ctx).map_err(|e| bad(&e))?;
+        let primary = request::resolved_config(&self.entries[0], ctx).map_err(|e| bad(&e))?;
         let body = ctx.body.take();
         if body.as_ref().is_some_and(|b| b.len() > self.max_body) {
             return Err(bad(&format!(
@@ -81,127 +120,228 @@ impl AiProxy {
                 self.max_body
             )));
         }
-        let accepted = request::accept(body.as_deref(), config.model_name.clone(), config.route_type, self.streaming)
+        let accepted = request::accept(body.as_deref(), primary.model_name.clone(), primary.route_type, self.streaming)
             .map_err(|e| bad(&e))?;
         let include_usage = accepted
             .body
             .get("stream_options")
             .and_then(|o| o.get("include_usage"))
             == Some(&Value::Bool(true));
-        let model = accepted.model.clone();
-        let mut analytics = Analytics::new(config.provider.name(), model.clone());
-        analytics.plugin_id = self.plugin_id;
-        analytics.input_cost = config.options.input_cost;
-        analytics.output_cost = config.options.output_cost;
-        analytics.log_statistics = config.log_statistics;
-        analytics.log_payloads = config.log_payloads;
-        if config.provider == Provider::Azure && config.log_statistics {
-            let o = &config.options;
-            for (name, value) in [
-                ("azure_instance_id", &o.azure_instance),
-                ("azure_deployment_id", &o.azure_deployment_id),
-                ("azure_api_version", &o.azure_api_version),
-            ] {
-                if let Some(value) = value {
-                    analytics.extra_meta.push((name, value.clone()));
-                }
-            }
-        }
-        // The body for the provider (a `preserve` body goes as it came).
-        let mut hide_usage = false;
-        let outgoing = if config.route_type == RouteType::Preserve {
-            body.unwrap_or_default()
-        } else {
-            let mut fields = accepted.body;
-            let (translated, hide) = providers::to_format(&mut fields, &config, &model).map_err(|e| bad(&e))?;
-            hide_usage = hide;
-            let mut translated = translated.unwrap_or(Value::Object(fields));
-            if let (Some((name, value, ParamLocation::Body)), Some(object)) =
-                (&config.auth.param, translated.as_object_mut())
-            {
-                if !object.contains_key(name) || !config.auth.allow_override {
-                    object.insert(name.clone(), Value::String(value.clone()));
-                }
-            }
-            ctx.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            Bytes::from(translated.to_string())
+        let asked_model = accepted.body.get("model").and_then(Value::as_str).map(str::to_string);
+        let order = failover::order(&self.health);
+        let first = order[0];
+        // Every entry's references resolved now, while the request is here.
+        let configs: Vec<LlmConfig> = match self.entries.len() {
+            1 => vec![primary.into_owned()],
+            _ => self
+                .entries
+                .iter()
+                .map(|entry| request::resolved_config(entry, ctx).map(|c| c.into_owned()))
+                .collect::<Result<_, _>>()
+                .map_err(|e| bad(&e))?,
         };
+        let client = ClientRequest {
+            method: ctx.method.clone(),
+            path: ctx.path().to_string(),
+            query: ctx.query().to_string(),
+            headers: match self.entries.len() {
+                1 => HeaderMap::new(),
+                _ => ctx.headers.clone(),
+            },
+            body: match (self.entries.len(), config_route(&configs[0])) {
+                (1, _) | (_, RouteType::Preserve) => Map::new(),
+                _ => accepted.body.clone(),
+            },
+            raw: body.clone().unwrap_or_default(),
+            asked_model,
+            stream: accepted.stream,
+            include_usage,
+        };
+        let model = model_for(&configs[first], &client, &accepted.model);
+        let config = &configs[first];
+        let mut fields = accepted.body;
+        let built = build(config, &client, &model, &mut fields, ctx.headers).map_err(|e| e.response())?;
+        let mut analytics = self.analytics(config, &model);
         if config.log_payloads {
-            analytics.request_payload = Some(String::from_utf8_lossy(&outgoing).into_owned());
+            analytics.request_payload = Some(String::from_utf8_lossy(&built.body).into_owned());
         }
-        ctx.body = Some(outgoing);
-        self.route(ctx, &config).map_err(|e| {
+        ctx.body = Some(built.body);
+        ctx.set_path_and_query(&built.path, &built.query).map_err(|e| {
             tracing::error!(plugin = "ai-proxy", error = %e, "failed to configure the request for the AI service");
             crate::PluginResponse::message(500, crate::kong_error_message(500))
         })?;
-        let stream = accepted.stream.then(|| {
-            let translator = StreamTranslator::new(&config, include_usage, hide_usage);
-            StreamState::new(translator, config.route_type == RouteType::Preserve)
-        });
+        ctx.exact_path = true;
+        ctx.shared.insert(built.target);
+        let stream = client.stream.then(|| stream_state(config, client.include_usage, built.hide_usage));
         match stream.is_some() {
             true => ctx.shared.insert(StreamResponse),
             false => ctx.shared.insert(BufferUpstreamResponse),
         }
-        ctx.shared.insert(AiRequest { analytics, stream });
+        ctx.shared.insert(AiRequest {
+            analytics,
+            stream,
+            entry: first,
+        });
+        if self.entries.len() > 1 {
+            ctx.shared.insert(Failover(Box::new(Plan {
+                proxy: self.failover_view(),
+                configs,
+                client,
+                remaining: order[1..].to_vec(),
+                current: first,
+            })));
+        }
         Ok(())
     }
 
-    /// The provider as the request's target: address, path, query, auth
-    /// and the provider's own headers.
-    fn route(&self, ctx: &mut RequestCtx<'_>, config: &LlmConfig) -> Result<(), String> {
-        let destination = providers::destination(config, ctx.path())?;
-        let mut query: Vec<(String, String)> = url::form_urlencoded::parse(ctx.query().as_bytes())
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
-            .collect();
-        let has = |query: &[(String, String)], name: &str| query.iter().any(|(k, _)| k == name);
-        if config.provider == Provider::Azure && !has(&query, "api-version") {
-            if let Some(version) = &config.options.azure_api_version {
-                query.push(("api-version".into(), version.clone()));
+    /// What the failover plan needs of the plugin.
+    fn failover_view(&self) -> failover::ProxyView {
+        failover::ProxyView {
+            health: self.health.clone(),
+            statuses: self.failover_statuses.clone(),
+            cooldown_ms: self.cooldown_ms,
+            plugin_id: self.plugin_id,
+        }
+    }
+
+    fn analytics(&self, config: &LlmConfig, model: &str) -> Analytics {
+        analytics_for(config, model, self.plugin_id)
+    }
+}
+
+fn config_route(config: &LlmConfig) -> RouteType {
+    config.route_type
+}
+
+/// The model an entry runs: its configured one, else the client's, else
+/// what the checks settled.
+fn model_for(config: &LlmConfig, client: &ClientRequest, settled: &str) -> String {
+    config
+        .model_name
+        .clone()
+        .or_else(|| client.asked_model.clone().filter(|m| !m.is_empty()))
+        .unwrap_or_else(|| settled.to_string())
+}
+
+/// The accounting of a request to `config`'s provider.
+fn analytics_for(config: &LlmConfig, model: &str, plugin_id: Option<uuid::Uuid>) -> Analytics {
+    let mut analytics = Analytics::new(config.provider.name(), model.to_string());
+    analytics.plugin_id = plugin_id;
+    analytics.input_cost = config.options.input_cost;
+    analytics.output_cost = config.options.output_cost;
+    analytics.log_statistics = config.log_statistics;
+    analytics.log_payloads = config.log_payloads;
+    if config.provider == Provider::Azure && config.log_statistics {
+        let o = &config.options;
+        for (name, value) in [
+            ("azure_instance_id", &o.azure_instance),
+            ("azure_deployment_id", &o.azure_deployment_id),
+            ("azure_api_version", &o.azure_api_version),
+        ] {
+            if let Some(value) = value {
+                analytics.extra_meta.push((name, value.clone()));
             }
         }
-        let auth = &config.auth;
-        if let Some((name, value, ParamLocation::Query)) = &auth.param {
-            if !has(&query, name) || !auth.allow_override {
-                query.retain(|(k, _)| k != name);
-                query.push((name.clone(), value.clone()));
+    }
+    analytics
+}
+
+fn stream_state(config: &LlmConfig, include_usage: bool, hide_usage: bool) -> StreamState {
+    let translator = StreamTranslator::new(config, include_usage, hide_usage);
+    StreamState::new(translator, config.route_type == RouteType::Preserve)
+}
+
+/// Why a request could not be made for a provider.
+enum BuildError {
+    /// The client's request does not fit the provider's format (400).
+    Refused(String),
+    /// The provider's address or headers cannot be made (500).
+    Failed(String),
+}
+
+impl BuildError {
+    fn response(self) -> crate::PluginResponse {
+        match self {
+            BuildError::Refused(message) => refusal(400, &message),
+            BuildError::Failed(error) => {
+                tracing::error!(plugin = "ai-proxy", %error, "failed to configure the request for the AI service");
+                crate::PluginResponse::message(500, crate::kong_error_message(500))
             }
         }
-        if let Some((name, value)) = &auth.header {
-            if !ctx.headers.contains_key(name) || !auth.allow_override {
-                ctx.headers.insert(name.clone(), value.clone());
+    }
+}
+
+/// The request for `config`'s provider: `fields` (the client's body,
+/// checked) translated, `headers` (the client's) given the provider's auth
+/// and headers, the provider's address, path and query.
+fn build(
+    config: &LlmConfig,
+    client: &ClientRequest,
+    model: &str,
+    fields: &mut Map<String, Value>,
+    headers: &mut HeaderMap,
+) -> Result<Built, BuildError> {
+    let mut hide_usage = false;
+    let body = if config.route_type == RouteType::Preserve {
+        client.raw.clone()
+    } else {
+        let (translated, hide) = providers::to_format(fields, config, model).map_err(BuildError::Refused)?;
+        hide_usage = hide;
+        let mut translated = translated.unwrap_or_else(|| Value::Object(std::mem::take(fields)));
+        if let (Some((name, value, ParamLocation::Body)), Some(object)) = (&config.auth.param, translated.as_object_mut())
+        {
+            if !object.contains_key(name) || !config.auth.allow_override {
+                object.insert(name.clone(), Value::String(value.clone()));
             }
         }
-        if let (Provider::Anthropic, Some(version)) = (config.provider, &config.options.anthropic_version) {
-            let version = HeaderValue::try_from(version.as_str()).map_err(|e| format!("anthropic_version: {e}"))?;
-            ctx.headers.insert(HeaderName::from_static("anthropic-version"), version);
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        Bytes::from(translated.to_string())
+    };
+    let destination = providers::destination(config, &client.path).map_err(BuildError::Failed)?;
+    let mut query: Vec<(String, String)> = url::form_urlencoded::parse(client.query.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let has = |query: &[(String, String)], name: &str| query.iter().any(|(k, _)| k == name);
+    if config.provider == Provider::Azure && !has(&query, "api-version") {
+        if let Some(version) = &config.options.azure_api_version {
+            query.push(("api-version".into(), version.clone()));
         }
-        // The answer is read here: no compression to undo.
-        ctx.headers
-            .insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
-        let query = match query.is_empty() {
-            true => String::new(),
-            false => url::form_urlencoded::Serializer::new(String::new())
-                .extend_pairs(query.iter())
-                .finish(),
-        };
-        ctx.set_path_and_query(&destination.path, &query)
-            .map_err(|e| format!("path {}: {e}", destination.path))?;
-        ctx.exact_path = true;
-        ctx.shared.insert(UpstreamTarget {
+    }
+    let auth = &config.auth;
+    if let Some((name, value, ParamLocation::Query)) = &auth.param {
+        if !has(&query, name) || !auth.allow_override {
+            query.retain(|(k, _)| k != name);
+            query.push((name.clone(), value.clone()));
+        }
+    }
+    if let Some((name, value)) = &auth.header {
+        if !headers.contains_key(name) || !auth.allow_override {
+            headers.insert(name.clone(), value.clone());
+        }
+    }
+    if let (Provider::Anthropic, Some(version)) = (config.provider, &config.options.anthropic_version) {
+        let version = HeaderValue::try_from(version.as_str()).map_err(|e| BuildError::Failed(format!("anthropic_version: {e}")))?;
+        headers.insert(HeaderName::from_static("anthropic-version"), version);
+    }
+    // The answer is read here: no compression to undo.
+    headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    let query = match query.is_empty() {
+        true => String::new(),
+        false => url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(query.iter())
+            .finish(),
+    };
+    Ok(Built {
+        target: UpstreamTarget {
             host: destination.host,
             port: destination.port,
             tls: destination.tls,
-        });
-        Ok(())
-    }
-
-    fn model_header(&self, analytics: &Analytics) -> Option<HeaderValue> {
-        let model = match analytics.request_model.is_empty() {
-            true => analytics.response_model.as_deref()?,
-            false => &analytics.request_model,
-        };
-        HeaderValue::try_from(format!("{}/{}", self.llm.provider.name(), model)).ok()
-    }
+        },
+        path: destination.path,
+        query,
+        body,
+        hide_usage,
+    })
 }
 
 /// A body the provider compressed anyway, inflated.
@@ -260,8 +400,11 @@ impl Plugin for AiProxy {
             }
             return;
         }
+        let entry = state.entry.min(self.entries.len() - 1);
+        failover::answered(&self.health, entry);
+        let config = &self.entries[entry];
         let analytics = &mut state.analytics;
-        let model_header = self.model_header(analytics);
+        let model_header = model_header(config.provider, analytics);
         let mut failed = None;
         let answer = match (&mut state.stream, buffered) {
             (Some(stream), _) => {
@@ -273,7 +416,7 @@ impl Plugin for AiProxy {
                     true => inflate(&body).map(Bytes::from).unwrap_or(body),
                     false => body,
                 };
-                let answer = match providers::from_format(&self.llm, &body, analytics) {
+                let answer = match providers::from_format(config, &body, analytics) {
                     Ok(None) => body,
                     Ok(Some(translated)) => Bytes::from(translated),
                     Err(error) => {
@@ -301,12 +444,12 @@ impl Plugin for AiProxy {
                 HeaderValue::from_static("application/json; charset=utf-8"),
             );
         }
-        if streams && self.llm.route_type != RouteType::Preserve {
+        if streams && config.route_type != RouteType::Preserve {
             ctx.headers
                 .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         }
         if matches!(
-            self.llm.provider,
+            config.provider,
             Provider::OpenAi | Provider::Azure | Provider::Mistral | Provider::Gemini | Provider::Bedrock
         ) {
             ctx.headers.remove(header::SET_COOKIE);
@@ -326,6 +469,7 @@ impl Plugin for AiProxy {
         let Some(AiRequest {
             analytics,
             stream: Some(stream),
+            ..
         }) = shared.get_mut::<AiRequest>()
         else {
             return;
@@ -337,4 +481,13 @@ impl Plugin for AiProxy {
             chunk.data = data;
         }
     }
+}
+
+/// `X-Kong-LLM-Model`: `<provider>/<model>`.
+fn model_header(provider: Provider, analytics: &Analytics) -> Option<HeaderValue> {
+    let model = match analytics.request_model.is_empty() {
+        true => analytics.response_model.as_deref()?,
+        false => &analytics.request_model,
+    };
+    HeaderValue::try_from(format!("{}/{}", provider.name(), model)).ok()
 }

@@ -42,16 +42,19 @@ pub(super) struct Plan<'p> {
     pub options: ForwardOptions,
     /// Where a plugin sent the request instead of the service.
     pub target: Option<&'p strait_plugins::UpstreamTarget>,
+    /// The balancer of the upstream a plugin's target names, if it names one.
+    pub target_balancer: Option<&'p Balancer>,
     /// The TLS the request goes upstream with (the service's, or the
     /// plugin's target's).
     pub tls: Option<&'p Arc<UpstreamTls>>,
 }
 
 impl<'p> Plan<'p> {
-    /// The service's balancer, unless a plugin chose the target.
+    /// The service's balancer, or the one of the upstream a plugin's
+    /// target names.
     pub fn balancer(&self) -> Option<&'p Balancer> {
         match self.target {
-            Some(_) => None,
+            Some(_) => self.target_balancer,
             None => self.runtime.balancer.as_deref(),
         }
     }
@@ -136,7 +139,7 @@ impl Exchange<'_> {
     /// The balancer's pick, or the service's own host.
     fn target<'p>(&self, request: &BoxedRequest, plan: &Plan<'p>, tries: &mut Tries) -> Result<Target<'p>, ProxyError> {
         let runtime = plan.runtime;
-        if let Some(target) = plan.target {
+        if let (Some(target), None) = (plan.target, plan.target_balancer) {
             return Ok(Target {
                 host: &target.host,
                 port: target.port,
@@ -144,7 +147,7 @@ impl Exchange<'_> {
                 ip: target.host.parse().ok(),
             });
         }
-        let Some(balancer) = runtime.balancer.as_deref() else {
+        let Some(balancer) = plan.balancer() else {
             let service = &runtime.service;
             return Ok(Target {
                 host: &service.host,
@@ -185,8 +188,12 @@ impl Exchange<'_> {
         if plan.options.host_override.is_some() {
             return plan.options.host_override.clone();
         }
-        if let Some(target) = plan.target {
-            return strait_snapshot::snapshot::host_header(&target.host, target.port, target.tls);
+        if let Some(chosen) = plan.target {
+            let name = match plan.target_balancer {
+                Some(balancer) => balancer.host_header.as_deref().unwrap_or(target.host),
+                None => &chosen.host,
+            };
+            return strait_snapshot::snapshot::host_header(name, target.port, chosen.tls);
         }
         if route.preserve_host {
             return plan

@@ -215,6 +215,7 @@ async fn proceed(
     match decide(flow, state, chain, request, &exchange) {
         Decided::Forward(request, options, mut state) => {
             let forwarded = exchange.forward(request, options).await;
+            let forwarded = fail_over(&exchange, &mut state, forwarded).await;
             let forwarded = buffer_if_asked(&mut state, forwarded).await;
             finish(state, forwarded, chain, &exchange)
         }
@@ -274,6 +275,69 @@ fn decide(
             let options = state.forward_options(&mut request, chain.serializes_log() || wanted);
             Decided::Forward(request, options, state)
         }
+    }
+}
+
+/// The next upstreams of a plugin's [`strait_plugins::Failover`] plan,
+/// tried while each answers with a status the plan fails over on, cannot
+/// be reached, or gives no head in time; the last answer or error stands.
+/// A failed try's response is dropped unread (its connection closed).
+pub(crate) async fn fail_over(
+    exchange: &Exchange<'_>,
+    state: &mut PhaseState,
+    mut forwarded: Result<crate::pipeline::forward::Forwarded, ProxyError>,
+) -> Result<crate::pipeline::forward::Forwarded, ProxyError> {
+    use strait_plugins::FailedTry;
+    loop {
+        let Some(mut plan) = state.shared.remove::<strait_plugins::Failover>() else {
+            return forwarded;
+        };
+        let failed = match &forwarded {
+            Ok((response, _, _)) if plan.0.fails_over_on(response.status().as_u16()) => {
+                let retry_after = response
+                    .headers()
+                    .get(header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse().ok());
+                Some(FailedTry::Status(response.status().as_u16(), retry_after))
+            }
+            Ok(_) => None,
+            Err(error) => match error.kind {
+                ErrorKind::UpstreamConnectTimeout | ErrorKind::UpstreamTimeout => Some(FailedTry::TimedOut),
+                ErrorKind::UpstreamConnect
+                | ErrorKind::UpstreamInvalid
+                | ErrorKind::NoPeer
+                | ErrorKind::NameResolution => Some(FailedTry::Unreachable),
+                _ => None,
+            },
+        };
+        let next = failed.and_then(|failed| plan.0.next(failed, &mut state.shared));
+        state.shared.insert(plan);
+        let Some(next) = next else {
+            return forwarded;
+        };
+        let uri = match http::Uri::try_from(next.path_and_query.as_str()) {
+            Ok(uri) => uri,
+            Err(error) => return Err(ProxyError::new(ErrorKind::Internal, format!("failover path: {error}"))),
+        };
+        let length = HeaderValue::from(next.body.len());
+        let mut request: crate::pipeline::handler::BoxedRequest = Box::new(http::Request::new(full(next.body)));
+        *request.method_mut() = next.method;
+        *request.uri_mut() = uri;
+        *request.headers_mut() = next.headers;
+        request.headers_mut().remove(header::TRANSFER_ENCODING);
+        request.headers_mut().insert(header::CONTENT_LENGTH, length);
+        request.extensions_mut().insert(crate::pipeline::forward::ExactPath);
+        let options = ForwardOptions {
+            detailed: state.details.is_some(),
+            consumer: state.summary.consumer_id,
+            relay: state.relay,
+            target: Some(next.target),
+            unbuffered: state.shared.get::<strait_plugins::StreamResponse>().is_some(),
+            ..ForwardOptions::default()
+        };
+        drop(forwarded);
+        forwarded = exchange.forward(request, options).await;
     }
 }
 
