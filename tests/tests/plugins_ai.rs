@@ -248,6 +248,17 @@ async fn setup() -> Setup {
         plugin["config"]["fallbacks"] = fallback_to_anthropic.clone();
         routes.push(route(name, plugin));
     }
+    // A provider address naming a Kong upstream: its balancer picks the target.
+    routes.push(route(
+        "pooled",
+        ai_proxy(
+            "openai",
+            "llm/v1/chat",
+            Some("gpt-4o"),
+            json!({ "upstream_url": "http://llm-pool/openai/v1/chat/completions" }),
+            bearer("sk-openai"),
+        ),
+    ));
     let template = r#"{"messages":[{"role":"user","content":"Tell me about {{topic}}"}]}"#;
     routes.push(json!({ "name": "shaped", "paths": ["/shaped"], "plugins": [
         ai_proxy("openai", "llm/v1/chat", Some("gpt-4o"),
@@ -263,6 +274,7 @@ async fn setup() -> Setup {
         // Never reached: ai-proxy sends each request to its provider.
         // A provider that gives no head within a second is failed over.
         "services": [{ "name": "llm", "url": "http://127.0.0.1:9", "read_timeout": 1000, "routes": routes }],
+        "upstreams": [{ "name": "llm-pool", "targets": [{ "target": format!("127.0.0.1:{}", providers.port) }] }],
         "plugins": [
             { "name": "http-log", "config": { "http_endpoint": logs.url("/log") } },
             { "name": "prometheus", "config": { "ai_metrics": true } },
@@ -723,5 +735,15 @@ async fn a_provider_that_refuses_or_stalls_is_failed_over_to_the_next() {
         s.log(logged).await;
         logged += 1;
     }
+    let pooled = sdk(json!({ "sdk": "openai", "base_url": s.base("pooled"), "model": "",
+        "messages": chat("through the pool") }))
+    .await;
+    assert_eq!(pooled["content"], "echo: through the pool", "{pooled}");
+    let seen = s.providers.requests().await;
+    assert_eq!(
+        seen.last().unwrap()["headers"]["host"],
+        "llm-pool",
+        "the upstream's name as Host, as for a service"
+    );
     drop(s);
 }
