@@ -10,6 +10,9 @@ framing and usage fields:
   /azure/openai/deployments/<id>/chat/completions       (api-key, ?api-version=)
   /anthropic/v1/messages, /anthropic/v1/complete        (x-api-key, anthropic-version)
   /mistral/v1/chat/completions                          (Authorization: Bearer)
+  /gemini/v1beta/models/<m>:generateContent, :streamGenerateContent?alt=sse  (x-goog-api-key)
+  /bedrock/model/<id>/converse, /converse-stream        (SigV4 for service bedrock, checked with
+                                                         botocore's signer; AWS event-stream framing)
 
 The answer echoes the last user message ("echo: <text>"), one streamed
 piece per word. Usage: prompt tokens are the words of every message plus
@@ -24,14 +27,17 @@ the request bodies received. Usage: llm.py PORT [KEY...] (keys as
 provider=key). Prints "ready" once listening.
 """
 
+import binascii
 import json
+import struct
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-KEYS = {"openai": "sk-openai", "azure": "azure-key", "anthropic": "sk-ant", "mistral": "mistral-key"}
+KEYS = {"openai": "sk-openai", "azure": "azure-key", "anthropic": "sk-ant", "mistral": "mistral-key",
+        "gemini": "gemini-key"}
 USAGE = []
 REQUESTS = []
 LOCK = threading.Lock()
@@ -138,6 +144,120 @@ def check_anthropic(headers, body, completions):
     return last_user_text(messages), prompt
 
 
+GEMINI_FIELDS = {"contents", "systemInstruction", "generationConfig", "tools", "toolConfig", "safetySettings"}
+GEMINI_GENERATION = {"maxOutputTokens", "temperature", "topK", "topP", "stopSequences", "candidateCount"}
+GEMINI_PARTS = {"text", "inlineData", "fileData", "functionCall", "functionResponse"}
+
+
+def check_gemini(body):
+    extra = set(body) - GEMINI_FIELDS
+    if extra:
+        raise Refused(400, f'Invalid JSON payload received. Unknown name "{sorted(extra)[0]}"')
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents:
+        raise Refused(400, "contents is not specified")
+    for at, content in enumerate(contents):
+        if content.get("role") not in ("user", "model"):
+            raise Refused(400, f"contents[{at}].role: Please use a valid role: user, model.")
+        parts = content.get("parts")
+        if not isinstance(parts, list) or not parts:
+            raise Refused(400, f"contents[{at}].parts: must not be empty")
+        for part in parts:
+            if len(set(part) & GEMINI_PARTS) != 1:
+                raise Refused(400, f"contents[{at}].parts: a part holds exactly one of {sorted(GEMINI_PARTS)}")
+    system = body.get("systemInstruction")
+    if system is not None and not isinstance(system.get("parts"), list):
+        raise Refused(400, "systemInstruction.parts: required")
+    extra = set(body.get("generationConfig", {})) - GEMINI_GENERATION
+    if extra:
+        raise Refused(400, f'Invalid JSON payload received. Unknown name "{sorted(extra)[0]}" at generation_config')
+    text = ""
+    for content in reversed(contents):
+        if content["role"] == "user":
+            text = " ".join(p.get("text", "") for p in content["parts"] if "text" in p)
+            break
+    prompt = sum(words(" ".join(p.get("text", "") for p in c["parts"])) for c in contents)
+    if system:
+        prompt += words(" ".join(p.get("text", "") for p in system["parts"]))
+    return text, prompt
+
+
+AWS_KEYS = {"AKIDSTRAITTEST": "strait-test-secret"}
+CONVERSE_FIELDS = {"messages", "system", "inferenceConfig", "toolConfig", "additionalModelRequestFields",
+                   "guardrailConfig", "additionalModelResponseFieldPaths", "promptVariables"}
+CONVERSE_INFERENCE = {"maxTokens", "temperature", "topP", "stopSequences"}
+CONVERSE_BLOCKS = {"text", "image", "document", "toolUse", "toolResult", "guardContent"}
+
+
+def verify_sigv4(handler, body):
+    """The request's Signature Version 4 for service bedrock, recomputed with botocore."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    auth = handler.headers.get("authorization", "")
+    if not auth.startswith("AWS4-HMAC-SHA256 "):
+        return "no SigV4 Authorization"
+    fields = dict(part.strip().split("=", 1) for part in auth[len("AWS4-HMAC-SHA256 "):].split(","))
+    key, _, region, service, _ = fields["Credential"].split("/")
+    if service != "bedrock":
+        return "signed for service %s" % service
+    secret = AWS_KEYS.get(key)
+    if secret is None:
+        return "unknown access key %s" % key
+    signed = fields["SignedHeaders"].split(";")
+    headers = {name: handler.headers.get(name) for name in signed}
+    request = AWSRequest(method="POST", url="http://%s%s" % (handler.headers.get("host"), handler.path),
+                         data=body, headers=headers)
+    request.context["timestamp"] = handler.headers.get("x-amz-date")
+    signer = SigV4Auth(Credentials(key, secret), "bedrock", region)
+    canonical = signer.canonical_request(request)
+    if signer.signature(signer.string_to_sign(request, canonical), request) != fields["Signature"]:
+        return "signature mismatch; botocore's canonical request was:\n" + canonical
+    return None
+
+
+def check_converse(body):
+    extra = set(body) - CONVERSE_FIELDS
+    if extra:
+        raise Refused(400, f"Malformed input request: extraneous key [{sorted(extra)[0]}] is not permitted")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise Refused(400, "messages: at least one message is required")
+    for at, message in enumerate(messages):
+        if message.get("role") not in ("user", "assistant"):
+            raise Refused(400, f"messages.{at}.role: must be user or assistant")
+        for block in message.get("content", []):
+            if len(set(block) & CONVERSE_BLOCKS) != 1:
+                raise Refused(400, f"messages.{at}.content: a block holds exactly one of {sorted(CONVERSE_BLOCKS)}")
+    extra = set(body.get("inferenceConfig", {})) - CONVERSE_INFERENCE
+    if extra:
+        raise Refused(400, f"inferenceConfig: unknown field {sorted(extra)[0]}")
+    for block in body.get("system", []):
+        if "text" not in block:
+            raise Refused(400, "system: blocks need text")
+    text = ""
+    for message in reversed(messages):
+        if message["role"] == "user":
+            text = " ".join(b["text"] for b in message["content"] if "text" in b)
+            break
+    prompt = sum(words(" ".join(b.get("text", "") for b in m["content"])) for m in messages)
+    prompt += sum(words(b.get("text", "")) for b in body.get("system", []))
+    return text, prompt
+
+
+def aws_frame(event_type, payload):
+    """One AWS event-stream message (both CRC-32s)."""
+    headers = b""
+    for name, value in ((":message-type", "event"), (":event-type", event_type),
+                        (":content-type", "application/json")):
+        headers += struct.pack(">B", len(name)) + name.encode() + b"\x07" + struct.pack(">H", len(value)) + value.encode()
+    data = json.dumps(payload).encode()
+    total = 12 + len(headers) + len(data) + 4
+    prelude = struct.pack(">II", total, len(headers))
+    message = prelude + struct.pack(">I", binascii.crc32(prelude)) + headers + data
+    return message + struct.pack(">I", binascii.crc32(message))
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -182,6 +302,7 @@ class Handler(BaseHTTPRequestHandler):
         provider = url.path.split("/")[1]
         length = int(self.headers.get("content-length", "0"))
         raw = self.rfile.read(length)
+        self.raw_body = raw
         try:
             if self.headers.get("content-type", "").split(";")[0].strip() != "application/json":
                 raise Refused(400, "content-type must be application/json")
@@ -220,6 +341,27 @@ class Handler(BaseHTTPRequestHandler):
                 raise Refused(401, "invalid x-api-key")
             completions = url.path.endswith("/v1/complete")
             text, prompt_words = check_anthropic(headers, body, completions)
+        elif provider == "bedrock":
+            problem = verify_sigv4(self, self.raw_body)
+            if problem:
+                raise Refused(403, problem)
+            streaming = url.path.endswith("/converse-stream")
+            if not streaming and not url.path.endswith("/converse"):
+                raise Refused(404, "unknown operation")
+            completions = False
+            text, prompt_words = check_converse(body)
+            body["stream"] = streaming
+        elif provider == "gemini":
+            if headers.get("x-goog-api-key") != key:
+                raise Refused(403, "API key not valid. Please pass a valid API key.")
+            streaming = url.path.endswith(":streamGenerateContent")
+            if not streaming and not url.path.endswith(":generateContent"):
+                raise Refused(404, "method not found")
+            if streaming and parse_qs(url.query).get("alt") != ["sse"]:
+                raise Refused(400, "this stand-in streams server-sent events only (alt=sse)")
+            completions = False
+            text, prompt_words = check_gemini(body)
+            body["stream"] = streaming
         else:
             raise Refused(404, f"no provider {provider}")
         if "RATE-LIMIT" in text:
@@ -228,8 +370,17 @@ class Handler(BaseHTTPRequestHandler):
         usage = {"prompt": prompt_words + 7, "completion": len(pieces)}
         with LOCK:
             USAGE.append({"provider": provider, "stream": bool(body.get("stream")), **usage})
-        if body.get("stream"):
+        if body.get("stream") and provider == "bedrock":
+            self.bedrock_stream(pieces, usage, cut="CUT-STREAM" in text)
+        elif body.get("stream"):
             self.stream(provider, body, pieces, usage, completions, cut="CUT-STREAM" in text)
+        elif provider == "gemini":
+            self.send_json(200, self.gemini_answer(pieces, usage, "STOP", usage["completion"]))
+        elif provider == "bedrock":
+            self.send_json(200, {"output": {"message": {"role": "assistant", "content": [{"text": " ".join(pieces)}]}},
+                                 "stopReason": "end_turn", "metrics": {"latencyMs": 1},
+                                 "usage": {"inputTokens": usage["prompt"], "outputTokens": usage["completion"],
+                                           "totalTokens": usage["prompt"] + usage["completion"]}})
         elif provider == "anthropic":
             self.whole_anthropic(body, pieces, usage, completions)
         else:
@@ -261,6 +412,31 @@ class Handler(BaseHTTPRequestHandler):
             "usage": {"input_tokens": usage["prompt"], "output_tokens": usage["completion"]},
         })
 
+    def bedrock_stream(self, pieces, usage, cut):
+        self.send_response(200)
+        self.send_header("content-type", "application/vnd.amazon.eventstream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        frames = [aws_frame("messageStart", {"role": "assistant"})]
+        for at, piece in enumerate(pieces):
+            text = piece if at == len(pieces) - 1 else piece + " "
+            frames.append(aws_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": text}}))
+        frames += [aws_frame("contentBlockStop", {"contentBlockIndex": 0}),
+                   aws_frame("messageStop", {"stopReason": "end_turn"}),
+                   aws_frame("metadata", {"usage": {"inputTokens": usage["prompt"], "outputTokens": usage["completion"],
+                                                    "totalTokens": usage["prompt"] + usage["completion"]},
+                                          "metrics": {"latencyMs": 1}})]
+        for at, frame in enumerate(frames):
+            # Frames split across writes as networks split them.
+            self.chunk(frame[:7])
+            self.chunk(frame[7:])
+            if cut and at >= 3:
+                self.close_connection = True
+                self.wfile.flush()
+                self.connection.shutdown(2)
+                return
+        self.wfile.write(b"0\r\n\r\n")
+
     def chunk(self, data):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
@@ -271,7 +447,9 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("transfer-encoding", "chunked")
         self.send_header("cache-control", "no-cache")
         self.end_headers()
-        if provider == "anthropic":
+        if provider == "gemini":
+            events = self.gemini_events(pieces, usage)
+        elif provider == "anthropic":
             events = self.anthropic_completion_events(body, pieces) if completions else \
                 self.anthropic_events(body, pieces, usage)
         else:
@@ -284,7 +462,7 @@ class Handler(BaseHTTPRequestHandler):
             middle = len(encoded) // 2
             self.chunk(encoded[:middle])
             self.chunk(encoded[middle:])
-            if '"content"' in data or "text_delta" in data or '"completion"' in data:
+            if any(piece in data for piece in pieces):
                 sent_pieces += 1
             if cut and sent_pieces >= 4:
                 # Broken off: no last chunk, the connection closed.
@@ -318,6 +496,22 @@ class Handler(BaseHTTPRequestHandler):
                 "prompt_tokens": usage["prompt"], "completion_tokens": usage["completion"],
                 "total_tokens": usage["prompt"] + usage["completion"]}})
         yield "", "[DONE]"
+
+    def gemini_answer(self, pieces, usage, finish, sent):
+        candidate = {"content": {"role": "model", "parts": [{"text": " ".join(pieces)}]}, "index": 0}
+        if finish:
+            candidate["finishReason"] = finish
+        return {"candidates": [candidate], "modelVersion": "gemini-1.5-pro-002", "responseId": "resp-standin",
+                "usageMetadata": {"promptTokenCount": usage["prompt"], "candidatesTokenCount": sent,
+                                  "totalTokenCount": usage["prompt"] + sent}}
+
+    def gemini_events(self, pieces, usage):
+        for at, piece in enumerate(pieces):
+            text = piece if at == len(pieces) - 1 else piece + " "
+            last = at == len(pieces) - 1
+            answer = self.gemini_answer([text], usage, "STOP" if last else None, at + 1)
+            answer["candidates"][0]["content"]["parts"] = [{"text": text}]
+            yield "", json.dumps(answer)
 
     def anthropic_completion_events(self, body, pieces):
         # The legacy Text Completions stream: `completion` events, the last

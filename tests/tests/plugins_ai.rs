@@ -211,6 +211,27 @@ async fn setup() -> Setup {
             )
         ),
         route(
+            "gemini",
+            ai_proxy(
+                "gemini",
+                "llm/v1/chat",
+                Some("gemini-1.5-pro"),
+                json!({ "upstream_url": p("/gemini/v1beta/models/gemini-1.5-pro:generateContent") }),
+                json!({ "header_name": "x-goog-api-key", "header_value": "gemini-key" })
+            )
+        ),
+        route(
+            "bedrock",
+            ai_proxy(
+                "bedrock",
+                "llm/v1/chat",
+                Some("anthropic.claude-3-haiku-20240307-v1:0"),
+                json!({ "bedrock": { "aws_region": "us-east-1" },
+                    "upstream_url": p("/bedrock/model/anthropic.claude-3-haiku-20240307-v1:0/converse") }),
+                json!({ "aws_access_key_id": "AKIDSTRAITTEST", "aws_secret_access_key": "strait-test-secret" })
+            )
+        ),
+        route(
             "no-model",
             ai_proxy(
                 "openai",
@@ -329,6 +350,8 @@ async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_
         ("anthropic", "chat", "openai"),
         ("anthropic-completions", "completions", "openai"),
         ("mistral", "chat", "openai"),
+        ("gemini", "chat", "openai"),
+        ("bedrock", "chat", "openai"),
         ("claude", "chat", "anthropic"),
     ] {
         for stream in [false, true] {
@@ -405,6 +428,8 @@ async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_
                             "azure" => "azure",
                             "anthropic" => "anthropic",
                             "mistral" => "mistral",
+                            "gemini" => "gemini",
+                            "bedrock" => "bedrock",
                             _ => "openai",
                         }
                     }
@@ -569,7 +594,7 @@ async fn kongs_refusals_and_the_providers_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_the_provider_breaks_off_is_logged_with_what_was_counted() {
     let s = setup().await;
-    for (n, route) in ["openai", "anthropic"].into_iter().enumerate() {
+    for (n, route) in ["openai", "anthropic", "bedrock"].into_iter().enumerate() {
         let result = sdk(
             json!({ "sdk": "openai", "base_url": s.base(route), "model": "", "stream": true,
             "messages": chat("one two three four five six seven CUT-STREAM") }),

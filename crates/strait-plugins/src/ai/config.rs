@@ -102,6 +102,7 @@ pub struct Auth {
     pub allow_override: bool,
     pub aws_access_key_id: Option<String>,
     pub aws_secret_access_key: Option<String>,
+    pub gcp_use_service_account: bool,
 }
 
 /// `model.options`.
@@ -187,6 +188,7 @@ impl LlmConfig {
             allow_override: auth_record.bool("allow_override", false)?,
             aws_access_key_id: auth_record.string("aws_access_key_id")?,
             aws_secret_access_key: auth_record.string("aws_secret_access_key")?,
+            gcp_use_service_account: auth_record.bool("gcp_use_service_account", false)?,
         };
         let model = config.record("model")?;
         let provider_name = model.string("provider")?.unwrap_or_default();

@@ -17,9 +17,39 @@ pub const UNREADABLE: &[u8] =
 /// The most of a stream's output kept for `log_payloads`.
 pub const MAX_LOGGED: usize = 1 << 20;
 
+/// How the provider frames its stream.
+#[derive(Debug)]
+enum Framing {
+    Sse(EventReader),
+    Aws(super::providers::bedrock::FrameReader),
+}
+
+impl Framing {
+    fn feed(&mut self, bytes: &[u8], each: impl FnMut(super::sse::Event)) -> Result<(), super::sse::EventTooLong> {
+        match self {
+            Framing::Sse(reader) => reader.feed(bytes, each),
+            Framing::Aws(reader) => reader.feed(bytes, each),
+        }
+    }
+
+    fn finish(&mut self, each: impl FnMut(super::sse::Event)) {
+        if let Framing::Sse(reader) = self {
+            reader.finish(each);
+        }
+    }
+
+    #[cfg(test)]
+    fn pending(&self) -> usize {
+        match self {
+            Framing::Sse(reader) => reader.pending(),
+            Framing::Aws(reader) => reader.pending(),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct StreamState {
-    reader: EventReader,
+    reader: Framing,
     translator: StreamTranslator,
     /// The events are counted, the bytes passed on as they came.
     pass_through: bool,
@@ -32,7 +62,10 @@ pub struct StreamState {
 impl StreamState {
     pub fn new(translator: StreamTranslator, pass_through: bool) -> StreamState {
         StreamState {
-            reader: EventReader::default(),
+            reader: match translator.aws_framing() {
+                true => Framing::Aws(Default::default()),
+                false => Framing::Sse(EventReader::default()),
+            },
             translator,
             pass_through,
             active: false,
@@ -60,11 +93,7 @@ impl StreamState {
         }
         if end {
             self.reader.finish(|event| translator.event(&event, out, analytics));
-            if let StreamTranslator::Anthropic(stream) = translator {
-                if analytics.complete {
-                    stream.end(out, analytics);
-                }
-            }
+            translator.end(out, analytics);
             analytics.finish();
         }
         if analytics.log_payloads {

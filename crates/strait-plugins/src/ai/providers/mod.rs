@@ -6,6 +6,8 @@
 //! into the request's [`Analytics`].
 
 pub mod anthropic;
+pub mod bedrock;
+pub mod gemini;
 pub mod openai;
 
 use serde_json::{Map, Value};
@@ -17,13 +19,15 @@ use super::Analytics;
 /// A translated whole answer: `None` when it goes on as it came.
 pub type Translated = Result<Option<Vec<u8>>, String>;
 
-/// Where the provider is: scheme, host, port and path.
+/// Where the provider is: scheme, host, port and path, and query
+/// arguments the operation needs (Gemini's `alt=sse`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Destination {
     pub tls: bool,
     pub host: String,
     pub port: u16,
     pub path: String,
+    pub query: Vec<(&'static str, &'static str)>,
 }
 
 /// The providers this build translates; the others are refused when a
@@ -31,6 +35,16 @@ pub struct Destination {
 pub fn supported(config: &LlmConfig) -> Result<(), String> {
     match config.provider {
         Provider::OpenAi | Provider::Azure | Provider::Anthropic => Ok(()),
+        Provider::Gemini if config.auth.gcp_use_service_account => {
+            Err("gcp_use_service_account is not supported by this Strait build yet (docs/ai.md)".into())
+        }
+        Provider::Gemini => Ok(()),
+        Provider::Bedrock => {
+            bedrock_region(config).ok_or("bedrock needs model.options.bedrock.aws_region (or AWS_REGION)")?;
+            bedrock_credentials(config)
+                .ok_or("bedrock needs auth.aws_access_key_id and auth.aws_secret_access_key (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")?;
+            Ok(())
+        }
         Provider::Mistral if config.options.mistral_format.as_deref() == Some("openai") => Ok(()),
         Provider::Llama2 if config.options.llama2_format.as_deref() == Some("openai") => Ok(()),
         provider => Err(format!(
@@ -45,13 +59,39 @@ pub fn supported(config: &LlmConfig) -> Result<(), String> {
     }
 }
 
+/// Bedrock's region: `model.options.bedrock.aws_region`, else the
+/// environment's (`AWS_REGION`, `AWS_DEFAULT_REGION`), as Kong.
+pub fn bedrock_region(config: &LlmConfig) -> Option<String> {
+    config.options.bedrock_region.clone().or_else(|| {
+        ["AWS_REGION", "AWS_DEFAULT_REGION"]
+            .iter()
+            .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    })
+}
+
+/// Bedrock's credentials: the configured key pair, else the environment's.
+pub fn bedrock_credentials(config: &LlmConfig) -> Option<strait_runtime::aws::Credentials> {
+    match (&config.auth.aws_access_key_id, &config.auth.aws_secret_access_key) {
+        (Some(key), Some(secret)) => Some(strait_runtime::aws::Credentials {
+            access_key: key.clone(),
+            secret_key: secret.clone(),
+            session_token: None,
+        }),
+        _ => strait_runtime::aws::Credentials::from_env(),
+    }
+}
+
 /// Where `config`'s provider serves `route` (Kong's `upstream_url_format`
 /// and `operation_map`): `upstream_url` when set, else the provider's
 /// public API; a `preserve` route keeps the client's path
 /// (`request_path`) unless `upstream_path` says otherwise.
-pub fn destination(config: &LlmConfig, request_path: &str) -> Result<Destination, String> {
+pub fn destination(config: &LlmConfig, request_path: &str, model: &str, stream: bool) -> Result<Destination, String> {
     let options = &config.options;
     let route = config.route_type;
+    let gemini_operation = match stream {
+        true => "streamGenerateContent",
+        false => "generateContent",
+    };
     let mut destination = match &options.upstream_url {
         Some(url) => {
             let tls = match url.scheme() {
@@ -59,11 +99,20 @@ pub fn destination(config: &LlmConfig, request_path: &str) -> Result<Destination
                 "http" => false,
                 other => return Err(format!("upstream_url: unsupported scheme {other}")),
             };
+            let mut path = url.path().to_string();
+            // A stream of a URL written for whole answers.
+            if config.provider == Provider::Gemini && stream && path.ends_with(":generateContent") {
+                path = format!("{}:streamGenerateContent", path.trim_end_matches(":generateContent"));
+            }
+            if config.provider == Provider::Bedrock && stream && path.ends_with("/converse") {
+                path.push_str("-stream");
+            }
             Destination {
                 tls,
                 host: url.host_str().unwrap_or_default().to_string(),
                 port: url.port_or_known_default().unwrap_or(if tls { 443 } else { 80 }),
-                path: url.path().to_string(),
+                path,
+                query: Vec::new(),
             }
         }
         None => {
@@ -97,6 +146,33 @@ pub fn destination(config: &LlmConfig, request_path: &str) -> Result<Destination
                     )
                 }
                 Provider::Mistral => ("api.mistral.ai".to_string(), "/v1/chat/completions".to_string()),
+                Provider::Bedrock => (
+                    format!(
+                        "bedrock-runtime.{}.amazonaws.com",
+                        bedrock_region(config).unwrap_or_default()
+                    ),
+                    format!(
+                        "/model/{}/{}",
+                        strait_runtime::aws::uri_encode(model, false),
+                        if stream { "converse-stream" } else { "converse" }
+                    ),
+                ),
+                Provider::Gemini => match (
+                    &options.gemini_api_endpoint,
+                    &options.gemini_project_id,
+                    &options.gemini_location_id,
+                ) {
+                    (Some(endpoint), Some(project), Some(location)) => (
+                        endpoint.clone(),
+                        format!(
+                            "/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:{gemini_operation}"
+                        ),
+                    ),
+                    _ => (
+                        "generativelanguage.googleapis.com".to_string(),
+                        format!("/v1beta/models/{model}:{gemini_operation}"),
+                    ),
+                },
                 Provider::Cohere => (
                     "api.cohere.com".to_string(),
                     match route {
@@ -116,9 +192,13 @@ pub fn destination(config: &LlmConfig, request_path: &str) -> Result<Destination
                 host,
                 port: 443,
                 path,
+                query: Vec::new(),
             }
         }
     };
+    if config.provider == Provider::Gemini && stream && route != RouteType::Preserve {
+        destination.query.push(("alt", "sse"));
+    }
     if route == RouteType::Preserve {
         destination.path = match &options.upstream_path {
             Some(path) if config.provider != Provider::Azure || options.upstream_url.is_some() => path.clone(),
@@ -183,6 +263,8 @@ pub fn to_format(
             Some(anthropic::to_format(body, config, model, config.route_type)?),
             false,
         )),
+        Provider::Gemini => Ok((Some(gemini::to_format(body, config, model)?), false)),
+        Provider::Bedrock => Ok((Some(bedrock::to_format(body, config)?), false)),
         provider if speaks_openai(provider) => {
             let hide = openai::to_format(body, config, model, streams_usage_when_asked(config));
             Ok((None, hide))
@@ -203,6 +285,8 @@ pub fn from_format(config: &LlmConfig, body: &[u8], analytics: &mut Analytics) -
         if let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(body) {
             match config.provider {
                 Provider::Anthropic => anthropic::read_usage(&answer, analytics),
+                Provider::Gemini => gemini::read_usage(&answer, analytics, true),
+                Provider::Bedrock => bedrock::read_usage(&answer, analytics, true),
                 _ => openai::read_usage(&answer, analytics, true),
             }
         }
@@ -210,6 +294,14 @@ pub fn from_format(config: &LlmConfig, body: &[u8], analytics: &mut Analytics) -
     }
     match config.provider {
         Provider::Anthropic => anthropic::from_format(route, body, analytics),
+        Provider::Gemini => {
+            let model = analytics.request_model.clone();
+            gemini::from_format(body, &model, analytics)
+        }
+        Provider::Bedrock => {
+            let model = analytics.request_model.clone();
+            bedrock::from_format(body, &model, analytics)
+        }
         provider => openai::from_format(route, provider.name(), body, analytics),
     }
 }
@@ -219,13 +311,17 @@ pub fn from_format(config: &LlmConfig, body: &[u8], analytics: &mut Analytics) -
 pub enum StreamTranslator {
     OpenAi(openai::Stream),
     Anthropic(anthropic::Stream),
+    Gemini(gemini::Stream),
+    Bedrock(bedrock::Stream),
 }
 
 impl StreamTranslator {
     /// For `config`'s provider; `include_usage`: the client asked for the
     /// usage chunk; `hide_usage`: Strait asked for it, the client did not.
-    pub fn new(config: &LlmConfig, include_usage: bool, hide_usage: bool) -> StreamTranslator {
+    pub fn new(config: &LlmConfig, model: &str, include_usage: bool, hide_usage: bool) -> StreamTranslator {
         match config.provider {
+            Provider::Gemini => StreamTranslator::Gemini(gemini::Stream::new(model, include_usage)),
+            Provider::Bedrock => StreamTranslator::Bedrock(bedrock::Stream::new(model, include_usage)),
             Provider::Anthropic => StreamTranslator::Anthropic(anthropic::Stream::new(
                 config.route_type == RouteType::Completions,
                 include_usage,
@@ -239,6 +335,29 @@ impl StreamTranslator {
         match self {
             StreamTranslator::OpenAi(stream) => stream.event(event, out, analytics),
             StreamTranslator::Anthropic(stream) => stream.event(event, out, analytics),
+            StreamTranslator::Gemini(stream) => stream.event(event, out, analytics),
+            StreamTranslator::Bedrock(stream) => stream.event(event, out, analytics),
+        }
+    }
+
+    /// The provider frames its stream in AWS's binary event-stream, not
+    /// server-sent events.
+    pub fn aws_framing(&self) -> bool {
+        matches!(self, StreamTranslator::Bedrock(_))
+    }
+
+    /// The stream ended: the end a provider's format does not send itself
+    /// (the usage chunk when asked, `[DONE]`), once the provider said it
+    /// was complete.
+    pub fn end(&mut self, out: &mut Vec<u8>, analytics: &mut Analytics) {
+        if !analytics.complete {
+            return;
+        }
+        match self {
+            StreamTranslator::OpenAi(_) => {}
+            StreamTranslator::Anthropic(stream) => stream.end(out, analytics),
+            StreamTranslator::Gemini(stream) => stream.end(out, analytics),
+            StreamTranslator::Bedrock(stream) => stream.end(out, analytics),
         }
     }
 }
@@ -287,6 +406,8 @@ mod tests {
         let d = destination(
             &config(Provider::OpenAi, RouteType::Chat, ModelOptions::default()),
             "/x",
+            "m",
+            false,
         )
         .unwrap();
         assert_eq!(
@@ -295,7 +416,8 @@ mod tests {
                 tls: true,
                 host: "api.openai.com".into(),
                 port: 443,
-                path: "/v1/chat/completions".into()
+                path: "/v1/chat/completions".into(),
+                query: Vec::new(),
             }
         );
         let azure = ModelOptions {
@@ -303,16 +425,61 @@ mod tests {
             azure_deployment_id: Some("dep".into()),
             ..Default::default()
         };
-        let d = destination(&config(Provider::Azure, RouteType::Completions, azure), "/x").unwrap();
+        let d = destination(
+            &config(Provider::Azure, RouteType::Completions, azure),
+            "/x",
+            "m",
+            false,
+        )
+        .unwrap();
         assert_eq!(d.host, "inst.openai.azure.com");
         assert_eq!(d.path, "/openai/deployments/dep/completions");
         let own = ModelOptions {
             upstream_url: Some(url::Url::parse("http://127.0.0.1:9000//v1/messages").unwrap()),
             ..Default::default()
         };
-        let d = destination(&config(Provider::Anthropic, RouteType::Chat, own.clone()), "/x").unwrap();
+        let d = destination(
+            &config(Provider::Anthropic, RouteType::Chat, own.clone()),
+            "/x",
+            "m",
+            false,
+        )
+        .unwrap();
         assert_eq!((d.tls, d.port, d.path.as_str()), (false, 9000, "/v1/messages"));
-        let d = destination(&config(Provider::Anthropic, RouteType::Preserve, own), "/v1/messages").unwrap();
+        let d = destination(
+            &config(Provider::Anthropic, RouteType::Preserve, own),
+            "/v1/messages",
+            "m",
+            false,
+        )
+        .unwrap();
         assert_eq!(d.path, "/v1/messages");
+        let d = destination(
+            &config(Provider::Gemini, RouteType::Chat, ModelOptions::default()),
+            "/x",
+            "gemini-2.0",
+            true,
+        )
+        .unwrap();
+        assert_eq!(d.host, "generativelanguage.googleapis.com");
+        assert_eq!(d.path, "/v1beta/models/gemini-2.0:streamGenerateContent");
+        assert_eq!(d.query, vec![("alt", "sse")]);
+        let vertex = ModelOptions {
+            gemini_api_endpoint: Some("us-central1-aiplatform.googleapis.com".into()),
+            gemini_project_id: Some("p".into()),
+            gemini_location_id: Some("us-central1".into()),
+            ..Default::default()
+        };
+        let d = destination(
+            &config(Provider::Gemini, RouteType::Chat, vertex),
+            "/x",
+            "gemini-2.0",
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            d.path,
+            "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.0:generateContent"
+        );
     }
 }

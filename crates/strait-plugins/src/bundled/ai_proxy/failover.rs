@@ -123,7 +123,7 @@ impl FailoverPlan for Plan {
                 request.stream = self
                     .client
                     .stream
-                    .then(|| stream_state(config, self.client.include_usage, built.hide_usage));
+                    .then(|| stream_state(config, &model, self.client.include_usage, built.hide_usage));
             }
             let path_and_query = match built.query.is_empty() {
                 true => built.path,

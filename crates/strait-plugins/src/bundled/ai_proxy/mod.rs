@@ -172,7 +172,9 @@ impl AiProxy {
         })?;
         ctx.exact_path = true;
         ctx.shared.insert(built.target);
-        let stream = client.stream.then(|| stream_state(config, client.include_usage, built.hide_usage));
+        let stream = client
+            .stream
+            .then(|| stream_state(config, &model, client.include_usage, built.hide_usage));
         match stream.is_some() {
             true => ctx.shared.insert(StreamResponse),
             false => ctx.shared.insert(BufferUpstreamResponse),
@@ -246,8 +248,8 @@ fn analytics_for(config: &LlmConfig, model: &str, plugin_id: Option<uuid::Uuid>)
     analytics
 }
 
-fn stream_state(config: &LlmConfig, include_usage: bool, hide_usage: bool) -> StreamState {
-    let translator = StreamTranslator::new(config, include_usage, hide_usage);
+fn stream_state(config: &LlmConfig, model: &str, include_usage: bool, hide_usage: bool) -> StreamState {
+    let translator = StreamTranslator::new(config, model, include_usage, hide_usage);
     StreamState::new(translator, config.route_type == RouteType::Preserve)
 }
 
@@ -297,11 +299,16 @@ fn build(
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         Bytes::from(translated.to_string())
     };
-    let destination = providers::destination(config, &client.path).map_err(BuildError::Failed)?;
+    let destination =
+        providers::destination(config, &client.path, model, client.stream).map_err(BuildError::Failed)?;
     let mut query: Vec<(String, String)> = url::form_urlencoded::parse(client.query.as_bytes())
         .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect();
     let has = |query: &[(String, String)], name: &str| query.iter().any(|(k, _)| k == name);
+    for (name, value) in &destination.query {
+        query.retain(|(k, _)| k != name);
+        query.push((name.to_string(), value.to_string()));
+    }
     if config.provider == Provider::Azure && !has(&query, "api-version") {
         if let Some(version) = &config.options.azure_api_version {
             query.push(("api-version".into(), version.clone()));
@@ -325,6 +332,9 @@ fn build(
     }
     // The answer is read here: no compression to undo.
     headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    if config.provider == Provider::Bedrock {
+        sign_for_bedrock(config, &destination, &query, &body, headers)?;
+    }
     let query = match query.is_empty() {
         true => String::new(),
         false => url::form_urlencoded::Serializer::new(String::new())
@@ -342,6 +352,46 @@ fn build(
         body,
         hide_usage,
     })
+}
+
+/// Bedrock's SigV4 signature (service `bedrock`) over the request as it
+/// goes: its `Host`, path, query and body.
+fn sign_for_bedrock(
+    config: &LlmConfig,
+    destination: &providers::Destination,
+    query: &[(String, String)],
+    body: &[u8],
+    headers: &mut HeaderMap,
+) -> Result<(), BuildError> {
+    let region = providers::bedrock_region(config).ok_or(BuildError::Failed("AWS region not specified anywhere".into()))?;
+    let credentials = providers::bedrock_credentials(config)
+        .ok_or(BuildError::Failed("no AWS credentials for bedrock".into()))?;
+    let default_port = if destination.tls { 443 } else { 80 };
+    let host = match destination.port == default_port {
+        true => destination.host.clone(),
+        false => format!("{}:{}", destination.host, destination.port),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let signed = strait_runtime::aws::sign(
+        &strait_runtime::aws::ToSign {
+            method: "POST",
+            path: &destination.path,
+            query,
+            host: &host,
+            payload: body,
+            region: &region,
+            service: "bedrock",
+        },
+        &credentials,
+        now,
+    );
+    for (name, value) in signed {
+        let value = HeaderValue::try_from(value).map_err(|e| BuildError::Failed(format!("signature: {e}")))?;
+        headers.insert(name, value);
+    }
+    Ok(())
 }
 
 /// A body the provider compressed anyway, inflated.
