@@ -19,6 +19,8 @@
 #   anthropic-stream   a streamed answer translated event by event
 #   plain-stream       the OpenAI stream with no plugin: the streams' baseline
 #
+# AI_INSN_KEEP=DIR keeps each set's callgrind output (DIR/callgrind.SET) for callgrind_annotate.
+#
 # On this 2-core VM a wall-clock run cannot make the gateway's core the only limit (the client
 # and origin share the machine); instructions are exact. The kernel's work (syscalls) is not
 # counted, so the ratio overstates the plugin's share of a request's whole CPU.
@@ -180,6 +182,7 @@ for set in "${sets[@]}"; do
         awk -v s="$set" -v c="$count" -v b="$ref" \
             'BEGIN { printf "%-17s %7d instructions per request  +%d over no plugin (%.2fx)\n", s, c, c - b, c / b }'
     fi
+    [ -n "${AI_INSN_KEEP:-}" ] && cp "$out" "$AI_INSN_KEEP/callgrind.$set"
     [ -n "${AI_INSN_DEBUG:-}" ] && ls -la "$dir" >&2 && grep -E "^(summary|totals):" "$dir"/callgrind.out* >&2
     rm -f "$out"
 done

@@ -299,6 +299,8 @@ pub struct Stream {
     tool_blocks: Vec<(u64, usize)>,
     finish: Option<String>,
     done: bool,
+    /// A chunk's JSON up to its choices, made once.
+    prefix: String,
 }
 
 impl Stream {
@@ -322,6 +324,9 @@ impl Stream {
     }
 
     pub fn event(&mut self, event: &Event, out: &mut Vec<u8>, analytics: &mut Analytics) {
+        if event.name == "content_block_delta" && self.text_delta(event, out, analytics) {
+            return;
+        }
         let Ok(Value::Object(data)) = serde_json::from_str::<Value>(&event.data) else {
             return;
         };
@@ -450,6 +455,55 @@ impl Stream {
         }
     }
 
+    /// A text delta, the stream's most frequent event, read into a typed
+    /// view and written from a prefix made once (no JSON tree either way);
+    /// false for any other delta.
+    fn text_delta(&mut self, event: &Event, out: &mut Vec<u8>, analytics: &mut Analytics) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Delta<'a> {
+            #[serde(borrow)]
+            delta: Text<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Text<'a> {
+            #[serde(rename = "type", borrow)]
+            kind: std::borrow::Cow<'a, str>,
+            #[serde(borrow, default)]
+            text: Option<std::borrow::Cow<'a, str>>,
+        }
+        let Ok(Delta { delta }) = serde_json::from_str::<Delta<'_>>(&event.data) else {
+            return false;
+        };
+        let (true, Some(text)) = (delta.kind == "text_delta", delta.text) else {
+            return false;
+        };
+        analytics.streamed_pieces += 1;
+        if self.prefix.is_empty() {
+            let object = match self.completions {
+                true => "text_completion",
+                false => "chat.completion.chunk",
+            };
+            let head = json!({"id": self.id, "object": object, "created": self.created, "model": self.model});
+            let mut prefix = head.to_string();
+            prefix.pop();
+            prefix.push_str(",\"choices\":[");
+            self.prefix = prefix;
+        }
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(self.prefix.as_bytes());
+        out.extend_from_slice(match self.completions {
+            true => b"{\"index\":0,\"text\":",
+            false => b"{\"index\":0,\"delta\":{\"content\":",
+        });
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, text.as_ref());
+        out.extend_from_slice(match self.completions {
+            true => b",\"finish_reason\":null}]}\n\n",
+            false => b"},\"finish_reason\":null}]}\n\n",
+        });
+        true
+    }
+
     fn text_chunk(&self, text: &str) -> Value {
         if self.completions {
             self.chunk(json!({"index": 0, "text": text, "finish_reason": null}))
@@ -573,5 +627,39 @@ mod tests {
         assert_eq!(chunks[5], "data: [DONE]");
         assert_eq!((analytics.prompt_tokens, analytics.completion_tokens), (12, 5));
         assert!(analytics.exact && analytics.complete);
+    }
+
+    #[test]
+    fn text_deltas_written_from_the_prefix_equal_the_json_tree() {
+        for completions in [false, true] {
+            let mut stream = Stream::new(completions, false);
+            let mut analytics = Analytics::new("anthropic", "claude".into());
+            let mut sink = Vec::new();
+            let start =
+                r#"{"type":"message_start","message":{"id":"msg_\"1","model":"claude-x","usage":{"input_tokens":1}}}"#;
+            stream.event(
+                &Event {
+                    name: "message_start".into(),
+                    data: start.into(),
+                },
+                &mut sink,
+                &mut analytics,
+            );
+            let text = "quote \" backslash \\ line\n é";
+            let delta =
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}});
+            let mut fast = Vec::new();
+            stream.event(
+                &Event {
+                    name: "content_block_delta".into(),
+                    data: delta.to_string(),
+                },
+                &mut fast,
+                &mut analytics,
+            );
+            let mut tree = Vec::new();
+            write_json_event(&mut tree, &stream.text_chunk(text));
+            assert_eq!(String::from_utf8(fast).unwrap(), String::from_utf8(tree).unwrap());
+        }
     }
 }

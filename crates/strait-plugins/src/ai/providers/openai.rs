@@ -4,6 +4,10 @@
 //! A stream's usage is asked for (`stream_options.include_usage`) when the
 //! client did not, and its usage-only chunk kept from that client.
 
+use std::borrow::Cow;
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::{write_event, Translated};
@@ -39,6 +43,71 @@ pub fn to_format(body: &mut Map<String, Value>, config: &LlmConfig, model: &str,
     }
 }
 
+/// What ai-proxy reads of an OpenAI-format answer or chunk: the rest is
+/// skipped, not built (an answer passes on in its own bytes).
+#[derive(Deserialize)]
+struct Peek<'a> {
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    choices: Option<Vec<ChoicePeek<'a>>>,
+    #[serde(default)]
+    usage: Option<UsagePeek>,
+}
+
+#[derive(Deserialize)]
+struct ChoicePeek<'a> {
+    #[serde(borrow, default)]
+    delta: Option<DeltaPeek<'a>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, rename = "message")]
+    _message: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct DeltaPeek<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct UsagePeek {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+impl Peek<'_> {
+    fn note(&self, analytics: &mut Analytics, last: bool) {
+        if let Some(model) = &self.model {
+            if analytics.response_model.as_deref() != Some(model) {
+                analytics.response_model = Some(model.to_string());
+            }
+        }
+        if let Some(usage) = &self.usage {
+            analytics.usage(usage.prompt_tokens, usage.completion_tokens, last);
+        }
+    }
+
+    /// Content pieces in this chunk (non-empty deltas or texts).
+    fn pieces(&self) -> usize {
+        self.choices.as_ref().map_or(0, |choices| {
+            choices
+                .iter()
+                .filter(|c| {
+                    c.delta
+                        .as_ref()
+                        .and_then(|d| d.content.as_deref())
+                        .or(c.text.as_deref())
+                        .is_some_and(|t| !t.is_empty())
+                })
+                .count()
+        })
+    }
+}
+
 /// A whole answer: kept as it is when it has `choices`; its usage read.
 pub fn from_format(route: RouteType, provider: &str, body: &[u8], analytics: &mut Analytics) -> Translated {
     let failed = |why: &str| {
@@ -47,13 +116,13 @@ pub fn from_format(route: RouteType, provider: &str, body: &[u8], analytics: &mu
             route.name()
         ))
     };
-    let Ok(Value::Object(answer)) = serde_json::from_slice::<Value>(body) else {
+    let Ok(answer) = serde_json::from_slice::<Peek<'_>>(body) else {
         return failed(&format!("failed to decode {} response", route.name()));
     };
-    if !answer.contains_key("choices") {
+    if answer.choices.is_none() {
         return failed(&format!("'choices' not in {} response", route.name()));
     }
-    read_usage(&answer, analytics, true);
+    answer.note(analytics, true);
     Ok(None)
 }
 
@@ -85,29 +154,17 @@ impl Stream {
             write_event(out, "[DONE]");
             return;
         }
-        let Ok(Value::Object(chunk)) = serde_json::from_str::<Value>(&event.data) else {
-            // Not JSON: passed on as it came (the client's SDK decides).
+        let Ok(chunk) = serde_json::from_str::<Peek<'_>>(&event.data) else {
+            // Not a chunk: passed on as it came (the client's SDK decides).
             write_event(out, &event.data);
             return;
         };
-        let choices = chunk.get("choices").and_then(Value::as_array);
-        let pieces = choices.map_or(0, |c| {
-            c.iter()
-                .filter(|choice| {
-                    choice
-                        .pointer("/delta/content")
-                        .or_else(|| choice.get("text"))
-                        .and_then(Value::as_str)
-                        .is_some_and(|s| !s.is_empty())
-                })
-                .count()
-        });
-        analytics.streamed_pieces += pieces as u64;
+        analytics.streamed_pieces += chunk.pieces() as u64;
         // A chunk with usage is the stream's last report (OpenAI's own
         // usage-only chunk, or Mistral's usage on its last chunk).
-        let has_usage = chunk.get("usage").is_some_and(Value::is_object);
-        let usage_only = has_usage && choices.is_none_or(|c| c.is_empty());
-        read_usage(&chunk, analytics, has_usage);
+        let has_usage = chunk.usage.is_some();
+        let usage_only = has_usage && chunk.choices.as_ref().is_none_or(|c| c.is_empty());
+        chunk.note(analytics, has_usage);
         if usage_only && self.hide_usage {
             return;
         }
