@@ -22,7 +22,9 @@ provider: "RATE-LIMIT" answers 429 in the provider's error format,
 /busy/<provider>/... always answers 429, /slow/<provider>/... waits 3 s. A request that breaks
 the format gets 400 in the provider's error format, naming the problem.
 
-GET /_usage lists the usage each answer reported, in order; GET /_requests
+POST /echo/... answers with the request body as it came (an ordinary upstream for the
+transformer plugins); a system message holding "VERBATIM" makes an OpenAI-format answer the
+user's text exactly. GET /_usage lists the usage each answer reported, in order; GET /_requests
 the request bodies received. Usage: llm.py PORT [KEY...] (keys as
 provider=key). Prints "ready" once listening.
 """
@@ -295,6 +297,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         url = urlsplit(self.path)
+        if url.path.startswith("/echo"):
+            # An ordinary upstream: the request body back, as it came.
+            raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+            return
         # /busy/<provider>/...: always 429; /slow/<provider>/...: 3 s before any answer.
         mode = url.path.split("/")[1] if url.path.split("/")[1] in ("busy", "slow") else None
         if mode:
@@ -367,6 +378,10 @@ class Handler(BaseHTTPRequestHandler):
         if "RATE-LIMIT" in text:
             raise Refused(429, "Rate limit reached for requests", "requests")
         pieces = ("echo: " + text).split()
+        system = " ".join(str(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "system")
+        if "VERBATIM" in system:
+            # Answers with the user's text exactly (the transformer tests' instructions).
+            pieces = [text]
         usage = {"prompt": prompt_words + 7, "completion": len(pieces)}
         with LOCK:
             USAGE.append({"provider": provider, "stream": bool(body.get("stream")), **usage})

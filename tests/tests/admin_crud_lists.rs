@@ -148,8 +148,8 @@ async fn schemas_describe_every_default() {
         2,
         "schema violation",
     );
-    let unsupported = json!({"name": "ai-request-transformer"});
-    let refused = send_json(&gw, "POST", "/schemas/plugins/validate", &unsupported).await;
+    let incomplete = json!({"name": "ai-request-transformer"});
+    let refused = send_json(&gw, "POST", "/schemas/plugins/validate", &incomplete).await;
     expect_error(&refused, 400, 2, "schema violation");
     assert_eq!(
         data(&gw.admin_get("/routes").await.json()).len(),

@@ -294,7 +294,10 @@ async fn setup() -> Setup {
         "_format_version": "3.0",
         // Never reached: ai-proxy sends each request to its provider.
         // A provider that gives no head within a second is failed over.
-        "services": [{ "name": "llm", "url": "http://127.0.0.1:9", "read_timeout": 1000, "routes": routes }],
+        "services": [
+            { "name": "llm", "url": "http://127.0.0.1:9", "read_timeout": 1000, "routes": routes },
+            { "name": "echo", "url": p("/echo"), "routes": transformer_routes(&p) },
+        ],
         "upstreams": [{ "name": "llm-pool", "targets": [{ "target": format!("127.0.0.1:{}", providers.port) }] }],
         "plugins": [
             { "name": "http-log", "config": { "http_endpoint": logs.url("/log") } },
@@ -332,6 +335,26 @@ impl Setup {
         }
         panic!("log entry {n} did not arrive");
     }
+}
+
+/// Routes to an ordinary upstream (the stand-in's `/echo`) whose request or
+/// response an LLM rewrites.
+fn transformer_routes(p: &dyn Fn(&str) -> String) -> Value {
+    let llm = json!({ "route_type": "llm/v1/chat",
+        "auth": { "header_name": "Authorization", "header_value": "Bearer sk-openai" },
+        "model": { "provider": "openai", "name": "gpt-4o-mini",
+                   "options": { "upstream_url": p("/openai/v1/chat/completions") } },
+        "logging": { "log_statistics": true } });
+    json!([
+        { "name": "rewrite-request", "paths": ["/rewrite-request"], "plugins": [{ "name": "ai-request-transformer",
+            "config": { "prompt": "Rewrite it.", "llm": llm.clone() } }] },
+        { "name": "extract-request", "paths": ["/extract-request"], "plugins": [{ "name": "ai-request-transformer",
+            "config": { "prompt": "Rewrite it.", "transformation_extract_pattern": "HELLO \\w+", "llm": llm.clone() } }] },
+        { "name": "rewrite-response", "paths": ["/rewrite-response"], "plugins": [{ "name": "ai-response-transformer",
+            "config": { "prompt": "Rewrite it.", "llm": llm.clone() } }] },
+        { "name": "instructed-response", "paths": ["/instructed-response"], "plugins": [{ "name": "ai-response-transformer",
+            "config": { "prompt": "VERBATIM", "parse_llm_response_json_instructions": true, "llm": llm } }] },
+    ])
 }
 
 fn chat(text: &str) -> Value {
@@ -771,5 +794,81 @@ async fn a_provider_that_refuses_or_stalls_is_failed_over_to_the_next() {
         seen.last().unwrap()["headers"]["host"],
         format!("127.0.0.1:{}", s.providers.port)
     );
+    drop(s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transformers_have_an_llm_rewrite_requests_and_responses() {
+    let s = setup().await;
+    let post = |path: &str, body: &str| {
+        s.gw.proxy(strait_e2e::request(
+            "POST",
+            path,
+            &[("content-type", "application/json")],
+            body.to_string(),
+        ))
+    };
+    // The upstream (an echo) receives the LLM's rewrite of the body.
+    let rewritten = post("/rewrite-request", "hello world").await;
+    assert_eq!(rewritten.status, 200, "{}", rewritten.text());
+    assert_eq!(rewritten.text(), "echo: hello world");
+    let sent = s.providers.requests().await;
+    let llm_call = sent
+        .iter()
+        .rev()
+        .find(|r| r["path"] == "/openai/v1/chat/completions")
+        .expect("the LLM call");
+    assert_eq!(
+        llm_call["body"]["messages"][0],
+        json!({ "role": "system", "content": "Rewrite it." })
+    );
+    assert_eq!(
+        llm_call["body"]["messages"][1],
+        json!({ "role": "user", "content": "hello world" })
+    );
+    assert_eq!(llm_call["headers"]["authorization"], "Bearer sk-openai");
+    // The first match of the pattern (case-insensitive) is kept.
+    let extracted = post("/extract-request", "hello there friend").await;
+    assert_eq!(extracted.text(), "hello there");
+    // The client receives the LLM's rewrite of the upstream's answer.
+    let answer = post("/rewrite-response", "upstream says hi").await;
+    assert_eq!(
+        (answer.status.as_u16(), answer.text()),
+        (200, "echo: upstream says hi".to_string())
+    );
+    // Instructions: status, headers and body from the LLM's JSON.
+    let instructions = r#"{"status": 201, "headers": {"x-rewritten": "yes"}, "body": "done"}"#;
+    let instructed = post("/instructed-response", instructions).await;
+    assert_eq!(instructed.status, 201, "{}", instructed.text());
+    assert_eq!(instructed.header("x-rewritten").as_deref(), Some("yes"));
+    assert_eq!(instructed.text(), "done");
+    let broken = post("/instructed-response", "not json").await;
+    assert_eq!(broken.status, 500);
+    assert!(
+        broken
+            .text()
+            .contains("failed to parse JSON response instructions from AI backend"),
+        "{}",
+        broken.text()
+    );
+    // A provider error is Kong's 400.
+    let refused = post("/rewrite-request", "please RATE-LIMIT").await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(
+        refused.json(),
+        json!({ "error": { "message": "failed to introspect request with AI service: status code 429" } })
+    );
+    // The calls' accounting is logged under each plugin's name.
+    let mut found = false;
+    for n in 0..7 {
+        let entry = s.log(n).await;
+        if entry["route"]["name"] == "rewrite-request" {
+            let usage = &entry["ai"]["ai-request-transformer"]["usage"];
+            assert!(usage["prompt_tokens"].as_u64().unwrap_or_default() > 0, "{entry}");
+            found = true;
+            break;
+        }
+    }
+    assert!(found, "the request transformer's call was logged");
     drop(s);
 }

@@ -43,8 +43,9 @@ pub use identity::{is_identity_name, IdentityField, IdentityFields};
 pub use lazy_head::{HeadParts, LazyHeaders, LazyResponseCtx};
 pub use phase::{
     kong_error_message, AccessFuture, BufferResponseBody, BufferUpstreamResponse, CertificateCtx, CertificateFlow,
-    DropResponseBody, FailedTry, Failover, FailoverPlan, Flow, NextTry, Plugin, PluginResponse, ServiceResponseBody,
-    StreamResponse, SuspendAccess, UpstreamTarget, WantsLogDetails,
+    DropResponseBody, FailedTry, Failover, FailoverPlan, Flow, NextTry, Plugin, PluginResponse, ResponseRewriter,
+    RewriteFuture, RewriteResponse, ServiceResponseBody, StreamResponse, SuspendAccess, UpstreamResponse,
+    UpstreamTarget, WantsLogDetails,
 };
 pub use registry::{
     add, add_dynamic, add_versioned, available, build_plugin, build_scoped_plugin, install, priority_of, version_of,

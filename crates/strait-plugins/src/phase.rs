@@ -133,6 +133,29 @@ pub struct UpstreamTarget {
     pub tls: bool,
 }
 
+/// The upstream's whole response, as a [`ResponseRewriter`] gets it.
+#[derive(Debug, Clone)]
+pub struct UpstreamResponse {
+    pub status: u16,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+pub type RewriteFuture<'a> = Pin<Box<dyn Future<Output = Result<UpstreamResponse, PluginResponse>> + Send + 'a>>;
+
+/// Rewrites the upstream's whole response before the header filters, and
+/// may wait to do it (ai-response-transformer asks an LLM). `Err` answers
+/// with the plugin's response instead.
+pub trait ResponseRewriter: Send + Sync + std::fmt::Debug {
+    fn rewrite(&self, response: UpstreamResponse) -> RewriteFuture<'_>;
+}
+
+/// Put in the [`crate::SharedStore`] by an `access` whose plugin rewrites
+/// the upstream's response: the proxy reads the whole response (as for
+/// [`BufferUpstreamResponse`]) and sends what the rewriter returns.
+#[derive(Debug)]
+pub struct RewriteResponse(pub Box<dyn ResponseRewriter>);
+
 /// How a try a [`Failover`] plan sent failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailedTry {

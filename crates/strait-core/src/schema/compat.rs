@@ -135,16 +135,7 @@ pub const EXTRA: &[(&str, &str, &str)] = &[
 /// `plugin '<name>' is not implemented by this version of Strait` (a
 /// disabled one is stored). strait-plugins' registry tests check this list
 /// against the plugins it runs.
-pub const PLUGINS_NOT_RUN: &[(&str, &str)] = &[
-    (
-        "ai-request-transformer",
-        "the AI gateway is being built (issue 63): ai-proxy and the prompt plugins run, the transformers follow",
-    ),
-    (
-        "ai-response-transformer",
-        "the AI gateway is being built (issue 63): ai-proxy and the prompt plugins run, the transformers follow",
-    ),
-];
+pub const PLUGINS_NOT_RUN: &[(&str, &str)] = &[];
 
 /// Kong fields of entities Strait has, that it refuses (`unknown field`).
 pub const REFUSED: &[(&str, &str, &str)] = &[];

@@ -11,6 +11,7 @@ pub mod providers;
 pub mod request;
 pub mod sse;
 pub mod stream;
+pub mod transformer;
 
 use std::time::Instant;
 
@@ -180,17 +181,26 @@ pub struct AiRequest {
 /// Writes Kong's `ai` fields into a log entry, when ai-proxy logs
 /// statistics for this request.
 pub fn add_log_fields(entry: &mut Value, shared: &crate::SharedStore) {
-    let Some(analytics) = shared
+    let proxy = shared
         .get::<AiRequest>()
-        .map(|r| &r.analytics)
-        .filter(|a| a.log_statistics)
-    else {
+        .map(|r| ("proxy", &r.analytics))
+        .filter(|(_, a)| a.log_statistics);
+    let calls = shared.get::<transformer::TransformerCalls>();
+    let transformers = calls
+        .iter()
+        .flat_map(|c| c.0.iter())
+        .map(|(name, a)| (*name, a))
+        .filter(|(_, a)| a.log_statistics);
+    let mut namespaces = proxy.into_iter().chain(transformers).peekable();
+    if namespaces.peek().is_none() {
         return;
-    };
+    }
     if let Some(object) = entry.as_object_mut() {
         let ai = object.entry("ai").or_insert_with(|| Value::Object(Map::new()));
         if let Some(ai) = ai.as_object_mut() {
-            ai.insert("proxy".into(), analytics.log_fields());
+            for (name, analytics) in namespaces {
+                ai.insert(name.into(), analytics.log_fields());
+            }
         }
     }
 }

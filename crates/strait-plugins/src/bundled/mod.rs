@@ -24,6 +24,8 @@ registry! {
     ai_prompt_guard,
     ai_prompt_template,
     ai_proxy,
+    ai_request_transformer,
+    ai_response_transformer,
     aws_lambda,
     azure_functions,
     basic_auth,

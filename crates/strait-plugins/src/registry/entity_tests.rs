@@ -37,15 +37,6 @@ fn plugin_defaults_and_known_names() {
     assert_eq!(out["config"]["hide_credentials"], false);
     assert_eq!(out["protocols"], json!(["grpc", "grpcs", "http", "https"]));
     assert_eq!(out["enabled"], true);
-    let out = valid(
-        EntityKind::Plugins,
-        json!({"name": "ai-request-transformer", "config": {"sample_ratio": 1}}),
-    );
-    assert_eq!(
-        out["config"],
-        json!({"sample_ratio": 1}),
-        "a plugin without a schema keeps its config"
-    );
     assert_eq!(
         invalid(EntityKind::Plugins, json!({"name": "nope", "config": []})),
         vec![

@@ -54,7 +54,7 @@ pub fn answered(health: &[EntryHealth], entry: usize) {
 
 /// The client's request as ai-proxy received it, for each provider tried.
 #[derive(Debug)]
-pub struct ClientRequest {
+pub(crate) struct ClientRequest {
     pub method: Method,
     pub path: String,
     pub query: String,

@@ -10,7 +10,7 @@
 //! ([`crate::ai::Analytics`]). With `fallbacks`, the next provider takes a
 //! request the first one refuses (failover.rs).
 
-mod failover;
+pub(crate) mod failover;
 mod schema;
 
 pub const PLUGIN: crate::BundledPlugin = crate::BundledPlugin {
@@ -56,12 +56,12 @@ pub struct AiProxy {
 }
 
 /// A request made for one provider.
-struct Built {
-    target: UpstreamTarget,
-    path: String,
-    query: String,
-    body: Bytes,
-    hide_usage: bool,
+pub(crate) struct Built {
+    pub target: UpstreamTarget,
+    pub path: String,
+    pub query: String,
+    pub body: Bytes,
+    pub hide_usage: bool,
 }
 
 impl AiProxy {
@@ -226,7 +226,7 @@ fn model_for(config: &LlmConfig, client: &ClientRequest, settled: &str) -> Strin
 }
 
 /// The accounting of a request to `config`'s provider.
-fn analytics_for(config: &LlmConfig, model: &str, plugin_id: Option<uuid::Uuid>) -> Analytics {
+pub(crate) fn analytics_for(config: &LlmConfig, model: &str, plugin_id: Option<uuid::Uuid>) -> Analytics {
     let mut analytics = Analytics::new(config.provider.name(), model.to_string());
     analytics.plugin_id = plugin_id;
     analytics.input_cost = config.options.input_cost;
@@ -254,7 +254,7 @@ fn stream_state(config: &LlmConfig, model: &str, include_usage: bool, hide_usage
 }
 
 /// Why a request could not be made for a provider.
-enum BuildError {
+pub(crate) enum BuildError {
     /// The client's request does not fit the provider's format (400).
     Refused(String),
     /// The provider's address or headers cannot be made (500).
@@ -262,6 +262,13 @@ enum BuildError {
 }
 
 impl BuildError {
+    /// What went wrong, in words.
+    pub(crate) fn message(&self) -> &str {
+        match self {
+            BuildError::Refused(message) | BuildError::Failed(message) => message,
+        }
+    }
+
     fn response(self) -> crate::PluginResponse {
         match self {
             BuildError::Refused(message) => refusal(400, &message),
@@ -276,7 +283,7 @@ impl BuildError {
 /// The request for `config`'s provider: `fields` (the client's body,
 /// checked) translated, `headers` (the client's) given the provider's auth
 /// and headers, the provider's address, path and query.
-fn build(
+pub(crate) fn build(
     config: &LlmConfig,
     client: &ClientRequest,
     model: &str,

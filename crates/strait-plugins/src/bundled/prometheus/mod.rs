@@ -111,30 +111,32 @@ impl Plugin for Prometheus {
     }
 }
 
-/// Kong's AI series for a request ai-proxy accounted for with
-/// `log_statistics` (Kong's exporter reads the log's `ai` fields).
+/// Kong's AI series for the LLM calls of a request that log statistics
+/// (ai-proxy's, the transformers'; Kong's exporter reads the log's `ai`
+/// fields, one series set per namespace).
 fn record_ai(shared: &SharedStore) {
-    let Some(request) = shared.get::<crate::ai::AiRequest>() else {
-        return;
-    };
-    let analytics = &request.analytics;
-    if !analytics.log_statistics {
-        return;
+    let proxy = shared.get::<crate::ai::AiRequest>().map(|r| &r.analytics);
+    let calls = shared.get::<crate::ai::transformer::TransformerCalls>();
+    let transformers = calls.iter().flat_map(|c| c.0.iter()).map(|(_, a)| a);
+    for analytics in proxy.into_iter().chain(transformers) {
+        if !analytics.log_statistics {
+            continue;
+        }
+        let key = strait_runtime::ai_metrics::AiKey {
+            provider: analytics.provider.to_string(),
+            model: analytics.request_model.clone(),
+        };
+        let latency_ms = analytics
+            .latency_ms
+            .unwrap_or_else(|| analytics.started.elapsed().as_millis() as u64);
+        strait_runtime::ai_metrics::record(
+            key,
+            strait_runtime::ai_metrics::AiRecord {
+                cost: analytics.cost(),
+                prompt_tokens: analytics.prompt_tokens,
+                completion_tokens: analytics.completion(),
+                latency_ms,
+            },
+        );
     }
-    let key = strait_runtime::ai_metrics::AiKey {
-        provider: analytics.provider.to_string(),
-        model: analytics.request_model.clone(),
-    };
-    let latency_ms = analytics
-        .latency_ms
-        .unwrap_or_else(|| analytics.started.elapsed().as_millis() as u64);
-    strait_runtime::ai_metrics::record(
-        key,
-        strait_runtime::ai_metrics::AiRecord {
-            cost: analytics.cost(),
-            prompt_tokens: analytics.prompt_tokens,
-            completion_tokens: analytics.completion(),
-            latency_ms,
-        },
-    );
 }

@@ -353,16 +353,44 @@ pub(crate) async fn buffer_if_asked(
     let Ok((response, proxied, fields)) = forwarded else {
         return forwarded;
     };
-    if state.shared.get::<strait_plugins::BufferUpstreamResponse>().is_none() {
+    let rewriter = state.shared.remove::<strait_plugins::RewriteResponse>();
+    if rewriter.is_none() && state.shared.get::<strait_plugins::BufferUpstreamResponse>().is_none() {
         return Ok((response, proxied, fields));
     }
-    let (head, body) = response.into_parts();
+    let (mut head, body) = response.into_parts();
     let bytes = read_body(body).await.map_err(|error| {
         ProxyError::new(
             ErrorKind::UpstreamInvalid,
             format!("reading the upstream's body: {}", error.cause),
         )
     })?;
+    let bytes = match rewriter {
+        None => bytes,
+        Some(strait_plugins::RewriteResponse(rewriter)) => {
+            let upstream = strait_plugins::UpstreamResponse {
+                status: head.status.as_u16(),
+                headers: std::mem::take(&mut head.headers),
+                body: bytes,
+            };
+            match rewriter.rewrite(upstream).await {
+                Ok(rewritten) => {
+                    head.status = http::StatusCode::from_u16(rewritten.status).unwrap_or(head.status);
+                    head.headers = rewritten.headers;
+                    rewritten.body
+                }
+                Err(answer) => {
+                    head.status =
+                        http::StatusCode::from_u16(answer.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+                    for (name, value) in answer.headers {
+                        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+                            head.headers.insert(name, value);
+                        }
+                    }
+                    answer.body
+                }
+            }
+        }
+    };
     state.shared.insert(strait_plugins::ServiceResponseBody(bytes));
     Ok((
         Response::from_parts(head, crate::pipeline::body::empty()),
