@@ -11,6 +11,7 @@ framing and usage fields:
   /anthropic/v1/messages, /anthropic/v1/complete        (x-api-key, anthropic-version)
   /mistral/v1/chat/completions                          (Authorization: Bearer)
   /gemini/v1beta/models/<m>:generateContent, :streamGenerateContent?alt=sse  (x-goog-api-key)
+  /ollama/api/chat, /ollama/api/generate                 (no auth; newline-delimited JSON streams)
   /bedrock/model/<id>/converse, /converse-stream        (SigV4 for service bedrock, checked with
                                                          botocore's signer; AWS event-stream framing)
 
@@ -260,6 +261,34 @@ def aws_frame(event_type, payload):
     return message + struct.pack(">I", binascii.crc32(message))
 
 
+OLLAMA_FIELDS = {"model", "messages", "prompt", "stream", "options", "tools", "tool_choice", "format", "keep_alive"}
+OLLAMA_OPTIONS = {"num_predict", "temperature", "top_p", "top_k", "seed", "stop"}
+
+
+def check_ollama(body, generate):
+    extra = set(body) - OLLAMA_FIELDS
+    if extra:
+        raise Refused(400, f"json: unknown field \"{sorted(extra)[0]}\"")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise Refused(400, "model is required")
+    if not isinstance(body.get("stream"), bool):
+        raise Refused(400, "stream: this stand-in wants it explicit")
+    extra = set(body.get("options") or {}) - OLLAMA_OPTIONS
+    if extra:
+        raise Refused(400, f"options: unknown option {sorted(extra)[0]}")
+    if generate:
+        if not isinstance(body.get("prompt"), str):
+            raise Refused(400, "prompt is required")
+        return body["prompt"], words(body["prompt"])
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise Refused(400, "messages are required")
+    for message in messages:
+        if message.get("role") not in ("system", "user", "assistant", "tool") or not isinstance(message.get("content"), str):
+            raise Refused(400, "invalid message")
+    return last_user_text(messages), sum(words(m["content"]) for m in messages)
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -352,6 +381,12 @@ class Handler(BaseHTTPRequestHandler):
                 raise Refused(401, "invalid x-api-key")
             completions = url.path.endswith("/v1/complete")
             text, prompt_words = check_anthropic(headers, body, completions)
+        elif provider == "ollama":
+            generate = url.path.endswith("/api/generate")
+            if not generate and not url.path.endswith("/api/chat"):
+                raise Refused(404, "404 page not found")
+            completions = generate
+            text, prompt_words = check_ollama(body, generate)
         elif provider == "bedrock":
             problem = verify_sigv4(self, self.raw_body)
             if problem:
@@ -387,6 +422,8 @@ class Handler(BaseHTTPRequestHandler):
             USAGE.append({"provider": provider, "stream": bool(body.get("stream")), **usage})
         if body.get("stream") and provider == "bedrock":
             self.bedrock_stream(pieces, usage, cut="CUT-STREAM" in text)
+        elif provider == "ollama":
+            self.ollama(body, pieces, usage, completions)
         elif body.get("stream"):
             self.stream(provider, body, pieces, usage, completions, cut="CUT-STREAM" in text)
         elif provider == "gemini":
@@ -426,6 +463,32 @@ class Handler(BaseHTTPRequestHandler):
             "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": usage["prompt"], "output_tokens": usage["completion"]},
         })
+
+    def ollama(self, body, pieces, usage, generate):
+        def line(text, done):
+            out = {"model": body["model"], "created_at": "2026-11-30T00:00:00Z", "done": done}
+            if generate:
+                out["response"] = text
+            else:
+                out["message"] = {"role": "assistant", "content": text}
+            if done:
+                out.update({"done_reason": "stop", "prompt_eval_count": usage["prompt"],
+                            "eval_count": usage["completion"]})
+            return out
+        if not body["stream"]:
+            self.send_json(200, line(" ".join(pieces), True))
+            return
+        self.send_response(200)
+        self.send_header("content-type", "application/x-ndjson")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for at, piece in enumerate(pieces):
+            text = piece if at == len(pieces) - 1 else piece + " "
+            encoded = (json.dumps(line(text, False)) + "\n").encode()
+            self.chunk(encoded[:9])
+            self.chunk(encoded[9:])
+        self.chunk((json.dumps(line("", True)) + "\n").encode())
+        self.wfile.write(b"0\r\n\r\n")
 
     def bedrock_stream(self, pieces, usage, cut):
         self.send_response(200)

@@ -232,6 +232,26 @@ async fn setup() -> Setup {
             )
         ),
         route(
+            "ollama",
+            ai_proxy(
+                "llama2",
+                "llm/v1/chat",
+                Some("llama3"),
+                json!({ "llama2_format": "ollama", "upstream_url": p("/ollama/api/chat") }),
+                json!({})
+            )
+        ),
+        route(
+            "ollama-completions",
+            ai_proxy(
+                "mistral",
+                "llm/v1/completions",
+                Some("mistral:7b"),
+                json!({ "mistral_format": "ollama", "upstream_url": p("/ollama/api/generate") }),
+                json!({})
+            )
+        ),
+        route(
             "no-model",
             ai_proxy(
                 "openai",
@@ -375,6 +395,8 @@ async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_
         ("mistral", "chat", "openai"),
         ("gemini", "chat", "openai"),
         ("bedrock", "chat", "openai"),
+        ("ollama", "chat", "openai"),
+        ("ollama-completions", "completions", "openai"),
         ("claude", "chat", "anthropic"),
     ] {
         for stream in [false, true] {
@@ -385,6 +407,7 @@ async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_
                 let text = format!("hello from {route} stream {stream} usage {include_usage}");
                 let model = match route {
                     "openai-completions" => "gpt-3.5-turbo-instruct",
+                    "ollama-completions" => "mistral:7b",
                     "claude" => "claude-3-5-sonnet",
                     _ => "ignored-by-the-route",
                 };
@@ -396,7 +419,7 @@ async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_
                 let mut command = json!({ "sdk": sdk_name, "base_url": s.base(route), "model": model,
                     "kind": kind, "stream": stream, "include_usage": include_usage, "messages": messages,
                     "prompt": text });
-                if route != "openai-completions" && route != "claude" {
+                if !matches!(route, "openai-completions" | "ollama-completions" | "claude") {
                     // The configured model wins; the SDK must send one.
                     command["model"] = json!("");
                 }
@@ -453,6 +476,8 @@ async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_
                             "mistral" => "mistral",
                             "gemini" => "gemini",
                             "bedrock" => "bedrock",
+                            "ollama" => "llama2",
+                            "ollama-completions" => "mistral",
                             _ => "openai",
                         }
                     }

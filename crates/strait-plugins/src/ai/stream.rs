@@ -22,6 +22,46 @@ pub const MAX_LOGGED: usize = 1 << 20;
 enum Framing {
     Sse(EventReader),
     Aws(super::providers::bedrock::FrameReader),
+    Lines(LineReader),
+}
+
+/// Newline-delimited JSON: each non-empty line an event.
+#[derive(Debug, Default)]
+struct LineReader {
+    pending: Vec<u8>,
+}
+
+impl LineReader {
+    fn feed(&mut self, bytes: &[u8], mut each: impl FnMut(super::sse::Event)) -> Result<(), super::sse::EventTooLong> {
+        self.pending.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(end) = self.pending[start..].iter().position(|b| *b == b'\n') {
+            let line = &self.pending[start..start + end];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if !line.is_empty() {
+                each(super::sse::Event {
+                    name: String::new(),
+                    data: String::from_utf8_lossy(line).into_owned(),
+                });
+            }
+            start += end + 1;
+        }
+        self.pending.drain(..start);
+        match self.pending.len() > super::sse::MAX_EVENT {
+            true => Err(super::sse::EventTooLong),
+            false => Ok(()),
+        }
+    }
+
+    fn finish(&mut self, mut each: impl FnMut(super::sse::Event)) {
+        let rest = std::mem::take(&mut self.pending);
+        if !rest.trim_ascii().is_empty() {
+            each(super::sse::Event {
+                name: String::new(),
+                data: String::from_utf8_lossy(&rest).into_owned(),
+            });
+        }
+    }
 }
 
 impl Framing {
@@ -29,12 +69,15 @@ impl Framing {
         match self {
             Framing::Sse(reader) => reader.feed(bytes, each),
             Framing::Aws(reader) => reader.feed(bytes, each),
+            Framing::Lines(reader) => reader.feed(bytes, each),
         }
     }
 
     fn finish(&mut self, each: impl FnMut(super::sse::Event)) {
-        if let Framing::Sse(reader) = self {
-            reader.finish(each);
+        match self {
+            Framing::Sse(reader) => reader.finish(each),
+            Framing::Lines(reader) => reader.finish(each),
+            Framing::Aws(_) => {}
         }
     }
 
@@ -43,6 +86,7 @@ impl Framing {
         match self {
             Framing::Sse(reader) => reader.pending(),
             Framing::Aws(reader) => reader.pending(),
+            Framing::Lines(reader) => reader.pending.len(),
         }
     }
 }
@@ -62,9 +106,10 @@ pub struct StreamState {
 impl StreamState {
     pub fn new(translator: StreamTranslator, pass_through: bool) -> StreamState {
         StreamState {
-            reader: match translator.aws_framing() {
-                true => Framing::Aws(Default::default()),
-                false => Framing::Sse(EventReader::default()),
+            reader: match (translator.aws_framing(), translator.line_framing()) {
+                (true, _) => Framing::Aws(Default::default()),
+                (_, true) => Framing::Lines(LineReader::default()),
+                _ => Framing::Sse(EventReader::default()),
             },
             translator,
             pass_through,

@@ -8,6 +8,7 @@
 pub mod anthropic;
 pub mod bedrock;
 pub mod gemini;
+pub mod ollama;
 pub mod openai;
 
 use serde_json::{Map, Value};
@@ -45,14 +46,13 @@ pub fn supported(config: &LlmConfig) -> Result<(), String> {
                 .ok_or("bedrock needs auth.aws_access_key_id and auth.aws_secret_access_key (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")?;
             Ok(())
         }
-        Provider::Mistral if config.options.mistral_format.as_deref() == Some("openai") => Ok(()),
-        Provider::Llama2 if config.options.llama2_format.as_deref() == Some("openai") => Ok(()),
+        Provider::Mistral if matches!(config.options.mistral_format.as_deref(), Some("openai" | "ollama")) => Ok(()),
+        Provider::Llama2 if matches!(config.options.llama2_format.as_deref(), Some("openai" | "ollama")) => Ok(()),
         provider => Err(format!(
             "provider {}{} is not supported by this Strait build yet (docs/ai.md)",
             provider.name(),
             match provider {
-                Provider::Mistral => " with mistral_format = ollama",
-                Provider::Llama2 => " with llama2_format raw or ollama",
+                Provider::Llama2 => " with llama2_format = raw",
                 _ => "",
             }
         )),
@@ -236,6 +236,16 @@ pub fn speaks_openai(provider: Provider) -> bool {
     )
 }
 
+/// Whether the configuration speaks Ollama's format (llama2's and
+/// mistral's `ollama` format).
+pub fn speaks_ollama(config: &LlmConfig) -> bool {
+    match config.provider {
+        Provider::Llama2 => config.options.llama2_format.as_deref() == Some("ollama"),
+        Provider::Mistral => config.options.mistral_format.as_deref() == Some("ollama"),
+        _ => false,
+    }
+}
+
 /// Whether the provider streams a usage chunk when asked
 /// (`stream_options.include_usage`): OpenAI, and Azure OpenAI from API
 /// version 2024-09-01 on (earlier versions refuse the field).
@@ -265,6 +275,7 @@ pub fn to_format(
         )),
         Provider::Gemini => Ok((Some(gemini::to_format(body, config, model)?), false)),
         Provider::Bedrock => Ok((Some(bedrock::to_format(body, config)?), false)),
+        _ if speaks_ollama(config) => Ok((Some(ollama::to_format(body, config, model)?), false)),
         provider if speaks_openai(provider) => {
             let hide = openai::to_format(body, config, model, streams_usage_when_asked(config));
             Ok((None, hide))
@@ -287,6 +298,7 @@ pub fn from_format(config: &LlmConfig, body: &[u8], analytics: &mut Analytics) -
                 Provider::Anthropic => anthropic::read_usage(&answer, analytics),
                 Provider::Gemini => gemini::read_usage(&answer, analytics, true),
                 Provider::Bedrock => bedrock::read_usage(&answer, analytics, true),
+                _ if speaks_ollama(config) => ollama::read_usage(&answer, analytics, true),
                 _ => openai::read_usage(&answer, analytics, true),
             }
         }
@@ -302,6 +314,7 @@ pub fn from_format(config: &LlmConfig, body: &[u8], analytics: &mut Analytics) -
             let model = analytics.request_model.clone();
             bedrock::from_format(body, &model, analytics)
         }
+        _ if speaks_ollama(config) => ollama::from_format(route, body, config, analytics),
         provider => openai::from_format(route, provider.name(), body, analytics),
     }
 }
@@ -313,12 +326,19 @@ pub enum StreamTranslator {
     Anthropic(anthropic::Stream),
     Gemini(gemini::Stream),
     Bedrock(bedrock::Stream),
+    Ollama(ollama::Stream),
 }
 
 impl StreamTranslator {
     /// For `config`'s provider; `include_usage`: the client asked for the
     /// usage chunk; `hide_usage`: Strait asked for it, the client did not.
     pub fn new(config: &LlmConfig, model: &str, include_usage: bool, hide_usage: bool) -> StreamTranslator {
+        if speaks_ollama(config) {
+            return StreamTranslator::Ollama(ollama::Stream::new(
+                config.route_type == RouteType::Completions,
+                include_usage,
+            ));
+        }
         match config.provider {
             Provider::Gemini => StreamTranslator::Gemini(gemini::Stream::new(model, include_usage)),
             Provider::Bedrock => StreamTranslator::Bedrock(bedrock::Stream::new(model, include_usage)),
@@ -337,7 +357,14 @@ impl StreamTranslator {
             StreamTranslator::Anthropic(stream) => stream.event(event, out, analytics),
             StreamTranslator::Gemini(stream) => stream.event(event, out, analytics),
             StreamTranslator::Bedrock(stream) => stream.event(event, out, analytics),
+            StreamTranslator::Ollama(stream) => stream.event(event, out, analytics),
         }
+    }
+
+    /// The provider streams one JSON object a line, not server-sent
+    /// events.
+    pub fn line_framing(&self) -> bool {
+        matches!(self, StreamTranslator::Ollama(_))
     }
 
     /// The provider frames its stream in AWS's binary event-stream, not
@@ -358,6 +385,7 @@ impl StreamTranslator {
             StreamTranslator::Anthropic(stream) => stream.end(out, analytics),
             StreamTranslator::Gemini(stream) => stream.end(out, analytics),
             StreamTranslator::Bedrock(stream) => stream.end(out, analytics),
+            StreamTranslator::Ollama(stream) => stream.end(out, analytics),
         }
     }
 }
