@@ -12,6 +12,7 @@ framing and usage fields:
   /mistral/v1/chat/completions                          (Authorization: Bearer)
   /gemini/v1beta/models/<m>:generateContent, :streamGenerateContent?alt=sse  (x-goog-api-key)
   /ollama/api/chat, /ollama/api/generate                 (no auth; newline-delimited JSON streams)
+  /cohere/v1/chat, /cohere/v1/generate                   (Authorization: Bearer; NDJSON streams)
   /bedrock/model/<id>/converse, /converse-stream        (SigV4 for service bedrock, checked with
                                                          botocore's signer; AWS event-stream framing)
 
@@ -40,7 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 KEYS = {"openai": "sk-openai", "azure": "azure-key", "anthropic": "sk-ant", "mistral": "mistral-key",
-        "gemini": "gemini-key"}
+        "gemini": "gemini-key", "cohere": "cohere-key"}
 USAGE = []
 REQUESTS = []
 LOCK = threading.Lock()
@@ -261,6 +262,31 @@ def aws_frame(event_type, payload):
     return message + struct.pack(">I", binascii.crc32(message))
 
 
+COHERE_CHAT = {"model", "message", "chat_history", "preamble", "temperature", "max_tokens", "p", "k",
+               "stop_sequences", "stream", "seed"}
+COHERE_GENERATE = {"model", "prompt", "temperature", "max_tokens", "p", "k", "stop_sequences", "stream", "seed"}
+
+
+def check_cohere(body, generate):
+    extra = set(body) - (COHERE_GENERATE if generate else COHERE_CHAT)
+    if extra:
+        raise Refused(400, f"invalid request: unknown field {sorted(extra)[0]}")
+    if not isinstance(body.get("stream"), bool):
+        raise Refused(400, "stream: this stand-in wants it explicit")
+    if generate:
+        if not isinstance(body.get("prompt"), str):
+            raise Refused(400, "invalid request: prompt must be a string")
+        return body["prompt"], words(body["prompt"])
+    if not isinstance(body.get("message"), str):
+        raise Refused(400, "invalid request: message must be a string")
+    for turn in body.get("chat_history", []):
+        if turn.get("role") not in ("USER", "CHATBOT", "SYSTEM") or not isinstance(turn.get("message"), str):
+            raise Refused(400, "invalid request: chat_history turns are {role: USER|CHATBOT|SYSTEM, message}")
+    prompt = words(body["message"]) + sum(words(t["message"]) for t in body.get("chat_history", []))
+    prompt += words(body.get("preamble", ""))
+    return body["message"], prompt
+
+
 OLLAMA_FIELDS = {"model", "messages", "prompt", "stream", "options", "tools", "tool_choice", "format", "keep_alive"}
 OLLAMA_OPTIONS = {"num_predict", "temperature", "top_p", "top_k", "seed", "stop"}
 
@@ -381,6 +407,13 @@ class Handler(BaseHTTPRequestHandler):
                 raise Refused(401, "invalid x-api-key")
             completions = url.path.endswith("/v1/complete")
             text, prompt_words = check_anthropic(headers, body, completions)
+        elif provider == "cohere":
+            if headers.get("authorization") != f"Bearer {key}":
+                raise Refused(401, "invalid api token")
+            completions = url.path.endswith("/v1/generate")
+            if not completions and not url.path.endswith("/v1/chat"):
+                raise Refused(404, "not found")
+            text, prompt_words = check_cohere(body, completions)
         elif provider == "ollama":
             generate = url.path.endswith("/api/generate")
             if not generate and not url.path.endswith("/api/chat"):
@@ -424,6 +457,8 @@ class Handler(BaseHTTPRequestHandler):
             self.bedrock_stream(pieces, usage, cut="CUT-STREAM" in text)
         elif provider == "ollama":
             self.ollama(body, pieces, usage, completions)
+        elif provider == "cohere":
+            self.cohere(body, pieces, usage, completions)
         elif body.get("stream"):
             self.stream(provider, body, pieces, usage, completions, cut="CUT-STREAM" in text)
         elif provider == "gemini":
@@ -463,6 +498,35 @@ class Handler(BaseHTTPRequestHandler):
             "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": usage["prompt"], "output_tokens": usage["completion"]},
         })
+
+    def cohere(self, body, pieces, usage, generate):
+        meta = {"billed_units": {"input_tokens": usage["prompt"], "output_tokens": usage["completion"]}}
+        text = " ".join(pieces)
+        whole = ({"id": "gen-1", "prompt": body["prompt"], "meta": meta,
+                  "generations": [{"id": "g", "text": text, "finish_reason": "COMPLETE"}]} if generate else
+                 {"response_id": "r-1", "text": text, "generation_id": "gen-1", "finish_reason": "COMPLETE",
+                  "meta": meta})
+        if not body["stream"]:
+            self.send_json(200, whole)
+            return
+        self.send_response(200)
+        self.send_header("content-type", "application/stream+json")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        lines = [] if generate else [{"is_finished": False, "event_type": "stream-start", "generation_id": "gen-1"}]
+        for at, piece in enumerate(pieces):
+            part = piece if at == len(pieces) - 1 else piece + " "
+            lines.append({"is_finished": False, "text": part} if generate else
+                         {"is_finished": False, "event_type": "text-generation", "text": part})
+        end = {"is_finished": True, "finish_reason": "COMPLETE", "response": whole}
+        if not generate:
+            end["event_type"] = "stream-end"
+        lines.append(end)
+        for line in lines:
+            encoded = (json.dumps(line) + "\n").encode()
+            self.chunk(encoded[:11])
+            self.chunk(encoded[11:])
+        self.wfile.write(b"0\r\n\r\n")
 
     def ollama(self, body, pieces, usage, generate):
         def line(text, done):

@@ -252,6 +252,26 @@ async fn setup() -> Setup {
             )
         ),
         route(
+            "cohere",
+            ai_proxy(
+                "cohere",
+                "llm/v1/chat",
+                Some("command-r"),
+                json!({ "upstream_url": p("/cohere/v1/chat") }),
+                bearer("cohere-key")
+            )
+        ),
+        route(
+            "cohere-completions",
+            ai_proxy(
+                "cohere",
+                "llm/v1/completions",
+                Some("command"),
+                json!({ "upstream_url": p("/cohere/v1/generate") }),
+                bearer("cohere-key")
+            )
+        ),
+        route(
             "no-model",
             ai_proxy(
                 "openai",
@@ -397,6 +417,8 @@ async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_
         ("bedrock", "chat", "openai"),
         ("ollama", "chat", "openai"),
         ("ollama-completions", "completions", "openai"),
+        ("cohere", "chat", "openai"),
+        ("cohere-completions", "completions", "openai"),
         ("claude", "chat", "anthropic"),
     ] {
         for stream in [false, true] {
@@ -408,6 +430,7 @@ async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_
                 let model = match route {
                     "openai-completions" => "gpt-3.5-turbo-instruct",
                     "ollama-completions" => "mistral:7b",
+                    "cohere-completions" => "command",
                     "claude" => "claude-3-5-sonnet",
                     _ => "ignored-by-the-route",
                 };
@@ -419,7 +442,10 @@ async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_
                 let mut command = json!({ "sdk": sdk_name, "base_url": s.base(route), "model": model,
                     "kind": kind, "stream": stream, "include_usage": include_usage, "messages": messages,
                     "prompt": text });
-                if !matches!(route, "openai-completions" | "ollama-completions" | "claude") {
+                if !matches!(
+                    route,
+                    "openai-completions" | "ollama-completions" | "cohere-completions" | "claude"
+                ) {
                     // The configured model wins; the SDK must send one.
                     command["model"] = json!("");
                 }
@@ -478,6 +504,7 @@ async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_
                             "bedrock" => "bedrock",
                             "ollama" => "llama2",
                             "ollama-completions" => "mistral",
+                            "cohere" | "cohere-completions" => "cohere",
                             _ => "openai",
                         }
                     }

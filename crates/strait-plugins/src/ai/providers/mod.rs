@@ -7,6 +7,7 @@
 
 pub mod anthropic;
 pub mod bedrock;
+pub mod cohere;
 pub mod gemini;
 pub mod ollama;
 pub mod openai;
@@ -39,7 +40,7 @@ pub fn supported(config: &LlmConfig) -> Result<(), String> {
         Provider::Gemini if config.auth.gcp_use_service_account => {
             Err("gcp_use_service_account is not supported by this Strait build yet (docs/ai.md)".into())
         }
-        Provider::Gemini => Ok(()),
+        Provider::Gemini | Provider::Cohere => Ok(()),
         Provider::Bedrock => {
             bedrock_region(config).ok_or("bedrock needs model.options.bedrock.aws_region (or AWS_REGION)")?;
             bedrock_credentials(config)
@@ -275,6 +276,7 @@ pub fn to_format(
         )),
         Provider::Gemini => Ok((Some(gemini::to_format(body, config, model)?), false)),
         Provider::Bedrock => Ok((Some(bedrock::to_format(body, config)?), false)),
+        Provider::Cohere => Ok((Some(cohere::to_format(body, config, model)?), false)),
         _ if speaks_ollama(config) => Ok((Some(ollama::to_format(body, config, model)?), false)),
         provider if speaks_openai(provider) => {
             let hide = openai::to_format(body, config, model, streams_usage_when_asked(config));
@@ -298,6 +300,7 @@ pub fn from_format(config: &LlmConfig, body: &[u8], analytics: &mut Analytics) -
                 Provider::Anthropic => anthropic::read_usage(&answer, analytics),
                 Provider::Gemini => gemini::read_usage(&answer, analytics, true),
                 Provider::Bedrock => bedrock::read_usage(&answer, analytics, true),
+                Provider::Cohere => cohere::read_usage(&answer, analytics, true),
                 _ if speaks_ollama(config) => ollama::read_usage(&answer, analytics, true),
                 _ => openai::read_usage(&answer, analytics, true),
             }
@@ -314,6 +317,10 @@ pub fn from_format(config: &LlmConfig, body: &[u8], analytics: &mut Analytics) -
             let model = analytics.request_model.clone();
             bedrock::from_format(body, &model, analytics)
         }
+        Provider::Cohere => {
+            let model = analytics.request_model.clone();
+            cohere::from_format(route, body, &model, analytics)
+        }
         _ if speaks_ollama(config) => ollama::from_format(route, body, config, analytics),
         provider => openai::from_format(route, provider.name(), body, analytics),
     }
@@ -327,6 +334,7 @@ pub enum StreamTranslator {
     Gemini(gemini::Stream),
     Bedrock(bedrock::Stream),
     Ollama(ollama::Stream),
+    Cohere(cohere::Stream),
 }
 
 impl StreamTranslator {
@@ -342,6 +350,11 @@ impl StreamTranslator {
         match config.provider {
             Provider::Gemini => StreamTranslator::Gemini(gemini::Stream::new(model, include_usage)),
             Provider::Bedrock => StreamTranslator::Bedrock(bedrock::Stream::new(model, include_usage)),
+            Provider::Cohere => StreamTranslator::Cohere(cohere::Stream::new(
+                model,
+                config.route_type == RouteType::Completions,
+                include_usage,
+            )),
             Provider::Anthropic => StreamTranslator::Anthropic(anthropic::Stream::new(
                 config.route_type == RouteType::Completions,
                 include_usage,
@@ -358,13 +371,14 @@ impl StreamTranslator {
             StreamTranslator::Gemini(stream) => stream.event(event, out, analytics),
             StreamTranslator::Bedrock(stream) => stream.event(event, out, analytics),
             StreamTranslator::Ollama(stream) => stream.event(event, out, analytics),
+            StreamTranslator::Cohere(stream) => stream.event(event, out, analytics),
         }
     }
 
     /// The provider streams one JSON object a line, not server-sent
     /// events.
     pub fn line_framing(&self) -> bool {
-        matches!(self, StreamTranslator::Ollama(_))
+        matches!(self, StreamTranslator::Ollama(_) | StreamTranslator::Cohere(_))
     }
 
     /// The provider frames its stream in AWS's binary event-stream, not
@@ -386,6 +400,7 @@ impl StreamTranslator {
             StreamTranslator::Gemini(stream) => stream.end(out, analytics),
             StreamTranslator::Bedrock(stream) => stream.end(out, analytics),
             StreamTranslator::Ollama(stream) => stream.end(out, analytics),
+            StreamTranslator::Cohere(stream) => stream.end(out, analytics),
         }
     }
 }
