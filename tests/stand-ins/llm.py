@@ -13,6 +13,9 @@ framing and usage fields:
   /gemini/v1beta/models/<m>:generateContent, :streamGenerateContent?alt=sse  (x-goog-api-key)
   /ollama/api/chat, /ollama/api/generate                 (no auth; newline-delimited JSON streams)
   /cohere/v1/chat, /cohere/v1/generate                   (Authorization: Bearer; NDJSON streams)
+  /hf/models/<m>/v1/chat/completions (OpenAI's format), /hf/models/<m> (text generation)
+                                                        (Authorization: Bearer)
+  /llama2raw                                             (llama2's raw format: inputs, parameters)
   /bedrock/model/<id>/converse, /converse-stream        (SigV4 for service bedrock, checked with
                                                          botocore's signer; AWS event-stream framing)
 
@@ -41,7 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 KEYS = {"openai": "sk-openai", "azure": "azure-key", "anthropic": "sk-ant", "mistral": "mistral-key",
-        "gemini": "gemini-key", "cohere": "cohere-key"}
+        "gemini": "gemini-key", "cohere": "cohere-key", "hf": "hf-key"}
 USAGE = []
 REQUESTS = []
 LOCK = threading.Lock()
@@ -407,6 +410,45 @@ class Handler(BaseHTTPRequestHandler):
                 raise Refused(401, "invalid x-api-key")
             completions = url.path.endswith("/v1/complete")
             text, prompt_words = check_anthropic(headers, body, completions)
+        elif provider == "hf":
+            if headers.get("authorization") != f"Bearer {key}":
+                raise Refused(401, "Invalid credentials in Authorization header")
+            if url.path.endswith("/v1/chat/completions"):
+                completions = False
+                text, prompt_words = check_openai(body, False)
+                provider = "openai"
+            else:
+                completions = True
+                extra = set(body) - {"inputs", "parameters", "options", "stream"}
+                if extra or not isinstance(body.get("inputs"), str):
+                    raise Refused(400, "Input validation error: inputs must be a string, no other fields")
+                bad = set(body.get("parameters", {})) - {"max_new_tokens", "temperature", "top_p", "top_k", "stop",
+                                                         "details", "return_full_text"}
+                if bad:
+                    raise Refused(400, f"Input validation error: unknown parameter {sorted(bad)[0]}")
+                text, prompt_words = body["inputs"], 0
+                pieces = ("echo: " + text).split()
+                with LOCK:
+                    USAGE.append({"provider": "hf", "stream": bool(body.get("stream")), "prompt": 0,
+                                  "completion": len(pieces)})
+                self.hf_generate(body, pieces)
+                return
+        elif provider == "llama2raw":
+            if set(body) != {"inputs", "parameters"} or not isinstance(body["inputs"], str):
+                raise Refused(400, "raw format: inputs and parameters only")
+            inputs = body["inputs"]
+            if not inputs.startswith("<s>") or not inputs.endswith("[/INST]"):
+                raise Refused(400, "raw format: a Llama 2 prompt is <s>[INST] ... [/INST]")
+            head = inputs.rsplit("[/INST]", 1)[0]
+            cut = max(head.rfind(m) + len(m) if head.rfind(m) >= 0 else 0 for m in ("<</SYS>>", "<<SYS>>", "[INST]"))
+            text = head[cut:].strip()
+            pieces = ("echo: " + text).split()
+            usage = {"prompt": words(inputs), "completion": len(pieces)}
+            with LOCK:
+                USAGE.append({"provider": "llama2raw", "stream": False, **usage})
+            self.send_json(200, {"data": [{"generated_text": inputs + " " + " ".join(pieces)}],
+                                 "usage": {"prompt_tokens": usage["prompt"], "completion_tokens": usage["completion"]}})
+            return
         elif provider == "cohere":
             if headers.get("authorization") != f"Bearer {key}":
                 raise Refused(401, "invalid api token")
@@ -498,6 +540,26 @@ class Handler(BaseHTTPRequestHandler):
             "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": usage["prompt"], "output_tokens": usage["completion"]},
         })
+
+    def hf_generate(self, body, pieces):
+        details = {"finish_reason": "eos_token", "generated_tokens": len(pieces), "seed": None}
+        text = " ".join(pieces)
+        if not body.get("stream"):
+            self.send_json(200, [{"generated_text": text, "details": details}])
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for at, piece in enumerate(pieces):
+            part = piece if at == len(pieces) - 1 else piece + " "
+            event = {"token": {"id": at, "text": part, "logprob": 0.0, "special": False},
+                     "generated_text": None, "details": None}
+            self.chunk(f"data:{json.dumps(event)}\n\n".encode())
+        last = {"token": {"id": 2, "text": "</s>", "logprob": 0.0, "special": True},
+                "generated_text": text, "details": details}
+        self.chunk(f"data:{json.dumps(last)}\n\n".encode())
+        self.wfile.write(b"0\r\n\r\n")
 
     def cohere(self, body, pieces, usage, generate):
         meta = {"billed_units": {"input_tokens": usage["prompt"], "output_tokens": usage["completion"]}}

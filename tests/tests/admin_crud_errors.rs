@@ -145,10 +145,11 @@ async fn list_argument_errors() {
 async fn plugins_strait_cannot_run_are_refused_whole() {
     let gw = Gateway::start(GatewayOptions::new()).await;
     // Valid by Kong's schema, refused by this build (a provider not built).
-    let cohere = json!({"route_type": "llm/v1/chat", "model": {"provider": "cohere", "name": "command"}});
-    let refused = send_json(&gw, "POST", "/plugins", &json!({"name": "ai-proxy", "config": cohere})).await;
+    let unbuilt = json!({"route_type": "llm/v1/chat", "auth": {"gcp_use_service_account": true},
+        "model": {"provider": "gemini", "name": "gemini-1.5-pro"}});
+    let refused = send_json(&gw, "POST", "/plugins", &json!({"name": "ai-proxy", "config": unbuilt})).await;
     assert_eq!(refused.status, 400, "{}", refused.text());
-    assert!(refused.text().contains("cohere"), "{}", refused.text());
+    assert!(refused.text().contains("gcp_use_service_account"), "{}", refused.text());
     let unknown = send_json(&gw, "POST", "/plugins", &json!({"name": "no-such-plugin"})).await;
     expect_error(&unknown, 400, 2, "schema violation");
     let bad_config = send_json(
@@ -167,7 +168,7 @@ async fn plugins_strait_cannot_run_are_refused_whole() {
         &gw,
         "POST",
         "/plugins",
-        &json!({"name": "ai-proxy", "config": cohere, "enabled": false}),
+        &json!({"name": "ai-proxy", "config": unbuilt, "enabled": false}),
     )
     .await;
     expect(&disabled, 201, "a disabled plugin is stored");

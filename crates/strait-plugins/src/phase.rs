@@ -122,10 +122,10 @@ pub struct WantsLogDetails;
 /// somewhere other than the route's service (Kong's
 /// `kong.service.set_target` with `kong.service.request.set_scheme`; the
 /// ai-proxy plugin's provider). The proxy then skips the service's
-/// balancer and connects to `host:port`, over TLS when `tls` (the
-/// service's own TLS settings when it is `https`, else verified against
-/// the system's roots only with the service's `tls_verify`, as Kong), with
-/// `Host` set to the target unless a plugin set it.
+/// balancer (or uses the balancer of the upstream `host` names) and
+/// connects to `host:port`, over TLS when `tls` (the certificate verified
+/// against the system's roots unless the service says `tls_verify =
+/// false`), with `Host` set to the target unless a plugin set it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamTarget {
     pub host: String,

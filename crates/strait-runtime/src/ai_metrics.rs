@@ -113,7 +113,7 @@ pub fn record(key: AiKey, figures: AiRecord) {
             Some((f64::from_bits(bits) + figures.cost).to_bits())
         });
     }
-    let total = figures.prompt_tokens + figures.completion_tokens;
+    let total = figures.prompt_tokens.saturating_add(figures.completion_tokens);
     for (at, count) in [figures.prompt_tokens, figures.completion_tokens, total]
         .into_iter()
         .enumerate()

@@ -94,7 +94,7 @@ pub enum ParamLocation {
 }
 
 /// `auth`: a header or a parameter the provider authenticates with.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Auth {
     pub header: Option<(HeaderName, HeaderValue)>,
     pub param: Option<(String, String, ParamLocation)>,
@@ -103,6 +103,18 @@ pub struct Auth {
     pub aws_access_key_id: Option<String>,
     pub aws_secret_access_key: Option<String>,
     pub gcp_use_service_account: bool,
+}
+
+impl std::fmt::Debug for Auth {
+    /// Names, never the keys.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field("header", &self.header.as_ref().map(|(name, _)| name))
+            .field("param", &self.param.as_ref().map(|(name, _, at)| (name, at)))
+            .field("allow_override", &self.allow_override)
+            .field("aws_access_key_id", &self.aws_access_key_id)
+            .finish_non_exhaustive()
+    }
 }
 
 /// `model.options`.

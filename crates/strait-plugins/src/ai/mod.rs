@@ -106,7 +106,7 @@ impl Analytics {
     }
 
     pub fn total_tokens(&self) -> u64 {
-        self.prompt_tokens + self.completion()
+        self.prompt_tokens.saturating_add(self.completion())
     }
 
     /// Kong's cost: tokens times the configured cost per million, 0 when

@@ -29,13 +29,20 @@ enum Framing {
 #[derive(Debug, Default)]
 struct LineReader {
     pending: Vec<u8>,
+    /// How far `pending` was searched for a line's end.
+    searched: usize,
 }
 
 impl LineReader {
     fn feed(&mut self, bytes: &[u8], mut each: impl FnMut(super::sse::Event)) -> Result<(), super::sse::EventTooLong> {
         self.pending.extend_from_slice(bytes);
         let mut start = 0;
-        while let Some(end) = self.pending[start..].iter().position(|b| *b == b'\n') {
+        let mut from = self.searched;
+        while let Some(end) = self.pending[from..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map(|at| from + at - start)
+        {
             let line = &self.pending[start..start + end];
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             if !line.is_empty() {
@@ -45,8 +52,10 @@ impl LineReader {
                 });
             }
             start += end + 1;
+            from = start;
         }
         self.pending.drain(..start);
+        self.searched = self.pending.len();
         match self.pending.len() > super::sse::MAX_EVENT {
             true => Err(super::sse::EventTooLong),
             false => Ok(()),
@@ -55,6 +64,7 @@ impl LineReader {
 
     fn finish(&mut self, mut each: impl FnMut(super::sse::Event)) {
         let rest = std::mem::take(&mut self.pending);
+        self.searched = 0;
         if !rest.trim_ascii().is_empty() {
             each(super::sse::Event {
                 name: String::new(),

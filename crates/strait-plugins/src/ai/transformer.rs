@@ -165,9 +165,7 @@ impl Transformer {
         let built = build(&config, &client, &model, &mut fields, &mut headers).map_err(|e| e.message().to_string())?;
         headers.insert(http::header::ACCEPT, http::HeaderValue::from_static("application/json"));
         let mut analytics = analytics_for(&config, &model, self.plugin_id);
-        if config.log_payloads {
-            analytics.request_payload = Some(String::from_utf8_lossy(&built.body).into_owned());
-        }
+        analytics.request_payload = built.payload;
         let server = strait_runtime::http_client::Server {
             host: built.target.host.clone(),
             port: built.target.port,

@@ -9,6 +9,8 @@ pub mod anthropic;
 pub mod bedrock;
 pub mod cohere;
 pub mod gemini;
+pub mod huggingface;
+pub mod llama2;
 pub mod ollama;
 pub mod openai;
 
@@ -40,7 +42,7 @@ pub fn supported(config: &LlmConfig) -> Result<(), String> {
         Provider::Gemini if config.auth.gcp_use_service_account => {
             Err("gcp_use_service_account is not supported by this Strait build yet (docs/ai.md)".into())
         }
-        Provider::Gemini | Provider::Cohere => Ok(()),
+        Provider::Gemini | Provider::Cohere | Provider::HuggingFace => Ok(()),
         Provider::Bedrock => {
             bedrock_region(config).ok_or("bedrock needs model.options.bedrock.aws_region (or AWS_REGION)")?;
             bedrock_credentials(config)
@@ -48,14 +50,13 @@ pub fn supported(config: &LlmConfig) -> Result<(), String> {
             Ok(())
         }
         Provider::Mistral if matches!(config.options.mistral_format.as_deref(), Some("openai" | "ollama")) => Ok(()),
-        Provider::Llama2 if matches!(config.options.llama2_format.as_deref(), Some("openai" | "ollama")) => Ok(()),
+        Provider::Llama2 if config.options.llama2_format.is_some() => Ok(()),
+        // Kong's checks require the format; a record read without them
+        // (a fallback's) is refused here.
         provider => Err(format!(
-            "provider {}{} is not supported by this Strait build yet (docs/ai.md)",
+            "provider {} needs model.options.{}_format",
             provider.name(),
-            match provider {
-                Provider::Llama2 => " with llama2_format = raw",
-                _ => "",
-            }
+            provider.name()
         )),
     }
 }
@@ -89,6 +90,9 @@ pub fn bedrock_credentials(config: &LlmConfig) -> Option<strait_runtime::aws::Cr
 pub fn destination(config: &LlmConfig, request_path: &str, model: &str, stream: bool) -> Result<Destination, String> {
     let options = &config.options;
     let route = config.route_type;
+    // A model name from the client goes into the path: encoded, so that it
+    // names a model and nothing else.
+    let model = &strait_runtime::aws::uri_encode(model, false);
     let gemini_operation = match stream {
         true => "streamGenerateContent",
         false => "generateContent",
@@ -107,6 +111,10 @@ pub fn destination(config: &LlmConfig, request_path: &str, model: &str, stream: 
             }
             if config.provider == Provider::Bedrock && stream && path.ends_with("/converse") {
                 path.push_str("-stream");
+            }
+            // Hugging Face's chat is its model URL's OpenAI-compatible API.
+            if config.provider == Provider::HuggingFace && route == RouteType::Chat {
+                path = format!("{}/v1/chat/completions", path.trim_end_matches('/'));
             }
             Destination {
                 tls,
@@ -147,6 +155,13 @@ pub fn destination(config: &LlmConfig, request_path: &str, model: &str, stream: 
                     )
                 }
                 Provider::Mistral => ("api.mistral.ai".to_string(), "/v1/chat/completions".to_string()),
+                Provider::HuggingFace => (
+                    "api-inference.huggingface.co".to_string(),
+                    match route {
+                        RouteType::Chat => format!("/models/{model}/v1/chat/completions"),
+                        _ => format!("/models/{model}"),
+                    },
+                ),
                 Provider::Bedrock => (
                     format!(
                         "bedrock-runtime.{}.amazonaws.com",
@@ -277,6 +292,14 @@ pub fn to_format(
         Provider::Gemini => Ok((Some(gemini::to_format(body, config, model)?), false)),
         Provider::Bedrock => Ok((Some(bedrock::to_format(body, config)?), false)),
         Provider::Cohere => Ok((Some(cohere::to_format(body, config, model)?), false)),
+        Provider::HuggingFace if config.route_type == RouteType::Completions => {
+            Ok((Some(huggingface::to_format(body, config)), false))
+        }
+        // Its OpenAI-compatible API streams usage when asked, as OpenAI's.
+        Provider::HuggingFace => Ok((None, openai::to_format(body, config, model, true))),
+        Provider::Llama2 if config.options.llama2_format.as_deref() == Some("raw") => {
+            Ok((Some(llama2::to_format(body, config)?), false))
+        }
         _ if speaks_ollama(config) => Ok((Some(ollama::to_format(body, config, model)?), false)),
         provider if speaks_openai(provider) => {
             let hide = openai::to_format(body, config, model, streams_usage_when_asked(config));
@@ -321,6 +344,14 @@ pub fn from_format(config: &LlmConfig, body: &[u8], analytics: &mut Analytics) -
             let model = analytics.request_model.clone();
             cohere::from_format(route, body, &model, analytics)
         }
+        Provider::HuggingFace if route == RouteType::Completions => {
+            let model = analytics.request_model.clone();
+            huggingface::from_format(body, &model, analytics)
+        }
+        Provider::Llama2 if config.options.llama2_format.as_deref() == Some("raw") => {
+            let model = analytics.request_model.clone();
+            llama2::from_format(route, body, &model, analytics)
+        }
         _ if speaks_ollama(config) => ollama::from_format(route, body, config, analytics),
         provider => openai::from_format(route, provider.name(), body, analytics),
     }
@@ -335,6 +366,7 @@ pub enum StreamTranslator {
     Bedrock(bedrock::Stream),
     Ollama(ollama::Stream),
     Cohere(cohere::Stream),
+    HuggingFace(huggingface::Stream),
 }
 
 impl StreamTranslator {
@@ -350,6 +382,9 @@ impl StreamTranslator {
         match config.provider {
             Provider::Gemini => StreamTranslator::Gemini(gemini::Stream::new(model, include_usage)),
             Provider::Bedrock => StreamTranslator::Bedrock(bedrock::Stream::new(model, include_usage)),
+            Provider::HuggingFace if config.route_type == RouteType::Completions => {
+                StreamTranslator::HuggingFace(huggingface::Stream::new(model, include_usage))
+            }
             Provider::Cohere => StreamTranslator::Cohere(cohere::Stream::new(
                 model,
                 config.route_type == RouteType::Completions,
@@ -372,6 +407,7 @@ impl StreamTranslator {
             StreamTranslator::Bedrock(stream) => stream.event(event, out, analytics),
             StreamTranslator::Ollama(stream) => stream.event(event, out, analytics),
             StreamTranslator::Cohere(stream) => stream.event(event, out, analytics),
+            StreamTranslator::HuggingFace(stream) => stream.event(event, out, analytics),
         }
     }
 
@@ -401,15 +437,19 @@ impl StreamTranslator {
             StreamTranslator::Bedrock(stream) => stream.end(out, analytics),
             StreamTranslator::Ollama(stream) => stream.end(out, analytics),
             StreamTranslator::Cohere(stream) => stream.end(out, analytics),
+            StreamTranslator::HuggingFace(stream) => stream.end(out, analytics),
         }
     }
 }
 
 /// One `data:` event.
 pub fn write_event(out: &mut Vec<u8>, data: &str) {
-    out.extend_from_slice(b"data: ");
-    out.extend_from_slice(data.as_bytes());
-    out.extend_from_slice(b"\n\n");
+    for line in data.split('\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
+    }
+    out.push(b'\n');
 }
 
 /// One `data:` event holding `value`'s JSON, written straight into `out`.
@@ -442,6 +482,13 @@ mod tests {
             log_statistics: false,
             log_payloads: false,
         }
+    }
+
+    #[test]
+    fn an_event_of_several_lines_keeps_each_line() {
+        let mut out = Vec::new();
+        write_event(&mut out, "a\nb");
+        assert_eq!(out, b"data: a\ndata: b\n\n");
     }
 
     #[test]

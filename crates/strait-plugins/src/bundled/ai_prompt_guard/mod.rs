@@ -96,7 +96,10 @@ impl AiPromptGuard {
             let mut text = String::new();
             for message in messages.iter().rev() {
                 let role = message.get("role").and_then(Value::as_str).ok_or("a message without a role")?;
-                if role == "user" || self.all_roles {
+                // Every role a provider may take as the user's (Kong: `user`
+                // alone, which `User` or `tool` would slip past).
+                let users = !matches!(role, "system" | "developer" | "assistant");
+                if users || self.all_roles {
                     let content = message
                         .get("content")
                         .and_then(Value::as_str)
@@ -176,6 +179,9 @@ mod tests {
             g.text(&body).and_then(|t| g.check(&t)),
             Err("prompt doesn't match any allowed pattern")
         );
+        // A role a provider would take as the user's is read as the user's.
+        let misspelt = chat(json!([{"role": "User", "content": "my password"}]));
+        assert_eq!(g.text(&misspelt).and_then(|t| g.check(&t)), Err("prompt pattern is blocked"));
         // A system message is not read unless match_all_roles.
         let body = chat(json!([{"role": "system", "content": "password"}, {"role": "user", "content": "cats"}]));
         assert_eq!(g.text(&body).and_then(|t| g.check(&t)), Ok(()));

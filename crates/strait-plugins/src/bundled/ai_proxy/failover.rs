@@ -93,12 +93,15 @@ impl FailoverPlan for Plan {
     }
 
     fn next(&mut self, failed: FailedTry, shared: &mut SharedStore) -> Option<NextTry> {
+        // A provider's Retry-After, up to an hour.
         let cooldown = match failed {
-            FailedTry::Status(_, Some(seconds)) => seconds.saturating_mul(1000),
+            FailedTry::Status(_, Some(seconds)) => seconds.min(3600) * 1000,
             _ => self.proxy.cooldown_ms,
         };
         if let Some(health) = self.proxy.health.get(self.current) {
-            health.down_until_ms.store(now_ms() + cooldown, Ordering::Relaxed);
+            health
+                .down_until_ms
+                .store(now_ms().saturating_add(cooldown), Ordering::Relaxed);
         }
         tracing::info!(plugin = "ai-proxy", provider = self.configs[self.current].provider.name(),
             failure = ?failed, "failing over to the next provider");
@@ -115,9 +118,7 @@ impl FailoverPlan for Plan {
             if let Some(request) = shared.get_mut::<AiRequest>() {
                 let mut analytics = analytics_for(config, &model, self.proxy.plugin_id);
                 analytics.started = request.analytics.started;
-                if analytics.log_payloads {
-                    analytics.request_payload = Some(String::from_utf8_lossy(&built.body).into_owned());
-                }
+                analytics.request_payload = built.payload;
                 request.analytics = analytics;
                 request.entry = at;
                 request.stream = self

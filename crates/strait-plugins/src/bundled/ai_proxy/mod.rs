@@ -62,6 +62,8 @@ pub(crate) struct Built {
     pub query: String,
     pub body: Bytes,
     pub hide_usage: bool,
+    /// The body as logged (`log_payloads`): without an auth parameter.
+    pub payload: Option<String>,
 }
 
 impl AiProxy {
@@ -162,9 +164,7 @@ impl AiProxy {
         let mut fields = accepted.body;
         let built = build(config, &client, &model, &mut fields, ctx.headers).map_err(|e| e.response())?;
         let mut analytics = self.analytics(config, &model);
-        if config.log_payloads {
-            analytics.request_payload = Some(String::from_utf8_lossy(&built.body).into_owned());
-        }
+        analytics.request_payload = built.payload;
         ctx.body = Some(built.body);
         ctx.set_path_and_query(&built.path, &built.query).map_err(|e| {
             tracing::error!(plugin = "ai-proxy", error = %e, "failed to configure the request for the AI service");
@@ -291,12 +291,16 @@ pub(crate) fn build(
     headers: &mut HeaderMap,
 ) -> Result<Built, BuildError> {
     let mut hide_usage = false;
+    let mut payload = None;
     let body = if config.route_type == RouteType::Preserve {
         client.raw.clone()
     } else {
         let (translated, hide) = providers::to_format(fields, config, model).map_err(BuildError::Refused)?;
         hide_usage = hide;
         let mut translated = translated.unwrap_or_else(|| Value::Object(std::mem::take(fields)));
+        if config.log_payloads {
+            payload = Some(translated.to_string());
+        }
         if let (Some((name, value, ParamLocation::Body)), Some(object)) = (&config.auth.param, translated.as_object_mut())
         {
             if !object.contains_key(name) || !config.auth.allow_override {
@@ -344,6 +348,18 @@ pub(crate) fn build(
     }
     let query = match query.is_empty() {
         true => String::new(),
+        // Sent encoded as SigV4 signs it.
+        false if config.provider == Provider::Bedrock => query
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{}={}",
+                    strait_runtime::aws::uri_encode(k, false),
+                    strait_runtime::aws::uri_encode(v, false)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("&"),
         false => url::form_urlencoded::Serializer::new(String::new())
             .extend_pairs(query.iter())
             .finish(),
@@ -356,6 +372,7 @@ pub(crate) fn build(
         },
         path: destination.path,
         query,
+        payload: payload.or_else(|| config.log_payloads.then(|| String::from_utf8_lossy(&body).into_owned())),
         body,
         hide_usage,
     })

@@ -59,9 +59,8 @@ impl<'p> Plan<'p> {
         }
     }
 
-    /// The TLS for `runtime` or a plugin's `target`: the service's own
-    /// settings when it has TLS, else `made` for the target
-    /// ([`target_tls`]).
+    /// The TLS for `runtime`, or for a plugin's `target` the TLS `made` for
+    /// it ([`target_tls`]).
     pub fn tls_for(
         runtime: &'p ServiceRuntime,
         target: Option<&strait_plugins::UpstreamTarget>,
@@ -69,21 +68,23 @@ impl<'p> Plan<'p> {
     ) -> Option<&'p Arc<UpstreamTls>> {
         match target {
             None => runtime.tls.as_ref(),
-            Some(target) if !target.tls => None,
-            Some(_) => runtime.tls.as_ref().or(made),
+            Some(_) => made,
         }
     }
 }
 
-/// The TLS a plugin's target needs made, when the service has none of its
-/// own: verified with the service's `tls_verify` (Kong's default: not).
+/// The TLS a plugin's target is reached with: its certificate verified
+/// against the system's roots unless the service says `tls_verify = false`
+/// (Kong does not verify by default; a provider's API key is worth the
+/// check). Not the service's own settings: its client certificate and
+/// CAs are for the service.
 pub(super) fn target_tls(
     runtime: &ServiceRuntime,
     target: Option<&strait_plugins::UpstreamTarget>,
 ) -> Option<Arc<UpstreamTls>> {
     target
-        .filter(|target| target.tls && runtime.tls.is_none())
-        .map(|_| strait_snapshot::tls::plugin_target_tls(runtime.service.tls_verify.unwrap_or(false)))
+        .filter(|target| target.tls)
+        .map(|_| strait_snapshot::tls::plugin_target_tls(runtime.service.tls_verify.unwrap_or(true)))
 }
 
 /// What carries over from one try to the next.
