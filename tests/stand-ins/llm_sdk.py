@@ -1,7 +1,8 @@
 """Official LLM SDKs, unmodified, as clients of ai-proxy routes
 (tests/tests/plugins_ai.rs): the `openai` package (chat and completions,
 whole and streamed) and the `anthropic` package (messages, whole and
-streamed). Reads one JSON command from argv[1], prints one JSON result:
+streamed). Reads one JSON command from argv[1] (or, with `--serve`, one a line from stdin
+until it closes), prints one JSON result (a line):
 
   {"sdk": "openai"|"anthropic", "base_url": ..., "api_key": ..., "model": ...,
    "kind": "chat"|"completions", "stream": bool, "include_usage": bool,
@@ -91,10 +92,20 @@ def run_anthropic(command):
                           "body": error.body if isinstance(error.body, (dict, list, str)) else None}}
 
 
+def run(command):
+    try:
+        return run_anthropic(command) if command["sdk"] == "anthropic" else run_openai(command)
+    except Exception as error:  # reported to the test, never the end of the server
+        return {"error": {"status": None, "message": f"{type(error).__name__}: {error}"}}
+
+
 def main():
-    command = json.loads(sys.argv[1])
-    result = run_anthropic(command) if command["sdk"] == "anthropic" else run_openai(command)
-    print(json.dumps(result, default=str))
+    if sys.argv[1] != "--serve":
+        print(json.dumps(run(json.loads(sys.argv[1])), default=str))
+        return
+    # One process for a whole test: the SDKs imported once, one command a line.
+    for line in sys.stdin:
+        print(json.dumps(run(json.loads(line)), default=str), flush=True)
 
 
 if __name__ == "__main__":

@@ -89,24 +89,43 @@ impl Drop for Providers {
     }
 }
 
-/// Runs an SDK command (tests/stand-ins/llm_sdk.py) and returns its result.
-async fn sdk(command: Value) -> Value {
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python())
+/// The SDKs (tests/stand-ins/llm_sdk.py `--serve`): one Python process for
+/// a test, the SDKs imported once, one command a line.
+struct Sdk {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Sdk {
+    fn start() -> Sdk {
+        let mut child = std::process::Command::new(python())
             .arg(script("llm_sdk.py"))
-            .arg(command.to_string())
-            .output()
-            .expect("python for tests/stand-ins/llm_sdk.py")
-    })
-    .await
-    .expect("join");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "SDK output not JSON ({e}): {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+            .arg("--serve")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python for tests/stand-ins/llm_sdk.py");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        Sdk { child, stdin, stdout }
+    }
+
+    fn run(&mut self, command: &Value) -> Value {
+        use std::io::Write;
+        writeln!(self.stdin, "{command}").expect("to the SDK process");
+        self.stdin.flush().expect("flush");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("from the SDK process");
+        serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("SDK output not JSON ({e}): {line}"))
+    }
+}
+
+impl Drop for Sdk {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn ai_proxy(provider: &str, route_type: &str, model: Option<&str>, options: Value, auth: Value) -> Value {
@@ -129,6 +148,7 @@ struct Setup {
     gw: Gateway,
     providers: Providers,
     logs: HttpCollector,
+    sdk: std::sync::Arc<std::sync::Mutex<Sdk>>,
 }
 
 async fn setup() -> Setup {
@@ -376,10 +396,24 @@ async fn setup() -> Setup {
     });
     let gw = Gateway::start(GatewayOptions::new()).await;
     gw.apply(&config).await;
-    Setup { gw, providers, logs }
+    let sdk = std::sync::Arc::new(std::sync::Mutex::new(Sdk::start()));
+    Setup {
+        gw,
+        providers,
+        logs,
+        sdk,
+    }
 }
 
 impl Setup {
+    /// Runs an SDK command and returns its result.
+    async fn sdk(&self, command: Value) -> Value {
+        let sdk = self.sdk.clone();
+        tokio::task::spawn_blocking(move || sdk.lock().unwrap_or_else(|p| p.into_inner()).run(&command))
+            .await
+            .expect("join")
+    }
+
     fn base(&self, route: &str) -> String {
         format!("{}/{route}", self.gw.proxy_url())
     }
@@ -483,7 +517,7 @@ async fn official_sdks_reach_every_provider_whole_and_streamed_with_exact_token_
                     // The configured model wins; the SDK must send one.
                     command["model"] = json!("");
                 }
-                let result = sdk(command).await;
+                let result = s.sdk(command).await;
                 let context = format!("{route} stream={stream} include_usage={include_usage}: {result}");
                 if route == "llama2-raw" && stream {
                     // No stream in llama2's raw format: refused, as a client can read.
@@ -707,9 +741,10 @@ async fn kongs_refusals_and_the_providers_errors() {
         serde_json::from_str::<Value>(&text).unwrap()["error"]["type"],
         "rate_limit_error"
     );
-    let sdk_error = sdk(json!({ "sdk": "openai", "base_url": s.base("anthropic"), "model": "",
+    let sdk_error = s
+        .sdk(json!({ "sdk": "openai", "base_url": s.base("anthropic"), "model": "",
         "messages": chat("RATE-LIMIT via the SDK") }))
-    .await;
+        .await;
     assert_eq!(sdk_error["error"]["status"], 429, "{sdk_error}");
     drop(s);
 }
@@ -718,11 +753,12 @@ async fn kongs_refusals_and_the_providers_errors() {
 async fn a_stream_the_provider_breaks_off_is_logged_with_what_was_counted() {
     let s = setup().await;
     for (n, route) in ["openai", "anthropic", "bedrock"].into_iter().enumerate() {
-        let result = sdk(
-            json!({ "sdk": "openai", "base_url": s.base(route), "model": "", "stream": true,
+        let result = s
+            .sdk(
+                json!({ "sdk": "openai", "base_url": s.base(route), "model": "", "stream": true,
             "messages": chat("one two three four five six seven CUT-STREAM") }),
-        )
-        .await;
+            )
+            .await;
         assert!(
             result["broken"].is_string() || result["finish_reason"].is_null(),
             "{route}: {result}"
@@ -752,9 +788,10 @@ async fn a_stream_the_provider_breaks_off_is_logged_with_what_was_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompt_plugins_shape_what_reaches_the_provider() {
     let s = setup().await;
-    let result = sdk(json!({ "sdk": "openai", "base_url": s.base("shaped"), "model": "",
+    let result = s
+        .sdk(json!({ "sdk": "openai", "base_url": s.base("shaped"), "model": "",
         "messages": [{ "role": "user", "content": "hello shaped" }] }))
-    .await;
+        .await;
     assert_eq!(result["content"], "echo: Thank you.", "{result}");
     let seen = s.providers.requests().await;
     let roles_and_contents = |request: &Value| -> Vec<(String, String)> {
@@ -833,11 +870,12 @@ async fn a_provider_that_refuses_or_stalls_is_failed_over_to_the_next() {
     let mut logged = 0;
     for (route, primary_mode) in [("failover", "busy"), ("failover-slow", "slow")] {
         let before = s.providers.requests().await.len();
-        let result = sdk(
-            json!({ "sdk": "openai", "base_url": s.base(route), "model": "", "stream": true,
+        let result = s
+            .sdk(
+                json!({ "sdk": "openai", "base_url": s.base(route), "model": "", "stream": true,
             "include_usage": true, "messages": chat(&format!("fail over from {primary_mode}")) }),
-        )
-        .await;
+            )
+            .await;
         // One clean stream, from the second provider.
         assert_eq!(
             result["content"],
@@ -873,9 +911,10 @@ async fn a_provider_that_refuses_or_stalls_is_failed_over_to_the_next() {
         // The provider that failed sits out its cool-down: the next request
         // goes to the fallback at once.
         let before = seen.len();
-        let again = sdk(json!({ "sdk": "openai", "base_url": s.base(route), "model": "",
+        let again = s
+            .sdk(json!({ "sdk": "openai", "base_url": s.base(route), "model": "",
             "messages": chat("straight to the fallback") }))
-        .await;
+            .await;
         assert_eq!(again["content"], "echo: straight to the fallback", "{again}");
         let seen = s.providers.requests().await;
         assert_eq!(seen.len(), before + 1, "only the fallback was asked");
@@ -883,9 +922,10 @@ async fn a_provider_that_refuses_or_stalls_is_failed_over_to_the_next() {
         s.log(logged).await;
         logged += 1;
     }
-    let pooled = sdk(json!({ "sdk": "openai", "base_url": s.base("pooled"), "model": "",
+    let pooled = s
+        .sdk(json!({ "sdk": "openai", "base_url": s.base("pooled"), "model": "",
         "messages": chat("through the pool") }))
-    .await;
+        .await;
     assert_eq!(pooled["content"], "echo: through the pool", "{pooled}");
     let seen = s.providers.requests().await;
     // The target's address as Host, as for a service whose host names an

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{unix_now, write_event, write_json_event, Translated};
+use super::{text_of, unix_now, write_event, write_json_event, Translated};
 use crate::ai::config::{LlmConfig, RouteType};
 use crate::ai::sse::Event;
 use crate::ai::Analytics;
@@ -61,15 +61,7 @@ pub fn to_format(
             out.insert(field.into(), value.clone());
         }
     }
-    match body.get("stop") {
-        Some(Value::String(stop)) => {
-            out.insert("stop_sequences".into(), json!([stop]));
-        }
-        Some(Value::Array(stops)) => {
-            out.insert("stop_sequences".into(), Value::Array(stops.clone()));
-        }
-        _ => {}
-    }
+    super::copy_stop(&body, "stop_sequences", &mut out);
     if let Some(user) = body.get("user").and_then(Value::as_str) {
         out.insert("metadata".into(), json!({"user_id": user}));
     }
@@ -138,19 +130,6 @@ fn messages(messages: &[Value]) -> Result<(Vec<Value>, Option<String>), String> 
         }
     }
     Ok((out, system))
-}
-
-/// A message's text (a string, or its text parts joined).
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 /// A user message's content: text as it is, OpenAI's parts as Anthropic's
@@ -227,11 +206,7 @@ pub fn from_format(route: RouteType, body: &[u8], analytics: &mut Analytics) -> 
     let model = answer.get("model").cloned().unwrap_or(Value::Null);
     let id = answer.get("id").cloned().unwrap_or(Value::Null);
     let stop = answer.get("stop_reason").and_then(Value::as_str).map(finish_reason);
-    let usage = json!({
-        "prompt_tokens": analytics.prompt_tokens,
-        "completion_tokens": analytics.completion_tokens,
-        "total_tokens": analytics.total_tokens(),
-    });
+    let usage = super::usage_json(analytics);
     let out = if route == RouteType::Completions {
         let Some(text) = answer.get("completion").and_then(Value::as_str) else {
             return failed("'completion' not in anthropic://llm/v1/chat response");

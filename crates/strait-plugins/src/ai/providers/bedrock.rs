@@ -5,7 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{unix_now, write_event, write_json_event, Translated};
+use super::{text_of, unix_now, write_event, write_json_event, Translated};
 use crate::ai::config::{LlmConfig, RouteType};
 use crate::ai::sse::{Event, EventTooLong, MAX_EVENT};
 use crate::ai::Analytics;
@@ -82,24 +82,16 @@ pub fn to_format(body: &Map<String, Value>, config: &LlmConfig) -> Result<Value,
         out.insert("system".into(), Value::Array(system));
     }
     let mut inference = Map::new();
-    for (from, to) in [
-        ("max_tokens", "maxTokens"),
-        ("temperature", "temperature"),
-        ("top_p", "topP"),
-    ] {
-        if let Some(value) = body.get(from).filter(|v| !v.is_null()) {
-            inference.insert(to.into(), value.clone());
-        }
-    }
-    match body.get("stop") {
-        Some(Value::String(stop)) => {
-            inference.insert("stopSequences".into(), json!([stop]));
-        }
-        Some(Value::Array(stops)) => {
-            inference.insert("stopSequences".into(), Value::Array(stops.clone()));
-        }
-        _ => {}
-    }
+    super::copy_fields(
+        &body,
+        &[
+            ("max_tokens", "maxTokens"),
+            ("temperature", "temperature"),
+            ("top_p", "topP"),
+        ],
+        &mut inference,
+    );
+    super::copy_stop(&body, "stopSequences", &mut inference);
     if !inference.is_empty() {
         out.insert("inferenceConfig".into(), Value::Object(inference));
     }
@@ -132,18 +124,6 @@ pub fn to_format(body: &Map<String, Value>, config: &LlmConfig) -> Result<Value,
         out.insert("additionalModelRequestFields".into(), json!({"top_k": top_k}));
     }
     Ok(Value::Object(out))
-}
-
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 /// A user message's content blocks: text, and images from data URLs.

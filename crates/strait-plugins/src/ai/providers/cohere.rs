@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{unix_now, write_event, write_json_event, Translated};
+use super::{text_of, unix_now, write_event, write_json_event, Translated};
 use crate::ai::config::{LlmConfig, RouteType};
 use crate::ai::sse::Event;
 use crate::ai::Analytics;
@@ -14,18 +14,6 @@ pub fn finish_reason(reason: &str) -> &'static str {
         "MAX_TOKENS" => "length",
         "ERROR_TOXIC" => "content_filter",
         _ => "stop",
-    }
-}
-
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
     }
 }
 
@@ -62,25 +50,17 @@ pub fn to_format(body: &Map<String, Value>, config: &LlmConfig, model: &str) -> 
             out.insert("preamble".into(), json!(preamble.join("\n")));
         }
     }
-    for (from, to) in [
-        ("max_tokens", "max_tokens"),
-        ("temperature", "temperature"),
-        ("top_p", "p"),
-        ("top_k", "k"),
-    ] {
-        if let Some(value) = body.get(from).filter(|v| !v.is_null()) {
-            out.insert(to.into(), value.clone());
-        }
-    }
-    match body.get("stop") {
-        Some(Value::String(stop)) => {
-            out.insert("stop_sequences".into(), json!([stop]));
-        }
-        Some(Value::Array(stops)) => {
-            out.insert("stop_sequences".into(), Value::Array(stops.clone()));
-        }
-        _ => {}
-    }
+    super::copy_fields(
+        &body,
+        &[
+            ("max_tokens", "max_tokens"),
+            ("temperature", "temperature"),
+            ("top_p", "p"),
+            ("top_k", "k"),
+        ],
+        &mut out,
+    );
+    super::copy_stop(&body, "stop_sequences", &mut out);
     out.insert("stream".into(), json!(body.get("stream") == Some(&Value::Bool(true))));
     Ok(Value::Object(out))
 }
@@ -109,11 +89,7 @@ pub fn from_format(route: RouteType, body: &[u8], model: &str, analytics: &mut A
         return failed("failed to decode cohere response");
     };
     read_usage(&answer, analytics, true);
-    let usage = json!({
-        "prompt_tokens": analytics.prompt_tokens,
-        "completion_tokens": analytics.completion_tokens,
-        "total_tokens": analytics.total_tokens(),
-    });
+    let usage = super::usage_json(analytics);
     let out = if let Some(generations) = answer.get("generations").and_then(Value::as_array) {
         let choices: Vec<Value> = generations
             .iter()
@@ -220,11 +196,7 @@ impl Stream {
         if self.include_usage {
             let mut chunk = self.chunk(None, None);
             chunk["choices"] = json!([]);
-            chunk["usage"] = json!({
-                "prompt_tokens": analytics.prompt_tokens,
-                "completion_tokens": analytics.completion(),
-                "total_tokens": analytics.total_tokens(),
-            });
+            chunk["usage"] = super::usage_json(analytics);
             write_json_event(out, &chunk);
         }
         write_event(out, "[DONE]");

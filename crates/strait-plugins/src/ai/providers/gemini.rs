@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{unix_now, write_event, write_json_event, Translated};
+use super::{text_of, unix_now, write_event, write_json_event, Translated};
 use crate::ai::config::{LlmConfig, RouteType};
 use crate::ai::sse::Event;
 use crate::ai::Analytics;
@@ -92,25 +92,17 @@ pub fn to_format(body: &Map<String, Value>, config: &LlmConfig, model: &str) -> 
         );
     }
     let mut generation = Map::new();
-    for (from, to) in [
-        ("max_tokens", "maxOutputTokens"),
-        ("temperature", "temperature"),
-        ("top_k", "topK"),
-        ("top_p", "topP"),
-    ] {
-        if let Some(value) = body.get(from).filter(|v| !v.is_null()) {
-            generation.insert(to.into(), value.clone());
-        }
-    }
-    match body.get("stop") {
-        Some(Value::String(stop)) => {
-            generation.insert("stopSequences".into(), json!([stop]));
-        }
-        Some(Value::Array(stops)) => {
-            generation.insert("stopSequences".into(), Value::Array(stops.clone()));
-        }
-        _ => {}
-    }
+    super::copy_fields(
+        &body,
+        &[
+            ("max_tokens", "maxOutputTokens"),
+            ("temperature", "temperature"),
+            ("top_k", "topK"),
+            ("top_p", "topP"),
+        ],
+        &mut generation,
+    );
+    super::copy_stop(&body, "stopSequences", &mut generation);
     if !generation.is_empty() {
         out.insert("generationConfig".into(), Value::Object(generation));
     }
@@ -119,18 +111,6 @@ pub fn to_format(body: &Map<String, Value>, config: &LlmConfig, model: &str) -> 
         out.insert("tools".into(), json!([{"functionDeclarations": declarations}]));
     }
     Ok(Value::Object(out))
-}
-
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 /// A user message's parts (Kong 3.9.1's mapping of OpenAI's content parts).

@@ -25,25 +25,17 @@ pub fn to_format(body: &Map<String, Value>, config: &LlmConfig) -> Value {
     let mut body = body.clone();
     super::merge_options(&mut body, config);
     let mut parameters = Map::new();
-    for (from, to) in [
-        ("max_tokens", "max_new_tokens"),
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("top_k", "top_k"),
-    ] {
-        if let Some(value) = body.get(from).filter(|v| !v.is_null()) {
-            parameters.insert(to.into(), value.clone());
-        }
-    }
-    match body.get("stop") {
-        Some(Value::String(stop)) => {
-            parameters.insert("stop".into(), json!([stop]));
-        }
-        Some(Value::Array(stops)) => {
-            parameters.insert("stop".into(), Value::Array(stops.clone()));
-        }
-        _ => {}
-    }
+    super::copy_fields(
+        &body,
+        &[
+            ("max_tokens", "max_new_tokens"),
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+            ("top_k", "top_k"),
+        ],
+        &mut parameters,
+    );
+    super::copy_stop(&body, "stop", &mut parameters);
     parameters.insert("details".into(), json!(true));
     let o = &config.options;
     json!({
@@ -165,11 +157,7 @@ impl Stream {
         if self.include_usage {
             let mut chunk = self.chunk("", None);
             chunk["choices"] = json!([]);
-            chunk["usage"] = json!({
-                "prompt_tokens": analytics.prompt_tokens,
-                "completion_tokens": analytics.completion(),
-                "total_tokens": analytics.total_tokens(),
-            });
+            chunk["usage"] = super::usage_json(analytics);
             write_json_event(out, &chunk);
         }
         write_event(out, "[DONE]");

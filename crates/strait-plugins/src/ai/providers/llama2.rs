@@ -5,21 +5,9 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{unix_now, Translated};
+use super::{text_of, unix_now, Translated};
 use crate::ai::config::{LlmConfig, RouteType};
 use crate::ai::Analytics;
-
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
 
 /// Kong's Llama 2 prompt for a chat: the first message as the system
 /// block, the second closing the first instruction, then each user message
@@ -56,16 +44,16 @@ pub fn to_format(body: &Map<String, Value>, config: &LlmConfig) -> Result<Value,
         _ => chat_prompt(body.get("messages").and_then(Value::as_array).map_or(&[][..], |m| m)),
     };
     let mut parameters = Map::new();
-    for (from, to) in [
-        ("max_tokens", "max_new_tokens"),
-        ("top_p", "top_p"),
-        ("top_k", "top_k"),
-        ("temperature", "temperature"),
-    ] {
-        if let Some(value) = body.get(from).filter(|v| !v.is_null()) {
-            parameters.insert(to.into(), value.clone());
-        }
-    }
+    super::copy_fields(
+        &body,
+        &[
+            ("max_tokens", "max_new_tokens"),
+            ("top_p", "top_p"),
+            ("top_k", "top_k"),
+            ("temperature", "temperature"),
+        ],
+        &mut parameters,
+    );
     parameters.insert("stream".into(), json!(false));
     Ok(json!({"inputs": inputs, "parameters": parameters}))
 }
@@ -95,11 +83,7 @@ pub fn from_format(route: RouteType, body: &[u8], model: &str, analytics: &mut A
             true,
         );
     }
-    let usage = json!({
-        "prompt_tokens": analytics.prompt_tokens,
-        "completion_tokens": analytics.completion_tokens,
-        "total_tokens": analytics.total_tokens(),
-    });
+    let usage = super::usage_json(analytics);
     let out = match route {
         RouteType::Completions => {
             json!({"id": null, "object": "text_completion", "created": unix_now(), "model": model,

@@ -442,6 +442,50 @@ impl StreamTranslator {
     }
 }
 
+/// A message's text: a string, or its text parts joined by newlines.
+pub(crate) fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Each `from` field `body` sets (not null), into `out` as `to`.
+pub(crate) fn copy_fields(body: &Map<String, Value>, pairs: &[(&str, &str)], out: &mut Map<String, Value>) {
+    for (from, to) in pairs {
+        if let Some(value) = body.get(*from).filter(|v| !v.is_null()) {
+            out.insert((*to).into(), value.clone());
+        }
+    }
+}
+
+/// OpenAI's `stop` (a string or a list) as a list, into `out[field]`.
+pub(crate) fn copy_stop(body: &Map<String, Value>, field: &str, out: &mut Map<String, Value>) {
+    match body.get("stop") {
+        Some(Value::String(stop)) => {
+            out.insert(field.into(), Value::Array(vec![Value::String(stop.clone())]));
+        }
+        Some(Value::Array(stops)) => {
+            out.insert(field.into(), Value::Array(stops.clone()));
+        }
+        _ => {}
+    }
+}
+
+/// OpenAI's `usage` object for what was counted.
+pub(crate) fn usage_json(analytics: &Analytics) -> Value {
+    serde_json::json!({
+        "prompt_tokens": analytics.prompt_tokens,
+        "completion_tokens": analytics.completion(),
+        "total_tokens": analytics.total_tokens(),
+    })
+}
+
 /// One `data:` event.
 pub fn write_event(out: &mut Vec<u8>, data: &str) {
     for line in data.split('\n') {

@@ -27,16 +27,16 @@ pub fn to_format(body: &Map<String, Value>, config: &LlmConfig, model: &str) -> 
     out.insert("model".into(), json!(model));
     out.insert("stream".into(), json!(body.get("stream") == Some(&Value::Bool(true))));
     let mut options = Map::new();
-    for (from, to) in [
-        ("max_tokens", "num_predict"),
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("top_k", "top_k"),
-    ] {
-        if let Some(value) = body.get(from).filter(|v| !v.is_null()) {
-            options.insert(to.into(), value.clone());
-        }
-    }
+    super::copy_fields(
+        &body,
+        &[
+            ("max_tokens", "num_predict"),
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+            ("top_k", "top_k"),
+        ],
+        &mut options,
+    );
     if !options.is_empty() {
         out.insert("options".into(), Value::Object(options));
     }
@@ -68,11 +68,7 @@ pub fn from_format(route: RouteType, body: &[u8], config: &LlmConfig, analytics:
         return failed("failed to decode ollama response");
     };
     read_usage(&answer, analytics, true);
-    let usage = json!({
-        "prompt_tokens": analytics.prompt_tokens,
-        "completion_tokens": analytics.completion_tokens,
-        "total_tokens": analytics.total_tokens(),
-    });
+    let usage = super::usage_json(analytics);
     let length = config
         .options
         .max_tokens
@@ -177,11 +173,7 @@ impl Stream {
         if self.include_usage {
             let mut chunk = self.chunk(json!(null));
             chunk["choices"] = json!([]);
-            chunk["usage"] = json!({
-                "prompt_tokens": analytics.prompt_tokens,
-                "completion_tokens": analytics.completion(),
-                "total_tokens": analytics.total_tokens(),
-            });
+            chunk["usage"] = super::usage_json(analytics);
             write_json_event(out, &chunk);
         }
         write_event(out, "[DONE]");
