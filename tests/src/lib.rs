@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod grpc;
 pub mod h2_raw;
 pub mod ldap;
+pub mod llm;
 pub mod otlp;
 pub mod pebble;
 pub mod plugins;
