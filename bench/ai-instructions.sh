@@ -120,8 +120,13 @@ bufs = [b"" for _ in socks]
 def read_response(i):
     s = socks[i]
     data = bufs[i]
+    def more():
+        chunk = s.recv(65536)
+        if not chunk:
+            sys.exit(f"{path}: connection closed")
+        return chunk
     while b"\r\n\r\n" not in data:
-        data += s.recv(65536)
+        data += more()
     head, rest = data.split(b"\r\n\r\n", 1)
     if not head.startswith(b"HTTP/1.1 200"):
         sys.exit(f"{path}: {head[:200]!r}")
@@ -129,11 +134,11 @@ def read_response(i):
     if b"content-length:" in lower:
         n = int(lower.split(b"content-length:")[1].split(b"\r\n")[0])
         while len(rest) < n:
-            rest += s.recv(65536)
+            rest += more()
         bufs[i] = rest[n:]
     else:
         while b"0\r\n\r\n" not in rest:
-            rest += s.recv(65536)
+            rest += more()
         bufs[i] = rest.split(b"0\r\n\r\n", 1)[1]
 for _ in range(total // conns):
     for s in socks:
