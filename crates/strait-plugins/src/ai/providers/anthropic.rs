@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{text_of, unix_now, write_event, write_json_event, Translated};
+use super::{text_of, unix_now, write_json_event, Translated};
 use crate::ai::config::{LlmConfig, RouteType};
 use crate::ai::sse::Event;
 use crate::ai::Analytics;
@@ -495,19 +495,9 @@ impl Stream {
         }
         analytics.complete = true;
         // The legacy Text Completions API reports no usage.
-        if self.include_usage && analytics.exact {
-            let chunk = json!({
-                "id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                "choices": [],
-                "usage": {
-                    "prompt_tokens": analytics.prompt_tokens,
-                    "completion_tokens": analytics.completion_tokens,
-                    "total_tokens": analytics.total_tokens(),
-                },
-            });
-            write_json_event(out, &chunk);
-        }
-        write_event(out, "[DONE]");
+        let head =
+            json!({"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model});
+        super::write_stream_end(out, analytics, self.include_usage && analytics.exact, head);
     }
 }
 

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{text_of, unix_now, write_event, write_json_event, Translated};
+use super::{text_of, unix_now, write_json_event, Translated};
 use crate::ai::config::{LlmConfig, RouteType};
 use crate::ai::sse::{Event, EventTooLong, MAX_EVENT};
 use crate::ai::Analytics;
@@ -397,19 +397,8 @@ impl Stream {
         if std::mem::replace(&mut self.done, true) {
             return;
         }
-        if self.include_usage {
-            let chunk = json!({
-                "id": null, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                "choices": [],
-                "usage": {
-                    "prompt_tokens": analytics.prompt_tokens,
-                    "completion_tokens": analytics.completion(),
-                    "total_tokens": analytics.total_tokens(),
-                },
-            });
-            write_json_event(out, &chunk);
-        }
-        write_event(out, "[DONE]");
+        let head = json!({"id": null, "object": "chat.completion.chunk", "created": self.created, "model": self.model});
+        super::write_stream_end(out, analytics, self.include_usage, head);
     }
 }
 

@@ -486,6 +486,18 @@ pub(crate) fn usage_json(analytics: &Analytics) -> Value {
     })
 }
 
+/// A stream's end in OpenAI's form: when `include_usage`, a chunk with
+/// `head`'s id, object, created and model, no choices and the usage; then
+/// `[DONE]`.
+pub(crate) fn write_stream_end(out: &mut Vec<u8>, analytics: &Analytics, include_usage: bool, mut head: Value) {
+    if include_usage {
+        head["choices"] = Value::Array(Vec::new());
+        head["usage"] = usage_json(analytics);
+        write_json_event(out, &head);
+    }
+    write_event(out, "[DONE]");
+}
+
 /// One `data:` event.
 pub fn write_event(out: &mut Vec<u8>, data: &str) {
     for line in data.split('\n') {
