@@ -154,6 +154,9 @@ pub struct LlmConfig {
     pub options: ModelOptions,
     pub log_statistics: bool,
     pub log_payloads: bool,
+    /// Some setting holds a `$(source.key)` reference (found once, here,
+    /// not per request).
+    pub templated: bool,
 }
 
 impl LlmConfig {
@@ -239,14 +242,27 @@ impl LlmConfig {
             huggingface_wait_for_model: huggingface.bool_opt("wait_for_model")?,
         };
         let logging = config.record("logging")?;
+        let model_name = model.string("name")?;
+        let o = &options;
+        let templated = [
+            model_name.as_deref(),
+            o.anthropic_version.as_deref(),
+            o.azure_instance.as_deref(),
+            o.azure_api_version.as_deref(),
+            o.azure_deployment_id.as_deref(),
+            o.upstream_path.as_deref(),
+        ]
+        .iter()
+        .any(|v| v.is_some_and(|v| v.contains("$(")));
         Ok(LlmConfig {
             route_type,
             auth,
             provider,
-            model_name: model.string("name")?,
+            model_name,
             options,
             log_statistics: logging.bool("log_statistics", false)?,
             log_payloads: logging.bool("log_payloads", false)?,
+            templated,
         })
     }
 }

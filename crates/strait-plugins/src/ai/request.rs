@@ -151,18 +151,7 @@ pub fn resolved_config<'c>(
     config: &'c LlmConfig,
     ctx: &RequestCtx<'_>,
 ) -> Result<std::borrow::Cow<'c, LlmConfig>, String> {
-    let o = &config.options;
-    let templated = [
-        config.model_name.as_deref(),
-        o.anthropic_version.as_deref(),
-        o.azure_instance.as_deref(),
-        o.azure_api_version.as_deref(),
-        o.azure_deployment_id.as_deref(),
-        o.upstream_path.as_deref(),
-    ]
-    .iter()
-    .any(|v| v.is_some_and(|v| v.contains("$(")));
-    if !templated {
+    if !config.templated {
         return Ok(std::borrow::Cow::Borrowed(config));
     }
     let mut owned = config.clone();

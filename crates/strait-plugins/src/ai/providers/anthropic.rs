@@ -515,6 +515,7 @@ mod tests {
             options: ModelOptions::default(),
             log_statistics: true,
             log_payloads: false,
+            templated: false,
         }
     }
 

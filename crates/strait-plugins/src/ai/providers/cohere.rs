@@ -218,6 +218,7 @@ mod tests {
             options: ModelOptions::default(),
             log_statistics: true,
             log_payloads: false,
+            templated: false,
         };
         let body = json!({"messages": [{"role": "system", "content": "Be brief."},
             {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},

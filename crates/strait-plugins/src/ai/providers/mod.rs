@@ -537,6 +537,7 @@ mod tests {
             options,
             log_statistics: false,
             log_payloads: false,
+            templated: false,
         }
     }
 

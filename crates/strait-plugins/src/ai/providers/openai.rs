@@ -189,6 +189,7 @@ mod tests {
             },
             log_statistics: true,
             log_payloads: false,
+            templated: false,
         }
     }
 
