@@ -391,7 +391,25 @@ impl Gateway {
         assert!(status.map(|s| s.success()).unwrap_or(false), "kill -{signal} failed");
     }
 
-    /// SIGTERM.
+    /// SIGQUIT: finish what is in flight, then exit (`strait quit`).
+    pub fn quit(&self) {
+        self.signal("QUIT");
+    }
+
+    /// SIGHUP: read the settings again (`strait reload`).
+    pub fn hangup(&self) {
+        self.signal("HUP");
+    }
+
+    /// The pid the node's PID file names (after `strait restart`, the
+    /// process that took over, which is not this harness's child).
+    pub fn serving_pid(&self) -> Option<u32> {
+        fs::read_to_string(self.dir.join("pids").join("strait.pid"))
+            .ok()
+            .and_then(|pid| pid.trim().parse().ok())
+    }
+
+    /// SIGTERM: stop now (`strait stop`).
     pub fn terminate(&self) {
         self.signal("TERM");
     }
@@ -482,6 +500,14 @@ impl Gateway {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
+        // A process that took over (`strait restart`) is not our child.
+        let child = self.child.as_ref().map(|child| child.id());
+        if let Some(pid) = self.serving_pid().filter(|pid| Some(*pid) != child) {
+            let _ = std::process::Command::new("kill")
+                .arg("-KILL")
+                .arg(pid.to_string())
+                .status();
+        }
         self.kill9();
         if std::env::var_os("STRAIT_E2E_KEEP").is_none() {
             let _ = fs::remove_dir_all(&self.dir);

@@ -1,5 +1,6 @@
-//! Signals: SIGTERM/SIGINT stop accepting, let in-flight requests finish (bounded by
-//! graceful_shutdown_timeout), don't wait for idle keep-alive connections, and exit 0.
+//! Signals: SIGQUIT (`strait quit`) stops accepting, lets in-flight requests finish (bounded
+//! by graceful_shutdown_timeout), doesn't wait long for idle keep-alive connections, and exits
+//! 0; SIGTERM and SIGINT (`strait stop`) close connections at once and exit 0.
 
 use std::time::{Duration, Instant};
 
@@ -16,14 +17,14 @@ async fn gateway_to(up: &Upstream, options: GatewayOptions) -> Gateway {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_drains_in_flight_and_exits_0() {
+async fn sigquit_drains_in_flight_and_exits_0() {
     let up = Upstream::start(UpstreamKind::Http1).await;
     let mut gw = gateway_to(&up, GatewayOptions::new()).await;
     let proxy = gw.proxy_addr();
     let in_flight = tokio::spawn(async move { send_h1(proxy, get("/s/slow?ms=1500")).await });
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(up.hits(), 1, "the slow request reached the upstream before the signal");
-    gw.terminate();
+    gw.quit();
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     let fresh = tokio::time::timeout(Duration::from_secs(3), async {
@@ -68,7 +69,7 @@ async fn shutdown_timeout_bounds_a_hung_request() {
     let hung = tokio::spawn(async move { send_h1(proxy, get("/s/hang")).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
-    gw.terminate();
+    gw.quit();
     let status = gw
         .wait_exit(Duration::from_secs(6))
         .await
@@ -97,7 +98,7 @@ async fn idle_keepalive_connections_do_not_delay_exit() {
     let mut h2 = Conn::h2c(gw.proxy_addr()).await.expect("connect");
     assert_eq!(h2.send(get("/s/echo")).await.expect("h2c").status, 200);
     let started = Instant::now();
-    gw.terminate();
+    gw.quit();
     let status = gw.wait_exit(Duration::from_secs(8)).await.expect("exited");
     assert_eq!(status.code(), Some(0));
     assert!(
@@ -106,4 +107,32 @@ async fn idle_keepalive_connections_do_not_delay_exit() {
         started.elapsed()
     );
     drop((h1, h2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_now_without_waiting_for_requests_in_flight() {
+    let up = Upstream::start(UpstreamKind::Http1).await;
+    let mut gw = gateway_to(&up, GatewayOptions::new()).await;
+    let proxy = gw.proxy_addr();
+    let in_flight = tokio::spawn(async move { send_h1(proxy, get("/s/slow?ms=5000")).await });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(up.hits(), 1, "the slow request reached the upstream before the signal");
+    let started = Instant::now();
+    gw.terminate();
+    let status = gw.wait_exit(Duration::from_secs(4)).await.expect("exited at once");
+    assert_eq!(status.code(), Some(0), "{}", gw.log_tail());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+    let reply = within(Duration::from_secs(3), "the cut request", in_flight)
+        .await
+        .expect("task");
+    assert!(
+        reply.is_err(),
+        "a request in flight was cut, not answered: {:?}",
+        reply.map(|r| r.status)
+    );
+    assert!(gw.log().contains("stopping now"), "{}", gw.log_tail());
 }

@@ -105,6 +105,9 @@ impl DataPlanes {
 /// What the control plane needs to serve data planes.
 pub struct ControlPlane {
     pub listen: SocketAddr,
+    /// `listen`, bound by the node (a socket a restart handed over, or a
+    /// new one).
+    pub socket: std::net::TcpListener,
     pub tls: ClusterTls,
     pub store: Arc<dyn Store>,
     pub publisher: SnapshotPublisher,
@@ -126,12 +129,11 @@ struct Shared {
 }
 
 impl ControlPlane {
-    /// Bind `cluster_listen` and serve data planes on a thread of their own
+    /// Serve data planes on `cluster_listen` on a thread of their own
     /// until the process ends; the list of data planes for the Admin API.
     pub fn start(self) -> Result<Arc<DataPlanes>, String> {
         let server = self.tls.server_config()?;
-        let socket = std::net::TcpListener::bind(self.listen)
-            .map_err(|e| format!("cluster_listen: could not listen on {}: {e}", self.listen))?;
+        let socket = self.socket;
         socket.set_nonblocking(true).map_err(|e| e.to_string())?;
         let planes = Arc::new(DataPlanes::new(self.purge_delay));
         let shared = Arc::new(Shared {

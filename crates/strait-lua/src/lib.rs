@@ -27,3 +27,11 @@ pub fn install() {
     strait_plugins::add(functions::PRE_FUNCTION);
     strait_plugins::add(functions::POST_FUNCTION);
 }
+
+/// The Lua the plugins run on, as its `jit.version` (or `_VERSION`) says.
+pub fn lua_version() -> String {
+    let lua = mlua::Lua::new();
+    lua.load("return (jit and jit.version) or _VERSION")
+        .eval::<String>()
+        .unwrap_or_else(|_| "unknown".to_string())
+}

@@ -26,6 +26,18 @@ pub use workers::{start_workers, WorkerModel, Workers};
 
 pub use strait_core::{SERVER_HEADER, VERSION, VIA_VALUE};
 
+static STOP_NOW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Make the coming stop immediate (`strait stop`, SIGTERM): the workers
+/// close their connections without waiting for requests in flight.
+pub fn stop_now() {
+    STOP_NOW.store(true, std::sync::atomic::Ordering::Release);
+}
+
+pub(crate) fn stopping_now() -> bool {
+    STOP_NOW.load(std::sync::atomic::Ordering::Acquire)
+}
+
 /// Proxy settings from the node configuration.
 #[derive(Debug, Clone)]
 pub struct ProxySettings {
@@ -51,19 +63,27 @@ pub struct ProxyContext {
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub stats: Arc<ProxyStats>,
     pub tls: Arc<rustls::ServerConfig>,
+    /// The client limits every new connection takes (`settings.limits` at
+    /// start; `strait reload` replaces them).
+    pub limits: Arc<ArcSwap<ClientLimits>>,
 }
 
 /// Per-worker state handed to every connection.
 pub struct Shared {
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub stats: Arc<ProxyStats>,
-    pub limits: ClientLimits,
+    limits: Arc<ArcSwap<ClientLimits>>,
     pub headers: pipeline::kong_headers::HeaderSwitches,
     pub(crate) access_log: Option<pipeline::access_log::WorkerLog>,
     pool: upstream::Pool,
 }
 
 impl Shared {
+    /// The client limits a new connection keeps for its life.
+    pub fn limits(&self) -> Arc<ClientLimits> {
+        self.limits.load_full()
+    }
+
     pub fn pool(&self) -> &upstream::Pool {
         &self.pool
     }

@@ -60,12 +60,23 @@ impl Workers {
 pub fn start_workers(context: ProxyContext, shutdown: watch::Receiver<bool>) -> Result<Workers, String> {
     let threads = context.settings.worker_threads.max(1);
     let model = context.settings.worker_model;
-    let groups: Vec<Vec<(ListenSpec, std::net::TcpListener)>> = match model {
+    let mut groups: Vec<Vec<(ListenSpec, std::net::TcpListener)>> = match model {
         WorkerModel::ThreadPerCore => (0..threads)
             .map(|_| bind_all(&context.settings.listeners, true))
             .collect::<Result<_, _>>()?,
         WorkerModel::WorkStealing => vec![bind_all(&context.settings.listeners, false)?],
     };
+    // A process taken over with more workers handed over more sockets per
+    // address than there are workers now: they are served too, spread over
+    // the workers, as closing one would reset the connections in its queue.
+    let workers = groups.len();
+    let mut next = 0;
+    for spec in &context.settings.listeners {
+        for socket in crate::wire::listen::unclaimed_inherited(spec.addr) {
+            groups[next % workers].push((spec.clone(), socket));
+            next += 1;
+        }
+    }
     let mut handles = Vec::new();
     for (index, sockets) in groups.into_iter().enumerate() {
         let context = context.clone();
@@ -127,7 +138,7 @@ fn run_worker(
         let shared = Arc::new(Shared {
             snapshot: context.snapshot.clone(),
             stats: context.stats.clone(),
-            limits: context.settings.limits.clone(),
+            limits: context.limits.clone(),
             headers: context.settings.headers,
             access_log: context.settings.access_log.as_ref().map(AccessLog::for_worker),
             pool: Pool::new(context.settings.keepalive, context.settings.upstream_http2.clone()),
@@ -162,6 +173,8 @@ fn run_worker(
         }
         let mut stop = shutdown.clone();
         crate::stopped(&mut stop).await;
+        // `strait stop` (SIGTERM) does not wait for connections to finish.
+        let grace = if crate::stopping_now() { Duration::ZERO } else { grace };
         let deadline = tokio::time::Instant::now() + grace;
         while active.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -195,7 +208,7 @@ async fn accept_loop(
                 continue;
             }
         };
-        if active.load(Ordering::Acquire) >= shared.limits.max_connections_per_worker {
+        if active.load(Ordering::Acquire) >= shared.limits().max_connections_per_worker {
             // At the cap: closing now tells the client at once, where
             // leaving it in the backlog would let it hang.
             shared.stats.connection_refused();

@@ -122,3 +122,21 @@ fn configuration_bytes(config: Option<&Value>) -> Arc<[u8]> {
         Some(other) => Arc::from(other.to_string().into_bytes()),
     }
 }
+
+/// The wasmtime release filters run on: the version the workspace pins
+/// (`=` in Cargo.toml; a test keeps the two equal).
+pub const WASMTIME_VERSION: &str = "48.0.8";
+
+#[cfg(test)]
+mod version_tests {
+    #[test]
+    fn the_reported_wasmtime_version_is_the_pinned_one() {
+        let manifest = include_str!("../../../Cargo.toml");
+        let pinned = format!("wasmtime = {{ version = \"={}\"", super::WASMTIME_VERSION);
+        assert!(
+            manifest.contains(&pinned),
+            "Cargo.toml pins another wasmtime than {}",
+            super::WASMTIME_VERSION
+        );
+    }
+}

@@ -110,13 +110,17 @@ fn release_allocator_memory() {
     unsafe { mi_collect(true) }
 }
 
+mod cli;
+mod control;
 mod db_config;
+mod handover;
 mod kong_configuration;
 mod logfile;
 mod migrations;
 mod node;
 mod pg_cache;
 mod pg_follow;
+mod reload;
 mod settings;
 
 use std::alloc::{GlobalAlloc, Layout};
@@ -134,9 +138,25 @@ use crate::settings::{NodeSettings, RawSettings};
 const USAGE: &str = "\
 Usage: strait <command>
 
-Commands:
-  start [--conf FILE] [--prefix DIR] [--declarative-config FILE]
+Commands (-c/--conf FILE and -p/--prefix DIR as Kong's; a node's prefix is
+its settings' `prefix` unless given):
+  start [-c FILE] [-p DIR] [--declarative-config FILE]
                            start a node (settings: FILE, then STRAIT_<KEY> env vars)
+  quit [-p DIR] [--wait S] [--timeout S]
+                           finish requests in flight, then exit (SIGQUIT); after --timeout
+                           (default 10 s) stop now
+  stop [-p DIR]            stop now, closing connections (SIGTERM)
+  reload [-p DIR] [-c FILE]
+                           apply changed settings that can change live (SIGHUP); says which
+                           need a restart, and then changes nothing
+  restart [-p DIR]         a new process takes the listening sockets over, the old one
+                           drains: no connection is dropped (a binary upgrade as well)
+  health [-p DIR]          whether the node runs, and its listeners
+  check [FILE]             check a settings file; prints every error
+  prepare [-c FILE] [-p DIR]
+                           lay out the prefix without starting
+  config init [FILE]       write a starter declarative file (default ./kong.yml)
+  config parse FILE        check a declarative file without loading it
   config validate FILE     check a Kong declarative config; prints every error
   config db_import FILE [--conf F]
                            add and update the file's entities in PostgreSQL (never deletes)
@@ -144,7 +164,7 @@ Commands:
                            write PostgreSQL's configuration as a declarative file
   migrations COMMAND       manage the PostgreSQL schema (bootstrap, up, finish, list, reset,
                            status); `strait migrations help` for the flags
-  version                  print the version
+  version [--all]          print the version (--all: its parts' too)
 ";
 
 fn main() -> ExitCode {
@@ -167,14 +187,20 @@ fn main() -> ExitCode {
 fn run(args: &[String]) -> Result<ExitCode> {
     match args.first().map(String::as_str) {
         Some("start") => start(&args[1..]).map(|_| ExitCode::SUCCESS),
-        Some("config") if args.get(1).map(String::as_str) == Some("validate") => validate(args.get(2)),
+        Some("quit") => control::quit(&args[1..]),
+        Some("stop") => control::stop(&args[1..]),
+        Some("reload") => control::reload(&args[1..]),
+        Some("restart") => control::restart(&args[1..]),
+        Some("health") => control::health(&args[1..]),
+        Some("check") => cli::check(&args[1..]),
+        Some("prepare") => cli::prepare(&args[1..]),
+        Some("config") if args.get(1).map(String::as_str) == Some("init") => cli::config_init(&args[2..]),
+        Some("config") if args.get(1).map(String::as_str) == Some("parse") => cli::config_parse(&args[2..]),
+        Some("config") if args.get(1).map(String::as_str) == Some("validate") => validate(args.get(2), "ok"),
         Some("config") if args.get(1).map(String::as_str) == Some("db_import") => db_config::import(&args[2..]),
         Some("config") if args.get(1).map(String::as_str) == Some("db_export") => db_config::export(&args[2..]),
         Some("migrations") => migrations::run(&args[1..]),
-        Some("version") | Some("--version") => {
-            println!("Strait {}", strait_core::VERSION);
-            Ok(ExitCode::SUCCESS)
-        }
+        Some("version") | Some("--version") => cli::version(&args[1..]),
         Some("help") | Some("--help") | Some("-h") | None => {
             print!("{USAGE}");
             Ok(if args.is_empty() {
@@ -187,7 +213,7 @@ fn run(args: &[String]) -> Result<ExitCode> {
     }
 }
 
-fn validate(file: Option<&String>) -> Result<ExitCode> {
+fn validate(file: Option<&String>, valid: &str) -> Result<ExitCode> {
     let file = file.ok_or_else(|| anyhow!("config validate needs a FILE\n\n{USAGE}"))?;
     // Custom plugins named by STRAIT_PLUGINS validate as they will run.
     let raw = RawSettings::load(None, std::env::vars())?;
@@ -203,7 +229,7 @@ fn validate(file: Option<&String>) -> Result<ExitCode> {
     match parse_declarative(&bytes, DeclarativeFormat::Auto, now) {
         Ok(config) => match strait_snapshot::compile_snapshot(0, std::sync::Arc::new(config)) {
             Ok(snapshot) => {
-                println!("{file}: ok ({} entities)", snapshot.entity_count());
+                println!("{file}: {valid} ({} entities)", snapshot.entity_count());
                 Ok(ExitCode::SUCCESS)
             }
             Err(error) => {
@@ -239,14 +265,25 @@ fn start(args: &[String]) -> Result<()> {
             other => bail!("unknown flag {other:?} for start\n\n{USAGE}"),
         }
     }
-    let raw = RawSettings::load(conf.as_deref(), std::env::vars().chain(overrides))?;
+    let raw = RawSettings::load(conf.as_deref(), std::env::vars().chain(overrides.iter().cloned()))?;
     let mut settings = NodeSettings::from_raw(raw)?;
-    init_logging(&settings)?;
+    let log_level = init_logging(&settings)?;
+    // How to read these settings again (`strait reload`) and to start a
+    // successor (`strait restart`): the binary's path now, as a package
+    // upgrade replaces the file there.
+    let exe = std::env::current_exe().context("finding the binary's path")?;
+    let exe = PathBuf::from(exe.to_string_lossy().trim_end_matches(" (deleted)"));
+    let launch = reload::Launch {
+        conf: conf.map(|conf| std::fs::canonicalize(&conf).unwrap_or(conf)),
+        overrides,
+        exe,
+        args: std::env::args().skip(1).collect(),
+    };
     load_plugin_servers(&settings.external, &mut settings.lua, true)?;
     strait_lua::configure(settings.lua.clone());
     strait_lua::load_custom_plugins(&settings.lua).map_err(|e| anyhow!(e))?;
     load_wasm_filters(&settings.wasm)?;
-    node::run(settings)
+    node::run(settings, launch, log_level)
 }
 
 /// The plugin servers' plugins into the registry (and, with `start`, the
@@ -287,17 +324,23 @@ fn load_wasm_filters(wasm: &strait_wasm::WasmSettings) -> Result<()> {
 
 /// The node's own log (`proxy_error_log`, `log_level`, `log_format`):
 /// plain text without colour codes unless it is a terminal, or JSON lines.
-fn init_logging(settings: &settings::NodeSettings) -> Result<()> {
+/// Returns what sets the level later (`strait reload`).
+fn init_logging(settings: &settings::NodeSettings) -> Result<node::LogLevelSetter> {
     use std::io::IsTerminal;
     use tracing_subscriber::fmt::writer::BoxMakeWriter;
-    let level = match settings.log_level.as_str() {
-        "debug" => "debug",
-        "info" | "notice" => "info",
-        "warn" => "warn",
-        _ => "error",
+    let filter = |level: &str| {
+        let level = match level {
+            "debug" => "debug",
+            "info" | "notice" => "info",
+            "warn" => "warn",
+            _ => "error",
+        };
+        tracing_subscriber::EnvFilter::new(format!("{level},hyper=warn,h2=warn,rustls=warn"))
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("STRAIT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{level},hyper=warn,h2=warn,rustls=warn")));
+    // STRAIT_LOG (a tracing filter) fixes the level: reload leaves it.
+    let fixed = tracing_subscriber::EnvFilter::try_from_env("STRAIT_LOG").ok();
+    let pinned = fixed.is_some();
+    let initial = fixed.unwrap_or_else(|| filter(&settings.log_level));
     let (writer, ansi) = match &settings.error_log {
         settings::LogTarget::Off => (BoxMakeWriter::new(std::io::sink), false),
         settings::LogTarget::Stderr => (BoxMakeWriter::new(std::io::stderr), std::io::stderr().is_terminal()),
@@ -310,15 +353,27 @@ fn init_logging(settings: &settings::NodeSettings) -> Result<()> {
         }
     };
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(initial)
         .with_writer(writer)
         .with_ansi(ansi);
-    if settings.json_logs {
-        builder.json().init();
-    } else {
+    let set: Box<dyn Fn(tracing_subscriber::EnvFilter) -> Result<()> + Send + Sync> = if settings.json_logs {
+        let builder = builder.json().with_filter_reloading();
+        let handle = builder.reload_handle();
         builder.init();
-    }
-    Ok(())
+        Box::new(move |new| handle.reload(new).map_err(|e| anyhow!("log_level: {e}")))
+    } else {
+        let builder = builder.with_filter_reloading();
+        let handle = builder.reload_handle();
+        builder.init();
+        Box::new(move |new| handle.reload(new).map_err(|e| anyhow!("log_level: {e}")))
+    };
+    Ok(Box::new(move |level: &str| {
+        if pinned {
+            tracing::warn!("log_level: STRAIT_LOG sets the log filter; unchanged");
+            return Ok(());
+        }
+        set(filter(level))
+    }))
 }
 
 #[cfg(test)]

@@ -1,9 +1,13 @@
 //! Starting and stopping a node: open the store, publish the stored
 //! configuration, apply `declarative_config`, start the proxy workers and the
-//! Admin/status APIs, and drain on SIGTERM/SIGINT.
+//! Admin/status APIs; then serve until a signal: SIGQUIT drains, SIGTERM and
+//! SIGINT stop now, SIGHUP reloads, SIGUSR2 hands over to a new process.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use strait_proxy::wire::tls::LiveCert;
 
 use anyhow::{anyhow, bail, Context, Result};
 use strait_admin::{load_declarative, serve_admin, serve_status, AdminState};
@@ -16,6 +20,7 @@ use strait_snapshot::{compile_snapshot_hashed, SnapshotPublisher};
 use strait_store::{LmdbStore, Store};
 use tokio::sync::watch;
 
+use crate::reload::Launch;
 use crate::settings::{NodeSettings, Role};
 
 fn node_id(prefix: &std::path::Path) -> Result<String> {
@@ -105,7 +110,7 @@ fn open_runtime_store(settings: &NodeSettings) -> Result<()> {
     Ok(())
 }
 
-pub fn run(settings: NodeSettings) -> Result<()> {
+pub fn run(settings: NodeSettings, launch: Launch, log_level: LogLevelSetter) -> Result<()> {
     strait_runtime::cache::set_capacity(settings.mem_cache_size);
     strait_runtime::logs::set_syslog_socket(settings.syslog_socket.clone());
     strait_plugins::bundled::opentelemetry::set_node_sampling_rate(settings.tracing_sampling_rate);
@@ -118,6 +123,20 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     strait_proxy::upstream::dns::configure(settings.dns.clone());
     std::fs::create_dir_all(&settings.prefix)
         .with_context(|| format!("creating prefix {}", settings.prefix.display()))?;
+    // A successor started by `strait restart` takes the running node's
+    // listening sockets; otherwise no other node may serve this prefix.
+    let takeover = match std::env::var("STRAIT_TAKEOVER").as_deref() {
+        Ok("1") => Some(crate::handover::take_over(&settings.prefix)?),
+        _ => {
+            if let Some(pid) = crate::control::running_pid(&settings.prefix) {
+                bail!(
+                    "Strait is already running at {} (pid {pid}); `strait restart` replaces it without dropping a connection",
+                    settings.prefix.display()
+                );
+            }
+            None
+        }
+    };
     // A data plane's store is its cache of what the control plane sent.
     let dp_cache = match &settings.role {
         Role::DataPlane { .. } => Some(Arc::new(crate::pg_cache::LocalCache::open_data_plane(
@@ -235,6 +254,8 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         } => strait_admin::Cluster::ControlPlane(
             strait_cluster::cp::ControlPlane {
                 listen: *listen,
+                socket: strait_proxy::wire::listen::bind_addr(*listen, false, 1024)
+                    .with_context(|| format!("cluster_listen: could not listen on {listen}"))?,
                 tls: tls.clone(),
                 store: store.clone(),
                 publisher: publisher.clone(),
@@ -291,8 +312,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
     strait_runtime::background::release_memory();
     strait_store::c_heap_arena_per_thread();
     let stats = Arc::new(ProxyStats::default());
-    let default_cert =
-        load_or_create_default_certificate(&settings.prefix).map_err(|e| anyhow!("default certificate: {e}"))?;
+    let proxy_cert: LiveCert = Arc::new(ArcSwap::new(proxy_certificate(&settings)?));
     let client_verify = match &settings.client_verify {
         (mode, Some(path)) if mode != "off" => {
             let pem =
@@ -305,9 +325,13 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         }
         _ => strait_proxy::wire::tls::ClientVerify::Off,
     };
-    let tls = server_config(publisher.current(), default_cert.clone(), &settings.tls, &client_verify)
+    let tls = server_config(publisher.current(), proxy_cert.clone(), &settings.tls, &client_verify)
         .map_err(|e| anyhow!("TLS setup: {e}"))?;
-    let admin_tls = admin_tls_config(&settings, default_cert)?;
+    let (admin_tls, admin_cert) = match admin_tls_config(&settings)? {
+        Some((config, cert)) => (Some(config), Some(cert)),
+        None => (None, None),
+    };
+    let live_limits = Arc::new(ArcSwap::from_pointee(settings.proxy.limits.clone()));
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     // A control plane does not proxy (Kong's control planes neither).
     let proxies = !matches!(settings.role, Role::ControlPlane { .. });
@@ -319,6 +343,7 @@ pub fn run(settings: NodeSettings) -> Result<()> {
                     snapshot: publisher.current(),
                     stats: stats.clone(),
                     tls,
+                    limits: live_limits.clone(),
                 },
                 shutdown_rx.clone(),
             )
@@ -333,6 +358,18 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         ),
         false => None,
     };
+    // A successor serves the proxy sockets now; the node before it stops
+    // accepting and closes its Admin API, then this one opens its own on
+    // what the store holds by then.
+    if let Some(takeover) = takeover {
+        let grace = settings.proxy.graceful_shutdown_timeout + std::time::Duration::from_secs(5);
+        let handed = takeover.ready(grace);
+        tracing::info!(previous_version = ?handed, "hand-over: the previous process drains");
+        let embedded = settings.postgres.is_none() && !matches!(settings.role, Role::DataPlane { .. });
+        if embedded {
+            control.block_on(catch_up(&store, &publisher));
+        }
+    }
     let serving = publisher.current();
     let state = Arc::new(AdminState {
         store,
@@ -349,35 +386,207 @@ pub fn run(settings: NodeSettings) -> Result<()> {
         headers: settings.proxy.headers,
         cluster,
     });
-    let admin = start_admin_thread(&settings, state, admin_tls, shutdown_rx)?;
+    let admin = start_admin_thread(&settings, state.clone(), admin_tls, shutdown_rx)?;
     // A data plane is ready once it has a configuration: its cache now, or
     // the control plane's first (Kong's data planes answer 503 until then).
     if !matches!(settings.role, Role::DataPlane { .. }) || serving.load().version > 0 {
         ready.store(true, Ordering::Release);
     }
+    for addr in strait_proxy::wire::listen::close_unclaimed() {
+        tracing::info!(%addr, "hand-over: a listener the settings no longer have is closed");
+    }
+    crate::control::write_pid(&settings.prefix)?;
+    crate::cli::write_env_file(&settings.prefix, &settings.raw);
+    let (handed_tx, mut handed_rx) = tokio::sync::mpsc::unbounded_channel();
+    crate::handover::listen(&settings.prefix, move |successor| {
+        let _ = handed_tx.send(successor);
+    })?;
+    crate::control::notify(&format!("MAINPID={}\nREADY=1", std::process::id()));
     tracing::info!(proxy = ?settings.proxy.listeners.iter().map(|l| l.addr).collect::<Vec<_>>(), "strait started");
-    control.block_on(wait_for_signal());
-    tracing::info!(grace = ?settings.proxy.graceful_shutdown_timeout, "shutting down: draining connections");
+    let reloader = crate::reload::Reloader {
+        launch: std::sync::Mutex::new(launch),
+        raw: std::sync::Mutex::new(settings.raw.0.clone()),
+        log_level,
+        proxy_cert,
+        admin_cert,
+        limits: live_limits,
+    };
+    let ending = control.block_on(serve_until_stop(&settings, &reloader, &state, &mut handed_rx));
+    crate::control::notify("STOPPING=1");
+    let successor = match ending {
+        Ending::Now => {
+            tracing::info!("stopping now: connections are closed");
+            strait_proxy::stop_now();
+            None
+        }
+        Ending::Graceful => {
+            tracing::info!(grace = ?settings.proxy.graceful_shutdown_timeout, "shutting down: draining connections");
+            None
+        }
+        Ending::HandedOver(successor) => {
+            tracing::info!(grace = ?settings.proxy.graceful_shutdown_timeout, "handed over: draining connections");
+            Some(successor)
+        }
+    };
     let _ = shutdown_tx.send(true);
+    drop(state);
+    // The successor opens its Admin API once this one is closed.
+    let _ = admin.join();
+    if let Some(successor) = successor {
+        successor.draining(serving.load().version);
+    }
+    strait_proxy::wire::listen::forget_listening();
     if let Some(workers) = workers {
         workers.join();
     }
-    let _ = admin.join();
     if let Some(health) = health {
         let _ = health.join();
     }
+    crate::control::remove_pid_if_ours(&settings.prefix);
     tracing::info!("stopped");
     strait_runtime::logs::files::flush();
     Ok(())
 }
 
-/// The TLS configuration of the Admin API's `ssl` listeners, when there are
-/// any: `admin_ssl_cert` (else the node's default certificate), and client
-/// certificates signed by `admin_ssl_client_ca` when that is set.
-fn admin_tls_config(
+/// A successor's first step once the node before it stopped writing: the
+/// store's configuration, when it moved on since this process loaded it.
+async fn catch_up(store: &Arc<dyn Store>, publisher: &SnapshotPublisher) {
+    let running = publisher.current().load().version;
+    match store.version() {
+        Ok(stored) if stored != running => {}
+        Ok(_) => return,
+        Err(error) => {
+            tracing::error!(%error, "hand-over: could not read the store's version");
+            return;
+        }
+    }
+    let (version, config) = match store.load() {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            tracing::error!(%error, "hand-over: could not load the stored configuration");
+            return;
+        }
+    };
+    let hash = store.config_hash().ok().flatten();
+    let commit: strait_snapshot::compiler::ReplaceCommitFn =
+        Box::new(move |_| -> Result<u64, strait_snapshot::compiler::CommitError> { Ok(version) });
+    match publisher.sync(Arc::new(config), hash, 0, commit).await {
+        Ok(_) => tracing::info!(
+            from = running,
+            version,
+            "hand-over: the configuration written meanwhile is served"
+        ),
+        Err(error) => tracing::error!(%error, version, "hand-over: the stored configuration does not compile"),
+    }
+}
+
+/// Sets the node's log level (`strait reload`).
+pub type LogLevelSetter = Box<dyn Fn(&str) -> Result<()> + Send + Sync>;
+
+enum Ending {
+    /// `strait stop`, SIGTERM, SIGINT.
+    Now,
+    /// `strait quit`, SIGQUIT.
+    Graceful,
+    /// A successor took the sockets (`strait restart`, SIGUSR2).
+    HandedOver(crate::handover::Successor),
+}
+
+/// Serve until a signal ends it; reload on SIGHUP, start a successor on
+/// SIGUSR2, reopen the log files on SIGUSR1.
+async fn serve_until_stop(
     settings: &NodeSettings,
-    default_cert: Arc<rustls::sign::CertifiedKey>,
-) -> Result<Option<Arc<rustls::ServerConfig>>> {
+    reloader: &crate::reload::Reloader,
+    state: &AdminState,
+    handed: &mut tokio::sync::mpsc::UnboundedReceiver<crate::handover::Successor>,
+) -> Ending {
+    use tokio::signal::unix::{signal, SignalKind};
+    let signals = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::quit()),
+        signal(SignalKind::hangup()),
+        signal(SignalKind::user_defined1()),
+        signal(SignalKind::user_defined2()),
+    );
+    let (Ok(mut term), Ok(mut int), Ok(mut quit), Ok(mut hup), Ok(mut usr1), Ok(mut usr2)) = signals else {
+        tracing::error!("could not install signal handlers; stopping");
+        return Ending::Now;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => return Ending::Now,
+            _ = int.recv() => return Ending::Now,
+            _ = quit.recv() => return Ending::Graceful,
+            Some(successor) = handed.recv() => return Ending::HandedOver(successor),
+            _ = usr1.recv() => {
+                strait_runtime::logs::files::reopen_all();
+                tracing::info!("SIGUSR1: log files reopened");
+            }
+            _ = hup.recv() => {
+                crate::control::notify("RELOADING=1");
+                let (token, conf) = crate::reload::take_request(&settings.prefix);
+                let outcome = reloader.reload(conf, Some(state)).await;
+                match &outcome {
+                    crate::reload::Outcome::Applied(lines) => tracing::info!(changes = ?lines, "reloaded"),
+                    crate::reload::Outcome::Refused(lines) => {
+                        tracing::error!(settings = ?lines, "reload refused: nothing changed")
+                    }
+                    crate::reload::Outcome::Failed(error) => tracing::error!(%error, "reload failed: nothing changed"),
+                }
+                crate::reload::report(&settings.prefix, &token, &outcome);
+                crate::control::notify("READY=1");
+            }
+            _ = usr2.recv() => {
+                let launch = reloader.launch.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                start_successor(&launch);
+            }
+        }
+    }
+}
+
+/// Start the process that takes this one's sockets over (the binary now
+/// at the path this one started from, with the same arguments).
+fn start_successor(launch: &crate::reload::Launch) {
+    let spawned = std::process::Command::new(&launch.exe)
+        .args(&launch.args)
+        .env("STRAIT_TAKEOVER", "1")
+        .spawn();
+    match spawned {
+        Ok(mut child) => {
+            let pid = child.id();
+            tracing::info!(pid, exe = %launch.exe.display(), "SIGUSR2: a new process starts to take over");
+            // Reaped here: one that fails before the hand-over is reported.
+            let _ = std::thread::Builder::new()
+                .name("strait-successor".to_string())
+                .spawn(move || match child.wait() {
+                    Ok(status) if status.success() => {}
+                    Ok(status) => tracing::error!(pid, %status, "the new process exited; this one keeps serving"),
+                    Err(error) => tracing::error!(pid, %error, "waiting for the new process"),
+                });
+        }
+        Err(error) => tracing::error!(%error, exe = %launch.exe.display(), "could not start the new process"),
+    }
+}
+
+/// The proxy's default certificate: `ssl_cert`/`ssl_cert_key`, or the one
+/// generated in the prefix.
+pub fn proxy_certificate(settings: &NodeSettings) -> Result<Arc<rustls::sign::CertifiedKey>> {
+    match &settings.ssl_cert {
+        Some((cert, key)) => {
+            let read = |name: &str, path: &std::path::Path| {
+                std::fs::read_to_string(path).with_context(|| format!("{name}: reading {}", path.display()))
+            };
+            strait_snapshot::tls::certified_key(&read("ssl_cert", cert)?, &read("ssl_cert_key", key)?)
+                .map_err(|e| anyhow!("ssl_cert: {e}"))
+        }
+        None => load_or_create_default_certificate(&settings.prefix).map_err(|e| anyhow!("default certificate: {e}")),
+    }
+}
+
+/// The Admin API's certificate when it has `ssl` listeners:
+/// `admin_ssl_cert`, else the proxy's default.
+pub fn admin_certificate(settings: &NodeSettings) -> Result<Option<Arc<rustls::sign::CertifiedKey>>> {
     if !settings.admin_listen.iter().any(|spec| spec.ssl) {
         return Ok(None);
     }
@@ -385,20 +594,33 @@ fn admin_tls_config(
         std::fs::read_to_string(path).with_context(|| format!("{key}: reading {}", path.display()))
     };
     let tls = &settings.admin_tls;
-    let certificate = match (&tls.cert, &tls.key) {
+    Ok(Some(match (&tls.cert, &tls.key) {
         (Some(cert), Some(key)) => {
             strait_snapshot::tls::certified_key(&read("admin_ssl_cert", cert)?, &read("admin_ssl_cert_key", key)?)
                 .map_err(|e| anyhow!("admin_ssl_cert: {e}"))?
         }
-        _ => default_cert,
+        _ => proxy_certificate(settings)?,
+    }))
+}
+
+/// The TLS configuration of the Admin API's `ssl` listeners, when there are
+/// any, and its certificate (which `strait reload` can replace); client
+/// certificates signed by `admin_ssl_client_ca` when that is set.
+fn admin_tls_config(settings: &NodeSettings) -> Result<Option<(Arc<rustls::ServerConfig>, LiveCert)>> {
+    let Some(certificate) = admin_certificate(settings)? else {
+        return Ok(None);
     };
-    let client_ca = match &tls.client_ca {
-        Some(path) => Some(read("admin_ssl_client_ca", path)?),
+    let client_ca = match &settings.admin_tls.client_ca {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("admin_ssl_client_ca: reading {}", path.display()))?,
+        ),
         None => None,
     };
-    let config = strait_proxy::wire::tls::admin_server_config(certificate, client_ca.as_deref(), &settings.tls)
+    let live: LiveCert = Arc::new(ArcSwap::new(certificate));
+    let config = strait_proxy::wire::tls::admin_server_config(live.clone(), client_ca.as_deref(), &settings.tls)
         .map_err(|e| anyhow!("Admin API TLS: {e}"))?;
-    Ok(Some(config))
+    Ok(Some((config, live)))
 }
 
 /// The Admin and status APIs on their own thread and runtime.
@@ -462,30 +684,4 @@ fn start_admin_thread(
             });
         })
         .context("spawning the admin thread")
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        tracing::error!("could not install signal handlers; stopping");
-        return;
-    };
-    // SIGUSR1: reopen every log file (nginx's and Kong's logrotate signal).
-    let mut usr1 = signal(SignalKind::user_defined1()).ok();
-    loop {
-        let reopen = async {
-            match usr1.as_mut() {
-                Some(usr1) => usr1.recv().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = term.recv() => return,
-            _ = int.recv() => return,
-            _ = reopen => {
-                strait_runtime::logs::files::reopen_all();
-                tracing::info!("SIGUSR1: log files reopened");
-            }
-        }
-    }
 }

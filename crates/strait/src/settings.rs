@@ -17,7 +17,7 @@ mod network;
 mod plugins;
 
 /// Every key Strait understands, with its default.
-const DEFAULTS: &[(&str, &str)] = &[
+pub const DEFAULTS: &[(&str, &str)] = &[
     ("role", "traditional"),
     ("database", "embedded"),
     ("prefix", "./strait-data"),
@@ -100,6 +100,10 @@ const DEFAULTS: &[(&str, &str)] = &[
     ("wasm_filters", "bundled,user"),
     ("wasm_max_run_time", "500ms"),
     ("wasm_max_memory", "256m"),
+    // The proxy's default certificate (Kong's; unset: one generated in
+    // the prefix). `strait reload` reads them again.
+    ("ssl_cert", ""),
+    ("ssl_cert_key", ""),
     ("admin_ssl_cert", ""),
     ("admin_ssl_cert_key", ""),
     ("admin_ssl_client_ca", ""),
@@ -205,6 +209,8 @@ pub struct NodeSettings {
     /// `wasm*`: proxy-wasm filters and their limits.
     pub wasm: strait_wasm::WasmSettings,
     pub admin_tls: AdminTls,
+    /// `ssl_cert` and `ssl_cert_key`.
+    pub ssl_cert: Option<(PathBuf, PathBuf)>,
     /// Defaults of references that name a vault implementation directly.
     pub vaults: strait_snapshot::secrets::VaultDefaults,
     /// How often secret references are read again (zero: never).
@@ -656,6 +662,14 @@ impl NodeSettings {
         if optional("admin_ssl_cert").is_some() != optional("admin_ssl_cert_key").is_some() {
             bail!("admin_ssl_cert and admin_ssl_cert_key: set both or neither");
         }
+        let ssl_cert = match (optional("ssl_cert"), optional("ssl_cert_key")) {
+            (Some(cert), Some(key)) if cert.contains(',') || key.contains(',') => {
+                bail!("ssl_cert: one certificate and key (Strait takes no list here; add more as certificate entities)")
+            }
+            (Some(cert), Some(key)) => Some((PathBuf::from(cert), PathBuf::from(key))),
+            (None, None) => None,
+            _ => bail!("ssl_cert and ssl_cert_key: set both or neither"),
+        };
         let status_listen = listen("status_listen")?;
         if status_listen.iter().any(|spec| spec.ssl) {
             bail!("status_listen: ssl is not supported on the status listener");
@@ -696,6 +710,7 @@ impl NodeSettings {
             lua: lua_settings(&raw)?,
             external: external_settings(&raw)?,
             wasm: wasm_settings(&raw)?,
+            ssl_cert,
             admin_tls: AdminTls {
                 cert: optional("admin_ssl_cert").map(PathBuf::from),
                 key: optional("admin_ssl_cert_key").map(PathBuf::from),

@@ -270,7 +270,7 @@ pub async fn serve_tls(
     shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
-    let handshake = timeout(shared.limits.header_timeout, acceptor.accept(stream)).await;
+    let handshake = timeout(shared.limits().header_timeout, acceptor.accept(stream)).await;
     let tls = match handshake {
         Ok(Ok(tls)) => tls,
         Ok(Err(error)) => {
@@ -327,7 +327,7 @@ async fn serve_stream<IO>(
     let decision = if alpn_h2 {
         Preread::Http2(Bytes::new())
     } else {
-        preread(&mut io, &shared.limits).await
+        preread(&mut io, &shared.limits()).await
     };
     match decision {
         Preread::Closed => {}

@@ -102,6 +102,10 @@ enum Next {
     Reject(ErrorKind),
 }
 
+/// How long an idle keep-alive connection waits for its next request once
+/// a graceful stop began (`strait quit`, a hand-over to a new process).
+const STOP_LINGER: Duration = Duration::from_millis(1000);
+
 /// Serve one client HTTP/1.1 connection; `read` holds what the protocol
 /// sniffing read already (at least the first request's head).
 pub(crate) async fn serve<IO>(
@@ -113,7 +117,8 @@ pub(crate) async fn serve<IO>(
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let limits = &shared.limits;
+    let limits = shared.limits();
+    let limits: &ClientLimits = &limits;
     let age = limits.max_connection_age.map(|age| Instant::now() + jittered(age));
     let mut stopping = shutdown.clone();
     let mut session = Session {
@@ -125,6 +130,7 @@ pub(crate) async fn serve<IO>(
             let _ = stopping.wait_for(|stop| *stop).await;
         }),
         stopped: false,
+        linger: None,
         shutdown,
         age,
         aged: age.map(|at| Box::pin(tokio::time::sleep_until(at.into()))),
@@ -154,6 +160,9 @@ struct Session<'a> {
     /// Resolves when Strait stops.
     stop: Pin<Box<dyn Future<Output = ()> + Send>>,
     stopped: bool,
+    /// After a graceful stop: how long an idle connection still waits for
+    /// its next request.
+    linger: Option<Pin<Box<Sleep>>>,
     shutdown: watch::Receiver<bool>,
     /// When the connection should go (`max_connection_age`, jittered).
     age: Option<Instant>,
@@ -293,6 +302,7 @@ impl Session<'_> {
                 clock,
                 stop,
                 stopped,
+                linger,
                 aged,
                 ..
             } = self;
@@ -302,7 +312,19 @@ impl Session<'_> {
                 }
                 if !*stopped && stop.as_mut().poll(cx).is_ready() {
                     *stopped = true;
-                    return Poll::Ready(Wait::Done);
+                    if crate::stopping_now() {
+                        return Poll::Ready(Wait::Done);
+                    }
+                    // A keep-alive client may be sending its next request
+                    // right now: closing at once would lose it (a reset
+                    // the client cannot tell from a failure). It is served,
+                    // with `Connection: close`, if it comes soon.
+                    *linger = Some(Box::pin(tokio::time::sleep(STOP_LINGER)));
+                }
+                if let Some(wait) = linger.as_mut() {
+                    if wait.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Wait::Done);
+                    }
                 }
                 if let Some(aged) = aged.as_mut() {
                     if aged.as_mut().poll(cx).is_ready() {

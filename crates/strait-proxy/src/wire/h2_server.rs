@@ -79,7 +79,8 @@ async fn drive<IO>(io: Coalesced<IO>, info: ConnInfo, shared: Arc<Shared>, mut s
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let limits: &ClientLimits = &shared.limits;
+    let limits = shared.limits();
+    let limits: &ClientLimits = &limits;
     let settings = &limits.http2;
     let mut builder = h2::server::Builder::new();
     builder

@@ -1,6 +1,8 @@
 //! Listener specifications in Kong's syntax and socket creation.
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Mutex;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -53,17 +55,107 @@ fn parse_one(entry: &str) -> Result<ListenSpec, String> {
     Ok(spec)
 }
 
-/// Bind a listening socket; `reuseport` lets several workers bind the same address.
+/// Bind a listening socket; `reuseport` lets several workers bind the same
+/// address. A socket inherited from the process this one took over from
+/// ([`inherit`]) with the same address is used first: it is the same
+/// socket, so connections waiting in its queue are served, not reset.
+/// Every socket returned is recorded for the next hand-over
+/// ([`listening_sockets`]).
 pub fn bind(spec: &ListenSpec, reuseport: bool) -> std::io::Result<std::net::TcpListener> {
-    let socket = Socket::new(Domain::for_address(spec.addr), Type::STREAM, Some(Protocol::TCP))?;
+    bind_addr(spec.addr, reuseport, spec.backlog)
+}
+
+/// [`bind`] for a listener that has no [`ListenSpec`] (the cluster
+/// listener of a control plane).
+pub fn bind_addr(addr: SocketAddr, reuseport: bool, backlog: i32) -> std::io::Result<std::net::TcpListener> {
+    if let Some(inherited) = take_inherited(addr) {
+        inherited.set_nonblocking(true)?;
+        record(&inherited);
+        return Ok(inherited);
+    }
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     if reuseport {
         socket.set_reuse_port(true)?;
     }
     socket.set_nonblocking(true)?;
-    socket.bind(&spec.addr.into())?;
-    socket.listen(spec.backlog)?;
-    Ok(socket.into())
+    socket.bind(&addr.into())?;
+    socket.listen(backlog)?;
+    let socket: std::net::TcpListener = socket.into();
+    record(&socket);
+    Ok(socket)
+}
+
+/// Listening sockets handed over by the process this one took over from,
+/// not yet claimed by a listener.
+static INHERITED: Mutex<Vec<(SocketAddr, std::net::TcpListener)>> = Mutex::new(Vec::new());
+
+/// A duplicate of every listening socket this process serves, for the
+/// next hand-over.
+static LISTENING: Mutex<Vec<(SocketAddr, OwnedFd)>> = Mutex::new(Vec::new());
+
+fn record(socket: &std::net::TcpListener) {
+    let (Ok(addr), Ok(fd)) = (socket.local_addr(), socket.as_fd().try_clone_to_owned()) else {
+        return;
+    };
+    LISTENING.lock().unwrap_or_else(|e| e.into_inner()).push((addr, fd));
+}
+
+fn take_inherited(addr: SocketAddr) -> Option<std::net::TcpListener> {
+    let mut inherited = INHERITED.lock().unwrap_or_else(|e| e.into_inner());
+    let at = inherited.iter().position(|(local, _)| *local == addr)?;
+    Some(inherited.swap_remove(at).1)
+}
+
+/// Sockets taken over from another process: each serves the listener
+/// configured with its address.
+pub fn inherit(sockets: Vec<std::net::TcpListener>) {
+    let mut inherited = INHERITED.lock().unwrap_or_else(|e| e.into_inner());
+    for socket in sockets {
+        if let Ok(addr) = socket.local_addr() {
+            inherited.push((addr, socket));
+        }
+    }
+}
+
+/// The inherited sockets of `addr` no listener claimed (the process before
+/// ran more workers): they are served too, so what waits in their queues
+/// is not reset.
+pub fn unclaimed_inherited(addr: SocketAddr) -> Vec<std::net::TcpListener> {
+    let mut inherited = INHERITED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut taken = Vec::new();
+    while let Some(at) = inherited.iter().position(|(local, _)| *local == addr) {
+        let (_, socket) = inherited.swap_remove(at);
+        if socket.set_nonblocking(true).is_ok() {
+            record(&socket);
+            taken.push(socket);
+        }
+    }
+    taken
+}
+
+/// Close the inherited sockets of listeners this process no longer has
+/// (the settings dropped them); their addresses.
+pub fn close_unclaimed() -> Vec<SocketAddr> {
+    let mut inherited = INHERITED.lock().unwrap_or_else(|e| e.into_inner());
+    inherited.drain(..).map(|(addr, _)| addr).collect()
+}
+
+/// Every listening socket this process serves: its address and a
+/// duplicate of its descriptor, valid until [`forget_listening`].
+pub fn listening_sockets() -> Vec<(SocketAddr, std::os::fd::RawFd)> {
+    LISTENING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(addr, fd)| (*addr, fd.as_raw_fd()))
+        .collect()
+}
+
+/// Drop this process's duplicates of its listening sockets (it has handed
+/// them over, or is stopping).
+pub fn forget_listening() {
+    LISTENING.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
 #[cfg(test)]

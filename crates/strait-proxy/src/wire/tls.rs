@@ -14,18 +14,22 @@ use strait_snapshot::Snapshot;
 
 use crate::wire::tls_policy::TlsPolicy;
 
+/// A certificate `strait reload` can replace (`ssl_cert`,
+/// `admin_ssl_cert`): new handshakes take the new one.
+pub type LiveCert = Arc<ArcSwap<CertifiedKey>>;
+
 /// Chooses the certificate for each handshake from the live snapshot.
 #[derive(Debug)]
 pub struct SnapshotCertResolver {
     snapshot: Arc<ArcSwap<Snapshot>>,
-    default: Arc<CertifiedKey>,
+    default: LiveCert,
 }
 
 impl ResolvesServerCert for SnapshotCertResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         self.snapshot
             .load()
-            .choose_certificate(hello.server_name(), &self.default)
+            .choose_certificate(hello.server_name(), &self.default.load_full())
     }
 }
 
@@ -48,7 +52,7 @@ pub enum ClientVerify {
 /// certificates as `client_verify` says.
 pub fn server_config(
     snapshot: Arc<ArcSwap<Snapshot>>,
-    default: Arc<CertifiedKey>,
+    default: LiveCert,
     policy: &TlsPolicy,
     client_verify: &ClientVerify,
 ) -> Result<Arc<ServerConfig>, String> {
@@ -64,13 +68,13 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
-/// Always the same certificate (the Admin API's).
+/// The Admin API's certificate, whatever the client asks for.
 #[derive(Debug)]
-struct FixedCert(Arc<CertifiedKey>);
+struct FixedCert(LiveCert);
 
 impl ResolvesServerCert for FixedCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.0.clone())
+        Some(self.0.load_full())
     }
 }
 
@@ -99,7 +103,7 @@ fn client_verifier(
 /// HTTP/1.1, and with `client_ca` (PEM) a client certificate signed by it
 /// required of every client.
 pub fn admin_server_config(
-    certificate: Arc<CertifiedKey>,
+    certificate: LiveCert,
     client_ca: Option<&str>,
     policy: &TlsPolicy,
 ) -> Result<Arc<ServerConfig>, String> {
