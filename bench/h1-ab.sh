@@ -48,7 +48,7 @@ for binary in "$@"; do
     [ "$access_log" = 1 ] && strait_access="$dir/p$i/access.log"
     STRAIT_PREFIX="$dir/p$i" STRAIT_PROXY_ACCESS_LOG="$strait_access" STRAIT_PROXY_ERROR_LOG=stderr \
         STRAIT_PROXY_LISTEN=127.0.0.1:$port STRAIT_ADMIN_LISTEN=127.0.0.1:$((19990 + i)) \
-        STRAIT_STATUS_LISTEN=off STRAIT_WORKER_THREADS=1 STRAIT_LOG_LEVEL=warn \
+        STRAIT_STATUS_LISTEN=off STRAIT_ADMIN_GUI_LISTEN=off STRAIT_WORKER_THREADS=1 STRAIT_LOG_LEVEL=warn \
         STRAIT_DECLARATIVE_CONFIG="$dir/kong.json" taskset -c 1 "$binary" start >"$dir/s$i.log" 2>&1 &
     pids+=($!)
     ports+=("$port")

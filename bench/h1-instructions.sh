@@ -76,7 +76,7 @@ for binary in "$@"; do
     else
         # The OAuth2 token store's default 64 GiB map is more address space than valgrind gives.
         STRAIT_PREFIX="$dir/p" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_ERROR_LOG=stderr \
-            STRAIT_PROXY_LISTEN=127.0.0.1:19981 STRAIT_ADMIN_LISTEN=127.0.0.1:19991 STRAIT_STATUS_LISTEN=off \
+            STRAIT_PROXY_LISTEN=127.0.0.1:19981 STRAIT_ADMIN_LISTEN=127.0.0.1:19991 STRAIT_STATUS_LISTEN=off STRAIT_ADMIN_GUI_LISTEN=off \
             STRAIT_WORKER_THREADS=1 STRAIT_LOG_LEVEL=warn STRAIT_OAUTH2_TOKEN_STORE_SIZE=64m \
             STRAIT_DECLARATIVE_CONFIG="${H1_INSN_CONFIG:-$dir/kong.json}" \
             valgrind --tool=callgrind --instr-atstart=no "${cache[@]}" --callgrind-out-file="$dir/callgrind.out" \

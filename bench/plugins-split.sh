@@ -73,7 +73,7 @@ for round in $(seq "$rounds"); do
    for bin in $bins; do
     rm -rf "$work/prefix"
     STRAIT_PREFIX="$work/prefix" STRAIT_PROXY_ACCESS_LOG="$access_log" STRAIT_PROXY_ERROR_LOG=stderr STRAIT_PROXY_LISTEN="127.0.0.1:$proxy_port" \
-      STRAIT_ADMIN_LISTEN="127.0.0.1:$admin_port" STRAIT_STATUS_LISTEN=off STRAIT_WORKER_THREADS=1 \
+      STRAIT_ADMIN_LISTEN="127.0.0.1:$admin_port" STRAIT_STATUS_LISTEN=off STRAIT_ADMIN_GUI_LISTEN=off STRAIT_WORKER_THREADS=1 \
       STRAIT_DECLARATIVE_CONFIG="$work/$set.json" taskset -c 0 "$bin" start >"$work/strait.log" 2>&1 &
     pid=$!
     for _ in $(seq 100); do curl -s -o /dev/null "127.0.0.1:$proxy_port" && break; sleep 0.1; done

@@ -193,6 +193,19 @@ if [[ "$(cat "$tools_dir/js-pdk/version" 2>/dev/null)" != "$KONG_PDK_JS_VERSION"
   echo "$KONG_PDK_JS_VERSION" >"$tools_dir/js-pdk/version"
 fi
 export STRAIT_KONG_JS_PLUGINSERVER="$tools_dir/js-pdk/node_modules/.bin/kong-js-pluginserver"
+# The admin UI's browser test (tests/tests/admin_ui.rs): Debian's Chromium, driven by npm
+# playwright-core (no browser download: it launches /usr/bin/chromium).
+if ! need chromium; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+fi
+PLAYWRIGHT_VERSION=1.65.1
+if [[ "$(cat "$tools_dir/playwright/version" 2>/dev/null)" != "$PLAYWRIGHT_VERSION" ]]; then
+  echo "== installing npm playwright-core $PLAYWRIGHT_VERSION into $tools_dir/playwright"
+  rm -rf "$tools_dir/playwright" && mkdir -p "$tools_dir/playwright"
+  (cd "$tools_dir/playwright" && npm install --silent --no-audit --no-fund "playwright-core@$PLAYWRIGHT_VERSION")
+  echo "$PLAYWRIGHT_VERSION" >"$tools_dir/playwright/version"
+fi
+export STRAIT_PLAYWRIGHT_DIR="$tools_dir/playwright" STRAIT_CHROMIUM=/usr/bin/chromium
 # A Go plugin on go-pdk (tests/plugins/go-greeter, our own source) built in a scratch copy into
 # tools/bin; go-pdk comes from the Go module proxy at the go.mod's version (v0.11.0: v0.11.1 is
 # refused by the proxy here), its go.sum made by `go mod tidy`. Rebuilt when the source changes.
@@ -307,7 +320,7 @@ python3 scripts/e2e-suites.py -- --test-threads="$e2e_threads"
 echo "== end-to-end suites on PostgreSQL"
 store_blind="conformance floods memory smuggling deck_testdata http1_server http2_settings client_limits
   connection_age proxy_streaming proxy_upgrade proxy_h2_tls grpc_streaming grpc_errors grpc_transcoding
-  plugins_zipkin plugins_ldap plugins_serverless plugin_servers plugins_lua wasm_filters"
+  plugins_zipkin plugins_ldap plugins_serverless plugin_servers plugins_lua wasm_filters admin_ui"
 # shellcheck disable=SC2086 # one suite name per word
 STRAIT_E2E_STORE=postgres python3 scripts/e2e-suites.py --skip $store_blind "strait_e2e (unit tests)" "grpc-origin (unit tests)" \
   -- --test-threads="$e2e_threads"

@@ -44,7 +44,7 @@ kong_json "$work" 19960
 taskset -c "$load_cpus" nginx -p "$work" -c "$work/origin.conf"
 taskset -c "$gateway_cpu" nginx -p "$work" -c "$work/proxy.conf"
 STRAIT_PREFIX="$work/strait" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_LISTEN=127.0.0.1:19980 \
-    STRAIT_ADMIN_LISTEN=127.0.0.1:19990 STRAIT_STATUS_LISTEN=off STRAIT_WORKER_THREADS=1 \
+    STRAIT_ADMIN_LISTEN=127.0.0.1:19990 STRAIT_STATUS_LISTEN=off STRAIT_ADMIN_GUI_LISTEN=off STRAIT_WORKER_THREADS=1 \
     STRAIT_LOG_LEVEL=warn STRAIT_DECLARATIVE_CONFIG="$work/kong.json" \
     taskset -c "$gateway_cpu" "$strait" start >"$work/strait.log" 2>&1 &
 pids+=($!)

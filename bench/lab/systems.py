@@ -230,7 +230,7 @@ def start_strait(procs: Processes, binary: Path, work: Path, cpus: str, name: st
         "STRAIT_PREFIX": str(prefix),
         "STRAIT_PROXY_LISTEN": f"127.0.0.1:{port}",
         "STRAIT_ADMIN_LISTEN": f"127.0.0.1:{admin}",
-        "STRAIT_STATUS_LISTEN": "off",
+        "STRAIT_STATUS_LISTEN": "off", "STRAIT_ADMIN_GUI_LISTEN": "off",
         "STRAIT_WORKER_THREADS": "1",
         "STRAIT_LOG_LEVEL": "info",
         # Like the stripped nginx peers (access_log off; `extra_env` gives Strait's default

@@ -205,7 +205,7 @@ class Cluster:
     def tls_env(self) -> dict:
         return {"STRAIT_CLUSTER_CERT": str(self.cert), "STRAIT_CLUSTER_CERT_KEY": str(self.key),
                 "STRAIT_WORKER_THREADS": "1", "STRAIT_LOG_LEVEL": "info", "STRAIT_PROXY_ERROR_LOG": "stderr",
-                "STRAIT_PROXY_ACCESS_LOG": "off", "STRAIT_STATUS_LISTEN": "off"}
+                "STRAIT_PROXY_ACCESS_LOG": "off", "STRAIT_STATUS_LISTEN": "off", "STRAIT_ADMIN_GUI_LISTEN": "off"}
 
     def start_cp(self, name: str, config: Path | None, prefix: Path, admin: int):
         env = dict(self.tls_env(), STRAIT_ROLE="control_plane", STRAIT_PREFIX=str(prefix),

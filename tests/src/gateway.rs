@@ -145,6 +145,8 @@ impl Gateway {
             // shows when a test fails); the access log stays at its default.
             ("proxy_error_log".into(), "stderr".into()),
             ("worker_threads".into(), "2".into()),
+            // Kong's default binds 8002 for the admin UI; a test that wants it sets a port.
+            ("admin_gui_listen".into(), "off".into()),
         ];
         // A declarative file makes a DB-less node (a restart may switch to one).
         let server = self

@@ -145,6 +145,7 @@ async fn start_without_arguments_uses_strait_data() {
         ("STRAIT_PROXY_LISTEN", format!("127.0.0.1:{proxy}")),
         ("STRAIT_ADMIN_LISTEN", format!("127.0.0.1:{admin}")),
         ("STRAIT_STATUS_LISTEN", format!("127.0.0.1:{status}")),
+        ("STRAIT_ADMIN_GUI_LISTEN", "off".to_string()),
     ];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut process = StraitProcess::spawn(&["start"], dir.path(), &env);
@@ -174,7 +175,7 @@ async fn environment_overrides_the_conf_file() {
     std::fs::write(
         &conf,
         format!(
-            "# comment line\nprefix = {}\nproxy_listen = 127.0.0.1:{proxy}\nadmin_listen = 127.0.0.1:{conf_admin}\nstatus_listen = 127.0.0.1:{status}\n",
+            "# comment line\nprefix = {}\nproxy_listen = 127.0.0.1:{proxy}\nadmin_listen = 127.0.0.1:{conf_admin}\nstatus_listen = 127.0.0.1:{status}\nadmin_gui_listen = off\n",
             dir.path().join("data").display()
         ),
     )
@@ -216,6 +217,7 @@ async fn prefix_flag_sets_the_store_directory() {
         ("STRAIT_PROXY_LISTEN", format!("127.0.0.1:{proxy}")),
         ("STRAIT_ADMIN_LISTEN", format!("127.0.0.1:{admin}")),
         ("STRAIT_STATUS_LISTEN", format!("127.0.0.1:{status}")),
+        ("STRAIT_ADMIN_GUI_LISTEN", "off".to_string()),
     ];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let prefix = dir.path().join("custom-prefix");

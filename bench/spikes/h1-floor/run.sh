@@ -45,7 +45,7 @@ start() {  # sets pid: the process whose CPU is measured
         strait)
             rm -rf "$work/prefix"
             STRAIT_PREFIX="$work/prefix" STRAIT_PROXY_ACCESS_LOG=off STRAIT_PROXY_ERROR_LOG=stderr STRAIT_PROXY_LISTEN="127.0.0.1:$proxy" \
-                STRAIT_ADMIN_LISTEN="127.0.0.1:$admin" STRAIT_STATUS_LISTEN=off STRAIT_WORKER_THREADS=1 \
+                STRAIT_ADMIN_LISTEN="127.0.0.1:$admin" STRAIT_STATUS_LISTEN=off STRAIT_ADMIN_GUI_LISTEN=off STRAIT_WORKER_THREADS=1 \
                 STRAIT_LOG_LEVEL=warn STRAIT_DECLARATIVE_CONFIG="$work/kong.json" \
                 taskset -c 0 "$strait" start >"$work/strait.log" 2>&1 &
             pid=$!

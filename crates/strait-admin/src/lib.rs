@@ -20,11 +20,13 @@ pub mod endpoints;
 mod errors;
 mod filter_chains;
 pub mod fuzzing;
+pub mod gui;
 mod health;
 mod meta;
 mod metrics;
 mod oauth2_tokens;
 pub mod openapi;
+pub mod origin;
 mod proxy_cache;
 mod request;
 mod request_id;
@@ -74,6 +76,9 @@ pub struct AdminState {
     pub headers: strait_core::header_switches::HeaderSwitches,
     /// The node's side in hybrid mode, if it has one.
     pub cluster: Cluster,
+    /// The origins that may drive the Admin API from a browser (the admin
+    /// UI's); requests from any other are refused.
+    pub origins: origin::AllowedOrigins,
 }
 
 /// What the Admin API knows of hybrid mode.

@@ -62,6 +62,9 @@ pub fn status(state: &AdminState) -> AdminResponse {
                 + strait_runtime::logs::files::dropped_total(),
             "write_failures_total": strait_runtime::logs::files::failed_total(),
         },
+        // Responses by status class and by latency bucket since start: the
+        // admin UI's dashboard takes rates and percentiles from these.
+        "requests": strait_runtime::stats::responses_json(),
     });
     if let crate::Cluster::DataPlane(link) = &state.cluster {
         body["clustering"] = crate::clustering::link_json(link, snapshot.version);

@@ -91,7 +91,35 @@ where
         async move {
             let started = std::time::Instant::now();
             let old_client = request.version() < http::Version::HTTP_11;
-            let mut response = route(&state, request, status_only).await;
+            let verdict = match status_only {
+                true => crate::origin::Verdict::NotCrossOrigin,
+                false => crate::origin::judge(&state.origins, request.method(), request.headers()),
+            };
+            let mut response = match verdict {
+                crate::origin::Verdict::NotCrossOrigin => route(&state, request, status_only).await,
+                crate::origin::Verdict::Allowed(origin) => {
+                    let mut response = route(&state, request, status_only).await;
+                    crate::origin::add_cors(&mut response, origin);
+                    response
+                }
+                crate::origin::Verdict::Preflight(origin) => {
+                    let mut response = crate::response::empty_response(StatusCode::NO_CONTENT);
+                    crate::origin::preflight(&mut response, origin);
+                    response
+                }
+                crate::origin::Verdict::Refused(what) => {
+                    tracing::warn!(%what, "Admin API: cross-origin request refused");
+                    let mut response = crate::response::message(
+                        StatusCode::FORBIDDEN,
+                        &format!(
+                            "cross-origin request refused: {what} is not the admin UI's origin (admin_gui_url{})",
+                            state.origins.first().map(|o| format!(": {o}")).unwrap_or_default()
+                        ),
+                    );
+                    response.headers_mut().remove(header::ACCESS_CONTROL_ALLOW_ORIGIN);
+                    response
+                }
+            };
             if old_client {
                 response = crate::body::gathered(response).await;
             }

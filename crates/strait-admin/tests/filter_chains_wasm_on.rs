@@ -98,6 +98,7 @@ async fn start_node() -> Node {
         writes: Default::default(),
         declarative: Default::default(),
         headers: Default::default(),
+        origins: Default::default(),
         cluster: Cluster::None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

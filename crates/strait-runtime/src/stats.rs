@@ -51,3 +51,87 @@ impl ProxyStats {
         })
     }
 }
+
+/// Upper bounds (ms) of the response latency buckets the admin UI's
+/// dashboard reads (time until the response head; the last bucket is
+/// everything slower).
+pub const LATENCY_BOUNDS_MS: [u64; 15] = [
+    1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 30_000, 60_000,
+];
+
+/// One thread's response counters: status classes and latency buckets.
+/// Written only by its thread (no contended cache line per request), read
+/// by the dashboard summing every thread's.
+#[repr(align(128))]
+#[derive(Default)]
+struct ResponseCounters {
+    classes: [AtomicU64; 5],
+    latency: [AtomicU64; LATENCY_BOUNDS_MS.len() + 1],
+}
+
+static RESPONSE_COUNTERS: std::sync::Mutex<Vec<&'static ResponseCounters>> = std::sync::Mutex::new(Vec::new());
+
+thread_local! {
+    static COUNTERS: &'static ResponseCounters = {
+        let counters: &'static ResponseCounters = Box::leak(Box::default());
+        RESPONSE_COUNTERS.lock().unwrap_or_else(|e| e.into_inner()).push(counters);
+        counters
+    };
+}
+
+/// Count a response: its status class and how long its head took.
+#[inline]
+pub fn record_response(status: u16, elapsed: std::time::Duration) {
+    let class = (status / 100).clamp(1, 5) as usize - 1;
+    let ms = elapsed.as_millis() as u64;
+    let bucket = LATENCY_BOUNDS_MS
+        .iter()
+        .position(|bound| ms < *bound)
+        .unwrap_or(LATENCY_BOUNDS_MS.len());
+    COUNTERS.with(|counters| {
+        counters.classes[class].fetch_add(1, Ordering::Relaxed);
+        counters.latency[bucket].fetch_add(1, Ordering::Relaxed);
+    });
+}
+
+/// Every thread's response counters summed: `{"responses": {"1xx": n, ...},
+/// "latency_ms": {"bounds": [...], "counts": [...]}}` (counts since start;
+/// the last count is above the last bound).
+pub fn responses_json() -> serde_json::Value {
+    let mut classes = [0u64; 5];
+    let mut latency = [0u64; LATENCY_BOUNDS_MS.len() + 1];
+    for counters in RESPONSE_COUNTERS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for (sum, count) in classes.iter_mut().zip(&counters.classes) {
+            *sum += count.load(Ordering::Relaxed);
+        }
+        for (sum, count) in latency.iter_mut().zip(&counters.latency) {
+            *sum += count.load(Ordering::Relaxed);
+        }
+    }
+    serde_json::json!({
+        "responses": {"1xx": classes[0], "2xx": classes[1], "3xx": classes[2], "4xx": classes[3], "5xx": classes[4]},
+        "latency_ms": {"bounds": LATENCY_BOUNDS_MS, "counts": latency},
+    })
+}
+
+#[cfg(test)]
+mod response_tests {
+    use std::time::Duration;
+
+    #[test]
+    fn responses_are_counted_by_class_and_latency_across_threads() {
+        let before = super::responses_json();
+        super::record_response(200, Duration::from_micros(300));
+        std::thread::spawn(|| super::record_response(503, Duration::from_millis(70)))
+            .join()
+            .expect("thread");
+        let after = super::responses_json();
+        let delta = |path: &str| {
+            after.pointer(path).unwrap().as_u64().unwrap() - before.pointer(path).unwrap().as_u64().unwrap()
+        };
+        assert_eq!(delta("/responses/2xx"), 1);
+        assert_eq!(delta("/responses/5xx"), 1);
+        assert_eq!(delta("/latency_ms/counts/0"), 1, "under 1 ms");
+        assert_eq!(delta("/latency_ms/counts/6"), 1, "50 to 100 ms");
+    }
+}

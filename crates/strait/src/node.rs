@@ -385,6 +385,15 @@ pub fn run(settings: NodeSettings, launch: Launch, log_level: LogLevelSetter) ->
         declarative: std::sync::Mutex::new(memo),
         headers: settings.proxy.headers,
         cluster,
+        origins: strait_admin::origin::AllowedOrigins::new(
+            &settings.admin_gui.urls,
+            &settings
+                .admin_gui
+                .listen
+                .iter()
+                .map(|spec| spec.addr.port())
+                .collect::<Vec<_>>(),
+        ),
     });
     let admin = start_admin_thread(&settings, state.clone(), admin_tls, shutdown_rx)?;
     // A data plane is ready once it has a configuration: its cache now, or
@@ -645,6 +654,13 @@ fn start_admin_thread(
         .map(|(socket, spec)| (socket, spec.ssl.then(|| admin_tls.clone()).flatten()))
         .collect();
     let status_sockets = bind(&settings.status_listen)?;
+    let gui_sockets = bind(&settings.admin_gui.listen)?;
+    let gui = Arc::new(strait_admin::gui::GuiConfig {
+        path: settings.admin_gui.path.clone(),
+        api_url: settings.admin_gui.api_url.clone(),
+        admin_port: settings.admin_listen.iter().find(|s| !s.ssl).map(|s| s.addr.port()),
+        admin_ssl_port: settings.admin_listen.iter().find(|s| s.ssl).map(|s| s.addr.port()),
+    });
     std::thread::Builder::new()
         .name("strait-admin".to_string())
         .spawn(move || {
@@ -676,6 +692,16 @@ fn start_admin_thread(
                             shutdown.clone(),
                         ))),
                         Err(error) => tracing::error!(%error, "admin listener setup failed"),
+                    }
+                }
+                for socket in gui_sockets {
+                    match tokio::net::TcpListener::from_std(socket) {
+                        Ok(listener) => tasks.push(tokio::spawn(strait_admin::gui::serve_gui(
+                            listener,
+                            gui.clone(),
+                            shutdown.clone(),
+                        ))),
+                        Err(error) => tracing::error!(%error, "admin UI listener setup failed"),
                     }
                 }
                 for task in tasks {

@@ -50,6 +50,14 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("worker_threads", "auto"),
     ("worker_model", "thread-per-core"),
     ("admin_token", ""),
+    // Kong's admin UI settings (Kong Manager's): where the UI is served,
+    // the URL it is reached at (its origin is the only one allowed to drive
+    // the Admin API from a browser), its path, and the Admin API it calls
+    // (unset: this host, the first admin_listen port).
+    ("admin_gui_listen", "0.0.0.0:8002"),
+    ("admin_gui_url", ""),
+    ("admin_gui_path", "/"),
+    ("admin_gui_api_url", ""),
     ("worker_connections", "16384"),
     ("http2_max_concurrent_streams", "128"),
     ("http2_max_connection_age", "0"),
@@ -209,6 +217,7 @@ pub struct NodeSettings {
     /// `wasm*`: proxy-wasm filters and their limits.
     pub wasm: strait_wasm::WasmSettings,
     pub admin_tls: AdminTls,
+    pub admin_gui: AdminGui,
     /// `ssl_cert` and `ssl_cert_key`.
     pub ssl_cert: Option<(PathBuf, PathBuf)>,
     /// Defaults of references that name a vault implementation directly.
@@ -344,6 +353,18 @@ pub struct AdminTls {
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
     pub client_ca: Option<PathBuf>,
+}
+
+/// The admin UI's settings.
+#[derive(Debug, Clone)]
+pub struct AdminGui {
+    pub listen: Vec<ListenSpec>,
+    /// `admin_gui_url`: the URLs the UI is reached at.
+    pub urls: Vec<String>,
+    /// `admin_gui_path`: where under its listener the UI is served.
+    pub path: String,
+    /// `admin_gui_api_url`.
+    pub api_url: Option<String>,
 }
 
 /// A setting Strait reads: one of [`DEFAULTS`], or a plugin server's
@@ -670,6 +691,36 @@ impl NodeSettings {
             (None, None) => None,
             _ => bail!("ssl_cert and ssl_cert_key: set both or neither"),
         };
+        let admin_gui = AdminGui {
+            listen: listen("admin_gui_listen")?,
+            urls: {
+                let urls: Vec<String> = raw
+                    .get("admin_gui_url")
+                    .split(',')
+                    .map(|url| url.trim().to_string())
+                    .filter(|url| !url.is_empty())
+                    .collect();
+                if let Some(bad) = urls.iter().find(|url| strait_admin::origin::origin_of(url).is_none()) {
+                    bail!("admin_gui_url: expected http:// or https:// URLs (got {bad:?})");
+                }
+                urls
+            },
+            path: match raw.get("admin_gui_path").trim() {
+                path if path.starts_with('/') && !path.contains(['?', '#', ' ']) => {
+                    path.trim_end_matches('/').to_string()
+                }
+                other => bail!("admin_gui_path: expected a path starting with / (got {other:?})"),
+            },
+            api_url: match optional("admin_gui_api_url") {
+                Some(url) if strait_admin::origin::origin_of(&url).is_none() => {
+                    bail!("admin_gui_api_url: expected an http:// or https:// URL (got {url:?})")
+                }
+                url => url.map(|url| url.trim_end_matches('/').to_string()),
+            },
+        };
+        if admin_gui.listen.iter().any(|spec| spec.ssl) {
+            bail!("admin_gui_listen: ssl is not supported on the admin UI's listener (put a TLS proxy route in front)");
+        }
         let status_listen = listen("status_listen")?;
         if status_listen.iter().any(|spec| spec.ssl) {
             bail!("status_listen: ssl is not supported on the status listener");
@@ -711,6 +762,7 @@ impl NodeSettings {
             external: external_settings(&raw)?,
             wasm: wasm_settings(&raw)?,
             ssl_cert,
+            admin_gui,
             admin_tls: AdminTls {
                 cert: optional("admin_ssl_cert").map(PathBuf::from),
                 key: optional("admin_ssl_cert_key").map(PathBuf::from),

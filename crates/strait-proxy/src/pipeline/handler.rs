@@ -131,6 +131,7 @@ pub(crate) async fn handle(
             add_kong_headers(&mut response, proxied, &shared.headers, &request_id, started);
         }
     }
+    strait_runtime::stats::record_response(response.status().as_u16(), started.elapsed());
     let response = match access {
         Some(pending) => pending.follow(response, request_id),
         None => response,
