@@ -303,6 +303,8 @@ echo "== bench harness unit tests"
 python3 -m unittest discover -s bench/lab/tests -t bench
 echo "== release build's PGO training run, on the debug binary"
 PGO_TRAIN_SECONDS=2 scripts/pgo-train.sh "${CARGO_TARGET_DIR:-target}/debug/strait"
+echo "== the Debian package: build, dpkg -i, start with its settings, proxy, remove"
+scripts/deb-check.sh "${CARGO_TARGET_DIR:-target}/debug/strait"
 echo "== tests"
 cargo test --workspace --exclude strait-e2e -- --test-threads="${STRAIT_TEST_THREADS:-4}"
 # The end-to-end suites (tests/tests/*.rs) spend most of their time waiting on real servers:
