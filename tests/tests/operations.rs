@@ -1,6 +1,6 @@
 //! Operating a node: `strait restart` hands the listening sockets to a new process under load
 //! without a failed request (keep-alive and new connections, a long request finishing on the
-//! old process), the configuration carrying over; `strait reload` serves a renewed certificate
+//! old process, a gRPC bidi stream and unary calls), the configuration carrying over; `strait reload` serves a renewed certificate
 //! and refuses, changing nothing, a setting that needs a restart; Kong's other commands
 //! (`health`, `quit`, `check`, `prepare`, `config init`/`parse`, `version --all`).
 
@@ -10,10 +10,12 @@ use std::time::Duration;
 
 use serde_json::json;
 use strait_e2e::declarative::{config, route, service};
+use strait_e2e::grpc::{unprocessed, GrpcClient, GrpcUpstream, Msg, SERVICE};
 use strait_e2e::{
     get, run_strait, send_h1, Conn, Gateway, GatewayOptions, LeafCert, TempDir, TlsOptions, Trust, Upstream,
     UpstreamKind,
 };
+use tokio_stream::wrappers::ReceiverStream;
 
 async fn gateway_to(up: &Upstream, options: GatewayOptions) -> Gateway {
     let gw = Gateway::start(options).await;
@@ -366,4 +368,86 @@ async fn kong_commands_check_prepare_config_and_version() {
     for part in ["Strait: ", "Kong compatibility: 3.9", "Lua: LuaJIT", "wasmtime"] {
         assert!(out.stdout.contains(part), "{part} missing: {}", out.all());
     }
+}
+
+/// gRPC across hand-overs: a bidi stream begun before the first `strait restart` is acked to
+/// its end by the process that took it (within `graceful_shutdown_timeout`), and unary callers
+/// on one channel lose no call: GOAWAY makes the client open a connection to the new process,
+/// and a call the old one never processed is retried, as gRPC clients do (every call is
+/// answered by the upstream exactly once, so retrying a processed call would fail the test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_streams_and_calls_cross_restarts() {
+    let upstream = GrpcUpstream::start().await;
+    let gw = Gateway::start(GatewayOptions::new().setting("graceful_shutdown_timeout", "20s")).await;
+    let mut cfg = config(vec![]);
+    cfg["services"] = json!([{ "name": "stream", "url": upstream.url(), "read_timeout": 60_000,
+        "write_timeout": 60_000,
+        "routes": [{ "name": "stream", "paths": [format!("/{SERVICE}/")],
+            "protocols": ["grpc", "grpcs"], "strip_path": false }] }]);
+    gw.apply(&cfg).await;
+    let prefix = gw.prefix().to_str().unwrap().to_string();
+    let client = GrpcClient::h2c(gw.proxy_addr()).await;
+
+    // A bidi stream over 3 s: 150 messages, one every 20 ms.
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let mut acks = client.clone().ack(ReceiverStream::new(rx)).await.expect("bidi call");
+    let pacer = tokio::spawn(async move {
+        for seq in 0..150u64 {
+            tx.send(Msg {
+                seq,
+                payload: vec![b's'; 16].into(),
+            })
+            .await
+            .expect("queue");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut callers = Vec::new();
+    for caller in 0..2u64 {
+        let mut client = client.clone();
+        let stop = stop.clone();
+        callers.push(tokio::spawn(async move {
+            let (mut ok, mut failed, mut seq) = (0u64, Vec::new(), 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let sent = Msg {
+                    seq: caller * 1_000_000 + seq,
+                    payload: vec![b'u'; 32].into(),
+                };
+                match client.unary(sent).await {
+                    Ok(echo) if echo.seq == caller * 1_000_000 + seq => ok += 1,
+                    Err(status) if unprocessed(&status) => continue,
+                    other => failed.push(format!("{other:?}")),
+                }
+                seq += 1;
+            }
+            (ok, failed)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for round in 0..2 {
+        let out = run_strait(&["restart", "-p", &prefix], gw.prefix(), &[]).await;
+        assert_eq!(out.code, Some(0), "restart {round}: {}", out.all());
+        tokio::time::sleep(Duration::from_millis(800)).await;
+    }
+    let mut acked = 0;
+    while let Some(ack) = acks
+        .message()
+        .await
+        .expect("the stream across the hand-overs is not cut")
+    {
+        assert_eq!(ack.seq, acked);
+        acked += 1;
+    }
+    assert_eq!(acked, 150, "every message of the stream is acked");
+    pacer.await.expect("pacer");
+    stop.store(true, Ordering::Relaxed);
+    let mut calls = 0;
+    for caller in callers {
+        let (ok, failed) = caller.await.expect("caller");
+        assert!(failed.is_empty(), "failed calls: {failed:?}");
+        calls += ok;
+    }
+    assert!(calls > 20, "only {calls} unary calls");
+    assert_eq!(upstream.unary_answered(), calls, "each call answered once");
 }

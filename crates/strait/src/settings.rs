@@ -13,8 +13,11 @@ use strait_proxy::{parse_listen, ClientLimits, ListenSpec, ProxySettings};
 use self::network::{dns_settings, http2_settings};
 pub use self::plugins::{external_settings, lua_settings, wasm_settings};
 
+mod admin;
 mod network;
 mod plugins;
+
+pub use admin::AdminGui;
 
 /// Every key Strait understands, with its default.
 pub const DEFAULTS: &[(&str, &str)] = &[
@@ -355,18 +358,6 @@ pub struct AdminTls {
     pub client_ca: Option<PathBuf>,
 }
 
-/// The admin UI's settings.
-#[derive(Debug, Clone)]
-pub struct AdminGui {
-    pub listen: Vec<ListenSpec>,
-    /// `admin_gui_url`: the URLs the UI is reached at.
-    pub urls: Vec<String>,
-    /// `admin_gui_path`: where under its listener the UI is served.
-    pub path: String,
-    /// `admin_gui_api_url`.
-    pub api_url: Option<String>,
-}
-
 /// A setting Strait reads: one of [`DEFAULTS`], or a plugin server's
 /// `pluginserver_<name>_*` (Kong's dynamic keys).
 fn known_setting(key: &str) -> bool {
@@ -691,36 +682,7 @@ impl NodeSettings {
             (None, None) => None,
             _ => bail!("ssl_cert and ssl_cert_key: set both or neither"),
         };
-        let admin_gui = AdminGui {
-            listen: listen("admin_gui_listen")?,
-            urls: {
-                let urls: Vec<String> = raw
-                    .get("admin_gui_url")
-                    .split(',')
-                    .map(|url| url.trim().to_string())
-                    .filter(|url| !url.is_empty())
-                    .collect();
-                if let Some(bad) = urls.iter().find(|url| strait_admin::origin::origin_of(url).is_none()) {
-                    bail!("admin_gui_url: expected http:// or https:// URLs (got {bad:?})");
-                }
-                urls
-            },
-            path: match raw.get("admin_gui_path").trim() {
-                path if path.starts_with('/') && !path.contains(['?', '#', ' ']) => {
-                    path.trim_end_matches('/').to_string()
-                }
-                other => bail!("admin_gui_path: expected a path starting with / (got {other:?})"),
-            },
-            api_url: match optional("admin_gui_api_url") {
-                Some(url) if strait_admin::origin::origin_of(&url).is_none() => {
-                    bail!("admin_gui_api_url: expected an http:// or https:// URL (got {url:?})")
-                }
-                url => url.map(|url| url.trim_end_matches('/').to_string()),
-            },
-        };
-        if admin_gui.listen.iter().any(|spec| spec.ssl) {
-            bail!("admin_gui_listen: ssl is not supported on the admin UI's listener (put a TLS proxy route in front)");
-        }
+        let admin_gui = admin::admin_gui(&raw)?;
         let status_listen = listen("status_listen")?;
         if status_listen.iter().any(|spec| spec.ssl) {
             bail!("status_listen: ssl is not supported on the status listener");
