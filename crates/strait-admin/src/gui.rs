@@ -10,7 +10,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
@@ -57,15 +56,7 @@ pub async fn serve_gui(listener: TcpListener, config: Arc<GuiConfig>, shutdown: 
                 let config = config.clone();
                 async move { Ok::<_, Infallible>(answer(&config, &request)) }
             });
-            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                _ = strait_runtime::stopped(&mut shutdown) => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
-                }
-            }
+            crate::server::serve_http1(TokioIo::new(stream), service, &mut shutdown).await;
         });
     }
 }

@@ -127,11 +127,21 @@ where
             Ok::<_, Infallible>(response)
         }
     });
+    serve_http1(io, service, &mut shutdown).await;
+}
+
+/// One HTTP/1.1 connection served by `service` until it ends; at shutdown,
+/// what is in flight finishes and the connection closes.
+pub(crate) async fn serve_http1<IO, S>(io: IO, service: S, shutdown: &mut watch::Receiver<bool>)
+where
+    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = crate::body::AdminBody>,
+{
     let connection = http1::Builder::new().serve_connection(io, service);
     tokio::pin!(connection);
     tokio::select! {
         _ = connection.as_mut() => {}
-        _ = strait_runtime::stopped(&mut shutdown) => {
+        _ = strait_runtime::stopped(shutdown) => {
             connection.as_mut().graceful_shutdown();
             let _ = connection.await;
         }

@@ -174,6 +174,18 @@ fn read_line(stream: &mut UnixStream) -> Result<String> {
     String::from_utf8(line).map_err(|_| anyhow!("hand-over line is not text"))
 }
 
+/// A message header with one data buffer (`iov`) and `space` bytes of
+/// control buffer (`control`, 8-byte aligned as cmsg headers need).
+fn message_header(iov: &mut libc::iovec, control: &mut [u64], space: usize) -> libc::msghdr {
+    // SAFETY: an all-zero msghdr is a valid empty header.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.as_mut_ptr().cast();
+    message.msg_controllen = space as _;
+    message
+}
+
 fn send_fds(stream: &UnixStream, fds: &[RawFd]) -> Result<()> {
     let payload = [b'F'];
     let mut iov = libc::iovec {
@@ -184,14 +196,11 @@ fn send_fds(stream: &UnixStream, fds: &[RawFd]) -> Result<()> {
     // SAFETY: CMSG_SPACE computes a size from a length.
     let space = unsafe { libc::CMSG_SPACE(data_len as u32) } as usize;
     let mut control = vec![0u64; space.div_ceil(8)];
-    // SAFETY: a zeroed msghdr is valid; every pointer set below points into
-    // buffers that outlive the sendmsg call, with the lengths given.
+    let message = message_header(&mut iov, &mut control, space);
+    // SAFETY: the header points into `iov` and `control`, which outlive the
+    // sendmsg call; the control buffer holds one SCM_RIGHTS message of
+    // `fds.len()` descriptors (CMSG_SPACE of their size).
     unsafe {
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        message.msg_control = control.as_mut_ptr().cast();
-        message.msg_controllen = space as _;
         let header = libc::CMSG_FIRSTHDR(&message);
         (*header).cmsg_level = libc::SOL_SOCKET;
         (*header).cmsg_type = libc::SCM_RIGHTS;
@@ -214,15 +223,11 @@ fn receive_fds(stream: &UnixStream, most: usize) -> Result<Vec<RawFd>> {
     let space = unsafe { libc::CMSG_SPACE((most * std::mem::size_of::<RawFd>()) as u32) } as usize;
     let mut control = vec![0u64; space.div_ceil(8)];
     let mut fds = Vec::new();
+    let mut message = message_header(&mut iov, &mut control, space);
     // SAFETY: the msghdr points into buffers that outlive recvmsg; the
     // control messages read are bounded by msg_controllen as the kernel set
     // it, and each SCM_RIGHTS payload holds whole descriptors.
     unsafe {
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        message.msg_control = control.as_mut_ptr().cast();
-        message.msg_controllen = space as _;
         let read = libc::recvmsg(stream.as_raw_fd(), &mut message, libc::MSG_CMSG_CLOEXEC);
         if read < 0 {
             return Err(std::io::Error::last_os_error()).context("receiving the listening sockets");
