@@ -16,9 +16,11 @@ requests, failures by kind, resets; each restart's exit status and time; the CPU
 Strait process of the chain (this script is their subreaper, so each old process is reaped here
 with its rusage) per request, beside the request rate.
 
-h2load does not open a new connection after a GOAWAY (it fails what it had left on that
-connection, or stops sending on it): its failures are reported apart, as a property of the
-client, not of the hand-over (docs/operations.md).
+h2load does not open a new connection after a GOAWAY: a client whose connection got one stops
+(`clients_stopped_after_goaway`), so its count is mostly what it sent before the first
+hand-over; in count mode (`-n`) it fails what it had left. That is the client's, not the
+hand-over's (docs/operations.md). ghz fails the calls in flight when its time is up
+(`cut_at_end_of_load`), through any gateway: not counted as failures.
 
 Usage: python3 bench/handover.py --strait target/release/strait \\
            [--grpc-origin target/release/grpc-origin] [--rounds 10] [--every 2] [--out DIR]
@@ -90,7 +92,15 @@ def h2load_result(text: str) -> dict:
     if not match:
         return {"error": text[-800:]}
     total, started, done, ok, failed, errored = map(int, match.groups())
-    return {"total": total, "started": started, "done": done, "succeeded": ok, "failed": failed, "errored": errored}
+    # h2load ends a client whose connection got GOAWAY and opens no new one.
+    stopped = len(re.findall(r"Process Request Failure", text))
+    return {"total": total, "started": started, "done": done, "succeeded": ok, "failed": failed, "errored": errored,
+            "clients_stopped_after_goaway": stopped}
+
+
+# ghz fails the calls in flight when its time is up, as it closes its connections (through any
+# gateway, or none): not failures of the hand-over (bench/scenarios/grpc.py counts them so too).
+END_OF_LOAD = ("the client connection is closing", "use of closed network connection")
 
 
 def ghz_result(text: str) -> dict:
@@ -99,9 +109,44 @@ def ghz_result(text: str) -> dict:
     except json.JSONDecodeError:
         return {"error": text[-800:]}
     codes = report.get("statusCodeDistribution") or {}
+    kinds = report.get("errorDistribution") or {}
+    cut = sum(n for message, n in kinds.items() if any(mark in message for mark in END_OF_LOAD))
+    ended_at_time_up = report.get("endReason") == "timeout"
     return {"calls": report.get("count"), "ok": codes.get("OK", 0),
-            "failed": sum(n for code, n in codes.items() if code != "OK"),
-            "errors": report.get("errorDistribution") or {}, "total_s": (report.get("total") or 0) / 1e9}
+            "failed": sum(n for code, n in codes.items() if code != "OK") - (cut if ended_at_time_up else 0),
+            "cut_at_end_of_load": cut if ended_at_time_up else 0,
+            "errors": kinds, "total_s": (report.get("total") or 0) / 1e9}
+
+
+class CpuSampler:
+    """The CPU (user + system) of every node process (`BINARY start`), sampled every 50 ms
+    from /proc: what an old process spent is known even if it was reaped elsewhere."""
+
+    def __init__(self, binary: str) -> None:
+        import threading
+        self.binary = os.path.realpath(binary)
+        self.seen: dict[int, float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    if os.path.realpath(f"/proc/{entry}/exe") != self.binary:
+                        continue
+                    # Nodes only, not the `strait restart`/`quit` commands.
+                    if Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[1:2] != [b"start"]:
+                        continue
+                    fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                    self.seen[int(entry)] = (int(fields[11]) + int(fields[12])) / self.tick
+                except (OSError, IndexError, ValueError):
+                    continue
+            self.stop.wait(0.05)
 
 
 def main() -> int:
@@ -143,6 +188,7 @@ def main() -> int:
             f"admin_listen = 127.0.0.1:{admin}\nstatus_listen = off\nadmin_gui_listen = off\n"
             f"declarative_config = {work}/kong.json\ngraceful_shutdown_timeout = 30s\n"
             f"proxy_access_log = off\nproxy_error_log = {work}/error.log\nlog_level = info\n")
+        sampler = CpuSampler(strait)
         first = subprocess.Popen([strait, "start", "--conf", str(work / "strait.conf")])
         wait_port(proxy)
         duration = int(args.rounds * args.every + 8)
@@ -177,32 +223,40 @@ def main() -> int:
         results = {}
         for name, proc in running.items():
             text, _ = proc.communicate(timeout=duration + 120)
+            if name.startswith("ghz"):
+                try:
+                    parsed = json.loads(text)
+                    parsed.pop("details", None)
+                    text = json.dumps(parsed)
+                except json.JSONDecodeError:
+                    pass
             (out / (re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") + ".txt")).write_text(text)
             results[name] = (wrk_result(text) if name.startswith("wrk") else
                              h2load_result(text) if name.startswith("h2load") else ghz_result(text))
         serving = int((work / "prefix" / "pids" / "strait.pid").read_text())
         subprocess.run([strait, "quit", "-p", str(work / "prefix"), "--timeout", "40"], timeout=60)
-        # Every Strait process of the chain, reaped here with its CPU.
-        cpu_s, reaped = 0.0, 0
-        deadline = time.time() + 60
-        while time.time() < deadline:
+        # Every Strait process of the chain: reaped here (their subreaper) with its exact CPU,
+        # else what the sampler saw last.
+        exact: dict[int, float] = {}
+        deadline = time.time() + 30
+        while time.time() < deadline and len(exact) < len(sampler.seen):
             try:
                 pid, _, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 time.sleep(0.05)
-                if reaped >= args.rounds + 1:
-                    break
                 continue
-            if pid not in {p.pid for p in procs}:
-                cpu_s += usage.ru_utime + usage.ru_stime
-                reaped += 1
+            if pid in sampler.seen:
+                exact[pid] = usage.ru_utime + usage.ru_stime
+        sampler.stop.set()
+        cpu_s = sum(exact.get(pid, seen) for pid, seen in sampler.seen.items())
+        reaped = len(sampler.seen)
         requests = sum(r.get("requests", 0) for n, r in results.items() if n.startswith("wrk"))
         requests += sum(r.get("succeeded", 0) for n, r in results.items() if n.startswith("h2load"))
         requests += sum(r.get("ok", 0) for n, r in results.items() if n.startswith("ghz unary"))
         report = {"rounds": args.rounds, "every_s": args.every, "duration_s": duration, "restarts": restarts,
-                  "loads": results, "strait_processes_reaped": reaped, "last_serving_pid": serving,
+                  "loads": results, "strait_processes": reaped, "strait_processes_reaped_exactly": len(exact), "last_serving_pid": serving,
                   "strait_cpu_s": round(cpu_s, 3), "requests": requests,
                   "rps": round(requests / duration, 1),
                   "cpu_us_per_request": round(cpu_s * 1e6 / requests, 2) if requests else None,
