@@ -451,3 +451,35 @@ async fn grpc_streams_and_calls_cross_restarts() {
     assert!(calls > 20, "only {calls} unary calls");
     assert_eq!(upstream.unary_answered(), calls, "each call answered once");
 }
+
+/// A new process that cannot start (its settings no longer parse) changes nothing: the running
+/// node keeps serving, and `strait restart` says why at once, exit 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_whose_new_process_fails_leaves_the_node_serving() {
+    let up = Upstream::start(UpstreamKind::Http1).await;
+    let gw = gateway_to(&up, GatewayOptions::new()).await;
+    let prefix = gw.prefix().to_str().unwrap().to_string();
+    let before = gw.serving_pid();
+    let conf = gw.prefix().join("strait.conf");
+    let original = std::fs::read_to_string(&conf).expect("conf");
+    std::fs::write(&conf, format!("{original}worker_connections = many\n")).expect("write conf");
+    let started = std::time::Instant::now();
+    let out = run_strait(&["restart", "-p", &prefix], gw.prefix(), &[]).await;
+    assert_eq!(out.code, Some(1), "{}", out.all());
+    assert!(out.stderr.contains("before taking over"), "{}", out.all());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "said at once, not at the timeout"
+    );
+    assert_eq!(gw.serving_pid(), before, "the PID file still names the running node");
+    let reply = send_h1(gw.proxy_addr(), get("/s/echo")).await.expect("request");
+    assert_eq!(reply.status, 200, "the node still serves");
+    std::fs::write(&conf, original).expect("write conf");
+    let out = run_strait(&["restart", "-p", &prefix], gw.prefix(), &[]).await;
+    assert_eq!(
+        out.code,
+        Some(0),
+        "with its settings fixed it hands over: {}",
+        out.all()
+    );
+}

@@ -24,6 +24,11 @@ pub fn reload_result_path(prefix: &Path) -> PathBuf {
     prefix.join("pids").join("reload.result")
 }
 
+/// Where a node reports that the process `strait restart` started failed.
+pub fn restart_failed_path(prefix: &Path) -> PathBuf {
+    prefix.join("pids").join("restart.failed")
+}
+
 /// Record this process as the node serving `prefix`.
 pub fn write_pid(prefix: &Path) -> Result<()> {
     let path = pid_path(prefix);
@@ -270,9 +275,15 @@ pub fn restart(args: &[String]) -> Result<ExitCode> {
             flags.prefix.display()
         )
     })?;
+    let failed = restart_failed_path(&flags.prefix);
+    let _ = std::fs::remove_file(&failed);
     signal(pid, libc::SIGUSR2)?;
     let deadline = Instant::now() + Duration::from_secs_f64(flags.timeout);
     while Instant::now() < deadline {
+        if let Ok(why) = std::fs::read_to_string(&failed) {
+            let _ = std::fs::remove_file(&failed);
+            bail!("{}", why.trim());
+        }
         if let Some(new) = running_pid(&flags.prefix).filter(|new| *new != pid) {
             println!("Strait restarted: process {new} serves, {pid} drains");
             return Ok(ExitCode::SUCCESS);

@@ -548,7 +548,7 @@ async fn serve_until_stop(
             }
             _ = usr2.recv() => {
                 let launch = reloader.launch.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                start_successor(&launch);
+                start_successor(&launch, &settings.prefix);
             }
         }
     }
@@ -556,7 +556,8 @@ async fn serve_until_stop(
 
 /// Start the process that takes this one's sockets over (the binary now
 /// at the path this one started from, with the same arguments).
-fn start_successor(launch: &crate::reload::Launch) {
+fn start_successor(launch: &crate::reload::Launch, prefix: &std::path::Path) {
+    let failed = crate::control::restart_failed_path(prefix);
     let spawned = std::process::Command::new(&launch.exe)
         .args(&launch.args)
         .env("STRAIT_TAKEOVER", "1")
@@ -568,10 +569,18 @@ fn start_successor(launch: &crate::reload::Launch) {
             // Reaped here: one that fails before the hand-over is reported.
             let _ = std::thread::Builder::new()
                 .name("strait-successor".to_string())
-                .spawn(move || match child.wait() {
-                    Ok(status) if status.success() => {}
-                    Ok(status) => tracing::error!(pid, %status, "the new process exited; this one keeps serving"),
-                    Err(error) => tracing::error!(pid, %error, "waiting for the new process"),
+                .spawn(move || {
+                    let outcome = match child.wait() {
+                        Ok(status) if status.success() => return,
+                        Ok(status) => format!("the new process {pid} exited ({status}) before taking over"),
+                        Err(error) => format!("waiting for the new process {pid}: {error}"),
+                    };
+                    tracing::error!(pid, "{outcome}; this one keeps serving");
+                    // `strait restart` is waiting: it says so at once.
+                    let _ = std::fs::write(
+                        &failed,
+                        format!("{outcome}; the running node keeps serving (see its error log)\n"),
+                    );
                 });
         }
         Err(error) => tracing::error!(%error, exe = %launch.exe.display(), "could not start the new process"),
