@@ -305,6 +305,8 @@ echo "== release build's PGO training run, on the debug binary"
 PGO_TRAIN_SECONDS=2 scripts/pgo-train.sh "${CARGO_TARGET_DIR:-target}/debug/strait"
 echo "== the Debian package: build, dpkg -i, start with its settings, proxy, remove"
 scripts/deb-check.sh "${CARGO_TARGET_DIR:-target}/debug/strait"
+echo "== HTTP/1 differential corpus: every case to Strait and to nginx, verdicts compared"
+python3 tests/differential/run.py --strait "${CARGO_TARGET_DIR:-target}/debug/strait" --check
 echo "== tests"
 cargo test --workspace --exclude strait-e2e -- --test-threads="${STRAIT_TEST_THREADS:-4}"
 # The end-to-end suites (tests/tests/*.rs) spend most of their time waiting on real servers:

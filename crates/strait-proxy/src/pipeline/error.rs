@@ -26,6 +26,10 @@ pub enum ErrorKind {
     PayloadTooLarge,
     RequestTimeout,
     HeadersTooLarge,
+    /// TRACE and CONNECT, which the proxy does not forward (nginx's 405).
+    MethodNotAllowed,
+    /// A request line longer than 8 KiB (nginx's `large_client_header_buffers`).
+    UriTooLong,
     UpstreamConnect,
     /// No connection within the service's `connect_timeout`.
     UpstreamConnectTimeout,
@@ -69,7 +73,9 @@ impl ErrorKind {
             | ErrorKind::BadRequest
             | ErrorKind::PayloadTooLarge
             | ErrorKind::RequestTimeout
-            | ErrorKind::HeadersTooLarge => ErrorSource::Client,
+            | ErrorKind::HeadersTooLarge
+            | ErrorKind::MethodNotAllowed
+            | ErrorKind::UriTooLong => ErrorSource::Client,
             ErrorKind::UpstreamConnect
             | ErrorKind::UpstreamTimeout
             | ErrorKind::UpstreamConnectTimeout
@@ -96,6 +102,8 @@ impl ErrorKind {
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 "Request header or cookie too large",
             ),
+            ErrorKind::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "Method not allowed"),
+            ErrorKind::UriTooLong => (StatusCode::URI_TOO_LONG, "Request-URI Too Large"),
             ErrorKind::UpstreamConnect | ErrorKind::UpstreamInvalid => (
                 StatusCode::BAD_GATEWAY,
                 "An invalid response was received from the upstream server",

@@ -233,6 +233,11 @@ pub(crate) fn find_double_crlf(buf: &[u8]) -> Option<usize> {
 
 /// A chunk-size line: hex digits, then optional `;extensions`.
 fn parse_chunk_size(line: &[u8]) -> Option<u64> {
+    // No control byte anywhere on the line (a bare LF or CR in an extension
+    // would end the line for another parser).
+    if line.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        return None;
+    }
     let digits = line.split(|&b| b == b';').next()?;
     let digits = digits.strip_suffix(b" ").unwrap_or(digits);
     if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_hexdigit) {

@@ -56,6 +56,7 @@ use crate::wire::h1_codec::{
 use crate::Shared;
 
 mod encode;
+mod strict;
 use encode::encode_head;
 
 /// Header fields parsed without a heap allocation for their slots.
@@ -465,7 +466,9 @@ fn parse_request(
     if length > limits.max_header_bytes {
         return Err(ErrorKind::HeadersTooLarge);
     }
-    let method = Method::from_bytes(parsed.method.unwrap_or_default().as_bytes()).map_err(|_| ErrorKind::BadRequest)?;
+    let method_bytes = parsed.method.unwrap_or_default().as_bytes();
+    strict::method(method_bytes)?;
+    let method = Method::from_bytes(method_bytes).map_err(|_| ErrorKind::BadRequest)?;
     let version = if parsed.version == Some(0) {
         Version::HTTP_10
     } else {
@@ -486,7 +489,9 @@ fn parse_request(
         )
     }));
     let head = buf.split_to(length).freeze();
+    strict::line_lengths(&head, spans)?;
     let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1)).map_err(|_| ErrorKind::BadRequest)?;
+    strict::target(&uri)?;
     // Made in its box: the fields are written where they stay.
     let mut request = Box::new(Request::new(crate::pipeline::body::empty()));
     *request.method_mut() = method;
@@ -497,14 +502,18 @@ fn parse_request(
     let headers = request.headers_mut();
     *headers = crate::wire::h1_codec::header_map(spans.len() + ADDED_FIELDS);
     let mut seen = Seen::default();
+    let mut fields = strict::Fields::default();
     for &(name, name_len, value, value_len) in spans.iter() {
+        let span = (name, name_len, value, value_len);
         let name = crate::wire::h1_names::name_parsed_by_httparse(&head[name..name + name_len])
             .map_err(|_| ErrorKind::BadRequest)?;
+        fields.field(&name, &head, span)?;
         let value =
             crate::wire::h1_codec::value_parsed_by_httparse(&head, value, value_len).ok_or(ErrorKind::BadRequest)?;
         seen.note(&name);
         headers.append(name, value);
     }
+    fields.end(version == Version::HTTP_11)?;
     let kind = request_body_kind(headers, version, seen)?;
     let keep_alive = match (version == Version::HTTP_10, seen.connection) {
         (true, false) => false,
@@ -546,11 +555,7 @@ fn request_body_kind(headers: &mut HeaderMap, version: Version, seen: Seen) -> R
         if chunked.last() != Some(&true) || chunked.iter().filter(|c| **c).count() != 1 {
             return Err(ErrorKind::BadRequest);
         }
-        if headers.remove(header::CONTENT_LENGTH).is_some() {
-            // Both lengths: chunked wins, and nothing after this request
-            // on the connection is trusted.
-            return Ok(BodyKind::ChunkedOverLength);
-        }
+        // Both lengths were refused by `strict::fields`, as nginx refuses them.
         return Ok(BodyKind::Chunked);
     }
     if seen.length {
