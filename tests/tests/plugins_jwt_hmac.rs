@@ -195,7 +195,7 @@ async fn jwt_verifies_tokens_and_answers_like_kong() {
         "No mandatory 'iss' in claims",
         plain_error,
     );
-    for garbage in ["x".repeat(10_000), "a.b.c".to_string(), "e30.e30".to_string()] {
+    for garbage in ["x".repeat(7_000), "a.b.c".to_string(), "e30.e30".to_string()] {
         let reply = gw.proxy(bearer("/jwt", &garbage)).await;
         assert_refused(&reply, "Bad token; invalid JSON", plain_error);
     }

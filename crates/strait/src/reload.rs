@@ -46,6 +46,7 @@ const LIVE: &[&str] = &[
     "client_max_header_size",
     "client_max_headers",
     "worker_connections",
+    "nginx_http_large_client_header_buffers",
 ];
 
 fn live(key: &str) -> bool {

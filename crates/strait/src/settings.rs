@@ -49,6 +49,9 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("client_header_timeout", "60s"),
     ("client_max_header_size", "32768"),
     ("client_max_headers", "100"),
+    // Kong's nginx directive injection for this one directive: `<number> <size>`; the size bounds
+    // each request and header line (nginx answers 414/400 beyond it, Strait 414/431).
+    ("nginx_http_large_client_header_buffers", "4 8k"),
     ("graceful_shutdown_timeout", "10s"),
     ("worker_threads", "auto"),
     ("worker_model", "thread-per-core"),
@@ -619,6 +622,7 @@ impl NodeSettings {
             limits: ClientLimits {
                 header_timeout: parse_duration("client_header_timeout", raw.get("client_header_timeout"))?,
                 max_header_bytes: parse_number("client_max_header_size", raw.get("client_max_header_size"))?,
+                max_line_bytes: network::large_header_buffer(raw.get("nginx_http_large_client_header_buffers"))?,
                 max_headers: parse_number("client_max_headers", raw.get("client_max_headers"))?,
                 max_connections_per_worker: parse_number("worker_connections", raw.get("worker_connections"))?.max(1),
                 http2_max_concurrent_streams: u32::try_from(parse_number(

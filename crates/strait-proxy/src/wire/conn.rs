@@ -25,6 +25,9 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 pub struct ClientLimits {
     pub header_timeout: Duration,
     pub max_header_bytes: usize,
+    /// The longest request line or header line (the size of Kong's
+    /// `nginx_http_large_client_header_buffers`, 8k): 414 or 431 beyond.
+    pub max_line_bytes: usize,
     pub max_headers: usize,
     /// Open client connections one worker keeps; past it, a new connection
     /// is closed as soon as it is accepted (nginx's `worker_connections`).
@@ -88,6 +91,7 @@ impl Default for ClientLimits {
         ClientLimits {
             header_timeout: Duration::from_secs(60),
             max_header_bytes: 32768,
+            max_line_bytes: 8192,
             max_headers: 100,
             max_connections_per_worker: 16384,
             http2_max_concurrent_streams: 128,

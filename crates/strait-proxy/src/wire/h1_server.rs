@@ -489,7 +489,7 @@ fn parse_request(
         )
     }));
     let head = buf.split_to(length).freeze();
-    strict::line_lengths(&head, spans)?;
+    strict::line_lengths(&head, spans, limits.max_line_bytes)?;
     let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1)).map_err(|_| ErrorKind::BadRequest)?;
     strict::target(&uri)?;
     // Made in its box: the fields are written where they stay.

@@ -100,3 +100,16 @@ pub(super) fn dns_settings(raw: &RawSettings) -> Result<strait_proxy::upstream::
         timeout: Duration::from_secs(2),
     })
 }
+
+/// The size of `nginx_http_large_client_header_buffers` (`4 8k`: 8192).
+pub(super) fn large_header_buffer(value: &str) -> Result<usize> {
+    const KEY: &str = "nginx_http_large_client_header_buffers";
+    let mut words = value.split_whitespace();
+    match (words.next().map(|n| parse_number(KEY, n)), words.next(), words.next()) {
+        (Some(Ok(count)), Some(size), None) if count >= 1 => match parse_size(KEY, size)? {
+            size if size >= 1024 => Ok(size),
+            _ => bail!("{KEY}: a buffer must be at least 1k (got {value:?})"),
+        },
+        _ => bail!("{KEY}: expected `<number> <size>`, as nginx's large_client_header_buffers (got {value:?})"),
+    }
+}

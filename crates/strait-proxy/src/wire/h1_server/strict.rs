@@ -7,9 +7,6 @@ use http::Uri;
 
 use crate::pipeline::error::ErrorKind;
 
-/// Longest request line and header line (nginx's `large_client_header_buffers` 8k, Kong's).
-pub(super) const MAX_LINE: usize = 8192;
-
 /// Method tokens nginx takes: upper-case letters, `_` and `-`. TRACE and CONNECT are refused
 /// (405), as nginx does: neither can be proxied as an ordinary request.
 pub(super) fn method(method: &[u8]) -> Result<(), ErrorKind> {
@@ -22,15 +19,16 @@ pub(super) fn method(method: &[u8]) -> Result<(), ErrorKind> {
     Ok(())
 }
 
-/// The request line and each header line at most [`MAX_LINE`] bytes.
-pub(super) fn line_lengths(head: &[u8], spans: &[super::Span]) -> Result<(), ErrorKind> {
+/// The request line and each header line at most `max_line` bytes (`ClientLimits::max_line_bytes`,
+/// nginx's `large_client_header_buffers` size, 8k, as Kong ships it).
+pub(super) fn line_lengths(head: &[u8], spans: &[super::Span], max_line: usize) -> Result<(), ErrorKind> {
     let request_line = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
-    if request_line > MAX_LINE {
+    if request_line > max_line {
         return Err(ErrorKind::UriTooLong);
     }
     if spans
         .iter()
-        .any(|&(name, _, value, value_len)| value + value_len - name > MAX_LINE)
+        .any(|&(name, _, value, value_len)| value + value_len - name > max_line)
     {
         return Err(ErrorKind::HeadersTooLarge);
     }
