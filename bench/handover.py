@@ -48,19 +48,15 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
+from lab.procs import free_port  # noqa: E402
 from scenarios.grpc import plain_proto  # noqa: E402
 
 SERVICE = "strait.test.Stream"
 PAYLOAD = base64.b64encode(b"m" * 64).decode()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_port(port: int, limit: float = 20.0) -> None:
+    """`lab.procs.wait_for_port` for processes this script starts itself."""
     deadline = time.time() + limit
     while time.time() < deadline:
         try:
@@ -159,7 +155,8 @@ def main() -> int:
     args = parser.parse_args()
     strait = str(Path(args.strait).resolve())
     work = Path(tempfile.mkdtemp(prefix="strait-handover-"))
-    out = Path(args.out) if args.out else work
+    # The report outlives the working folder (removed at the end).
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="strait-handover-report-"))
     out.mkdir(parents=True, exist_ok=True)
     subreaper()
     procs: list[subprocess.Popen] = []
@@ -274,8 +271,7 @@ def main() -> int:
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
-        if not args.out:
-            shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
