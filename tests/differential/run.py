@@ -41,6 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import cases  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+# Cases that are not HTTP/1 at all, nor the HTTP/2 preface.
+NOT_HTTP = ["garbage", "random-binary", "tls-client-hello", "ssh-banner", "json", "h2-preface-lower",
+            "h2-preface-wrong-body", "h2-preface-http11"]
 IDLE = 0.4  # seconds without bytes after which a kept-open connection's answer is complete
 
 
@@ -263,6 +266,15 @@ def main() -> int:
                 failures.append(f"{name}: listed in known.json, but Strait and nginx now agree: remove it")
         for name in smuggled:
             failures.append(f"{name}: a /smuggled request reached Strait's origin")
+        # Not HTTP at all: 400 and a closed connection. The exact HTTP/2 preface, and only it,
+        # makes the connection HTTP/2 (Strait answers with frames, no HTTP/1 status).
+        for name in NOT_HTTP:
+            answer = results.get(name, {}).get("strait")
+            if answer and (answer["statuses"][:1] != [400] or not answer["closed"]):
+                failures.append(f"{name}: not HTTP, so 400 and a closed connection, got {answer}")
+        preface = results.get("h2-preface", {}).get("strait")
+        if preface and (preface["statuses"] or preface["bytes"] == 0):
+            failures.append(f"h2-preface: the exact preface starts HTTP/2 (frames, no HTTP/1 status), got {preface}")
         if failures:
             print("\n".join(failures))
         print(f"{len(results)} cases: {summary['agree']} agree, {counts}; "
