@@ -600,6 +600,22 @@ struct Parsed {
 /// Offsets and lengths of a head's header names and values.
 type Spans = Vec<(usize, usize, usize, usize)>;
 
+/// An upstream's response as the client codec reads it (fuzz/fuzz_targets/http1_response.rs):
+/// the head, as a map and as relayed lines, then the body its framing gives, read to its end
+/// or its error from the bytes after the head. None of it may panic on any bytes.
+pub fn read_response_bytes(data: &[u8]) {
+    for relay in [false, true] {
+        let mut buf = BytesMut::from(data);
+        let Ok(Some(parsed)) = parse_head(&mut buf, &mut Vec::new(), relay) else {
+            continue;
+        };
+        let mut decoder = crate::wire::h1_codec::Decoder::new(parsed.kind, "fuzzed response");
+        let mut rest: &[u8] = &[];
+        let mut cx = Context::from_waker(Waker::noop());
+        while let Poll::Ready(Some(Ok(_))) = decoder.poll_frame(&mut rest, &mut buf, &mut cx) {}
+    }
+}
+
 /// Parse a response head off the front of `buf`; None when incomplete.
 /// With `relay`, a head that can be passed on as it is (relay.rs) is kept
 /// as its lines instead of a map.

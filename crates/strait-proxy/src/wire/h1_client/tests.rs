@@ -404,3 +404,19 @@ async fn a_response_read_to_the_close_is_not_kept_and_the_next_request_opens_a_c
     assert_eq!(&exchange(&pool, addr, get()).await.1[..], b"y");
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
+
+/// The fuzz target's entry point reads heads and bodies of every framing to their end.
+#[test]
+fn response_bytes_are_read_to_their_end() {
+    for data in [
+        &b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"[..],
+        b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nhell",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;a=b\r\nhello\r\n0\r\nX-T: 1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.0 200 OK\r\n\r\nuntil close",
+        b"HTTP/1.1 999999 what\r\n\r\n",
+        b"not http at all",
+    ] {
+        read_response_bytes(data);
+    }
+}
