@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 # Cases that are not HTTP/1 at all, nor the HTTP/2 preface.
 NOT_HTTP = ["garbage", "random-binary", "tls-client-hello", "ssh-banner", "json", "h2-preface-lower",
             "h2-preface-wrong-body", "h2-preface-http11"]
-IDLE = 0.4  # seconds without bytes after which a kept-open connection's answer is complete
+IDLE = 0.25  # seconds without bytes after which a kept-open connection's answer is complete
 
 
 def free_port() -> int:
