@@ -50,8 +50,8 @@ use crate::pipeline::relay::RelayedHead;
 use crate::pipeline::tunnel::ClientUpgrade;
 use crate::wire::conn::{jittered, ClientLimits};
 use crate::wire::h1_codec::{
-    content_length, list_tokens, put_chunk, put_chunk_size, put_field, put_fields, put_fields_except, put_last_chunk,
-    ready_read, BodyKind, Decoder, LengthFields, Seen,
+    list_tokens, put_chunk, put_chunk_size, put_field, put_fields, put_fields_except, put_last_chunk, ready_read,
+    BodyKind, Decoder, LengthFields, Seen,
 };
 use crate::Shared;
 
@@ -513,8 +513,11 @@ fn parse_request(
         seen.note(&name);
         headers.append(name, value);
     }
-    fields.end(version == Version::HTTP_11)?;
-    let kind = request_body_kind(headers, version, seen)?;
+    let kind = match fields.end(version == Version::HTTP_11)? {
+        strict::Framing::Chunked => BodyKind::Chunked,
+        strict::Framing::Length(length) => BodyKind::Length(length),
+        strict::Framing::None => BodyKind::Length(0),
+    };
     let keep_alive = match (version == Version::HTTP_10, seen.connection) {
         (true, false) => false,
         (false, false) => true,
@@ -536,34 +539,6 @@ fn parse_request(
         trailers,
         upgrade,
     }))
-}
-
-/// How a request's body is delimited (RFC 9112 §6.3), refusing every
-/// framing two parsers could read differently.
-fn request_body_kind(headers: &mut HeaderMap, version: Version, seen: Seen) -> Result<BodyKind, ErrorKind> {
-    if seen.coding {
-        if version == Version::HTTP_10 {
-            return Err(ErrorKind::BadRequest);
-        }
-        // `chunked` must be the last coding, and only there.
-        let mut chunked = Vec::new();
-        for value in headers.get_all(header::TRANSFER_ENCODING) {
-            let value = value.to_str().map_err(|_| ErrorKind::BadRequest)?;
-            let codings = value.split(',').map(str::trim).filter(|c| !c.is_empty());
-            chunked.extend(codings.map(|c| c.eq_ignore_ascii_case("chunked")));
-        }
-        if chunked.last() != Some(&true) || chunked.iter().filter(|c| **c).count() != 1 {
-            return Err(ErrorKind::BadRequest);
-        }
-        // Both lengths were refused by `strict::fields`, as nginx refuses them.
-        return Ok(BodyKind::Chunked);
-    }
-    if seen.length {
-        return content_length(headers)
-            .map(BodyKind::Length)
-            .ok_or(ErrorKind::BadRequest);
-    }
-    Ok(BodyKind::Length(0))
 }
 
 /// The connection during one exchange: here, or lent to the request body.

@@ -44,6 +44,16 @@ pub(super) struct Fields {
     hosts: u8,
     lengths: u8,
     codings: u8,
+    /// The `Content-Length` value, parsed once here.
+    length: u64,
+}
+
+/// How the request's body is framed, from the fields [`Fields`] accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Framing {
+    None,
+    Length(u64),
+    Chunked,
 }
 
 impl Fields {
@@ -59,12 +69,9 @@ impl Fields {
             self.lengths = self.lengths.saturating_add(1);
             // Digits only, and a length a file offset can hold (nginx's bound too).
             let digits = text.iter().all(u8::is_ascii_digit);
-            let fits = std::str::from_utf8(text)
-                .ok()
-                .and_then(|t| t.parse::<i64>().ok())
-                .is_some();
-            if !digits || !fits {
-                return Err(ErrorKind::BadRequest);
+            match std::str::from_utf8(text).ok().and_then(|t| t.parse::<i64>().ok()) {
+                Some(length) if digits => self.length = length as u64,
+                _ => return Err(ErrorKind::BadRequest),
             }
         } else if *name == header::TRANSFER_ENCODING {
             self.codings = self.codings.saturating_add(1);
@@ -81,12 +88,19 @@ impl Fields {
         Ok(())
     }
 
-    pub(super) fn end(&self, http11: bool) -> Result<(), ErrorKind> {
+    /// The counts' verdict, and the body's framing (RFC 9112 §6.3): `chunked` (never on
+    /// HTTP/1.0), a length, or none.
+    pub(super) fn end(&self, http11: bool) -> Result<Framing, ErrorKind> {
         let (hosts, lengths, codings) = (self.hosts, self.lengths, self.codings);
         if hosts > 1 || (http11 && hosts == 0) || lengths > 1 || codings > 1 || (lengths > 0 && codings > 0) {
             return Err(ErrorKind::BadRequest);
         }
-        Ok(())
+        Ok(match (lengths, codings) {
+            (_, 1) if !http11 => return Err(ErrorKind::BadRequest),
+            (_, 1) => Framing::Chunked,
+            (1, _) => Framing::Length(self.length),
+            _ => Framing::None,
+        })
     }
 }
 
