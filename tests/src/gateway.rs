@@ -29,6 +29,8 @@ pub struct GatewayOptions {
     pub declarative_config: Option<String>,
     /// Listeners added to the harness's own `admin_listen` entry (e.g. `127.0.0.1:N ssl`).
     pub extra_admin_listen: Vec<String>,
+    /// The TLS proxy listener serves HTTP/3 too (`ssl http2 http3`, UDP on the same port).
+    pub http3: bool,
 }
 
 impl GatewayOptions {
@@ -49,6 +51,12 @@ impl GatewayOptions {
     /// Adds an Admin API listener beside the harness's plain one.
     pub fn extra_admin_listen(mut self, entry: &str) -> GatewayOptions {
         self.extra_admin_listen.push(entry.to_string());
+        self
+    }
+
+    /// HTTP/3 on the TLS proxy listener's port ([`Gateway::proxy_tls_addr`], UDP).
+    pub fn http3(mut self) -> GatewayOptions {
+        self.http3 = true;
         self
     }
 
@@ -130,7 +138,12 @@ impl Gateway {
             ("prefix".into(), self.dir.display().to_string()),
             (
                 "proxy_listen".into(),
-                format!("127.0.0.1:{}, 127.0.0.1:{} http2 ssl", ports.proxy, ports.proxy_tls),
+                format!(
+                    "127.0.0.1:{}, 127.0.0.1:{} http2 ssl{}",
+                    ports.proxy,
+                    ports.proxy_tls,
+                    if self.options.http3 { " http3" } else { "" }
+                ),
             ),
             (
                 "admin_listen".into(),

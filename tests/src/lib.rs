@@ -13,6 +13,7 @@ pub mod declarative;
 pub mod gateway;
 pub mod grpc;
 pub mod h2_raw;
+pub mod h3;
 pub mod ldap;
 pub mod llm;
 pub mod otlp;

@@ -500,6 +500,7 @@ pub fn call_log(view: &LogView, plugin: &str, method: &str, args: &[Value]) -> R
         "kong.request.get_http_version" => value(Value::Float(match view.http_version {
             http::Version::HTTP_10 => 1.0,
             http::Version::HTTP_2 => 2.0,
+            http::Version::HTTP_3 => 3.0,
             _ => 1.1,
         })),
         "kong.request.get_method" => value(Value::str(view.method.as_str())),

@@ -77,16 +77,39 @@ pub fn start_workers(context: ProxyContext, shutdown: watch::Receiver<bool>) -> 
             next += 1;
         }
     }
+    // HTTP/3: one UDP socket per worker and `http3` listener, bound before
+    // any worker starts, and one QUIC configuration for all of them.
+    let quic_specs: Vec<&ListenSpec> = context.settings.listeners.iter().filter(|spec| spec.http3).collect();
+    let quic = if quic_specs.is_empty() {
+        None
+    } else {
+        Some(crate::wire::h3_server::server_config(
+            &context.tls,
+            &context.settings.limits.http3,
+        )?)
+    };
+    let mut quic_groups = Vec::new();
+    for _ in 0..workers {
+        let mut sockets = Vec::new();
+        for spec in &quic_specs {
+            let socket = crate::wire::h3_server::bind_udp(spec.addr)
+                .map_err(|e| format!("could not listen on {} (udp, http3): {e}", spec.addr))?;
+            sockets.push(socket);
+        }
+        quic_groups.push(sockets);
+    }
     let mut handles = Vec::new();
-    for (index, sockets) in groups.into_iter().enumerate() {
+    for ((index, sockets), quic_sockets) in groups.into_iter().enumerate().zip(quic_groups) {
         let context = context.clone();
         let shutdown = shutdown.clone();
+        let quic = quic.clone();
         let handle = std::thread::Builder::new()
             .name(format!("strait-worker-{index}"))
             .spawn(move || {
                 run_worker(
                     context,
                     sockets,
+                    quic.map(|config| (config, quic_sockets)),
                     shutdown,
                     if model == WorkerModel::WorkStealing { threads } else { 1 },
                 )
@@ -111,6 +134,7 @@ fn bind_all(specs: &[ListenSpec], reuseport: bool) -> Result<Vec<(ListenSpec, st
 fn run_worker(
     context: ProxyContext,
     sockets: Vec<(ListenSpec, std::net::TcpListener)>,
+    quic: Option<(quinn::ServerConfig, Vec<std::net::UdpSocket>)>,
     shutdown: watch::Receiver<bool>,
     runtime_threads: usize,
 ) {
@@ -163,13 +187,32 @@ fn run_worker(
                 }
             };
             let acceptor = spec.ssl.then(|| tokio_rustls::TlsAcceptor::from(context.tls.clone()));
+            // The TLS listener of a port that also serves HTTP/3 says so.
+            let alt_svc = spec.http3.then(|| crate::wire::h3_server::alt_svc(spec.addr.port()));
             tokio::spawn(accept_loop(
                 listener,
                 acceptor,
+                alt_svc,
                 shared.clone(),
                 shutdown.clone(),
                 active.clone(),
             ));
+        }
+        if let Some((config, quic_sockets)) = quic {
+            for socket in quic_sockets {
+                let addr = socket.local_addr().ok();
+                match crate::wire::h3_server::endpoint(socket, config.clone()) {
+                    Ok(endpoint) => {
+                        tokio::spawn(crate::wire::h3_server::accept_loop(
+                            endpoint,
+                            shared.clone(),
+                            shutdown.clone(),
+                            active.clone(),
+                        ));
+                    }
+                    Err(error) => tracing::error!(%error, ?addr, "HTTP/3 listener setup failed"),
+                }
+            }
         }
         let mut stop = shutdown.clone();
         crate::stopped(&mut stop).await;
@@ -186,6 +229,7 @@ fn run_worker(
 async fn accept_loop(
     listener: TcpListener,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
+    alt_svc: Option<http::HeaderValue>,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
     active: Arc<AtomicUsize>,
@@ -225,6 +269,7 @@ async fn accept_loop(
             tls: acceptor.is_some(),
             sni: None,
             client_cert: None,
+            alt_svc: alt_svc.clone(),
         };
         let shared = shared.clone();
         let shutdown = shutdown.clone();

@@ -77,6 +77,10 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("http2_keepalive_timeout", "20s"),
     ("http2_max_pending_accept_reset_streams", "20"),
     ("http2_max_local_error_reset_streams", "1024"),
+    ("http3_max_concurrent_streams", "128"),
+    ("http3_stream_buffer_size", "64k"),
+    ("http3_idle_timeout", "60s"),
+    ("http3_early_data", "off"),
     ("upstream_http2_initial_stream_window_size", "1m"),
     ("upstream_http2_initial_connection_window_size", "1m"),
     ("upstream_http2_adaptive_window", "off"),
@@ -645,6 +649,7 @@ impl NodeSettings {
                     raw.get("http2_max_requests_per_connection"),
                 )? as u64,
                 http2: http2_settings(&raw, "http2_")?,
+                http3: network::http3_settings(&raw)?,
             },
             worker_model: raw
                 .get("worker_model")

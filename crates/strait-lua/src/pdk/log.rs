@@ -109,7 +109,9 @@ pub(crate) fn read_var(name: &str) -> mlua::Result<Option<String>> {
             "remote_port" | "realip_remote_port" => Some(call.more.client_port.to_string()),
             "server_port" => Some(call.more.server_port.to_string()),
             "server_protocol" => Some(
-                if call.http_version == 2.0 {
+                if call.http_version == 3.0 {
+                    "HTTP/3.0"
+                } else if call.http_version == 2.0 {
                     "HTTP/2.0"
                 } else if call.http_version == 1.0 {
                     "HTTP/1.0"

@@ -208,6 +208,7 @@ mod tests {
 
     fn conn() -> ConnInfo {
         ConnInfo {
+            alt_svc: None,
             client: "192.0.2.9:50000".parse().unwrap(),
             client_ip: HeaderValue::from_static("192.0.2.9"),
             local: "127.0.0.1:8000".parse().unwrap(),

@@ -44,6 +44,9 @@ pub struct ConnInfo {
     /// The client's certificate, when the listener asked for one
     /// (`ssl_verify_client`) and it verified.
     pub client_cert: Option<std::sync::Arc<strait_plugins::auth::x509::ClientCert>>,
+    /// `Alt-Svc` on this connection's responses: the TLS listener's port
+    /// also serves HTTP/3 (`ssl http3`).
+    pub alt_svc: Option<HeaderValue>,
 }
 
 #[derive(Debug)]
@@ -129,6 +132,11 @@ pub(crate) async fn handle(
                 response = crate::pipeline::grpc::to_grpc(response).await;
             }
             add_kong_headers(&mut response, proxied, &shared.headers, &request_id, started);
+        }
+    }
+    if let Some(alt_svc) = &conn.alt_svc {
+        if !response.headers().contains_key(header::ALT_SVC) {
+            response.headers_mut().insert(header::ALT_SVC, alt_svc.clone());
         }
     }
     strait_runtime::stats::record_response(response.status().as_u16(), started.elapsed());

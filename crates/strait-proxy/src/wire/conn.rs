@@ -45,6 +45,8 @@ pub struct ClientLimits {
     /// HTTP/2 client connections' flow control, framing, keep-alive pings
     /// and abuse limits.
     pub http2: Http2Settings,
+    /// HTTP/3 (QUIC) client connections' streams, windows, idle timeout and 0-RTT.
+    pub http3: crate::wire::h3_server::Http3Settings,
 }
 
 /// The HTTP/2 settings of client connections (docs/grpc.md#http2-settings).
@@ -99,6 +101,7 @@ impl Default for ClientLimits {
             max_connection_age_grace: Duration::from_secs(30),
             max_requests_per_connection: 0,
             http2: Http2Settings::default(),
+            http3: crate::wire::h3_server::Http3Settings::default(),
         }
     }
 }

@@ -6,12 +6,14 @@ use std::sync::Mutex;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-/// One entry of `proxy_listen` / `admin_listen`: `ADDR:PORT [ssl] [http2] [reuseport] [backlog=N]`.
+/// One entry of `proxy_listen` / `admin_listen`: `ADDR:PORT [ssl] [http2] [http3] [reuseport] [backlog=N]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListenSpec {
     pub addr: SocketAddr,
     pub ssl: bool,
     pub http2: bool,
+    /// HTTP/3 (QUIC) on the same address and port over UDP; needs `ssl`.
+    pub http3: bool,
     pub reuseport: bool,
     pub backlog: i32,
 }
@@ -37,6 +39,7 @@ fn parse_one(entry: &str) -> Result<ListenSpec, String> {
         addr,
         ssl: false,
         http2: false,
+        http3: false,
         reuseport: false,
         backlog: 16384,
     };
@@ -44,6 +47,7 @@ fn parse_one(entry: &str) -> Result<ListenSpec, String> {
         match flag {
             "ssl" => spec.ssl = true,
             "http2" => spec.http2 = true,
+            "http3" => spec.http3 = true,
             "reuseport" => spec.reuseport = true,
             "deferred" | "bind" | "proxy_protocol" => {}
             other => match other.strip_prefix("backlog=") {
@@ -51,6 +55,9 @@ fn parse_one(entry: &str) -> Result<ListenSpec, String> {
                 None => return Err(format!("unknown listen flag {other:?} in {entry:?}")),
             },
         }
+    }
+    if spec.http3 && !spec.ssl {
+        return Err(format!("http3 needs ssl (QUIC is always TLS) in {entry:?}"));
     }
     Ok(spec)
 }

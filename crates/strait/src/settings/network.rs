@@ -1,5 +1,5 @@
 //! The network settings of the proxy's connections: `http2_*` (client
-//! and upstream HTTP/2) and Kong's `dns_*`.
+//! and upstream HTTP/2), `http3_*` (client HTTP/3) and Kong's `dns_*`.
 
 use std::time::Duration;
 
@@ -50,6 +50,31 @@ pub(super) fn http2_settings(raw: &RawSettings, prefix: &str) -> Result<strait_p
             defaults.max_pending_accept_reset_streams,
         )?,
         max_local_error_reset_streams: number("max_local_error_reset_streams", defaults.max_local_error_reset_streams)?,
+    })
+}
+
+/// The `http3_*` settings of client QUIC connections (`ssl http3`
+/// listeners), checked against what QUIC can carry.
+pub(super) fn http3_settings(raw: &RawSettings) -> Result<strait_proxy::wire::h3_server::Http3Settings> {
+    let streams = parse_number("http3_max_concurrent_streams", raw.get("http3_max_concurrent_streams"))?;
+    let max_concurrent_streams = match u32::try_from(streams) {
+        Ok(n) if (1..=65_536).contains(&n) => n,
+        _ => bail!("http3_max_concurrent_streams: must be between 1 and 65536 (got {streams})"),
+    };
+    let buffer = parse_size("http3_stream_buffer_size", raw.get("http3_stream_buffer_size"))?;
+    let stream_buffer_size = match u32::try_from(buffer) {
+        Ok(n) if (1024..=1 << 30).contains(&n) => n,
+        _ => bail!("http3_stream_buffer_size: must be between 1k and 1g (got {buffer})"),
+    };
+    let idle_timeout = parse_duration("http3_idle_timeout", raw.get("http3_idle_timeout"))?;
+    if idle_timeout.is_zero() || idle_timeout > Duration::from_secs(86_400) {
+        bail!("http3_idle_timeout: must be between 1ms and 1d (got {idle_timeout:?})");
+    }
+    Ok(strait_proxy::wire::h3_server::Http3Settings {
+        max_concurrent_streams,
+        stream_buffer_size,
+        idle_timeout,
+        early_data: parse_switch("http3_early_data", raw.get("http3_early_data"))?,
     })
 }
 

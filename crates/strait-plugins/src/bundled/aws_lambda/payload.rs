@@ -132,6 +132,7 @@ pub(super) fn gateway_event(ctx: &RequestCtx<'_>, base64_encode_body: bool, requ
     let protocol = match ctx.http_version {
         http::Version::HTTP_10 => "HTTP/1.0",
         http::Version::HTTP_2 => "HTTP/2.0",
+        http::Version::HTTP_3 => "HTTP/3.0",
         _ => "HTTP/1.1",
     };
     let secs = started_ms / 1000;

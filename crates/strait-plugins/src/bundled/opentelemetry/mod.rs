@@ -339,6 +339,7 @@ impl Plugin for OpenTelemetry {
         );
         let flavor = match details.http_version {
             http::Version::HTTP_2 => "2",
+            http::Version::HTTP_3 => "3",
             http::Version::HTTP_10 => "1.0",
             _ => "1.1",
         };

@@ -198,6 +198,7 @@ impl Plugin for Zipkin {
             let protocol = match ctx.http_version {
                 http::Version::HTTP_10 => "HTTP/1.0",
                 http::Version::HTTP_2 => "HTTP/2.0",
+                http::Version::HTTP_3 => "HTTP/3.0",
                 _ => "HTTP/1.1",
             };
             tags.push(("lc".to_string(), "kong".to_string()));

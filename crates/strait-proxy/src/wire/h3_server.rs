@@ -1,0 +1,503 @@
+//! HTTP/3 on the proxy's TLS listeners (`proxy_listen = ... ssl http3`):
+//! QUIC from quinn, HTTP/3 framing from h3, and every request through the
+//! same pipeline as HTTP/1.1 and HTTP/2 (`handle`), with the version
+//! `HTTP/3.0`.
+//!
+//! Each worker has its own UDP socket on the address (`SO_REUSEPORT`, as
+//! its TCP sockets): the kernel keeps a client's datagrams on one socket by
+//! their addresses, so one worker serves a connection for its life (a
+//! client that migrates to another address may land on another worker,
+//! which does not know it: it starts again, as with nginx without eBPF).
+//!
+//! Backpressure is QUIC's flow control: a request body is read from the
+//! stream only as fast as the upstream takes it, so the stream's window
+//! (`http3_stream_buffer_size`) stops the client; a response body is
+//! written as fast as the client's window opens, and the upstream is read
+//! no faster.
+
+use std::future::poll_fn;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use h3::server::RequestStream;
+use http::header::{HeaderValue, CONTENT_LENGTH, DATE};
+use http::{Request, Response, StatusCode, Version};
+use http_body::{Body, Frame, SizeHint};
+use tokio::sync::watch;
+use tokio::time::timeout;
+
+use crate::pipeline::body::{BoxError, ProxyBody};
+use crate::pipeline::handler::{handle, strip_hop_by_hop, ConnInfo};
+use crate::Shared;
+
+/// The `http3_*` settings (docs/configuration.md#http3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Http3Settings {
+    /// Request streams a client may have open at once on one connection
+    /// (QUIC's `initial_max_streams_bidi`; nginx's default, 128).
+    pub max_concurrent_streams: u32,
+    /// Bytes of a request body a stream takes before it is read (the
+    /// stream's flow-control window; the connection's is this times
+    /// `max_concurrent_streams`, as nginx sets them).
+    pub stream_buffer_size: u32,
+    /// A connection with no packets for this long is closed (QUIC's
+    /// `max_idle_timeout`).
+    pub idle_timeout: Duration,
+    /// 0-RTT: requests in a returning client's first flight. Off by
+    /// default; when on, only safe methods are served before the handshake
+    /// completes (others get 425 Too Early, RFC 8470).
+    pub early_data: bool,
+}
+
+impl Default for Http3Settings {
+    fn default() -> Http3Settings {
+        Http3Settings {
+            max_concurrent_streams: 128,
+            stream_buffer_size: 65_536,
+            idle_timeout: Duration::from_secs(60),
+            early_data: false,
+        }
+    }
+}
+
+/// H3_NO_ERROR: the code of a connection closed on purpose.
+const H3_NO_ERROR: u32 = 0x100;
+
+/// The QUIC server configuration of `ssl http3` listeners: the TLS
+/// configuration of the `ssl` listeners (certificates by SNI, session
+/// tickets and cache, client certificates) with ALPN `h3`, and the
+/// transport limits of `settings`. An error names what TLS setting stands
+/// in the way (QUIC needs TLS 1.3).
+pub fn server_config(tls: &rustls::ServerConfig, settings: &Http3Settings) -> Result<quinn::ServerConfig, String> {
+    let mut tls = tls.clone();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    // QUIC carries 0-RTT itself: all or nothing (RFC 9001 §4.6.1).
+    tls.max_early_data_size = if settings.early_data { u32::MAX } else { 0 };
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
+        .map_err(|e| format!("http3 needs TLS 1.3 with TLS_AES_128_GCM_SHA256 (ssl_protocols, ssl_ciphers): {e}"))?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    let streams = settings.max_concurrent_streams.max(1);
+    let window = settings.stream_buffer_size.max(1);
+    transport
+        .max_concurrent_bidi_streams(streams.into())
+        // The client's control and QPACK streams (RFC 9114 §6.2), and room for extensions.
+        .max_concurrent_uni_streams(16u32.into())
+        .stream_receive_window(window.into())
+        .receive_window(quinn::VarInt::from_u64(u64::from(window) * u64::from(streams)).unwrap_or(quinn::VarInt::MAX))
+        .max_idle_timeout(Some(
+            quinn::IdleTimeout::try_from(settings.idle_timeout)
+                .map_err(|_| "http3_idle_timeout: too long".to_string())?,
+        ));
+    config.transport_config(Arc::new(transport));
+    Ok(config)
+}
+
+/// Serve `endpoint`'s connections until Strait stops: then no new
+/// connection is accepted, and each one served gets a GOAWAY and finishes
+/// what it has in flight.
+pub async fn accept_loop(
+    endpoint: quinn::Endpoint,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+    active: Arc<AtomicUsize>,
+) {
+    let Ok(local) = endpoint.local_addr() else {
+        return;
+    };
+    let mut stop = shutdown.clone();
+    loop {
+        let incoming = tokio::select! {
+            incoming = endpoint.accept() => match incoming {
+                Some(incoming) => incoming,
+                None => break,
+            },
+            _ = crate::stopped(&mut stop) => break,
+        };
+        if active.load(Ordering::Acquire) >= shared.limits().max_connections_per_worker {
+            shared.stats.connection_refused();
+            tracing::debug!(client = %incoming.remote_address(), "worker_connections reached: QUIC connection refused");
+            incoming.refuse();
+            continue;
+        }
+        let shared = shared.clone();
+        let shutdown = shutdown.clone();
+        let active = active.clone();
+        active.fetch_add(1, Ordering::AcqRel);
+        shared.stats.connection_opened();
+        tokio::spawn(async move {
+            serve(incoming, local, &shared, shutdown).await;
+            shared.stats.connection_closed();
+            active.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+    // New connections are refused from here on; those served keep the
+    // endpoint's driver running until they end.
+    endpoint.set_server_config(None);
+}
+
+/// One QUIC connection: the handshake, then its request streams.
+async fn serve(
+    incoming: quinn::Incoming,
+    local: SocketAddr,
+    shared: &Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let limits = shared.limits();
+    let connecting = match incoming.accept() {
+        Ok(connecting) => connecting,
+        Err(error) => {
+            tracing::debug!(%error, "QUIC connection not accepted");
+            return;
+        }
+    };
+    // With 0-RTT on, the connection serves before the handshake ends;
+    // `confirmed` says when it has (until then, safe methods only).
+    let confirmed = Arc::new(AtomicBool::new(true));
+    let connection = match connecting.into_0rtt() {
+        Ok((connection, accepted)) if limits.http3.early_data => {
+            confirmed.store(false, Ordering::Release);
+            let confirmed = confirmed.clone();
+            tokio::spawn(async move {
+                accepted.await;
+                confirmed.store(true, Ordering::Release);
+            });
+            connection
+        }
+        Ok((connection, _)) => connection,
+        Err(connecting) => match timeout(limits.header_timeout, connecting).await {
+            Ok(Ok(connection)) => connection,
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "QUIC handshake failed");
+                return;
+            }
+            Err(_) => return,
+        },
+    };
+    let info = Arc::new(conn_info(&connection, local));
+    let quic = connection.clone();
+    let mut builder = h3::server::builder();
+    builder.max_field_section_size(limits.max_header_bytes as u64);
+    let built = timeout(
+        limits.header_timeout,
+        builder.build::<_, Bytes>(h3_quinn::Connection::new(connection)),
+    )
+    .await;
+    let mut conn = match built {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(error)) => {
+            tracing::debug!(%error, client = %info.client, "HTTP/3 connection setup failed");
+            return;
+        }
+        Err(_) => return,
+    };
+    let mut draining = false;
+    loop {
+        tokio::select! {
+            accepted = conn.accept() => match accepted {
+                Ok(Some(resolver)) => {
+                    let info = info.clone();
+                    let shared = shared.clone();
+                    let confirmed = confirmed.clone();
+                    tokio::spawn(async move {
+                        match resolver.resolve_request().await {
+                            Ok((request, stream)) => serve_request(request, stream, &info, &shared, &confirmed).await,
+                            Err(error) => tracing::debug!(%error, client = %info.client, "HTTP/3 request refused"),
+                        }
+                    });
+                }
+                // After a GOAWAY (either side's), every request answered.
+                Ok(None) => break,
+                Err(error) => {
+                    if !error.is_h3_no_error() {
+                        tracing::debug!(%error, client = %info.client, "HTTP/3 connection ended");
+                    }
+                    return;
+                }
+            },
+            _ = crate::stopped(&mut shutdown), if !draining => {
+                draining = true;
+                // GOAWAY: streams already open are served, no new ones.
+                if conn.shutdown(0).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    // Responses may still be in flight in QUIC's buffers: the client closes
+    // once it has them (it was told GOAWAY); a client that does not is
+    // closed after a short wait.
+    let _ = timeout(Duration::from_secs(2), quic.closed()).await;
+    quic.close(H3_NO_ERROR.into(), b"");
+}
+
+/// The connection's addresses, SNI and client certificate.
+fn conn_info(connection: &quinn::Connection, local: SocketAddr) -> ConnInfo {
+    let client = connection.remote_address();
+    let sni = connection
+        .handshake_data()
+        .and_then(|data| data.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|data| data.server_name);
+    let client_cert = connection
+        .peer_identity()
+        .and_then(|identity| {
+            identity
+                .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+                .ok()
+        })
+        .and_then(|chain| {
+            chain
+                .first()
+                .and_then(|leaf| strait_plugins::auth::x509::parse(leaf.as_ref()))
+        })
+        .map(Arc::new);
+    ConnInfo {
+        client,
+        client_ip: HeaderValue::from_str(&client.ip().to_string()).expect("an IP address is a valid header value"),
+        local_port: HeaderValue::from(local.port()),
+        local,
+        tls: true,
+        sni,
+        client_cert,
+        // Alt-Svc advertises HTTP/3 to clients that do not use it yet.
+        alt_svc: None,
+    }
+}
+
+type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+type RecvHalf = RequestStream<h3_quinn::RecvStream, Bytes>;
+
+/// One request: through the pipeline, the answer back on its stream.
+async fn serve_request(request: Request<()>, stream: Stream, info: &ConnInfo, shared: &Shared, confirmed: &AtomicBool) {
+    let (send, mut recv) = stream.split();
+    let (mut parts, ()) = request.into_parts();
+    parts.version = Version::HTTP_3;
+    if !confirmed.load(Ordering::Acquire) && !parts.method.is_safe() {
+        // 0-RTT data can be replayed: only a safe method is served in it.
+        let mut response = Response::new(crate::pipeline::body::empty());
+        *response.status_mut() = StatusCode::TOO_EARLY;
+        respond(send, response).await;
+        return;
+    }
+    let length = match parts.headers.get(CONTENT_LENGTH) {
+        None => None,
+        Some(value) => match value.to_str().ok().and_then(|v| v.parse::<u64>().ok()) {
+            Some(length) => Some(length),
+            None => {
+                // RFC 9114 §4.1.2: a malformed request; the pipeline answers it 400.
+                let request = Request::from_parts(parts, crate::pipeline::body::empty());
+                let (response, _) = answer(request, info, shared).await;
+                respond(send, response).await;
+                return;
+            }
+        },
+    };
+    // A request whose stream ended with its headers (most GETs) has no
+    // body; one whose end is not here yet is read as it comes.
+    let body = match length {
+        Some(0) => crate::pipeline::body::empty(),
+        Some(_) => crate::pipeline::body::boxed_as_is(RequestBody::new(recv, length, None)),
+        None => match poll_fn(|cx| Poll::Ready(recv.poll_recv_data(cx).map(|r| r.map(|d| d.map(into_bytes))))).await {
+            Poll::Ready(Ok(None)) => crate::pipeline::body::empty(),
+            Poll::Ready(Ok(Some(first))) => {
+                crate::pipeline::body::boxed_as_is(RequestBody::new(recv, None, Some(first)))
+            }
+            Poll::Ready(Err(error)) => {
+                tracing::debug!(%error, client = %info.client, "HTTP/3 request body failed");
+                return;
+            }
+            Poll::Pending => crate::pipeline::body::boxed_as_is(RequestBody::new(recv, None, None)),
+        },
+    };
+    let (response, fields) = answer(Request::from_parts(parts, body), info, shared).await;
+    let mut response = response;
+    if let Some(fields) = fields {
+        fields.insert(response.headers_mut());
+    }
+    respond(send, response).await;
+}
+
+/// The pipeline's answer; its future is boxed (kilobytes, written once).
+async fn answer(
+    request: Request<ProxyBody>,
+    info: &ConnInfo,
+    shared: &Shared,
+) -> (Response<ProxyBody>, Option<crate::pipeline::kong_headers::KongFields>) {
+    Box::pin(handle(Box::new(request), info, shared)).await
+}
+
+fn into_bytes(mut data: impl Buf) -> Bytes {
+    data.copy_to_bytes(data.remaining())
+}
+
+/// Send `response` on the stream: its head, its body as the client's
+/// flow-control window opens, its trailers, then the stream's end. A body
+/// that fails resets the stream (the client sees the response cut, never
+/// a short one passed for whole).
+async fn respond(mut send: SendHalf, response: Response<ProxyBody>) {
+    let (mut parts, body) = response.into_parts();
+    // HTTP/3 forbids connection-specific fields (RFC 9114 §4.2).
+    strip_hop_by_hop(&mut parts.headers);
+    if !parts.headers.contains_key(DATE) {
+        parts.headers.insert(DATE, crate::wire::h2_server::http_date());
+    }
+    if let Err(error) = send.send_response(Response::from_parts(parts, ())).await {
+        tracing::debug!(%error, "HTTP/3 response head not sent");
+        return;
+    }
+    let mut body = std::pin::pin!(body);
+    while let Some(frame) = poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let sent = match frame {
+            Ok(frame) => match frame.into_data() {
+                Ok(data) if data.is_empty() => Ok(()),
+                Ok(data) => send.send_data(data).await,
+                Err(frame) => match frame.into_trailers() {
+                    Ok(trailers) => send.send_trailers(trailers).await,
+                    Err(_) => Ok(()),
+                },
+            },
+            Err(error) => {
+                tracing::debug!(%error, "response body failed: HTTP/3 stream reset");
+                send.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+                return;
+            }
+        };
+        if let Err(error) = sent {
+            tracing::debug!(%error, "HTTP/3 response body not sent");
+            return;
+        }
+    }
+    if let Err(error) = send.finish().await {
+        tracing::debug!(%error, "HTTP/3 response end not sent");
+    }
+}
+
+/// A request body read from its stream as the pipeline asks for it, its
+/// length checked against `Content-Length` (RFC 9114 §4.1.2: a body
+/// longer or shorter is malformed and fails the request).
+struct RequestBody {
+    recv: RecvHalf,
+    length: Option<u64>,
+    received: u64,
+    first: Option<Bytes>,
+    data_done: bool,
+    done: bool,
+}
+
+impl RequestBody {
+    fn new(recv: RecvHalf, length: Option<u64>, first: Option<Bytes>) -> RequestBody {
+        let received = first.as_ref().map_or(0, |b| b.len() as u64);
+        RequestBody {
+            recv,
+            length,
+            received,
+            first,
+            data_done: false,
+            done: false,
+        }
+    }
+
+    fn too_long(&self) -> bool {
+        self.length.is_some_and(|length| self.received > length)
+    }
+}
+
+fn body_error(message: &'static str) -> BoxError {
+    message.into()
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        if let Some(first) = this.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
+        }
+        if !this.data_done {
+            match this.recv.poll_recv_data(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(error)) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(Box::new(error))));
+                }
+                Poll::Ready(Ok(Some(data))) => {
+                    let data = into_bytes(data);
+                    this.received += data.len() as u64;
+                    if this.too_long() {
+                        this.done = true;
+                        this.recv.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
+                        return Poll::Ready(Some(Err(body_error("request body longer than its content-length"))));
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                Poll::Ready(Ok(None)) => {
+                    this.data_done = true;
+                    if this.length.is_some_and(|length| this.received < length) {
+                        this.done = true;
+                        return Poll::Ready(Some(Err(body_error("request body shorter than its content-length"))));
+                    }
+                }
+            }
+        }
+        let trailers = this.recv.poll_recv_trailers(cx);
+        let Poll::Ready(trailers) = trailers else {
+            return Poll::Pending;
+        };
+        this.done = true;
+        match trailers {
+            Ok(Some(trailers)) => Poll::Ready(Some(Ok(Frame::trailers(trailers)))),
+            Ok(None) => Poll::Ready(None),
+            Err(error) => Poll::Ready(Some(Err(Box::new(error)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.length {
+            Some(length) => SizeHint::with_exact(
+                length.saturating_sub(self.received) + self.first.as_ref().map_or(0, |b| b.len() as u64),
+            ),
+            None => SizeHint::default(),
+        }
+    }
+}
+
+/// A UDP socket for an `http3` listener (its own per worker, as TCP's).
+pub fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+/// The QUIC endpoint of one worker's `socket`, on the worker's runtime.
+pub fn endpoint(socket: std::net::UdpSocket, config: quinn::ServerConfig) -> std::io::Result<quinn::Endpoint> {
+    quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(config),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+}
+
+/// `Alt-Svc` for the TLS listener of `port` when it also serves HTTP/3.
+pub fn alt_svc(port: u16) -> HeaderValue {
+    HeaderValue::from_str(&format!("h3=\":{port}\"; ma=86400")).expect("a valid header value")
+}
