@@ -168,6 +168,12 @@ OTEL_PROTO_VERSION=1.27.0
 if ! "$tools_dir/venv/bin/pip" show opentelemetry-proto 2>/dev/null | grep -q "^Version: $OTEL_PROTO_VERSION$"; then
   "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "opentelemetry-proto==$OTEL_PROTO_VERSION"
 fi
+# aioquic, the HTTP/3 client of tests/tests/http3.rs (tests/h3/client.py), with the
+# cryptography pinned above (aioquic takes any from 43 up).
+AIOQUIC_VERSION=1.7.2
+if ! "$tools_dir/venv/bin/pip" show aioquic 2>/dev/null | grep -q "^Version: $AIOQUIC_VERSION$"; then
+  "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "aioquic==$AIOQUIC_VERSION" "cryptography==$CRYPTOGRAPHY_VERSION"
+fi
 # A real WebSocket server (the `websockets` library) for the Upgrade tests.
 WEBSOCKETS_VERSION=13.1
 if ! "$tools_dir/venv/bin/pip" show websockets 2>/dev/null | grep -q "^Version: $WEBSOCKETS_VERSION$"; then
