@@ -5,6 +5,8 @@
 PLAN_JSON is an object:
   {"requests": [{"method", "path", "headers": {..}, "body_bytes": N | "body": "text"}, ...],
    "then_wait": seconds, "requests_after": [...], "early_data": bool}
+With "early_data", a first connection takes a session ticket and `requests` go in the first
+flight (0-RTT) of a second; the report says whether the server accepted the early data.
 Every request of `requests` goes at once, each on its own stream of one connection; after
 `then_wait` seconds of silence, `requests_after` go on the same connection. Prints one JSON
 object: per request its status, headers, body length, SHA-256, text (when short), the seconds
@@ -156,6 +158,27 @@ async def main():
     configuration.max_stream_data = 16 * 1024 * 1024
     limit = plan.get("limit", 30.0)
     out = {}
+    if plan.get("early_data"):
+        # A first connection for a session ticket, then a second that sends `requests`
+        # in its first flight (0-RTT), before the handshake completes.
+        tickets = []
+        async with connect(
+            host, port, configuration=configuration, create_protocol=Client, session_ticket_handler=tickets.append
+        ) as client:
+            await run_all(client, [{"path": plan.get("ticket_path", "/")}], sni, limit)
+            await asyncio.sleep(0.2)
+        out["ticket"] = bool(tickets)
+        out["ticket_allows_early_data"] = bool(tickets) and tickets[-1].max_early_data_size is not None
+        if tickets:
+            configuration.session_ticket = tickets[-1]
+        async with connect(
+            host, port, configuration=configuration, create_protocol=Client, wait_connected=False
+        ) as client:
+            out["results"] = await run_all(client, plan.get("requests", []), sni, limit)
+            out["session_resumed"] = client._quic.tls.session_resumed
+            out["early_data_accepted"] = client._quic.tls.early_data_accepted
+        print(json.dumps(out))
+        return
     async with connect(host, port, configuration=configuration, create_protocol=Client) as client:
         out["alpn"] = client._quic.tls.alpn_negotiated
         out["results"] = await run_all(client, plan.get("requests", []), sni, limit)

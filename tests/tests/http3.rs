@@ -350,3 +350,41 @@ async fn http3_without_ssl_is_refused_at_start() {
     assert_ne!(out.code, Some(0), "{out:?}");
     assert!(out.stderr.contains("http3 needs ssl"), "{}", out.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_rtt_is_off_by_default_and_then_serves_only_safe_methods() {
+    let up = Upstream::start(UpstreamKind::Http1).await;
+    let ca = TestCa::new("h3 ca");
+    let cfg = config(vec![service("s", &up.url("http"), vec![route("r", &["/early"])])]);
+    let plan = json!({ "early_data": true, "ticket_path": "/early/echo", "requests": [
+        { "path": "/early/echo" },
+        { "method": "POST", "path": "/early/echo", "body": "not twice" },
+    ]});
+    // Off (the default): the resumed connection's first flight waits for the handshake.
+    let gw = gateway(GatewayOptions::new(), cfg.clone(), &ca).await;
+    let off = run(&gw, &ca, SNI, &plan);
+    assert_eq!(off["session_resumed"], true, "{off}");
+    assert_eq!(off["early_data_accepted"], false, "{off}");
+    assert_eq!(off["results"][0]["status"], 200, "{off}");
+    assert_eq!(off["results"][1]["status"], 200, "{off}");
+    drop(gw);
+    // On: early data is accepted; the GET in it is served at once, marked for the upstream
+    // (RFC 8470), the POST only once the handshake completed (a replay never completes it).
+    let gw = gateway(GatewayOptions::new().setting("http3_early_data", "on"), cfg, &ca).await;
+    let on = run(&gw, &ca, SNI, &plan);
+    assert_eq!(on["ticket_allows_early_data"], true, "{on}");
+    assert_eq!(on["early_data_accepted"], true, "{on}");
+    assert_eq!(on["results"][0]["status"], 200, "{on}");
+    assert_eq!(on["results"][1]["status"], 200, "{on}");
+    let get = echo_of(&on["results"][0]);
+    assert_eq!(
+        get["headers"]["early-data"], "1",
+        "the GET was served from 0-RTT: {get}"
+    );
+    let post = echo_of(&on["results"][1]);
+    assert_eq!(post["body"], "not twice");
+    assert!(
+        post["headers"]["early-data"].is_null(),
+        "the POST waited for the handshake: {post}"
+    );
+}

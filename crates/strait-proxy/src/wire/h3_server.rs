@@ -18,7 +18,7 @@
 use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -26,7 +26,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes};
 use h3::server::RequestStream;
 use http::header::{HeaderValue, CONTENT_LENGTH, DATE};
-use http::{Request, Response, StatusCode, Version};
+use http::{Request, Response, Version};
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::watch;
 use tokio::time::timeout;
@@ -50,7 +50,7 @@ pub struct Http3Settings {
     pub idle_timeout: Duration,
     /// 0-RTT: requests in a returning client's first flight. Off by
     /// default; when on, only safe methods are served before the handshake
-    /// completes (others get 425 Too Early, RFC 8470).
+    /// completes (marked `Early-Data: 1`); others wait for it.
     pub early_data: bool,
 }
 
@@ -65,6 +65,9 @@ impl Default for Http3Settings {
     }
 }
 
+/// `Early-Data: 1` on a request served from 0-RTT data (RFC 8470).
+const EARLY_DATA: http::header::HeaderName = http::header::HeaderName::from_static("early-data");
+
 /// H3_NO_ERROR: the code of a connection closed on purpose.
 const H3_NO_ERROR: u32 = 0x100;
 
@@ -78,6 +81,11 @@ pub fn server_config(tls: &rustls::ServerConfig, settings: &Http3Settings) -> Re
     tls.alpn_protocols = vec![b"h3".to_vec()];
     // QUIC carries 0-RTT itself: all or nothing (RFC 9001 §4.6.1).
     tls.max_early_data_size = if settings.early_data { u32::MAX } else { 0 };
+    if settings.early_data {
+        // rustls accepts early data only on a stateful resumption: the ticket is a key into
+        // the session cache, taken out when used, so one ticket's 0-RTT is accepted once.
+        tls.ticketer = Arc::new(StatefulTickets);
+    }
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
         .map_err(|e| format!("http3 needs TLS 1.3 with TLS_AES_128_GCM_SHA256 (ssl_protocols, ssl_ciphers): {e}"))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
@@ -96,6 +104,26 @@ pub fn server_config(tls: &rustls::ServerConfig, settings: &Http3Settings) -> Re
         ));
     config.transport_config(Arc::new(transport));
     Ok(config)
+}
+
+/// Tickets that are session cache keys (rustls's stateful resumption),
+/// which 0-RTT needs: a ticketer that produces none itself.
+#[derive(Debug)]
+struct StatefulTickets;
+
+impl rustls::server::ProducesTickets for StatefulTickets {
+    fn enabled(&self) -> bool {
+        false
+    }
+    fn lifetime(&self) -> u32 {
+        0
+    }
+    fn encrypt(&self, _plain: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+    fn decrypt(&self, _cipher: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Serve `endpoint`'s connections until Strait stops: then no new
@@ -157,15 +185,18 @@ async fn serve(
         }
     };
     // With 0-RTT on, the connection serves before the handshake ends;
-    // `confirmed` says when it has (until then, safe methods only).
-    let confirmed = Arc::new(AtomicBool::new(true));
+    // `confirmed` turns true once it has (the client proved it is live:
+    // a replayed first flight never gets there).
+    let (confirm, confirmed) = watch::channel(true);
     let connection = match connecting.into_0rtt() {
         Ok((connection, accepted)) if limits.http3.early_data => {
-            confirmed.store(false, Ordering::Release);
-            let confirmed = confirmed.clone();
+            confirm.send_replace(false);
+            let live = connection.clone();
             tokio::spawn(async move {
                 accepted.await;
-                confirmed.store(true, Ordering::Release);
+                if live.close_reason().is_none() {
+                    confirm.send_replace(true);
+                }
             });
             connection
         }
@@ -206,7 +237,7 @@ async fn serve(
                     let confirmed = confirmed.clone();
                     tokio::spawn(async move {
                         match resolver.resolve_request().await {
-                            Ok((request, stream)) => serve_request(request, stream, &info, &shared, &confirmed).await,
+                            Ok((request, stream)) => serve_request(request, stream, &info, &shared, confirmed).await,
                             Err(error) => tracing::debug!(%error, client = %info.client, "HTTP/3 request refused"),
                         }
                     });
@@ -274,16 +305,31 @@ type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 type RecvHalf = RequestStream<h3_quinn::RecvStream, Bytes>;
 
 /// One request: through the pipeline, the answer back on its stream.
-async fn serve_request(request: Request<()>, stream: Stream, info: &ConnInfo, shared: &Shared, confirmed: &AtomicBool) {
-    let (send, mut recv) = stream.split();
+///
+/// A request that came in 0-RTT (before the handshake completed) can be a
+/// replay: a safe method is served at once and marked `Early-Data: 1` for
+/// the upstream (RFC 8470 §5.1); any other waits until the handshake
+/// completes, which a replayed first flight never does.
+async fn serve_request(
+    request: Request<()>,
+    stream: Stream,
+    info: &ConnInfo,
+    shared: &Shared,
+    mut confirmed: watch::Receiver<bool>,
+) {
+    let (mut send, mut recv) = stream.split();
     let (mut parts, ()) = request.into_parts();
     parts.version = Version::HTTP_3;
-    if !confirmed.load(Ordering::Acquire) && !parts.method.is_safe() {
-        // 0-RTT data can be replayed: only a safe method is served in it.
-        let mut response = Response::new(crate::pipeline::body::empty());
-        *response.status_mut() = StatusCode::TOO_EARLY;
-        respond(send, response).await;
-        return;
+    if !*confirmed.borrow() {
+        if parts.method.is_safe() {
+            parts.headers.insert(EARLY_DATA, HeaderValue::from_static("1"));
+        } else {
+            let limit = shared.limits().header_timeout;
+            if !matches!(timeout(limit, confirmed.wait_for(|done| *done)).await, Ok(Ok(_))) {
+                send.stop_stream(h3::error::Code::H3_REQUEST_REJECTED);
+                return;
+            }
+        }
     }
     let length = match parts.headers.get(CONTENT_LENGTH) {
         None => None,
