@@ -45,6 +45,7 @@ class Load:
 
     port: int
     protocol: str = "h1"          # "h1" (wrk) or "h2" (h2load, h2c prior knowledge)
+    scheme: str = "http"          # "https": wrk over TLS (keep-alive)
     path: str = "/"
     duration_s: int = 10
     connections: int = 32
@@ -73,7 +74,8 @@ class Load:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}{self.path}"
+        host = "localhost" if self.scheme == "https" else "127.0.0.1"
+        return f"{self.scheme}://{host}:{self.port}{self.path}"
 
 
 def run(load: Load, gateway_pid: int | None = None, tag: str = "load") -> dict:
