@@ -123,6 +123,11 @@ impl CertificateIndex {
             .map(|(_, key)| key.clone())
     }
 
+    /// Every certificate entity's key, once each.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<CertifiedKey>> {
+        self.by_id.values()
+    }
+
     pub fn by_id(&self, id: Uuid) -> Option<Arc<CertifiedKey>> {
         self.by_id.get(&id).cloned()
     }

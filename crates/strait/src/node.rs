@@ -325,8 +325,19 @@ pub fn run(settings: NodeSettings, launch: Launch, log_level: LogLevelSetter) ->
         }
         _ => strait_proxy::wire::tls::ClientVerify::Off,
     };
-    let tls = server_config(publisher.current(), proxy_cert.clone(), &settings.tls, &client_verify)
-        .map_err(|e| anyhow!("TLS setup: {e}"))?;
+    let stapler = settings.tls.stapling().then(strait_proxy::wire::ocsp::Stapler::new);
+    let tls = server_config(
+        publisher.current(),
+        proxy_cert.clone(),
+        &settings.tls,
+        &client_verify,
+        stapler.clone(),
+    )
+    .map_err(|e| anyhow!("TLS setup: {e}"))?;
+    if let Some(stapler) = stapler {
+        // On the control thread, while it serves: handshakes never wait for a responder.
+        control.spawn(staple(stapler, proxy_cert.clone(), publisher.current()));
+    }
     let (admin_tls, admin_cert) = match admin_tls_config(&settings)? {
         Some((config, cert)) => (Some(config), Some(cert)),
         None => (None, None),
@@ -624,6 +635,21 @@ pub fn admin_certificate(settings: &NodeSettings) -> Result<Option<Arc<rustls::s
 /// The TLS configuration of the Admin API's `ssl` listeners, when there are
 /// any, and its certificate (which `strait reload` can replace); client
 /// certificates signed by `admin_ssl_client_ca` when that is set.
+/// OCSP stapling's round (wire/ocsp.rs): the default certificate and every
+/// certificate entity, looked over every `SCAN`.
+async fn staple(
+    stapler: Arc<strait_proxy::wire::ocsp::Stapler>,
+    default: LiveCert,
+    snapshot: Arc<ArcSwap<strait_snapshot::Snapshot>>,
+) {
+    loop {
+        let mut served = vec![default.load_full()];
+        served.extend(snapshot.load().served_certificates());
+        stapler.refresh(&served).await;
+        tokio::time::sleep(strait_proxy::wire::ocsp::SCAN).await;
+    }
+}
+
 fn admin_tls_config(settings: &NodeSettings) -> Result<Option<(Arc<rustls::ServerConfig>, LiveCert)>> {
     let Some(certificate) = admin_certificate(settings)? else {
         return Ok(None);

@@ -93,6 +93,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("ssl_ciphers", ""),
     ("ssl_prefer_server_ciphers", "on"),
     ("ssl_session_tickets", "on"),
+    ("ssl_stapling", "on"),
     ("ssl_session_cache_size", "10m"),
     ("mem_cache_size", "128m"),
     // Lua code sent through the Admin API (pre-function, post-function):
@@ -549,6 +550,7 @@ fn tls_policy(raw: &RawSettings) -> Result<TlsPolicy> {
         session_tickets: parse_switch("ssl_session_tickets", raw.get("ssl_session_tickets"))?,
         // nginx keeps about 4,000 sessions per megabyte of cache.
         session_cache_entries: parse_size("ssl_session_cache_size", raw.get("ssl_session_cache_size"))? / 256,
+        stapling: parse_switch("ssl_stapling", raw.get("ssl_stapling"))?,
     };
     TlsPolicy::new(&settings).map_err(|e| anyhow!(e))
 }

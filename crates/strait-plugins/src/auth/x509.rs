@@ -1,4 +1,6 @@
-//! Just enough of X.509 (DER) for client-certificate authentication: the
+//! Just enough of X.509 (DER) for client-certificate authentication (and,
+//! with the DER readers made public, OCSP stapling's reading of
+//! certificates and responses, strait-proxy's wire/ocsp.rs): the
 //! subject's common name and distinguished name, the subject alternative
 //! names, and the raw issuer and subject names (to tell which CA issued a
 //! certificate). The listener has already verified the chain; this reads,
@@ -21,12 +23,13 @@ pub struct ClientCert {
 }
 
 /// A DER element inside its parent: (tag, content, the whole element).
-type Child<'a> = (u8, &'a [u8], &'a [u8]);
+pub type Child<'a> = (u8, &'a [u8], &'a [u8]);
 
 /// One DER element and what follows it: (tag, content, whole element, rest).
-type Element<'a> = (u8, &'a [u8], &'a [u8], &'a [u8]);
+pub type Element<'a> = (u8, &'a [u8], &'a [u8], &'a [u8]);
 
-fn element(input: &[u8]) -> Option<Element<'_>> {
+/// The first DER element of `input` (definite lengths only), or None.
+pub fn element(input: &[u8]) -> Option<Element<'_>> {
     let (&tag, rest) = input.split_first()?;
     let (&first, mut rest) = rest.split_first()?;
     let length = if first < 0x80 {
@@ -48,7 +51,7 @@ fn element(input: &[u8]) -> Option<Element<'_>> {
 }
 
 /// The elements of a constructed element's content.
-fn children(mut content: &[u8]) -> Option<Vec<Child<'_>>> {
+pub fn children(mut content: &[u8]) -> Option<Vec<Child<'_>>> {
     let mut out = Vec::new();
     while !content.is_empty() {
         let (tag, inner, whole, rest) = element(content)?;
@@ -63,7 +66,7 @@ const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11];
 
 /// The fields of TBSCertificate after its version: serial, algorithm,
 /// issuer, validity, subject, key, then the optional ones.
-fn tbs_fields(der: &[u8]) -> Option<Vec<Child<'_>>> {
+pub fn tbs_fields(der: &[u8]) -> Option<Vec<Child<'_>>> {
     let (tag, certificate, _, _) = element(der)?;
     (tag == SEQUENCE).then_some(())?;
     let (tag, tbs, _, _) = element(certificate)?;
@@ -129,7 +132,7 @@ pub struct Summary {
 }
 
 /// A DER time (UTCTime or GeneralizedTime, `Z`) as seconds since the epoch.
-fn time(tag: u8, value: &[u8]) -> Option<i64> {
+pub fn time(tag: u8, value: &[u8]) -> Option<i64> {
     let text = std::str::from_utf8(value).ok()?.strip_suffix('Z')?;
     let (year, rest) = match tag {
         0x17 => {

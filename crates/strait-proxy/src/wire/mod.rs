@@ -16,5 +16,6 @@ pub mod h2_client;
 pub mod h2_server;
 pub mod h3_server;
 pub mod listen;
+pub mod ocsp;
 pub mod tls;
 pub mod tls_policy;

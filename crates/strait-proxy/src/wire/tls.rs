@@ -12,6 +12,7 @@ use strait_runtime::tls::provider;
 use strait_snapshot::tls::parse_certs;
 use strait_snapshot::Snapshot;
 
+use crate::wire::ocsp::Stapler;
 use crate::wire::tls_policy::TlsPolicy;
 
 /// A certificate `strait reload` can replace (`ssl_cert`,
@@ -23,13 +24,20 @@ pub type LiveCert = Arc<ArcSwap<CertifiedKey>>;
 pub struct SnapshotCertResolver {
     snapshot: Arc<ArcSwap<Snapshot>>,
     default: LiveCert,
+    /// OCSP answers to staple (`ssl_stapling`).
+    stapler: Option<Arc<Stapler>>,
 }
 
 impl ResolvesServerCert for SnapshotCertResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.snapshot
+        let chosen = self
+            .snapshot
             .load()
-            .choose_certificate(hello.server_name(), &self.default.load_full())
+            .choose_certificate(hello.server_name(), &self.default.load_full())?;
+        Some(match &self.stapler {
+            Some(stapler) => stapler.staple(chosen),
+            None => chosen,
+        })
     }
 }
 
@@ -49,12 +57,13 @@ pub enum ClientVerify {
 
 /// The server TLS configuration for `ssl` proxy listeners, under `policy`:
 /// certificates by SNI from the snapshot, ALPN h2 then http/1.1, and client
-/// certificates as `client_verify` says.
+/// certificates as `client_verify` says; OCSP answers from `stapler`.
 pub fn server_config(
     snapshot: Arc<ArcSwap<Snapshot>>,
     default: LiveCert,
     policy: &TlsPolicy,
     client_verify: &ClientVerify,
+    stapler: Option<Arc<Stapler>>,
 ) -> Result<Arc<ServerConfig>, String> {
     let builder = policy.builder()?;
     let builder = match client_verify {
@@ -62,7 +71,11 @@ pub fn server_config(
         ClientVerify::Optional(pem) => builder.with_client_cert_verifier(client_verifier(pem, "ssl_client_ca", true)?),
         ClientVerify::On(pem) => builder.with_client_cert_verifier(client_verifier(pem, "ssl_client_ca", false)?),
     };
-    let mut config = builder.with_cert_resolver(Arc::new(SnapshotCertResolver { snapshot, default }));
+    let mut config = builder.with_cert_resolver(Arc::new(SnapshotCertResolver {
+        snapshot,
+        default,
+        stapler,
+    }));
     policy.finish(&mut config)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))

@@ -68,6 +68,8 @@ pub struct TlsSettings {
     pub session_tickets: bool,
     /// Sessions kept for resumption by id.
     pub session_cache_entries: usize,
+    /// `ssl_stapling`: OCSP answers stapled to certificates that name a responder (ocsp.rs).
+    pub stapling: bool,
 }
 
 impl Default for TlsSettings {
@@ -80,6 +82,7 @@ impl Default for TlsSettings {
             prefer_server_ciphers: true,
             session_tickets: true,
             session_cache_entries: 40960,
+            stapling: true,
         }
     }
 }
@@ -92,9 +95,15 @@ pub struct TlsPolicy {
     prefer_server_ciphers: bool,
     session_tickets: bool,
     session_cache_entries: usize,
+    stapling: bool,
 }
 
 impl TlsPolicy {
+    /// Whether OCSP answers are stapled (`ssl_stapling`).
+    pub fn stapling(&self) -> bool {
+        self.stapling
+    }
+
     pub fn new(settings: &TlsSettings) -> Result<TlsPolicy, String> {
         let (protocols, tls12, prefer) = match settings.cipher_suite.as_str() {
             "modern" => ("TLSv1.3".to_string(), Vec::new(), false),
@@ -138,6 +147,7 @@ impl TlsPolicy {
             prefer_server_ciphers: prefer,
             session_tickets: settings.session_tickets,
             session_cache_entries: settings.session_cache_entries,
+            stapling: settings.stapling,
         })
     }
 

@@ -211,6 +211,11 @@ impl Snapshot {
         self.compiled.routes.get(&id)
     }
 
+    /// Every `certificates` entity's key (OCSP stapling looks them over).
+    pub fn served_certificates(&self) -> Vec<Arc<rustls::sign::CertifiedKey>> {
+        self.compiled.certificates.all().cloned().collect()
+    }
+
     /// The certificate for a TLS handshake with `server_name`: global
     /// certificate-phase plugins first (they may pick a stored certificate
     /// or refuse the handshake, `None`), then the certificate whose SNI
