@@ -40,6 +40,6 @@ run() {  # FUZZ_DIR TARGET
   fi
 }
 # One crate (one build) holds every target.
-for target in declarative admin_body http1_head http1_response expression; do
+for target in declarative admin_body http1_head http1_response http3_request expression; do
   run fuzz "$target"
 done

@@ -49,14 +49,18 @@ async fn bodies_both_ways_and_the_access_log() {
             { "path": "/h3/echo?x=1", "headers": { "x-a": "b" } },
             { "method": "POST", "path": "/h3/echo", "body_bytes": 3_000_000 },
             { "path": "/h3/big?bytes=5000000" },
+            { "method": "POST", "path": "/h3/echo", "headers": { "content-length": "12x" } },
         ]}),
     );
     assert_eq!(report["alpn"], "h3");
     let results = report["results"].as_array().expect("results");
-    for result in results {
+    for result in &results[..3] {
         assert_eq!(result["status"], 200, "{result}");
         assert!(result["error"].is_null(), "{result}");
     }
+    // A Content-Length that is no number: malformed (RFC 9114 §4.1.2), never forwarded.
+    assert_eq!(results[3]["status"], 400, "{}", results[3]);
+    assert!(results[3]["text"].as_str().unwrap().contains("Bad request"));
     let get = echo_of(&results[0]);
     assert_eq!(get["method"], "GET");
     assert_eq!(get["path"], "/echo?x=1");

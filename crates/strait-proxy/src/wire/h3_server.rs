@@ -15,7 +15,7 @@
 //! written as fast as the client's window opens, and the upstream is read
 //! no faster.
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -302,7 +302,6 @@ fn conn_info(connection: &quinn::Connection, local: SocketAddr) -> ConnInfo {
 
 type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
 type SendHalf = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
-type RecvHalf = RequestStream<h3_quinn::RecvStream, Bytes>;
 
 /// One request: through the pipeline, the answer back on its stream.
 ///
@@ -317,12 +316,11 @@ async fn serve_request(
     shared: &Shared,
     mut confirmed: watch::Receiver<bool>,
 ) {
-    let (mut send, mut recv) = stream.split();
-    let (mut parts, ()) = request.into_parts();
-    parts.version = Version::HTTP_3;
+    let (mut send, recv) = stream.split();
+    let mut request = request;
     if !*confirmed.borrow() {
-        if parts.method.is_safe() {
-            parts.headers.insert(EARLY_DATA, HeaderValue::from_static("1"));
+        if request.method().is_safe() {
+            request.headers_mut().insert(EARLY_DATA, HeaderValue::from_static("1"));
         } else {
             let limit = shared.limits().header_timeout;
             if !matches!(timeout(limit, confirmed.wait_for(|done| *done)).await, Ok(Ok(_))) {
@@ -331,21 +329,50 @@ async fn serve_request(
             }
         }
     }
-    let length = match parts.headers.get(CONTENT_LENGTH) {
-        None => None,
-        Some(value) => match value.to_str().ok().and_then(|v| v.parse::<u64>().ok()) {
-            Some(length) => Some(length),
-            None => {
-                // RFC 9114 §4.1.2: a malformed request; the pipeline answers it 400.
-                let request = Request::from_parts(parts, crate::pipeline::body::empty());
-                let (response, _) = answer(request, info, shared).await;
-                respond(send, response).await;
-                return;
-            }
-        },
+    let request = match pipeline_request(request, recv).await {
+        Incoming::Request(request) => request,
+        Incoming::Malformed(why) => {
+            tracing::debug!(client = %info.client, why, "malformed HTTP/3 request: 400");
+            respond(send, bad_request()).await;
+            return;
+        }
+        Incoming::Gone => return,
     };
-    // A request whose stream ended with its headers (most GETs) has no
-    // body; one whose end is not here yet is read as it comes.
+    let (response, fields) = answer(request, info, shared).await;
+    let mut response = response;
+    if let Some(fields) = fields {
+        fields.insert(response.headers_mut());
+    }
+    respond(send, response).await;
+}
+
+/// What a request stream gave the pipeline.
+enum Incoming {
+    Request(Box<Request<ProxyBody>>),
+    /// RFC 9114 §4.1.2: malformed (its `Content-Length` is no length).
+    Malformed(&'static str),
+    /// The stream failed before its body began.
+    Gone,
+}
+
+/// The request as the pipeline takes it: version `HTTP/3.0`, and its body
+/// read from the stream as asked for, checked against `Content-Length`. A
+/// request whose stream ended with its headers (most GETs) has no body.
+async fn pipeline_request<R>(request: Request<()>, mut recv: RequestStream<R, Bytes>) -> Incoming
+where
+    R: h3::quic::RecvStream + Send + 'static,
+{
+    let (mut parts, ()) = request.into_parts();
+    parts.version = Version::HTTP_3;
+    let mut lengths = parts.headers.get_all(CONTENT_LENGTH).iter();
+    let length = match (lengths.next(), lengths.next()) {
+        (None, _) => None,
+        (Some(value), None) => match value.to_str().ok().and_then(|v| v.parse::<u64>().ok()) {
+            Some(length) => Some(length),
+            None => return Incoming::Malformed("content-length is not a number"),
+        },
+        (Some(_), Some(_)) => return Incoming::Malformed("more than one content-length"),
+    };
     let body = match length {
         Some(0) => crate::pipeline::body::empty(),
         Some(_) => crate::pipeline::body::boxed_as_is(RequestBody::new(recv, length, None)),
@@ -354,28 +381,31 @@ async fn serve_request(
             Poll::Ready(Ok(Some(first))) => {
                 crate::pipeline::body::boxed_as_is(RequestBody::new(recv, None, Some(first)))
             }
-            Poll::Ready(Err(error)) => {
-                tracing::debug!(%error, client = %info.client, "HTTP/3 request body failed");
-                return;
-            }
+            Poll::Ready(Err(_)) => return Incoming::Gone,
             Poll::Pending => crate::pipeline::body::boxed_as_is(RequestBody::new(recv, None, None)),
         },
     };
-    let (response, fields) = answer(Request::from_parts(parts, body), info, shared).await;
-    let mut response = response;
-    if let Some(fields) = fields {
-        fields.insert(response.headers_mut());
-    }
-    respond(send, response).await;
+    Incoming::Request(Box::new(Request::from_parts(parts, body)))
+}
+
+/// Kong's answer to a malformed request.
+fn bad_request() -> Response<ProxyBody> {
+    let mut response = Response::new(crate::pipeline::body::full(&b"{\n  \"message\":\"Bad request\"\n}"[..]));
+    *response.status_mut() = http::StatusCode::BAD_REQUEST;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    response
 }
 
 /// The pipeline's answer; its future is boxed (kilobytes, written once).
 async fn answer(
-    request: Request<ProxyBody>,
+    request: Box<Request<ProxyBody>>,
     info: &ConnInfo,
     shared: &Shared,
 ) -> (Response<ProxyBody>, Option<crate::pipeline::kong_headers::KongFields>) {
-    Box::pin(handle(Box::new(request), info, shared)).await
+    Box::pin(handle(request, info, shared)).await
 }
 
 fn into_bytes(mut data: impl Buf) -> Bytes {
@@ -427,8 +457,8 @@ async fn respond(mut send: SendHalf, response: Response<ProxyBody>) {
 /// A request body read from its stream as the pipeline asks for it, its
 /// length checked against `Content-Length` (RFC 9114 §4.1.2: a body
 /// longer or shorter is malformed and fails the request).
-struct RequestBody {
-    recv: RecvHalf,
+struct RequestBody<R: h3::quic::RecvStream> {
+    recv: RequestStream<R, Bytes>,
     length: Option<u64>,
     received: u64,
     first: Option<Bytes>,
@@ -436,8 +466,8 @@ struct RequestBody {
     done: bool,
 }
 
-impl RequestBody {
-    fn new(recv: RecvHalf, length: Option<u64>, first: Option<Bytes>) -> RequestBody {
+impl<R: h3::quic::RecvStream> RequestBody<R> {
+    fn new(recv: RequestStream<R, Bytes>, length: Option<u64>, first: Option<Bytes>) -> RequestBody<R> {
         let received = first.as_ref().map_or(0, |b| b.len() as u64);
         RequestBody {
             recv,
@@ -458,7 +488,7 @@ fn body_error(message: &'static str) -> BoxError {
     message.into()
 }
 
-impl Body for RequestBody {
+impl<R: h3::quic::RecvStream> Body for RequestBody<R> {
     type Data = Bytes;
     type Error = BoxError;
 
@@ -522,6 +552,50 @@ impl Body for RequestBody {
     }
 }
 
+/// An HTTP/3 request from raw bytes, without a network, as far as the
+/// pipeline (fuzz/fuzz_targets/http3_request.rs): the first byte says how
+/// many of the following bytes go on the client's control stream after an
+/// empty SETTINGS frame; the rest is the request stream. h3 reads them,
+/// [`pipeline_request`] makes the request, its body is read to its end.
+/// None of it may panic on any bytes.
+pub fn read_request_bytes(data: &[u8]) {
+    run_ready(async {
+        if let Some(Incoming::Request(request)) = incoming_from_bytes(data).await {
+            let mut body = std::pin::pin!(request.into_body());
+            while let Some(Ok(_)) = poll_fn(|cx| body.as_mut().poll_frame(cx)).await {}
+        }
+    });
+}
+
+async fn incoming_from_bytes(data: &[u8]) -> Option<Incoming> {
+    let (first, rest) = data.split_first().unwrap_or((&0, &[]));
+    let split = usize::from(*first).min(rest.len());
+    let mut control = vec![0x00, 0x04, 0x00];
+    control.extend_from_slice(&rest[..split]);
+    let request = Bytes::copy_from_slice(&rest[split..]);
+    let connection = crate::wire::h3_memory::Connection::new(request, Bytes::from(control));
+    let mut builder = h3::server::builder();
+    builder.max_field_section_size(32_768);
+    let mut conn = builder.build::<_, Bytes>(connection).await.ok()?;
+    let resolver = conn.accept().await.ok()??;
+    let (request, stream) = resolver.resolve_request().await.ok()?;
+    let (_send, recv) = stream.split();
+    Some(pipeline_request(request, recv).await)
+}
+
+/// Polls `work` until it is done; in memory each step is ready or never
+/// will be, so it gives up after many polls that were not.
+fn run_ready<F: Future>(work: F) -> Option<F::Output> {
+    let mut work = std::pin::pin!(work);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    for _ in 0..100_000 {
+        if let Poll::Ready(out) = work.as_mut().poll(&mut cx) {
+            return Some(out);
+        }
+    }
+    None
+}
+
 /// A UDP socket for an `http3` listener (its own per worker, as TCP's).
 pub fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
@@ -546,4 +620,96 @@ pub fn endpoint(socket: std::net::UdpSocket, config: quinn::ServerConfig) -> std
 /// `Alt-Svc` for the TLS listener of `port` when it also serves HTTP/3.
 pub fn alt_svc(port: u16) -> HeaderValue {
     HeaderValue::from_str(&format!("h3=\":{port}\"; ma=86400")).expect("a valid header value")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+        let mut out = vec![kind, payload.len() as u8];
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// QPACK, static table only: `:method` (GET or POST), `:scheme https`, `:path /`,
+    /// `:authority a`, then `extra` field lines.
+    fn headers(post: bool, extra: &[u8]) -> Vec<u8> {
+        let mut fields = vec![0, 0, if post { 0xd4 } else { 0xd1 }, 0xd7, 0xc1, 0x50, 0x01, b'a'];
+        fields.extend_from_slice(extra);
+        frame(1, &fields)
+    }
+
+    /// `content-length: <value>` (a literal with the static name at index 4).
+    fn length(value: &str) -> Vec<u8> {
+        let mut out = vec![0x54, value.len() as u8];
+        out.extend_from_slice(value.as_bytes());
+        out
+    }
+
+    fn incoming(stream: Vec<u8>) -> Incoming {
+        let mut data = vec![0];
+        data.extend(stream);
+        run_ready(incoming_from_bytes(&data)).flatten().expect("a request")
+    }
+
+    fn body(stream: Vec<u8>) -> Result<Bytes, String> {
+        let Incoming::Request(request) = incoming(stream) else {
+            panic!("not a request");
+        };
+        assert_eq!(request.version(), Version::HTTP_3);
+        run_ready(request.into_body().collect())
+            .expect("the body ends")
+            .map(|collected| collected.to_bytes())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_get_has_no_body() {
+        assert_eq!(body(headers(false, &[])), Ok(Bytes::new()));
+    }
+
+    #[test]
+    fn a_body_is_checked_against_its_content_length() {
+        let post = |declared: &str, sent: &[u8]| {
+            let mut stream = headers(true, &length(declared));
+            stream.extend(frame(0, sent));
+            body(stream)
+        };
+        assert_eq!(post("5", b"hello"), Ok(Bytes::from_static(b"hello")));
+        assert_eq!(
+            post("5", b"hello!"),
+            Err("request body longer than its content-length".into())
+        );
+        assert_eq!(
+            post("5", b"hel"),
+            Err("request body shorter than its content-length".into())
+        );
+        let mut chunks = headers(true, &[]);
+        chunks.extend(frame(0, b"ab"));
+        chunks.extend(frame(0, b"cde"));
+        assert_eq!(body(chunks), Ok(Bytes::from_static(b"abcde")));
+    }
+
+    #[test]
+    fn a_content_length_that_is_no_number_is_malformed() {
+        assert!(matches!(incoming(headers(true, &length("5x"))), Incoming::Malformed(_)));
+        let mut twice = length("1");
+        twice.extend(length("1"));
+        assert!(matches!(incoming(headers(true, &twice)), Incoming::Malformed(_)));
+    }
+
+    #[test]
+    fn any_bytes_are_read_without_a_panic() {
+        for data in [
+            &[][..],
+            &[0],
+            &[0, 1, 200],
+            &[3, 0x07, 0x01, 0x00, 0x01, 0x00],
+            &[0, 0x00, 0x05, 1],
+        ] {
+            read_request_bytes(data);
+        }
+    }
 }

@@ -14,6 +14,7 @@ pub(crate) mod h1_server;
 pub mod h2_body;
 pub mod h2_client;
 pub mod h2_server;
+pub(crate) mod h3_memory;
 pub mod h3_server;
 pub mod listen;
 pub mod ocsp;
