@@ -86,17 +86,25 @@ def run(load: Load, gateway_pid: int | None = None, tag: str = "load") -> dict:
     if gateway_pid and not running(gateway_pid):
         raise RuntimeError(f"the gateway (pid {gateway_pid}) exited during the load")
     if gateway_pid:
-        sample["gateway_cpu_s"] = meter.seconds
-        # Share of one core the gateway used: near 100% means the gateway, not the load
-        # generator's core, limited the throughput.
-        sample["gateway_core_busy"] = meter.seconds / sample["duration_s"] if sample["duration_s"] else None
-        if sample["requests"]:
-            sample["cpu_us_per_request"] = meter.seconds * 1e6 / sample["requests"]
-            sample["user_us_per_request"] = meter.user * 1e6 / sample["requests"]
-            sample["system_us_per_request"] = meter.system * 1e6 / sample["requests"]
-            sample["sleeps_per_request"] = meter.switches / sample["requests"]
-        sample.update(memory_kib(gateway_pid))
+        add_gateway_cpu(sample, meter, gateway_pid)
     return sample
+
+
+def add_gateway_cpu(sample: dict, meter: CpuMeter, gateway_pid: int) -> None:
+    """The gateway's CPU over the sample: seconds, share of a core, per request (user, system,
+    sleeps), work per CPU second, and its memory."""
+    sample["gateway_cpu_s"] = meter.seconds
+    # Share of one core the gateway used: near 100% means the gateway, not the load
+    # generator's core, limited the throughput.
+    sample["gateway_core_busy"] = meter.seconds / sample["duration_s"] if sample["duration_s"] else None
+    if sample["requests"]:
+        sample["cpu_us_per_request"] = meter.seconds * 1e6 / sample["requests"]
+        sample["user_us_per_request"] = meter.user * 1e6 / sample["requests"]
+        sample["system_us_per_request"] = meter.system * 1e6 / sample["requests"]
+        sample["sleeps_per_request"] = meter.switches / sample["requests"]
+        if meter.seconds:
+            sample["per_core_s"] = sample["requests"] / meter.seconds
+    sample.update(memory_kib(gateway_pid))
 
 
 def _bounded(argv: list[str], timeout: float) -> str:

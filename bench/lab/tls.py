@@ -31,7 +31,7 @@ from pathlib import Path
 
 from . import loadgen, systems
 from .context import REPO_DIR, RunContext
-from .procs import CpuMeter, CpuQuota, free_port, memory_kib, process_tree, running, wait_for_port
+from .procs import CpuMeter, CpuQuota, free_port, process_tree, running, wait_for_port
 
 QUOTA_SHARE = 0.25
 # Kong's `ssl_cipher_suite = intermediate` (kong/conf_loader), for nginx as Kong writes it.
@@ -200,21 +200,22 @@ def metered(system: systems.System, quota: CpuQuota | None, load) -> dict:
     if pid and not running(pid):
         raise RuntimeError(f"{system.name} (pid {pid}) exited during the load")
     if pid and meter.seconds:
-        sample["gateway_cpu_s"] = meter.seconds
-        sample["gateway_core_busy"] = meter.seconds / sample["duration_s"] if sample["duration_s"] else None
-        if sample["requests"]:
-            sample["cpu_us_per_request"] = meter.seconds * 1e6 / sample["requests"]
-            sample["user_us_per_request"] = meter.user * 1e6 / sample["requests"]
-            sample["system_us_per_request"] = meter.system * 1e6 / sample["requests"]
-            sample["per_core_s"] = sample["requests"] / meter.seconds
+        loadgen.add_gateway_cpu(sample, meter, pid)
         if quota and sample.get("gateway_core_busy") is not None:
             # Used (nearly) all of its quota, and no more (more: part of it ran outside).
             busy = sample["gateway_core_busy"]
             sample["gateway_limited"] = 0.9 * quota.share <= busy <= 1.1 * quota.share
-        sample.update(memory_kib(pid))
     for key in ("p50_us", "p90_us", "p99_us", "p99_9_us"):
         sample.setdefault(key, None)
     return sample
+
+
+def strait_and_nginx(ctx: RunContext) -> dict:
+    """The contenders of the TLS scenarios: Strait and nginx, each a TLS reverse proxy."""
+    return {
+        "strait": lambda folder, origin, cert, key: start_strait_tls(ctx, folder, origin, cert, key),
+        "nginx": lambda folder, origin, cert, key: start_nginx_tls(ctx, folder, origin, cert, key),
+    }
 
 
 def wrk_https(port: int, seconds: int, cpus: str, work_dir: Path, tag: str) -> dict:

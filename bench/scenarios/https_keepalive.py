@@ -23,10 +23,7 @@ TITLE = "https-keepalive: HTTPS keep-alive requests, Strait vs nginx (same certi
 
 def run(ctx: RunContext) -> dict:
     folder = ctx.scenario_work(NAME)
-    starters = {
-        "strait": lambda f, origin, cert, key: tls.start_strait_tls(ctx, f, origin, cert, key),
-        "nginx": lambda f, origin, cert, key: tls.start_nginx_tls(ctx, f, origin, cert, key),
-    }
+    starters = tls.strait_and_nginx(ctx)
 
     def load(system, seconds, tag):
         return tls.wrk_https(system.h1_port, seconds, ctx.load_cpus, folder, tag)

@@ -23,10 +23,7 @@ CLIENTS = 4
 
 
 def run(ctx: RunContext) -> dict:
-    starters = {
-        "strait": lambda f, origin, cert, key: tls.start_strait_tls(ctx, f, origin, cert, key),
-        "nginx": lambda f, origin, cert, key: tls.start_nginx_tls(ctx, f, origin, cert, key),
-    }
+    starters = tls.strait_and_nginx(ctx)
 
     def load(system, seconds, tag):
         return tls.s_time(system.h1_port, seconds, True, ctx.load_cpus, CLIENTS)
