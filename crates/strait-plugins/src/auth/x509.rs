@@ -174,6 +174,30 @@ pub fn summary(der: &[u8]) -> Option<Summary> {
     })
 }
 
+/// The value (the OCTET STRING's content) of the extension `oid` among a
+/// certificate's [`tbs_fields`]: Some(None) when it has no such extension,
+/// None when the extensions cannot be read.
+pub fn extension<'a>(fields: &[Child<'a>], oid: &[u8]) -> Option<Option<&'a [u8]>> {
+    for (tag, content, _) in fields.get(6..).unwrap_or_default() {
+        if *tag != 0xa3 {
+            continue;
+        }
+        let (_, extensions, _, _) = element(content)?;
+        for (_, extension, _) in children(extensions)? {
+            let items = children(extension)?;
+            let Some((0x06, found, _)) = items.first() else {
+                continue;
+            };
+            if *found != oid {
+                continue;
+            }
+            let Some((0x04, value, _)) = items.last() else { continue };
+            return Some(Some(value));
+        }
+    }
+    Some(None)
+}
+
 /// Reads a client certificate (DER).
 pub fn parse(der: &[u8]) -> Option<ClientCert> {
     let fields = tbs_fields(der)?;
@@ -190,24 +214,12 @@ pub fn parse(der: &[u8]) -> Option<ClientCert> {
         .collect::<Vec<_>>()
         .join(",");
     let mut sans = Vec::new();
-    for (tag, content, _) in &fields[6..] {
-        if *tag != 0xa3 {
-            continue;
-        }
-        let (_, extensions, _, _) = element(content)?;
-        for (_, extension, _) in children(extensions)? {
-            let items = children(extension)?;
-            let Some((0x06, oid, _)) = items.first() else { continue };
-            if *oid != SUBJECT_ALT_NAME {
-                continue;
-            }
-            let Some((0x04, value, _)) = items.last() else { continue };
-            let (_, names, _, _) = element(value)?;
-            for (tag, name, _) in children(names)? {
-                match tag {
-                    0x81 | 0x82 | 0x86 => sans.push(String::from_utf8_lossy(name).into_owned()),
-                    _ => {}
-                }
+    if let Some(value) = extension(&fields, SUBJECT_ALT_NAME)? {
+        let (_, names, _, _) = element(value)?;
+        for (tag, name, _) in children(names)? {
+            match tag {
+                0x81 | 0x82 | 0x86 => sans.push(String::from_utf8_lossy(name).into_owned()),
+                _ => {}
             }
         }
     }

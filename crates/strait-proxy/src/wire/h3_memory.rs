@@ -13,7 +13,7 @@ use h3::quic::{self, ConnectionErrorIncoming, StreamErrorIncoming, StreamId, Wri
 pub(crate) struct Connection {
     request: Option<BidiStream>,
     control: Option<RecvStream>,
-    next_send: u64,
+    opener: Opener,
 }
 
 impl Connection {
@@ -24,7 +24,7 @@ impl Connection {
                 send: SendStream(id(1)),
             }),
             control: Some(RecvStream::new(2, control, false)),
-            next_send: 3,
+            opener: Opener(3),
         }
     }
 }
@@ -58,7 +58,7 @@ impl quic::Connection<Bytes> for Connection {
     }
 
     fn opener(&self) -> Opener {
-        Opener(self.next_send)
+        self.opener.clone()
     }
 }
 
@@ -66,15 +66,12 @@ impl quic::OpenStreams<Bytes> for Connection {
     type BidiStream = BidiStream;
     type SendStream = SendStream;
 
-    fn poll_open_bidi(&mut self, _cx: &mut Context<'_>) -> Poll<Result<BidiStream, StreamErrorIncoming>> {
-        Poll::Ready(Err(StreamErrorIncoming::ConnectionErrorIncoming {
-            connection_error: closed(),
-        }))
+    fn poll_open_bidi(&mut self, cx: &mut Context<'_>) -> Poll<Result<BidiStream, StreamErrorIncoming>> {
+        self.opener.poll_open_bidi(cx)
     }
 
-    fn poll_open_send(&mut self, _cx: &mut Context<'_>) -> Poll<Result<SendStream, StreamErrorIncoming>> {
-        self.next_send += 4;
-        Poll::Ready(Ok(SendStream(id(self.next_send))))
+    fn poll_open_send(&mut self, cx: &mut Context<'_>) -> Poll<Result<SendStream, StreamErrorIncoming>> {
+        self.opener.poll_open_send(cx)
     }
 
     fn close(&mut self, _code: h3::error::Code, _reason: &[u8]) {}

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustls::sign::CertifiedKey;
-use strait_plugins::auth::x509::{children, element, tbs_fields, time};
+use strait_plugins::auth::x509::{children, element, extension, tbs_fields, time};
 
 /// How often the certificates served are looked over for one to staple.
 pub const SCAN: Duration = Duration::from_secs(10);
@@ -176,27 +176,14 @@ impl Answer {
 /// Information Access extension.
 pub fn responder_url(leaf: &[u8]) -> Option<String> {
     let fields = tbs_fields(leaf)?;
-    for (tag, content, _) in &fields[6..] {
-        if *tag != 0xa3 {
-            continue;
-        }
-        let (_, extensions, _, _) = element(content)?;
-        for (_, extension, _) in children(extensions)? {
-            let items = children(extension)?;
-            let Some((0x06, oid, _)) = items.first() else { continue };
-            if *oid != AIA {
-                continue;
-            }
-            let Some((0x04, value, _)) = items.last() else { continue };
-            let (_, descriptions, _, _) = element(value)?;
-            for (_, description, _) in children(descriptions)? {
-                let parts = children(description)?;
-                if let [(0x06, method, _), (0x86, location, _)] = parts.as_slice() {
-                    let url = std::str::from_utf8(location).ok()?;
-                    if *method == AD_OCSP && url.starts_with("http://") {
-                        return Some(url.to_string());
-                    }
-                }
+    let value = extension(&fields, AIA)??;
+    let (_, descriptions, _, _) = element(value)?;
+    for (_, description, _) in children(descriptions)? {
+        let parts = children(description)?;
+        if let [(0x06, method, _), (0x86, location, _)] = parts.as_slice() {
+            let url = std::str::from_utf8(location).ok()?;
+            if *method == AD_OCSP && url.starts_with("http://") {
+                return Some(url.to_string());
             }
         }
     }
