@@ -279,6 +279,9 @@ pub fn restart(args: &[String]) -> Result<ExitCode> {
     let _ = std::fs::remove_file(&failed);
     signal(pid, libc::SIGUSR2)?;
     let deadline = Instant::now() + Duration::from_secs_f64(flags.timeout);
+    // The old process may finish draining before the new one has written the PID
+    // file (it does so once its Admin API is open): a grace before calling it lost.
+    let mut gone_since: Option<Instant> = None;
     while Instant::now() < deadline {
         if let Ok(why) = std::fs::read_to_string(&failed) {
             let _ = std::fs::remove_file(&failed);
@@ -288,7 +291,7 @@ pub fn restart(args: &[String]) -> Result<ExitCode> {
             println!("Strait restarted: process {new} serves, {pid} drains");
             return Ok(ExitCode::SUCCESS);
         }
-        if !alive(pid) {
+        if !alive(pid) && gone_since.get_or_insert_with(Instant::now).elapsed() > Duration::from_secs(10) {
             bail!("Strait (pid {pid}) stopped and no new process took over; see the error log");
         }
         std::thread::sleep(Duration::from_millis(50));
