@@ -136,6 +136,14 @@ fn pki(dir: &Path) -> (u16, Responder) {
     (port, Responder(child))
 }
 
+/// A gateway whose default certificate is the `localhost` leaf made by [`pki`].
+fn serving_localhost(dir: &Path) -> GatewayOptions {
+    let path = |file: &str| dir.join(file).display().to_string();
+    GatewayOptions::new()
+        .setting("ssl_cert", &path("localhost-chain.pem"))
+        .setting("ssl_cert_key", &path("localhost.key"))
+}
+
 /// What `openssl s_client -status` prints of the staple for `name`.
 fn staple_seen(port: u16, name: &str) -> String {
     let out = Command::new("openssl")
@@ -172,13 +180,7 @@ async fn wait_for(port: u16, name: &str, wanted: &str) -> String {
 async fn a_good_answer_is_stapled_and_a_revoked_certificate_gets_none() {
     let dir = TempDir::new();
     let (_, _responder) = pki(dir.path());
-    let path = |file: &str| dir.path().join(file).display().to_string();
-    let gw = Gateway::start(
-        GatewayOptions::new()
-            .setting("ssl_cert", &path("localhost-chain.pem"))
-            .setting("ssl_cert_key", &path("localhost.key")),
-    )
-    .await;
+    let gw = Gateway::start(serving_localhost(dir.path())).await;
     let revoked_chain = std::fs::read_to_string(dir.path().join("revoked.test-chain.pem")).unwrap();
     let revoked_key = std::fs::read_to_string(dir.path().join("revoked.test.key")).unwrap();
     let reply = gw
@@ -209,14 +211,7 @@ async fn a_good_answer_is_stapled_and_a_revoked_certificate_gets_none() {
 async fn stapling_off_staples_nothing() {
     let dir = TempDir::new();
     let (_, _responder) = pki(dir.path());
-    let path = |file: &str| dir.path().join(file).display().to_string();
-    let gw = Gateway::start(
-        GatewayOptions::new()
-            .setting("ssl_cert", &path("localhost-chain.pem"))
-            .setting("ssl_cert_key", &path("localhost.key"))
-            .setting("ssl_stapling", "off"),
-    )
-    .await;
+    let gw = Gateway::start(serving_localhost(dir.path()).setting("ssl_stapling", "off")).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let seen = staple_seen(gw.proxy_tls_addr().port(), "localhost");
     assert!(seen.contains("OCSP response: no response sent"), "{seen}");

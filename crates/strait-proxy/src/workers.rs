@@ -260,17 +260,7 @@ async fn accept_loop(
             drop(stream);
             continue;
         }
-        let info = ConnInfo {
-            client,
-            client_ip: http::HeaderValue::from_str(&client.ip().to_string())
-                .expect("an IP address is a valid header value"),
-            local_port: http::HeaderValue::from(local.port()),
-            local,
-            tls: acceptor.is_some(),
-            sni: None,
-            client_cert: None,
-            alt_svc: alt_svc.clone(),
-        };
+        let info = ConnInfo::new(client, local, acceptor.is_some(), alt_svc.clone());
         let shared = shared.clone();
         let shutdown = shutdown.clone();
         let active = active.clone();

@@ -49,6 +49,34 @@ pub struct ConnInfo {
     pub alt_svc: Option<HeaderValue>,
 }
 
+impl ConnInfo {
+    /// A connection from `client` accepted on `local`: the addresses formatted
+    /// once as the header values requests take.
+    pub fn new(client: SocketAddr, local: SocketAddr, tls: bool, alt_svc: Option<HeaderValue>) -> ConnInfo {
+        ConnInfo {
+            client,
+            client_ip: HeaderValue::from_str(&client.ip().to_string()).expect("an IP address is a valid header value"),
+            local_port: HeaderValue::from(local.port()),
+            local,
+            tls,
+            sni: None,
+            client_cert: None,
+            alt_svc,
+        }
+    }
+}
+
+/// The client's certificate as the auth plugins read it: the leaf of the
+/// chain the handshake verified.
+pub(crate) fn client_cert(
+    chain: Option<&[rustls::pki_types::CertificateDer<'static>]>,
+) -> Option<Arc<strait_plugins::auth::x509::ClientCert>> {
+    chain
+        .and_then(|chain| chain.first())
+        .and_then(|leaf| strait_plugins::auth::x509::parse(leaf.as_ref()))
+        .map(Arc::new)
+}
+
 #[derive(Debug)]
 struct Headers<'a>(&'a HeaderMap);
 

@@ -288,11 +288,7 @@ pub async fn serve_tls(
     };
     let (_, session) = tls.get_ref();
     info.sni = session.server_name().map(str::to_string);
-    info.client_cert = session
-        .peer_certificates()
-        .and_then(|chain| chain.first())
-        .and_then(|leaf| strait_plugins::auth::x509::parse(leaf.as_ref()))
-        .map(Arc::new);
+    info.client_cert = crate::pipeline::handler::client_cert(session.peer_certificates());
     let h2 = session.alpn_protocol() == Some(b"h2");
     serve_stream(tls, info, shared, shutdown, h2).await;
 }

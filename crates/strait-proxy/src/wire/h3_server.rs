@@ -267,37 +267,21 @@ async fn serve(
     quic.close(H3_NO_ERROR.into(), b"");
 }
 
-/// The connection's addresses, SNI and client certificate.
+/// The connection's addresses, SNI and client certificate. No `Alt-Svc`:
+/// it advertises HTTP/3 to clients that do not use it yet.
 fn conn_info(connection: &quinn::Connection, local: SocketAddr) -> ConnInfo {
-    let client = connection.remote_address();
-    let sni = connection
+    let mut info = ConnInfo::new(connection.remote_address(), local, true, None);
+    info.sni = connection
         .handshake_data()
         .and_then(|data| data.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
         .and_then(|data| data.server_name);
-    let client_cert = connection
-        .peer_identity()
-        .and_then(|identity| {
-            identity
-                .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
-                .ok()
-        })
-        .and_then(|chain| {
-            chain
-                .first()
-                .and_then(|leaf| strait_plugins::auth::x509::parse(leaf.as_ref()))
-        })
-        .map(Arc::new);
-    ConnInfo {
-        client,
-        client_ip: HeaderValue::from_str(&client.ip().to_string()).expect("an IP address is a valid header value"),
-        local_port: HeaderValue::from(local.port()),
-        local,
-        tls: true,
-        sni,
-        client_cert,
-        // Alt-Svc advertises HTTP/3 to clients that do not use it yet.
-        alt_svc: None,
-    }
+    let chain = connection.peer_identity().and_then(|identity| {
+        identity
+            .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+            .ok()
+    });
+    info.client_cert = crate::pipeline::handler::client_cert(chain.as_deref().map(Vec::as_slice));
+    info
 }
 
 type Stream = RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;

@@ -288,9 +288,7 @@ pub fn read_response(response: &[u8], cert_id: &[u8], now: i64) -> Result<Answer
 }
 
 async fn ask(url: &str, body: Vec<u8>, cert_id: &[u8]) -> Result<(Vec<u8>, Answer), String> {
-    let response = tokio::time::timeout(FETCH_TIMEOUT, post(url, body))
-        .await
-        .map_err(|_| "the responder did not answer in time".to_string())??;
+    let response = post(url, body).await?;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
@@ -298,35 +296,36 @@ async fn ask(url: &str, body: Vec<u8>, cert_id: &[u8]) -> Result<(Vec<u8>, Answe
     Ok((response, answer))
 }
 
-/// POST `body` to the responder (HTTP/1.1, one connection).
+/// POST `body` to the responder (the node's HTTP client, one connection, [`FETCH_TIMEOUT`]).
 async fn post(url: &str, body: Vec<u8>) -> Result<Vec<u8>, String> {
-    use http_body_util::BodyExt;
+    use strait_runtime::http_client::{Request, Server};
     let uri: http::Uri = url.parse().map_err(|e| format!("responder URL {url:?}: {e}"))?;
     let host = uri.host().ok_or_else(|| format!("responder URL {url:?} has no host"))?;
-    let port = uri.port_u16().unwrap_or(80);
-    let tcp = tokio::net::TcpStream::connect((host, port))
-        .await
-        .map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(connection);
-    let authority = uri.authority().map_or(host.to_string(), |a| a.to_string());
-    let request = http::Request::post(uri.path_and_query().map_or("/", |p| p.as_str()))
-        .header(http::header::HOST, authority)
-        .header(http::header::CONTENT_TYPE, "application/ocsp-request")
-        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
-    let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
-    if response.status() != http::StatusCode::OK {
-        return Err(format!("the responder answered HTTP {}", response.status()));
+    let server = Server {
+        host: host.to_string(),
+        port: uri.port_u16().unwrap_or(80),
+        tls: false,
+        verify: false,
+        timeout: FETCH_TIMEOUT,
+        keepalive: Duration::ZERO,
+    };
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/ocsp-request"),
+    );
+    let response = server
+        .send(Request {
+            method: http::Method::POST,
+            path_and_query: uri.path_and_query().map_or("/", |p| p.as_str()).to_string(),
+            headers,
+            body: body.into(),
+        })
+        .await?;
+    if response.status != http::StatusCode::OK {
+        return Err(format!("the responder answered HTTP {}", response.status));
     }
-    let bytes = http_body_util::Limited::new(response.into_body(), 1 << 20)
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok(bytes.to_vec())
+    Ok(response.body.to_vec())
 }
 
 #[cfg(test)]
