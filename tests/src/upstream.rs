@@ -323,12 +323,12 @@ impl Upstream {
         format!("{scheme}://127.0.0.1:{}", self.addr.port())
     }
 
-    /// Requests received so far.
     /// Every request received so far, as `METHOD path?query`, in arrival order.
     pub fn requests(&self) -> Vec<String> {
         self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// How many requests have been received so far.
     pub fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
     }

@@ -267,7 +267,17 @@ async fn a_graceful_stop_finishes_the_request_in_flight_then_goes_away() {
                          "requests_after": [{ "path": "/stop/echo" }] }),
             )
         });
-        std::thread::sleep(Duration::from_millis(700));
+        // Stop once the slow request is at the upstream (the client's start-up
+        // can take seconds on a loaded machine), well before it is answered.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while up.hits() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the slow request never reached the upstream"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
         gw.quit();
         client.join().expect("client thread")
     });
