@@ -146,6 +146,22 @@ if ! "$tools_dir/venv/bin/pip" show botocore 2>/dev/null | grep -q "^Version: $B
   "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "botocore==$BOTOCORE_VERSION"
 fi
 export STRAIT_AWS_PYTHON="$tools_dir/venv/bin/python"
+# A real Apache Kafka broker for kafka-upstream and kafka-log (tests/src/kafka.rs formats and
+# starts its own, KRaft mode, on the JVM above): Kafka 4.1.1 and its dependencies from Maven
+# Central, copied into target/tools/kafka/libs; kafka-python (PyPI) reads the topics back.
+kafka_libs="$tools_dir/kafka/libs"
+if [[ ! -f "$kafka_libs/kafka_2.13-4.1.1.jar" && -z "${STRAIT_KAFKA_LIBS:-}" ]]; then
+  if ! need mvn; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven
+  fi
+  rm -rf "$kafka_libs"
+  mvn -q -B -f tests/kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$kafka_libs"
+fi
+KAFKA_PYTHON_VERSION=2.2.15
+if ! "$tools_dir/venv/bin/pip" show kafka-python 2>/dev/null | grep -q "^Version: $KAFKA_PYTHON_VERSION$"; then
+  "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "kafka-python==$KAFKA_PYTHON_VERSION"
+fi
 # The official `openai` and `anthropic` SDKs, unmodified clients of ai-proxy's routes
 # (tests/tests/plugins_ai.rs, tests/stand-ins/llm_sdk.py).
 OPENAI_SDK_VERSION=3.57.0
@@ -330,7 +346,7 @@ python3 scripts/e2e-suites.py -- --test-threads="$e2e_threads"
 echo "== end-to-end suites on PostgreSQL"
 store_blind="conformance floods memory smuggling deck_testdata http1_server http2_settings client_limits
   connection_age proxy_streaming proxy_upgrade proxy_h2_tls grpc_streaming grpc_errors grpc_transcoding
-  plugins_zipkin plugins_ldap plugins_serverless plugin_servers plugins_lua wasm_filters admin_ui"
+  plugins_zipkin plugins_ldap plugins_kafka plugins_serverless plugin_servers plugins_lua wasm_filters admin_ui"
 # shellcheck disable=SC2086 # one suite name per word
 STRAIT_E2E_STORE=postgres python3 scripts/e2e-suites.py --skip $store_blind "strait_e2e (unit tests)" "grpc-origin (unit tests)" \
   -- --test-threads="$e2e_threads"

@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod grpc;
 pub mod h2_raw;
 pub mod h3;
+pub mod kafka;
 pub mod ldap;
 pub mod llm;
 pub mod otlp;

@@ -4,6 +4,8 @@
 
 use std::borrow::Cow;
 
+use serde_json::{Map, Value};
+
 /// Decodes `+` as a space and `%XX` escapes (invalid escapes stay as written).
 pub fn decode(text: &str) -> Cow<'_, str> {
     if !text.contains(['%', '+']) {
@@ -72,6 +74,29 @@ pub fn serialize<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Str
         out.push_str(&encode(k));
         out.push('=');
         out.push_str(&encode(v));
+    }
+    out
+}
+
+/// Kong's `kong.request.get_query()`: a bare key is `true`, a repeated key
+/// an array.
+pub fn query_object(query: &str) -> Map<String, Value> {
+    let mut out = Map::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = match pair.split_once('=') {
+            Some((k, v)) => (decode(k).into_owned(), Value::String(decode(v).into_owned())),
+            None => (decode(pair).into_owned(), Value::Bool(true)),
+        };
+        match out.get_mut(&key) {
+            Some(Value::Array(values)) => values.push(value),
+            Some(existing) => {
+                let first = existing.take();
+                *existing = Value::Array(vec![first, value]);
+            }
+            None => {
+                out.insert(key, value);
+            }
+        }
     }
     out
 }

@@ -24,6 +24,7 @@ pub mod filters;
 pub mod form;
 pub mod grpc;
 mod identity;
+mod kafka;
 mod lazy_head;
 mod lua_number;
 pub mod observability;

@@ -13,6 +13,7 @@ pub mod clock;
 pub mod counters;
 pub mod health;
 pub mod http_client;
+pub mod kafka;
 pub mod kv;
 pub mod ldap;
 pub mod lmdb_writer;

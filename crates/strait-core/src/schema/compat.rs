@@ -345,6 +345,10 @@ fn plugins_markdown() -> String {
         };
         out.push_str(&format!("| `{name}` | {status} |\n"));
     }
+    out.push_str(
+        "\nBeyond them, Strait runs Kong Enterprise's `kafka-upstream` and `kafka-log`, with Kong's fields \
+         (docs/plugins.md, \"Kafka\").\n",
+    );
     out.push('\n');
     out
 }

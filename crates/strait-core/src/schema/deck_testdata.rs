@@ -23,7 +23,7 @@ const WORKSPACES: &str = "Kong Enterprise workspaces (a `_workspace` other than 
 const RBAC: &str = "Kong Enterprise RBAC (`rbac_roles`)";
 const PARTIALS: &str = "Kong Enterprise 3.10's `partials`";
 const ENTERPRISE_PLUGINS: &str =
-    "Kong Enterprise plugins (`rate-limiting-advanced`, `openid-connect`, `request-validator`, `kafka-log`)";
+    "Kong Enterprise plugins (`rate-limiting-advanced`, `openid-connect`, `request-validator`)";
 const CUSTOM_ENTITIES: &str = "Kong Enterprise's `degraphql` plugin and its `custom_entities`";
 const ENTERPRISE_VAULTS: &str =
     "Kong Enterprise vaults (`aws`, `azure`, `gcp`, `hcv`, `conjur`): Kong 3.9 OSS bundles only `env`";

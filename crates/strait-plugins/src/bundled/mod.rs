@@ -40,6 +40,8 @@ registry! {
     http_log,
     ip_restriction,
     jwt,
+    kafka_log,
+    kafka_upstream,
     key_auth,
     ldap_auth,
     loggly,

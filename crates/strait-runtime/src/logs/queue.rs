@@ -129,8 +129,9 @@ impl Queue {
 }
 
 /// Counts `entries` dropped and logs `message()` (one line a second at most
-/// for all queues together; nothing is formatted otherwise).
-pub(crate) fn count_dropped(entries: u64, message: impl FnOnce() -> String) {
+/// for all queues together; nothing is formatted otherwise). Also used by
+/// senders outside these queues (kafka-log's producer).
+pub fn count_dropped(entries: u64, message: impl FnOnce() -> String) {
     static LAST: AtomicU64 = AtomicU64::new(u64::MAX);
     DROPPED_TOTAL.fetch_add(entries, Ordering::Relaxed);
     if crate::once_a_second(&LAST) {

@@ -17,29 +17,6 @@ const RAW_TYPES: [&str; 5] = [
     "application/soap+xml",
 ];
 
-/// Kong's `kong.request.get_query()`: a bare key is `true`, a repeated key
-/// an array.
-pub(super) fn query_object(query: &str) -> Map<String, Value> {
-    let mut out = Map::new();
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = match pair.split_once('=') {
-            Some((k, v)) => (crate::form::decode(k).into_owned(), Value::String(crate::form::decode(v).into_owned())),
-            None => (crate::form::decode(pair).into_owned(), Value::Bool(true)),
-        };
-        match out.get_mut(&key) {
-            Some(Value::Array(values)) => values.push(value),
-            Some(existing) => {
-                let first = existing.take();
-                *existing = Value::Array(vec![first, value]);
-            }
-            None => {
-                out.insert(key, value);
-            }
-        }
-    }
-    out
-}
-
 fn body_args(ctx: &RequestCtx<'_>) -> Option<Map<String, Value>> {
     let body = ctx.body.as_deref()?;
     match parse(kind_of(ctx.header("content-type")), body)? {
@@ -60,7 +37,7 @@ pub(super) struct Forward {
 /// The default payload, or the request's parts.
 pub(super) fn payload(ctx: &RequestCtx<'_>, forward: &Forward) -> Value {
     if !(forward.method || forward.uri || forward.headers || forward.body) {
-        let mut merged = query_object(ctx.query());
+        let mut merged = crate::form::query_object(ctx.query());
         if let Some(args) = body_args(ctx) {
             merged.extend(args);
         }
@@ -79,7 +56,7 @@ pub(super) fn payload(ctx: &RequestCtx<'_>, forward: &Forward) -> Value {
             query => format!("{}?{query}", ctx.path()),
         };
         out.insert("request_uri".into(), json!(uri));
-        out.insert("request_uri_args".into(), Value::Object(query_object(ctx.query())));
+        out.insert("request_uri_args".into(), Value::Object(crate::form::query_object(ctx.query())));
     }
     if forward.body {
         let raw = ctx.body.as_deref().unwrap_or_default();
@@ -109,7 +86,7 @@ pub(super) fn gateway_event(ctx: &RequestCtx<'_>, base64_encode_body: bool, requ
         .iter()
         .map(|(k, v)| (k.clone(), v.as_array().map_or_else(|| json!([v]), |a| json!(a))))
         .collect();
-    let query = query_object(ctx.query());
+    let query = crate::form::query_object(ctx.query());
     let single_query: Map<String, Value> = query
         .iter()
         .map(|(k, v)| (k.clone(), v.as_array().and_then(|a| a.first()).unwrap_or(v).clone()))
@@ -177,7 +154,7 @@ mod tests {
 
     #[test]
     fn queries_read_as_kong_reads_them() {
-        let query = query_object("a=1&b&a=2&c=&d=x%20y");
+        let query = crate::form::query_object("a=1&b&a=2&c=&d=x%20y");
         assert_eq!(Value::Object(query), json!({"a": ["1", "2"], "b": true, "c": "", "d": "x y"}));
     }
 }
