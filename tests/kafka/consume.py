@@ -1,9 +1,10 @@
 """Reads every message of a topic from the beginning with kafka-python (PyPI), a client that
-is not Strait's, and prints them as JSON: [{"partition", "offset", "value"}].
+is not Strait's, and prints them as JSON: [{"partition", "offset", "value", "base64"}].
 
 Usage: consume.py BOOTSTRAP TOPIC
 """
 
+import base64
 import json
 import sys
 import time
@@ -28,7 +29,8 @@ def main():
                 for record in records:
                     if record.offset < end[tp]:
                         out.append({"partition": tp.partition, "offset": record.offset,
-                                    "value": record.value.decode("utf-8", "replace")})
+                                    "value": record.value.decode("utf-8", "replace"),
+                                    "base64": base64.b64encode(record.value).decode()})
             if all(consumer.position(tp, timeout_ms=5000) >= end[tp] for tp in assigned):
                 break
         else:

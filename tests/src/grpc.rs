@@ -470,6 +470,23 @@ impl GrpcClient {
         }
         Ok(self.grpc.streaming(request, path("Ack"), codec).await?.into_inner())
     }
+
+    /// A bidirectional call of `method` (a `/package.Service/Method` path)
+    /// with any message types.
+    pub async fn bidi<Req, Resp>(
+        &mut self,
+        method: &str,
+        msgs: impl Stream<Item = Req> + Send + 'static,
+    ) -> Result<Streaming<Resp>, Status>
+    where
+        Req: prost::Message + Send + Sync + 'static,
+        Resp: prost::Message + Default + Send + Sync + 'static,
+    {
+        self.ready().await?;
+        let codec = ProstCodec::<Req, Resp>::default();
+        let path = PathAndQuery::try_from(method).expect("path");
+        Ok(self.grpc.streaming(Request::new(msgs), path, codec).await?.into_inner())
+    }
 }
 
 /// An `EmitRequest` as a framed gRPC message.

@@ -201,7 +201,8 @@ impl KafkaBroker {
     }
 
     /// Every message of `topic`, from the start, as kafka-python reads it:
-    /// `[{"partition", "offset", "value"}]` (value as UTF-8 text).
+    /// `[{"partition", "offset", "value", "base64"}]` (value as UTF-8 text, and
+    /// its exact bytes in base64).
     pub fn messages(&self, topic: &str) -> Vec<Value> {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("kafka").join("consume.py");
         let output = Command::new(crate::llm::python())

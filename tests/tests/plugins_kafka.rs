@@ -3,7 +3,9 @@
 //! topics read back by kafka-python, a client that is not Strait's:
 //! Kong's message format, SASL PLAIN / SCRAM-SHA-256 / SCRAM-SHA-512 and
 //! TLS, the log entry per request, and a broker killed under load, after
-//! which every request answered 200 is in the topic and the rest got 503.
+//! which every request answered 200 is in the topic and the rest got 503;
+//! and the gRPC ingestion route: a client stream published message by
+//! message and acknowledged back as Kafka acknowledges.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,6 +15,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{json, Value};
 use strait_e2e::client::Conn;
+use strait_e2e::grpc::{GrpcClient, Msg};
 use strait_e2e::kafka::{KafkaBroker, PASSWORD, USER};
 use strait_e2e::tls::LeafCert;
 use strait_e2e::upstream::{Upstream, UpstreamKind};
@@ -427,4 +430,98 @@ async fn a_broker_killed_under_load_loses_no_acknowledged_message() {
         acknowledged.len(),
         published.len()
     );
+}
+
+/// kafka-upstream's acknowledgement of one message of a gRPC call.
+#[derive(Clone, PartialEq, prost::Message)]
+struct KafkaAck {
+    #[prost(uint64, tag = "1")]
+    sequence: u64,
+    #[prost(int32, tag = "2")]
+    partition: i32,
+    #[prost(int64, tag = "3")]
+    offset: i64,
+}
+
+fn grpc_config(upstream: &Upstream, broker_port: u16, extra: Value) -> Value {
+    json!({
+        "_format_version": "3.0",
+        "services": [{ "name": "ingest", "url": upstream.url("http"), "routes": [{
+            "name": "ingest", "paths": ["/ingest.Ingest/"], "protocols": ["grpc", "grpcs"], "strip_path": false,
+            "plugins": [kafka_upstream(broker_port, "grpc-ingest", extra)],
+        }] }]
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_stream_is_published_and_acknowledged_message_by_message() {
+    use prost::Message as _;
+    use tokio_stream::StreamExt;
+    let mut broker = KafkaBroker::start();
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let gw = Gateway::start(GatewayOptions::new()).await;
+    gw.apply(&grpc_config(&upstream, broker.plaintext, json!({}))).await;
+
+    let count = 3000u64;
+    let mut client = GrpcClient::h2c(gw.proxy_addr()).await;
+    let sent: Vec<Msg> = (0..count)
+        .map(|seq| Msg {
+            seq,
+            payload: bytes::Bytes::from(format!("event-{seq}")),
+        })
+        .collect();
+    let mut acks = client
+        .bidi::<Msg, KafkaAck>("/ingest.Ingest/Publish", tokio_stream::iter(sent.clone()))
+        .await
+        .expect("the call starts");
+    let mut acknowledged = BTreeMap::new();
+    while let Some(ack) = acks.next().await {
+        let ack = ack.expect("no error status");
+        assert!(
+            acknowledged.insert(ack.sequence, (ack.partition, ack.offset)).is_none(),
+            "one ack per message"
+        );
+    }
+    assert_eq!(acknowledged.len() as u64, count, "every message acknowledged");
+    assert_eq!(upstream.hits(), 0, "the upstream is never called");
+
+    // Each acknowledged (partition, offset) holds that message's bytes.
+    let published = messages(&broker, "grpc-ingest", count as usize).await;
+    let at: BTreeMap<(i64, i64), String> = published
+        .iter()
+        .map(|m| {
+            (
+                (
+                    m["partition"].as_i64().unwrap_or(-1),
+                    m["offset"].as_i64().unwrap_or(-1),
+                ),
+                m["base64"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    for (sequence, (partition, offset)) in &acknowledged {
+        let want = base64::engine::general_purpose::STANDARD.encode(sent[*sequence as usize].encode_to_vec());
+        assert_eq!(at.get(&(*partition as i64, *offset)), Some(&want), "message {sequence}");
+    }
+
+    // With the broker gone the call ends with UNAVAILABLE, not a hang.
+    broker.kill();
+    let mut client = GrpcClient::h2c(gw.proxy_addr()).await;
+    let one = vec![Msg {
+        seq: 0,
+        payload: bytes::Bytes::from_static(b"lost"),
+    }];
+    let outcome = match client
+        .bidi::<Msg, KafkaAck>("/ingest.Ingest/Publish", tokio_stream::iter(one))
+        .await
+    {
+        Ok(mut stream) => match stream.next().await {
+            Some(Ok(ack)) => panic!("acknowledged with the broker down: {ack:?}"),
+            Some(Err(status)) => status,
+            None => panic!("the call ended OK with the broker down"),
+        },
+        Err(status) => status,
+    };
+    assert_eq!(outcome.code(), tonic::Code::Unavailable, "{outcome:?}");
+    assert_eq!(outcome.message(), "could not send message to topic");
 }

@@ -197,6 +197,7 @@ pub struct PluginChain {
     /// same for every consumer (made once, not collected per request).
     followers: [Followers; 4],
     reads_request_body: bool,
+    serves_grpc_streams: bool,
     keeps_request_headers: bool,
     keeps_consumer: bool,
     consumer_scoped: bool,
@@ -251,6 +252,7 @@ impl PluginChain {
             followers: [Protocol::Http, Protocol::Https, Protocol::Grpc, Protocol::Grpcs].map(followers),
             inline: !(consumer_scoped || reads_request_body || waits),
             reads_request_body,
+            serves_grpc_streams: any(|p| p.serves_grpc_streams()),
             keeps_request_headers: any(|p| p.reads_request_headers_in_response()),
             keeps_consumer: any(|p| p.reads_consumer_in_response()),
             consumer_scoped,
@@ -322,6 +324,12 @@ impl PluginChain {
 
     pub fn reads_request_body(&self) -> bool {
         self.reads_request_body
+    }
+
+    /// Some plugin may serve a gRPC call itself ([`crate::ServeHere`]): a
+    /// gRPC request's body is then not read before access.
+    pub fn serves_grpc_streams(&self) -> bool {
+        self.serves_grpc_streams
     }
 
     /// Some plugin's `header_filter` reads the request headers.

@@ -45,8 +45,8 @@ pub use lazy_head::{HeadParts, LazyHeaders, LazyResponseCtx};
 pub use phase::{
     kong_error_message, AccessFuture, BufferResponseBody, BufferUpstreamResponse, CertificateCtx, CertificateFlow,
     DropResponseBody, FailedTry, Failover, FailoverPlan, Flow, NextTry, Plugin, PluginResponse, ResponseRewriter,
-    RewriteFuture, RewriteResponse, ServiceResponseBody, StreamResponse, SuspendAccess, UpstreamResponse,
-    UpstreamTarget, WantsLogDetails,
+    RewriteFuture, RewriteResponse, ServeFuture, ServeHere, ServiceResponseBody, StreamBody, StreamResponse,
+    SuspendAccess, UpstreamResponse, UpstreamTarget, WantsLogDetails,
 };
 pub use registry::{
     add, add_dynamic, add_versioned, available, build_plugin, build_scoped_plugin, install, priority_of, version_of,

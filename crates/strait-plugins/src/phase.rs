@@ -99,6 +99,22 @@ pub struct ServiceResponseBody(pub Bytes);
 #[derive(Debug, Clone, Copy)]
 pub struct StreamResponse;
 
+/// A body streamed through the gateway: the request's as the client sends
+/// it, or a response's as a plugin produces it (the proxy's own body type).
+pub type StreamBody = http_body_util::combinators::UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+/// What a [`ServeHere`] service answers with, once its response head is known.
+pub type ServeFuture = std::pin::Pin<Box<dyn std::future::Future<Output = http::Response<StreamBody>> + Send>>;
+
+/// Put in the [`crate::SharedStore`] by an `access` that serves the request
+/// itself with both bodies streaming (kafka-upstream's gRPC ingestion):
+/// the proxy hands it the request, body unread, where it would forward it
+/// upstream, and its response goes through the response phases and the log
+/// as an upstream's would. Only a plugin whose
+/// [`Plugin::serves_grpc_streams`] is true leaves it, on gRPC requests (the
+/// proxy then does not read their body first).
+pub struct ServeHere(pub Box<dyn FnOnce(http::Request<StreamBody>) -> ServeFuture + Send>);
+
 /// Put in the [`crate::SharedStore`] by a `header_filter` that replaces the
 /// response with its head alone (a refusal decided after the upstream
 /// answered): the proxy sends no body and `Content-Length: 0`.
@@ -303,6 +319,13 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
 
     /// True when access needs the whole request body in `ctx.body`.
     fn reads_request_body(&self) -> bool {
+        false
+    }
+
+    /// True when, on a gRPC request, access serves the call itself with
+    /// [`ServeHere`]: the proxy then leaves a gRPC request's body unread
+    /// (streaming to the plugin) even when [`Plugin::reads_request_body`].
+    fn serves_grpc_streams(&self) -> bool {
         false
     }
 

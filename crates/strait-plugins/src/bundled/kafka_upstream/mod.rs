@@ -12,7 +12,11 @@
 //! default), and 500 on failure: Strait never reports a message it may
 //! lose as sent, so `producer_async` only lets concurrent requests share
 //! Produce requests, which Strait's producer always does.
+//!
+//! On a gRPC call the plugin publishes each message of the client's stream
+//! and acknowledges it back as Kafka does (grpc.rs has the mapping).
 
+mod grpc;
 mod schema;
 
 /// `kafka-upstream` in the registry ([`crate::bundled`]).
@@ -32,7 +36,7 @@ use strait_runtime::kafka::{Producer, ProducerConfig};
 use crate::body::{kind_of, parse, BodyKind, ParsedBody};
 use crate::config::ConfigReader;
 use crate::context::RequestCtx;
-use crate::phase::{AccessFuture, Flow, Plugin, PluginResponse};
+use crate::phase::{AccessFuture, Flow, Plugin, PluginResponse, ServeHere};
 use crate::PluginError;
 
 /// Content types whose body is sent as text, the rest base64 (Kong's list).
@@ -117,6 +121,12 @@ impl KafkaUpstream {
     }
 
     async fn publish(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        let grpc = ctx
+            .header("content-type")
+            .is_some_and(|t| t.starts_with("application/grpc"));
+        if grpc {
+            return self.serve_grpc(ctx);
+        }
         let message = match self.message(ctx) {
             Ok(message) => message,
             Err(why) => return Flow::Respond(PluginResponse::message(400, why)),
@@ -139,6 +149,25 @@ impl KafkaUpstream {
     }
 }
 
+impl KafkaUpstream {
+    /// A gRPC call: served here, streaming (grpc.rs).
+    fn serve_grpc(&self, ctx: &mut RequestCtx<'_>) -> Flow {
+        let producer = match Producer::for_worker(&self.producer) {
+            Ok(producer) => producer,
+            Err(error) => {
+                tracing::error!(%error, topic = %self.topic, "kafka-upstream: no producer");
+                return not_sent();
+            }
+        };
+        let topic = self.topic.clone();
+        let max_message = self.producer.bytes_per_request;
+        ctx.shared.insert(ServeHere(Box::new(move |request| {
+            grpc::serve(producer, topic, max_message, request)
+        })));
+        Flow::Continue
+    }
+}
+
 impl Plugin for KafkaUpstream {
     fn name(&self) -> &'static str {
         "kafka-upstream"
@@ -150,6 +179,10 @@ impl Plugin for KafkaUpstream {
 
     fn reads_request_body(&self) -> bool {
         self.forward_body
+    }
+
+    fn serves_grpc_streams(&self) -> bool {
+        true
     }
 
     fn waits(&self) -> bool {

@@ -180,7 +180,8 @@ async fn run_chain(
     exchange: Exchange<'_>,
 ) -> (Response<ProxyBody>, Option<KongFields>) {
     let mut state = PhaseState::new(&request, chain, &exchange);
-    if chain.reads_request_body() {
+    // A gRPC call a plugin may serve itself streams to it unread.
+    if chain.reads_request_body() && !(exchange.grpc && chain.serves_grpc_streams()) {
         let body = std::mem::replace(request.body_mut(), crate::pipeline::body::empty());
         state.body_in_box = false;
         match read_body(body).await {
@@ -214,13 +215,37 @@ async fn proceed(
     };
     match decide(flow, state, chain, request, &exchange) {
         Decided::Forward(request, options, mut state) => {
-            let forwarded = exchange.forward(request, options).await;
-            let forwarded = fail_over(&exchange, &mut state, forwarded).await;
+            let forwarded = match state.shared.remove::<strait_plugins::ServeHere>() {
+                Some(here) => Ok(serve_here(here, request, &exchange).await),
+                None => {
+                    let forwarded = exchange.forward(request, options).await;
+                    fail_over(&exchange, &mut state, forwarded).await
+                }
+            };
             let forwarded = buffer_if_asked(&mut state, forwarded).await;
             finish(state, forwarded, chain, &exchange)
         }
         Decided::Done(response, fields) => (response, fields),
     }
+}
+
+/// A plugin serves the request itself ([`strait_plugins::ServeHere`]): its
+/// response stands for the upstream's, timed as one.
+async fn serve_here(
+    here: strait_plugins::ServeHere,
+    request: BoxedRequest,
+    exchange: &Exchange<'_>,
+) -> crate::pipeline::forward::Forwarded {
+    let started = std::time::Instant::now();
+    let kong_ms = started.duration_since(exchange.started).as_millis() as u64;
+    let mut response = (here.0)(*request).await;
+    *response.version_mut() = http::Version::HTTP_11;
+    let proxied = crate::pipeline::forward::Proxied {
+        upstream_ms: started.elapsed().as_millis() as u64,
+        kong_ms,
+        detail: None,
+    };
+    (response, proxied, Default::default())
 }
 
 fn failed(error: ProxyError, http1: bool, exchange: &Exchange<'_>) -> (Response<ProxyBody>, Option<KongFields>) {
