@@ -158,6 +158,18 @@ if [[ ! -f "$kafka_libs/kafka_2.13-4.1.1.jar" && -z "${STRAIT_KAFKA_LIBS:-}" ]];
   mvn -q -B -f tests/kafka/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
     -DoutputDirectory="$kafka_libs"
 fi
+# A real Apache Cassandra 5.0 for the Cassandra store (tests/src/cassandra.rs starts its own
+# node on the JVM above, with the guardrails that refuse ALLOW FILTERING and secondary indexes):
+# cassandra-all and its dependencies from Maven Central, copied into target/tools/cassandra/libs.
+cassandra_libs="$tools_dir/cassandra/libs"
+if [[ ! -f "$cassandra_libs/cassandra-all-5.0.6.jar" && -z "${STRAIT_CASSANDRA_LIBS:-}" ]]; then
+  if ! need mvn; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven
+  fi
+  rm -rf "$cassandra_libs"
+  mvn -q -B -f tests/cassandra/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+    -DoutputDirectory="$cassandra_libs"
+fi
 KAFKA_PYTHON_VERSION=2.2.15
 if ! "$tools_dir/venv/bin/pip" show kafka-python 2>/dev/null | grep -q "^Version: $KAFKA_PYTHON_VERSION$"; then
   "$tools_dir/venv/bin/pip" install -q --only-binary=:all: "kafka-python==$KAFKA_PYTHON_VERSION"
@@ -346,7 +358,7 @@ python3 scripts/e2e-suites.py -- --test-threads="$e2e_threads"
 echo "== end-to-end suites on PostgreSQL"
 store_blind="conformance floods memory smuggling deck_testdata http1_server http2_settings client_limits
   connection_age proxy_streaming proxy_upgrade proxy_h2_tls grpc_streaming grpc_errors grpc_transcoding
-  plugins_zipkin plugins_ldap plugins_kafka plugins_serverless plugin_servers plugins_lua wasm_filters admin_ui"
+  plugins_zipkin plugins_ldap plugins_kafka cassandra_store plugins_serverless plugin_servers plugins_lua wasm_filters admin_ui"
 # shellcheck disable=SC2086 # one suite name per word
 STRAIT_E2E_STORE=postgres python3 scripts/e2e-suites.py --skip $store_blind "strait_e2e (unit tests)" "grpc-origin (unit tests)" \
   -- --test-threads="$e2e_threads"

@@ -7,6 +7,7 @@
 
 pub mod admin_api;
 pub mod bad_inputs;
+pub mod cassandra;
 pub mod client;
 pub mod deck;
 pub mod declarative;

@@ -12,6 +12,7 @@
 //! field report taught us.
 #![deny(unsafe_code)]
 
+pub mod cassandra;
 mod codec;
 pub mod keys;
 mod lmdb;
@@ -35,6 +36,9 @@ pub enum StoreError {
     /// The PostgreSQL store's server refused or failed a statement.
     #[error("PostgreSQL error: {0}")]
     Postgres(String),
+    /// The Cassandra store's cluster refused or failed a statement.
+    #[error("Cassandra error: {0}")]
+    Cassandra(String),
     /// The shared database cannot be reached (connection refused or lost,
     /// no answer within `pg_timeout`); nothing was written.
     #[error("the database is unavailable: {0}")]

@@ -1,0 +1,170 @@
+//! The Cassandra dialect (`database = cassandra`): Kong 2.x's settings
+//! ([`CassandraConfig`]), the schema and its migrations ([`schema`]) and
+//! the [`Store`](crate::Store) over it ([`CassandraStore`]).
+//!
+//! The rule the Kong-on-Cassandra field report taught (token saves of 5 to
+//! 30 s through secondary indexes): every statement Strait sends names a
+//! partition key. The configuration of a cluster lives in one partition per
+//! *generation* (`config`), its entities, unique-key rows, foreign-key rows
+//! and change log as clustering rows, so every lookup is a primary-key read
+//! and every write is one conditional batch on one partition: Paxos makes it
+//! all or nothing and serialises writers across every node and datacenter.
+//! A whole replacement (`POST /config`) writes a new generation beside the
+//! old one and switches to it with one lightweight transaction
+//! (docs/architecture.md#cassandra-store).
+
+pub mod schema;
+mod store;
+
+pub use store::CassandraStore;
+
+use std::time::Duration;
+
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::statement::Consistency;
+
+use crate::StoreError;
+
+/// Kong's `cassandra_lb_policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LbPolicy {
+    RoundRobin,
+    RequestRoundRobin,
+    DcAwareRoundRobin,
+    RequestDcAwareRoundRobin,
+}
+
+impl LbPolicy {
+    pub fn parse(value: &str) -> Option<LbPolicy> {
+        match value {
+            "RoundRobin" => Some(LbPolicy::RoundRobin),
+            "RequestRoundRobin" => Some(LbPolicy::RequestRoundRobin),
+            "DCAwareRoundRobin" => Some(LbPolicy::DcAwareRoundRobin),
+            "RequestDCAwareRoundRobin" => Some(LbPolicy::RequestDcAwareRoundRobin),
+            _ => None,
+        }
+    }
+
+    pub fn dc_aware(self) -> bool {
+        matches!(self, LbPolicy::DcAwareRoundRobin | LbPolicy::RequestDcAwareRoundRobin)
+    }
+}
+
+/// Kong's `cassandra_repl_strategy` with its factors: what `strait
+/// migrations bootstrap` creates the keyspace with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replication {
+    /// `SimpleStrategy` with `cassandra_repl_factor`.
+    Simple(u32),
+    /// `NetworkTopologyStrategy` with `cassandra_data_centers` (`dc:factor`).
+    NetworkTopology(Vec<(String, u32)>),
+}
+
+/// Kong 2.x's `cassandra_*` settings that reach the driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CassandraConfig {
+    /// `cassandra_contact_points` with `cassandra_port`, as `host:port`.
+    pub contact_points: Vec<String>,
+    pub keyspace: String,
+    /// `cassandra_consistency`: the consistency of reads and of the commit of
+    /// writes (configuration writes are Paxos transactions at `SERIAL`
+    /// whatever this says).
+    pub consistency: Consistency,
+    pub lb_policy: LbPolicy,
+    /// `cassandra_local_datacenter`, required by the DC-aware policies.
+    pub local_datacenter: Option<String>,
+    pub replication: Replication,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// `cassandra_timeout`: connecting, and each statement, at most this long.
+    pub timeout: Duration,
+    /// `cassandra_schema_consensus_timeout`: how long migrations wait for
+    /// every node to agree on the schema.
+    pub schema_consensus_timeout: Duration,
+}
+
+impl CassandraConfig {
+    /// `user@host:port/keyspace`, for logs and messages (no password).
+    pub fn label(&self) -> String {
+        format!(
+            "{}@{}/{}",
+            self.username.as_deref().unwrap_or("anonymous"),
+            self.contact_points.join(","),
+            self.keyspace
+        )
+    }
+}
+
+/// Kong's consistency names.
+pub fn parse_consistency(value: &str) -> Option<Consistency> {
+    Some(match value {
+        "ALL" => Consistency::All,
+        "EACH_QUORUM" => Consistency::EachQuorum,
+        "QUORUM" => Consistency::Quorum,
+        "LOCAL_QUORUM" => Consistency::LocalQuorum,
+        "ONE" => Consistency::One,
+        "TWO" => Consistency::Two,
+        "THREE" => Consistency::Three,
+        "LOCAL_ONE" => Consistency::LocalOne,
+        _ => return None,
+    })
+}
+
+pub(crate) fn cql_error(error: impl std::fmt::Display) -> StoreError {
+    let text = error.to_string();
+    // The cluster is away (no connection, no answer, not enough replicas
+    // alive): nothing the request did; the caller may try again.
+    let away = [
+        "connect",
+        "Connection",
+        "timed out",
+        "Timeout",
+        "Unavailable",
+        "unavailable",
+        "No connections",
+        "broken pipe",
+    ];
+    if away.iter().any(|word| text.contains(word)) {
+        StoreError::Unavailable(format!("Cassandra: {text}"))
+    } else {
+        StoreError::Cassandra(text)
+    }
+}
+
+/// A session to the cluster (the keyspace not chosen: statements name it).
+pub async fn connect(config: &CassandraConfig) -> Result<Session, StoreError> {
+    use scylla::client::execution_profile::ExecutionProfile;
+    use scylla::policies::load_balancing::DefaultPolicy;
+    let mut policy = DefaultPolicy::builder().token_aware(true);
+    if config.lb_policy.dc_aware() {
+        if let Some(dc) = &config.local_datacenter {
+            policy = policy.prefer_datacenter(dc.clone()).permit_dc_failover(false);
+        }
+    }
+    let profile = ExecutionProfile::builder()
+        .consistency(config.consistency)
+        .request_timeout(Some(config.timeout))
+        .load_balancing_policy(policy.build())
+        .build();
+    let mut builder = SessionBuilder::new()
+        .known_nodes(&config.contact_points)
+        .connection_timeout(config.timeout)
+        .schema_agreement_timeout(config.schema_consensus_timeout)
+        .default_execution_profile_handle(profile.into_handle());
+    if let Some(user) = &config.username {
+        builder = builder.user(user, config.password.clone().unwrap_or_default());
+    }
+    match tokio::time::timeout(config.timeout * 2, builder.build()).await {
+        Ok(Ok(session)) => Ok(session),
+        Ok(Err(error)) => Err(StoreError::Unavailable(format!(
+            "Cassandra at {}: {error}",
+            config.contact_points.join(",")
+        ))),
+        Err(_) => Err(StoreError::Unavailable(format!(
+            "Cassandra at {} did not answer within {:?}",
+            config.contact_points.join(","),
+            config.timeout * 2
+        ))),
+    }
+}

@@ -1,0 +1,162 @@
+//! The Cassandra schema and its migrations (`strait migrations ...` with
+//! `database = cassandra`).
+//!
+//! Three tables, each read only by its partition key:
+//!
+//! - `config`: one partition per configuration generation. Static columns
+//!   hold the generation's `version`, the version it `base`d on (its
+//!   replacement), its `successor` once replaced, its `predecessor`, the
+//!   configuration `hash` and the change log's `log_floor`. Clustering rows
+//!   `(section, key1, key2)`: `e/<table>` (an entity by id), `u/<table>/<field>`
+//!   (a unique value, its owner's id in `body`), `f/<table>/<field>` (parent
+//!   id, child id), `log` (version, sequence: one change).
+//! - `config_head`: where readers start looking for the newest generation
+//!   (a hint: each generation names its successor, which is authoritative).
+//! - `schema_meta`: the migrations this keyspace has run.
+//!
+//! No secondary index, no materialized view, no `ALLOW FILTERING`:
+//! tests/tests/cassandra_store.rs checks every statement of this crate, and
+//! the test server runs with Cassandra's guardrails that refuse them.
+
+use scylla::client::session::Session;
+use scylla::statement::Statement;
+
+use super::{cql_error, CassandraConfig, Replication};
+use crate::StoreError;
+
+/// The migrations this build knows, in order (Kong's `subsystem` `core`).
+pub const MIGRATIONS: &[&str] = &["000_base"];
+
+/// `name` quoted for CQL (keyspace names are `[A-Za-z0-9_]`, checked by
+/// the settings; quotes keep case).
+pub fn ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn replication(config: &CassandraConfig) -> String {
+    match &config.replication {
+        Replication::Simple(factor) => format!("{{'class': 'SimpleStrategy', 'replication_factor': {factor}}}"),
+        Replication::NetworkTopology(dcs) => {
+            let dcs: Vec<String> = dcs
+                .iter()
+                .map(|(dc, f)| format!("'{}': {f}", dc.replace('\'', "''")))
+                .collect();
+            format!("{{'class': 'NetworkTopologyStrategy', {}}}", dcs.join(", "))
+        }
+    }
+}
+
+/// The DDL of `000_base`, for `keyspace`.
+pub fn base_statements(keyspace: &str) -> Vec<String> {
+    let ks = ident(keyspace);
+    vec![
+        format!(
+            "CREATE TABLE IF NOT EXISTS {ks}.config (\
+               generation uuid, section text, key1 text, key2 text, body blob, \
+               version bigint STATIC, base bigint STATIC, successor uuid STATIC, predecessor uuid STATIC, \
+               hash text STATIC, log_floor bigint STATIC, \
+               PRIMARY KEY ((generation), section, key1, key2))"
+        ),
+        format!("CREATE TABLE IF NOT EXISTS {ks}.config_head (name text PRIMARY KEY, generation uuid)"),
+        format!("CREATE TABLE IF NOT EXISTS {ks}.schema_meta (subsystem text PRIMARY KEY, executed list<text>)"),
+    ]
+}
+
+async fn run(session: &Session, cql: String) -> Result<(), StoreError> {
+    session
+        .query_unpaged(Statement::new(cql), ())
+        .await
+        .map_err(cql_error)?;
+    Ok(())
+}
+
+async fn agree(session: &Session) -> Result<(), StoreError> {
+    session
+        .await_schema_agreement()
+        .await
+        .map(|_| ())
+        .map_err(|e| StoreError::Unavailable(format!("Cassandra nodes did not agree on the schema: {e}")))
+}
+
+/// What `strait migrations list|status` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// No keyspace, or no `schema_meta` in it.
+    NeedsBootstrap,
+    /// These migrations ran; `pending` did not.
+    Executed {
+        executed: Vec<String>,
+        pending: Vec<String>,
+    },
+}
+
+pub async fn state(session: &Session, config: &CassandraConfig) -> Result<State, StoreError> {
+    let ks = ident(&config.keyspace);
+    let cql = format!("SELECT executed FROM {ks}.schema_meta WHERE subsystem = 'core'");
+    let result = match session.query_unpaged(Statement::new(cql), ()).await {
+        Ok(result) => result,
+        // No keyspace or no table yet.
+        Err(error)
+            if error.to_string().contains("does not exist") || error.to_string().contains("unconfigured table") =>
+        {
+            return Ok(State::NeedsBootstrap);
+        }
+        Err(error) => return Err(cql_error(error)),
+    };
+    let rows = result.into_rows_result().map_err(cql_error)?;
+    let executed: Option<(Option<Vec<String>>,)> = rows.maybe_first_row().map_err(cql_error)?;
+    let Some((executed,)) = executed else {
+        return Ok(State::NeedsBootstrap);
+    };
+    let executed = executed.unwrap_or_default();
+    let pending = MIGRATIONS
+        .iter()
+        .filter(|m| !executed.iter().any(|e| e == *m))
+        .map(|m| m.to_string())
+        .collect();
+    Ok(State::Executed { executed, pending })
+}
+
+/// Creates the keyspace, the tables and generation 0 (version 0), waiting
+/// for schema agreement after each change of schema.
+pub async fn bootstrap(session: &Session, config: &CassandraConfig) -> Result<(), StoreError> {
+    let ks = ident(&config.keyspace);
+    run(
+        session,
+        format!(
+            "CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {}",
+            replication(config)
+        ),
+    )
+    .await?;
+    agree(session).await?;
+    for cql in base_statements(&config.keyspace) {
+        run(session, cql).await?;
+        agree(session).await?;
+    }
+    super::store::first_generation(session, config).await?;
+    let cql = format!("INSERT INTO {ks}.schema_meta (subsystem, executed) VALUES ('core', ?)");
+    let executed: Vec<String> = MIGRATIONS.iter().map(|m| m.to_string()).collect();
+    session
+        .query_unpaged(Statement::new(cql), (executed,))
+        .await
+        .map_err(cql_error)?;
+    Ok(())
+}
+
+/// Runs what is pending (nothing yet: `000_base` is the only migration).
+pub async fn up(session: &Session, config: &CassandraConfig) -> Result<Vec<String>, StoreError> {
+    match state(session, config).await? {
+        State::NeedsBootstrap => Err(StoreError::Cassandra(format!(
+            "keyspace {} is not bootstrapped: run `strait migrations bootstrap`",
+            config.keyspace
+        ))),
+        State::Executed { pending, .. } => Ok(pending),
+    }
+}
+
+/// Drops the keyspace: every configuration and runtime row in it.
+pub async fn reset(session: &Session, config: &CassandraConfig) -> Result<(), StoreError> {
+    run(session, format!("DROP KEYSPACE IF EXISTS {}", ident(&config.keyspace))).await?;
+    agree(session).await
+}

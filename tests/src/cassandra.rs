@@ -1,0 +1,228 @@
+//! A real Apache Cassandra for the Cassandra store's tests: Cassandra 5.0
+//! from Maven Central (`org.apache.cassandra:cassandra-all`; scripts/test.sh
+//! resolves it and its dependencies into `target/tools/cassandra/libs`, or
+//! `$STRAIT_CASSANDRA_LIBS` names such a folder) on Java 17, one node.
+//!
+//! With `$STRAIT_TEST_CASSANDRA` (`host:port`, set by scripts/test.sh, which
+//! starts one server for the whole run) tests share that server, each in a
+//! keyspace of its own; without it each [`CassandraServer::start`] starts a
+//! private one, killed on drop.
+//!
+//! The server runs with Cassandra's guardrails against what the Kong field
+//! report warns of: `allow_filtering_enabled: false` and
+//! `secondary_indexes_enabled: false` refuse any `ALLOW FILTERING` query and
+//! any secondary index. Guardrails do not bind superusers, so Strait logs
+//! in as [`USER`], a plain role.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{free_port, random_token, TempDir};
+
+pub const CASSANDRA_VERSION: &str = "5.0.6";
+/// The role Strait logs in as (not a superuser).
+pub const USER: &str = "strait";
+pub const PASSWORD: &str = "strait-secret";
+
+/// Java 17's module openings Cassandra 5.0 needs (its jvm17-server.options).
+const JVM_OPENS: &[&str] = &[
+    "java.base/jdk.internal.misc",
+    "java.base/jdk.internal.ref",
+    "java.base/sun.nio.ch",
+    "java.management.rmi/com.sun.jmx.remote.internal.rmi",
+    "java.rmi/sun.rmi.registry",
+    "java.rmi/sun.rmi.server",
+    "java.sql/java.sql",
+];
+const JVM_OPENS_DEEP: &[&str] = &[
+    "java.base/java.lang.module",
+    "java.base/jdk.internal.loader",
+    "java.base/jdk.internal.ref",
+    "java.base/jdk.internal.reflect",
+    "java.base/jdk.internal.math",
+    "java.base/jdk.internal.module",
+    "java.base/jdk.internal.util.jar",
+    "jdk.management/com.sun.management.internal",
+    "java.base/java.io",
+    "java.base/java.nio",
+    "java.base/sun.nio.ch",
+    "java.base/java.lang",
+    "java.base/java.util",
+    "java.base/java.util.concurrent",
+    "java.base/java.util.concurrent.atomic",
+    "java.base/java.net",
+    "java.base/java.lang.reflect",
+];
+
+fn libs() -> PathBuf {
+    std::env::var_os("STRAIT_CASSANDRA_LIBS").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tools/cassandra/libs"),
+        PathBuf::from,
+    )
+}
+
+/// One Cassandra node: a private one, or the run's shared one.
+pub struct CassandraServer {
+    pub port: u16,
+    /// The keyspace this test's store uses (fresh for every start).
+    pub keyspace: String,
+    private: Option<(TempDir, Child)>,
+}
+
+impl CassandraServer {
+    /// The run's server (`$STRAIT_TEST_CASSANDRA`), else a private one;
+    /// either way a keyspace name nobody used.
+    pub fn start() -> CassandraServer {
+        let keyspace = format!("strait_{}", random_token().to_ascii_lowercase());
+        if let Ok(address) = std::env::var("STRAIT_TEST_CASSANDRA") {
+            let port = address
+                .rsplit(':')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("STRAIT_TEST_CASSANDRA={address:?}: expected host:port"));
+            return CassandraServer {
+                port,
+                keyspace,
+                private: None,
+            };
+        }
+        let dir = TempDir::new();
+        let port = free_port();
+        let child = launch(dir.path(), port);
+        CassandraServer {
+            port,
+            keyspace,
+            private: Some((dir, child)),
+        }
+    }
+
+    pub fn contact_point(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for CassandraServer {
+    fn drop(&mut self) {
+        if let Some((_, child)) = self.private.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts a node in `dir` on `port` and waits until [`USER`] can log in.
+pub fn launch(dir: &Path, port: u16) -> Child {
+    let libs = libs();
+    assert!(
+        libs.join(format!("cassandra-all-{CASSANDRA_VERSION}.jar")).exists(),
+        "no Cassandra {CASSANDRA_VERSION} at {} (scripts/test.sh resolves it with mvn, or set STRAIT_CASSANDRA_LIBS)",
+        libs.display()
+    );
+    let storage = free_port();
+    let data = dir.join("data");
+    let yaml = format!(
+        "cluster_name: strait-test\nnum_tokens: 1\npartitioner: org.apache.cassandra.dht.Murmur3Partitioner\n\
+         seed_provider:\n  - class_name: org.apache.cassandra.locator.SimpleSeedProvider\n    parameters:\n      \
+         - seeds: \"127.0.0.1:{storage}\"\n\
+         listen_address: 127.0.0.1\nrpc_address: 127.0.0.1\nstorage_port: {storage}\nnative_transport_port: {port}\n\
+         endpoint_snitch: SimpleSnitch\ncommitlog_sync: periodic\ncommitlog_sync_period: 10000ms\n\
+         data_file_directories: [{d}/data]\ncommitlog_directory: {d}/commitlog\n\
+         saved_caches_directory: {d}/caches\nhints_directory: {d}/hints\ncdc_raw_directory: {d}/cdc\n\
+         start_native_transport: true\nauthenticator: PasswordAuthenticator\nauthorizer: AllowAllAuthorizer\n\
+         allow_filtering_enabled: false\nsecondary_indexes_enabled: false\nmaterialized_views_enabled: false\n\
+         sasi_indexes_enabled: false\nbatch_size_fail_threshold: 50KiB\n",
+        d = data.display()
+    );
+    std::fs::write(dir.join("cassandra.yaml"), yaml).expect("cassandra.yaml");
+    std::fs::write(
+        dir.join("logback.xml"),
+        "<configuration><appender name=\"OUT\" class=\"ch.qos.logback.core.ConsoleAppender\"><encoder>\
+         <pattern>%level %date %msg%n</pattern></encoder></appender><root level=\"WARN\">\
+         <appender-ref ref=\"OUT\"/></root></configuration>",
+    )
+    .expect("logback.xml");
+    let log = std::fs::File::create(dir.join("cassandra.log")).expect("cassandra log");
+    let mut command = Command::new("java");
+    command.args([
+        "-Xms256m",
+        "-Xmx1g",
+        "-XX:+UseSerialGC",
+        "-Djdk.attach.allowAttachSelf=true",
+    ]);
+    for module in JVM_OPENS {
+        command.arg("--add-exports").arg(format!("{module}=ALL-UNNAMED"));
+    }
+    for module in JVM_OPENS_DEEP {
+        command.arg("--add-opens").arg(format!("{module}=ALL-UNNAMED"));
+    }
+    let child = command
+        .arg(format!(
+            "-Dcassandra.config=file://{}",
+            dir.join("cassandra.yaml").display()
+        ))
+        .arg("-Dcassandra-foreground=yes")
+        .arg(format!(
+            "-Dlogback.configurationFile={}",
+            dir.join("logback.xml").display()
+        ))
+        .arg(format!("-Dcassandra.jmx.local.port={}", free_port()))
+        .arg("-Dcassandra.skip_wait_for_gossip_to_settle=0")
+        .arg("-Dcassandra.superuser_setup_delay_ms=0")
+        .arg("-cp")
+        .arg(format!("{}/*", libs.display()))
+        .arg("org.apache.cassandra.service.CassandraDaemon")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("could not run java ({e}); install Java 17 (scripts/test.sh does)"));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "Cassandra did not listen on {port}: {}",
+            std::fs::read_to_string(dir.join("cassandra.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    create_role(port, dir);
+    child
+}
+
+/// Creates [`USER`] as the default superuser (cassandra/cassandra), which
+/// the server sets up a moment after it listens.
+fn create_role(port: u16, dir: &Path) {
+    let statement =
+        format!("CREATE ROLE IF NOT EXISTS {USER} WITH PASSWORD = '{PASSWORD}' AND LOGIN = true AND SUPERUSER = false");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let outcome: Result<(), String> = runtime.block_on(async {
+            let session = scylla::client::session_builder::SessionBuilder::new()
+                .known_node(format!("127.0.0.1:{port}"))
+                .user("cassandra", "cassandra")
+                .build()
+                .await
+                .map_err(|e| e.to_string())?;
+            session
+                .query_unpaged(statement.as_str(), ())
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => return,
+            Err(error) => assert!(
+                Instant::now() < deadline,
+                "could not create the test role: {error}\n{}",
+                std::fs::read_to_string(dir.join("cassandra.log")).unwrap_or_default()
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
