@@ -15,6 +15,7 @@
 
 pub mod schema;
 mod store;
+mod write;
 
 pub use store::CassandraStore;
 
