@@ -101,6 +101,55 @@ impl CassandraServer {
     pub fn contact_point(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
+
+    /// The `cassandra_*` settings of this server and keyspace, as
+    /// `STRAIT_*` variables.
+    pub fn env(&self) -> Vec<(String, String)> {
+        [
+            ("STRAIT_DATABASE", "cassandra".to_string()),
+            ("STRAIT_CASSANDRA_CONTACT_POINTS", "127.0.0.1".to_string()),
+            ("STRAIT_CASSANDRA_PORT", self.port.to_string()),
+            ("STRAIT_CASSANDRA_KEYSPACE", self.keyspace.clone()),
+            ("STRAIT_CASSANDRA_USERNAME", USER.to_string()),
+            ("STRAIT_CASSANDRA_PASSWORD", PASSWORD.to_string()),
+            ("STRAIT_CASSANDRA_TIMEOUT", "10000".to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    /// `strait migrations <args>` on this keyspace: exit code and output.
+    pub fn migrations(&self, args: &[&str]) -> (Option<i32>, String) {
+        let out = std::process::Command::new(crate::process::strait_bin())
+            .arg("migrations")
+            .args(args)
+            .envs(self.env())
+            .output()
+            .expect("run strait migrations");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    }
+
+    /// `strait migrations bootstrap`, which must succeed.
+    pub fn bootstrap(&self) {
+        let (code, text) = self.migrations(&["bootstrap"]);
+        assert_eq!(code, Some(0), "{text}");
+    }
+
+    /// A node's settings for this keyspace (`database = cassandra`).
+    pub fn node_options(&self) -> crate::GatewayOptions {
+        let mut options = crate::GatewayOptions::new();
+        for (key, value) in self.env() {
+            let key = key.trim_start_matches("STRAIT_").to_ascii_lowercase();
+            options = options.setting(&key, &value);
+        }
+        options
+    }
 }
 
 impl Drop for CassandraServer {
@@ -194,6 +243,15 @@ pub fn launch(dir: &Path, port: u16) -> Child {
 /// Creates [`USER`] as the default superuser (cassandra/cassandra), which
 /// the server sets up a moment after it listens.
 fn create_role(port: u16, dir: &Path) {
+    // Its own thread: a test may call this from inside its runtime, where
+    // another runtime can neither block nor be dropped.
+    let dir = dir.to_path_buf();
+    std::thread::spawn(move || create_role_here(port, &dir))
+        .join()
+        .expect("creating the test role");
+}
+
+fn create_role_here(port: u16, dir: &Path) {
     let statement =
         format!("CREATE ROLE IF NOT EXISTS {USER} WITH PASSWORD = '{PASSWORD}' AND LOGIN = true AND SUPERUSER = false");
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -110,6 +110,7 @@ fn release_allocator_memory() {
     unsafe { mi_collect(true) }
 }
 
+mod cassandra_follow;
 mod cli;
 mod control;
 mod db_config;

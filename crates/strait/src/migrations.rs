@@ -22,7 +22,8 @@ Usage: strait migrations COMMAND [--conf FILE] [--yes] [--force] [--lock-timeout
   reset       drop every Strait table (needs --yes)
   status      the schema state as JSON
 
-Settings (pg_host, pg_port, pg_user, pg_password, pg_database, pg_schema, pg_timeout)
+Settings (pg_host, pg_port, pg_user, pg_password, pg_database, pg_schema, pg_timeout; with
+database = cassandra the cassandra_* ones: the keyspace, its replication, the tables)
 come from FILE, then STRAIT_<KEY> environment variables.
 ";
 
@@ -93,6 +94,9 @@ pub fn run(args: &[String]) -> Result<ExitCode> {
         bail!("reset drops every Strait table in the database: run it with --yes");
     }
     let raw = RawSettings::load(args.conf.as_deref(), std::env::vars())?;
+    if raw.0.get("database").map(String::as_str) == Some("cassandra") {
+        return cassandra(&args, &raw);
+    }
     let mut config = pg_config(&raw)?;
     if let Some(timeout) = args.db_timeout {
         config.timeout = timeout;
@@ -151,6 +155,88 @@ pub fn run(args: &[String]) -> Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             Err(error) => Err(anyhow!(error)),
+        }
+    })
+}
+
+/// The same commands on `database = cassandra`: the keyspace (created with
+/// `cassandra_repl_strategy`), its tables and generation 0, each change of
+/// schema waited on until every node agrees (`cassandra_schema_consensus_timeout`).
+/// Cassandra has no transaction around DDL: `bootstrap` is idempotent
+/// (`IF NOT EXISTS`), so a second node running it at once does no harm.
+fn cassandra(args: &Args, raw: &RawSettings) -> Result<ExitCode> {
+    use strait_store::cassandra::schema::{self, State};
+    let mut config = crate::settings::cassandra_config(raw)?;
+    if let Some(timeout) = args.db_timeout {
+        config.timeout = timeout;
+        config.schema_consensus_timeout = timeout;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow!("starting the runtime: {e}"))?;
+    runtime.block_on(async {
+        let session = strait_store::cassandra::connect(&config)
+            .await
+            .map_err(|e| anyhow!("[Cassandra error] {e}"))?;
+        let keyspace = config.keyspace.clone();
+        match args.command.as_str() {
+            "bootstrap" => {
+                if args.force {
+                    schema::reset(&session, &config).await?;
+                }
+                if let State::Executed { .. } = schema::state(&session, &config).await? {
+                    println!("Database already bootstrapped");
+                    return Ok(ExitCode::SUCCESS);
+                }
+                println!("Bootstrapping database...");
+                schema::bootstrap(&session, &config).await?;
+                for migration in schema::MIGRATIONS {
+                    println!("migrating core on keyspace '{keyspace}'...\ncore migrated up to: {migration}");
+                }
+                println!("{} migrations processed\n{} executed\nDatabase is up-to-date", schema::MIGRATIONS.len(), schema::MIGRATIONS.len());
+                Ok(ExitCode::SUCCESS)
+            }
+            "up" | "finish" => {
+                let pending = schema::up(&session, &config).await?;
+                if pending.is_empty() {
+                    println!("Database is already up-to-date");
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            "reset" => {
+                schema::reset(&session, &config).await?;
+                println!("Database reset: keyspace {keyspace} dropped");
+                Ok(ExitCode::SUCCESS)
+            }
+            "list" => match schema::state(&session, &config).await? {
+                State::NeedsBootstrap => {
+                    println!("Database needs bootstrapping or is older than Strait 0.1; run 'strait migrations bootstrap'");
+                    Ok(ExitCode::from(3))
+                }
+                State::Executed { executed, pending } => {
+                    println!("Executed migrations:\ncore: {}", executed.join(", "));
+                    if pending.is_empty() {
+                        println!("\nDatabase is up-to-date");
+                        Ok(ExitCode::SUCCESS)
+                    } else {
+                        println!("\nPending migrations:\ncore: {}", pending.join(", "));
+                        Ok(ExitCode::from(4))
+                    }
+                }
+            },
+            _ => {
+                let state = schema::state(&session, &config).await?;
+                let json = match state {
+                    State::NeedsBootstrap => serde_json::json!({ "needs_bootstrap": true, "keyspace": keyspace }),
+                    State::Executed { executed, pending } => serde_json::json!({
+                        "needs_bootstrap": false, "keyspace": keyspace,
+                        "executed_migrations": executed, "pending_migrations": pending,
+                    }),
+                };
+                println!("{json}");
+                Ok(ExitCode::SUCCESS)
+            }
         }
     })
 }

@@ -144,7 +144,42 @@ pub fn run(settings: NodeSettings, launch: Launch, log_level: LogLevelSetter) ->
         )?)),
         _ => None,
     };
+    let mut cassandra = None;
     let (store, mut postgres): (Arc<dyn Store>, _) = match &settings.postgres {
+        None if settings.cassandra.is_some() => {
+            let config = settings.cassandra.clone().expect("checked");
+            let store = Arc::new(
+                strait_store::cassandra::CassandraStore::new(config.clone(), settings.change_log_size)
+                    .map_err(|e| anyhow!("opening the Cassandra store {}: {e}", config.label()))?,
+            );
+            let cache = Arc::new(crate::pg_cache::LocalCache::open(&settings.prefix)?);
+            let cached_start = match store.check_schema() {
+                Ok(()) => None,
+                Err(strait_store::StoreError::Unavailable(detail)) => match cache.load() {
+                    Some(cached) => {
+                        tracing::warn!(
+                            cluster = %config.label(),
+                            %detail,
+                            config_version = cached.0,
+                            "Cassandra is unreachable: serving the cached configuration until it is back"
+                        );
+                        Some(cached)
+                    }
+                    None => bail!(
+                        "Cassandra {} is unreachable ({detail}) and this node has no cached configuration to serve",
+                        config.label()
+                    ),
+                },
+                Err(error) => bail!("opening the Cassandra store {}: {error}", config.label()),
+            };
+            tracing::info!(cluster = %config.label(), "configuration is kept in Cassandra");
+            cassandra = Some((store.clone(), cache.clone(), cached_start));
+            let cached = crate::cassandra_follow::CachedCassandra {
+                cassandra: store,
+                cache,
+            };
+            (Arc::new(cached) as Arc<dyn Store>, None)
+        }
         _ if dp_cache.is_some() => (
             dp_cache
                 .as_ref()
@@ -215,7 +250,11 @@ pub fn run(settings: NodeSettings, launch: Launch, log_level: LogLevelSetter) ->
             None => compile_snapshot_hashed(0, Arc::new(strait_core::Config::default()), None),
         },
         None => {
-            let (version, config, stored_hash) = match postgres.as_mut().and_then(|(_, _, _, cached)| cached.take()) {
+            let cached_start = postgres
+                .as_mut()
+                .and_then(|(_, _, _, cached)| cached.take())
+                .or_else(|| cassandra.as_mut().and_then(|(_, _, cached)| cached.take()));
+            let (version, config, stored_hash) = match cached_start {
                 Some(cached) => cached,
                 None => {
                     let (version, config) = store
@@ -225,6 +264,9 @@ pub fn run(settings: NodeSettings, launch: Launch, log_level: LogLevelSetter) ->
                         .config_hash()
                         .map_err(|e| anyhow!("reading the configuration hash: {e}"))?;
                     if let Some((_, cache, _, _)) = &postgres {
+                        cache.replace(version, &config, stored_hash.as_deref());
+                    }
+                    if let Some((_, cache, _)) = &cassandra {
                         cache.replace(version, &config, stored_hash.as_deref());
                     }
                     (version, config, stored_hash)
@@ -238,6 +280,9 @@ pub fn run(settings: NodeSettings, launch: Launch, log_level: LogLevelSetter) ->
     let publisher = SnapshotPublisher::start(initial);
     if let Some((store, cache, config, _)) = postgres {
         crate::pg_follow::start(store, cache, config, publisher.clone())?;
+    }
+    if let Some((store, cache, _)) = cassandra {
+        crate::cassandra_follow::start(store, cache, publisher.clone())?;
     }
     start_secret_refresh(&publisher, settings.vault_refresh_interval);
     let node_id = node_id(&settings.prefix)?;
@@ -376,7 +421,9 @@ pub fn run(settings: NodeSettings, launch: Launch, log_level: LogLevelSetter) ->
         let grace = settings.proxy.graceful_shutdown_timeout + std::time::Duration::from_secs(5);
         let handed = takeover.ready(grace);
         tracing::info!(previous_version = ?handed, "hand-over: the previous process drains");
-        let embedded = settings.postgres.is_none() && !matches!(settings.role, Role::DataPlane { .. });
+        let embedded = settings.postgres.is_none()
+            && settings.cassandra.is_none()
+            && !matches!(settings.role, Role::DataPlane { .. });
         if embedded {
             control.block_on(catch_up(&store, &publisher));
         }

@@ -14,177 +14,15 @@ use self::network::{dns_settings, http2_settings};
 pub use self::plugins::{external_settings, lua_settings, wasm_settings};
 
 mod admin;
+mod cassandra;
+mod defaults;
 mod network;
 mod plugins;
 
-pub use admin::AdminGui;
+pub use self::cassandra::cassandra_config;
+pub use self::defaults::DEFAULTS;
 
-/// Every key Strait understands, with its default.
-pub const DEFAULTS: &[(&str, &str)] = &[
-    ("role", "traditional"),
-    ("database", "embedded"),
-    ("prefix", "./strait-data"),
-    (
-        "proxy_listen",
-        "0.0.0.0:8000 reuseport backlog=16384, 0.0.0.0:8443 http2 ssl reuseport backlog=16384",
-    ),
-    ("admin_listen", "127.0.0.1:8001 reuseport backlog=16384"),
-    ("status_listen", "0.0.0.0:8100"),
-    ("cluster_listen", "0.0.0.0:8005"),
-    ("cluster_control_plane", ""),
-    ("cluster_cert", ""),
-    ("cluster_cert_key", ""),
-    ("cluster_mtls", "shared"),
-    ("cluster_ca_cert", ""),
-    ("cluster_server_name", ""),
-    ("cluster_data_plane_purge_delay", "1209600"),
-    ("config_change_log_size", "10000"),
-    ("declarative_config", ""),
-    ("log_level", "notice"),
-    ("log_format", "text"),
-    ("proxy_access_log", "logs/access.log"),
-    ("proxy_error_log", "logs/error.log"),
-    ("syslog_socket", "/dev/log"),
-    ("tracing_sampling_rate", "0.01"),
-    ("client_header_timeout", "60s"),
-    ("client_max_header_size", "32768"),
-    ("client_max_headers", "100"),
-    // Kong's nginx directive injection for this one directive: `<number> <size>`; the size bounds
-    // each request and header line (nginx answers 414/400 beyond it, Strait 414/431).
-    ("nginx_http_large_client_header_buffers", "4 8k"),
-    ("graceful_shutdown_timeout", "10s"),
-    ("worker_threads", "auto"),
-    ("worker_model", "thread-per-core"),
-    ("admin_token", ""),
-    // Kong's admin UI settings (Kong Manager's): where the UI is served,
-    // the URL it is reached at (its origin is the only one allowed to drive
-    // the Admin API from a browser), its path, and the Admin API it calls
-    // (unset: this host, the first admin_listen port).
-    ("admin_gui_listen", "0.0.0.0:8002"),
-    ("admin_gui_url", ""),
-    ("admin_gui_path", "/"),
-    ("admin_gui_api_url", ""),
-    ("worker_connections", "16384"),
-    ("http2_max_concurrent_streams", "128"),
-    ("http2_max_connection_age", "0"),
-    ("http2_max_connection_age_grace", "30s"),
-    ("http2_max_requests_per_connection", "0"),
-    ("http2_initial_stream_window_size", "1m"),
-    ("http2_initial_connection_window_size", "1m"),
-    ("http2_adaptive_window", "off"),
-    ("http2_max_frame_size", "16k"),
-    ("http2_keepalive_interval", "0"),
-    ("http2_keepalive_timeout", "20s"),
-    ("http2_max_pending_accept_reset_streams", "20"),
-    ("http2_max_local_error_reset_streams", "1024"),
-    ("http3_max_concurrent_streams", "128"),
-    ("http3_stream_buffer_size", "64k"),
-    ("http3_idle_timeout", "60s"),
-    ("http3_early_data", "off"),
-    ("upstream_http2_initial_stream_window_size", "1m"),
-    ("upstream_http2_initial_connection_window_size", "1m"),
-    ("upstream_http2_adaptive_window", "off"),
-    ("upstream_http2_max_frame_size", "16k"),
-    ("upstream_http2_keepalive_interval", "0"),
-    ("upstream_http2_keepalive_timeout", "20s"),
-    ("router_flavor", "traditional_compatible"),
-    ("ssl_cipher_suite", "intermediate"),
-    ("ssl_protocols", "TLSv1.2 TLSv1.3"),
-    ("ssl_ciphers", ""),
-    ("ssl_prefer_server_ciphers", "on"),
-    ("ssl_session_tickets", "on"),
-    ("ssl_stapling", "on"),
-    ("ssl_session_cache_size", "10m"),
-    ("mem_cache_size", "128m"),
-    // Lua code sent through the Admin API (pre-function, post-function):
-    // Kong's settings, and Strait's budget per phase call (0: none).
-    ("untrusted_lua", "sandbox"),
-    ("untrusted_lua_sandbox_requires", ""),
-    ("untrusted_lua_sandbox_environment", ""),
-    ("lua_max_run_time", "100ms"),
-    ("lua_memory_limit", "256m"),
-    // Kong's: `bundled` and the names of custom Lua plugins, found as
-    // kong/plugins/<name>/ through lua_package_path.
-    ("plugins", "bundled"),
-    ("lua_package_path", "./?.lua;./?/init.lua;"),
-    // Kong's plugin servers (Go, Python, JavaScript): the servers' names,
-    // each with `pluginserver_<name>_socket`, `_start_cmd`, `_query_cmd`
-    // (dynamic keys); and Strait's bound on one event (a phase of a request).
-    ("pluginserver_names", ""),
-    ("pluginserver_timeout", "60s"),
-    // Kong's proxy-wasm settings, and Strait's limits on a filter: the time
-    // a request's callbacks may run together, and an instance's memory.
-    ("wasm", "off"),
-    ("wasm_filters_path", ""),
-    ("wasm_filters", "bundled,user"),
-    ("wasm_max_run_time", "500ms"),
-    ("wasm_max_memory", "256m"),
-    // The proxy's default certificate (Kong's; unset: one generated in
-    // the prefix). `strait reload` reads them again.
-    ("ssl_cert", ""),
-    ("ssl_cert_key", ""),
-    ("admin_ssl_cert", ""),
-    ("admin_ssl_cert_key", ""),
-    ("admin_ssl_client_ca", ""),
-    ("ssl_verify_client", "off"),
-    ("ssl_client_ca", ""),
-    ("vault_env_prefix", ""),
-    ("vault_file_base_path", ""),
-    ("vault_refresh_interval", "60s"),
-    ("upstream_keepalive_pool_size", "512"),
-    ("upstream_keepalive_max_requests", "10000"),
-    ("upstream_keepalive_idle_timeout", "60"),
-    ("dns_resolver", ""),
-    ("dns_hostsfile", "/etc/hosts"),
-    ("dns_order", "LAST,SRV,A,CNAME"),
-    ("dns_valid_ttl", ""),
-    ("dns_stale_ttl", "3600"),
-    ("dns_not_found_ttl", "30"),
-    ("dns_error_ttl", "1"),
-    ("oauth2_token_store", ""),
-    ("oauth2_token_store_size", "65536m"),
-    ("oauth2_redis_host", ""),
-    ("oauth2_redis_port", "6379"),
-    ("oauth2_redis_username", ""),
-    ("oauth2_redis_password", ""),
-    ("oauth2_redis_database", "0"),
-    ("oauth2_redis_ssl", "off"),
-    ("oauth2_redis_ssl_verify", "off"),
-    ("oauth2_redis_server_name", ""),
-    ("oauth2_redis_timeout", "2000"),
-    // database = postgres (Kong's names and defaults; pg_timeout in milliseconds).
-    ("pg_host", "127.0.0.1"),
-    ("pg_port", "5432"),
-    ("pg_user", "kong"),
-    ("pg_password", ""),
-    ("pg_database", "kong"),
-    ("pg_schema", ""),
-    ("pg_timeout", "5000"),
-    ("pg_ssl", "off"),
-    ("pg_ssl_verify", "off"),
-    ("pg_max_concurrent_queries", "0"),
-    ("pg_semaphore_timeout", "60000"),
-    ("pg_pool_size", "256"),
-    // A read-only replica for the Admin API's reads; every pg_ro_* key left
-    // empty takes its pg_* counterpart's value, as in Kong.
-    ("pg_ro_host", ""),
-    ("pg_ro_port", ""),
-    ("pg_ro_user", ""),
-    ("pg_ro_password", ""),
-    ("pg_ro_database", ""),
-    ("pg_ro_schema", ""),
-    ("pg_ro_timeout", ""),
-    ("pg_ro_ssl", ""),
-    ("pg_ro_ssl_verify", ""),
-    ("pg_ro_max_concurrent_queries", ""),
-    ("pg_ro_semaphore_timeout", ""),
-    ("pg_ro_pool_size", ""),
-    ("headers", strait_core::header_switches::DEFAULT_HEADERS),
-    (
-        "headers_upstream",
-        strait_core::header_switches::DEFAULT_HEADERS_UPSTREAM,
-    ),
-];
+pub use admin::AdminGui;
 
 /// The raw key/value settings after defaults, file and environment.
 #[derive(Debug, Clone)]
@@ -199,6 +37,8 @@ pub struct NodeSettings {
     /// `pg_ro_host` set: the read-only replica the Admin API's GET
     /// requests read from.
     pub postgres_ro: Option<strait_store::pg::PgConfig>,
+    /// `database = cassandra`: the shared store's cluster settings.
+    pub cassandra: Option<strait_store::cassandra::CassandraConfig>,
     pub declarative_config: Option<PathBuf>,
     pub log_level: String,
     /// `proxy_error_log`: where the node's own log goes.
@@ -578,7 +418,23 @@ impl NodeSettings {
                 }
                 Some(pg_config(&raw)?)
             }
-            other => bail!("database: expected embedded or postgres (got {other:?})"),
+            "cassandra" => None,
+            other => bail!("database: expected embedded, postgres or cassandra (got {other:?})"),
+        };
+        let cassandra = match raw.get("database") {
+            "cassandra" => {
+                if !raw.get("declarative_config").trim().is_empty() {
+                    bail!(
+                        "declarative_config: only with database = embedded (with cassandra the cluster holds \
+                         the configuration every node serves)"
+                    );
+                }
+                if !matches!(role, Role::Traditional) {
+                    bail!("database = cassandra: only with role = traditional");
+                }
+                Some(cassandra_config(&raw)?)
+            }
+            _ => None,
         };
         let postgres_ro = match postgres {
             Some(_) => pg_ro_config(&raw)?,
@@ -701,6 +557,7 @@ impl NodeSettings {
         Ok(NodeSettings {
             postgres,
             postgres_ro,
+            cassandra,
             error_log: LogTarget::parse(raw.get("proxy_error_log"), &prefix),
             json_logs,
             syslog_socket: PathBuf::from(raw.get("syslog_socket")),
