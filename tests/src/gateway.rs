@@ -79,6 +79,9 @@ pub struct Ports {
 pub struct Gateway {
     /// `STRAIT_E2E_STORE=postgres`: this gateway's own PostgreSQL server.
     postgres: Option<crate::postgres::PgServer>,
+    /// `STRAIT_E2E_STORE=cassandra`: this gateway's keyspace (on the run's
+    /// shared server, `STRAIT_TEST_CASSANDRA`, or one of its own).
+    cassandra: Option<crate::cassandra::CassandraServer>,
     child: Option<Child>,
     dir: PathBuf,
     conf: PathBuf,
@@ -110,8 +113,17 @@ impl Gateway {
             server.bootstrap();
             server
         });
+        let on_cassandra = std::env::var("STRAIT_E2E_STORE").as_deref() == Ok("cassandra")
+            && options.declarative_config.is_none()
+            && !options.settings.iter().any(|(key, _)| key == "database");
+        let cassandra = on_cassandra.then(|| {
+            let server = crate::cassandra::CassandraServer::start();
+            server.bootstrap();
+            server
+        });
         let mut gateway = Gateway {
             postgres,
+            cassandra,
             child: None,
             dir,
             conf,
@@ -171,6 +183,15 @@ impl Gateway {
             entries.push(("pg_port".into(), server.port().to_string()));
             entries.push(("pg_user".into(), crate::postgres::USER.into()));
             entries.push(("pg_database".into(), crate::postgres::DATABASE.into()));
+        }
+        let keyspace = self
+            .cassandra
+            .as_ref()
+            .filter(|_| self.options.declarative_config.is_none());
+        if let Some(server) = keyspace {
+            for (key, value) in server.env() {
+                entries.push((key.trim_start_matches("STRAIT_").to_ascii_lowercase(), value));
+            }
         }
         if let Some(contents) = &self.options.declarative_config {
             let path = self.dir.join("kong.yml");
@@ -240,6 +261,10 @@ impl Gateway {
     /// PostgreSQL, the database's rows (`pg_dump`) and the node's local cache.
     pub fn stored_bytes(&self) -> Vec<u8> {
         let read = |path: PathBuf| fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if self.cassandra.is_some() {
+            // The node's local copy holds every stored entity as written.
+            return read(self.dir.join("pg_cache").join("data.mdb"));
+        }
         match &self.postgres {
             None => read(self.dir.join("lmdb").join("data.mdb")),
             Some(server) => {

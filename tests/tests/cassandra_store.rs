@@ -208,8 +208,34 @@ fn the_store_contract_holds_on_cassandra() {
     assert_ne!(rest[0].id(), page[0].id());
     let mut renamed = set.services[1].clone();
     renamed.name = Some("orders-v2".into());
-    store.apply(&[upsert(Entity::Service(renamed))]).unwrap();
+    store.apply(&[upsert(Entity::Service(renamed.clone()))]).unwrap();
     assert_eq!(store.config_hash().unwrap(), None, "apply clears the hash");
+    // An update that keeps the name: the entity and its name row stay
+    // (a batch's deletion would beat its write of the same row).
+    renamed.retries = 9;
+    store.apply(&[upsert(Entity::Service(renamed.clone()))]).unwrap();
+    assert_eq!(
+        store.get_by_unique(EntityKind::Services, "name", "orders-v2").unwrap(),
+        Some(Entity::Service(renamed.clone()))
+    );
+    assert_eq!(
+        store.get(EntityKind::Services, renamed.id).unwrap(),
+        Some(Entity::Service(renamed.clone()))
+    );
+    // Deleted and created again in one change set: it exists.
+    store
+        .apply(&[
+            ConfigChange::Delete {
+                kind: EntityKind::Services,
+                id: renamed.id,
+            },
+            upsert(Entity::Service(renamed.clone())),
+        ])
+        .unwrap();
+    assert!(store
+        .get_by_unique(EntityKind::Services, "name", "orders-v2")
+        .unwrap()
+        .is_some());
     assert_eq!(
         store.get_by_unique(EntityKind::Services, "name", "orders").unwrap(),
         None,
@@ -217,10 +243,10 @@ fn the_store_contract_holds_on_cassandra() {
     );
     // A second replacement: the first generation is gone, the chain still
     // leads to the head.
-    assert_eq!(store.replace(&set).unwrap(), 5);
-    assert_eq!(store.load().unwrap().0, 5);
-    match store.apply_at(4, &[upsert(Entity::Service(set.services[1].clone()))]) {
-        Err(StoreError::Stale { expected: 4, found: 5 }) => {}
+    assert_eq!(store.replace(&set).unwrap(), 7);
+    assert_eq!(store.load().unwrap().0, 7);
+    match store.apply_at(6, &[upsert(Entity::Service(set.services[1].clone()))]) {
+        Err(StoreError::Stale { expected: 6, found: 7 }) => {}
         other => panic!("expected stale, got {other:?}"),
     }
 }

@@ -66,6 +66,18 @@ fn entity_rows(ks: &str, generation: Uuid, entity: &Entity) -> Result<Vec<Row>, 
     Ok(rows)
 }
 
+/// The clustering key of an entity, unique-key or foreign-key row (their
+/// values are `generation, section, key1, key2, ...`); `None` for the log
+/// and static rows, which each change writes once.
+fn row_key(row: &Row) -> Option<(String, String, String)> {
+    match row.values.get(1..4)? {
+        [CqlValue::Text(section), CqlValue::Text(key1), CqlValue::Text(key2)] => {
+            Some((section.clone(), key1.clone(), key2.clone()))
+        }
+        _ => None,
+    }
+}
+
 /// The deletions of the rows `entity` put in a generation.
 fn delete_rows(ks: &str, generation: Uuid, entity: &Entity) -> Vec<Row> {
     let kind = entity.kind();
@@ -271,7 +283,7 @@ async fn plan(inner: &Shared, head: &Head, changes: &[ConfigChange]) -> Result<P
     let version = head.version + 1;
     let mut overlay: HashMap<(EntityKind, Uuid), Option<Entity>> = HashMap::new();
     let mut uniques: HashMap<(EntityKind, &'static str, String), Option<Uuid>> = HashMap::new();
-    let mut rows = Vec::new();
+    let mut rows: Vec<Option<Row>> = Vec::new();
     let mut log = Vec::with_capacity(changes.len());
     let mut touched = BTreeSet::new();
     for change in changes {
@@ -287,7 +299,7 @@ async fn plan(inner: &Shared, head: &Head, changes: &[ConfigChange]) -> Result<P
             for (field, value) in unique_keys(before) {
                 uniques.insert((kind, field, value), None);
             }
-            rows.extend(delete_rows(&ks, generation, before));
+            rows.extend(delete_rows(&ks, generation, before).into_iter().map(Some));
         }
         match change {
             ConfigChange::Upsert { entity } => {
@@ -302,7 +314,7 @@ async fn plan(inner: &Shared, head: &Head, changes: &[ConfigChange]) -> Result<P
                     }
                     uniques.insert((kind, field, value), Some(id));
                 }
-                rows.extend(entity_rows(&ks, generation, entity)?);
+                rows.extend(entity_rows(&ks, generation, entity)?.into_iter().map(Some));
                 overlay.insert((kind, id), Some(entity.clone()));
                 log.push(ChangeLogEntry {
                     version,
@@ -371,6 +383,27 @@ async fn plan(inner: &Shared, head: &Head, changes: &[ConfigChange]) -> Result<P
             }
         }
     }
+    // One batch is one mutation at one timestamp, where a deletion beats a
+    // write of the same row: of the operations on one row (an entity's
+    // unchanged unique value deleted then written again, a row deleted
+    // then re-created by a later change) only the last is sent.
+    let mut last: HashMap<(String, String, String), usize> = HashMap::new();
+    for (index, row) in rows.iter().enumerate() {
+        if let Some(key) = row.as_ref().and_then(row_key) {
+            last.insert(key, index);
+        }
+    }
+    let mut rows: Vec<Row> = rows
+        .into_iter()
+        .enumerate()
+        .filter_map(|(index, row)| {
+            let row = row?;
+            match row_key(&row) {
+                Some(key) if last.get(&key) != Some(&index) => None,
+                _ => Some(row),
+            }
+        })
+        .collect();
     for (seq, entry) in log.iter().enumerate() {
         rows.push(log_row(&ks, generation, entry, seq));
     }
