@@ -138,6 +138,14 @@ async fn the_every_plugin_file_validates_loads_runs_and_round_trips_through_deck
     assert_eq!(bot.status, 403);
     let big = gw.proxy(request("POST", "/guarded", &[], vec![b'x'; 2048])).await;
     assert_eq!(big.status, 413);
+    // No broker at the file's address: never a 200, Strait's 503.
+    let kafka = gw
+        .proxy(request("POST", "/kafka", &[("content-type", "text/plain")], "event"))
+        .await;
+    assert_eq!(
+        (kafka.status.as_u16(), kafka.message()),
+        (503, Some("could not send message to topic".into()))
+    );
     let preflight = gw
         .proxy(request(
             "OPTIONS",
