@@ -8,10 +8,10 @@ runs `--jobs` binaries at once (each with its own `--test-threads`), the longest
 first, printing each suite's output whole when it ends. It fails when any suite fails, naming
 them, as `cargo test` would.
 
-    scripts/e2e-suites.py [--jobs N] [--skip SUITE ...] [-- TEST-ARGS...]
+    scripts/e2e-suites.py [--jobs N] [--skip SUITE ...] [--only SUITE ...] [-- TEST-ARGS...]
 
-scripts/test.sh runs it twice: on the embedded store, then on PostgreSQL with the suites that
-do not depend on the store skipped.
+scripts/test.sh runs it three times: on the embedded store; on PostgreSQL with the suites that
+do not depend on the store skipped; and the Admin API suites on Cassandra.
 """
 
 import argparse
@@ -68,9 +68,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("STRAIT_E2E_JOBS", "2")))
     parser.add_argument("--skip", nargs="*", default=[], help="suites not to run")
+    parser.add_argument("--only", nargs="*", default=[], help="run only these suites")
     parser.add_argument("test_args", nargs="*", help="passed to every test binary (after --)")
     args = parser.parse_args()
-    suites = {name: exe for name, exe in executables().items() if name not in args.skip}
+    suites = {name: exe for name, exe in executables().items()
+              if name not in args.skip and (not args.only or name in args.only)}
+    missing = [name for name in args.only if name not in suites]
+    if missing:
+        print(f"== no such suite: {' '.join(missing)}", file=sys.stderr)
+        return 1
     order = [name for name in LONGEST if name in suites]
     order += sorted(name for name in suites if name not in order)
     print_lock = threading.Lock()

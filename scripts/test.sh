@@ -348,6 +348,14 @@ cargo test --workspace --exclude strait-e2e -- --test-threads="${STRAIT_TEST_THR
 # STRAIT_E2E_THREADS (2) test threads (the same four tests at a time as one binary with four),
 # which keeps both cores busy (233 s instead of 339 s here).
 e2e_threads="${STRAIT_E2E_THREADS:-2}"
+# One Cassandra node for the whole run (tests/src/bin/cassandra-server.rs), stopped on exit.
+cargo build -q -p strait-e2e --bin cassandra-server
+cassandra_dir="$(mktemp -d /tmp/strait-cassandra.XXXXXX)"
+cassandra_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"${CARGO_TARGET_DIR:-target}/debug/cassandra-server" "$cassandra_dir" "$cassandra_port"
+stop_cassandra() { kill "$(cat "$cassandra_dir/cassandra.pid")" 2>/dev/null || true; rm -rf "$cassandra_dir"; }
+trap stop_cassandra EXIT
+export STRAIT_TEST_CASSANDRA="127.0.0.1:$cassandra_port"
 echo "== end-to-end suites"
 python3 scripts/e2e-suites.py -- --test-threads="$e2e_threads"
 # One suite, two stores: the end-to-end suites again, with every gateway that
@@ -361,6 +369,13 @@ store_blind="conformance floods memory smuggling deck_testdata http1_server http
   plugins_zipkin plugins_ldap plugins_kafka cassandra_store cassandra_nodes plugins_serverless plugin_servers plugins_lua wasm_filters admin_ui"
 # shellcheck disable=SC2086 # one suite name per word
 STRAIT_E2E_STORE=postgres python3 scripts/e2e-suites.py --skip $store_blind "strait_e2e (unit tests)" "grpc-origin (unit tests)" \
+  -- --test-threads="$e2e_threads"
+# The Admin API suites a third time, every gateway on Cassandra (tests/src/gateway.rs reads
+# STRAIT_E2E_STORE=cassandra): one node for the run, each gateway in a keyspace of its own,
+# dropped when it stops (the Cassandra suites above share the same node).
+echo "== Admin API suites on Cassandra"
+STRAIT_E2E_STORE=cassandra python3 scripts/e2e-suites.py --only admin admin_credentials admin_crud \
+  admin_crud_errors admin_crud_lists admin_crud_live admin_validate_agreement config_post \
   -- --test-threads="$e2e_threads"
 # Every fuzz target for a minute from its seed corpus (nightly toolchain; a crash fails).
 echo "== fuzz targets, ${FUZZ_SECONDS:-60}s each"

@@ -26,7 +26,7 @@ fn settings(server: &CassandraServer) -> CassandraConfig {
         username: Some(USER.into()),
         password: Some(PASSWORD.into()),
         timeout: Duration::from_secs(10),
-        schema_consensus_timeout: Duration::from_secs(30),
+        schema_consensus_timeout: Duration::from_secs(60),
     }
 }
 

@@ -15,6 +15,10 @@ fn main() {
     let dir = PathBuf::from(dir);
     std::fs::create_dir_all(&dir).expect("create the server's folder");
     let child = strait_e2e::cassandra::launch(&dir, port);
-    std::fs::write(dir.join("cassandra.pid"), child.id().to_string()).expect("write the pid file");
-    println!("Cassandra serves 127.0.0.1:{port} (pid {})", child.id());
+    let pid = child.id();
+    std::fs::write(dir.join("cassandra.pid"), pid.to_string()).expect("write the pid file");
+    println!("Cassandra serves 127.0.0.1:{port} (pid {pid})");
+    // The node outlives this process on purpose (the script stops it by
+    // its pid): it is handed to init, which reaps it.
+    std::mem::forget(child);
 }

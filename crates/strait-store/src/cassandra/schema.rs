@@ -62,11 +62,12 @@ pub fn base_statements(keyspace: &str) -> Vec<String> {
     ]
 }
 
-async fn run(session: &Session, cql: String) -> Result<(), StoreError> {
-    session
-        .query_unpaged(Statement::new(cql), ())
-        .await
-        .map_err(cql_error)?;
+/// One schema change: given as long as schema agreement may take (a busy
+/// cluster applies schema changes one at a time).
+async fn run(session: &Session, config: &CassandraConfig, cql: String) -> Result<(), StoreError> {
+    let mut statement = Statement::new(cql);
+    statement.set_request_timeout(Some(config.timeout.max(config.schema_consensus_timeout)));
+    session.query_unpaged(statement, ()).await.map_err(cql_error)?;
     Ok(())
 }
 
@@ -123,6 +124,7 @@ pub async fn bootstrap(session: &Session, config: &CassandraConfig) -> Result<()
     let ks = ident(&config.keyspace);
     run(
         session,
+        config,
         format!(
             "CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {}",
             replication(config)
@@ -131,7 +133,7 @@ pub async fn bootstrap(session: &Session, config: &CassandraConfig) -> Result<()
     .await?;
     agree(session).await?;
     for cql in base_statements(&config.keyspace) {
-        run(session, cql).await?;
+        run(session, config, cql).await?;
         agree(session).await?;
     }
     super::store::first_generation(session, config).await?;
@@ -157,6 +159,11 @@ pub async fn up(session: &Session, config: &CassandraConfig) -> Result<Vec<Strin
 
 /// Drops the keyspace: every configuration and runtime row in it.
 pub async fn reset(session: &Session, config: &CassandraConfig) -> Result<(), StoreError> {
-    run(session, format!("DROP KEYSPACE IF EXISTS {}", ident(&config.keyspace))).await?;
+    run(
+        session,
+        config,
+        format!("DROP KEYSPACE IF EXISTS {}", ident(&config.keyspace)),
+    )
+    .await?;
     agree(session).await
 }

@@ -277,7 +277,83 @@ struct Plan {
     overlay: HashMap<(EntityKind, Uuid), Option<Entity>>,
 }
 
-async fn plan(inner: &Shared, head: &Head, changes: &[ConfigChange]) -> Result<Plan, StoreError> {
+/// A change set at most this large is checked row by row against the
+/// cluster (`SERIAL` reads); a larger one against the whole generation,
+/// read once.
+const ROW_BY_ROW: usize = 32;
+
+/// A generation read whole, indexed as the checks look it up.
+pub(super) struct Loaded {
+    version: ConfigVersion,
+    entities: HashMap<(EntityKind, Uuid), Entity>,
+    uniques: HashMap<(EntityKind, &'static str, String), Uuid>,
+    children: HashMap<(EntityKind, &'static str, Uuid), Vec<Uuid>>,
+}
+
+impl Loaded {
+    fn new(version: ConfigVersion, config: &Config) -> Loaded {
+        let mut loaded = Loaded {
+            version,
+            entities: HashMap::new(),
+            uniques: HashMap::new(),
+            children: HashMap::new(),
+        };
+        for entity in config_entities(config) {
+            let (kind, id) = (entity.kind(), entity.id());
+            for (field, value) in unique_keys(&entity) {
+                loaded.uniques.insert((kind, field, value), id);
+            }
+            for (field, _, parent) in foreign_keys(&entity) {
+                loaded.children.entry((kind, field, parent)).or_default().push(id);
+            }
+            loaded.entities.insert((kind, id), entity);
+        }
+        loaded
+    }
+}
+
+/// Where the checks read the state the changes apply to.
+enum Source<'a> {
+    Cluster(&'a Shared),
+    Memory(&'a Loaded),
+}
+
+impl Source<'_> {
+    async fn entity(&self, generation: Uuid, kind: EntityKind, id: Uuid) -> Result<Option<Entity>, StoreError> {
+        match self {
+            Source::Cluster(inner) => inner.entity(generation, kind, id, true).await,
+            Source::Memory(loaded) => Ok(loaded.entities.get(&(kind, id)).cloned()),
+        }
+    }
+
+    async fn unique_owner(
+        &self,
+        generation: Uuid,
+        kind: EntityKind,
+        field: &'static str,
+        value: &str,
+    ) -> Result<Option<Uuid>, StoreError> {
+        match self {
+            Source::Cluster(inner) => inner.unique_owner(generation, kind, field, value, true).await,
+            Source::Memory(loaded) => Ok(loaded.uniques.get(&(kind, field, value.to_string())).copied()),
+        }
+    }
+
+    async fn children(
+        &self,
+        generation: Uuid,
+        kind: EntityKind,
+        field: &'static str,
+        parent: Uuid,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        match self {
+            Source::Cluster(inner) => inner.children(generation, kind, field, parent, true).await,
+            Source::Memory(loaded) => Ok(loaded.children.get(&(kind, field, parent)).cloned().unwrap_or_default()),
+        }
+    }
+}
+
+async fn plan(inner: &Shared, source: &Source<'_>, head: &Head, changes: &[ConfigChange]) -> Result<Plan, StoreError> {
     let ks = inner.ks();
     let generation = head.generation;
     let version = head.version + 1;
@@ -293,7 +369,7 @@ async fn plan(inner: &Shared, head: &Head, changes: &[ConfigChange]) -> Result<P
         };
         let before = match overlay.get(&(kind, id)) {
             Some(entity) => entity.clone(),
-            None => inner.entity(generation, kind, id, true).await?,
+            None => source.entity(generation, kind, id).await?,
         };
         if let Some(before) = &before {
             for (field, value) in unique_keys(before) {
@@ -306,7 +382,7 @@ async fn plan(inner: &Shared, head: &Head, changes: &[ConfigChange]) -> Result<P
                 for (field, value) in unique_keys(entity) {
                     let owner = match uniques.get(&(kind, field, value.clone())) {
                         Some(owner) => *owner,
-                        None => inner.unique_owner(generation, kind, field, &value, true).await?,
+                        None => source.unique_owner(generation, kind, field, &value).await?,
                     };
                     if owner.is_some_and(|owner| owner != id) {
                         let field = field.to_string();
@@ -345,7 +421,7 @@ async fn plan(inner: &Shared, head: &Head, changes: &[ConfigChange]) -> Result<P
                 for (field, parent_kind, parent) in foreign_keys(&entity) {
                     let exists = match overlay.get(&(parent_kind, parent)) {
                         Some(state) => state.is_some(),
-                        None => inner.entity(generation, parent_kind, parent, true).await?.is_some(),
+                        None => source.entity(generation, parent_kind, parent).await?.is_some(),
                     };
                     if !exists {
                         return Err(StoreError::ForeignKey {
@@ -360,7 +436,7 @@ async fn plan(inner: &Shared, head: &Head, changes: &[ConfigChange]) -> Result<P
             }
             None => {
                 for (child_kind, field) in children_of(kind) {
-                    for child in inner.children(generation, child_kind, field, id, true).await? {
+                    for child in source.children(generation, child_kind, field, id).await? {
                         // A child the changes deleted or moved elsewhere
                         // no longer points here.
                         let still = match overlay.get(&(child_kind, child)) {
@@ -441,30 +517,43 @@ pub(super) async fn write(
             }
             continue;
         }
-        let Plan { mut rows, log, overlay } = plan(&inner, &head, &changes).await?;
+        // A large change set: the generation read once, checked in memory.
+        let loaded = match changes.len() > ROW_BY_ROW {
+            true => match inner.read_generation(head.generation).await? {
+                Some((seen, config)) if seen == head.version => Some(Loaded::new(seen, &config)),
+                _ => continue,
+            },
+            false => None,
+        };
+        let source = match &loaded {
+            Some(loaded) => Source::Memory(loaded),
+            None => Source::Cluster(&inner),
+        };
+        let Plan { mut rows, log, overlay } = plan(&inner, &source, &head, &changes).await?;
         let version = head.version + 1;
         let bytes: usize = rows.iter().map(|r| r.bytes).sum();
         if bytes > BATCH_BYTES {
             // Too large for one batch: the whole configuration with the
             // changes applied, as a new generation.
-            let Some((seen, mut config)) = inner.read_generation(head.generation).await? else {
-                continue;
+            let mut entities = match loaded {
+                Some(loaded) if loaded.version == head.version => loaded.entities,
+                _ => match inner.read_generation(head.generation).await? {
+                    Some((seen, config)) if seen == head.version => {
+                        config_entities(&config).map(|e| ((e.kind(), e.id()), e)).collect()
+                    }
+                    _ => continue,
+                },
             };
-            if seen != head.version {
-                continue;
-            }
-            let mut entities: HashMap<(EntityKind, Uuid), Entity> =
-                config_entities(&config).map(|e| ((e.kind(), e.id()), e)).collect();
             for (key, state) in overlay {
                 match state {
                     Some(entity) => entities.insert(key, entity),
                     None => entities.remove(&key),
                 };
             }
-            config = Config::default();
+            let mut config = Config::default();
             let mut all: Vec<Entity> = entities.into_values().collect();
             all.sort_by_key(|e| (e.kind().table(), e.id()));
-            for entity in all.iter().cloned() {
+            for entity in all {
                 push_entity(&mut config, entity);
             }
             let entities: Vec<Entity> = config_entities(&config).collect();
