@@ -302,3 +302,43 @@ pub fn config_entities(config: &Config) -> impl Iterator<Item = Entity> + '_ {
         .into_iter()
         .flat_map(move |kind| (0..).map_while(move |index| config_entity(config, kind, index)))
 }
+
+/// The checks a whole configuration passes before a dialect replaces what
+/// it stores with it: ids and unique keys once each, every parent inside
+/// the configuration (nothing else survives a replacement). The
+/// PostgreSQL and Cassandra dialects run it in memory, first.
+pub fn check_whole(config: &Config) -> Result<(), crate::StoreError> {
+    let mut ids = std::collections::HashSet::new();
+    let mut uniques = std::collections::HashSet::new();
+    for entity in config_entities(config) {
+        let (kind, id) = (entity.kind(), entity.id());
+        if !ids.insert((kind, id)) {
+            let value = id.to_string();
+            return Err(crate::StoreError::UniqueViolation {
+                kind,
+                field: "id".into(),
+                value,
+            });
+        }
+        for (field, value) in unique_keys(&entity) {
+            if !uniques.insert((kind, field, value.clone())) {
+                let field = field.to_string();
+                return Err(crate::StoreError::UniqueViolation { kind, field, value });
+            }
+        }
+    }
+    for entity in config_entities(config) {
+        for (field, parent_kind, parent) in foreign_keys(&entity) {
+            if !ids.contains(&(parent_kind, parent)) {
+                return Err(crate::StoreError::ForeignKey {
+                    kind: entity.kind(),
+                    id: entity.id(),
+                    field: field.to_string(),
+                    parent_kind,
+                    parent,
+                });
+            }
+        }
+    }
+    Ok(())
+}

@@ -8,21 +8,20 @@
 //! derive. Changes of any node are served everywhere within POLL plus the
 //! reads (docs/architecture.md#cassandra-store).
 //!
-//! [`CachedCassandra`] keeps the node's local copy (pg_cache.rs's
-//! [`LocalCache`]) in step, so a node restarted while the cluster is away
-//! serves what it served.
+//! The node's local copy (pg_cache.rs's [`LocalCache`], written behind the
+//! store by pg_cache.rs's `Cached`) stays in step, so a node restarted
+//! while the cluster is away serves what it served.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use strait_core::{Config, ConfigChange, ConfigVersion, Entity, EntityKind};
-use strait_snapshot::compiler::{CommitError, CommitFn, PublishError, ReplaceCommitFn};
+use strait_core::ConfigChange;
+use strait_snapshot::compiler::{CommitError, CommitFn, PublishError};
 use strait_snapshot::SnapshotPublisher;
 use strait_store::cassandra::CassandraStore;
-use strait_store::{ChangeLogEntry, ChangeOp, Store, StoreError};
-use uuid::Uuid;
+use strait_store::{ChangeOp, Store, StoreError};
 
 use crate::pg_cache::LocalCache;
 
@@ -31,89 +30,6 @@ pub const POLL: Duration = Duration::from_millis(250);
 /// Rounds whose changes kept moving under the reads before the whole
 /// configuration is read instead.
 const CHASES: usize = 3;
-
-/// The Cassandra store with the node's local copy written behind it.
-pub struct CachedCassandra {
-    pub cassandra: Arc<CassandraStore>,
-    pub cache: Arc<LocalCache>,
-}
-
-impl Store for CachedCassandra {
-    fn load(&self) -> Result<(ConfigVersion, Config), StoreError> {
-        self.cassandra.load()
-    }
-
-    fn version(&self) -> Result<ConfigVersion, StoreError> {
-        self.cassandra.version()
-    }
-
-    fn replace(&self, config: &Config) -> Result<ConfigVersion, StoreError> {
-        self.replace_hashed(config, None)
-    }
-
-    fn replace_hashed(&self, config: &Config, hash: Option<&str>) -> Result<ConfigVersion, StoreError> {
-        let version = self.cassandra.replace_hashed(config, hash)?;
-        self.cache.replace(version, config, hash);
-        Ok(version)
-    }
-
-    fn config_hash(&self) -> Result<Option<String>, StoreError> {
-        self.cassandra.config_hash()
-    }
-
-    fn apply(&self, changes: &[ConfigChange]) -> Result<ConfigVersion, StoreError> {
-        let version = self.cassandra.apply(changes)?;
-        if !changes.is_empty() {
-            self.cache.apply(version, changes);
-        }
-        Ok(version)
-    }
-
-    fn apply_hashed(&self, changes: &[ConfigChange], hash: Option<&str>) -> Result<ConfigVersion, StoreError> {
-        let version = self.cassandra.apply_hashed(changes, hash)?;
-        self.cache.apply(version, changes);
-        Ok(version)
-    }
-
-    fn apply_at(&self, base: ConfigVersion, changes: &[ConfigChange]) -> Result<ConfigVersion, StoreError> {
-        let version = self.cassandra.apply_at(base, changes)?;
-        if !changes.is_empty() {
-            self.cache.apply(version, changes);
-        }
-        Ok(version)
-    }
-
-    fn apply_hashed_at(
-        &self,
-        base: ConfigVersion,
-        changes: &[ConfigChange],
-        hash: Option<&str>,
-    ) -> Result<ConfigVersion, StoreError> {
-        let version = self.cassandra.apply_hashed_at(base, changes, hash)?;
-        self.cache.apply(version, changes);
-        Ok(version)
-    }
-
-    fn get(&self, kind: EntityKind, id: Uuid) -> Result<Option<Entity>, StoreError> {
-        self.cassandra.get(kind, id)
-    }
-
-    fn get_by_unique(&self, kind: EntityKind, field: &str, value: &str) -> Result<Option<Entity>, StoreError> {
-        self.cassandra.get_by_unique(kind, field, value)
-    }
-
-    fn ids_by_foreign(&self, kind: EntityKind, field: &str, parent: Uuid) -> Result<Vec<Uuid>, StoreError> {
-        self.cassandra.ids_by_foreign(kind, field, parent)
-    }
-
-    fn list(&self, kind: EntityKind, after: Option<Uuid>, size: usize) -> Result<Vec<Entity>, StoreError> {
-        self.cassandra.list(kind, after, size)
-    }
-
-    fn changes_since(&self, version: ConfigVersion) -> Result<Vec<ChangeLogEntry>, StoreError> {
-        self.cassandra.changes_since(version)
-    }
-}
 
 pub fn start(store: Arc<CassandraStore>, cache: Arc<LocalCache>, publisher: SnapshotPublisher) -> Result<()> {
     std::thread::Builder::new()
@@ -179,7 +95,7 @@ async fn catch_up(
         Ok(_) | Err(StoreError::ChangeLogTrimmed { .. }) => {
             let (version, config) = store.load()?;
             let hash = store.config_hash()?;
-            whole(publisher, cache, base, version, config, hash, moved_on).await;
+            crate::pg_follow::whole("Cassandra", publisher, cache, base, version, config, hash, moved_on).await;
             return Ok(true);
         }
         Err(error) => return Err(error),
@@ -221,33 +137,8 @@ async fn catch_up(
             tracing::warn!(%error, version, "changes from Cassandra do not derive; loading everything");
             let (version, config) = store.load()?;
             let hash = store.config_hash()?;
-            whole(publisher, cache, base, version, config, hash, moved_on).await;
+            crate::pg_follow::whole("Cassandra", publisher, cache, base, version, config, hash, moved_on).await;
         }
     }
     Ok(true)
-}
-
-async fn whole(
-    publisher: &SnapshotPublisher,
-    cache: &Arc<LocalCache>,
-    base: u64,
-    version: u64,
-    config: Config,
-    hash: Option<String>,
-    moved_on: impl Fn() -> bool + Send + 'static,
-) {
-    let config = Arc::new(config);
-    let (cache_copy, copy, hash_copy) = (cache.clone(), config.clone(), hash.clone());
-    let commit: ReplaceCommitFn = Box::new(move |_| -> Result<u64, CommitError> {
-        if moved_on() {
-            return Err("the running configuration moved on".into());
-        }
-        cache_copy.replace(version, &copy, hash_copy.as_deref());
-        Ok(version)
-    });
-    match publisher.sync(config, hash, 0, commit).await {
-        Ok(_) => tracing::info!(from = base, version, "configuration reloaded from Cassandra"),
-        Err(PublishError::Commit(_)) => {}
-        Err(error) => tracing::error!(%error, version, "the configuration in Cassandra does not compile"),
-    }
 }

@@ -174,9 +174,10 @@ pub fn run(settings: NodeSettings, launch: Launch, log_level: LogLevelSetter) ->
             };
             tracing::info!(cluster = %config.label(), "configuration is kept in Cassandra");
             cassandra = Some((store.clone(), cache.clone(), cached_start));
-            let cached = crate::cassandra_follow::CachedCassandra {
-                cassandra: store,
+            let cached = crate::pg_cache::Cached {
+                primary: store,
                 cache,
+                replica: None,
             };
             (Arc::new(cached) as Arc<dyn Store>, None)
         }
@@ -234,7 +235,7 @@ pub fn run(settings: NodeSettings, launch: Launch, log_level: LogLevelSetter) ->
                 None => None,
             };
             let store = Arc::new(crate::pg_cache::CachedPg {
-                pg: pg.clone(),
+                primary: pg.clone(),
                 cache: cache.clone(),
                 replica,
             });

@@ -176,32 +176,36 @@ impl strait_cluster::dp::ConfigCache for LocalCache {
     }
 }
 
-/// The PostgreSQL store, with every committed write copied to the cache.
-pub struct CachedPg {
-    pub pg: Arc<PgStore>,
+/// A shared store (PostgreSQL, Cassandra), with every committed write
+/// copied to the node's local cache.
+pub struct Cached<S> {
+    pub primary: Arc<S>,
     pub cache: Arc<LocalCache>,
     /// `pg_ro_*`: the replica an Admin API GET request reads from.
-    pub replica: Option<PgStore>,
+    pub replica: Option<S>,
 }
 
-impl CachedPg {
+/// The PostgreSQL store with the cache (and its read replica).
+pub type CachedPg = Cached<PgStore>;
+
+impl<S: Store> Cached<S> {
     /// Where a read goes: the replica while an Admin API GET request is
     /// handled (when there is one), else the primary.
-    fn reads(&self) -> &PgStore {
+    fn reads(&self) -> &S {
         match &self.replica {
             Some(replica) if strait_admin::in_read_request() => replica,
-            _ => &self.pg,
+            _ => &self.primary,
         }
     }
 }
 
-impl Store for CachedPg {
+impl<S: Store> Store for Cached<S> {
     fn load(&self) -> Result<(ConfigVersion, Config), StoreError> {
-        self.pg.load()
+        self.primary.load()
     }
 
     fn version(&self) -> Result<ConfigVersion, StoreError> {
-        self.pg.version()
+        self.primary.version()
     }
 
     fn replace(&self, config: &Config) -> Result<ConfigVersion, StoreError> {
@@ -209,17 +213,17 @@ impl Store for CachedPg {
     }
 
     fn replace_hashed(&self, config: &Config, hash: Option<&str>) -> Result<ConfigVersion, StoreError> {
-        let version = self.pg.replace_hashed(config, hash)?;
+        let version = self.primary.replace_hashed(config, hash)?;
         self.cache.replace(version, config, hash);
         Ok(version)
     }
 
     fn config_hash(&self) -> Result<Option<String>, StoreError> {
-        self.pg.config_hash()
+        self.primary.config_hash()
     }
 
     fn apply(&self, changes: &[ConfigChange]) -> Result<ConfigVersion, StoreError> {
-        let version = self.pg.apply(changes)?;
+        let version = self.primary.apply(changes)?;
         if !changes.is_empty() {
             self.cache.apply(version, changes);
         }
@@ -227,13 +231,13 @@ impl Store for CachedPg {
     }
 
     fn apply_hashed(&self, changes: &[ConfigChange], hash: Option<&str>) -> Result<ConfigVersion, StoreError> {
-        let version = self.pg.apply_hashed(changes, hash)?;
+        let version = self.primary.apply_hashed(changes, hash)?;
         self.cache.apply(version, changes);
         Ok(version)
     }
 
     fn apply_at(&self, base: ConfigVersion, changes: &[ConfigChange]) -> Result<ConfigVersion, StoreError> {
-        let version = self.pg.apply_at(base, changes)?;
+        let version = self.primary.apply_at(base, changes)?;
         if !changes.is_empty() {
             self.cache.apply(version, changes);
         }
@@ -246,7 +250,7 @@ impl Store for CachedPg {
         changes: &[ConfigChange],
         hash: Option<&str>,
     ) -> Result<ConfigVersion, StoreError> {
-        let version = self.pg.apply_hashed_at(base, changes, hash)?;
+        let version = self.primary.apply_hashed_at(base, changes, hash)?;
         self.cache.apply(version, changes);
         Ok(version)
     }
@@ -268,6 +272,6 @@ impl Store for CachedPg {
     }
 
     fn changes_since(&self, version: ConfigVersion) -> Result<Vec<ChangeLogEntry>, StoreError> {
-        self.pg.changes_since(version)
+        self.primary.changes_since(version)
     }
 }

@@ -136,19 +136,24 @@ async fn catch_up(store: &PgStore, cache: &Arc<LocalCache>, publisher: &Snapshot
                     tracing::warn!(%error, version, "changes from PostgreSQL do not derive; loading everything");
                     let (version, config) = store.load()?;
                     let hash = store.config_hash()?;
-                    whole(publisher, cache, base, version, config, hash, moved_on).await;
+                    whole("PostgreSQL", publisher, cache, base, version, config, hash, moved_on).await;
                     Ok(())
                 }
             }
         }
         CatchUp::Whole { version, config, hash } => {
-            whole(publisher, cache, base, version, *config, hash, moved_on).await;
+            whole("PostgreSQL", publisher, cache, base, version, *config, hash, moved_on).await;
             Ok(())
         }
     }
 }
 
-async fn whole(
+/// The whole configuration published (and cached) in place of the
+/// running one, unless an admin write moved the snapshot on meanwhile;
+/// `source` names the database in the log.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn whole(
+    source: &str,
     publisher: &SnapshotPublisher,
     cache: &Arc<LocalCache>,
     base: u64,
@@ -167,8 +172,8 @@ async fn whole(
         Ok(version)
     });
     match publisher.sync(config, hash, 0, commit).await {
-        Ok(_) => tracing::info!(from = base, version, "configuration reloaded from PostgreSQL"),
+        Ok(_) => tracing::info!(from = base, version, "configuration reloaded from {source}"),
         Err(PublishError::Commit(_)) => {}
-        Err(error) => tracing::error!(%error, version, "the configuration in PostgreSQL does not compile"),
+        Err(error) => tracing::error!(%error, version, "the configuration in {source} does not compile"),
     }
 }

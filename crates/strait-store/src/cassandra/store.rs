@@ -27,9 +27,10 @@ use strait_core::{Config, ConfigChange, ConfigVersion, Entity, EntityKind};
 use uuid::Uuid;
 
 use super::schema::ident;
-use super::write::{check_whole, switch_generation, write};
+use super::write::{switch_generation, write};
 use super::{cql_error, CassandraConfig};
 use crate::codec::{decode_entity, push_entity};
+use crate::keys::check_whole;
 use crate::keys::config_entities;
 use crate::{ChangeLogEntry, ChangeOp, Store, StoreError};
 

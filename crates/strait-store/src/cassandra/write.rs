@@ -3,7 +3,7 @@
 //! conditional batch, and the switch to a new generation (store.rs has the
 //! reads and the model).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use scylla::client::caching_session::CachingSession;
 use scylla::statement::batch::{Batch, BatchType};
@@ -230,43 +230,6 @@ pub(super) async fn switch_generation(
         }
     }
     Ok(true)
-}
-
-/// The checks of a whole configuration, in memory (as the other dialects).
-pub(super) fn check_whole(config: &Config) -> Result<(), StoreError> {
-    let mut ids = HashSet::new();
-    let mut uniques = HashSet::new();
-    for entity in config_entities(config) {
-        let (kind, id) = (entity.kind(), entity.id());
-        if !ids.insert((kind, id)) {
-            let value = id.to_string();
-            return Err(StoreError::UniqueViolation {
-                kind,
-                field: "id".into(),
-                value,
-            });
-        }
-        for (field, value) in unique_keys(&entity) {
-            if !uniques.insert((kind, field, value.clone())) {
-                let field = field.to_string();
-                return Err(StoreError::UniqueViolation { kind, field, value });
-            }
-        }
-    }
-    for entity in config_entities(config) {
-        for (field, parent_kind, parent) in foreign_keys(&entity) {
-            if !ids.contains(&(parent_kind, parent)) {
-                return Err(StoreError::ForeignKey {
-                    kind: entity.kind(),
-                    id: entity.id(),
-                    field: field.to_string(),
-                    parent_kind,
-                    parent,
-                });
-            }
-        }
-    }
-    Ok(())
 }
 
 /// What a change set does to a generation, checked against its state.

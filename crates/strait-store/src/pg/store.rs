@@ -466,40 +466,8 @@ impl Store for PgStore {
     }
 
     fn replace_hashed(&self, config: &Config, hash: Option<&str>) -> Result<ConfigVersion, StoreError> {
-        // Checks first, in memory: ids and unique keys once each, parents
-        // inside the new configuration (nothing else survives a replace).
-        let mut ids = HashSet::new();
-        let mut uniques = HashSet::new();
-        for entity in config_entities(config) {
-            let (kind, id) = (entity.kind(), entity.id());
-            if !ids.insert((kind, id)) {
-                let value = id.to_string();
-                return Err(StoreError::UniqueViolation {
-                    kind,
-                    field: "id".into(),
-                    value,
-                });
-            }
-            for (field, value) in unique_keys(&entity) {
-                if !uniques.insert((kind, field, value.clone())) {
-                    let field = field.to_string();
-                    return Err(StoreError::UniqueViolation { kind, field, value });
-                }
-            }
-        }
-        for entity in config_entities(config) {
-            for (field, parent_kind, parent) in foreign_keys(&entity) {
-                if !ids.contains(&(parent_kind, parent)) {
-                    return Err(StoreError::ForeignKey {
-                        kind: entity.kind(),
-                        id: entity.id(),
-                        field: field.to_string(),
-                        parent_kind,
-                        parent,
-                    });
-                }
-            }
-        }
+        // Checks first, in memory.
+        crate::keys::check_whole(config)?;
         let entities: Vec<Entity> = config_entities(config).collect();
         let hash = hash.map(str::to_string);
         let limit = self.change_log_limit;
