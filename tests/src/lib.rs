@@ -26,6 +26,7 @@ pub mod process;
 pub mod prometheus;
 pub mod redis;
 pub mod sinks;
+pub mod store_contract;
 pub mod tls;
 pub mod tools;
 pub mod upstream;
