@@ -95,7 +95,19 @@ async fn catch_up(
         Ok(_) | Err(StoreError::ChangeLogTrimmed { .. }) => {
             let (version, config) = store.load()?;
             let hash = store.config_hash()?;
-            crate::pg_follow::whole("Cassandra", publisher, cache, base, version, config, hash, moved_on).await;
+            crate::pg_follow::whole(
+                publisher,
+                cache,
+                crate::pg_follow::Reload {
+                    source: "Cassandra",
+                    base,
+                    version,
+                    config,
+                    hash,
+                },
+                moved_on,
+            )
+            .await;
             return Ok(true);
         }
         Err(error) => return Err(error),
@@ -137,7 +149,19 @@ async fn catch_up(
             tracing::warn!(%error, version, "changes from Cassandra do not derive; loading everything");
             let (version, config) = store.load()?;
             let hash = store.config_hash()?;
-            crate::pg_follow::whole("Cassandra", publisher, cache, base, version, config, hash, moved_on).await;
+            crate::pg_follow::whole(
+                publisher,
+                cache,
+                crate::pg_follow::Reload {
+                    source: "Cassandra",
+                    base,
+                    version,
+                    config,
+                    hash,
+                },
+                moved_on,
+            )
+            .await;
         }
     }
     Ok(true)

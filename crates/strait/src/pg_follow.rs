@@ -136,32 +136,67 @@ async fn catch_up(store: &PgStore, cache: &Arc<LocalCache>, publisher: &Snapshot
                     tracing::warn!(%error, version, "changes from PostgreSQL do not derive; loading everything");
                     let (version, config) = store.load()?;
                     let hash = store.config_hash()?;
-                    whole("PostgreSQL", publisher, cache, base, version, config, hash, moved_on).await;
+                    whole(
+                        publisher,
+                        cache,
+                        Reload {
+                            source: "PostgreSQL",
+                            base,
+                            version,
+                            config,
+                            hash,
+                        },
+                        moved_on,
+                    )
+                    .await;
                     Ok(())
                 }
             }
         }
         CatchUp::Whole { version, config, hash } => {
-            whole("PostgreSQL", publisher, cache, base, version, *config, hash, moved_on).await;
+            whole(
+                publisher,
+                cache,
+                Reload {
+                    source: "PostgreSQL",
+                    base,
+                    version,
+                    config: *config,
+                    hash,
+                },
+                moved_on,
+            )
+            .await;
             Ok(())
         }
     }
 }
 
-/// The whole configuration published (and cached) in place of the
-/// running one, unless an admin write moved the snapshot on meanwhile;
-/// `source` names the database in the log.
-#[allow(clippy::too_many_arguments)]
+/// A whole configuration read from the shared database, to publish in
+/// place of the running one (`base`); `source` names the database in logs.
+pub(crate) struct Reload {
+    pub source: &'static str,
+    pub base: u64,
+    pub version: u64,
+    pub config: strait_core::Config,
+    pub hash: Option<String>,
+}
+
+/// Publishes (and caches) `reload`, unless an admin write moved the
+/// snapshot on meanwhile.
 pub(crate) async fn whole(
-    source: &str,
     publisher: &SnapshotPublisher,
     cache: &Arc<LocalCache>,
-    base: u64,
-    version: u64,
-    config: strait_core::Config,
-    hash: Option<String>,
+    reload: Reload,
     moved_on: impl Fn() -> bool + Send + 'static,
 ) {
+    let Reload {
+        source,
+        base,
+        version,
+        config,
+        hash,
+    } = reload;
     let config = Arc::new(config);
     let (cache_copy, copy, hash_copy) = (cache.clone(), config.clone(), hash.clone());
     let commit: ReplaceCommitFn = Box::new(move |_| -> Result<u64, CommitError> {
