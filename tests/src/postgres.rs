@@ -261,8 +261,19 @@ impl PgServer {
     }
 
     fn launch(&mut self) {
-        if let Err(log) = self.try_launch() {
-            panic!("postgres exited at start:\n{log}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.try_launch() {
+                Ok(()) => return,
+                // The backends of a killed postmaster hold its shared memory
+                // until they notice and exit (on a loaded machine, a while
+                // after the port closed): start again once they have.
+                Err(log) if log.contains("pre-existing shared memory block") && Instant::now() < deadline => {
+                    let _ = std::fs::remove_file(self.data().join("postmaster.pid"));
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(log) => panic!("postgres exited at start:\n{log}"),
+            }
         }
     }
 
