@@ -93,21 +93,7 @@ async fn catch_up(
     let entries = match store.changes_since(base) {
         Ok(entries) if !read_whole && entries.iter().all(|e| e.op != ChangeOp::Replace) => entries,
         Ok(_) | Err(StoreError::ChangeLogTrimmed { .. }) => {
-            let (version, config) = store.load()?;
-            let hash = store.config_hash()?;
-            crate::pg_follow::whole(
-                publisher,
-                cache,
-                crate::pg_follow::Reload {
-                    source: "Cassandra",
-                    base,
-                    version,
-                    config,
-                    hash,
-                },
-                moved_on,
-            )
-            .await;
+            reload_whole(store, cache, publisher, base, moved_on).await?;
             return Ok(true);
         }
         Err(error) => return Err(error),
@@ -147,22 +133,29 @@ async fn catch_up(
         Err(PublishError::Commit(_)) => {}
         Err(error) => {
             tracing::warn!(%error, version, "changes from Cassandra do not derive; loading everything");
-            let (version, config) = store.load()?;
-            let hash = store.config_hash()?;
-            crate::pg_follow::whole(
-                publisher,
-                cache,
-                crate::pg_follow::Reload {
-                    source: "Cassandra",
-                    base,
-                    version,
-                    config,
-                    hash,
-                },
-                moved_on,
-            )
-            .await;
+            reload_whole(store, cache, publisher, base, moved_on).await?;
         }
     }
     Ok(true)
+}
+
+/// The whole configuration read and published in place of `base`'s.
+async fn reload_whole(
+    store: &CassandraStore,
+    cache: &Arc<LocalCache>,
+    publisher: &SnapshotPublisher,
+    base: u64,
+    moved_on: impl Fn() -> bool + Send + 'static,
+) -> Result<(), StoreError> {
+    let (version, config) = store.load()?;
+    let hash = store.config_hash()?;
+    let reload = crate::pg_follow::Reload {
+        source: "Cassandra",
+        base,
+        version,
+        config,
+        hash,
+    };
+    crate::pg_follow::whole(publisher, cache, reload, moved_on).await;
+    Ok(())
 }
