@@ -111,6 +111,8 @@ pub struct Producer {
 }
 
 thread_local! {
+    /// The configurations (by pointer) this worker asked for lately.
+    static LAST: RefCell<Vec<(Arc<ProducerConfig>, Producer)>> = const { RefCell::new(Vec::new()) };
     static PRODUCERS: RefCell<HashMap<u64, (Arc<ProducerConfig>, Producer)>> = RefCell::new(HashMap::new());
 }
 
@@ -118,8 +120,19 @@ impl Producer {
     /// This worker's producer for `config`, started on first use on the
     /// current runtime.
     pub fn for_worker(config: &Arc<ProducerConfig>) -> Result<Producer, KafkaError> {
+        // The common case, a plugin instance asking again: found by its
+        // pointer, without hashing the settings on every request.
+        let known = LAST.with(|last| {
+            last.borrow()
+                .iter()
+                .find(|(c, p)| Arc::ptr_eq(c, config) && !p.queue.is_closed())
+                .map(|(_, p)| p.clone())
+        });
+        if let Some(producer) = known {
+            return Ok(producer);
+        }
         let key = config.key();
-        PRODUCERS.with(|producers| {
+        let producer = PRODUCERS.with(|producers| {
             let mut producers = producers.borrow_mut();
             if let Some((known, producer)) = producers.get(&key) {
                 if known == config && !producer.queue.is_closed() {
@@ -134,8 +147,18 @@ impl Producer {
                 limit: config.buffer_messages,
             };
             producers.insert(key, (config.clone(), producer.clone()));
-            Ok(producer)
-        })
+            Ok::<_, KafkaError>(producer)
+        })?;
+        LAST.with(|last| {
+            let mut last = last.borrow_mut();
+            last.retain(|(c, p)| !Arc::ptr_eq(c, config) && !p.queue.is_closed());
+            // Instances of configurations since replaced drop out in turn.
+            if last.len() >= 64 {
+                last.remove(0);
+            }
+            last.push((config.clone(), producer.clone()));
+        });
+        Ok(producer)
     }
 
     /// Sends `value` to `topic`; resolves once the broker acknowledged it
