@@ -152,6 +152,42 @@ impl CassandraServer {
         panic!("strait migrations bootstrap failed three times: {last}");
     }
 
+    /// The store's settings for this server and keyspace, as a library
+    /// user builds them (consistency ONE: a one-node cluster).
+    pub fn config(&self) -> strait_store::cassandra::CassandraConfig {
+        use strait_store::cassandra::{CassandraConfig, LbPolicy, Replication};
+        CassandraConfig {
+            contact_points: vec![self.contact_point()],
+            keyspace: self.keyspace.clone(),
+            consistency: scylla::statement::Consistency::One,
+            lb_policy: LbPolicy::RequestRoundRobin,
+            local_datacenter: None,
+            replication: Replication::Simple(1),
+            username: Some(USER.into()),
+            password: Some(PASSWORD.into()),
+            timeout: Duration::from_secs(10),
+            schema_consensus_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// A server with this test's keyspace bootstrapped through the library
+    /// (no `strait` process), and its settings.
+    pub fn bootstrapped() -> (CassandraServer, strait_store::cassandra::CassandraConfig) {
+        let server = CassandraServer::start();
+        let config = server.config();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let session = strait_store::cassandra::connect(&config).await.expect("connect");
+            strait_store::cassandra::schema::bootstrap(&session, &config)
+                .await
+                .expect("bootstrap");
+        });
+        (server, config)
+    }
+
     /// A node's settings for this keyspace (`database = cassandra`).
     pub fn node_options(&self) -> crate::GatewayOptions {
         let mut options = crate::GatewayOptions::new();

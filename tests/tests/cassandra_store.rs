@@ -7,28 +7,16 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use strait_core::declarative::{parse_declarative, DeclarativeFormat};
 use strait_core::{Config, ConfigChange, Entity, EntityKind};
-use strait_e2e::cassandra::{CassandraServer, PASSWORD, USER};
+use strait_e2e::cassandra::CassandraServer;
 use strait_e2e::store_contract::{store_contract_holds, upsert, SET};
-use strait_store::cassandra::{CassandraConfig, CassandraStore, LbPolicy, Replication};
+use strait_store::cassandra::{CassandraConfig, CassandraStore};
 use strait_store::{ChangeOp, Store, StoreError};
 
 fn settings(server: &CassandraServer) -> CassandraConfig {
-    CassandraConfig {
-        contact_points: vec![server.contact_point()],
-        keyspace: server.keyspace.clone(),
-        consistency: scylla::statement::Consistency::One,
-        lb_policy: LbPolicy::RequestRoundRobin,
-        local_datacenter: None,
-        replication: Replication::Simple(1),
-        username: Some(USER.into()),
-        password: Some(PASSWORD.into()),
-        timeout: Duration::from_secs(10),
-        schema_consensus_timeout: Duration::from_secs(60),
-    }
+    server.config()
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -39,15 +27,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn bootstrapped() -> (CassandraServer, CassandraConfig) {
-    let server = CassandraServer::start();
-    let config = settings(&server);
-    runtime().block_on(async {
-        let session = strait_store::cassandra::connect(&config).await.expect("connect");
-        strait_store::cassandra::schema::bootstrap(&session, &config)
-            .await
-            .expect("bootstrap");
-    });
-    (server, config)
+    CassandraServer::bootstrapped()
 }
 
 fn config(yaml: &str) -> Config {

@@ -902,3 +902,32 @@ async fn two_nodes_share_tokens_through_postgres() {
     .await;
     assert_eq!(bearer(&a, "pg-kept").await.status, 200);
 }
+
+/// Cassandra as the shared token store: tokens follow `database =
+/// cassandra`, the configuration written once reaches the other node, and
+/// a token expires on both nodes with its row's TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_tokens_through_cassandra() {
+    let server = strait_e2e::cassandra::CassandraServer::start();
+    server.bootstrap();
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let plugin = plugin_config(json!({ "enable_client_credentials": true }));
+    let text = config(plugin).to_string().replace(UPSTREAM, &upstream.url("http"));
+    let config: Value = serde_json::from_str(&text).expect("config");
+    let a = Gateway::start(server.node_options()).await;
+    let b = Gateway::start(server.node_options()).await;
+    a.apply(&config).await;
+    b.until_proxied("/api/resource", 401, Duration::from_secs(5)).await;
+
+    nodes_share_tokens(&a, &b, "cassandra-shared-token").await;
+    let short = post_token(&b, &migrated(Some("cassandra-short"), 1)).await;
+    assert_eq!(short.status, 201, "{}", short.text());
+    assert_eq!(bearer(&a, "cassandra-short").await.status, 200);
+    eventually(Duration::from_secs(6), "the 1 s token to expire", || async {
+        match bearer(&a, "cassandra-short").await.status.as_u16() {
+            401 => Ok(()),
+            other => Err(anyhow::anyhow!("still {other}")),
+        }
+    })
+    .await;
+}

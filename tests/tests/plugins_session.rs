@@ -429,6 +429,41 @@ async fn sessions_kept_in_redis_are_shared_and_expire_there() {
     assert_eq!(who(&with_cookie(&first, "GET", "/app", &session).await), "anonymous");
 }
 
+/// Sessions on Cassandra (`database = cassandra`: the runtime store
+/// follows): a login on one node opens on the other, is listed there, and
+/// a logout there revokes it on the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_kept_in_cassandra_are_shared() {
+    let server = strait_e2e::cassandra::CassandraServer::start();
+    server.bootstrap();
+    let upstream = Upstream::start(UpstreamKind::Http1).await;
+    let first = Gateway::start(server.node_options()).await;
+    let second = Gateway::start(server.node_options()).await;
+    let reply = first.apply(&kong_storage_config(&upstream)).await;
+    assert!(reply.status.is_success(), "{}", reply.text());
+    second.until_proxied("/app", 200, Duration::from_secs(5)).await;
+    let session = login(&first).await;
+    let mut listed = Value::Null;
+    for _ in 0..50 {
+        listed = second.admin_get("/sessions").await.json();
+        if listed["data"].as_array().is_some_and(|rows| !rows.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(listed["data"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert_eq!(who(&with_cookie(&second, "GET", "/app", &session).await), "alice");
+    assert_eq!(
+        with_cookie(&second, "POST", "/app?session_logout", &session)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(who(&with_cookie(&first, "GET", "/app", &session).await), "anonymous");
+    let listed = first.admin_get("/sessions").await.json();
+    assert_eq!(listed["data"].as_array().map(Vec::len), Some(0), "{listed}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_renewed_touched_and_remembered() {
     let routes = json!([

@@ -198,9 +198,14 @@ fn cassandra(args: &Args, raw: &RawSettings) -> Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             "up" | "finish" => {
-                let pending = schema::up(&session, &config).await?;
-                if pending.is_empty() {
+                let ran = schema::up(&session, &config).await?;
+                if ran.is_empty() {
                     println!("Database is already up-to-date");
+                } else {
+                    for migration in &ran {
+                        println!("migrating core on keyspace '{keyspace}'...\ncore migrated up to: {migration}");
+                    }
+                    println!("{} migrations processed\n{} executed\nDatabase is up-to-date", ran.len(), ran.len());
                 }
                 Ok(ExitCode::SUCCESS)
             }

@@ -85,6 +85,25 @@ fn open_token_store(settings: &NodeSettings) -> Result<()> {
             }
             Arc::new(tokens)
         }
+        TokenStoreSettings::Cassandra(config) => {
+            tracing::info!(keyspace = %config.label(), "OAuth2 tokens are kept in Cassandra");
+            let tokens = strait_store::cassandra::CassandraTokens::new(config.clone())
+                .map_err(|e| anyhow!("opening the OAuth2 token store on Cassandra {}: {e}", config.label()))?;
+            // With database = cassandra the configuration store has checked
+            // this keyspace already.
+            if settings.cassandra.is_none() {
+                match tokens.check_schema() {
+                    Ok(()) => {}
+                    Err(strait_store::StoreError::Unavailable(detail)) => tracing::warn!(
+                        keyspace = %config.label(),
+                        %detail,
+                        "the OAuth2 token store's Cassandra is unreachable: token requests fail until it is back"
+                    ),
+                    Err(error) => bail!("the OAuth2 token store on Cassandra {}: {error}", config.label()),
+                }
+            }
+            Arc::new(tokens)
+        }
     };
     install(store);
     open_runtime_store(settings)
@@ -104,6 +123,10 @@ fn open_runtime_store(settings: &NodeSettings) -> Result<()> {
         TokenStoreSettings::Postgres(config) => Arc::new(
             strait_store::pg::PgKv::new(config.clone())
                 .map_err(|e| anyhow!("opening the runtime store on PostgreSQL {}: {e}", config.label()))?,
+        ),
+        TokenStoreSettings::Cassandra(config) => Arc::new(
+            strait_store::cassandra::CassandraKv::new(config.clone())
+                .map_err(|e| anyhow!("opening the runtime store on Cassandra {}: {e}", config.label()))?,
         ),
     };
     install(store);

@@ -620,9 +620,10 @@ impl NodeSettings {
 }
 
 /// `oauth2_token_store`: the embedded LMDB store under the prefix, or a
-/// server the nodes of a cluster share (PostgreSQL, Redis). Unset: the
-/// configuration's database (`postgres` with `database = postgres`, as
-/// Kong keeps tokens in its database; `embedded` otherwise).
+/// server the nodes of a cluster share (PostgreSQL, Cassandra, Redis).
+/// Unset: the configuration's database (`postgres` or `cassandra` with
+/// that `database`, as Kong keeps tokens in its database; `embedded`
+/// otherwise).
 #[derive(Debug, Clone)]
 pub enum TokenStoreSettings {
     /// `map_size`: the most bytes the store's LMDB file may grow to.
@@ -632,6 +633,8 @@ pub enum TokenStoreSettings {
     Redis(strait_runtime::redis::RedisConfig),
     /// The `pg_*` database's `oauth2_tokens` tables.
     Postgres(strait_store::pg::PgConfig),
+    /// The `cassandra_*` keyspace's `oauth2_*` and `runtime_kv` tables.
+    Cassandra(strait_store::cassandra::CassandraConfig),
 }
 
 fn on_off(key: &str, value: &str) -> Result<bool> {
@@ -646,11 +649,13 @@ fn token_store_settings(raw: &RawSettings) -> Result<TokenStoreSettings> {
     let optional = |key: &str| Some(raw.get(key).to_string()).filter(|v| !v.is_empty());
     let store = match raw.get("oauth2_token_store") {
         "" if raw.get("database") == "postgres" => "postgres",
+        "" if raw.get("database") == "cassandra" => "cassandra",
         "" => "embedded",
         other => other,
     };
     match store {
         "postgres" => Ok(TokenStoreSettings::Postgres(pg_config(raw)?)),
+        "cassandra" => Ok(TokenStoreSettings::Cassandra(cassandra_config(raw)?)),
         "embedded" => Ok(TokenStoreSettings::Embedded {
             map_size: parse_size("oauth2_token_store_size", raw.get("oauth2_token_store_size"))?,
         }),
@@ -687,7 +692,7 @@ fn token_store_settings(raw: &RawSettings) -> Result<TokenStoreSettings> {
                 timeout: Duration::from_millis(timeout_ms.max(1)),
             }))
         }
-        other => bail!("oauth2_token_store: expected embedded, postgres or redis (got {other:?})"),
+        other => bail!("oauth2_token_store: expected embedded, postgres, cassandra or redis (got {other:?})"),
     }
 }
 
@@ -801,10 +806,15 @@ mod tests {
         assert!(matches!(told, Ok(TokenStoreSettings::Embedded { .. })));
         let shared = store(&[("oauth2_token_store", "postgres")]);
         assert!(matches!(shared, Ok(TokenStoreSettings::Postgres(_))));
-        let error = store(&[("oauth2_token_store", "cassandra")]).expect_err("unknown store");
+        let on_cassandra = store(&[("database", "cassandra"), ("cassandra_keyspace", "tokens_here")]);
+        assert!(
+            matches!(&on_cassandra, Ok(TokenStoreSettings::Cassandra(c)) if c.keyspace == "tokens_here"),
+            "{on_cassandra:?}"
+        );
+        let error = store(&[("oauth2_token_store", "mongodb")]).expect_err("unknown store");
         assert_eq!(
             error.to_string(),
-            "oauth2_token_store: expected embedded, postgres or redis (got \"cassandra\")"
+            "oauth2_token_store: expected embedded, postgres, cassandra or redis (got \"mongodb\")"
         );
     }
 

@@ -14,7 +14,7 @@
 
 pub mod lmdb;
 pub mod redis;
-mod row;
+pub mod row;
 
 use std::future::Future;
 use std::pin::Pin;

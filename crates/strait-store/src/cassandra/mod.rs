@@ -13,14 +13,19 @@
 //! old one and switches to it with one lightweight transaction
 //! (docs/architecture.md#cassandra-store).
 
+mod kv;
 pub mod schema;
 mod store;
+mod tokens;
 mod write;
 
+pub use kv::CassandraKv;
 pub use store::CassandraStore;
+pub use tokens::CassandraTokens;
 
 use std::time::Duration;
 
+use scylla::client::caching_session::CachingSession;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::Consistency;
@@ -167,5 +172,126 @@ pub async fn connect(config: &CassandraConfig) -> Result<Session, StoreError> {
             config.contact_points.join(","),
             config.timeout * 2
         ))),
+    }
+}
+
+/// A session opened on first use, its prepared statements cached (a node
+/// may start while its cluster is away: the first statement connects).
+#[derive(Default)]
+pub(crate) struct LazySession(tokio::sync::OnceCell<CachingSession>);
+
+impl LazySession {
+    pub(crate) async fn get(&self, config: &CassandraConfig) -> Result<&CachingSession, StoreError> {
+        self.0
+            .get_or_try_init(|| async {
+                let session = connect(config).await?;
+                Ok::<_, StoreError>(CachingSession::from(session, 256))
+            })
+            .await
+    }
+}
+
+/// Cassandra's longest TTL (20 years): an expiry further away is kept in
+/// the row and checked on read, the row itself kept.
+pub(crate) const MAX_TTL: i64 = 630_720_000;
+
+/// The TTL a row expiring at `at` (seconds since the epoch) is written
+/// with: 0 (none) for never or beyond [`MAX_TTL`]; at least 1 second.
+pub(crate) fn ttl_until(at: Option<i64>, now: i64) -> i32 {
+    match at {
+        None => 0,
+        Some(at) if at.saturating_sub(now) > MAX_TTL => 0,
+        Some(at) => at.saturating_sub(now).max(1) as i32,
+    }
+}
+
+/// What the runtime stores ([`CassandraTokens`], [`CassandraKv`]) share: a
+/// runtime of their own with its session, so a slow cluster holds only the
+/// requests waiting for it, never a proxy worker's thread.
+pub(crate) struct Client {
+    runtime: tokio::runtime::Runtime,
+    conn: std::sync::Arc<Conn>,
+}
+
+pub(crate) struct Conn {
+    pub(crate) config: CassandraConfig,
+    session: LazySession,
+}
+
+impl Conn {
+    pub(crate) async fn session(&self) -> Result<&CachingSession, StoreError> {
+        self.session.get(&self.config).await
+    }
+
+    /// `cql` as a statement; `lwt`: a lightweight transaction, its Paxos
+    /// round at `SERIAL` (unique across every datacenter).
+    pub(crate) fn statement(&self, cql: &str, lwt: bool) -> scylla::statement::Statement {
+        let mut statement = scylla::statement::Statement::new(cql.to_string());
+        if lwt {
+            statement.set_serial_consistency(Some(scylla::statement::SerialConsistency::Serial));
+        }
+        statement
+    }
+}
+
+impl Client {
+    pub(crate) fn new(config: CassandraConfig, thread: &str) -> Result<Client, StoreError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(thread)
+            .enable_all()
+            .build()?;
+        Ok(Client {
+            runtime,
+            conn: std::sync::Arc::new(Conn {
+                config,
+                session: LazySession::default(),
+            }),
+        })
+    }
+
+    pub(crate) fn config(&self) -> &CassandraConfig {
+        &self.conn.config
+    }
+
+    /// Run `work` on the store's runtime, at most `cassandra_timeout` twice
+    /// over (a lightweight transaction is several round trips).
+    pub(crate) fn call<T, E, F, Fut>(
+        &self,
+        work: F,
+        timed_out: fn(String) -> E,
+        stopped: fn(String) -> E,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, E>> + Send + 'static>>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+        F: FnOnce(std::sync::Arc<Conn>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>> + Send + 'static,
+    {
+        crate::run_within(
+            &self.runtime,
+            self.conn.config.timeout * 2,
+            work(self.conn.clone()),
+            timed_out,
+            stopped,
+        )
+    }
+
+    /// Refuse a keyspace this build cannot use (not bootstrapped, pending
+    /// migrations); [`StoreError::Unavailable`] when the cluster is away.
+    /// Waited for on the calling thread (start-up).
+    pub(crate) fn check_schema(&self) -> Result<(), StoreError> {
+        let conn = self.conn.clone();
+        let work = async move {
+            let session = conn.session().await?;
+            schema::refusal(session.get_session(), &conn.config).await
+        };
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        self.runtime.spawn(async move {
+            let _ = reply.send(work.await);
+        });
+        answer
+            .recv()
+            .unwrap_or_else(|_| Err(StoreError::Cassandra("the store's runtime stopped".into())))
     }
 }

@@ -14,6 +14,15 @@
 //!   (a hint: each generation names its successor, which is authoritative).
 //! - `schema_meta`: the migrations this keyspace has run.
 //!
+//! And the runtime data (`001_runtime`), every row written with a TTL so
+//! expired rows leave by themselves (no purge, no scan):
+//!
+//! - `oauth2_tokens`: a token by the SHA-256 of its access token;
+//!   `oauth2_token_ids` and `oauth2_refresh_tokens` lead from its id and
+//!   from the hash of its refresh token to that key; `oauth2_codes`: an
+//!   authorization code by its hash (300 s TTL);
+//! - `runtime_kv`: sessions and ACME data, partitioned by `(tbl, key)`.
+//!
 //! No secondary index, no materialized view, no `ALLOW FILTERING`:
 //! tests/tests/cassandra_store.rs checks every statement of this crate, and
 //! the test server runs with Cassandra's guardrails that refuse them.
@@ -25,7 +34,7 @@ use super::{cql_error, CassandraConfig, Replication};
 use crate::StoreError;
 
 /// The migrations this build knows, in order (Kong's `subsystem` `core`).
-pub const MIGRATIONS: &[&str] = &["000_base"];
+pub const MIGRATIONS: &[&str] = &["000_base", "001_runtime"];
 
 /// `name` quoted for CQL (keyspace names are `[A-Za-z0-9_]`, checked by
 /// the settings; quotes keep case).
@@ -46,20 +55,38 @@ fn replication(config: &CassandraConfig) -> String {
     }
 }
 
-/// The DDL of `000_base`, for `keyspace`.
-pub fn base_statements(keyspace: &str) -> Vec<String> {
+/// The DDL of `migration`, for `keyspace`.
+pub fn statements(migration: &str, keyspace: &str) -> Vec<String> {
     let ks = ident(keyspace);
-    vec![
-        format!(
-            "CREATE TABLE IF NOT EXISTS {ks}.config (\
-               generation uuid, section text, key1 text, key2 text, body blob, \
-               version bigint STATIC, base bigint STATIC, successor uuid STATIC, predecessor uuid STATIC, \
-               hash text STATIC, log_floor bigint STATIC, \
-               PRIMARY KEY ((generation), section, key1, key2))"
-        ),
-        format!("CREATE TABLE IF NOT EXISTS {ks}.config_head (name text PRIMARY KEY, generation uuid)"),
-        format!("CREATE TABLE IF NOT EXISTS {ks}.schema_meta (subsystem text PRIMARY KEY, executed list<text>)"),
-    ]
+    match migration {
+        "000_base" => vec![
+            format!(
+                "CREATE TABLE IF NOT EXISTS {ks}.config (\
+                   generation uuid, section text, key1 text, key2 text, body blob, \
+                   version bigint STATIC, base bigint STATIC, successor uuid STATIC, predecessor uuid STATIC, \
+                   hash text STATIC, log_floor bigint STATIC, \
+                   PRIMARY KEY ((generation), section, key1, key2))"
+            ),
+            format!("CREATE TABLE IF NOT EXISTS {ks}.config_head (name text PRIMARY KEY, generation uuid)"),
+            format!("CREATE TABLE IF NOT EXISTS {ks}.schema_meta (subsystem text PRIMARY KEY, executed list<text>)"),
+        ],
+        "001_runtime" => vec![
+            format!(
+                "CREATE TABLE IF NOT EXISTS {ks}.oauth2_tokens (access_hash blob PRIMARY KEY, id uuid, \
+                 refresh_hash blob, purge_at bigint, body blob)"
+            ),
+            format!("CREATE TABLE IF NOT EXISTS {ks}.oauth2_token_ids (id uuid PRIMARY KEY, access_hash blob)"),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {ks}.oauth2_refresh_tokens (refresh_hash blob PRIMARY KEY, access_hash blob)"
+            ),
+            format!("CREATE TABLE IF NOT EXISTS {ks}.oauth2_codes (code_hash blob PRIMARY KEY, body text)"),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {ks}.runtime_kv (tbl text, key text, value blob, expires_at bigint, \
+                 PRIMARY KEY ((tbl, key)))"
+            ),
+        ],
+        _ => Vec::new(),
+    }
 }
 
 /// One schema change: given as long as schema agreement may take (a busy
@@ -132,13 +159,18 @@ pub async fn bootstrap(session: &Session, config: &CassandraConfig) -> Result<()
     )
     .await?;
     agree(session).await?;
-    for cql in base_statements(&config.keyspace) {
-        run(session, config, cql).await?;
-        agree(session).await?;
+    for migration in MIGRATIONS {
+        for cql in statements(migration, &config.keyspace) {
+            run(session, config, cql).await?;
+            agree(session).await?;
+        }
     }
     super::store::first_generation(session, config).await?;
+    record(session, &ks, MIGRATIONS.iter().map(|m| m.to_string()).collect()).await
+}
+
+async fn record(session: &Session, ks: &str, executed: Vec<String>) -> Result<(), StoreError> {
     let cql = format!("INSERT INTO {ks}.schema_meta (subsystem, executed) VALUES ('core', ?)");
-    let executed: Vec<String> = MIGRATIONS.iter().map(|m| m.to_string()).collect();
     session
         .query_unpaged(Statement::new(cql), (executed,))
         .await
@@ -146,14 +178,43 @@ pub async fn bootstrap(session: &Session, config: &CassandraConfig) -> Result<()
     Ok(())
 }
 
-/// Runs what is pending (nothing yet: `000_base` is the only migration).
+/// Runs what is pending (each migration only adds tables, so `finish`
+/// has nothing left to do), waiting for schema agreement after each
+/// change; the migrations it ran.
 pub async fn up(session: &Session, config: &CassandraConfig) -> Result<Vec<String>, StoreError> {
     match state(session, config).await? {
         State::NeedsBootstrap => Err(StoreError::Cassandra(format!(
             "keyspace {} is not bootstrapped: run `strait migrations bootstrap`",
             config.keyspace
         ))),
-        State::Executed { pending, .. } => Ok(pending),
+        State::Executed { mut executed, pending } => {
+            for migration in &pending {
+                for cql in statements(migration, &config.keyspace) {
+                    run(session, config, cql).await?;
+                    agree(session).await?;
+                }
+                executed.push(migration.clone());
+                record(session, &ident(&config.keyspace), executed.clone()).await?;
+            }
+            Ok(pending)
+        }
+    }
+}
+
+/// Why a node may not use this keyspace (not bootstrapped, migrations
+/// pending), if it may not.
+pub async fn refusal(session: &Session, config: &CassandraConfig) -> Result<(), StoreError> {
+    match state(session, config).await? {
+        State::NeedsBootstrap => Err(StoreError::Cassandra(format!(
+            "keyspace {} is not bootstrapped: run `strait migrations bootstrap`",
+            config.keyspace
+        ))),
+        State::Executed { pending, .. } if !pending.is_empty() => Err(StoreError::Cassandra(format!(
+            "keyspace {} has pending migrations ({}): run `strait migrations up`",
+            config.keyspace,
+            pending.join(", ")
+        ))),
+        State::Executed { .. } => Ok(()),
     }
 }
 

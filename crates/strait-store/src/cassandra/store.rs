@@ -44,7 +44,7 @@ pub(super) type Inner = Arc<Shared>;
 
 pub(super) struct Shared {
     pub(super) config: CassandraConfig,
-    pub(super) session: tokio::sync::OnceCell<CachingSession>,
+    pub(super) session: super::LazySession,
     /// The newest generation this store saw (where it starts looking).
     pub(super) known: Mutex<Option<Uuid>>,
     pub(super) change_log_limit: u64,
@@ -124,7 +124,7 @@ impl CassandraStore {
             runtime,
             inner: Arc::new(Shared {
                 config,
-                session: tokio::sync::OnceCell::new(),
+                session: super::LazySession::default(),
                 known: Mutex::new(None),
                 change_log_limit: change_log_limit.max(1) as u64,
             }),
@@ -135,20 +135,7 @@ impl CassandraStore {
     pub fn check_schema(&self) -> Result<(), StoreError> {
         self.run(|inner| async move {
             let session = inner.session().await?;
-            match super::schema::state(session.get_session(), &inner.config).await? {
-                super::schema::State::NeedsBootstrap => Err(StoreError::Cassandra(format!(
-                    "keyspace {} is not bootstrapped: run `strait migrations bootstrap`",
-                    inner.config.keyspace
-                ))),
-                super::schema::State::Executed { pending, .. } if !pending.is_empty() => {
-                    Err(StoreError::Cassandra(format!(
-                        "keyspace {} has pending migrations ({}): run `strait migrations up`",
-                        inner.config.keyspace,
-                        pending.join(", ")
-                    )))
-                }
-                _ => Ok(()),
-            }
+            super::schema::refusal(session.get_session(), &inner.config).await
         })
     }
 
@@ -227,12 +214,7 @@ pub(super) async fn first_generation(session: &Session, config: &CassandraConfig
 
 impl Shared {
     pub(super) async fn session(&self) -> Result<&CachingSession, StoreError> {
-        self.session
-            .get_or_try_init(|| async {
-                let session = super::connect(&self.config).await?;
-                Ok::<_, StoreError>(CachingSession::from(session, 256))
-            })
-            .await
+        self.session.get(&self.config).await
     }
 
     pub(super) fn ks(&self) -> String {

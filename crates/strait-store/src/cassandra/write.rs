@@ -153,7 +153,7 @@ async fn write_unconditionally(session: &CachingSession, rows: Vec<Row>) -> Resu
 }
 
 /// Whether a conditional statement's answer says it applied.
-fn applied(result: scylla::response::query_result::QueryResult) -> Result<bool, StoreError> {
+pub(super) fn applied(result: scylla::response::query_result::QueryResult) -> Result<bool, StoreError> {
     let rows = result.into_rows_result().map_err(cql_error)?;
     let (index, _) = rows
         .column_specs()

@@ -81,7 +81,7 @@ impl PgKv {
         F: FnOnce(Arc<Pool>) -> Fut,
         Fut: std::future::Future<Output = Result<T, KvError>> + Send + 'static,
     {
-        super::run_within(
+        crate::run_within(
             &self.runtime,
             self.timeout,
             work(self.pool.clone()),

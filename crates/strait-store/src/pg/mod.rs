@@ -135,30 +135,3 @@ pub(crate) fn connect_error(config: &PgConfig, error: &tokio_postgres::Error) ->
         false => StoreError::Postgres(detail),
     }
 }
-
-/// Runs `work` on a store's own `runtime`, given up after `limit`
-/// (`timed_out`); the answer is awaited from any runtime (`stopped`: the
-/// store's runtime went away). The runtime stores' (`PgTokens`, `PgKv`)
-/// way of keeping a slow database off the proxy workers' threads.
-pub(crate) fn run_within<T, E>(
-    runtime: &tokio::runtime::Runtime,
-    limit: std::time::Duration,
-    work: impl std::future::Future<Output = Result<T, E>> + Send + 'static,
-    timed_out: fn(String) -> E,
-    stopped: fn(String) -> E,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, E>> + Send + 'static>>
-where
-    T: Send + 'static,
-    E: Send + 'static,
-{
-    let handle = runtime.spawn(async move {
-        tokio::time::timeout(limit, work)
-            .await
-            .unwrap_or_else(|_| Err(timed_out(format!("no answer within {limit:?}"))))
-    });
-    Box::pin(async move {
-        handle
-            .await
-            .map_err(|e| stopped(format!("the store's runtime stopped: {e}")))?
-    })
-}

@@ -209,7 +209,7 @@ impl PgTokens {
         F: FnOnce(Arc<Pool>) -> Fut,
         Fut: std::future::Future<Output = Result<T, TokenStoreError>> + Send + 'static,
     {
-        super::run_within(
+        crate::run_within(
             &self.runtime,
             self.timeout,
             work(self.pool.clone()),
