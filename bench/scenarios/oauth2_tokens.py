@@ -28,6 +28,12 @@ Run alone: `bench/run oauth2-tokens` (about 20 minutes; `--quick` for the small 
 store: a throwaway server on the load core (lab.postgres), the node DB-less with
 `oauth2_token_store = postgres` (as a node sharing its tokens with others would run); disk is
 then the token tables' size (`pg_total_relation_size`, indexes included).
+
+`STRAIT_BENCH_OAUTH2_STORE=cassandra` keeps them in Cassandra: a throwaway node on the load
+core (lab.cassandra, the tests' launcher), the node DB-less with `oauth2_token_store =
+cassandra`; disk is then the node's data folder (SSTables and commit log). With Cassandra, run
+`STRAIT_BENCH_OAUTH2_STAGES=1000000`: every save is two lightweight transactions, so the
+preload of 10M would take hours on the lab's one load core.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from pathlib import Path
 
 from lab import loadgen, stats, systems
 from lab.context import RunContext
+from lab.cassandra import CassandraServer
 from lab.postgres import PgServer
 from lab.procs import memory_kib
 from lab.registry import Goal, Rendered
@@ -262,14 +269,16 @@ class OpenLoopSaver(threading.Thread):
 
 def _store() -> str:
     store = os.environ.get("STRAIT_BENCH_OAUTH2_STORE", "embedded").strip() or "embedded"
-    if store not in ("embedded", "postgres"):
-        raise ValueError(f"STRAIT_BENCH_OAUTH2_STORE: expected embedded or postgres (got {store!r})")
+    if store not in ("embedded", "postgres", "cassandra"):
+        raise ValueError(f"STRAIT_BENCH_OAUTH2_STORE: expected embedded, postgres or cassandra (got {store!r})")
     return store
 
 
-def _disk_bytes(prefix: Path, pg: PgServer | None = None) -> int:
+def _disk_bytes(prefix: Path, pg: PgServer | CassandraServer | None = None) -> int:
     """Blocks in use by the token store's files (the map is sparse: not its size); on
-    PostgreSQL the token tables with their indexes and TOAST."""
+    PostgreSQL the token tables with their indexes and TOAST; on Cassandra the node's data."""
+    if isinstance(pg, CassandraServer):
+        return pg.disk_bytes()
     if pg is not None:
         return int(pg.sql("SELECT pg_total_relation_size('oauth2_tokens') "
                           "+ pg_total_relation_size('oauth2_authorization_codes')"))
@@ -301,7 +310,7 @@ def _preload(ctx: RunContext, node: systems.System, first: int, last: int, folde
 
 
 def _stage(ctx: RunContext, node: systems.System, prefix: Path, folder: Path, stored: int, preloaded: int,
-           index: int, pg: PgServer | None) -> dict:
+           index: int, pg: PgServer | CassandraServer | None) -> dict:
     saver = OpenLoopSaver(node.admin_port, SAVE_RATE, f"sv{index}", _cpu_set(ctx.load_cpus))
     contenders = {}
     for name, lua, args in (("oauth2 bearer", BEARER_LUA, [preloaded]), ("key-auth", KEY_AUTH_LUA, [])):
@@ -353,6 +362,20 @@ def run(ctx: RunContext) -> dict:
         pg = PgServer(ctx, folder / "postgres")
         pg.bootstrap(ctx.strait_bin)
         extra_env = dict(pg.env(), STRAIT_DATABASE="embedded", STRAIT_OAUTH2_TOKEN_STORE="postgres")
+    if store == "cassandra":
+        pg = CassandraServer(ctx, folder / "cassandra")
+        try:
+            pg.bootstrap(ctx.strait_bin)
+            extra_env = dict(pg.env(), STRAIT_DATABASE="embedded", STRAIT_OAUTH2_TOKEN_STORE="cassandra")
+            return _run(ctx, folder, config, store, pg, extra_env)
+        finally:
+            pg.stop()
+            shutil.rmtree(folder / "cassandra", ignore_errors=True)
+    return _run(ctx, folder, config, store, pg, extra_env)
+
+
+def _run(ctx: RunContext, folder: Path, config: Path, store: str, pg: PgServer | CassandraServer | None,
+         extra_env: dict) -> dict:
     node = systems.start_strait(ctx.procs, ctx.strait_bin, folder, ctx.gateway_cpus, name="strait-oauth2",
                                 config=config, extra_env=extra_env)
     prefix = folder / "strait-oauth2-prefix"
@@ -367,7 +390,7 @@ def run(ctx: RunContext) -> dict:
         stored = target + sum(s["saves"]["saves"] for s in stages)
         stages.append(_stage(ctx, node, prefix, folder, stored, target, index, pg))
     ctx.procs.stop_all()
-    if pg is not None:
+    if isinstance(pg, PgServer):
         shutil.rmtree(folder / "postgres", ignore_errors=True)
     # Gigabytes at 10M tokens: measured above, not kept with the run's logs.
     shutil.rmtree(prefix / "oauth2_tokens", ignore_errors=True)
@@ -418,8 +441,9 @@ def _goals(result: dict) -> list[Goal]:
 
 def render(result: dict, plot_dir: Path) -> Rendered:
     store = result.get("store", "embedded")
-    where = ("the embedded store" if store == "embedded" else
-             "PostgreSQL (`oauth2_token_store = postgres`; the server on the load core)")
+    where = {"embedded": "the embedded store",
+             "postgres": "PostgreSQL (`oauth2_token_store = postgres`; the server on the load core)",
+             "cassandra": "Cassandra 5.0 (`oauth2_token_store = cassandra`; one node on the load core)"}[store]
     text = (f"Tokens in {where}. "
             f"One Strait node (1 worker) on the gateway core; origin, wrk and the save client on the load "
             f"core. Saves: `POST /oauth2_tokens` at {result['save_rate']:,}/s, open loop, latency from each "

@@ -236,7 +236,7 @@ pub fn launch(dir: &Path, port: u16) -> Child {
          saved_caches_directory: {d}/caches\nhints_directory: {d}/hints\ncdc_raw_directory: {d}/cdc\n\
          start_native_transport: true\nauthenticator: PasswordAuthenticator\nauthorizer: AllowAllAuthorizer\n\
          allow_filtering_enabled: false\nsecondary_indexes_enabled: false\nmaterialized_views_enabled: false\n\
-         sasi_indexes_enabled: false\nbatch_size_fail_threshold: 50KiB\nauto_snapshot: false\n",
+         sasi_indexes_enabled: false\nbatch_size_fail_threshold: 50KiB\nauto_snapshot: false\npaxos_variant: v2\n",
         d = data.display()
     );
     std::fs::write(dir.join("cassandra.yaml"), yaml).expect("cassandra.yaml");

@@ -11,7 +11,7 @@ use std::time::Duration;
 use scylla::client::session::Session;
 use strait_e2e::cassandra::CassandraServer;
 use strait_runtime::kv::{KvStore, Table};
-use strait_runtime::oauth2::{now, AuthCode, OauthToken, TokenStore, TokenStoreError};
+use strait_runtime::oauth2::{now, AuthCode, Drawn, OauthToken, TokenStore, TokenStoreError};
 use strait_store::cassandra::{schema, CassandraKv, CassandraTokens};
 use uuid::Uuid;
 
@@ -91,6 +91,42 @@ fn tokens_are_found_by_every_key_unique_and_leave_with_their_ttl() {
         assert_eq!(count(&session, &ks, "oauth2_tokens").await, 1);
         assert_eq!(count(&session, &ks, "oauth2_token_ids").await, 1);
         assert_eq!(count(&session, &ks, "oauth2_refresh_tokens").await, 1);
+
+        // Keys drawn here are written without a transaction; a client's
+        // key is still checked against them.
+        let drawn = token("drawn-access", Some("drawn-refresh"));
+        store
+            .insert_drawn_token(drawn.clone(), Drawn::ALL)
+            .await
+            .expect("drawn insert");
+        assert_eq!(
+            store.token_by_refresh("drawn-refresh").await.unwrap(),
+            Some(drawn.clone())
+        );
+        assert_eq!(store.token_by_id(drawn.id).await.unwrap(), Some(drawn.clone()));
+        assert_eq!(
+            conflict_on(store.insert_token(token("drawn-access", None)).await),
+            "access_token"
+        );
+        let fresh_id = Drawn {
+            id: true,
+            ..Drawn::default()
+        };
+        let mut chosen = token("drawn-access", None);
+        assert_eq!(
+            conflict_on(store.insert_drawn_token(chosen.clone(), fresh_id).await),
+            "access_token"
+        );
+        chosen.access_token = "chosen-access".into();
+        store
+            .insert_drawn_token(chosen.clone(), fresh_id)
+            .await
+            .expect("insert");
+        assert_eq!(store.token_by_id(chosen.id).await.unwrap(), Some(chosen.clone()));
+        assert_eq!(store.delete_token(drawn.id).await.unwrap(), Some(drawn.clone()));
+        assert_eq!(store.delete_token(chosen.id).await.unwrap(), Some(chosen));
+        assert_eq!(store.token_by_access("drawn-access").await.unwrap(), None);
+        assert_eq!(store.token_by_refresh("drawn-refresh").await.unwrap(), None);
 
         // Kong's update: new access and refresh tokens; the old keys find nothing.
         let mut updated = t.clone();

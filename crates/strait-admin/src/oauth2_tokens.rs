@@ -271,7 +271,16 @@ pub async fn collection(state: &AdminState, request: &AdminRequest) -> AdminResp
             Ok(token) => token,
             Err(response) => return response,
         };
-        return match tokens.insert_token(token.clone()).await {
+        // Keys the client did not give were drawn here.
+        let drawn = store::Drawn {
+            id: !input.contains_key("id"),
+            access_token: !input
+                .get("access_token")
+                .and_then(Value::as_str)
+                .is_some_and(|given| !given.is_empty()),
+            refresh_token: false,
+        };
+        return match tokens.insert_drawn_token(token.clone(), drawn).await {
             Ok(()) => json_response(StatusCode::CREATED, &token_json(&token)),
             Err(error) => store_failed(error),
         };

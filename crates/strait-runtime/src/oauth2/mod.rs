@@ -113,6 +113,14 @@ pub trait TokenStore: Send + Sync + std::fmt::Debug {
     fn backend(&self) -> &'static str;
     /// Save a new token; refused when its id, access or refresh token is taken.
     fn insert_token(&self, token: OauthToken) -> StoreFuture<'_, ()>;
+    /// [`TokenStore::insert_token`] for a token some of whose keys this node
+    /// just drew ([`Drawn`]); a backend whose uniqueness check costs a round
+    /// of consensus (Cassandra's lightweight transactions) skips it for
+    /// those. The others check every key anyway.
+    fn insert_drawn_token(&self, token: OauthToken, drawn: Drawn) -> StoreFuture<'_, ()> {
+        let _ = drawn;
+        self.insert_token(token)
+    }
     /// Replace the token with `token.id` (Kong's update): indexes follow.
     fn replace_token(&self, token: OauthToken) -> StoreFuture<'_, ()>;
     fn token_by_access(&self, access_token: &str) -> StoreFuture<'_, Option<OauthToken>>;
@@ -126,6 +134,25 @@ pub trait TokenStore: Send + Sync + std::fmt::Debug {
     fn insert_code(&self, code: AuthCode) -> StoreFuture<'_, ()>;
     /// Remove and return a code that has not expired (a code is used once).
     fn take_code(&self, code: &str) -> StoreFuture<'_, Option<AuthCode>>;
+}
+
+/// Which of a new token's unique keys this node drew from its CSPRNG (a
+/// v4 UUID, [`random_token`]'s 192 bits) rather than took from a client:
+/// no other token can hold those, so checking them is wasted work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drawn {
+    pub id: bool,
+    pub access_token: bool,
+    pub refresh_token: bool,
+}
+
+impl Drawn {
+    /// Every key drawn here (the plugin's token endpoint).
+    pub const ALL: Drawn = Drawn {
+        id: true,
+        access_token: true,
+        refresh_token: true,
+    };
 }
 
 /// One page of [`TokenStore::list_tokens`].

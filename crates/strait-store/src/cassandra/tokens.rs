@@ -9,24 +9,32 @@
 //!   access token; a refresh or an Admin API read by id is one more read of
 //!   a lookup table (`oauth2_refresh_tokens`, `oauth2_token_ids`) first;
 //! - a save is a lightweight transaction (`IF NOT EXISTS`, Paxos at
-//!   `SERIAL`) per unique key: the access token, the id, the refresh token
-//!   if any. A key already taken fails its transaction, the rows written
-//!   before it are taken back (conditionally: only if still ours) and the
-//!   save is refused with the field, as PostgreSQL's unique violation is;
+//!   `SERIAL`) per unique key a client chose: the access token, the id, the
+//!   refresh token if any. A key already taken fails its transaction, the
+//!   rows written before it are taken back (conditionally: only if still
+//!   ours) and the save is refused with the field, as PostgreSQL's unique
+//!   violation is. A key this node drew (a v4 UUID, a 192-bit random
+//!   token: `Drawn`) cannot be taken and is written plainly: the token
+//!   endpoint's saves are three plain writes, a migration's
+//!   `POST /oauth2_tokens` with its own access token one transaction and
+//!   one write;
 //! - every row carries the token's TTL (its purge time), so expired tokens
 //!   leave by themselves: no purge loop, no scan;
 //! - listing pages through `oauth2_token_ids` by token range (Admin API
 //!   pages only, never a proxy path).
 //!
-//! Every mutation of these tables is a lightweight transaction, so none of
-//! them races another's Paxos timestamp.
+//! Every later change (update, revocation, a code taken) is a lightweight
+//! transaction; over a row first written plainly it wins by timestamp, as
+//! every Cassandra write does, so the nodes' clocks must be synchronised
+//! (NTP), as Cassandra itself requires.
 
 use std::sync::Arc;
 
 use scylla::response::query_result::QueryResult;
 use scylla::serialize::row::SerializeRow;
 use strait_runtime::oauth2::{
-    key_of, now, row, AuthCode, OauthToken, StoreFuture, TokenPage, TokenStore, TokenStoreError, CODE_TTL_SECONDS,
+    key_of, now, row, AuthCode, Drawn, OauthToken, StoreFuture, TokenPage, TokenStore, TokenStoreError,
+    CODE_TTL_SECONDS,
 };
 use uuid::Uuid;
 
@@ -246,34 +254,55 @@ fn conflict(field: &'static str, value: String) -> TokenStoreError {
     TokenStoreError::Conflict { field, value }
 }
 
+/// Saves `token`: its access token, its id and its refresh token each
+/// claimed by a lightweight transaction, or written plainly when drawn
+/// here; a taken key undoes the claims before it.
+async fn insert(conn: &Conn, cql: &Cql, token: &OauthToken, drawn: Drawn) -> Result<(), TokenStoreError> {
+    let k = Keys::of(token);
+    let row = (&k.access, token.id, &k.refresh, k.purge_at, &k.body, k.ttl);
+    if !claim(conn, &cql.insert_token, drawn.access_token, row).await? {
+        return Err(conflict("access_token", token.access_token.clone()));
+    }
+    if !claim(conn, &cql.insert_id, drawn.id, (token.id, &k.access, k.ttl)).await? {
+        lwt(conn, &cql.delete_token, (&k.access, token.id)).await?;
+        return Err(conflict("id", token.id.to_string()));
+    }
+    if let Some(refresh) = &k.refresh {
+        let values = (refresh, &k.access, k.ttl);
+        if !claim(conn, &cql.insert_refresh, drawn.refresh_token, values).await? {
+            lwt(conn, &cql.delete_id, (token.id, &k.access)).await?;
+            lwt(conn, &cql.delete_token, (&k.access, token.id)).await?;
+            return Err(conflict(
+                "refresh_token",
+                token.refresh_token.clone().unwrap_or_default(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A row keyed by a unique value: claimed by a lightweight transaction
+/// (false: the key is taken), or written plainly when the key was drawn
+/// here (`INSERT ... IF NOT EXISTS` less its condition).
+async fn claim(conn: &Conn, insert: &str, drawn: bool, values: impl SerializeRow) -> Result<bool, TokenStoreError> {
+    if !drawn {
+        return lwt(conn, insert, values).await;
+    }
+    exec(conn, &insert.replacen(" IF NOT EXISTS", "", 1), false, values).await?;
+    Ok(true)
+}
+
 impl TokenStore for CassandraTokens {
     fn backend(&self) -> &'static str {
         "cassandra"
     }
 
     fn insert_token(&self, token: OauthToken) -> StoreFuture<'_, ()> {
-        self.call(move |conn, cql| async move {
-            let k = Keys::of(&token);
-            let row = (&k.access, token.id, &k.refresh, k.purge_at, &k.body, k.ttl);
-            if !lwt(&conn, &cql.insert_token, row).await? {
-                return Err(conflict("access_token", token.access_token.clone()));
-            }
-            if !lwt(&conn, &cql.insert_id, (token.id, &k.access, k.ttl)).await? {
-                lwt(&conn, &cql.delete_token, (&k.access, token.id)).await?;
-                return Err(conflict("id", token.id.to_string()));
-            }
-            if let Some(refresh) = &k.refresh {
-                if !lwt(&conn, &cql.insert_refresh, (refresh, &k.access, k.ttl)).await? {
-                    lwt(&conn, &cql.delete_id, (token.id, &k.access)).await?;
-                    lwt(&conn, &cql.delete_token, (&k.access, token.id)).await?;
-                    return Err(conflict(
-                        "refresh_token",
-                        token.refresh_token.clone().unwrap_or_default(),
-                    ));
-                }
-            }
-            Ok(())
-        })
+        self.insert_drawn_token(token, Drawn::default())
+    }
+
+    fn insert_drawn_token(&self, token: OauthToken, drawn: Drawn) -> StoreFuture<'_, ()> {
+        self.call(move |conn, cql| async move { insert(&conn, &cql, &token, drawn).await })
     }
 
     fn replace_token(&self, token: OauthToken) -> StoreFuture<'_, ()> {

@@ -355,7 +355,7 @@ impl OAuth2 {
                     scope,
                     ttl,
                 };
-                tokens.insert_token(token.clone()).await?;
+                tokens.insert_drawn_token(token.clone(), store::Drawn::ALL).await?;
                 token
             }
         };
