@@ -355,7 +355,7 @@ cassandra_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0
 "${CARGO_TARGET_DIR:-target}/debug/cassandra-server" "$cassandra_dir" "$cassandra_port"
 stop_cassandra() { kill "$(cat "$cassandra_dir/cassandra.pid")" 2>/dev/null || true; rm -rf "$cassandra_dir"; }
 trap stop_cassandra EXIT
-export STRAIT_TEST_CASSANDRA="127.0.0.1:$cassandra_port"
+export STRAIT_TEST_CASSANDRA="127.0.0.1:$cassandra_port" STRAIT_TEST_CASSANDRA_DIR="$cassandra_dir"
 echo "== end-to-end suites"
 python3 scripts/e2e-suites.py -- --test-threads="$e2e_threads"
 # One suite, two stores: the end-to-end suites again, with every gateway that
@@ -366,7 +366,7 @@ python3 scripts/e2e-suites.py -- --test-threads="$e2e_threads"
 echo "== end-to-end suites on PostgreSQL"
 store_blind="conformance floods memory smuggling deck_testdata http1_server http2_settings client_limits
   connection_age proxy_streaming proxy_upgrade proxy_h2_tls grpc_streaming grpc_errors grpc_transcoding
-  plugins_zipkin plugins_ldap plugins_kafka cassandra_store cassandra_nodes plugins_serverless plugin_servers plugins_lua wasm_filters admin_ui"
+  plugins_zipkin plugins_ldap plugins_kafka cassandra_store cassandra_nodes cassandra_runtime plugins_serverless plugin_servers plugins_lua wasm_filters admin_ui"
 # shellcheck disable=SC2086 # one suite name per word
 STRAIT_E2E_STORE=postgres python3 scripts/e2e-suites.py --skip $store_blind "strait_e2e (unit tests)" "grpc-origin (unit tests)" \
   -- --test-threads="$e2e_threads"

@@ -8,6 +8,11 @@
 //! keyspace of its own; without it each [`CassandraServer::start`] starts a
 //! private one, killed on drop.
 //!
+//! The server takes TLS on its native port beside plaintext
+//! (`client_encryption_options` with `optional: true`), with a certificate
+//! for `127.0.0.1` and `localhost` from a CA of its own, written to
+//! `ca.pem` in its folder ([`CassandraServer::ca_file`]).
+//!
 //! The server runs with Cassandra's guardrails against what the Kong field
 //! report warns of: `allow_filtering_enabled: false` and
 //! `secondary_indexes_enabled: false` refuse any `ALLOW FILTERING` query and
@@ -68,6 +73,8 @@ pub struct CassandraServer {
     pub port: u16,
     /// The keyspace this test's store uses (fresh for every start).
     pub keyspace: String,
+    /// The CA of the server's TLS certificate (PEM).
+    pub ca_file: PathBuf,
     private: Option<(TempDir, Child)>,
 }
 
@@ -82,9 +89,14 @@ impl CassandraServer {
                 .next()
                 .and_then(|p| p.parse().ok())
                 .unwrap_or_else(|| panic!("STRAIT_TEST_CASSANDRA={address:?}: expected host:port"));
+            // scripts/test.sh starts it in $STRAIT_TEST_CASSANDRA_DIR.
+            let dir = std::env::var_os("STRAIT_TEST_CASSANDRA_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_default();
             return CassandraServer {
                 port,
                 keyspace,
+                ca_file: dir.join("ca.pem"),
                 private: None,
             };
         }
@@ -94,6 +106,7 @@ impl CassandraServer {
         CassandraServer {
             port,
             keyspace,
+            ca_file: dir.path().join("ca.pem"),
             private: Some((dir, child)),
         }
     }
@@ -167,6 +180,7 @@ impl CassandraServer {
             password: Some(PASSWORD.into()),
             timeout: Duration::from_secs(10),
             schema_consensus_timeout: Duration::from_secs(60),
+            tls: None,
         }
     }
 
@@ -226,6 +240,11 @@ pub fn launch(dir: &Path, port: u16) -> Child {
     );
     let storage = free_port();
     let data = dir.join("data");
+    // TLS beside plaintext on the native port: a key and chain in one PEM.
+    let ca = crate::tls::TestCa::new("strait-test-cassandra-ca");
+    let leaf = ca.issue(&["127.0.0.1", "localhost"]);
+    std::fs::write(dir.join("ca.pem"), ca.cert_pem()).expect("ca.pem");
+    std::fs::write(dir.join("server.pem"), format!("{}{}", leaf.key_pem, leaf.cert_pem)).expect("server.pem");
     let yaml = format!(
         "cluster_name: strait-test\nnum_tokens: 1\npartitioner: org.apache.cassandra.dht.Murmur3Partitioner\n\
          seed_provider:\n  - class_name: org.apache.cassandra.locator.SimpleSeedProvider\n    parameters:\n      \
@@ -236,8 +255,11 @@ pub fn launch(dir: &Path, port: u16) -> Child {
          saved_caches_directory: {d}/caches\nhints_directory: {d}/hints\ncdc_raw_directory: {d}/cdc\n\
          start_native_transport: true\nauthenticator: PasswordAuthenticator\nauthorizer: AllowAllAuthorizer\n\
          allow_filtering_enabled: false\nsecondary_indexes_enabled: false\nmaterialized_views_enabled: false\n\
-         sasi_indexes_enabled: false\nbatch_size_fail_threshold: 50KiB\nauto_snapshot: false\npaxos_variant: v2\n",
-        d = data.display()
+         sasi_indexes_enabled: false\nbatch_size_fail_threshold: 50KiB\nauto_snapshot: false\npaxos_variant: v2\n\
+         client_encryption_options:\n  enabled: true\n  optional: true\n  ssl_context_factory:\n    \
+         class_name: org.apache.cassandra.security.PEMBasedSslContextFactory\n  keystore: {pem}\n",
+        d = data.display(),
+        pem = dir.join("server.pem").display()
     );
     std::fs::write(dir.join("cassandra.yaml"), yaml).expect("cassandra.yaml");
     std::fs::write(

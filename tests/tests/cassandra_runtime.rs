@@ -2,8 +2,9 @@
 //! token store (found by access token, refresh token and id; each unique, a refused save
 //! leaving nothing behind; update, revocation, paging, codes taken once, expiry by TTL)
 //! and the key-value store of sessions and ACME data (TTL, tables kept apart, listing by
-//! prefix across pages). And `strait migrations up` adding these tables to a keyspace
-//! bootstrapped before them.
+//! prefix across pages), rate-limiting's cluster counters (every node's count summed, the
+//! newest write of a count kept), and `strait migrations up` adding these tables to a
+//! keyspace bootstrapped before them.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -348,6 +349,7 @@ fn migrations_up_adds_the_runtime_tables_to_an_older_keyspace() {
             "oauth2_refresh_tokens",
             "oauth2_codes",
             "runtime_kv",
+            "ratelimiting_metrics",
         ] {
             session
                 .query_unpaged(format!("DROP TABLE \"{ks}\".{table}"), ())
@@ -384,5 +386,62 @@ fn migrations_up_adds_the_runtime_tables_to_an_older_keyspace() {
     runtime().block_on(async {
         store.insert_token(token("after-up", None)).await.expect("insert");
         assert!(store.token_by_access("after-up").await.unwrap().is_some());
+    });
+}
+
+#[test]
+fn cluster_counters_sum_the_nodes_and_keep_the_newest_count() {
+    use strait_runtime::cluster_counters::{instance, stamp, ClusterCounters, CounterRow};
+    let (server, config) = CassandraServer::bootstrapped();
+    let ks = server.keyspace.clone();
+    let counters = strait_store::cassandra::CassandraCounters::new(config.clone()).expect("counters");
+    runtime().block_on(async {
+        let session = strait_store::cassandra::connect(&config).await.expect("connect");
+        // Another node's count of the same window, as it would write it.
+        session
+            .query_unpaged(
+                format!(
+                    "INSERT INTO \"{ks}\".ratelimiting_metrics (key, window_start, node, hits) \
+                     VALUES ('r:s:1.2.3.4:hour', 3600, ?, 5) USING TTL 3660"
+                ),
+                (Uuid::new_v4(),),
+            )
+            .await
+            .expect("other node");
+        let row = |count: i64, stamp: i64| CounterRow {
+            key: "r:s:1.2.3.4:hour".into(),
+            window: 3600,
+            count,
+            ttl: 3660,
+            stamp,
+        };
+        let older = stamp();
+        let newer = stamp();
+        assert_eq!(counters.exchange(vec![row(2, newer)]).await.unwrap(), [7]);
+        // A late write of an older count changes nothing.
+        assert_eq!(counters.exchange(vec![row(1, older)]).await.unwrap(), [7]);
+        let other_window = CounterRow {
+            window: 7200,
+            ..row(1, stamp())
+        };
+        assert_eq!(
+            counters.exchange(vec![row(3, stamp()), other_window]).await.unwrap(),
+            [8, 1]
+        );
+        let (ttl,): (Option<i32>,) = session
+            .query_unpaged(
+                format!(
+                    "SELECT TTL(hits) FROM \"{ks}\".ratelimiting_metrics \
+                     WHERE key = 'r:s:1.2.3.4:hour' AND window_start = 3600 AND node = ?"
+                ),
+                (instance(),),
+            )
+            .await
+            .unwrap()
+            .into_rows_result()
+            .unwrap()
+            .first_row()
+            .unwrap();
+        assert!(ttl.is_some_and(|t| (3600..=3660).contains(&t)), "{ttl:?}");
     });
 }

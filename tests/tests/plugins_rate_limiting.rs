@@ -1,4 +1,5 @@
-//! `rate-limiting` with the `local` policy on a real node: Kong's headers and
+//! `rate-limiting` with the `local` policy on a real node (and `cluster` on two nodes on
+//! Cassandra): Kong's headers and
 //! 429, exact counting under concurrency (both workers share the counters),
 //! `limit_by` sources with the IP fallback, the plugin's scope as the
 //! counting scope, counters that survive a configuration change, Redis
@@ -210,7 +211,7 @@ async fn policies_not_built_yet_are_refused_with_their_name() {
     assert!(
         error["fields"]["config"]["policy"]
             .as_str()
-            .is_some_and(|m| m.contains("'cluster' policy is not supported")),
+            .is_some_and(|m| m.contains("'cluster' policy needs database = cassandra")),
         "{error}"
     );
     let reply = send_json(&gw, "POST", "/plugins", &json!({ "name": "rate-limiting" })).await;
@@ -360,4 +361,54 @@ async fn a_head_no_plugin_filters_goes_on_as_the_upstream_wrote_it() {
     )
     .await;
     assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+}
+
+/// `policy: cluster` on two nodes sharing one Cassandra keyspace: the hour's
+/// limit holds across both nodes (each node's count a row of the window's
+/// partition); with `sync_rate` the nodes decide locally and learn the
+/// other's count at their next sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_policy_counts_across_nodes_on_cassandra() {
+    use strait_e2e::cassandra::CassandraServer;
+    use strait_e2e::upstream::{Upstream, UpstreamKind};
+    let server = CassandraServer::start();
+    server.bootstrap();
+    let origin = Upstream::start(UpstreamKind::Http1).await;
+    let a = Gateway::start(server.node_options()).await;
+    let b = Gateway::start(server.node_options()).await;
+    let config = json!({
+        "_format_version": "3.0",
+        "services": [{ "name": "echo", "url": origin.url("http"), "routes": [
+            { "name": "sync", "paths": ["/sync"], "plugins": [
+                limited(json!({ "hour": 6, "policy": "cluster", "limit_by": "ip" })) ] },
+            { "name": "lazy", "paths": ["/lazy"], "plugins": [
+                limited(json!({ "hour": 4, "policy": "cluster", "sync_rate": 0.2, "limit_by": "ip" })) ] }
+        ] }]
+    });
+    let reply = a.apply(&config).await;
+    assert!(reply.status.is_success(), "{}", reply.text());
+    b.until_proxied("/sync", 200, std::time::Duration::from_secs(5)).await;
+    // until_proxied spent one request on b: 5 left in the hour.
+    assert_eq!(statuses(&a, "/sync", &[], 3).await, [200, 200, 200]);
+    let last = b.proxy(get("/sync")).await;
+    assert_eq!(last.status, 200);
+    assert_eq!(header(&last, "x-ratelimit-remaining-hour").as_deref(), Some("1"));
+    assert_eq!(statuses(&b, "/sync", &[], 1).await, [200]);
+    let refused = a.proxy(get("/sync")).await;
+    assert_eq!(refused.status, 429, "{}", refused.text());
+    assert_eq!(header(&refused, "x-ratelimit-remaining-hour").as_deref(), Some("0"));
+    assert_eq!(statuses(&b, "/sync", &[], 2).await, [429, 429]);
+
+    // sync_rate: a spends 3 of 4, b learns it within a sync.
+    assert_eq!(statuses(&a, "/lazy", &[], 3).await, [200, 200, 200]);
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let first_on_b = b.proxy(get("/lazy")).await;
+    assert_eq!(first_on_b.status, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert_eq!(statuses(&b, "/lazy", &[], 1).await, [429]);
+    // a decides on what it read at its last sync, before b's request: a
+    // limit may be passed by what another node admitted within one sync.
+    assert_eq!(statuses(&a, "/lazy", &[], 1).await, [200]);
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert_eq!(statuses(&a, "/lazy", &[], 1).await, [429]);
 }

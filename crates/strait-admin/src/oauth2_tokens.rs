@@ -274,10 +274,10 @@ pub async fn collection(state: &AdminState, request: &AdminRequest) -> AdminResp
         // Keys the client did not give were drawn here.
         let drawn = store::Drawn {
             id: !input.contains_key("id"),
-            access_token: !input
+            access_token: input
                 .get("access_token")
                 .and_then(Value::as_str)
-                .is_some_and(|given| !given.is_empty()),
+                .is_none_or(str::is_empty),
             refresh_token: false,
         };
         return match tokens.insert_drawn_token(token.clone(), drawn).await {

@@ -10,6 +10,7 @@ pub mod aws;
 pub mod background;
 pub mod cache;
 pub mod clock;
+pub mod cluster_counters;
 pub mod counters;
 pub mod health;
 pub mod http_client;

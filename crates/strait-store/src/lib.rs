@@ -26,6 +26,26 @@ pub use lmdb::{
     c_heap_arena_per_thread, tune_c_heap, LmdbStore, DEFAULT_CHANGE_LOG_LIMIT, DEFAULT_MAP_SIZE, REOPEN_AFTER_ENTITIES,
 };
 
+/// TLS to a shared database (`pg_ssl`, `cassandra_ssl`): the rustls client
+/// configuration (which roots it trusts, or none checked with
+/// `*_ssl_verify = off`), built by the node.
+#[derive(Clone)]
+pub struct ClientTls(pub std::sync::Arc<rustls::ClientConfig>);
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientTls")
+    }
+}
+
+impl PartialEq for ClientTls {
+    fn eq(&self, other: &ClientTls) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ClientTls {}
+
 /// Everything a store operation can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

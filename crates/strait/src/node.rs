@@ -266,6 +266,12 @@ pub fn run(settings: NodeSettings, launch: Launch, log_level: LogLevelSetter) ->
         }
     };
     open_token_store(&settings)?;
+    if let Some(config) = &settings.cassandra {
+        // rate-limiting's `cluster` policy counts in the keyspace.
+        let counters = strait_store::cassandra::CassandraCounters::new(config.clone())
+            .map_err(|e| anyhow!("opening the cluster counters on Cassandra {}: {e}", config.label()))?;
+        strait_runtime::cluster_counters::install(Arc::new(counters));
+    }
     let initial = match &dp_cache {
         // What the data plane served last, or nothing until the control
         // plane sends the configuration.

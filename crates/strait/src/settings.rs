@@ -157,7 +157,7 @@ fn role_settings(raw: &RawSettings) -> Result<Role> {
             if control_plane.is_empty() || !matches!(port, Some(Ok(_))) {
                 bail!("cluster_control_plane: expected host:port of the control plane (got {control_plane:?})");
             }
-            if raw.get("database") == "postgres" {
+            if matches!(raw.get("database"), "postgres" | "cassandra") {
                 bail!("database: a data plane has no database (database = off); its configuration comes from the control plane");
             }
             if !raw.get("declarative_config").trim().is_empty() {
@@ -428,9 +428,6 @@ impl NodeSettings {
                         "declarative_config: only with database = embedded (with cassandra the cluster holds \
                          the configuration every node serves)"
                     );
-                }
-                if !matches!(role, Role::Traditional) {
-                    bail!("database = cassandra: only with role = traditional");
                 }
                 Some(cassandra_config(&raw)?)
             }

@@ -13,12 +13,15 @@
 //! old one and switches to it with one lightweight transaction
 //! (docs/architecture.md#cassandra-store).
 
+mod counters;
 mod kv;
 pub mod schema;
 mod store;
+mod tls;
 mod tokens;
 mod write;
 
+pub use counters::CassandraCounters;
 pub use kv::CassandraKv;
 pub use store::CassandraStore;
 pub use tokens::CassandraTokens;
@@ -88,6 +91,8 @@ pub struct CassandraConfig {
     /// `cassandra_schema_consensus_timeout`: how long migrations wait for
     /// every node to agree on the schema.
     pub schema_consensus_timeout: Duration,
+    /// `cassandra_ssl` (with `cassandra_ssl_verify`): TLS to every node.
+    pub tls: Option<crate::ClientTls>,
 }
 
 impl CassandraConfig {
@@ -153,8 +158,36 @@ pub async fn connect(config: &CassandraConfig) -> Result<Session, StoreError> {
         .request_timeout(Some(config.timeout))
         .load_balancing_policy(policy.build())
         .build();
-    let mut builder = SessionBuilder::new()
-        .known_nodes(&config.contact_points)
+    let mut builder = SessionBuilder::new();
+    let mut tls_forwarders = None;
+    match &config.tls {
+        None => builder = builder.known_nodes(&config.contact_points),
+        Some(tls) => {
+            // Each contact point through a TLS forwarder of its own; the
+            // nodes the driver learns of are translated to theirs.
+            let forwarders = std::sync::Arc::new(tls::Forwarders::new(tls.clone()));
+            for point in &config.contact_points {
+                let name = tls::host_name(point).ok_or_else(|| {
+                    StoreError::Cassandra(format!(
+                        "cassandra_contact_points: {point} is not a host name TLS can check"
+                    ))
+                })?;
+                let addresses = tokio::net::lookup_host(point.as_str())
+                    .await
+                    .map_err(|e| StoreError::Unavailable(format!("Cassandra at {point}: {e}")))?;
+                for address in addresses {
+                    let local = forwarders
+                        .local_for(address, name.clone())
+                        .await
+                        .map_err(|e| StoreError::Unavailable(format!("a TLS forwarder to {address}: {e}")))?;
+                    builder = builder.known_node_addr(local);
+                }
+            }
+            builder = builder.address_translator(forwarders.clone());
+            tls_forwarders = Some(forwarders);
+        }
+    }
+    let mut builder = builder
         .connection_timeout(config.timeout)
         .schema_agreement_timeout(config.schema_consensus_timeout)
         .default_execution_profile_handle(profile.into_handle());
@@ -163,10 +196,16 @@ pub async fn connect(config: &CassandraConfig) -> Result<Session, StoreError> {
     }
     match tokio::time::timeout(config.timeout * 2, builder.build()).await {
         Ok(Ok(session)) => Ok(session),
-        Ok(Err(error)) => Err(StoreError::Unavailable(format!(
-            "Cassandra at {}: {error}",
-            config.contact_points.join(",")
-        ))),
+        Ok(Err(error)) => {
+            let tls = tls_forwarders
+                .and_then(|f| f.last_error())
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default();
+            Err(StoreError::Unavailable(format!(
+                "Cassandra at {}: {error}{tls}",
+                config.contact_points.join(",")
+            )))
+        }
         Err(_) => Err(StoreError::Unavailable(format!(
             "Cassandra at {} did not answer within {:?}",
             config.contact_points.join(","),
@@ -205,7 +244,8 @@ pub(crate) fn ttl_until(at: Option<i64>, now: i64) -> i32 {
     }
 }
 
-/// What the runtime stores ([`CassandraTokens`], [`CassandraKv`]) share: a
+/// What the runtime stores ([`CassandraTokens`], [`CassandraKv`],
+/// [`CassandraCounters`]) share: a
 /// runtime of their own with its session, so a slow cluster holds only the
 /// requests waiting for it, never a proxy worker's thread.
 pub(crate) struct Client {

@@ -21,7 +21,9 @@
 //!   `oauth2_token_ids` and `oauth2_refresh_tokens` lead from its id and
 //!   from the hash of its refresh token to that key; `oauth2_codes`: an
 //!   authorization code by its hash (300 s TTL);
-//! - `runtime_kv`: sessions and ACME data, partitioned by `(tbl, key)`.
+//! - `runtime_kv`: sessions and ACME data, partitioned by `(tbl, key)`;
+//! - `ratelimiting_metrics`: rate-limiting's `cluster` policy, one
+//!   partition per counter window, each node's count a row in it.
 //!
 //! No secondary index, no materialized view, no `ALLOW FILTERING`:
 //! tests/tests/cassandra_store.rs checks every statement of this crate, and
@@ -83,6 +85,10 @@ pub fn statements(migration: &str, keyspace: &str) -> Vec<String> {
             format!(
                 "CREATE TABLE IF NOT EXISTS {ks}.runtime_kv (tbl text, key text, value blob, expires_at bigint, \
                  PRIMARY KEY ((tbl, key)))"
+            ),
+            format!(
+                "CREATE TABLE IF NOT EXISTS {ks}.ratelimiting_metrics (key text, window_start bigint, \
+                 node uuid, hits bigint, PRIMARY KEY ((key, window_start), node))"
             ),
         ],
         _ => Vec::new(),

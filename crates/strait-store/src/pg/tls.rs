@@ -10,31 +10,13 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect};
 
-/// `pg_ssl = on`: the rustls client configuration (which roots it trusts,
-/// or none checked with `pg_ssl_verify = off`), built by the node.
-#[derive(Clone)]
-pub struct PgTls(pub Arc<rustls::ClientConfig>);
-
-impl std::fmt::Debug for PgTls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PgTls")
-    }
-}
-
-impl PartialEq for PgTls {
-    fn eq(&self, other: &PgTls) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for PgTls {}
+pub use crate::ClientTls as PgTls;
 
 /// Makes the TLS step of one connection (never used without `pg_ssl`: the
 /// session's `sslmode` is then `disable`).

@@ -82,13 +82,17 @@ pub fn cassandra_config(raw: &RawSettings) -> Result<CassandraConfig> {
         }
         other => bail!("cassandra_repl_strategy: expected SimpleStrategy or NetworkTopologyStrategy, got {other:?}"),
     };
-    if parse_switch("cassandra_ssl", raw.get("cassandra_ssl"))? {
-        bail!(
-            "cassandra_ssl: TLS to Cassandra is not supported by Strait yet (the node would otherwise send \
-             credentials in the clear); use a network that protects the cluster, or database = postgres"
-        );
-    }
-    parse_switch("cassandra_ssl_verify", raw.get("cassandra_ssl_verify"))?;
+    let ssl = parse_switch("cassandra_ssl", raw.get("cassandra_ssl"))?;
+    let verify = parse_switch("cassandra_ssl_verify", raw.get("cassandra_ssl_verify"))?;
+    // `cassandra_ssl_verify` checks each node's chain against the system's
+    // roots (`SSL_CERT_FILE` / `SSL_CERT_DIR` name others) and its name;
+    // off, the connections are encrypted but the nodes unchecked.
+    let tls = match ssl {
+        true => Some(strait_store::ClientTls(
+            strait_runtime::tls::client_config(verify).map_err(|e| anyhow!("cassandra_ssl: {e}"))?,
+        )),
+        false => None,
+    };
     let timeout = parse_number("cassandra_timeout", raw.get("cassandra_timeout"))?;
     if timeout == 0 {
         bail!("cassandra_timeout: must be at least 1 millisecond");
@@ -110,6 +114,7 @@ pub fn cassandra_config(raw: &RawSettings) -> Result<CassandraConfig> {
         password: text("cassandra_password"),
         timeout: Duration::from_millis(timeout as u64),
         schema_consensus_timeout: Duration::from_millis(consensus.max(1) as u64),
+        tls,
     })
 }
 
@@ -150,12 +155,15 @@ mod tests {
             Replication::NetworkTopology(vec![("east".into(), 3), ("west".into(), 2)])
         );
         assert_eq!(config.username.as_deref(), Some("kong"));
+        assert!(config.tls.is_none());
+        let tls = cassandra_config(&raw(&[("cassandra_ssl", "on")])).expect("ssl");
+        assert!(tls.tls.is_some());
         for (key, value, message) in [
             ("cassandra_consistency", "MOST", "cassandra_consistency"),
             ("cassandra_lb_policy", "DCAwareRoundRobin", "cassandra_local_datacenter"),
             ("cassandra_keyspace", "bad-name", "cassandra_keyspace"),
             ("cassandra_repl_factor", "0", "cassandra_repl_factor"),
-            ("cassandra_ssl", "on", "cassandra_ssl"),
+            ("cassandra_ssl", "maybe", "cassandra_ssl"),
         ] {
             let error = cassandra_config(&raw(&[(key, value)])).expect_err(key).to_string();
             assert!(error.starts_with(message), "{key}: {error}");

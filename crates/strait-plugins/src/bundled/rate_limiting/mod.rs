@@ -19,6 +19,7 @@ pub const PLUGIN: crate::BundledPlugin = crate::BundledPlugin {
     },
 };
 
+mod cluster;
 pub(crate) mod local;
 pub(crate) mod redis;
 pub(crate) mod windows;
@@ -100,6 +101,8 @@ pub struct RateLimiting {
     scope: PluginScope,
     /// `Some` for the `redis` policy.
     redis: Option<redis::RedisPolicy>,
+    /// `Some` for the `cluster` policy.
+    cluster: Option<cluster::ClusterPolicy>,
     /// The `local` policy's counters (runtime data, shared by every
     /// instance: a rebuilt plugin keeps the counts).
     counters: Arc<dyn WindowCounters<CounterKey>>,
@@ -126,18 +129,13 @@ impl RateLimiting {
             "path" => LimitBy::Path,
             other => return Err(PluginError::invalid("limit_by", format!("unknown value '{other}'"))),
         };
-        let redis = match c.string("policy")?.as_deref().unwrap_or("local") {
-            "local" | "" => None,
-            "redis" => Some(redis_policy(&c, scope, &limits)?),
-            other => {
-                return Err(PluginError::invalid(
-                    "policy",
-                    format!(
-                        "the '{other}' policy is not supported: it would write to the configuration database on every request; use 'redis' to share counters between nodes, or 'local'"
-                    ),
-                ))
-            }
-        };
+        let (mut redis, mut cluster) = (None, None);
+        match c.string("policy")?.as_deref().unwrap_or("local") {
+            "local" | "" => {}
+            "redis" => redis = Some(redis_policy(&c, scope, &limits)?),
+            "cluster" => cluster = Some(cluster_policy(&c, scope, &limits)?),
+            other => return Err(PluginError::invalid("policy", format!("unknown value '{other}'"))),
+        }
         let error_code = c.number("error_code", 429.0)?;
         if !(100.0..=599.0).contains(&error_code) || error_code.fract() != 0.0 {
             return Err(PluginError::invalid(
@@ -159,6 +157,7 @@ impl RateLimiting {
                 .unwrap_or_else(|| "API rate limit exceeded".to_string()),
             scope,
             redis,
+            cluster,
             fault_tolerant: c.bool("fault_tolerant", true)?,
             counters: strait_runtime::counters::shared::<LocalCounters<CounterKey>>("rate-limiting"),
         })
@@ -306,6 +305,25 @@ fn redis_policy(
     Ok(redis::RedisPolicy::new(redis_client(c)?, sync_rate, scope, limits))
 }
 
+/// The `cluster` policy: on a node whose database keeps cluster counters
+/// (`database = cassandra`), refused elsewhere.
+fn cluster_policy(
+    c: &ConfigReader<'_>,
+    scope: PluginScope,
+    limits: &[Option<f64>; 6],
+) -> Result<cluster::ClusterPolicy, PluginError> {
+    let Some(store) = strait_runtime::cluster_counters::installed() else {
+        return Err(PluginError::invalid(
+            "policy",
+            "the 'cluster' policy needs database = cassandra (its counters live in the keyspace); \
+             on PostgreSQL or without a database, use 'redis' to share counters between nodes, or 'local'",
+        ));
+    };
+    let sync_rate = c.number("sync_rate", -1.0)?;
+    let sync_rate = (sync_rate > 0.0).then(|| Duration::from_secs_f64(sync_rate));
+    Ok(cluster::ClusterPolicy::new(store.clone(), sync_rate, scope, limits))
+}
+
 /// A client for the plugin's `redis` record (Kong's shared record).
 pub(crate) fn redis_client(c: &ConfigReader<'_>) -> Result<Redis, PluginError> {
     let r = c.record("redis")?;
@@ -327,6 +345,15 @@ pub(crate) fn redis_client(c: &ConfigReader<'_>) -> Result<Redis, PluginError> {
         server_name: r.string("server_name")?,
         timeout: Duration::from_millis(timeout),
     }))
+}
+
+/// Kong's `fault_tolerant` when the shared counters gave no answer: proxy
+/// without usage headers, or answer 500.
+pub(crate) fn unanswered(fault_tolerant: bool) -> Flow {
+    match fault_tolerant {
+        true => Flow::Continue,
+        false => Flow::Respond(PluginResponse::message(500, "An unexpected error occurred")),
+    }
 }
 
 /// A count as a header value: integers (the usual case) without a
@@ -384,7 +411,7 @@ impl Plugin for RateLimiting {
     }
 
     fn waits(&self) -> bool {
-        self.redis.is_some()
+        self.redis.is_some() || self.cluster.is_some()
     }
 
     /// Only when counting by a header named like an identity field.
@@ -394,13 +421,22 @@ impl Plugin for RateLimiting {
 
     fn access_async<'a>(&'a self, ctx: &'a mut RequestCtx<'_>) -> AccessFuture<'a> {
         Box::pin(async move {
-            let Some(policy) = &self.redis else {
-                return self.access(ctx);
-            };
             let now = unix_now();
             let key = CounterKey {
                 scope: self.scope,
                 identifier: self.identifier(ctx),
+            };
+            if let Some(policy) = &self.cluster {
+                return match policy.take(key, now).await {
+                    Ok(usage) => self.answer(ctx, &usage, now),
+                    Err(error) => {
+                        strait_runtime::cluster_counters::log_failure(&error);
+                        unanswered(self.fault_tolerant)
+                    }
+                };
+            }
+            let Some(policy) = &self.redis else {
+                return self.access(ctx);
             };
             match policy.take(&self.limits, key, now).await {
                 Ok(usage) => self.answer(ctx, &usage, now),
@@ -540,7 +576,7 @@ mod tests {
     }
 
     #[test]
-    fn other_policies_are_refused_clearly() {
+    fn the_cluster_policy_is_refused_without_cluster_counters() {
         let error = RateLimiting::from_config(
             serde_json::json!({ "minute": 1, "policy": "cluster" })
                 .as_object()
@@ -549,7 +585,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            error.to_string().contains("'cluster' policy is not supported"),
+            error.to_string().contains("'cluster' policy needs database = cassandra"),
             "{error}"
         );
     }

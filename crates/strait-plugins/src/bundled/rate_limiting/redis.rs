@@ -24,7 +24,7 @@ use strait_runtime::redis::{Redis, RedisError, Script, Value};
 use strait_runtime::counters::ShardedMap;
 use super::windows::{Windows, PERIODS};
 use super::{CounterKey, Identifier, PluginScope, Usage};
-use crate::phase::{Flow, PluginResponse};
+use crate::phase::Flow;
 
 /// KEYS: each configured period's counter in the current windows.
 /// ARGV: tokens wanted, tokens given back, then each period's limit, then
@@ -313,8 +313,5 @@ fn same_windows(limits: &[Option<f64>; 6], a: &[i64; 6], b: &[i64; 6]) -> bool {
 /// proxy without usage headers, or answer 500.
 pub(crate) fn unanswered(error: &RedisError, fault_tolerant: bool) -> Flow {
     strait_runtime::redis::log_failure("rate-limiting: failed to get usage from Redis", error);
-    match fault_tolerant {
-        true => Flow::Continue,
-        false => Flow::Respond(PluginResponse::message(500, "An unexpected error occurred")),
-    }
+    super::unanswered(fault_tolerant)
 }

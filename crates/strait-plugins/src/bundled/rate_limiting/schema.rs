@@ -62,13 +62,15 @@ fn rate_limiting_check(config: &Map<String, Value>) -> Result<(), String> {
     periods_in_order(&limit, "The limit")?;
     let text = |field: &str| config.get(field).and_then(Value::as_str).unwrap_or("");
     let sync_rate = config.get("sync_rate").and_then(Value::as_f64).unwrap_or(-1.0);
-    if text("policy") != "redis" && sync_rate != -1.0 {
+    // Kong's check; Strait also takes sync_rate with its Cassandra-backed
+    // `cluster` policy (Kong's cluster policy is synchronous only).
+    if !matches!(text("policy"), "redis" | "cluster") && sync_rate != -1.0 {
         return Err("sync_rate can only be used with the redis policy".into());
     }
+    if sync_rate != -1.0 && sync_rate < 0.02 {
+        return Err("sync_rate must be greater than 0.02, or -1 to disable".into());
+    }
     if text("policy") == "redis" {
-        if sync_rate != -1.0 && sync_rate < 0.02 {
-            return Err("sync_rate must be greater than 0.02, or -1 to disable".into());
-        }
         let redis = config.get("redis").and_then(Value::as_object);
         for field in ["host", "port", "timeout"] {
             if redis.and_then(|r| r.get(field)).is_none_or(Value::is_null) {

@@ -135,7 +135,7 @@ impl ResponseRateLimiting {
                 return Err(PluginError::invalid(
                     "policy",
                     format!(
-                        "the '{other}' policy is not supported: it would write to the configuration database on every request; use 'redis' to share counters between nodes, or 'local'"
+                        "the '{other}' policy is not supported by response-ratelimiting: use 'redis' to share counters between nodes, or 'local'"
                     ),
                 ))
             }
