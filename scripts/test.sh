@@ -372,10 +372,12 @@ STRAIT_E2E_STORE=postgres python3 scripts/e2e-suites.py --skip $store_blind "str
   -- --test-threads="$e2e_threads"
 # The Admin API suites a third time, every gateway on Cassandra (tests/src/gateway.rs reads
 # STRAIT_E2E_STORE=cassandra): one node for the run, each gateway in a keyspace of its own,
-# dropped when it stops (the Cassandra suites above share the same node).
+# dropped when it stops (the Cassandra suites above share the same node); with them decK's
+# suites and the plugins whose data then lives in the keyspace (tokens, sessions, counters).
 echo "== Admin API suites on Cassandra"
 STRAIT_E2E_STORE=cassandra python3 scripts/e2e-suites.py --only admin admin_credentials admin_crud \
   admin_crud_errors admin_crud_lists admin_crud_live admin_validate_agreement config_post \
+  deck_info deck_integration deck_round_trip plugins_oauth2 plugins_session plugins_rate_limiting \
   -- --test-threads="$e2e_threads"
 # Every fuzz target for a minute from its seed corpus (nightly toolchain; a crash fails).
 echo "== fuzz targets, ${FUZZ_SECONDS:-60}s each"

@@ -205,15 +205,18 @@ async fn policies_not_built_yet_are_refused_with_their_name() {
         "{vault://env/strait-t-redis-pw}"
     );
     assert!(!gw.admin_get("/config").await.text().contains("s3cret"));
-    let body = json!({ "name": "rate-limiting", "config": { "minute": 5, "policy": "cluster" } });
-    let reply = send_json(&gw, "POST", "/plugins", &body).await;
-    let error = expect_error(&reply, 400, 2, "schema violation");
-    assert!(
-        error["fields"]["config"]["policy"]
-            .as_str()
-            .is_some_and(|m| m.contains("'cluster' policy needs database = cassandra")),
-        "{error}"
-    );
+    // The cluster policy needs Cassandra (a run with every gateway on it takes it).
+    if std::env::var("STRAIT_E2E_STORE").as_deref() != Ok("cassandra") {
+        let body = json!({ "name": "rate-limiting", "config": { "minute": 5, "policy": "cluster" } });
+        let reply = send_json(&gw, "POST", "/plugins", &body).await;
+        let error = expect_error(&reply, 400, 2, "schema violation");
+        assert!(
+            error["fields"]["config"]["policy"]
+                .as_str()
+                .is_some_and(|m| m.contains("'cluster' policy needs database = cassandra")),
+            "{error}"
+        );
+    }
     let reply = send_json(&gw, "POST", "/plugins", &json!({ "name": "rate-limiting" })).await;
     let error = expect_error(&reply, 400, 2, "schema violation");
     assert!(
