@@ -214,6 +214,9 @@ pub trait Store: Send + Sync {
     fn changes_since(&self, version: ConfigVersion) -> Result<Vec<ChangeLogEntry>, StoreError>;
 }
 
+/// What a runtime store's call answers with, awaited from any runtime.
+pub(crate) type Answer<T, E> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, E>> + Send + 'static>>;
+
 /// Runs `work` on a store's own `runtime`, given up after `limit`
 /// (`timed_out`); the answer is awaited from any runtime (`stopped`: the
 /// store's runtime went away). The runtime stores' (`PgTokens`, `PgKv`, their Cassandra twins)
@@ -224,7 +227,7 @@ pub(crate) fn run_within<T, E>(
     work: impl std::future::Future<Output = Result<T, E>> + Send + 'static,
     timed_out: fn(String) -> E,
     stopped: fn(String) -> E,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, E>> + Send + 'static>>
+) -> Answer<T, E>
 where
     T: Send + 'static,
     E: Send + 'static,

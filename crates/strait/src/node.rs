@@ -73,15 +73,7 @@ fn open_token_store(settings: &NodeSettings) -> Result<()> {
             // With database = postgres the configuration store has checked
             // this schema already.
             if settings.postgres.is_none() {
-                match tokens.check_schema() {
-                    Ok(()) => {}
-                    Err(strait_store::StoreError::Unavailable(detail)) => tracing::warn!(
-                        database = %config.label(),
-                        %detail,
-                        "the OAuth2 token store's PostgreSQL is unreachable: token requests fail until it is back"
-                    ),
-                    Err(error) => bail!("the OAuth2 token store on PostgreSQL {}: {error}", config.label()),
-                }
+                schema_usable("PostgreSQL", &config.label(), tokens.check_schema())?;
             }
             Arc::new(tokens)
         }
@@ -92,21 +84,31 @@ fn open_token_store(settings: &NodeSettings) -> Result<()> {
             // With database = cassandra the configuration store has checked
             // this keyspace already.
             if settings.cassandra.is_none() {
-                match tokens.check_schema() {
-                    Ok(()) => {}
-                    Err(strait_store::StoreError::Unavailable(detail)) => tracing::warn!(
-                        keyspace = %config.label(),
-                        %detail,
-                        "the OAuth2 token store's Cassandra is unreachable: token requests fail until it is back"
-                    ),
-                    Err(error) => bail!("the OAuth2 token store on Cassandra {}: {error}", config.label()),
-                }
+                schema_usable("Cassandra", &config.label(), tokens.check_schema())?;
             }
             Arc::new(tokens)
         }
     };
     install(store);
     open_runtime_store(settings)
+}
+
+/// A token store's schema check on a database the node does not keep its
+/// configuration in: refused at start, or unreachable (then token requests
+/// fail until it is back).
+fn schema_usable(database: &str, label: &str, checked: Result<(), strait_store::StoreError>) -> Result<()> {
+    match checked {
+        Ok(()) => Ok(()),
+        Err(strait_store::StoreError::Unavailable(detail)) => {
+            tracing::warn!(
+                database = %label,
+                %detail,
+                "the OAuth2 token store's {database} is unreachable: token requests fail until it is back"
+            );
+            Ok(())
+        }
+        Err(error) => bail!("the OAuth2 token store on {database} {label}: {error}"),
+    }
 }
 
 /// Open the runtime key-value store (server-side sessions, ACME data) on

@@ -44,18 +44,13 @@ async fn exchange_one(conn: Arc<Conn>, cql: Arc<Cql>, row: CounterRow) -> Result
         .execute_unpaged(conn.statement(&cql.write, false), values)
         .await
         .map_err(|e| text(cql_error(e)))?;
-    let result = session
-        .execute_unpaged(conn.statement(&cql.read, false), (&row.key, row.window))
+    let counts: Vec<(Option<i64>,)> = conn
+        .rows(&cql.read, false, (&row.key, row.window))
         .await
-        .map_err(|e| text(cql_error(e)))?
-        .into_rows_result()
-        .map_err(|e| text(cql_error(e)))?;
-    let mut sum = 0i64;
-    for count in result.rows::<(Option<i64>,)>().map_err(|e| text(cql_error(e)))? {
-        let (count,) = count.map_err(|e| text(cql_error(e)))?;
-        sum = sum.saturating_add(count.unwrap_or(0));
-    }
-    Ok(sum)
+        .map_err(text)?;
+    Ok(counts
+        .into_iter()
+        .fold(0i64, |sum, (count,)| sum.saturating_add(count.unwrap_or(0))))
 }
 
 impl CassandraCounters {

@@ -62,15 +62,7 @@ async fn rows<R>(conn: &Conn, cql: &str, values: impl SerializeRow) -> Result<Ve
 where
     R: for<'f, 'm> scylla::deserialize::row::DeserializeRow<'f, 'm>,
 {
-    let session = conn.session().await.map_err(failed)?;
-    let result = session
-        .execute_unpaged(conn.statement(cql, false), values)
-        .await
-        .map_err(cql_failed)?
-        .into_rows_result()
-        .map_err(cql_failed)?;
-    let rows = result.rows::<R>().map_err(cql_failed)?;
-    rows.collect::<Result<Vec<R>, _>>().map_err(cql_failed)
+    conn.rows(cql, false, values).await.map_err(failed)
 }
 
 async fn exec(conn: &Conn, cql: &str, values: impl SerializeRow) -> Result<(), KvError> {

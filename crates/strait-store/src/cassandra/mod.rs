@@ -230,6 +230,25 @@ impl LazySession {
     }
 }
 
+/// The rows `statement` answers with, typed.
+pub(crate) async fn rows_of<R>(
+    session: &CachingSession,
+    statement: scylla::statement::Statement,
+    values: impl scylla::serialize::row::SerializeRow,
+) -> Result<Vec<R>, StoreError>
+where
+    R: for<'f, 'm> scylla::deserialize::row::DeserializeRow<'f, 'm>,
+{
+    let result = session
+        .execute_unpaged(statement, values)
+        .await
+        .map_err(cql_error)?
+        .into_rows_result()
+        .map_err(cql_error)?;
+    let rows = result.rows::<R>().map_err(cql_error)?;
+    rows.collect::<Result<Vec<R>, _>>().map_err(cql_error)
+}
+
 /// Cassandra's longest TTL (20 years): an expiry further away is kept in
 /// the row and checked on read, the row itself kept.
 pub(crate) const MAX_TTL: i64 = 630_720_000;
@@ -261,6 +280,19 @@ pub(crate) struct Conn {
 impl Conn {
     pub(crate) async fn session(&self) -> Result<&CachingSession, StoreError> {
         self.session.get(&self.config).await
+    }
+
+    /// The rows a statement answers with.
+    pub(crate) async fn rows<R>(
+        &self,
+        cql: &str,
+        lwt: bool,
+        values: impl scylla::serialize::row::SerializeRow,
+    ) -> Result<Vec<R>, StoreError>
+    where
+        R: for<'f, 'm> scylla::deserialize::row::DeserializeRow<'f, 'm>,
+    {
+        rows_of(self.session().await?, self.statement(cql, lwt), values).await
     }
 
     /// `cql` as a statement; `lwt`: a lightweight transaction, its Paxos
@@ -301,7 +333,7 @@ impl Client {
         work: F,
         timed_out: fn(String) -> E,
         stopped: fn(String) -> E,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, E>> + Send + 'static>>
+    ) -> crate::Answer<T, E>
     where
         T: Send + 'static,
         E: Send + 'static,

@@ -233,15 +233,7 @@ impl Shared {
     where
         R: for<'f, 'm> scylla::deserialize::row::DeserializeRow<'f, 'm>,
     {
-        let session = self.session().await?;
-        let result = session
-            .execute_unpaged(self.statement(cql, serial), values)
-            .await
-            .map_err(cql_error)?
-            .into_rows_result()
-            .map_err(cql_error)?;
-        let rows = result.rows::<R>().map_err(cql_error)?;
-        rows.collect::<Result<Vec<R>, _>>().map_err(cql_error)
+        super::rows_of(self.session().await?, self.statement(cql, serial), values).await
     }
 
     /// The head generation: from the newest one known (or the hint), each

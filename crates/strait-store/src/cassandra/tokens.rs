@@ -147,12 +147,7 @@ async fn rows<R>(conn: &Conn, cql: &str, values: impl SerializeRow) -> Result<Ve
 where
     R: for<'f, 'm> scylla::deserialize::row::DeserializeRow<'f, 'm>,
 {
-    let result = exec(conn, cql, false, values)
-        .await?
-        .into_rows_result()
-        .map_err(cql_failed)?;
-    let rows = result.rows::<R>().map_err(cql_failed)?;
-    rows.collect::<Result<Vec<R>, _>>().map_err(cql_failed)
+    conn.rows(cql, false, values).await.map_err(failed)
 }
 
 /// A token's row as stored: what the lookups need beside the token.
