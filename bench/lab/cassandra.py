@@ -1,7 +1,8 @@
 """A throwaway Apache Cassandra node for scenarios that need one: the tests' launcher
 (`cassandra-server`, tests/src/bin/cassandra-server.rs: Cassandra 5.0 from Maven Central in
 target/tools/cassandra/libs, which scripts/test.sh resolves; Java 17), pinned with taskset to
-the load cores (the JVM inherits the affinity), guardrails on, role `strait`.
+the load cores (the JVM inherits the affinity; `STRAIT_BENCH_CASSANDRA_CPUS` names others),
+guardrails on, role `strait`.
 
 The launcher exits once the node serves and leaves it running: `stop()` ends it by the PID it
 wrote, and the scenario calls it from a `finally`."""
@@ -32,8 +33,11 @@ class CassandraServer:
     def __init__(self, ctx: RunContext, folder: Path, keyspace: str = "strait_bench"):
         self.folder, self.port, self.keyspace = folder, free_port(), keyspace
         folder.mkdir(parents=True, exist_ok=True)
-        ctx.log(f"starting Cassandra on 127.0.0.1:{self.port} (cores {ctx.load_cpus})")
-        done = subprocess.run(["taskset", "-c", ctx.load_cpus, str(_launcher()), str(folder), str(self.port)],
+        # STRAIT_BENCH_CASSANDRA_CPUS gives the node other cores (all of them: "0-1" here), to
+        # see what the store does when it is not the load core that limits it.
+        cpus = os.environ.get("STRAIT_BENCH_CASSANDRA_CPUS", "").strip() or ctx.load_cpus
+        ctx.log(f"starting Cassandra on 127.0.0.1:{self.port} (cores {cpus})")
+        done = subprocess.run(["taskset", "-c", cpus, str(_launcher()), str(folder), str(self.port)],
                               capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise RuntimeError(f"Cassandra did not start: {done.stdout}{done.stderr}")
