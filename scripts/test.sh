@@ -366,7 +366,7 @@ python3 scripts/e2e-suites.py -- --test-threads="$e2e_threads"
 echo "== end-to-end suites on PostgreSQL"
 store_blind="conformance floods memory smuggling deck_testdata http1_server http2_settings client_limits
   connection_age proxy_streaming proxy_upgrade proxy_h2_tls grpc_streaming grpc_errors grpc_transcoding
-  plugins_zipkin plugins_ldap plugins_kafka cassandra_store cassandra_nodes cassandra_runtime plugins_serverless plugin_servers plugins_lua wasm_filters admin_ui"
+  plugins_zipkin plugins_ldap plugins_kafka cassandra_store cassandra_nodes cassandra_runtime cassandra_tls_retry plugins_serverless plugin_servers plugins_lua wasm_filters admin_ui"
 # shellcheck disable=SC2086 # one suite name per word
 STRAIT_E2E_STORE=postgres python3 scripts/e2e-suites.py --skip $store_blind "strait_e2e (unit tests)" "grpc-origin (unit tests)" \
   -- --test-threads="$e2e_threads"

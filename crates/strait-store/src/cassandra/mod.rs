@@ -145,6 +145,20 @@ pub(crate) fn cql_error(error: impl std::fmt::Display) -> StoreError {
 
 /// A session to the cluster (the keyspace not chosen: statements name it).
 pub async fn connect(config: &CassandraConfig) -> Result<Session, StoreError> {
+    let forwarders = config
+        .tls
+        .clone()
+        .map(|tls| std::sync::Arc::new(tls::Forwarders::new(tls)));
+    connect_via(config, forwarders).await
+}
+
+/// [`connect`], through `forwarders` when `cassandra_ssl` is on (kept by a
+/// store across its tries, so a cluster that stays away does not make a
+/// forwarder per try).
+async fn connect_via(
+    config: &CassandraConfig,
+    forwarders: Option<std::sync::Arc<tls::Forwarders>>,
+) -> Result<Session, StoreError> {
     use scylla::client::execution_profile::ExecutionProfile;
     use scylla::policies::load_balancing::DefaultPolicy;
     let mut policy = DefaultPolicy::builder().token_aware(true);
@@ -160,12 +174,11 @@ pub async fn connect(config: &CassandraConfig) -> Result<Session, StoreError> {
         .build();
     let mut builder = SessionBuilder::new();
     let mut tls_forwarders = None;
-    match &config.tls {
+    match forwarders {
         None => builder = builder.known_nodes(&config.contact_points),
-        Some(tls) => {
+        Some(forwarders) => {
             // Each contact point through a TLS forwarder of its own; the
             // nodes the driver learns of are translated to theirs.
-            let forwarders = std::sync::Arc::new(tls::Forwarders::new(tls.clone()));
             for point in &config.contact_points {
                 let name = tls::host_name(point).ok_or_else(|| {
                     StoreError::Cassandra(format!(
@@ -217,13 +230,22 @@ pub async fn connect(config: &CassandraConfig) -> Result<Session, StoreError> {
 /// A session opened on first use, its prepared statements cached (a node
 /// may start while its cluster is away: the first statement connects).
 #[derive(Default)]
-pub(crate) struct LazySession(tokio::sync::OnceCell<CachingSession>);
+pub(crate) struct LazySession {
+    session: tokio::sync::OnceCell<CachingSession>,
+    /// `cassandra_ssl`'s forwarders, made at the first try and kept.
+    forwarders: std::sync::OnceLock<std::sync::Arc<tls::Forwarders>>,
+}
 
 impl LazySession {
     pub(crate) async fn get(&self, config: &CassandraConfig) -> Result<&CachingSession, StoreError> {
-        self.0
+        self.session
             .get_or_try_init(|| async {
-                let session = connect(config).await?;
+                let forwarders = config.tls.as_ref().map(|tls| {
+                    self.forwarders
+                        .get_or_init(|| std::sync::Arc::new(tls::Forwarders::new(tls.clone())))
+                        .clone()
+                });
+                let session = connect_via(config, forwarders).await?;
                 Ok::<_, StoreError>(CachingSession::from(session, 256))
             })
             .await
