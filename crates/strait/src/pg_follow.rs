@@ -114,8 +114,9 @@ async fn catch_up(store: &PgStore, cache: &Arc<LocalCache>, publisher: &Snapshot
     let current = publisher.current();
     let base = current.load().version;
     let moved_on = move || current.load().version != base;
-    match store.catch_up(base)? {
-        CatchUp::UpToDate => Ok(()),
+    // What to reload whole, when the changes cannot be applied as deltas.
+    let (version, config, hash) = match store.catch_up(base)? {
+        CatchUp::UpToDate => return Ok(()),
         CatchUp::Changes { version, changes } => {
             let count = changes.len();
             let (cache_copy, copy, check) = (cache.clone(), changes.clone(), moved_on.clone());
@@ -129,47 +130,27 @@ async fn catch_up(store: &PgStore, cache: &Arc<LocalCache>, publisher: &Snapshot
             match publisher.apply_changes(changes, commit).await {
                 Ok(_) => {
                     tracing::debug!(version, changes = count, "changes from PostgreSQL applied");
-                    Ok(())
+                    return Ok(());
                 }
-                Err(PublishError::Commit(_)) => Ok(()),
+                Err(PublishError::Commit(_)) => return Ok(()),
                 Err(error) => {
                     tracing::warn!(%error, version, "changes from PostgreSQL do not derive; loading everything");
                     let (version, config) = store.load()?;
-                    let hash = store.config_hash()?;
-                    whole(
-                        publisher,
-                        cache,
-                        Reload {
-                            source: "PostgreSQL",
-                            base,
-                            version,
-                            config,
-                            hash,
-                        },
-                        moved_on,
-                    )
-                    .await;
-                    Ok(())
+                    (version, config, store.config_hash()?)
                 }
             }
         }
-        CatchUp::Whole { version, config, hash } => {
-            whole(
-                publisher,
-                cache,
-                Reload {
-                    source: "PostgreSQL",
-                    base,
-                    version,
-                    config: *config,
-                    hash,
-                },
-                moved_on,
-            )
-            .await;
-            Ok(())
-        }
-    }
+        CatchUp::Whole { version, config, hash } => (version, *config, hash),
+    };
+    let reload = Reload {
+        source: "PostgreSQL",
+        base,
+        version,
+        config,
+        hash,
+    };
+    whole(publisher, cache, reload, moved_on).await;
+    Ok(())
 }
 
 /// A whole configuration read from the shared database, to publish in

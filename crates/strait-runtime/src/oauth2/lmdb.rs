@@ -243,10 +243,9 @@ impl TokenStore for LmdbTokens {
     }
 
     fn list_tokens(&self, cursor: Option<&str>, size: usize) -> StoreFuture<'_, TokenPage> {
-        let after = match cursor.map(Uuid::parse_str) {
-            Some(Err(_)) => return Box::pin(std::future::ready(Err(TokenStoreError::BadCursor))),
-            Some(Ok(id)) => Some(id),
-            None => None,
+        let after = match super::id_cursor(cursor) {
+            Ok(after) => after,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
         };
         let size = size.max(1);
         let listed = self.read(|txn, t| {

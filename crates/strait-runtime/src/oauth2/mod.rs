@@ -184,6 +184,14 @@ pub fn key_of(secret: &str) -> [u8; 32] {
     key
 }
 
+/// A [`TokenStore::list_tokens`] cursor of the stores that page by token
+/// id: the last id of the page before (None: the first page).
+pub fn id_cursor(cursor: Option<&str>) -> Result<Option<Uuid>, TokenStoreError> {
+    cursor
+        .map(|text| Uuid::parse_str(text).map_err(|_| TokenStoreError::BadCursor))
+        .transpose()
+}
+
 /// Seconds since the epoch.
 pub fn now() -> i64 {
     std::time::SystemTime::now()

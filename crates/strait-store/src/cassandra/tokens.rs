@@ -398,10 +398,9 @@ impl TokenStore for CassandraTokens {
     }
 
     fn list_tokens(&self, cursor: Option<&str>, size: usize) -> StoreFuture<'_, TokenPage> {
-        let after = match cursor.map(Uuid::parse_str) {
-            Some(Err(_)) => return Box::pin(std::future::ready(Err(TokenStoreError::BadCursor))),
-            Some(Ok(id)) => Some(id),
-            None => None,
+        let after = match strait_runtime::oauth2::id_cursor(cursor) {
+            Ok(after) => after,
+            Err(error) => return Box::pin(std::future::ready(Err(error))),
         };
         let size = size.clamp(1, 1_000);
         self.call(move |conn, cql| async move {
