@@ -43,16 +43,33 @@ use super::write::applied;
 use super::{cql_error, ttl_until, CassandraConfig, Client, Conn};
 use crate::StoreError;
 
+/// An insert of a row keyed by a unique value: as a lightweight
+/// transaction (`IF NOT EXISTS`), and plain for keys drawn here.
+struct Insert {
+    claim: String,
+    plain: String,
+}
+
+impl Insert {
+    /// `INSERT ... VALUES (...)`, then `USING TTL ?`.
+    fn new(insert: String) -> Insert {
+        Insert {
+            claim: format!("{insert} IF NOT EXISTS USING TTL ?"),
+            plain: format!("{insert} USING TTL ?"),
+        }
+    }
+}
+
 /// The CQL of every statement, with the keyspace in it.
 struct Cql {
     by_access: String,
     id_row: String,
     refresh_row: String,
-    insert_token: String,
+    insert_token: Insert,
     update_token: String,
-    insert_id: String,
+    insert_id: Insert,
     update_id: String,
-    insert_refresh: String,
+    insert_refresh: Insert,
     update_refresh: String,
     delete_token: String,
     delete_id: String,
@@ -71,22 +88,21 @@ impl Cql {
             by_access: format!("SELECT purge_at, body FROM {ks}.oauth2_tokens WHERE access_hash = ?"),
             id_row: format!("SELECT access_hash FROM {ks}.oauth2_token_ids WHERE id = ?"),
             refresh_row: format!("SELECT access_hash FROM {ks}.oauth2_refresh_tokens WHERE refresh_hash = ?"),
-            insert_token: format!(
+            insert_token: Insert::new(format!(
                 "INSERT INTO {ks}.oauth2_tokens (access_hash, id, refresh_hash, purge_at, body) \
-                 VALUES (?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?"
-            ),
+                 VALUES (?, ?, ?, ?, ?)"
+            )),
             update_token: format!(
                 "UPDATE {ks}.oauth2_tokens USING TTL ? SET id = ?, refresh_hash = ?, purge_at = ?, body = ? \
                  WHERE access_hash = ? IF id = ?"
             ),
-            insert_id: format!(
-                "INSERT INTO {ks}.oauth2_token_ids (id, access_hash) VALUES (?, ?) IF NOT EXISTS USING TTL ?"
-            ),
+            insert_id: Insert::new(format!(
+                "INSERT INTO {ks}.oauth2_token_ids (id, access_hash) VALUES (?, ?)"
+            )),
             update_id: format!("UPDATE {ks}.oauth2_token_ids USING TTL ? SET access_hash = ? WHERE id = ? IF EXISTS"),
-            insert_refresh: format!(
-                "INSERT INTO {ks}.oauth2_refresh_tokens (refresh_hash, access_hash) VALUES (?, ?) \
-                 IF NOT EXISTS USING TTL ?"
-            ),
+            insert_refresh: Insert::new(format!(
+                "INSERT INTO {ks}.oauth2_refresh_tokens (refresh_hash, access_hash) VALUES (?, ?)"
+            )),
             update_refresh: format!(
                 "UPDATE {ks}.oauth2_refresh_tokens USING TTL ? SET access_hash = ? WHERE refresh_hash = ? \
                  IF access_hash = ?"
@@ -278,12 +294,12 @@ async fn insert(conn: &Conn, cql: &Cql, token: &OauthToken, drawn: Drawn) -> Res
 
 /// A row keyed by a unique value: claimed by a lightweight transaction
 /// (false: the key is taken), or written plainly when the key was drawn
-/// here (`INSERT ... IF NOT EXISTS` less its condition).
-async fn claim(conn: &Conn, insert: &str, drawn: bool, values: impl SerializeRow) -> Result<bool, TokenStoreError> {
+/// here.
+async fn claim(conn: &Conn, insert: &Insert, drawn: bool, values: impl SerializeRow) -> Result<bool, TokenStoreError> {
     if !drawn {
-        return lwt(conn, insert, values).await;
+        return lwt(conn, &insert.claim, values).await;
     }
-    exec(conn, &insert.replacen(" IF NOT EXISTS", "", 1), false, values).await?;
+    exec(conn, &insert.plain, false, values).await?;
     Ok(true)
 }
 
@@ -313,7 +329,7 @@ impl TokenStore for CassandraTokens {
             let moved = k.access != old_access;
             if moved {
                 let row = (&k.access, token.id, &k.refresh, k.purge_at, &k.body, k.ttl);
-                if !lwt(&conn, &cql.insert_token, row).await? {
+                if !lwt(&conn, &cql.insert_token.claim, row).await? {
                     return Err(conflict("access_token", token.access_token.clone()));
                 }
             } else {
@@ -328,7 +344,7 @@ impl TokenStore for CassandraTokens {
                 }
                 (new, was) => {
                     if let Some(new) = new {
-                        if !lwt(&conn, &cql.insert_refresh, (new, &k.access, k.ttl)).await? {
+                        if !lwt(&conn, &cql.insert_refresh.claim, (new, &k.access, k.ttl)).await? {
                             if moved {
                                 lwt(&conn, &cql.delete_token, (&k.access, token.id)).await?;
                             }
